@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: Apache-2.0
+# dpdk::static - DPDK EAL + ring + mempool linked statically, so ingestd carries no
+# runtime dependency on the DPDK shared objects and no driver plugin directory is scanned.
+# The ring mempool driver registers itself from a constructor: it needs --whole-archive.
+pkg_check_modules(DPDK REQUIRED libdpdk)
+set(_dpdk_libs mempool_ring mempool ring eal kvargs telemetry)
+foreach(_l IN LISTS _dpdk_libs)
+  find_library(DPDK_${_l}_A NAMES librte_${_l}.a PATHS ${DPDK_LIBRARY_DIRS} /usr/lib/x86_64-linux-gnu REQUIRED)
+endforeach()
+add_library(dpdk::static INTERFACE IMPORTED)
+# the include dirs only: libdpdk.pc's -march=corei7 and -include rte_config.h are set explicitly
+set(_dpdk_inc)
+foreach(_d IN LISTS DPDK_INCLUDE_DIRS)
+  if(_d MATCHES "dpdk")
+    list(APPEND _dpdk_inc ${_d})
+  endif()
+endforeach()
+target_include_directories(dpdk::static SYSTEM INTERFACE ${_dpdk_inc})
+target_compile_options(dpdk::static INTERFACE -include rte_config.h -msse4.2)
+target_link_libraries(dpdk::static INTERFACE
+  -Wl,--whole-archive ${DPDK_mempool_ring_A} -Wl,--no-whole-archive
+  ${DPDK_mempool_A} ${DPDK_ring_A} ${DPDK_eal_A} ${DPDK_kvargs_A} ${DPDK_telemetry_A}
+  numa bsd Threads::Threads dl m)

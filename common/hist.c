@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "common/hist.h"
+
+#include <string.h>
+
+static unsigned bucket_of(uint64_t v)
+{
+	if (v < ING_HIST_SUB)
+		return (unsigned)v;
+	unsigned msb = 63u - (unsigned)__builtin_clzll(v); /* >= 4 */
+	unsigned sub = (unsigned)(v >> (msb - 4)) & (ING_HIST_SUB - 1);
+	return (msb - 3) * ING_HIST_SUB + sub;
+}
+
+static uint64_t bucket_upper(unsigned b)
+{
+	if (b < ING_HIST_SUB)
+		return b;
+	unsigned msb = b / ING_HIST_SUB + 3, sub = b % ING_HIST_SUB;
+	uint64_t lo = ((uint64_t)(ING_HIST_SUB + sub)) << (msb - 4);
+	return lo + ((1ull << (msb - 4)) - 1);
+}
+
+void ing_hist_reset(struct ing_hist *h)
+{
+	memset(h, 0, sizeof(*h));
+}
+
+void ing_hist_add(struct ing_hist *h, uint64_t v)
+{
+	unsigned b = bucket_of(v);
+	if (b >= ING_HIST_BUCKETS)
+		b = ING_HIST_BUCKETS - 1;
+	h->b[b]++;
+	if (!h->count || v < h->min)
+		h->min = v;
+	if (v > h->max)
+		h->max = v;
+	h->count++;
+	h->sum += v;
+}
+
+uint64_t ing_hist_quantile(const struct ing_hist *h, double q)
+{
+	if (!h->count)
+		return 0;
+	uint64_t rank = (uint64_t)(q * (double)h->count + 0.5);
+	if (rank < 1)
+		rank = 1;
+	if (rank > h->count)
+		rank = h->count;
+	uint64_t seen = 0;
+	for (unsigned b = 0; b < ING_HIST_BUCKETS; b++) {
+		seen += h->b[b];
+		if (seen >= rank) {
+			uint64_t up = bucket_upper(b);
+			return up > h->max ? h->max : up;
+		}
+	}
+	return h->max;
+}
+
+void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src)
+{
+	if (!src->count)
+		return;
+	for (unsigned b = 0; b < ING_HIST_BUCKETS; b++)
+		dst->b[b] += src->b[b];
+	if (!dst->count || src->min < dst->min)
+		dst->min = src->min;
+	if (src->max > dst->max)
+		dst->max = src->max;
+	dst->count += src->count;
+	dst->sum += src->sum;
+}

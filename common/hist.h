@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fixed-size log-linear latency histogram (HDR-style: 16 linear sub-buckets per power of
+ * two, <= 6.25 % relative error), no allocation, one owner thread. Values in ns.
+ */
+#ifndef ING_COMMON_HIST_H
+#define ING_COMMON_HIST_H
+
+#include <stdint.h>
+
+#define ING_HIST_SUB 16
+#define ING_HIST_BUCKETS (64 * ING_HIST_SUB)
+
+struct ing_hist {
+	uint64_t count;
+	uint64_t min, max, sum;
+	uint32_t b[ING_HIST_BUCKETS];
+};
+
+void ing_hist_reset(struct ing_hist *h);
+void ing_hist_add(struct ing_hist *h, uint64_t v);
+/* q in [0,1]; returns the upper edge of the bucket holding the q-quantile (0 if empty). */
+uint64_t ing_hist_quantile(const struct ing_hist *h, double q);
+void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src);
+
+#endif

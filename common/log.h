@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Logging: level + component tag, one line per call, to stderr (or a set sink).
+ * Thread-safe (one write(2) per line). Never log rkeys or auth tokens.
+ * Data-path code uses ING_LOG_RL (rate-limited per call site).
+ */
+#ifndef ING_COMMON_LOG_H
+#define ING_COMMON_LOG_H
+
+#include <stdint.h>
+
+enum ing_log_level { ING_LOG_ERR = 0, ING_LOG_WARN, ING_LOG_INFO, ING_LOG_DEBUG };
+
+/* Set the global threshold (default INFO, or $ING_LOG_LEVEL: err|warn|info|debug). */
+void ing_log_set_level(enum ing_log_level lvl);
+enum ing_log_level ing_log_get_level(void);
+/* Parse "err|error|warn|warning|info|debug" (case-insensitive); -EINVAL if unknown. */
+int ing_log_parse_level(const char *s, enum ing_log_level *out);
+
+void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#define ING_LOG(lvl, comp, ...)                                                     \
+	do {                                                                        \
+		if ((lvl) <= ing_log_get_level())                                   \
+			ing_log_write((lvl), (comp), __VA_ARGS__);                  \
+	} while (0)
+#define ING_ERR(comp, ...) ING_LOG(ING_LOG_ERR, comp, __VA_ARGS__)
+#define ING_WARN(comp, ...) ING_LOG(ING_LOG_WARN, comp, __VA_ARGS__)
+#define ING_INFO(comp, ...) ING_LOG(ING_LOG_INFO, comp, __VA_ARGS__)
+#define ING_DBG(comp, ...) ING_LOG(ING_LOG_DEBUG, comp, __VA_ARGS__)
+
+/* At most one line per second per call site; the number suppressed is appended. */
+struct ing_log_rl {
+	uint64_t last_ns;
+	uint64_t suppressed;
+};
+int ing_log_rl_allow(struct ing_log_rl *rl, uint64_t *suppressed);
+#define ING_LOG_RL(lvl, comp, fmt, ...)                                             \
+	do {                                                                        \
+		static __thread struct ing_log_rl rl__;                             \
+		uint64_t sup__;                                                     \
+		if ((lvl) <= ing_log_get_level() && ing_log_rl_allow(&rl__, &sup__)) \
+			ing_log_write((lvl), (comp), fmt " (+%llu suppressed)",     \
+				      ##__VA_ARGS__, (unsigned long long)sup__);    \
+	} while (0)
+
+#endif

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * grpc.h - gRPC over HTTP/2 (nghttp2) on the control thread's event loop: a server that
+ * dispatches calls to method handlers, and a single-threaded client for the producer.
+ * No library threads. Wire protocol: https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
+ *
+ * Server behaviour owned by this layer (handlers never see it):
+ *  - content-type application/grpc[+proto] required, else HTTP 415 + grpc-status INTERNAL;
+ *    non-POST / non-gRPC requests get a plain HTTP error; garbage bytes get GOAWAY.
+ *  - unknown path -> UNIMPLEMENTED (12); message over max_recv_msg -> RESOURCE_EXHAUSTED (8);
+ *    compressed message (flag 1) -> UNIMPLEMENTED (no grpc-encoding supported).
+ *  - grpc-timeout -> deadline timer -> DEADLINE_EXCEEDED (4) + RST_STREAM(CANCEL), handler's
+ *    on_cancel is called; client RST_STREAM / connection loss -> on_cancel.
+ *  - grpc.health.v1.Health/Check answered here (SERVING / NOT_SERVING via set_serving).
+ *  - per-call outbound buffer bounded (max_send_buffer); per-stream and connection windows
+ *    large (window_bytes); inbound flow control opened only as handlers consume
+ *    (ing_grpc_call_pause/resume), which is how credits and a full pool push back.
+ *  - ing_grpc_server_shutdown: GOAWAY, no new calls, existing calls may finish.
+ */
+#ifndef ING_CONTROL_GRPC_H
+#define ING_CONTROL_GRPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control/loop.h"
+
+/* gRPC status codes */
+enum ing_grpc_status {
+	ING_GRPC_OK = 0,
+	ING_GRPC_CANCELLED = 1,
+	ING_GRPC_UNKNOWN = 2,
+	ING_GRPC_INVALID_ARGUMENT = 3,
+	ING_GRPC_DEADLINE_EXCEEDED = 4,
+	ING_GRPC_NOT_FOUND = 5,
+	ING_GRPC_ALREADY_EXISTS = 6,
+	ING_GRPC_PERMISSION_DENIED = 7,
+	ING_GRPC_RESOURCE_EXHAUSTED = 8,
+	ING_GRPC_FAILED_PRECONDITION = 9,
+	ING_GRPC_ABORTED = 10,
+	ING_GRPC_OUT_OF_RANGE = 11,
+	ING_GRPC_UNIMPLEMENTED = 12,
+	ING_GRPC_INTERNAL = 13,
+	ING_GRPC_UNAVAILABLE = 14,
+	ING_GRPC_DATA_LOSS = 15,
+	ING_GRPC_UNAUTHENTICATED = 16,
+};
+
+/* ================================================================ server */
+
+struct ing_grpc_server;
+struct ing_grpc_call;
+
+/*
+ * A method. Messages are delivered whole (on_message) unless the method sets the
+ * streaming hooks (on_msg_begin/on_msg_data/on_msg_end), in which case the payload of
+ * each gRPC message is handed over in the pieces it arrives in, without reassembly: the
+ * fallback path parses FrameChunk as it streams and copies data straight into a slot.
+ * All callbacks run on the loop thread. A callback may call ing_grpc_call_finish(); the
+ * call object stays valid until on_close returns.
+ */
+struct ing_grpc_method {
+	const char *path;     /* "/h3000.RDMASvc/PushFrames" */
+	void *ctx;            /* handed to on_start */
+	/* New call (headers received). Return ING_GRPC_OK to accept, or a status to reject. */
+	int (*on_start)(struct ing_grpc_call *c, void *ctx);
+	/* Whole message. Return 0, or a gRPC status to fail the call with (finish is implied). */
+	int (*on_message)(struct ing_grpc_call *c, const uint8_t *msg, size_t len);
+	int (*on_msg_begin)(struct ing_grpc_call *c, size_t len);
+	int (*on_msg_data)(struct ing_grpc_call *c, const uint8_t *p, size_t n);
+	int (*on_msg_end)(struct ing_grpc_call *c);
+	void (*on_half_close)(struct ing_grpc_call *c); /* client sent END_STREAM */
+	/* Outbound buffer drained below the low-water mark after send returned -ENOBUFS. */
+	void (*on_writable)(struct ing_grpc_call *c);
+	/* The call ends: after finish was sent, or on cancel/deadline/connection loss
+	 * (status tells which: OK... as finished, CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE).
+	 * Release everything the handler attached to the call. */
+	void (*on_close)(struct ing_grpc_call *c, int status);
+};
+
+struct ing_grpc_server_opts {
+	const char *listen;        /* "127.0.0.1:50051", "[::]:50051", "0.0.0.0:0" (port 0: pick) */
+	size_t max_recv_msg;       /* default 4 MiB + 64 KiB */
+	size_t max_send_buffer;    /* per call, default 8 MiB */
+	uint32_t window_bytes;     /* per stream initial window, default 16 MiB */
+	uint32_t conn_window_bytes; /* default 64 MiB */
+	uint32_t max_frame_size;   /* HTTP/2 SETTINGS_MAX_FRAME_SIZE we accept, default 1 MiB */
+	uint32_t max_concurrent_streams; /* default 256 */
+	unsigned max_connections;  /* default 256 */
+	const char *tls_cert;      /* PEM; both set: TLS with ALPN h2, else cleartext h2c */
+	const char *tls_key;
+};
+void ing_grpc_server_opts_init(struct ing_grpc_server_opts *o);
+
+struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
+					       const struct ing_grpc_server_opts *o,
+					       const struct ing_grpc_method *methods, unsigned n);
+void ing_grpc_server_destroy(struct ing_grpc_server *s);   /* closes every connection */
+/* Bound port (after listen on port 0). */
+int ing_grpc_server_port(const struct ing_grpc_server *s);
+/* GOAWAY to every connection, stop accepting; calls in progress may finish. */
+void ing_grpc_server_shutdown(struct ing_grpc_server *s);
+/* Health/Check answer for service "" and "h3000.RDMASvc". */
+void ing_grpc_server_set_serving(struct ing_grpc_server *s, bool serving);
+unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s);
+
+/* Queue one message (copied into the call's bounded outbound buffer). 0, -ENOBUFS when
+ * over max_send_buffer (wait for on_writable), -EPIPE when the call is closed. */
+int ing_grpc_call_send(struct ing_grpc_call *c, const uint8_t *msg, size_t len);
+/* Trailers with grpc-status/grpc-message (message percent-encoded here). Idempotent. */
+int ing_grpc_call_finish(struct ing_grpc_call *c, int status, const char *message);
+/* Inbound backpressure: stop/restart giving the client flow-control window. */
+void ing_grpc_call_pause(struct ing_grpc_call *c);
+void ing_grpc_call_resume(struct ing_grpc_call *c);
+/* Request metadata value (lower-case name), NULL if absent. */
+const char *ing_grpc_call_header(const struct ing_grpc_call *c, const char *name);
+void ing_grpc_call_set_user(struct ing_grpc_call *c, void *user);
+void *ing_grpc_call_user(const struct ing_grpc_call *c);
+const char *ing_grpc_call_peer(const struct ing_grpc_call *c);   /* "127.0.0.1:41234" */
+uint64_t ing_grpc_call_id(const struct ing_grpc_call *c);        /* unique per process */
+size_t ing_grpc_call_send_buffered(const struct ing_grpc_call *c);
+
+/* ================================================================ client */
+
+/*
+ * Single-threaded gRPC client on one HTTP/2 connection: the owner drives it with
+ * ing_grpc_chan_poll(). Used by the producer library and tests.
+ */
+struct ing_grpc_chan;
+struct ing_grpc_ccall;
+
+struct ing_grpc_ccall_cbs {
+	void (*on_message)(struct ing_grpc_ccall *cc, void *arg, const uint8_t *msg, size_t len);
+	/* Call over: grpc-status (or UNAVAILABLE on connection loss) and grpc-message. */
+	void (*on_close)(struct ing_grpc_ccall *cc, void *arg, int status, const char *message);
+	void *arg;
+};
+
+struct ing_grpc_chan_opts {
+	const char *target;        /* "host:port" or "[v6]:port" */
+	int connect_timeout_ms;    /* default 5000 */
+	uint32_t window_bytes;     /* default 16 MiB */
+	uint32_t conn_window_bytes;/* default 64 MiB */
+	size_t max_send_buffer;    /* bytes queued on the connection before send returns -ENOBUFS, default 32 MiB */
+	bool tls;                  /* TLS + ALPN h2 (no verification unless tls_ca is set) */
+	const char *tls_ca;
+};
+void ing_grpc_chan_opts_init(struct ing_grpc_chan_opts *o);
+/* Connect (blocking, bounded by connect_timeout_ms) and exchange SETTINGS. NULL + err text. */
+struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, char *err, size_t errlen);
+void ing_grpc_chan_close(struct ing_grpc_chan *ch);  /* cancels open calls (on_close UNAVAILABLE) */
+/* Start a call. md: NULL-terminated name,value,name,value... ; timeout_ms 0: none. */
+struct ing_grpc_ccall *ing_grpc_chan_call(struct ing_grpc_chan *ch, const char *path,
+					  const char *const *md, int timeout_ms,
+					  const struct ing_grpc_ccall_cbs *cbs);
+/* Queue a message (copied). end: half-close after it. 0, -ENOBUFS (poll, then retry), -EPIPE. */
+int ing_grpc_ccall_send(struct ing_grpc_ccall *cc, const uint8_t *msg, size_t len, bool end);
+/*
+ * Queue a message made of a small head (encoded protobuf fields before the bytes field,
+ * including that field's tag and length) and a large body sent from the caller's memory
+ * without a copy. The caller keeps body valid until done(body_arg) is called.
+ */
+int ing_grpc_ccall_send_zc(struct ing_grpc_ccall *cc, const uint8_t *head, size_t head_len,
+			   const uint8_t *body, size_t body_len, bool end,
+			   void (*done)(void *body_arg), void *body_arg);
+int ing_grpc_ccall_half_close(struct ing_grpc_ccall *cc);
+void ing_grpc_ccall_cancel(struct ing_grpc_ccall *cc);   /* RST_STREAM(CANCEL); on_close(CANCELLED) */
+/* Drive I/O for up to timeout_ms (0: non-blocking). Returns events handled, or -errno when
+ * the connection is gone. Callbacks run inside. */
+int ing_grpc_chan_poll(struct ing_grpc_chan *ch, int timeout_ms);
+/* Bytes accepted by send but not yet written to the socket. */
+size_t ing_grpc_chan_pending(const struct ing_grpc_chan *ch);
+int ing_grpc_chan_fd(const struct ing_grpc_chan *ch);
+
+/* Convenience: a blocking unary call. Returns the gRPC status; *resp malloc'ed (free it). */
+int ing_grpc_unary(struct ing_grpc_chan *ch, const char *path, const char *const *md,
+		   const uint8_t *req, size_t req_len, uint8_t **resp, size_t *resp_len,
+		   int timeout_ms, char *errmsg, size_t errlen);
+
+#endif

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dataplane.h - the ingest node's data plane as seen by the control thread and ingestd:
+ * frame descriptors, the MR pool of frame buffers, the rings between threads, the
+ * persistence workers (store + catalog), and EAL start-up.
+ *
+ * Ownership rule: a struct ing_frame is owned by exactly one thread at a time; it moves
+ * between threads only through rte_rings (pointer hand-off). Control takes it from the
+ * pool, fills it (fallback) or hands it to a dataplane lcore (RDMA), which pushes it to a
+ * persistence worker, which pushes it to the ack ring; control sends the ACKs and puts it
+ * back into the pool.
+ */
+#ifndef ING_DATAPLANE_H
+#define ING_DATAPLANE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ING_WAFER_ID_MAX 128
+#define ING_FRAME_MSG_MAX 160
+#define ING_POOL_MAX_CLASSES 8
+#define ING_DEFAULT_MAX_FRAME (64ull << 20)
+#define ING_DEFAULT_CREDITS 64
+#define ING_DEFAULT_WORKERS 2
+#define ING_DEFAULT_RING_SIZE 4096
+
+/* Mirrors h3000.ErrorCode in proto/h3000.proto (same numeric values). */
+enum ing_err {
+	ING_E_NONE = 0,
+	ING_E_INVALID_ARGUMENT = 1,
+	ING_E_TOO_LARGE = 2,
+	ING_E_CRC_MISMATCH = 3,
+	ING_E_DUPLICATE_CONFLICT = 4,
+	ING_E_DEADLINE = 5,
+	ING_E_TRANSFER = 6,
+	ING_E_IO = 7,
+	ING_E_NO_SPACE = 8,
+	ING_E_NO_TRANSPORT = 9,
+	ING_E_BUSY = 10,
+	ING_E_CANCELLED = 11,
+	ING_E_INTERNAL = 12,
+	ING_E_SHUTTING_DOWN = 13,
+};
+
+/* Mirrors h3000.Transport. */
+enum ing_xport { ING_XPORT_NONE = 0, ING_XPORT_RDMA = 1, ING_XPORT_GRPC = 2 };
+
+/* Where persistence puts the bytes. */
+enum ing_sink { ING_SINK_FILE = 0, ING_SINK_NULL = 1 };
+
+/*
+ * One frame in the ingest node. Lives inside the pool (one descriptor per slot, so taking
+ * a slot never allocates). Fields are grouped by the stage that writes them.
+ */
+struct ing_frame {
+	/* --- set by control at admission (ing_pool_get clears everything below buf) --- */
+	uint64_t frame_id;
+	uint64_t session_id;
+	uint64_t length;      /* declared bytes, 1 .. slot capacity */
+	uint64_t filled;      /* bytes landed so far (fallback: next expected offset) */
+	int64_t timestamp;    /* producer's, ns since epoch */
+	uint32_t crc32c;      /* declared by the producer, valid when has_crc */
+	bool has_crc;
+	uint8_t transport;    /* enum ing_xport */
+	char wafer_id[ING_WAFER_ID_MAX + 1];
+	uint64_t cookie;      /* control's routing handle (stream/session generation) */
+	uint64_t raddr;       /* RDMA: producer address */
+	uint32_t rkey;        /* RDMA: producer rkey (never logged) */
+	uint32_t qp_num;      /* RDMA: which connection */
+	uint64_t t_admit_ns;  /* ing_now_ns() at admission */
+	uint64_t t_received_ns;
+	uint64_t t_durable_ns;
+	/* --- set by the dataplane lcore / persistence worker --- */
+	int32_t status;       /* enum ing_err; ING_E_NONE = ok */
+	bool retryable;
+	bool duplicate;       /* already stored with the same crc: not rewritten */
+	uint32_t crc_computed;
+	char msg[ING_FRAME_MSG_MAX]; /* human-readable reason when status != 0 */
+	/* --- the slot (set once at pool creation, never changed) --- */
+	struct ing_pool *pool;
+	uint8_t *buf;         /* 4 KiB aligned (O_DIRECT, io_uring fixed buffer) */
+	uint64_t cap;         /* slot capacity, a multiple of 4 KiB */
+	uint32_t slot;        /* index within its class */
+	uint8_t cls;          /* size class */
+};
+
+/* ---------------------------------------------------------------- EAL */
+
+struct ing_eal_opts {
+	const char *lcores;   /* EAL -l list, e.g. "0-1"; NULL: "0" (control only) */
+	int main_lcore;       /* -1: first of lcores */
+	bool no_huge;         /* default true; false needs hugepages reserved and mounted */
+	unsigned mem_mb;      /* EAL heap (rings, descriptors): default 64 */
+	const char *file_prefix; /* default "ingestd-<pid>" */
+	const char *log_level;   /* EAL log level, default "warning" */
+};
+void ing_eal_opts_init(struct ing_eal_opts *o);
+/* Start EAL once per process (main thread). 0 or -errno; logs the EAL arguments used. */
+int ing_eal_start(const struct ing_eal_opts *o);
+void ing_eal_stop(void);
+
+/* ---------------------------------------------------------------- MR pool */
+
+struct ing_pool_class {
+	uint64_t slot_size;   /* rounded up to 4 KiB (to the hugepage size when on hugepages) */
+	unsigned count;
+};
+
+struct ing_pool_opts {
+	const char *name;     /* unique per process */
+	unsigned nclasses;
+	struct ing_pool_class cls[ING_POOL_MAX_CLASSES]; /* ascending slot_size */
+	int hugepages;        /* 1: required, 0: never, -1: try, fall back to 4 KiB pages */
+	int numa_node;        /* -1: any; else mbind() the regions there */
+	bool prefault;        /* touch every page at creation (default true) */
+};
+void ing_pool_opts_init(struct ing_pool_opts *o);
+/* Parse "4M:16,16M:8,64M:4" (size[K|M|G]:count,...) into o->cls. 0 or -EINVAL. */
+int ing_pool_parse_classes(struct ing_pool_opts *o, const char *spec);
+
+struct ing_pool;
+/* Map one region per class, carve slots, build the descriptor mempools. NULL + log on error. */
+struct ing_pool *ing_pool_create(const struct ing_pool_opts *o);
+void ing_pool_destroy(struct ing_pool *p);  /* tolerant of NULL and of half-built pools */
+/*
+ * Take the smallest free slot that holds len bytes (falls back to larger classes).
+ * NULL: len above the largest class (check ing_pool_max_len first) or none free
+ * (backpressure: retry after a put). Any thread; lockless.
+ */
+struct ing_frame *ing_pool_get(struct ing_pool *p, uint64_t len);
+void ing_pool_put(struct ing_frame *f);   /* any thread */
+uint64_t ing_pool_max_len(const struct ing_pool *p);
+unsigned ing_pool_total(const struct ing_pool *p);
+unsigned ing_pool_free(const struct ing_pool *p);
+bool ing_pool_on_hugepages(const struct ing_pool *p);
+/* Region of class c (for ibv_reg_mr: once per region). 0 or -ENOENT. */
+int ing_pool_region(const struct ing_pool *p, unsigned c, void **base, size_t *len);
+unsigned ing_pool_nclasses(const struct ing_pool *p);
+
+/* ---------------------------------------------------------------- rings */
+
+/*
+ * A bounded lockless queue of frame pointers (rte_ring) plus an optional eventfd doorbell
+ * for a consumer that sleeps. Producers call ing_fring_push (ring it when the consumer
+ * sleeps: the doorbell is rung on every push that finds the ring empty, cheap otherwise).
+ */
+struct ing_fring;
+/* flags: ING_FRING_SP / ING_FRING_SC for single producer / consumer. size: power of 2. */
+#define ING_FRING_SP 1u
+#define ING_FRING_SC 2u
+struct ing_fring *ing_fring_create(const char *name, unsigned size, unsigned flags, bool doorbell);
+void ing_fring_destroy(struct ing_fring *r);
+/* Push n frames (all or none). 0 or -ENOBUFS. */
+int ing_fring_push(struct ing_fring *r, struct ing_frame **f, unsigned n);
+/* Pop up to max frames; returns the count. */
+unsigned ing_fring_pop(struct ing_fring *r, struct ing_frame **f, unsigned max);
+/* The doorbell eventfd (for epoll), or -1. */
+int ing_fring_fd(const struct ing_fring *r);
+/* Consume the doorbell's pending wake-ups (call before draining). */
+void ing_fring_clear(struct ing_fring *r);
+/* Sleep until the doorbell rings or timeout_ms passes. 1 rung, 0 timeout, -errno. */
+int ing_fring_wait(struct ing_fring *r, int timeout_ms);
+unsigned ing_fring_count(const struct ing_fring *r);
+
+/* ---------------------------------------------------------------- catalog */
+
+struct ing_catalog;
+struct ing_catalog_row {
+	uint64_t frame_id;
+	char wafer_id[ING_WAFER_ID_MAX + 1];
+	int64_t timestamp;
+	uint64_t length;
+	uint32_t crc32c;
+	char path[512];
+	uint8_t transport;
+	int64_t received_ns;  /* wall clock */
+	int64_t durable_ns;
+};
+/* Open/create <path> (WAL, synchronous=FULL, busy timeout). One handle per thread. */
+struct ing_catalog *ing_catalog_open(const char *path);
+void ing_catalog_close(struct ing_catalog *c);
+/* 0 found, -ENOENT absent, -EIO on error. */
+int ing_catalog_lookup(struct ing_catalog *c, uint64_t frame_id, struct ing_catalog_row *row);
+/* Insert rows in one transaction. 0, -EEXIST (a frame id already present: nothing inserted), -EIO, -ENOSPC. */
+int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows, unsigned n);
+int64_t ing_catalog_count(struct ing_catalog *c);
+
+/* ---------------------------------------------------------------- store */
+
+/* "frames/<wafer>/<frame>.frame" relative to data_dir; -ENAMETOOLONG. */
+int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, uint64_t frame_id);
+/* true when id is a safe single path component: [A-Za-z0-9._-]{1,128}, not "." or "..". */
+bool ing_store_wafer_id_ok(const char *id);
+/*
+ * Write f->buf[0..length) durably to <data_dir>/<rel> (temp file, O_DIRECT when aligned,
+ * fdatasync, rename, directory fsync). 0 or -errno (-ENOSPC, -EIO, ...).
+ */
+int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
+		    uint64_t cap);
+
+/* ---------------------------------------------------------------- persistence */
+
+struct ing_persist_opts {
+	const char *data_dir;  /* created if missing; frames/ and catalog.db inside */
+	unsigned workers;      /* default ING_DEFAULT_WORKERS */
+	unsigned ring_size;    /* per worker, default ING_DEFAULT_RING_SIZE */
+	enum ing_sink sink;    /* file (default) or null (benchmarks: no write, no catalog) */
+	int cpu;               /* -1: not pinned; else pin workers to this cpu set start */
+	bool verify_crc;       /* default true: compute crc32c and compare when declared */
+};
+void ing_persist_opts_init(struct ing_persist_opts *o);
+
+struct ing_persist;
+/*
+ * Start the workers. Completed frames from any thread go to ing_persist_submit; results
+ * (status, duplicate, crc, t_durable_ns set) come out on acks (MP/SC ring with doorbell,
+ * owned by the caller, consumed by the control thread). NULL + log on error.
+ */
+struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct ing_fring *acks);
+/* Stop after draining what was submitted (bounded by timeout_ms); tolerant of NULL. */
+void ing_persist_stop(struct ing_persist *p, int timeout_ms);
+/*
+ * Hand a complete frame (length bytes in buf, t_received_ns set) to the worker chosen by
+ * frame_id (the same id always lands on the same worker, so duplicates serialise).
+ * 0 or -ENOBUFS (ring full: retry later; the frame is still the caller's). Any thread.
+ */
+int ing_persist_submit(struct ing_persist *p, struct ing_frame *f);
+struct ing_persist_stats {
+	uint64_t frames, bytes, duplicates, failures, fsyncs, batches;
+};
+void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats *s);
+
+#endif

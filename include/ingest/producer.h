@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * h3000 ingest - producer library (libingest). Stable C ABI: opaque handles, plain
+ * structs with an explicit init function, no DPDK or verbs types.
+ *
+ * Threading: a struct ing_producer is used by one thread at a time (it is driven by
+ * ing_producer_poll; nothing runs in the background). Use one producer per thread.
+ *
+ * Lifetime of frame memory: the bytes of a submitted frame must stay unchanged until the
+ * frame's ACK of stage opts.recycle_on (RECEIVED by default) has been returned by
+ * ing_producer_poll, or the frame failed. On RDMA the ingest node reads them in place
+ * (zero copies); on the gRPC fallback they are written to the socket from the same memory.
+ */
+#ifndef INGEST_PRODUCER_H
+#define INGEST_PRODUCER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ING_API __attribute__((visibility("default")))
+
+enum ing_transport {
+	ING_TRANSPORT_AUTO = 0,  /* RDMA when both sides can, else the gRPC fallback (logged) */
+	ING_TRANSPORT_RDMA = 1,  /* RDMA or fail */
+	ING_TRANSPORT_GRPC = 2,  /* always the gRPC fallback */
+};
+
+enum ing_ack_stage {
+	ING_ACK_NONE = 0,        /* failure reported before any stage */
+	ING_ACK_RECEIVED = 1,    /* all bytes are in the ingest node */
+	ING_ACK_DURABLE = 2,     /* stored, synced, catalogued */
+};
+
+struct ing_producer_opts {
+	const char *server;          /* "host:port" of ingestd's gRPC listener (required) */
+	enum ing_transport transport;/* default AUTO */
+	unsigned credits;            /* wanted frames in flight; 0: the server's default */
+	uint64_t max_frame_size;     /* wanted maximum; 0: the server's default */
+	int connect_timeout_ms;      /* default 5000 */
+	int frame_timeout_ms;        /* a frame not DURABLE after this fails locally; default 60000 */
+	enum ing_ack_stage recycle_on; /* default ING_ACK_RECEIVED */
+	const char *client_name;     /* shown in ingestd's logs */
+	/* registered frame pool for ing_frame_alloc (RDMA: one MR over all of it) */
+	unsigned pool_frames;        /* default 0: no pool; ing_frame_alloc then fails */
+	uint64_t pool_frame_size;    /* default 16 MiB */
+	const char *rdma_device;     /* NULL: the device that routes to the server */
+	uint32_t chunk_size;         /* fallback chunk data bytes; 0: the server's maxChunkSize */
+};
+
+struct ing_ack {
+	uint64_t frame_id;
+	enum ing_ack_stage stage;    /* stage reached (NONE with ok=0 for early failures) */
+	int ok;
+	int code;                    /* h3000.ErrorCode */
+	int retryable;
+	int duplicate;               /* already stored with the same crc: not rewritten */
+	uint32_t crc32c;             /* what the node computed (0 if unknown) */
+	uint64_t latency_ns;         /* submit -> this ack, producer clock */
+	void *user;                  /* from struct ing_frame_desc */
+	char msg[160];
+};
+
+struct ing_frame_desc {
+	uint64_t frame_id;           /* unique per frame (the node refuses reuse with other bytes) */
+	const char *wafer_id;        /* [A-Za-z0-9._-]{1,128} */
+	int64_t timestamp;           /* ns since epoch; 0: now */
+	const void *data;
+	uint64_t length;             /* 1 .. ing_producer_max_frame() */
+	uint32_t crc32c;             /* of data; computed by the library when has_crc == 0 */
+	int has_crc;
+	void *user;                  /* returned in every ing_ack of this frame */
+};
+
+struct ing_producer_stats {
+	uint64_t submitted, received, durable, failed, duplicates, bytes;
+	unsigned in_flight;
+};
+
+struct ing_producer;
+
+ING_API void ing_producer_opts_init(struct ing_producer_opts *o);
+/* Connect, Negotiate, set up RDMA when chosen. NULL with a reason in err on failure. */
+ING_API struct ing_producer *ing_producer_connect(const struct ing_producer_opts *o, char *err,
+						 size_t errlen);
+/* Wait up to timeout_ms for frames in flight, then close. NULL ok. */
+ING_API void ing_producer_close(struct ing_producer *p, int timeout_ms);
+
+ING_API enum ing_transport ing_producer_transport(const struct ing_producer *p); /* RDMA or GRPC */
+ING_API const char *ing_producer_transport_note(const struct ing_producer *p);  /* why */
+ING_API uint64_t ing_producer_session_id(const struct ing_producer *p);
+ING_API uint64_t ing_producer_max_frame(const struct ing_producer *p);
+ING_API unsigned ing_producer_credits(const struct ing_producer *p);
+ING_API unsigned ing_producer_in_flight(const struct ing_producer *p);
+ING_API void ing_producer_get_stats(const struct ing_producer *p, struct ing_producer_stats *s);
+
+/*
+ * Submit one frame. 0 on success; -EAGAIN when no credit is free (poll, then retry);
+ * -EINVAL for a bad descriptor (length 0 or too big, bad wafer id); -EPIPE when the
+ * connection is gone; -EFAULT when on RDMA the memory is not from ing_frame_alloc.
+ */
+ING_API int ing_producer_submit(struct ing_producer *p, const struct ing_frame_desc *d);
+/* Drive I/O; up to max ACKs into acks. Returns the count, or -errno if the connection broke. */
+ING_API int ing_producer_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max,
+			      int timeout_ms);
+
+/* A frame buffer from the registered pool (len <= pool_frame_size), NULL when none free. */
+ING_API void *ing_frame_alloc(struct ing_producer *p, size_t len);
+ING_API void ing_frame_free(struct ing_producer *p, void *buf);
+
+/* CRC-32C (Castagnoli) as the ingest node checks it; chainable (pass 0 to start). */
+ING_API uint32_t ing_crc32c(uint32_t crc, const void *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
