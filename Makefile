@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: Apache-2.0
+# h3000 ingest - the two entry points. Each installs what is missing, configures, builds.
+#   make demo   start ingestd on loopback with the embedded defaults, send a few hundred
+#               frames, verify them, print throughput and ack latency, stop
+#   make test   unit tests under ASan/UBSan, then the whole suite (unit, functional,
+#               real gRPC clients, RDMA on Soft-RoCE in a qemu guest)
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+
+.PHONY: all deps build build-asan demo test test-unit test-asan bench clean
+
+all: build
+
+deps:
+	@deploy/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+build-asan: deps
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DING_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD_ASAN) -j$(JOBS)
+
+demo: build
+	@deploy/demo.sh $(BUILD)
+
+# Unit tests run twice: sanitized (the gate for memory errors) and in the release tree
+# (so the last ctest summary counts every test of the suite).
+test-asan: build-asan
+	@cd $(BUILD_ASAN) && ctest -L unit --output-on-failure --timeout 300
+
+test-unit: build
+	@cd $(BUILD) && ctest -L unit --output-on-failure
+
+test: build build-asan
+	@cd $(BUILD_ASAN) && ctest -L unit --output-on-failure --timeout 300
+	@cd $(BUILD) && ctest --output-on-failure --timeout 1200
+
+bench: build
+	@echo "bench/fallback.sh $(BUILD)   bench/rdma.sh $(BUILD)   bench/numa.sh $(BUILD)"
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)
