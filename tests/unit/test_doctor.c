@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ingest-doctor's checks against the fake sysfs/procfs roots in tests/numa/roots
+ * (gen_roots.py): a PASS machine, a WARN machine (Soft-RoCE VM) and a FAIL machine, plus
+ * an empty root (no RDMA, no hugetlb, no cpufreq) that must not crash.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "numa/doctor.h"
+
+static char src[1024];
+static char data_dir[] = "/tmp/ing-doctor-test-XXXXXX";
+
+struct roots {
+	char sys[1100], proc[1100], topo[1100];
+};
+
+static void setup_opts(struct ing_doctor_opts *o, struct roots *r, const char *root,
+		       const char *topo)
+{
+	snprintf(r->sys, sizeof(r->sys), "%s/tests/numa/roots/%s/sys", src, root);
+	snprintf(r->proc, sizeof(r->proc), "%s/tests/numa/roots/%s/proc", src, root);
+	snprintf(r->topo, sizeof(r->topo), "%s/tests/numa/%s", src, topo);
+	ing_doctor_opts_init(o);
+	o->sysfs_root = r->sys;
+	o->procfs_root = r->proc;
+	o->topology = r->topo;
+	o->data_dir = data_dir;
+}
+
+static void expect(const struct ing_doctor_report *r, const char *name, enum ing_check_status st,
+		   const char *needle)
+{
+	const struct ing_check *k = ing_doctor_find(r, name);
+	if (!k)
+		fail_msg("check %s was not run", name);
+	if (k->status != st || (needle && !strstr(k->detail, needle)))
+		fail_msg("%s: %s \"%s\" (want %s%s%s)", name, ing_check_status_str(k->status),
+			 k->detail, ing_check_status_str(st), needle ? " with " : "",
+			 needle ? needle : "");
+	if (st != ING_CHECK_PASS && !k->fix[0])
+		fail_msg("%s: %s without a fix line", name, ing_check_status_str(st));
+}
+
+static void test_pass_machine(void **state)
+{
+	(void)state;
+	struct ing_doctor_opts o;
+	struct roots rt;
+	struct ing_doctor_report *r = calloc(1, sizeof(*r));
+
+	setup_opts(&o, &rt, "pass", "four_node_smt.xml");
+	o.pool_bytes = 1ull << 30;
+	o.memlock = 64 << 10; /* small, but the fixture has CAP_IPC_LOCK */
+	o.plan.block_dev = "nvme1n1";
+	setenv("RDMAV_HUGEPAGES_SAFE", "1", 1);
+	int fails = ing_doctor_run(&o, r);
+	unsetenv("RDMAV_HUGEPAGES_SAFE");
+	assert_int_equal(fails, 0);
+	expect(r, "rdma.devices", ING_CHECK_PASS, "mlx5_1");
+	expect(r, "rdma.port", ING_CHECK_PASS, "ACTIVE");
+	expect(r, "rdma.gid", ING_CHECK_PASS, "RoCE v2 GID index 3 (192.168.10.2 on ens2f0np0)");
+	expect(r, "rdma.mtu", ING_CHECK_PASS, "active MTU 4096, ens2f0np0 MTU 9000");
+	expect(r, "memory.memlock", ING_CHECK_PASS, "CAP_IPC_LOCK");
+	expect(r, "memory.hugepages", ING_CHECK_PASS, "1024 x 2 MiB");
+	expect(r, "memory.hugetlbfs", ING_CHECK_PASS, "/dev/hugepages");
+	expect(r, "memory.alignment", ING_CHECK_PASS, "512 x 2 MiB");
+	expect(r, "memory.hugepages_safe", ING_CHECK_PASS, NULL);
+	expect(r, "storage.dir", ING_CHECK_PASS, NULL);
+	expect(r, "numa.topology", ING_CHECK_PASS, "4 NUMA nodes");
+	expect(r, "numa.nic", ING_CHECK_PASS, "node 0");
+	expect(r, "numa.placement", ING_CHECK_PASS, "control cpu 0, dataplane cpus 1, workers 2-3");
+	expect(r, "cpu.governor", ING_CHECK_PASS, "performance");
+	expect(r, "cpu.isolation", ING_CHECK_PASS, "isolated");
+	expect(r, "cpu.iommu", ING_CHECK_PASS, "passthrough");
+	assert_string_equal(r->rdma_dev, "mlx5_1");
+	assert_int_equal(r->gid_index, 3);
+	assert_int_equal(r->active_mtu, 4096);
+	assert_int_equal(r->netdev_mtu, 9000);
+	assert_false(r->active_mtu_estimated);
+
+	/* text and JSON carry the verdict */
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	ing_doctor_format_text(r, f);
+	fclose(f);
+	assert_non_null(strstr(out, "[rdma]\n"));
+	assert_non_null(strstr(out, "[numa]\n"));
+	assert_non_null(strstr(out, "rdma: device mlx5_1 port 1, GID index 3 (192.168.10.2)"));
+	assert_non_null(strstr(out, " 0 FAIL"));
+	free(out);
+	f = open_memstream(&out, &len);
+	ing_doctor_format_json(r, f);
+	fclose(f);
+	assert_non_null(strstr(out, "\"gid_index\":3"));
+	assert_non_null(strstr(out, "\"fail\":0"));
+	free(out);
+	free(r);
+}
+
+static void test_warn_machine(void **state)
+{
+	(void)state;
+	struct ing_doctor_opts o;
+	struct roots rt;
+	struct ing_doctor_report *r = calloc(1, sizeof(*r));
+
+	setup_opts(&o, &rt, "warn", "vm_single.xml");
+	o.memlock = ING_DOCTOR_MEMLOCK_UNLIMITED;
+	unsetenv("RDMAV_HUGEPAGES_SAFE");
+	assert_int_equal(ing_doctor_run(&o, r), 0);
+	assert_int_equal(r->n_fail, 0);
+	expect(r, "rdma.devices", ING_CHECK_PASS, "rxe0");
+	expect(r, "rdma.gid", ING_CHECK_WARN, "only IPv6 RoCE v2 at index 1");
+	expect(r, "rdma.mtu", ING_CHECK_WARN, "active MTU 1024 (estimated), limited by eth0 MTU 1500");
+	expect(r, "memory.memlock", ING_CHECK_PASS, "unlimited");
+	expect(r, "memory.hugepages", ING_CHECK_WARN, "no hugepages reserved");
+	expect(r, "memory.hugetlbfs", ING_CHECK_PASS, NULL);
+	expect(r, "memory.alignment", ING_CHECK_PASS, "4 KiB pages");
+	expect(r, "numa.nic", ING_CHECK_PASS, "single node");
+	expect(r, "numa.placement", ING_CHECK_PASS, "adaptive");
+	expect(r, "cpu.governor", ING_CHECK_WARN, "2 of 2 cpus");
+	expect(r, "cpu.isolation", ING_CHECK_PASS, "adaptive");
+	expect(r, "cpu.iommu", ING_CHECK_WARN, "no iommu=pt");
+	assert_int_equal(r->gid_index, -1);
+	assert_true(r->active_mtu_estimated);
+	free(r);
+}
+
+static void test_fail_machine(void **state)
+{
+	(void)state;
+	struct ing_doctor_opts o;
+	struct roots rt;
+	struct ing_doctor_report *r = calloc(1, sizeof(*r));
+
+	setup_opts(&o, &rt, "fail", "two_socket.xml");
+	o.memlock = 64 << 10;
+	o.pool_bytes = (1ull << 30) + (1ull << 20); /* not a multiple of 2 MiB */
+	unsetenv("RDMAV_HUGEPAGES_SAFE");
+	int fails = ing_doctor_run(&o, r);
+	assert_int_equal(fails, 6);
+	assert_int_equal(r->n_fail, 6);
+	expect(r, "rdma.port", ING_CHECK_FAIL, "DOWN");
+	expect(r, "rdma.gid", ING_CHECK_FAIL, "RoCE v1 only");
+	expect(r, "rdma.mtu", ING_CHECK_FAIL, "exceeds what ens1f0np0 (MTU 1500) carries");
+	expect(r, "memory.memlock", ING_CHECK_FAIL, "no CAP_IPC_LOCK");
+	expect(r, "memory.hugepages", ING_CHECK_FAIL, "10 x 2 MiB free = 20 MiB");
+	expect(r, "memory.alignment", ING_CHECK_FAIL, "not a multiple of the 2 MiB hugepage size");
+	expect(r, "memory.hugepages_safe", ING_CHECK_WARN, "RDMAV_HUGEPAGES_SAFE not set");
+	expect(r, "numa.nic", ING_CHECK_PASS, "node 1");
+	expect(r, "numa.placement", ING_CHECK_WARN, "mlx5_0 is on node 1, nvme0n1 on node 0");
+	expect(r, "cpu.isolation", ING_CHECK_WARN, "dataplane cpus 5 are not isolated");
+	assert_non_null(strstr(ing_doctor_find(r, "cpu.isolation")->fix, "isolcpus=5"));
+	free(r);
+}
+
+static void test_bad_options(void **state)
+{
+	(void)state;
+	struct ing_doctor_opts o;
+	struct roots rt;
+	struct ing_doctor_report *r = calloc(1, sizeof(*r));
+
+	/* asked for a device that is not there */
+	setup_opts(&o, &rt, "pass", "four_node_smt.xml");
+	o.rdma_dev = "mlx5_7";
+	assert_true(ing_doctor_run(&o, r) >= 1);
+	expect(r, "rdma.devices", ING_CHECK_FAIL, "'mlx5_7' not found (devices: mlx5_1)");
+
+	/* a placement override that cannot be honoured */
+	setup_opts(&o, &rt, "pass", "four_node_smt.xml");
+	o.plan.pool_node = 9;
+	ing_doctor_run(&o, r);
+	expect(r, "numa.placement", ING_CHECK_FAIL, "--pool-node 9: no such NUMA node");
+	expect(r, "cpu.isolation", ING_CHECK_WARN, "no placement plan");
+
+	/* no data dir: storage says it was skipped */
+	setup_opts(&o, &rt, "pass", "four_node_smt.xml");
+	o.data_dir = NULL;
+	ing_doctor_run(&o, r);
+	expect(r, "storage.dir", ING_CHECK_WARN, "no --data-dir");
+
+	/* a data dir that does not exist yet: its parent is checked */
+	char missing[128];
+	snprintf(missing, sizeof(missing), "%s/sub/dir", data_dir);
+	o.data_dir = missing;
+	ing_doctor_run(&o, r);
+	expect(r, "storage.dir", ING_CHECK_WARN, "does not exist yet");
+	assert_non_null(ing_doctor_find(r, "storage.odirect"));
+	free(r);
+}
+
+static void test_empty_machine(void **state)
+{
+	(void)state;
+	struct ing_doctor_opts o;
+	struct roots rt;
+	struct ing_doctor_report *r = calloc(1, sizeof(*r));
+
+	/* nothing at all under the roots: no NUMA info, no RDMA, no hugetlb, no cpufreq */
+	setup_opts(&o, &rt, "does-not-exist", "vm_single.xml");
+	o.memlock = 8 << 20;
+	assert_int_equal(ing_doctor_run(&o, r), 0);
+	expect(r, "rdma.devices", ING_CHECK_WARN, "fallback (gRPC) transport only");
+	expect(r, "memory.memlock", ING_CHECK_WARN, "once RDMA is used");
+	expect(r, "memory.hugepages", ING_CHECK_WARN, "no hugetlb support");
+	expect(r, "cpu.governor", ING_CHECK_PASS, "no cpufreq");
+	assert_null(ing_doctor_find(r, "rdma.gid"));
+	assert_int_equal(r->gid_index, -1);
+	free(r);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(data_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return rmdir(data_dir);
+}
+
+int main(void)
+{
+	const char *s = getenv("ING_TEST_SRCDIR");
+	snprintf(src, sizeof(src), "%s", s ? s : ".");
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pass_machine), cmocka_unit_test(test_warn_machine),
+		cmocka_unit_test(test_fail_machine), cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_empty_machine),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
