@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * grpc_internal.h - pieces shared by the gRPC server and client (control/grpc_*.c).
+ * grpc_wire.c: the 5-byte message framing, grpc-timeout and grpc-message encodings,
+ * address parsing: pure functions, any thread, unit-tested in tests/unit/test_grpc_wire.c.
+ * grpc_tls.c: OpenSSL I/O wrappers that keep SIGPIPE away from the host process.
+ */
+#ifndef ING_CONTROL_GRPC_INTERNAL_H
+#define ING_CONTROL_GRPC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/ssl.h>
+#include <signal.h>
+
+#define GRPC_PREFIX_LEN 5
+#define GRPC_FLAG_COMPRESSED 0x01
+
+/*
+ * Incremental deframer over a byte stream that arrives in arbitrary pieces. The caller
+ * pulls events one at a time so it can stop between any two (pause, error) with the
+ * exact number of bytes consumed known.
+ */
+enum grpc_wire_ev {
+	GRPC_WIRE_NEED = 0, /* all input consumed, message incomplete */
+	GRPC_WIRE_BEGIN,    /* prefix parsed: d->flags, d->len valid */
+	GRPC_WIRE_DATA,     /* data, dlen: the next piece of the payload (dlen > 0) */
+	GRPC_WIRE_END,      /* payload complete (follows BEGIN directly for len 0) */
+};
+
+struct grpc_deframer {
+	uint8_t hdr[GRPC_PREFIX_LEN];
+	uint8_t hdr_got;
+	uint8_t flags;
+	uint8_t in_msg;    /* BEGIN emitted, END not yet */
+	uint32_t len;      /* payload length of the current message */
+	uint32_t got;      /* payload bytes handed out so far */
+};
+
+void grpc_deframer_init(struct grpc_deframer *d);
+/* Advance over p, n (both updated to the unconsumed rest) until the next event. */
+enum grpc_wire_ev grpc_deframe_next(struct grpc_deframer *d, const uint8_t **p, size_t *n,
+				    const uint8_t **data, size_t *dlen);
+/* True between messages (no partial prefix or payload pending). */
+static inline int grpc_deframer_idle(const struct grpc_deframer *d)
+{
+	return !d->in_msg && d->hdr_got == 0;
+}
+
+static inline void grpc_put_prefix(uint8_t out[GRPC_PREFIX_LEN], uint8_t flags, uint32_t len)
+{
+	out[0] = flags;
+	out[1] = (uint8_t)(len >> 24);
+	out[2] = (uint8_t)(len >> 16);
+	out[3] = (uint8_t)(len >> 8);
+	out[4] = (uint8_t)len;
+}
+
+/* "<1..8 digits><H|M|S|m|u|n>" -> ns (saturating). 0 or -EINVAL. */
+int grpc_timeout_parse(const char *s, size_t len, uint64_t *ns);
+/* ns -> grpc-timeout in the finest unit that fits 8 digits, rounded up (a deadline is
+ * never shortened); out >= 10 bytes. */
+void grpc_timeout_format(uint64_t ns, char *out, size_t outlen);
+
+/* grpc-message percent-encoding: bytes outside 0x20..0x7e and '%' become %XX. The
+ * output is always NUL-terminated and truncated on a whole escape. Returns the length. */
+size_t grpc_pct_encode(const char *in, char *out, size_t outlen);
+/* Decoding is lenient (invalid escapes are copied through), as the spec asks. */
+size_t grpc_pct_decode(const char *in, size_t inlen, char *out, size_t outlen);
+
+/* HTTP :status -> gRPC status for responses without grpc-status (PROTOCOL-HTTP2 table). */
+int grpc_status_from_http(int http_status);
+
+/* OpenSSL calls that never let SIGPIPE reach the process (grpc_tls.c); same returns. */
+struct grpc_sigpipe_guard {
+	sigset_t old;
+	bool was_pending;
+};
+void grpc_sigpipe_block(struct grpc_sigpipe_guard *g);
+void grpc_sigpipe_unblock(struct grpc_sigpipe_guard *g);
+int grpc_ssl_write(SSL *ssl, const void *buf, int len);
+int grpc_ssl_read(SSL *ssl, void *buf, int len);
+int grpc_ssl_handshake(SSL *ssl);
+void grpc_ssl_shutdown(SSL *ssl);
+
+/* "host:port" or "[v6]:port" split in place into buf (host may be empty). 0 or -EINVAL. */
+int grpc_split_hostport(const char *in, char *buf, size_t buflen, const char **host,
+			const char **port);
+
+#endif

@@ -1,0 +1,1464 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * grpc_server.c - gRPC server over nghttp2 on the control thread's event loop.
+ *
+ * One nghttp2_session_server per TCP (or TLS) connection, non-blocking sockets registered
+ * with the loop, no library threads. Reads go straight from one 256 KiB server-wide buffer
+ * into nghttp2_session_mem_recv(); DATA payload pieces are deframed in place and handed to
+ * the method (streaming hooks) or reassembled (whole messages, bounded by max_recv_msg).
+ *
+ * Flow control: NGHTTP2_OPT_NO_AUTO_WINDOW_UPDATE. Bytes are consumed (and thus window
+ * given back to the client) only once the deframer has processed them, i.e. once the
+ * handler has taken them. A paused call keeps what still arrives (bounded by the window
+ * it granted) in its hold buffer without consuming it, so the client's window closes:
+ * that is the backpressure for credits and a full slot pool.
+ *
+ * Re-entrancy: API functions called by handlers (send/finish/resume) never write to the
+ * socket themselves; they arm the connection's zero-delay "kick" timer. So a call object
+ * is never freed under a handler that is still running, and the socket is written from
+ * the top of a loop callback only. Connections are torn down only from loop callbacks.
+ *
+ * Call lifetime: a call whose on_start returned ING_GRPC_OK gets exactly one on_close
+ * (OK or the finish status once the trailers are written; CANCELLED on client RST_STREAM;
+ * DEADLINE_EXCEEDED when grpc-timeout expired; UNAVAILABLE on connection loss or server
+ * destroy). A call rejected by on_start gets no on_close. While paused, nothing is
+ * delivered (not even END_STREAM, which waits behind the held bytes).
+ */
+#include "control/grpc.h"
+#include "control/grpc_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "health.pb-c.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SRV_RBUF (256u * 1024)      /* one read(2) */
+#define SRV_READS_PER_EVENT 8       /* fairness between connections */
+#define SRV_WRITES_PER_FLUSH 64
+#define SRV_MAX_HDRS 64
+#define SRV_MAX_HDR_BYTES (16u * 1024)
+#define SRV_MSG_MAX 1024            /* grpc-message after percent-encoding */
+#define HEALTH_CHECK_PATH "/grpc.health.v1.Health/Check"
+
+struct hdr {
+	char *name;
+	char *value;
+};
+
+struct conn;
+
+struct ing_grpc_call {
+	struct conn *conn;
+	struct ing_grpc_call *prev, *next;
+	const struct ing_grpc_method *m;   /* NULL until dispatched / when rejected */
+	int32_t sid;
+	uint64_t id;
+	void *user;
+
+	/* request headers */
+	struct hdr hdrs[SRV_MAX_HDRS];
+	unsigned nhdrs;
+	size_t hdr_bytes;
+	char *path;
+	char http_method[8];
+	bool ct_ok, ct_seen, hdr_overflow, has_timeout;
+	uint64_t timeout_ns;
+
+	/* state */
+	bool started;        /* on_start accepted: on_close is owed */
+	bool closed;         /* on_close delivered (or being delivered) */
+	bool resp_sent;      /* response HEADERS submitted (with a data provider) */
+	bool finish_called;
+	bool trailers_sent;  /* END_STREAM frame written */
+	bool remote_closed;  /* client END_STREAM received */
+	bool half_close_pending;
+	bool paused, feeding, discard;
+	bool data_deferred;
+	bool want_writable, writable_due;
+	bool deadline_hit;
+	bool rst_after;
+	uint32_t rst_code;
+	int status;
+	char *status_msg;
+
+	/* inbound */
+	struct grpc_deframer df;
+	uint8_t *msg;        /* reassembly (methods without streaming hooks) */
+	size_t msg_cap, msg_len;
+	uint8_t *held;       /* received while paused, not consumed */
+	size_t held_off, held_len, held_cap;
+
+	/* outbound: framed messages not yet handed to nghttp2 */
+	uint8_t *out;
+	size_t out_off, out_len, out_cap;
+
+	struct ing_timer deadline;
+};
+
+struct conn {
+	struct ing_grpc_server *srv;
+	struct conn *prev, *next;
+	int fd;
+	SSL *ssl;
+	bool handshake_done;
+	bool epout;
+	bool dying;
+	bool writable_due;
+	nghttp2_session *h2;
+	const uint8_t *pend;      /* mem_send output not yet written */
+	size_t pend_len;
+	struct ing_grpc_call *calls;
+	struct ing_timer kick;
+	char peer[64];
+};
+
+struct ing_grpc_server {
+	struct ing_loop *loop;
+	struct ing_grpc_server_opts o;
+	struct ing_grpc_method *methods;   /* user's + built-ins */
+	unsigned nmethods;
+	int lfd;
+	int port;
+	bool shutting_down;
+	bool serving;
+	unsigned nconns, ncalls;
+	struct conn *conns;
+	SSL_CTX *ssl_ctx;
+	nghttp2_session_callbacks *cbs;
+	nghttp2_option *h2opt;
+	uint8_t *rbuf;
+	char *listen_str;
+};
+
+static uint64_t next_call_id = 1;   /* atomic: unique per process (several servers) */
+
+static void conn_kick(struct conn *cn);
+static void conn_close(struct conn *cn, const char *why);
+static int call_finish(struct ing_grpc_call *c, int status, const char *message, uint32_t rst);
+
+/* ================================================================ options */
+
+void ing_grpc_server_opts_init(struct ing_grpc_server_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->listen = "127.0.0.1:50051";
+	o->max_recv_msg = 4u * 1024 * 1024 + 64 * 1024;
+	o->max_send_buffer = 8u * 1024 * 1024;
+	o->window_bytes = 16u * 1024 * 1024;
+	o->conn_window_bytes = 64u * 1024 * 1024;
+	o->max_frame_size = 1u * 1024 * 1024;
+	o->max_concurrent_streams = 256;
+	o->max_connections = 256;
+}
+
+/* ================================================================ call helpers */
+
+static void consume(struct ing_grpc_call *c, size_t n)
+{
+	if (n)
+		(void)nghttp2_session_consume(c->conn->h2, c->sid, n);
+}
+
+/* Forget what a paused call held, giving its window back (only the connection's when
+ * the stream is closing: no WINDOW_UPDATE for a dead stream). */
+static void drop_held(struct ing_grpc_call *c, bool stream_alive)
+{
+	size_t rem = c->held_len - c->held_off;
+	if (rem && stream_alive)
+		(void)nghttp2_session_consume(c->conn->h2, c->sid, rem);
+	else if (rem)
+		(void)nghttp2_session_consume_connection(c->conn->h2, rem);
+	c->held_off = c->held_len = 0;
+}
+
+static int held_append(struct ing_grpc_call *c, const uint8_t *p, size_t n)
+{
+	struct ing_grpc_server *s = c->conn->srv;
+	if (c->held_off) {
+		memmove(c->held, c->held + c->held_off, c->held_len - c->held_off);
+		c->held_len -= c->held_off;
+		c->held_off = 0;
+	}
+	/* The client cannot send more than the window we granted; this is a sanity bound. */
+	size_t limit = (size_t)s->o.window_bytes + s->o.max_frame_size + 65536;
+	if (c->held_len + n > limit)
+		return -ENOBUFS;
+	if (c->held_len + n > c->held_cap) {
+		size_t cap = c->held_cap ? c->held_cap : 65536;
+		while (cap < c->held_len + n)
+			cap *= 2;
+		uint8_t *nb = realloc(c->held, cap);
+		if (!nb)
+			return -ENOMEM;
+		c->held = nb;
+		c->held_cap = cap;
+	}
+	memcpy(c->held + c->held_len, p, n);
+	c->held_len += n;
+	return 0;
+}
+
+static bool streaming(const struct ing_grpc_method *m)
+{
+	return m->on_msg_data != NULL;
+}
+
+/* Handler failed or the message is unacceptable: finish, and ignore the rest. */
+static void call_fail(struct ing_grpc_call *c, int status, const char *msg)
+{
+	if (status == ING_GRPC_OK)
+		status = ING_GRPC_UNKNOWN;
+	call_finish(c, status, msg, NGHTTP2_NO_ERROR);
+	c->discard = true;
+}
+
+/*
+ * Reassembly buffer for methods without streaming hooks. It grows with the bytes that
+ * actually arrived (never to a length the prefix merely claims), so memory follows the
+ * flow-control windows, not what a client announces.
+ */
+static int msg_reserve(struct ing_grpc_call *c, size_t need)
+{
+	if (need <= c->msg_cap)
+		return 0;
+	size_t cap = c->msg_cap ? c->msg_cap : 4096;
+	while (cap < need)
+		cap *= 2;
+	if (cap > c->df.len)
+		cap = c->df.len;
+	uint8_t *nb = realloc(c->msg, cap);
+	if (!nb)
+		return -ENOMEM;
+	c->msg = nb;
+	c->msg_cap = cap;
+	return 0;
+}
+
+/*
+ * Run the deframer over p/n and hand messages to the method until the input is used up,
+ * the call pauses, or it fails. Returns the bytes processed (to be consumed).
+ */
+static size_t call_feed(struct ing_grpc_call *c, const uint8_t *p, size_t n)
+{
+	const struct ing_grpc_method *m = c->m;
+	size_t max = c->conn->srv->o.max_recv_msg;
+	const uint8_t *q = p;
+	size_t left = n;
+
+	while (!c->paused && !c->discard) {
+		const uint8_t *d = NULL;
+		size_t dl = 0;
+		int rc = 0;
+		enum grpc_wire_ev ev = grpc_deframe_next(&c->df, &q, &left, &d, &dl);
+		if (ev == GRPC_WIRE_NEED)
+			break;
+		switch (ev) {
+		case GRPC_WIRE_BEGIN:
+			if (c->df.flags & GRPC_FLAG_COMPRESSED) {
+				call_fail(c, ING_GRPC_UNIMPLEMENTED,
+					  "compressed messages not supported");
+				break;
+			}
+			if (c->df.len > max) {
+				char b[128];
+				snprintf(b, sizeof(b), "received message larger than max (%u vs. %zu)",
+					 c->df.len, max);
+				call_fail(c, ING_GRPC_RESOURCE_EXHAUSTED, b);
+				break;
+			}
+			if (streaming(m)) {
+				if (m->on_msg_begin)
+					rc = m->on_msg_begin(c, c->df.len);
+			} else {
+				c->msg_len = 0;
+			}
+			break;
+		case GRPC_WIRE_DATA:
+			if (streaming(m)) {
+				rc = m->on_msg_data(c, d, dl);
+			} else {
+				if (msg_reserve(c, c->msg_len + dl) < 0) {
+					call_fail(c, ING_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+					break;
+				}
+				memcpy(c->msg + c->msg_len, d, dl);
+				c->msg_len += dl;
+			}
+			break;
+		case GRPC_WIRE_END:
+			if (streaming(m)) {
+				if (m->on_msg_end)
+					rc = m->on_msg_end(c);
+			} else if (m->on_message) {
+				const uint8_t *msg = c->msg ? c->msg : (const uint8_t *)"";
+				rc = m->on_message(c, msg, c->msg_len);
+			}
+			break;
+		default:
+			break;
+		}
+		if (rc)
+			call_fail(c, rc, NULL);
+		if (c->finish_called)
+			c->discard = true;
+	}
+	return n - left;
+}
+
+static void deliver_half_close(struct ing_grpc_call *c)
+{
+	c->half_close_pending = false;
+	if (!c->started || c->discard || c->finish_called)
+		return;
+	if (!grpc_deframer_idle(&c->df)) {
+		call_fail(c, ING_GRPC_INTERNAL, "stream ended inside a message");
+		return;
+	}
+	if (c->m->on_half_close)
+		c->m->on_half_close(c);
+}
+
+/* Inbound DATA payload for a call (from nghttp2's on_data_chunk_recv). */
+static void call_input(struct ing_grpc_call *c, const uint8_t *p, size_t n)
+{
+	if (!c->started || c->discard) {
+		consume(c, n);
+		return;
+	}
+	if (c->paused || c->held_len > c->held_off) {
+		if (held_append(c, p, n) < 0) {
+			consume(c, n);
+			call_fail(c, ING_GRPC_RESOURCE_EXHAUSTED, "receive buffer full");
+		}
+		return;
+	}
+	c->feeding = true;
+	size_t used = call_feed(c, p, n);
+	c->feeding = false;
+	if (c->discard) {
+		consume(c, n);
+		return;
+	}
+	consume(c, used);
+	if (used < n && held_append(c, p + used, n - used) < 0) {
+		consume(c, n - used);
+		call_fail(c, ING_GRPC_RESOURCE_EXHAUSTED, "receive buffer full");
+	}
+}
+
+/* Deliver what was held while paused, until paused again. */
+static void call_drain_held(struct ing_grpc_call *c)
+{
+	if (c->feeding)
+		return;   /* resume from inside our own delivery: the outer loop continues */
+	c->feeding = true;
+	while (c->held_len > c->held_off && !c->paused && !c->discard) {
+		size_t used = call_feed(c, c->held + c->held_off, c->held_len - c->held_off);
+		c->held_off += used;
+		consume(c, used);
+		if (!used)
+			break;
+	}
+	c->feeding = false;
+	if (c->discard) {
+		size_t rem = c->held_len - c->held_off;
+		consume(c, rem);
+		c->held_off = c->held_len = 0;
+	}
+	if (c->held_off == c->held_len) {
+		c->held_off = c->held_len = 0;
+		if (c->half_close_pending && !c->paused)
+			deliver_half_close(c);
+	}
+}
+
+/* ================================================================ responses */
+
+#define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
+
+static ssize_t data_read_cb(nghttp2_session *h2, int32_t sid, uint8_t *buf, size_t length,
+			    uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+	struct ing_grpc_call *c = src->ptr;
+	struct conn *cn = user;
+	(void)sid;
+	size_t avail = c->out_len - c->out_off;
+	if (avail) {
+		size_t n = avail < length ? avail : length;
+		memcpy(buf, c->out + c->out_off, n);
+		c->out_off += n;
+		if (c->out_off == c->out_len)
+			c->out_off = c->out_len = 0;
+		if (c->want_writable &&
+		    c->out_len - c->out_off <= cn->srv->o.max_send_buffer / 4) {
+			c->want_writable = false;
+			c->writable_due = true;
+			cn->writable_due = true;
+		}
+		return (ssize_t)n;
+	}
+	if (c->finish_called) {
+		char st[16];
+		snprintf(st, sizeof(st), "%d", c->status);
+		nghttp2_nv nv[2] = { NV("grpc-status", st) };
+		size_t nn = 1;
+		if (c->status_msg && *c->status_msg)
+			nv[nn++] = (nghttp2_nv)NV("grpc-message", c->status_msg);
+		if (nghttp2_submit_trailer(h2, c->sid, nv, nn) == 0) {
+			*flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			return 0;
+		}
+		*flags |= NGHTTP2_DATA_FLAG_EOF;   /* cannot happen; at least end the stream */
+		return 0;
+	}
+	c->data_deferred = true;
+	return NGHTTP2_ERR_DEFERRED;
+}
+
+static int submit_headers_with_data(struct ing_grpc_call *c)
+{
+	nghttp2_nv nv[] = { NV(":status", "200"), NV("content-type", "application/grpc") };
+	nghttp2_data_provider prd = { .source.ptr = c, .read_callback = data_read_cb };
+	int rv = nghttp2_submit_response(c->conn->h2, c->sid, nv, 2, &prd);
+	if (rv)
+		return -EIO;
+	c->resp_sent = true;
+	return 0;
+}
+
+/* Trailers-only (or a plain HTTP error): one HEADERS frame with END_STREAM. */
+static int submit_trailers_only(struct ing_grpc_call *c, const char *http_status)
+{
+	char st[16];
+	snprintf(st, sizeof(st), "%d", c->status);
+	nghttp2_nv nv[4] = { NV(":status", http_status), NV("content-type", "application/grpc"),
+			     NV("grpc-status", st) };
+	size_t nn = 3;
+	if (c->status_msg && *c->status_msg)
+		nv[nn++] = (nghttp2_nv)NV("grpc-message", c->status_msg);
+	c->resp_sent = true;
+	return nghttp2_submit_response(c->conn->h2, c->sid, nv, nn, NULL) ? -EIO : 0;
+}
+
+static int finish_common(struct ing_grpc_call *c, int status, const char *message, uint32_t rst)
+{
+	if (c->finish_called)
+		return 0;
+	c->finish_called = true;
+	c->discard = true;
+	c->status = status;
+	if (message && *message) {
+		c->status_msg = malloc(SRV_MSG_MAX);
+		if (c->status_msg)
+			grpc_pct_encode(message, c->status_msg, SRV_MSG_MAX);
+	}
+	drop_held(c, true);
+	if (!c->remote_closed) {
+		c->rst_after = true;
+		c->rst_code = rst;
+	}
+	ing_timer_cancel(c->conn->srv->loop, &c->deadline);
+	return 0;
+}
+
+static int call_finish(struct ing_grpc_call *c, int status, const char *message, uint32_t rst)
+{
+	if (c->finish_called)
+		return 0;
+	finish_common(c, status, message, rst);
+	int rv = 0;
+	if (!c->resp_sent)
+		rv = submit_trailers_only(c, "200");
+	else if (c->data_deferred) {
+		c->data_deferred = false;
+		rv = nghttp2_session_resume_data(c->conn->h2, c->sid) ? -EIO : 0;
+	}
+	conn_kick(c->conn);
+	return rv;
+}
+
+/* Non-gRPC requests: an HTTP error status, still with grpc-status for gRPC-aware peers. */
+static void respond_http(struct ing_grpc_call *c, const char *http, int status, const char *msg)
+{
+	finish_common(c, status, msg, NGHTTP2_NO_ERROR);
+	submit_trailers_only(c, http);
+	conn_kick(c->conn);
+}
+
+/* ================================================================ public call API */
+
+int ing_grpc_call_send(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
+{
+	if (!c || c->closed || c->finish_called || c->conn->dying)
+		return -EPIPE;
+	if (len > UINT32_MAX)
+		return -EMSGSIZE;
+	size_t buffered = c->out_len - c->out_off;
+	size_t need = GRPC_PREFIX_LEN + len;
+	if (buffered && buffered + need > c->conn->srv->o.max_send_buffer) {
+		c->want_writable = true;
+		return -ENOBUFS;
+	}
+	if (c->out_off && c->out_len + need > c->out_cap) {
+		memmove(c->out, c->out + c->out_off, buffered);
+		c->out_len = buffered;
+		c->out_off = 0;
+	}
+	if (c->out_len + need > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		while (cap < c->out_len + need)
+			cap *= 2;
+		uint8_t *nb = realloc(c->out, cap);
+		if (!nb)
+			return -ENOMEM;
+		c->out = nb;
+		c->out_cap = cap;
+	}
+	grpc_put_prefix(c->out + c->out_len, 0, (uint32_t)len);
+	if (len)
+		memcpy(c->out + c->out_len + GRPC_PREFIX_LEN, msg, len);
+	c->out_len += need;
+	if (!c->resp_sent) {
+		if (submit_headers_with_data(c) < 0)
+			return -EIO;
+	} else if (c->data_deferred) {
+		c->data_deferred = false;
+		(void)nghttp2_session_resume_data(c->conn->h2, c->sid);
+	}
+	conn_kick(c->conn);
+	return 0;
+}
+
+int ing_grpc_call_finish(struct ing_grpc_call *c, int status, const char *message)
+{
+	if (!c || c->closed || c->conn->dying)
+		return -EPIPE;
+	return call_finish(c, status, message, NGHTTP2_NO_ERROR);
+}
+
+void ing_grpc_call_pause(struct ing_grpc_call *c)
+{
+	if (c)
+		c->paused = true;
+}
+
+void ing_grpc_call_resume(struct ing_grpc_call *c)
+{
+	if (!c || !c->paused || c->closed || c->conn->dying)
+		return;
+	c->paused = false;
+	call_drain_held(c);
+	conn_kick(c->conn);   /* WINDOW_UPDATEs for what was consumed */
+}
+
+const char *ing_grpc_call_header(const struct ing_grpc_call *c, const char *name)
+{
+	for (unsigned i = 0; c && i < c->nhdrs; i++)
+		if (strcmp(c->hdrs[i].name, name) == 0)
+			return c->hdrs[i].value;
+	return NULL;
+}
+
+void ing_grpc_call_set_user(struct ing_grpc_call *c, void *user)
+{
+	c->user = user;
+}
+
+void *ing_grpc_call_user(const struct ing_grpc_call *c)
+{
+	return c->user;
+}
+
+const char *ing_grpc_call_peer(const struct ing_grpc_call *c)
+{
+	return c->conn->peer;
+}
+
+uint64_t ing_grpc_call_id(const struct ing_grpc_call *c)
+{
+	return c->id;
+}
+
+size_t ing_grpc_call_send_buffered(const struct ing_grpc_call *c)
+{
+	return c->out_len - c->out_off;
+}
+
+/* ================================================================ health */
+
+static int health_on_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
+{
+	struct ing_grpc_server *s = c->conn->srv;
+	Grpc__Health__V1__HealthCheckRequest *req =
+		grpc__health__v1__health_check_request__unpack(NULL, len, msg);
+	if (!req)
+		return ING_GRPC_INVALID_ARGUMENT;
+	bool known = !req->service || !*req->service || strcmp(req->service, "h3000.RDMASvc") == 0;
+	grpc__health__v1__health_check_request__free_unpacked(req, NULL);
+	if (!known) {
+		call_finish(c, ING_GRPC_NOT_FOUND, "unknown service", NGHTTP2_NO_ERROR);
+		return 0;
+	}
+	Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+	resp.status = s->serving ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+				 : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+	uint8_t buf[16];
+	size_t n = grpc__health__v1__health_check_response__pack(&resp, buf);
+	int rc = ing_grpc_call_send(c, buf, n);
+	if (rc < 0)
+		return ING_GRPC_INTERNAL;
+	call_finish(c, ING_GRPC_OK, NULL, NGHTTP2_NO_ERROR);
+	return 0;
+}
+
+static void health_on_close(struct ing_grpc_call *c, int status)
+{
+	(void)c;
+	(void)status;
+}
+
+void ing_grpc_server_set_serving(struct ing_grpc_server *s, bool serving)
+{
+	s->serving = serving;
+}
+
+unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s)
+{
+	return s->ncalls;
+}
+
+/* ================================================================ nghttp2 callbacks */
+
+static void deadline_cb(void *arg)
+{
+	struct ing_grpc_call *c = arg;
+	c->deadline_hit = true;
+	if (!c->finish_called) {
+		/* Trailers, then RST_STREAM(CANCEL) if the client is still sending. */
+		call_finish(c, ING_GRPC_DEADLINE_EXCEEDED, "Deadline Exceeded", NGHTTP2_CANCEL);
+	} else if (!c->trailers_sent) {
+		(void)nghttp2_submit_rst_stream(c->conn->h2, NGHTTP2_FLAG_NONE, c->sid,
+						NGHTTP2_CANCEL);
+		conn_kick(c->conn);
+	}
+}
+
+static struct ing_grpc_call *call_new(struct conn *cn, int32_t sid)
+{
+	struct ing_grpc_call *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->conn = cn;
+	c->sid = sid;
+	c->id = __atomic_fetch_add(&next_call_id, 1, __ATOMIC_RELAXED);
+	grpc_deframer_init(&c->df);
+	ing_timer_init(&c->deadline, deadline_cb, c);
+	c->next = cn->calls;
+	if (cn->calls)
+		cn->calls->prev = c;
+	cn->calls = c;
+	return c;
+}
+
+/* Unlink, tell the handler (once), free. status is what on_close reports. */
+static void call_release(struct ing_grpc_call *c, int status)
+{
+	struct conn *cn = c->conn;
+	ing_timer_cancel(cn->srv->loop, &c->deadline);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		cn->calls = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->started && !c->closed) {
+		c->closed = true;
+		cn->srv->ncalls--;
+		if (c->m->on_close)
+			c->m->on_close(c, status);
+	}
+	for (unsigned i = 0; i < c->nhdrs; i++) {
+		free(c->hdrs[i].name);
+		free(c->hdrs[i].value);
+	}
+	free(c->path);
+	free(c->status_msg);
+	free(c->msg);
+	free(c->held);
+	free(c->out);
+	free(c);
+}
+
+static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *user)
+{
+	struct conn *cn = user;
+	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	struct ing_grpc_call *c = call_new(cn, f->hd.stream_id);
+	if (!c)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;   /* RST_STREAM(INTERNAL_ERROR) */
+	nghttp2_session_set_stream_user_data(h2, f->hd.stream_id, c);
+	return 0;
+}
+
+static bool ct_is_grpc(const uint8_t *v, size_t n)
+{
+	static const char pfx[] = "application/grpc";
+	size_t pl = sizeof(pfx) - 1;
+	if (n < pl || memcmp(v, pfx, pl) != 0)
+		return false;
+	return n == pl || v[pl] == '+' || v[pl] == ';';
+}
+
+static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
+		     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+		     void *user)
+{
+	(void)flags;
+	(void)user;
+	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;   /* client trailers carry nothing we use */
+	struct ing_grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+	if (!c)
+		return 0;
+	if (namelen && name[0] == ':') {
+		if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
+			size_t k = valuelen < sizeof(c->http_method) - 1 ? valuelen
+									 : sizeof(c->http_method) - 1;
+			memcpy(c->http_method, value, k);
+			c->http_method[k] = '\0';
+		} else if (namelen == 5 && memcmp(name, ":path", 5) == 0 && !c->path) {
+			c->path = strndup((const char *)value, valuelen);
+			if (!c->path)
+				return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		}
+		return 0;
+	}
+	if (namelen == 12 && memcmp(name, "content-type", 12) == 0) {
+		c->ct_seen = true;
+		c->ct_ok = ct_is_grpc(value, valuelen);
+	} else if (namelen == 12 && memcmp(name, "grpc-timeout", 12) == 0) {
+		c->has_timeout = grpc_timeout_parse((const char *)value, valuelen, &c->timeout_ns) == 0;
+	}
+	if (c->nhdrs == SRV_MAX_HDRS || c->hdr_bytes + namelen + valuelen > SRV_MAX_HDR_BYTES) {
+		c->hdr_overflow = true;
+		return 0;
+	}
+	char *n = strndup((const char *)name, namelen);
+	char *v = strndup((const char *)value, valuelen);
+	if (!n || !v) {
+		free(n);
+		free(v);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	c->hdrs[c->nhdrs].name = n;
+	c->hdrs[c->nhdrs].value = v;
+	c->nhdrs++;
+	c->hdr_bytes += namelen + valuelen;
+	return 0;
+}
+
+static const struct ing_grpc_method *find_method(struct ing_grpc_server *s, const char *path)
+{
+	for (unsigned i = 0; path && i < s->nmethods; i++)
+		if (strcmp(s->methods[i].path, path) == 0)
+			return &s->methods[i];
+	return NULL;
+}
+
+/* Request headers complete: validate and hand to the method. */
+static void call_dispatch(struct ing_grpc_call *c)
+{
+	struct ing_grpc_server *s = c->conn->srv;
+	if (strcmp(c->http_method, "POST") != 0) {
+		respond_http(c, "405", ING_GRPC_INTERNAL, "only POST is supported");
+		return;
+	}
+	if (!c->ct_ok) {
+		respond_http(c, "415", ING_GRPC_INTERNAL, "invalid gRPC request content-type");
+		return;
+	}
+	if (c->hdr_overflow) {
+		call_finish(c, ING_GRPC_RESOURCE_EXHAUSTED, "too much metadata", NGHTTP2_NO_ERROR);
+		return;
+	}
+	const struct ing_grpc_method *m = find_method(s, c->path);
+	if (!m) {
+		char b[256];
+		snprintf(b, sizeof(b), "Method not found: %s", c->path ? c->path : "");
+		call_finish(c, ING_GRPC_UNIMPLEMENTED, b, NGHTTP2_NO_ERROR);
+		return;
+	}
+	c->m = m;
+	if (c->has_timeout) {
+		uint64_t now = ing_now_ns();
+		uint64_t dl = c->timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + c->timeout_ns;
+		ing_timer_arm(s->loop, &c->deadline, dl);
+	}
+	int rc = m->on_start ? m->on_start(c, m->ctx) : ING_GRPC_OK;
+	if (rc != ING_GRPC_OK) {
+		if (!c->finish_called)
+			call_finish(c, rc, NULL, NGHTTP2_NO_ERROR);
+		return;
+	}
+	c->started = true;
+	s->ncalls++;
+}
+
+static void remote_half_close(struct ing_grpc_call *c)
+{
+	c->remote_closed = true;
+	c->rst_after = false;   /* nothing left to reset once both sides ended */
+	if (c->held_len > c->held_off || c->paused)
+		c->half_close_pending = true;
+	else
+		deliver_half_close(c);
+}
+
+static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user)
+{
+	(void)user;
+	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
+		return 0;
+	struct ing_grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+	if (!c)
+		return 0;
+	if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST)
+		call_dispatch(c);
+	if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
+		remote_half_close(c);
+	return 0;
+}
+
+static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t sid, const uint8_t *data,
+			 size_t len, void *user)
+{
+	(void)flags;
+	(void)user;
+	struct ing_grpc_call *c = nghttp2_session_get_stream_user_data(h2, sid);
+	if (!c) {
+		(void)nghttp2_session_consume(h2, sid, len);
+		return 0;
+	}
+	call_input(c, data, len);
+	return 0;
+}
+
+static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *user)
+{
+	(void)user;
+	if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
+	    !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+		return 0;
+	struct ing_grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+	if (!c)
+		return 0;
+	c->trailers_sent = true;
+	if (c->rst_after)
+		(void)nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, c->sid, c->rst_code);
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t error_code, void *user)
+{
+	(void)user;
+	(void)error_code;
+	struct ing_grpc_call *c = nghttp2_session_get_stream_user_data(h2, sid);
+	if (!c)
+		return 0;
+	nghttp2_session_set_stream_user_data(h2, sid, NULL);
+	int status;
+	if (c->deadline_hit)
+		status = ING_GRPC_DEADLINE_EXCEEDED;
+	else if (c->trailers_sent)
+		status = c->status;
+	else
+		status = ING_GRPC_CANCELLED;
+	drop_held(c, false);
+	call_release(c, status);
+	return 0;
+}
+
+static ssize_t read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid,
+			      int32_t conn_win, int32_t stream_win, uint32_t remote_max, void *user)
+{
+	(void)h2;
+	(void)frame_type;
+	(void)sid;
+	(void)user;
+	ssize_t n = remote_max;
+	if (conn_win < n)
+		n = conn_win;
+	if (stream_win < n)
+		n = stream_win;
+	return n > 0 ? n : 1;
+}
+
+/* ================================================================ connections */
+
+static ssize_t conn_read(struct conn *cn, uint8_t *buf, size_t len)
+{
+	if (!cn->ssl) {
+		ssize_t n = recv(cn->fd, buf, len, 0);
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
+											 : -errno;
+		return n;
+	}
+	int n = grpc_ssl_read(cn->ssl, buf, (int)len);
+	if (n > 0)
+		return n;
+	int e = SSL_get_error(cn->ssl, n);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+		return -EAGAIN;
+	if (e == SSL_ERROR_ZERO_RETURN)
+		return 0;
+	ERR_clear_error();
+	return -ECONNRESET;
+}
+
+static ssize_t conn_write(struct conn *cn, const uint8_t *p, size_t len)
+{
+	if (!cn->ssl) {
+		ssize_t n = send(cn->fd, p, len, MSG_NOSIGNAL);
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
+											 : -errno;
+		return n;
+	}
+	int n = grpc_ssl_write(cn->ssl, p, (int)(len > INT32_MAX ? INT32_MAX : len));
+	if (n > 0)
+		return n;
+	int e = SSL_get_error(cn->ssl, n);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+		return -EAGAIN;
+	ERR_clear_error();
+	return -EPIPE;
+}
+
+static void conn_set_epout(struct conn *cn, bool on)
+{
+	if (cn->epout == on)
+		return;
+	cn->epout = on;
+	(void)ing_loop_mod_fd(cn->srv->loop, cn->fd, EPOLLIN | (on ? EPOLLOUT : 0));
+}
+
+/* Write what nghttp2 has. 1: connection finished (close it), 0: ok, -errno: broken. */
+static int conn_flush(struct conn *cn)
+{
+	bool blocked = false;
+	for (int i = 0; i < SRV_WRITES_PER_FLUSH; i++) {
+		if (!cn->pend_len) {
+			const uint8_t *d;
+			ssize_t n = nghttp2_session_mem_send(cn->h2, &d);
+			if (n < 0)
+				return -EIO;
+			if (n == 0)
+				break;
+			cn->pend = d;
+			cn->pend_len = (size_t)n;
+		}
+		ssize_t w = conn_write(cn, cn->pend, cn->pend_len);
+		if (w == -EAGAIN) {
+			blocked = true;
+			break;
+		}
+		if (w < 0)
+			return (int)w;
+		cn->pend += w;
+		cn->pend_len -= (size_t)w;
+	}
+	/* Blocked, or the write budget used up: come back when writable. */
+	bool more = blocked || cn->pend_len || nghttp2_session_want_write(cn->h2);
+	conn_set_epout(cn, more);
+	if (cn->writable_due) {
+		/* Buffers drained below the low-water mark during mem_send. Handlers may send
+		 * from on_writable; that only arms the kick timer. */
+		cn->writable_due = false;
+		struct ing_grpc_call *c = cn->calls;
+		while (c) {
+			struct ing_grpc_call *nx = c->next;
+			if (c->writable_due) {
+				c->writable_due = false;
+				if (c->started && !c->closed && c->m->on_writable)
+					c->m->on_writable(c);
+			}
+			c = nx;
+		}
+	}
+	if (!more && !nghttp2_session_want_read(cn->h2) && !nghttp2_session_want_write(cn->h2))
+		return 1;
+	return 0;
+}
+
+static int conn_handshake(struct conn *cn)
+{
+	int rc = grpc_ssl_handshake(cn->ssl);
+	if (rc == 1) {
+		const unsigned char *alpn = NULL;
+		unsigned alen = 0;
+		SSL_get0_alpn_selected(cn->ssl, &alpn, &alen);
+		if (alen != 2 || memcmp(alpn, "h2", 2) != 0) {
+			ING_LOG_RL(ING_LOG_WARN, "grpc", "%s: TLS client did not negotiate h2",
+				   cn->peer);
+			return -EPROTO;
+		}
+		cn->handshake_done = true;
+		return 0;
+	}
+	int e = SSL_get_error(cn->ssl, rc);
+	if (e == SSL_ERROR_WANT_READ) {
+		conn_set_epout(cn, false);
+		return -EAGAIN;
+	}
+	if (e == SSL_ERROR_WANT_WRITE) {
+		conn_set_epout(cn, true);
+		return -EAGAIN;
+	}
+	unsigned long err = ERR_get_error();
+	ING_LOG_RL(ING_LOG_WARN, "grpc", "%s: TLS handshake failed: %s", cn->peer,
+		   err ? ERR_reason_error_string(err) : "connection closed");
+	ERR_clear_error();
+	return -EPROTO;
+}
+
+/* Read and feed nghttp2, then write. Returns false when the connection was closed. */
+static bool conn_service(struct conn *cn, bool readable)
+{
+	struct ing_grpc_server *s = cn->srv;
+	if (cn->ssl && !cn->handshake_done) {
+		int rc = conn_handshake(cn);
+		if (rc == -EAGAIN)
+			return true;
+		if (rc < 0) {
+			conn_close(cn, NULL);
+			return false;
+		}
+		readable = true;
+	}
+	for (int i = 0; readable && i < SRV_READS_PER_EVENT; i++) {
+		ssize_t n = conn_read(cn, s->rbuf, SRV_RBUF);
+		if (n == -EAGAIN)
+			break;
+		if (n <= 0) {
+			conn_close(cn, n == 0 ? NULL : "read error");
+			return false;
+		}
+		ssize_t rv = nghttp2_session_mem_recv(cn->h2, s->rbuf, (size_t)n);
+		if (rv < 0) {
+			ING_LOG_RL(ING_LOG_INFO, "grpc", "%s: closing connection: %s", cn->peer,
+				   nghttp2_strerror((int)rv));
+			(void)conn_flush(cn);   /* GOAWAY, best effort */
+			conn_close(cn, NULL);
+			return false;
+		}
+		if ((size_t)n < SRV_RBUF && !(cn->ssl && SSL_pending(cn->ssl)))
+			break;
+		if (i == SRV_READS_PER_EVENT - 1 && cn->ssl && SSL_pending(cn->ssl))
+			conn_kick(cn);   /* decrypted bytes epoll cannot see */
+	}
+	int rc = conn_flush(cn);
+	if (rc != 0) {
+		conn_close(cn, rc < 0 ? "write error" : NULL);
+		return false;
+	}
+	return true;
+}
+
+static void conn_event(void *arg, uint32_t events)
+{
+	struct conn *cn = arg;
+	if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) {
+		conn_close(cn, NULL);
+		return;
+	}
+	(void)conn_service(cn, (events & EPOLLIN) != 0);
+}
+
+static void conn_kick_cb(void *arg)
+{
+	struct conn *cn = arg;
+	(void)conn_service(cn, cn->ssl && cn->handshake_done && SSL_pending(cn->ssl));
+}
+
+static void conn_kick(struct conn *cn)
+{
+	if (!cn->dying && !ing_timer_armed(&cn->kick))
+		ing_timer_arm(cn->srv->loop, &cn->kick, 0);
+}
+
+/* Tear down: every live call gets on_close(UNAVAILABLE). Loop callbacks only. */
+static void conn_close(struct conn *cn, const char *why)
+{
+	struct ing_grpc_server *s = cn->srv;
+	if (why)
+		ING_INFO("grpc", "%s: connection closed (%s)", cn->peer, why);
+	cn->dying = true;
+	ing_timer_cancel(s->loop, &cn->kick);
+	(void)ing_loop_del_fd(s->loop, cn->fd);
+	while (cn->calls) {
+		struct ing_grpc_call *c = cn->calls;
+		if (cn->h2)
+			nghttp2_session_set_stream_user_data(cn->h2, c->sid, NULL);
+		c->held_off = c->held_len = 0;
+		call_release(c, ING_GRPC_UNAVAILABLE);
+	}
+	nghttp2_session_del(cn->h2);
+	if (cn->ssl) {
+		SSL_free(cn->ssl);
+	}
+	close(cn->fd);
+	if (cn->prev)
+		cn->prev->next = cn->next;
+	else
+		s->conns = cn->next;
+	if (cn->next)
+		cn->next->prev = cn->prev;
+	s->nconns--;
+	free(cn);
+}
+
+static void fmt_peer(const struct sockaddr_storage *ss, char *out, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss;
+		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+		snprintf(out, len, "%s:%u", ip, ntohs(a->sin_port));
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)ss;
+		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+		snprintf(out, len, "[%s]:%u", ip, ntohs(a->sin6_port));
+	} else {
+		snprintf(out, len, "unknown");
+	}
+}
+
+static int conn_start(struct ing_grpc_server *s, int fd, const struct sockaddr_storage *ss)
+{
+	struct conn *cn = calloc(1, sizeof(*cn));
+	if (!cn)
+		return -ENOMEM;
+	cn->srv = s;
+	cn->fd = fd;
+	fmt_peer(ss, cn->peer, sizeof(cn->peer));
+	ing_timer_init(&cn->kick, conn_kick_cb, cn);
+	int one = 1;
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+	if (nghttp2_session_server_new2(&cn->h2, s->cbs, cn, s->h2opt)) {
+		free(cn);
+		return -ENOMEM;
+	}
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, s->o.max_concurrent_streams },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, s->o.window_bytes },
+		{ NGHTTP2_SETTINGS_MAX_FRAME_SIZE, s->o.max_frame_size },
+	};
+	if (nghttp2_submit_settings(cn->h2, NGHTTP2_FLAG_NONE, iv, 3) ||
+	    nghttp2_session_set_local_window_size(cn->h2, NGHTTP2_FLAG_NONE, 0,
+						  (int32_t)s->o.conn_window_bytes)) {
+		nghttp2_session_del(cn->h2);
+		free(cn);
+		return -EINVAL;
+	}
+	if (s->ssl_ctx) {
+		cn->ssl = SSL_new(s->ssl_ctx);
+		if (!cn->ssl || !SSL_set_fd(cn->ssl, fd)) {
+			SSL_free(cn->ssl);
+			nghttp2_session_del(cn->h2);
+			free(cn);
+			return -ENOMEM;
+		}
+		SSL_set_accept_state(cn->ssl);
+	}
+	int rc = ing_loop_add_fd(s->loop, fd, EPOLLIN, conn_event, cn);
+	if (rc < 0) {
+		SSL_free(cn->ssl);
+		nghttp2_session_del(cn->h2);
+		free(cn);
+		return rc;
+	}
+	cn->next = s->conns;
+	if (s->conns)
+		s->conns->prev = cn;
+	s->conns = cn;
+	s->nconns++;
+	if (s->shutting_down)
+		(void)nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
+	conn_kick(cn);   /* our SETTINGS go out without waiting for the client */
+	ING_DBG("grpc", "%s: connected", cn->peer);
+	return 0;
+}
+
+static void listen_event(void *arg, uint32_t events)
+{
+	struct ing_grpc_server *s = arg;
+	(void)events;
+	for (int i = 0; i < 64; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			    errno != ECONNABORTED)
+				ING_LOG_RL(ING_LOG_WARN, "grpc", "accept: %s", strerror(errno));
+			return;
+		}
+		if (s->nconns >= s->o.max_connections) {
+			ING_LOG_RL(ING_LOG_WARN, "grpc", "connection refused: %u connections open",
+				   s->nconns);
+			close(fd);
+			continue;
+		}
+		int rc = conn_start(s, fd, &ss);
+		if (rc < 0) {
+			ING_LOG_RL(ING_LOG_WARN, "grpc", "connection setup failed: %s", strerror(-rc));
+			close(fd);
+		}
+	}
+}
+
+/* ================================================================ server */
+
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+		       const unsigned char *in, unsigned int inlen, void *arg)
+{
+	(void)ssl;
+	(void)arg;
+	static const unsigned char h2[] = "\x02h2";
+	if (SSL_select_next_proto((unsigned char **)out, outlen, h2, sizeof(h2) - 1, in, inlen) !=
+	    OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+static SSL_CTX *tls_server_ctx(const char *cert, const char *key)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx)
+		return NULL;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+	/* Clients often close TCP without close_notify: that is an EOF, not an error. */
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+				      SSL_MODE_RELEASE_BUFFERS);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1) {
+		unsigned long e = ERR_get_error();
+		ING_ERR("grpc", "TLS certificate/key %s / %s: %s", cert, key,
+			e ? ERR_reason_error_string(e) : "invalid");
+		ERR_clear_error();
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+	return ctx;
+}
+
+static int listen_on(struct ing_grpc_server *s)
+{
+	char buf[256];
+	const char *host, *port;
+	if (grpc_split_hostport(s->o.listen, buf, sizeof(buf), &host, &port) < 0) {
+		ING_ERR("grpc", "bad listen address '%s' (host:port or [v6]:port)",
+			s->o.listen ? s->o.listen : "(null)");
+		return -EINVAL;
+	}
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
+	int gr = getaddrinfo(*host ? host : NULL, port, &hints, &res);
+	if (gr) {
+		ING_ERR("grpc", "listen address '%s': %s", s->o.listen, gai_strerror(gr));
+		return -EINVAL;
+	}
+	int rc = -EADDRNOTAVAIL;
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			rc = -errno;
+			continue;
+		}
+		int one = 1;
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+			rc = -errno;
+			close(fd);
+			continue;
+		}
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		getsockname(fd, (struct sockaddr *)&ss, &sl);
+		s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+						   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		s->lfd = fd;
+		rc = 0;
+		break;
+	}
+	freeaddrinfo(res);
+	if (rc < 0)
+		ING_ERR("grpc", "cannot listen on %s: %s", s->o.listen, strerror(-rc));
+	return rc;
+}
+
+struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
+					       const struct ing_grpc_server_opts *o,
+					       const struct ing_grpc_method *methods, unsigned n)
+{
+	struct ing_grpc_server *s = calloc(1, sizeof(*s));
+	if (!s) {
+		ING_ERR("grpc", "out of memory");
+		return NULL;
+	}
+	s->loop = loop;
+	s->lfd = -1;
+	s->serving = true;
+	ing_grpc_server_opts_init(&s->o);
+	if (o)
+		s->o = *o;
+	/* Zero means "default" for every size; keep the caller's listen string alive. */
+	struct ing_grpc_server_opts d;
+	ing_grpc_server_opts_init(&d);
+	if (!s->o.listen)
+		s->o.listen = d.listen;
+	if (!s->o.max_recv_msg)
+		s->o.max_recv_msg = d.max_recv_msg;
+	if (!s->o.max_send_buffer)
+		s->o.max_send_buffer = d.max_send_buffer;
+	if (!s->o.window_bytes)
+		s->o.window_bytes = d.window_bytes;
+	if (!s->o.conn_window_bytes)
+		s->o.conn_window_bytes = d.conn_window_bytes;
+	if (!s->o.max_frame_size)
+		s->o.max_frame_size = d.max_frame_size;
+	if (!s->o.max_concurrent_streams)
+		s->o.max_concurrent_streams = d.max_concurrent_streams;
+	if (!s->o.max_connections)
+		s->o.max_connections = d.max_connections;
+	if (s->o.window_bytes > NGHTTP2_MAX_WINDOW_SIZE)
+		s->o.window_bytes = NGHTTP2_MAX_WINDOW_SIZE;
+	if (s->o.conn_window_bytes > NGHTTP2_MAX_WINDOW_SIZE)
+		s->o.conn_window_bytes = NGHTTP2_MAX_WINDOW_SIZE;
+	if (s->o.max_frame_size < 16384)
+		s->o.max_frame_size = 16384;
+	if (s->o.max_frame_size > 16777215)
+		s->o.max_frame_size = 16777215;
+	s->listen_str = strdup(s->o.listen);
+	if (!s->listen_str)
+		goto oom;
+	s->o.listen = s->listen_str;
+	s->o.tls_cert = s->o.tls_key = NULL;   /* only used during create */
+
+	s->methods = calloc(n + 1, sizeof(*s->methods));
+	if (!s->methods)
+		goto oom;
+	for (unsigned i = 0; i < n; i++) {
+		if (!methods || !methods[i].path || methods[i].path[0] != '/') {
+			ING_ERR("grpc", "method %u: path \"/package.Service/Method\" is required", i);
+			goto fail;
+		}
+		s->methods[s->nmethods++] = methods[i];
+	}
+	if (!find_method(s, HEALTH_CHECK_PATH))
+		s->methods[s->nmethods++] = (struct ing_grpc_method){
+			.path = HEALTH_CHECK_PATH, .on_message = health_on_message,
+			.on_close = health_on_close };
+
+	s->rbuf = malloc(SRV_RBUF);
+	if (!s->rbuf)
+		goto oom;
+	if (nghttp2_session_callbacks_new(&s->cbs) || nghttp2_option_new(&s->h2opt))
+		goto oom;
+	nghttp2_session_callbacks_set_on_begin_headers_callback(s->cbs, on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(s->cbs, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(s->cbs, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(s->cbs, on_data_chunk);
+	nghttp2_session_callbacks_set_on_frame_send_callback(s->cbs, on_frame_send);
+	nghttp2_session_callbacks_set_on_stream_close_callback(s->cbs, on_stream_close);
+	nghttp2_session_callbacks_set_data_source_read_length_callback(s->cbs, read_length_cb);
+	nghttp2_option_set_no_auto_window_update(s->h2opt, 1);
+
+	if (o && o->tls_cert && o->tls_key) {
+		s->ssl_ctx = tls_server_ctx(o->tls_cert, o->tls_key);
+		if (!s->ssl_ctx)
+			goto fail;
+	}
+	if (listen_on(s) < 0)
+		goto fail;
+	int rc = ing_loop_add_fd(loop, s->lfd, EPOLLIN, listen_event, s);
+	if (rc < 0) {
+		ING_ERR("grpc", "loop add listener: %s", strerror(-rc));
+		goto fail;
+	}
+	ING_INFO("grpc", "listening on %s (port %d, %s)", s->o.listen, s->port,
+		 s->ssl_ctx ? "TLS" : "cleartext h2c");
+	return s;
+oom:
+	ING_ERR("grpc", "out of memory");
+fail:
+	ing_grpc_server_destroy(s);
+	return NULL;
+}
+
+int ing_grpc_server_port(const struct ing_grpc_server *s)
+{
+	return s->port;
+}
+
+static void stop_listening(struct ing_grpc_server *s)
+{
+	if (s->lfd >= 0) {
+		(void)ing_loop_del_fd(s->loop, s->lfd);
+		close(s->lfd);
+		s->lfd = -1;
+	}
+}
+
+void ing_grpc_server_shutdown(struct ing_grpc_server *s)
+{
+	if (!s || s->shutting_down)
+		return;
+	s->shutting_down = true;
+	stop_listening(s);
+	for (struct conn *cn = s->conns; cn; cn = cn->next) {
+		int32_t last = nghttp2_session_get_last_proc_stream_id(cn->h2);
+		(void)nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR,
+					    NULL, 0);
+		conn_kick(cn);
+	}
+}
+
+void ing_grpc_server_destroy(struct ing_grpc_server *s)
+{
+	if (!s)
+		return;
+	stop_listening(s);
+	while (s->conns)
+		conn_close(s->conns, NULL);
+	if (s->cbs)
+		nghttp2_session_callbacks_del(s->cbs);
+	if (s->h2opt)
+		nghttp2_option_del(s->h2opt);
+	SSL_CTX_free(s->ssl_ctx);
+	free(s->rbuf);
+	free(s->methods);
+	free(s->listen_str);
+	free(s);
+}

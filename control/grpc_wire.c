@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * grpc_wire.c - gRPC message framing and header encodings shared by server and client.
+ */
+#include "control/grpc_internal.h"
+#include "control/grpc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+void grpc_deframer_init(struct grpc_deframer *d)
+{
+	memset(d, 0, sizeof(*d));
+}
+
+enum grpc_wire_ev grpc_deframe_next(struct grpc_deframer *d, const uint8_t **p, size_t *n,
+				    const uint8_t **data, size_t *dlen)
+{
+	if (d->in_msg) {
+		if (d->got == d->len) {
+			d->in_msg = 0;
+			d->hdr_got = 0;
+			return GRPC_WIRE_END;
+		}
+		if (*n == 0)
+			return GRPC_WIRE_NEED;
+		size_t take = d->len - d->got;
+		if (take > *n)
+			take = *n;
+		*data = *p;
+		*dlen = take;
+		*p += take;
+		*n -= take;
+		d->got += (uint32_t)take;
+		return GRPC_WIRE_DATA;
+	}
+	/* Common case first: the whole prefix is in this piece. */
+	if (d->hdr_got == 0 && *n >= GRPC_PREFIX_LEN) {
+		memcpy(d->hdr, *p, GRPC_PREFIX_LEN);
+		*p += GRPC_PREFIX_LEN;
+		*n -= GRPC_PREFIX_LEN;
+		d->hdr_got = GRPC_PREFIX_LEN;
+	} else {
+		size_t take = GRPC_PREFIX_LEN - d->hdr_got;
+		if (take > *n)
+			take = *n;
+		memcpy(d->hdr + d->hdr_got, *p, take);
+		*p += take;
+		*n -= take;
+		d->hdr_got = (uint8_t)(d->hdr_got + take);
+		if (d->hdr_got < GRPC_PREFIX_LEN)
+			return GRPC_WIRE_NEED;
+	}
+	d->flags = d->hdr[0];
+	d->len = (uint32_t)d->hdr[1] << 24 | (uint32_t)d->hdr[2] << 16 |
+		 (uint32_t)d->hdr[3] << 8 | d->hdr[4];
+	d->got = 0;
+	d->in_msg = 1;
+	return GRPC_WIRE_BEGIN;
+}
+
+int grpc_timeout_parse(const char *s, size_t len, uint64_t *ns)
+{
+	if (len < 2 || len > 9)
+		return -EINVAL;
+	uint64_t v = 0;
+	for (size_t i = 0; i + 1 < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	uint64_t mul;
+	switch (s[len - 1]) {
+	case 'H': mul = 3600ull * 1000000000ull; break;
+	case 'M': mul = 60ull * 1000000000ull; break;
+	case 'S': mul = 1000000000ull; break;
+	case 'm': mul = 1000000ull; break;
+	case 'u': mul = 1000ull; break;
+	case 'n': mul = 1ull; break;
+	default: return -EINVAL;
+	}
+	/* 99999999H is 3.6e20 ns, beyond 64 bits: saturate. */
+	if (v > UINT64_MAX / mul)
+		*ns = UINT64_MAX;
+	else
+		*ns = v * mul;
+	return 0;
+}
+
+void grpc_timeout_format(uint64_t ns, char *out, size_t outlen)
+{
+	static const struct { char unit; uint64_t mul; } u[] = {
+		{ 'n', 1ull }, { 'u', 1000ull }, { 'm', 1000000ull }, { 'S', 1000000000ull },
+		{ 'M', 60000000000ull }, { 'H', 3600000000000ull },
+	};
+	/* The finest unit whose value fits in 8 digits, rounded up (never shorten a deadline). */
+	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+		uint64_t v = ns / u[i].mul + (ns % u[i].mul ? 1 : 0);
+		if (v <= 99999999ull) {
+			snprintf(out, outlen, "%llu%c", (unsigned long long)v, u[i].unit);
+			return;
+		}
+	}
+	snprintf(out, outlen, "99999999H");
+}
+
+size_t grpc_pct_encode(const char *in, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	if (!outlen)
+		return 0;
+	for (const unsigned char *s = (const unsigned char *)(in ? in : ""); *s; s++) {
+		if (*s >= 0x20 && *s <= 0x7e && *s != '%') {
+			if (o + 1 >= outlen)
+				break;
+			out[o++] = (char)*s;
+		} else {
+			if (o + 3 >= outlen)
+				break;
+			out[o++] = '%';
+			out[o++] = hex[*s >> 4];
+			out[o++] = hex[*s & 15];
+		}
+	}
+	out[o] = '\0';
+	return o;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+size_t grpc_pct_decode(const char *in, size_t inlen, char *out, size_t outlen)
+{
+	size_t o = 0;
+	if (!outlen)
+		return 0;
+	for (size_t i = 0; i < inlen && o + 1 < outlen; i++) {
+		int hi, lo;
+		if (in[i] == '%' && i + 2 < inlen && (hi = hexval(in[i + 1])) >= 0 &&
+		    (lo = hexval(in[i + 2])) >= 0) {
+			out[o++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else {
+			out[o++] = in[i];
+		}
+	}
+	out[o] = '\0';
+	return o;
+}
+
+int grpc_status_from_http(int http_status)
+{
+	switch (http_status) {
+	case 400: return ING_GRPC_INTERNAL;
+	case 401: return ING_GRPC_UNAUTHENTICATED;
+	case 403: return ING_GRPC_PERMISSION_DENIED;
+	case 404: return ING_GRPC_UNIMPLEMENTED;
+	case 429:
+	case 502:
+	case 503:
+	case 504: return ING_GRPC_UNAVAILABLE;
+	default: return ING_GRPC_UNKNOWN;
+	}
+}
+
+/* "host:port" / "[v6]:port" -> host, port (strings into buf). 0 or -EINVAL. */
+int grpc_split_hostport(const char *in, char *buf, size_t buflen, const char **host,
+			  const char **port)
+{
+	if (!in || strlen(in) >= buflen)
+		return -EINVAL;
+	strcpy(buf, in);
+	char *colon;
+	if (buf[0] == '[') {
+		char *rb = strchr(buf, ']');
+		if (!rb || rb[1] != ':')
+			return -EINVAL;
+		*rb = '\0';
+		*host = buf + 1;
+		*port = rb + 2;
+		return 0;
+	}
+	colon = strrchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	*host = buf;
+	*port = colon + 1;
+	return 0;
+}
