@@ -1,0 +1,591 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * persist.c - persistence workers. Each worker is a plain pthread (it blocks in write,
+ * fdatasync and SQLite) owning one MP/SC input ring with a doorbell and one catalog
+ * handle. A frame id always maps to the same worker, so duplicates of one id serialise.
+ *
+ * Per burst: verify crc32c, look the id up, write the new frames (temp + fdatasync +
+ * rename + dir fsync), insert all their catalog rows in ONE transaction (group commit),
+ * then hand every frame, good or bad, to the ack ring. A frame is ACKed durable only after
+ * both its file and its catalog row are durable.
+ */
+#include "dataplane/dataplane_internal.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define COMP "persist"
+#define BURST 32
+#define IDLE_WAIT_MS 100
+#define GROUP_BYTES (64ull << 20)  /* written bytes per catalog transaction, at most */
+
+struct worker {
+	struct ing_persist *p;
+	unsigned idx;
+	pthread_t th;
+	bool started;
+	bool exited;                  /* set by the worker when its loop has ended */
+	struct ing_fring *in;
+	struct ing_catalog *cat;
+	struct ing_persist_stats st;  /* written by the worker (relaxed atomics), read by anyone */
+	struct ing_frame *burst[BURST];
+	struct ing_frame *ok[BURST];
+	struct ing_catalog_row rows[BURST];
+	int dir_rc[BURST];
+	struct ing_frame *dup_src[BURST]; /* per group position: same-id original */
+} __attribute__((aligned(64)));
+
+struct ing_persist {
+	char data_dir[PATH_MAX - 64];
+	enum ing_sink sink;
+	bool verify_crc;
+	int cpu;
+	unsigned nworkers;
+	struct ing_fring *acks;
+	int stop;       /* drain, then exit */
+	int abort;      /* deadline passed: fail what is left, exit */
+	struct worker *w;
+};
+
+void ing_persist_opts_init(struct ing_persist_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->data_dir = NULL;
+	o->workers = ING_DEFAULT_WORKERS;
+	o->ring_size = ING_DEFAULT_RING_SIZE;
+	o->sink = ING_SINK_FILE;
+	o->cpu = -1;
+	o->verify_crc = true;
+}
+
+static inline void stat_add(uint64_t *c, uint64_t v)
+{
+	__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+}
+
+static void fail(struct ing_frame *f, enum ing_err e, bool retryable, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void fail(struct ing_frame *f, enum ing_err e, bool retryable, const char *fmt, ...)
+{
+	va_list ap;
+
+	f->status = e;
+	f->retryable = retryable;
+	va_start(ap, fmt);
+	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
+	va_end(ap);
+}
+
+/* wall-clock time of a monotonic stamp (the catalog stores wall time) */
+static int64_t mono_to_wall(uint64_t mono, uint64_t now_mono, int64_t now_wall)
+{
+	if (!mono || mono > now_mono)
+		return now_wall;
+	return now_wall - (int64_t)(now_mono - mono);
+}
+
+/* crc + argument checks shared by both sinks; false when f has failed */
+static bool check_frame(struct ing_persist *p, struct ing_frame *f)
+{
+	if (!f->length || f->length > f->cap) {
+		fail(f, ING_E_INVALID_ARGUMENT, false, "frame %llu: length %llu outside 1..%llu",
+		     (unsigned long long)f->frame_id, (unsigned long long)f->length,
+		     (unsigned long long)f->cap);
+		return false;
+	}
+	if (p->verify_crc || !f->has_crc)
+		f->crc_computed = ing_crc32c(0, f->buf, f->length);
+	else
+		f->crc_computed = f->crc32c;
+	if (f->has_crc && f->crc_computed != f->crc32c) {
+		fail(f, ING_E_CRC_MISMATCH, true, "crc32c mismatch: expected 0x%08x, got 0x%08x",
+		     f->crc32c, f->crc_computed);
+		return false;
+	}
+	if (p->sink == ING_SINK_FILE && !ing_store_wafer_id_ok(f->wafer_id)) {
+		fail(f, ING_E_INVALID_ARGUMENT, false,
+		     "wafer id must be 1..%d of [A-Za-z0-9._-], not . or ..", ING_WAFER_ID_MAX);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * true when an earlier frame of this group (written, not yet committed) has the same id;
+ * *src is set to it so the verdict can follow the original's commit (finish_group)
+ */
+static bool dup_in_group(struct worker *w, unsigned nok, struct ing_frame *f, struct ing_frame **src)
+{
+	for (unsigned i = 0; i < nok; i++) {
+		if (w->ok[i]->frame_id != f->frame_id)
+			continue;
+		*src = w->ok[i];
+		if (w->ok[i]->crc_computed == f->crc_computed)
+			f->duplicate = true;
+		else
+			fail(f, ING_E_DUPLICATE_CONFLICT, false,
+			     "frame %llu already stored with crc32c 0x%08x, this one has 0x%08x",
+			     (unsigned long long)f->frame_id, w->ok[i]->crc_computed, f->crc_computed);
+		return true;
+	}
+	return false;
+}
+
+static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
+			struct ing_frame **src)
+{
+	struct ing_persist *p = w->p;
+	struct ing_catalog_row *row = &w->rows[*nok];
+	int rc;
+
+	if (dup_in_group(w, *nok, f, src))
+		return;
+	rc = ing_catalog_lookup(w->cat, f->frame_id, row);
+	if (rc == 0) {
+		if (row->crc32c == f->crc_computed) {
+			f->duplicate = true;
+		} else {
+			fail(f, ING_E_DUPLICATE_CONFLICT, false,
+			     "frame %llu already stored with crc32c 0x%08x, this one has 0x%08x",
+			     (unsigned long long)f->frame_id, row->crc32c, f->crc_computed);
+		}
+		return;
+	}
+	if (rc != -ENOENT) {
+		fail(f, ING_E_IO, true, "catalog lookup failed (%s)", strerror(-rc));
+		return;
+	}
+	memset(row, 0, sizeof(*row));
+	rc = ing_store_rel_path(row->path, sizeof(row->path), f->wafer_id, f->frame_id);
+	if (rc == 0)
+		rc = dp_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, false);
+	if (rc < 0) {
+		if (rc == -ENOSPC || rc == -EDQUOT)
+			fail(f, ING_E_NO_SPACE, true, "no space left writing %s", row->path);
+		else
+			fail(f, ING_E_IO, true, "writing %s: %s", row->path, strerror(-rc));
+		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %llu: %s", w->idx,
+			   (unsigned long long)f->frame_id, f->msg);
+		return;
+	}
+	row->frame_id = f->frame_id;
+	snprintf(row->wafer_id, sizeof(row->wafer_id), "%s", f->wafer_id);
+	row->timestamp = f->timestamp;
+	row->length = f->length;
+	row->crc32c = f->crc_computed;
+	row->transport = f->transport;
+	w->ok[(*nok)++] = f;
+}
+
+static bool same_dir(const char *a, const char *b)
+{
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	return sa && sb && sa - a == sb - b && memcmp(a, b, (size_t)(sa - a)) == 0;
+}
+
+/*
+ * Make the renames of the group durable: one fsync per directory (not per frame). Frames
+ * whose directory fails are failed and dropped from the group. Returns the new nok.
+ */
+static unsigned sync_dirs(struct worker *w, unsigned nok)
+{
+	struct ing_persist *p = w->p;
+	unsigned keep = 0;
+	int rc = 0;
+
+	for (unsigned i = 0; i < nok; i++) {
+		unsigned j;
+		for (j = 0; j < i; j++)
+			if (same_dir(w->rows[j].path, w->rows[i].path))
+				break;
+		if (j == i) {   /* first frame of this directory */
+			rc = dp_store_sync_dir(p->data_dir, w->rows[i].path);
+			w->dir_rc[i] = rc;
+		} else {
+			rc = w->dir_rc[j];
+			w->dir_rc[i] = rc;
+		}
+		if (rc < 0) {
+			fail(w->ok[i], ING_E_IO, true, "fsync of the directory of %s: %s",
+			     w->rows[i].path, strerror(-rc));
+			ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: %s", w->idx, w->ok[i]->msg);
+		}
+	}
+	for (unsigned i = 0; i < nok; i++) {
+		if (w->dir_rc[i] < 0)
+			continue;
+		if (keep != i) {
+			w->ok[keep] = w->ok[i];
+			w->rows[keep] = w->rows[i];
+		}
+		keep++;
+	}
+	stat_add(&w->st.fsyncs, keep);
+	return keep;
+}
+
+/* one transaction for the group; on a clash fall back to row by row to find the culprit */
+static void commit_rows(struct worker *w, unsigned nok)
+{
+	uint64_t now;
+	int64_t wall;
+	int rc;
+
+	nok = sync_dirs(w, nok);
+	if (!nok)
+		return;
+	now = ing_now_ns();
+	wall = ing_wall_ns();
+	for (unsigned i = 0; i < nok; i++) {
+		w->rows[i].received_ns = mono_to_wall(w->ok[i]->t_received_ns, now, wall);
+		w->rows[i].durable_ns = wall;
+	}
+	rc = ing_catalog_insert(w->cat, w->rows, nok);
+	stat_add(&w->st.batches, 1);
+	if (rc == 0)
+		return;
+	for (unsigned i = 0; i < nok; i++) {
+		struct ing_frame *f = w->ok[i];
+		int r = rc == -EEXIST ? ing_catalog_insert(w->cat, &w->rows[i], 1) : rc;
+		if (r == 0)
+			continue;
+		if (r == -EEXIST) {
+			struct ing_catalog_row old;
+			if (ing_catalog_lookup(w->cat, f->frame_id, &old) == 0 &&
+			    old.crc32c == f->crc_computed)
+				f->duplicate = true;
+			else
+				fail(f, ING_E_DUPLICATE_CONFLICT, false,
+				     "frame %llu was stored concurrently with another crc32c",
+				     (unsigned long long)f->frame_id);
+		} else if (r == -ENOSPC) {
+			fail(f, ING_E_NO_SPACE, true, "no space left for the catalog row");
+		} else {
+			fail(f, ING_E_IO, true, "catalog insert failed (%s)", strerror(-r));
+		}
+	}
+	ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: catalog insert of %u rows: %s", w->idx, nok,
+		   strerror(-rc));
+}
+
+static void push_acks(struct worker *w, struct ing_frame **f, unsigned n)
+{
+	struct ing_persist *p = w->p;
+	struct timespec ts = { 0, 200000 };
+	unsigned done = 0;
+	bool warned = false;
+
+	while (done < n) {
+		unsigned k = n - done;
+		if (ing_fring_push(p->acks, f + done, k) == 0) {
+			done += k;
+			continue;
+		}
+		if (ing_fring_push(p->acks, f + done, 1) == 0) {
+			done++;
+			continue;
+		}
+		/* never drop an ack: the control thread will drain the ring */
+		if (__atomic_load_n(&p->abort, __ATOMIC_ACQUIRE)) {
+			ING_ERR(COMP, "worker %u: ack ring full at shutdown, %u frames not acked",
+				w->idx, n - done);
+			return;
+		}
+		if (!warned) {
+			ING_LOG_RL(ING_LOG_WARN, COMP, "worker %u: ack ring full, waiting", w->idx);
+			warned = true;
+		}
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* commit the group's catalog rows, stamp and count its frames, hand them to the acks */
+static void finish_group(struct worker *w, struct ing_frame **fr, unsigned n, unsigned nok)
+{
+	struct ing_persist *p = w->p;
+	uint64_t now, bytes = 0, ok = 0, dups = 0, bad = 0;
+
+	if (p->sink == ING_SINK_FILE)
+		commit_rows(w, nok);
+	else
+		stat_add(&w->st.batches, 1);
+	now = ing_now_ns();
+	for (unsigned i = 0; i < n; i++) {
+		struct ing_frame *f = fr[i], *src = w->dup_src[i];
+		if (f->duplicate && src && src->status != ING_E_NONE) {
+			/* its original did not make it: neither does the copy */
+			f->duplicate = false;
+			f->status = src->status;
+			f->retryable = src->retryable;
+			memcpy(f->msg, src->msg, sizeof(f->msg));
+		}
+		if (f->status == ING_E_NONE) {
+			f->t_durable_ns = now;
+			ok++;
+			dups += f->duplicate;
+			bytes += f->duplicate ? 0 : f->length;
+		} else {
+			bad++;
+		}
+	}
+	stat_add(&w->st.frames, ok);
+	stat_add(&w->st.bytes, bytes);
+	stat_add(&w->st.duplicates, dups);
+	stat_add(&w->st.failures, bad);
+	push_acks(w, fr, n);
+}
+
+/*
+ * A burst is committed as one group, or as several when it carries more than GROUP_BYTES,
+ * so the first frame of a burst of large frames is not held back by all the others.
+ */
+static void process_burst(struct worker *w, struct ing_frame **fr, unsigned n)
+{
+	struct ing_persist *p = w->p;
+	bool aborting = __atomic_load_n(&p->abort, __ATOMIC_ACQUIRE);
+	unsigned nok = 0, start = 0;
+	uint64_t pending = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct ing_frame *f = fr[i];
+		f->status = ING_E_NONE;
+		f->retryable = false;
+		f->duplicate = false;
+		f->msg[0] = 0;
+		w->dup_src[i - start] = NULL;
+		if (aborting)
+			fail(f, ING_E_SHUTTING_DOWN, true, "ingest node shutting down");
+		else if (check_frame(p, f) && p->sink == ING_SINK_FILE) {
+			unsigned before = nok;
+			store_frame(w, f, &nok, &w->dup_src[i - start]);
+			if (nok != before)
+				pending += f->length;
+		}
+		if (pending >= GROUP_BYTES || i == n - 1) {
+			finish_group(w, fr + start, i + 1 - start, nok);
+			start = i + 1;
+			nok = 0;
+			pending = 0;
+		}
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct ing_persist *p = w->p;
+	char name[16];
+
+	snprintf(name, sizeof(name), "ing-persist%u", w->idx);
+	pthread_setname_np(pthread_self(), name);
+	if (p->cpu >= 0) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET((unsigned)(p->cpu + (int)w->idx) % (unsigned)(ncpu > 0 ? ncpu : 1), &set);
+		int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+		if (rc)
+			ING_WARN(COMP, "worker %u: pinning to cpu %d: %s", w->idx,
+				 p->cpu + (int)w->idx, strerror(rc));
+	}
+	for (;;) {
+		unsigned n = ing_fring_pop(w->in, w->burst, BURST);
+		if (n) {
+			process_burst(w, w->burst, n);
+			continue;
+		}
+		/* about to sleep: consume the doorbell, then look once more (no lost wake-up) */
+		ing_fring_clear(w->in);
+		n = ing_fring_pop(w->in, w->burst, BURST);
+		if (n) {
+			process_burst(w, w->burst, n);
+			continue;
+		}
+		if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
+			break;   /* drained */
+		int rc = ing_fring_wait(w->in, IDLE_WAIT_MS);
+		if (rc < 0) {
+			ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: wait: %s", w->idx, strerror(-rc));
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void persist_free(struct ing_persist *p)
+{
+	if (!p)
+		return;
+	for (unsigned i = 0; p->w && i < p->nworkers; i++) {
+		ing_catalog_close(p->w[i].cat);
+		ing_fring_destroy(p->w[i].in);
+	}
+	free(p->w);
+	free(p);
+}
+
+struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct ing_fring *acks)
+{
+	struct ing_persist *p;
+	char path[PATH_MAX];
+
+	if (!o || !acks || !o->workers || o->workers > 64) {
+		ING_ERR(COMP, "need options, an ack ring and 1..64 workers");
+		return NULL;
+	}
+	if (o->sink == ING_SINK_FILE && (!o->data_dir || !*o->data_dir)) {
+		ING_ERR(COMP, "file sink needs a data_dir");
+		return NULL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		ING_ERR(COMP, "out of memory");
+		return NULL;
+	}
+	p->sink = o->sink;
+	p->verify_crc = o->verify_crc;
+	p->cpu = o->cpu;
+	p->acks = acks;
+	if (o->data_dir &&
+	    (size_t)snprintf(p->data_dir, sizeof(p->data_dir), "%s", o->data_dir) >= sizeof(p->data_dir)) {
+		ING_ERR(COMP, "data_dir too long");
+		goto fail;
+	}
+	if (posix_memalign((void **)&p->w, 64, sizeof(*p->w) * o->workers)) {
+		ING_ERR(COMP, "out of memory");
+		goto fail;
+	}
+	memset(p->w, 0, sizeof(*p->w) * o->workers);
+	p->nworkers = o->workers;
+	if (p->sink == ING_SINK_FILE) {
+		snprintf(path, sizeof(path), "%s/frames", p->data_dir);
+		int rc = dp_mkdirs(path, 0755);
+		if (rc < 0) {
+			ING_ERR(COMP, "creating %s: %s", path, strerror(-rc));
+			goto fail;
+		}
+		rc = dp_store_sweep_tmp(p->data_dir);
+		if (rc > 0)
+			ING_WARN(COMP, "removed %d temp files left by a crashed writer in %s", rc, path);
+		snprintf(path, sizeof(path), "%s/catalog.db", p->data_dir);
+	}
+	for (unsigned i = 0; i < p->nworkers; i++) {
+		struct worker *w = &p->w[i];
+		w->p = p;
+		w->idx = i;
+		w->in = ing_fring_create("persist", o->ring_size ? o->ring_size : ING_DEFAULT_RING_SIZE,
+					 ING_FRING_SC, true);
+		if (!w->in)
+			goto fail;
+		if (p->sink == ING_SINK_FILE) {
+			w->cat = ing_catalog_open(path);
+			if (!w->cat)
+				goto fail;
+		}
+	}
+	for (unsigned i = 0; i < p->nworkers; i++) {
+		int rc = pthread_create(&p->w[i].th, NULL, worker_main, &p->w[i]);
+		if (rc) {
+			ING_ERR(COMP, "starting worker %u: %s", i, strerror(rc));
+			ing_persist_stop(p, 1000);
+			return NULL;
+		}
+		p->w[i].started = true;
+	}
+	ING_INFO(COMP, "%u workers, sink %s%s%s, crc check %s", p->nworkers,
+		 p->sink == ING_SINK_FILE ? "file " : "null", p->sink == ING_SINK_FILE ? p->data_dir : "",
+		 "", p->verify_crc ? "on" : "off");
+	return p;
+fail:
+	persist_free(p);
+	return NULL;
+}
+
+static bool join_until(struct worker *w, uint64_t deadline_ns)
+{
+	struct timespec ts = { 0, 2000000 };
+
+	while (!__atomic_load_n(&w->exited, __ATOMIC_ACQUIRE)) {
+		if (ing_now_ns() >= deadline_ns)
+			return false;
+		nanosleep(&ts, NULL);
+	}
+	pthread_join(w->th, NULL);
+	w->started = false;
+	return true;
+}
+
+void ing_persist_stop(struct ing_persist *p, int timeout_ms)
+{
+	bool stuck = false;
+
+	if (!p)
+		return;
+	__atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < p->nworkers; i++)
+		if (p->w[i].started)
+			fring_kick(p->w[i].in);
+	uint64_t deadline = ing_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+	for (unsigned i = 0; i < p->nworkers; i++)
+		if (p->w[i].started && !join_until(&p->w[i], deadline))
+			stuck = true;
+	if (stuck) {
+		/* deadline passed: fail what is queued (acked SHUTTING_DOWN), then a grace period */
+		ING_WARN(COMP, "workers not drained after %d ms, failing the rest", timeout_ms);
+		__atomic_store_n(&p->abort, 1, __ATOMIC_RELEASE);
+		deadline = ing_now_ns() + 5000000000ull;
+		for (unsigned i = 0; i < p->nworkers; i++) {
+			if (p->w[i].started && !join_until(&p->w[i], deadline)) {
+				ING_ERR(COMP, "worker %u stuck (blocked in I/O?): leaking it", i);
+				return;   /* its ring and catalog stay alive with it */
+			}
+		}
+	}
+	struct ing_persist_stats s;
+	ing_persist_get_stats(p, &s);
+	ING_INFO(COMP, "stopped: %llu frames, %llu bytes, %llu duplicates, %llu failures",
+		 (unsigned long long)s.frames, (unsigned long long)s.bytes,
+		 (unsigned long long)s.duplicates, (unsigned long long)s.failures);
+	persist_free(p);
+}
+
+static inline unsigned route(const struct ing_persist *p, uint64_t id)
+{
+	uint64_t h = id * 0x9e3779b97f4a7c15ull;
+	return (unsigned)((h >> 32) % p->nworkers);
+}
+
+int ing_persist_submit(struct ing_persist *p, struct ing_frame *f)
+{
+	if (__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
+		return -ESHUTDOWN;
+	return ing_fring_push(p->w[route(p, f->frame_id)].in, &f, 1);
+}
+
+void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	for (unsigned i = 0; p && i < p->nworkers; i++) {
+		const struct ing_persist_stats *w = &p->w[i].st;
+		s->frames += __atomic_load_n(&w->frames, __ATOMIC_RELAXED);
+		s->bytes += __atomic_load_n(&w->bytes, __ATOMIC_RELAXED);
+		s->duplicates += __atomic_load_n(&w->duplicates, __ATOMIC_RELAXED);
+		s->failures += __atomic_load_n(&w->failures, __ATOMIC_RELAXED);
+		s->fsyncs += __atomic_load_n(&w->fsyncs, __ATOMIC_RELAXED);
+		s->batches += __atomic_load_n(&w->batches, __ATOMIC_RELAXED);
+	}
+}

@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pool.c - the MR pool: frame buffers in size classes.
+ *
+ * Each class is ONE mmap'ed region (so it is registered with ibv_reg_mr once), carved
+ * into equal slots. The free slots are tracked by an rte_mempool whose objects are the
+ * struct ing_frame descriptors, one per slot, bound to their slot once at creation. The
+ * mempools have no per-lcore cache, so get/put work from EAL lcores and plain pthreads
+ * alike (the backing ring is MP/MC and lockless).
+ */
+#include "dataplane/dataplane_internal.h"
+#include "common/log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <rte_errno.h>
+#include <rte_memory.h>
+#include <rte_mempool.h>
+
+#define COMP "pool"
+
+#ifndef MPOL_BIND
+#define MPOL_BIND 2
+#endif
+#ifndef MPOL_MF_STRICT
+#define MPOL_MF_STRICT (1 << 0)
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+struct pool_class {
+	uint8_t *base;
+	size_t len;
+	uint64_t slot_size;
+	unsigned count;
+	bool huge;
+	struct rte_mempool *mp;
+};
+
+struct ing_pool {
+	char name[64];
+	unsigned nclasses;
+	struct pool_class cls[ING_POOL_MAX_CLASSES];
+};
+
+void ing_pool_opts_init(struct ing_pool_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->name = "frames";
+	o->hugepages = -1;
+	o->numa_node = -1;
+	o->prefault = true;
+}
+
+static int parse_size(const char *s, const char *end, uint64_t *out)
+{
+	uint64_t v = 0, mul = 1;
+	const char *p = s;
+
+	if (p == end || !isdigit((unsigned char)*p))
+		return -EINVAL;
+	while (p < end && isdigit((unsigned char)*p)) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(*p - '0');
+		p++;
+	}
+	if (p < end) {
+		switch (*p) {
+		case 'k': case 'K': mul = 1ull << 10; break;
+		case 'm': case 'M': mul = 1ull << 20; break;
+		case 'g': case 'G': mul = 1ull << 30; break;
+		default: return -EINVAL;
+		}
+		p++;
+		if (p < end && (*p == 'i' || *p == 'I'))
+			p++;
+		if (p < end && (*p == 'b' || *p == 'B'))
+			p++;
+	}
+	if (p != end || v == 0 || v > (1ull << 40) / mul)
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+static int parse_count(const char *s, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (s == end)
+		return -EINVAL;
+	for (const char *p = s; p < end; p++) {
+		if (!isdigit((unsigned char)*p))
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(*p - '0');
+		if (v > 1000000)
+			return -EINVAL;
+	}
+	if (!v)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int ing_pool_parse_classes(struct ing_pool_opts *o, const char *spec)
+{
+	struct ing_pool_class cls[ING_POOL_MAX_CLASSES];
+	unsigned n = 0;
+	const char *p = spec;
+
+	if (!o || !spec || !*spec) {
+		ING_ERR(COMP, "empty pool class spec (want size[K|M|G]:count,...)");
+		return -EINVAL;
+	}
+	while (*p) {
+		const char *comma = strchr(p, ',');
+		const char *end = comma ? comma : p + strlen(p);
+		const char *colon = memchr(p, ':', (size_t)(end - p));
+		uint64_t size, count;
+
+		if (n == ING_POOL_MAX_CLASSES) {
+			ING_ERR(COMP, "pool spec '%s': more than %d classes", spec, ING_POOL_MAX_CLASSES);
+			return -EINVAL;
+		}
+		if (!colon) {
+			ING_ERR(COMP, "pool spec '%s': class '%.*s' lacks ':count'", spec, (int)(end - p), p);
+			return -EINVAL;
+		}
+		if (parse_size(p, colon, &size) < 0) {
+			ING_ERR(COMP, "pool spec '%s': bad size '%.*s' (want e.g. 4M, 512K, 1G)", spec,
+				(int)(colon - p), p);
+			return -EINVAL;
+		}
+		if (parse_count(colon + 1, end, &count) < 0) {
+			ING_ERR(COMP, "pool spec '%s': bad count '%.*s' (want 1..1000000)", spec,
+				(int)(end - colon - 1), colon + 1);
+			return -EINVAL;
+		}
+		if (n && size <= cls[n - 1].slot_size) {
+			ING_ERR(COMP, "pool spec '%s': sizes must ascend", spec);
+			return -EINVAL;
+		}
+		cls[n].slot_size = size;
+		cls[n].count = (unsigned)count;
+		n++;
+		if (!comma)
+			break;
+		p = comma + 1;
+		if (!*p) {
+			ING_ERR(COMP, "pool spec '%s': trailing ','", spec);
+			return -EINVAL;
+		}
+	}
+	memcpy(o->cls, cls, sizeof(cls[0]) * n);
+	o->nclasses = n;
+	return 0;
+}
+
+static uint64_t default_hugepage_size(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[128];
+	uint64_t kb = 2048;
+
+	if (!f)
+		return kb << 10;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long v;
+		if (sscanf(line, "Hugepagesize: %llu kB", &v) == 1) {
+			kb = v;
+			break;
+		}
+	}
+	fclose(f);
+	return kb << 10;
+}
+
+static int region_bind(void *base, size_t len, int node)
+{
+	unsigned long mask[16] = { 0 };
+	unsigned long bits = sizeof(unsigned long) * 8;
+
+	if (node < 0)
+		return 0;
+	if ((unsigned long)node >= bits * 16)
+		return -EINVAL;
+	mask[node / bits] = 1ul << (node % bits);
+	if (syscall(SYS_mbind, base, len, MPOL_BIND, mask, bits * 16 + 1, MPOL_MF_STRICT) < 0)
+		return -errno;
+	return 0;
+}
+
+static int region_prefault(uint8_t *base, size_t len, uint64_t page)
+{
+	if (madvise(base, len, MADV_POPULATE_WRITE) == 0)
+		return 0;
+	if (errno != EINVAL)   /* EFAULT/ENOMEM: the pages are not there (node full, ...) */
+		return -errno;
+	for (size_t off = 0; off < len; off += page)
+		((volatile uint8_t *)base)[off] = 0;
+	return 0;
+}
+
+struct slot_init_arg {
+	struct ing_pool *p;
+	unsigned c;
+};
+
+static void slot_init(struct rte_mempool *mp, void *opaque, void *obj, unsigned idx)
+{
+	struct slot_init_arg *a = opaque;
+	struct pool_class *pc = &a->p->cls[a->c];
+	struct ing_frame *f = obj;
+
+	(void)mp;
+	memset(f, 0, sizeof(*f));
+	f->pool = a->p;
+	f->buf = pc->base + (size_t)idx * pc->slot_size;
+	f->cap = pc->slot_size;
+	f->slot = idx;
+	f->cls = (uint8_t)a->c;
+}
+
+static int class_map(struct ing_pool *p, unsigned c, const struct ing_pool_opts *o, uint64_t hpsz)
+{
+	struct pool_class *pc = &p->cls[c];
+	uint64_t want = o->cls[c].slot_size;
+	void *m = MAP_FAILED;
+	int rc;
+
+	pc->count = o->cls[c].count;
+	if (o->hugepages != 0) {
+		pc->slot_size = round_up_u64(want, hpsz);
+		pc->len = (size_t)(pc->slot_size * pc->count);
+		m = mmap(NULL, pc->len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		if (m == MAP_FAILED) {
+			rc = -errno;
+			if (o->hugepages > 0) {
+				ING_ERR(COMP, "%s class %u: %zu bytes of hugepages (%" PRIu64
+					" KiB pages) unavailable: %s", p->name, c, pc->len, hpsz >> 10,
+					strerror(-rc));
+				return rc;
+			}
+			ING_WARN(COMP, "%s class %u: no hugepages for %zu bytes (%s), using 4 KiB pages",
+				 p->name, c, pc->len, strerror(-rc));
+		} else {
+			pc->huge = true;
+		}
+	}
+	if (m == MAP_FAILED) {
+		pc->slot_size = round_up_u64(want, ING_PAGE_4K);
+		pc->len = (size_t)(pc->slot_size * pc->count);
+		m = mmap(NULL, pc->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED) {
+			rc = -errno;
+			ING_ERR(COMP, "%s class %u: mmap %zu bytes: %s", p->name, c, pc->len, strerror(-rc));
+			return rc;
+		}
+	}
+	pc->base = m;
+	/* the slots must not be COW-shared with a child: ibverbs pins them */
+	if (madvise(m, pc->len, MADV_DONTFORK) < 0)
+		ING_WARN(COMP, "%s class %u: MADV_DONTFORK: %s", p->name, c, strerror(errno));
+	rc = region_bind(m, pc->len, o->numa_node);
+	if (rc < 0) {
+		ING_ERR(COMP, "%s class %u: mbind to node %d: %s", p->name, c, o->numa_node, strerror(-rc));
+		return rc;
+	}
+	if (o->prefault) {
+		rc = region_prefault(m, pc->len, pc->huge ? hpsz : ING_PAGE_4K);
+		if (rc < 0) {
+			ING_ERR(COMP, "%s class %u: prefault %zu bytes: %s", p->name, c, pc->len,
+				strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int class_mempool(struct ing_pool *p, unsigned c, int node)
+{
+	struct pool_class *pc = &p->cls[c];
+	struct slot_init_arg arg = { .p = p, .c = c };
+	char mpname[RTE_MEMPOOL_NAMESIZE];
+
+	dp_unique_name(mpname, sizeof(mpname), "ingp");
+	pc->mp = rte_mempool_create(mpname, pc->count, sizeof(struct ing_frame), 0, 0, NULL, NULL,
+				    slot_init, &arg, node >= 0 ? node : SOCKET_ID_ANY, 0);
+	if (!pc->mp && node >= 0)   /* --no-huge EAL heaps live on socket 0 / any only */
+		pc->mp = rte_mempool_create(mpname, pc->count, sizeof(struct ing_frame), 0, 0, NULL,
+					    NULL, slot_init, &arg, SOCKET_ID_ANY, 0);
+	if (!pc->mp) {
+		ING_ERR(COMP, "%s class %u: rte_mempool_create(%u descriptors): %s (EAL started?)",
+			p->name, c, pc->count, rte_strerror(rte_errno));
+		return rte_errno ? -rte_errno : -ENOMEM;
+	}
+	return 0;
+}
+
+struct ing_pool *ing_pool_create(const struct ing_pool_opts *o)
+{
+	struct ing_pool *p;
+	uint64_t hpsz = default_hugepage_size();
+
+	if (!o || !o->nclasses || o->nclasses > ING_POOL_MAX_CLASSES) {
+		ING_ERR(COMP, "pool needs 1..%d classes", ING_POOL_MAX_CLASSES);
+		return NULL;
+	}
+	for (unsigned c = 0; c < o->nclasses; c++) {
+		if (!o->cls[c].slot_size || !o->cls[c].count || o->cls[c].slot_size > (1ull << 40) ||
+		    (c && o->cls[c].slot_size <= o->cls[c - 1].slot_size)) {
+			ING_ERR(COMP, "pool %s: class %u invalid (sizes ascending, counts > 0)",
+				o->name ? o->name : "?", c);
+			return NULL;
+		}
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		ING_ERR(COMP, "out of memory");
+		return NULL;
+	}
+	snprintf(p->name, sizeof(p->name), "%s", o->name ? o->name : "frames");
+	for (unsigned c = 0; c < o->nclasses; c++) {
+		p->nclasses = c + 1;   /* destroy releases what exists so far */
+		if (class_map(p, c, o, hpsz) < 0 || class_mempool(p, c, o->numa_node) < 0) {
+			ing_pool_destroy(p);
+			return NULL;
+		}
+		ING_INFO(COMP, "%s class %u: %u x %" PRIu64 " KiB on %s pages, node %d%s", p->name, c,
+			 p->cls[c].count, p->cls[c].slot_size >> 10, p->cls[c].huge ? "huge" : "4 KiB",
+			 o->numa_node, o->prefault ? ", prefaulted" : "");
+	}
+	return p;
+}
+
+void ing_pool_destroy(struct ing_pool *p)
+{
+	if (!p)
+		return;
+	for (unsigned c = 0; c < p->nclasses; c++) {
+		struct pool_class *pc = &p->cls[c];
+		if (pc->mp) {
+			unsigned avail = rte_mempool_avail_count(pc->mp);
+			if (avail != pc->count)
+				ING_WARN(COMP, "%s class %u destroyed with %u of %u slots still taken",
+					 p->name, c, pc->count - avail, pc->count);
+			rte_mempool_free(pc->mp);
+		}
+		if (pc->base)
+			munmap(pc->base, pc->len);
+	}
+	free(p);
+}
+
+struct ing_frame *ing_pool_get(struct ing_pool *p, uint64_t len)
+{
+	void *obj;
+
+	if (!p)
+		return NULL;
+	for (unsigned c = 0; c < p->nclasses; c++) {
+		struct pool_class *pc = &p->cls[c];
+		if (pc->slot_size < len)
+			continue;
+		if (rte_mempool_get(pc->mp, &obj) == 0) {
+			struct ing_frame *f = obj;
+			memset(f, 0, offsetof(struct ing_frame, pool));
+			return f;
+		}
+	}
+	return NULL;
+}
+
+void ing_pool_put(struct ing_frame *f)
+{
+	if (!f || !f->pool)
+		return;
+	rte_mempool_put(f->pool->cls[f->cls].mp, f);
+}
+
+uint64_t ing_pool_max_len(const struct ing_pool *p)
+{
+	return p && p->nclasses ? p->cls[p->nclasses - 1].slot_size : 0;
+}
+
+unsigned ing_pool_total(const struct ing_pool *p)
+{
+	unsigned n = 0;
+
+	for (unsigned c = 0; p && c < p->nclasses; c++)
+		n += p->cls[c].count;
+	return n;
+}
+
+unsigned ing_pool_free(const struct ing_pool *p)
+{
+	unsigned n = 0;
+
+	for (unsigned c = 0; p && c < p->nclasses; c++)
+		if (p->cls[c].mp)
+			n += rte_mempool_avail_count(p->cls[c].mp);
+	return n;
+}
+
+/* true only when every class region sits on hugepages */
+bool ing_pool_on_hugepages(const struct ing_pool *p)
+{
+	if (!p || !p->nclasses)
+		return false;
+	for (unsigned c = 0; c < p->nclasses; c++)
+		if (!p->cls[c].huge)
+			return false;
+	return true;
+}
+
+int ing_pool_region(const struct ing_pool *p, unsigned c, void **base, size_t *len)
+{
+	if (!p || c >= p->nclasses || !p->cls[c].base)
+		return -ENOENT;
+	if (base)
+		*base = p->cls[c].base;
+	if (len)
+		*len = p->cls[c].len;
+	return 0;
+}
+
+unsigned ing_pool_nclasses(const struct ing_pool *p)
+{
+	return p ? p->nclasses : 0;
+}

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * store.c - durable frame files: <data_dir>/frames/<wafer>/<frame>.frame.
+ *
+ * Crash safety: the bytes go to "<final>.tmp.<pid>", are fdatasync'ed, the temp file is
+ * renamed over the final name and the directory is fsync'ed, so a frame file either
+ * exists complete or not at all. Directories created on the way are made durable by
+ * fsync'ing their parents. Called by persistence workers only (blocking).
+ */
+#include "dataplane/dataplane_internal.h"
+#include "common/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define COMP "store"
+#define WRITE_CHUNK (64u << 20)   /* bytes per pwrite call */
+
+bool ing_store_wafer_id_ok(const char *id)
+{
+	size_t n = 0;
+
+	if (!id || !*id)
+		return false;
+	for (const char *p = id; *p; p++, n++) {
+		char ch = *p;
+		if (n >= ING_WAFER_ID_MAX)
+			return false;
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '.' || ch == '_' || ch == '-'))
+			return false;
+	}
+	return strcmp(id, ".") != 0 && strcmp(id, "..") != 0;
+}
+
+int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, uint64_t frame_id)
+{
+	if (!ing_store_wafer_id_ok(wafer_id))
+		return -EINVAL;
+	int n = snprintf(out, outlen, "frames/%s/%llu.frame", wafer_id, (unsigned long long)frame_id);
+	if (n < 0 || (size_t)n >= outlen)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static void parent_of(char *buf)
+{
+	char *s = strrchr(buf, '/');
+	if (!s)
+		strcpy(buf, ".");
+	else if (s == buf)
+		buf[1] = 0;
+	else
+		*s = 0;
+}
+
+int dp_mkdirs(const char *path, int mode)
+{
+	char buf[PATH_MAX], parent[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = 0;
+	/* walk every prefix ending before a '/' and the full path */
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != 0)
+			continue;
+		char saved = buf[i];
+		buf[i] = 0;
+		if (mkdir(buf, (mode_t)mode) == 0) {
+			memcpy(parent, buf, i + 1);
+			parent_of(parent);
+			int rc = fsync_dir(parent);
+			if (rc < 0) {
+				buf[i] = saved;
+				return rc;
+			}
+		} else if (errno != EEXIST) {
+			int rc = -errno;
+			buf[i] = saved;
+			return rc;
+		}
+		buf[i] = saved;
+	}
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+static int write_all(int fd, const uint8_t *buf, uint64_t len)
+{
+	uint64_t off = 0;
+
+	while (off < len) {
+		size_t chunk = len - off > WRITE_CHUNK ? WRITE_CHUNK : (size_t)(len - off);
+		ssize_t w = pwrite(fd, buf + off, chunk, (off_t)off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (w == 0)
+			return -EIO;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+static int write_file(const char *tmp, const uint8_t *buf, uint64_t len, uint64_t cap)
+{
+	uint64_t dlen = round_up_u64(len, ING_PAGE_4K);
+	bool direct = ((uintptr_t)buf & (ING_PAGE_4K - 1)) == 0 && cap >= dlen;
+	int fd = -1, rc;
+
+	if (direct) {
+		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+		if (fd < 0 && errno == EINVAL)
+			direct = false;   /* filesystem without O_DIRECT (older tmpfs, ...) */
+		else if (fd < 0)
+			return -errno;
+	}
+	if (!direct) {
+		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return -errno;
+	}
+	if (direct) {
+		rc = write_all(fd, buf, dlen);
+		if (rc == -EINVAL) {
+			/* O_DIRECT accepted at open but the alignment refused: go buffered */
+			int fl = fcntl(fd, F_GETFL);
+			if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_DIRECT) < 0) {
+				rc = -errno;
+				goto out;
+			}
+			direct = false;
+		} else if (rc == 0 && dlen != len && ftruncate(fd, (off_t)len) < 0) {
+			rc = -errno;
+			goto out;
+		}
+		if (rc < 0 && direct)
+			goto out;
+	}
+	if (!direct) {
+		if (ftruncate(fd, 0) < 0) {
+			rc = -errno;
+			goto out;
+		}
+		rc = write_all(fd, buf, len);
+		if (rc < 0)
+			goto out;
+	}
+	rc = fdatasync(fd) < 0 ? -errno : 0;
+out:
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	return rc;
+}
+
+int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
+		   uint64_t cap, bool sync_dir)
+{
+	char final[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX];
+	int rc;
+
+	if (!data_dir || !rel || !buf || !len || rel[0] == '/' || strstr(rel, ".."))
+		return -EINVAL;
+	if ((size_t)snprintf(final, sizeof(final), "%s/%s", data_dir, rel) >= sizeof(final) ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", final, (int)getpid()) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(dir, final, sizeof(dir));
+	parent_of(dir);
+	rc = dp_mkdirs(dir, 0755);
+	if (rc < 0)
+		return rc;
+	rc = write_file(tmp, buf, len, cap);
+	if (rc == 0 && rename(tmp, final) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		int saved = rc;
+		(void)unlink(tmp);
+		return saved;
+	}
+	return sync_dir ? fsync_dir(dir) : 0;
+}
+
+int dp_store_sync_dir(const char *data_dir, const char *rel)
+{
+	char dir[PATH_MAX];
+
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", data_dir, rel) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	parent_of(dir);
+	return fsync_dir(dir);
+}
+
+int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
+		    uint64_t cap)
+{
+	return dp_store_write(data_dir, rel, buf, len, cap, true);
+}
+
+/* a temp file "<id>.frame.tmp.<pid>" whose writer is gone (crash, kill -9) */
+static bool stale_tmp(const char *name)
+{
+	const char *t = strstr(name, ".frame.tmp.");
+	char *end;
+
+	if (!t)
+		return false;
+	long pid = strtol(t + strlen(".frame.tmp."), &end, 10);
+	if (*end || pid <= 0)
+		return false;
+	return pid != (long)getpid() && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+int dp_store_sweep_tmp(const char *data_dir)
+{
+	char frames[PATH_MAX], sub[PATH_MAX];
+	struct dirent *de, *fe;
+	DIR *d, *w;
+	int n = 0;
+
+	if ((size_t)snprintf(frames, sizeof(frames), "%s/frames", data_dir) >= sizeof(frames))
+		return -ENAMETOOLONG;
+	d = opendir(frames);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
+			continue;
+		if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", frames, de->d_name) >= sizeof(sub))
+			continue;
+		w = opendir(sub);
+		if (!w)
+			continue;
+		while ((fe = readdir(w))) {
+			if (!stale_tmp(fe->d_name))
+				continue;
+			if (unlinkat(dirfd(w), fe->d_name, 0) == 0)
+				n++;
+			else
+				ING_WARN(COMP, "removing stale %s/%s: %s", sub, fe->d_name, strerror(errno));
+		}
+		closedir(w);
+	}
+	closedir(d);
+	return n;
+}

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_catalog.c - dataplane/catalog.c on a real SQLite file in /tmp. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dataplane/dataplane.h"
+
+static char dir[64], db[128];
+
+static int setup(void **state)
+{
+	(void)state;
+	strcpy(dir, "/tmp/ing_test_catalog.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(db, sizeof(db), "%s/catalog.db", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static struct ing_catalog_row mkrow(uint64_t id, uint32_t crc)
+{
+	struct ing_catalog_row r;
+	memset(&r, 0, sizeof(r));
+	r.frame_id = id;
+	snprintf(r.wafer_id, sizeof(r.wafer_id), "W-%llu", (unsigned long long)(id % 7));
+	r.timestamp = 1700000000000000000ll + (int64_t)id;
+	r.length = 4096 + id;
+	r.crc32c = crc;
+	snprintf(r.path, sizeof(r.path), "frames/%s/%llu.frame", r.wafer_id, (unsigned long long)id);
+	r.transport = ING_XPORT_RDMA;
+	r.received_ns = 111;
+	r.durable_ns = 222;
+	return r;
+}
+
+static void assert_row_eq(const struct ing_catalog_row *a, const struct ing_catalog_row *b)
+{
+	assert_true(a->frame_id == b->frame_id);
+	assert_string_equal(a->wafer_id, b->wafer_id);
+	assert_true(a->timestamp == b->timestamp);
+	assert_true(a->length == b->length);
+	assert_int_equal(a->crc32c, b->crc32c);
+	assert_string_equal(a->path, b->path);
+	assert_int_equal(a->transport, b->transport);
+	assert_true(a->received_ns == b->received_ns);
+	assert_true(a->durable_ns == b->durable_ns);
+}
+
+static void test_insert_lookup(void **state)
+{
+	(void)state;
+	struct ing_catalog *c = ing_catalog_open(db);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_count(c), 0);
+	struct ing_catalog_row rows[3] = { mkrow(1, 0xdeadbeef), mkrow(2, 0),
+					   mkrow(UINT64_MAX - 5, 0xffffffffu) };
+	assert_int_equal(ing_catalog_insert(c, rows, 3), 0);
+	assert_int_equal(ing_catalog_count(c), 3);
+	for (int i = 0; i < 3; i++) {
+		struct ing_catalog_row got;
+		assert_int_equal(ing_catalog_lookup(c, rows[i].frame_id, &got), 0);
+		assert_row_eq(&got, &rows[i]);
+	}
+	assert_int_equal(ing_catalog_lookup(c, 3, NULL), -ENOENT);
+	assert_int_equal(ing_catalog_lookup(c, (uint64_t)INT64_MAX + 1, NULL), -ENOENT);
+	assert_int_equal(ing_catalog_insert(c, rows, 0), 0);
+	ing_catalog_close(c);
+	ing_catalog_close(NULL);
+}
+
+static void test_duplicate_rolls_back(void **state)
+{
+	(void)state;
+	struct ing_catalog *c = ing_catalog_open(db);
+	assert_non_null(c);
+	int64_t before = ing_catalog_count(c);
+	assert_true(before >= 3);
+	/* 10 and 11 are new, 2 exists: nothing of the batch may land */
+	struct ing_catalog_row rows[3] = { mkrow(10, 1), mkrow(11, 2), mkrow(2, 3) };
+	assert_int_equal(ing_catalog_insert(c, rows, 3), -EEXIST);
+	assert_int_equal(ing_catalog_count(c), before);
+	assert_int_equal(ing_catalog_lookup(c, 10, NULL), -ENOENT);
+	assert_int_equal(ing_catalog_lookup(c, 11, NULL), -ENOENT);
+	struct ing_catalog_row got;
+	assert_int_equal(ing_catalog_lookup(c, 2, &got), 0);
+	assert_int_equal(got.crc32c, 0);   /* the original row is untouched */
+	/* duplicate inside one batch */
+	struct ing_catalog_row twice[2] = { mkrow(20, 1), mkrow(20, 1) };
+	assert_int_equal(ing_catalog_insert(c, twice, 2), -EEXIST);
+	assert_int_equal(ing_catalog_lookup(c, 20, NULL), -ENOENT);
+	/* the handle still works after a rollback */
+	assert_int_equal(ing_catalog_insert(c, rows, 2), 0);
+	assert_int_equal(ing_catalog_count(c), before + 2);
+	ing_catalog_close(c);
+}
+
+static void test_reopen_persists(void **state)
+{
+	(void)state;
+	struct ing_catalog *c = ing_catalog_open(db);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_count(c), 5);
+	struct ing_catalog_row got, want = mkrow(UINT64_MAX - 5, 0xffffffffu);
+	assert_int_equal(ing_catalog_lookup(c, UINT64_MAX - 5, &got), 0);
+	assert_row_eq(&got, &want);
+	ing_catalog_close(c);
+}
+
+static void test_two_handles(void **state)
+{
+	(void)state;
+	struct ing_catalog *a = ing_catalog_open(db), *b = ing_catalog_open(db);
+	assert_non_null(a);
+	assert_non_null(b);
+	struct ing_catalog_row big[200];
+	for (int i = 0; i < 200; i++)
+		big[i] = mkrow(1000 + (uint64_t)i, (uint32_t)i);
+	assert_int_equal(ing_catalog_insert(a, big, 100), 0);
+	assert_int_equal(ing_catalog_insert(b, big + 100, 100), 0);
+	assert_int_equal(ing_catalog_lookup(b, 1000, NULL), 0);   /* b sees a's commit */
+	assert_int_equal(ing_catalog_lookup(a, 1199, NULL), 0);
+	assert_int_equal(ing_catalog_count(a), 205);
+	assert_int_equal(ing_catalog_insert(b, big + 50, 1), -EEXIST);
+	ing_catalog_close(a);
+	ing_catalog_close(b);
+}
+
+static void test_open_errors(void **state)
+{
+	(void)state;
+	assert_null(ing_catalog_open(NULL));
+	assert_null(ing_catalog_open("/nonexistent-dir-ing/x/catalog.db"));
+	char notdb[160];
+	snprintf(notdb, sizeof(notdb), "%s/garbage.db", dir);
+	FILE *f = fopen(notdb, "w");
+	assert_non_null(f);
+	fputs("this is not a database file, definitely not one at all......................", f);
+	fclose(f);
+	assert_null(ing_catalog_open(notdb));
+}
+
+static void test_disk_full(void **state)
+{
+	(void)state;
+	char mnt[128], path[160];
+	snprintf(mnt, sizeof(mnt), "%s/small", dir);
+	assert_int_equal(mkdir(mnt, 0755), 0);
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=128k") != 0) {
+		print_message("cannot mount a small tmpfs (%s): skipped\n", strerror(errno));
+		skip();
+	}
+	snprintf(path, sizeof(path), "%s/catalog.db", mnt);
+	struct ing_catalog *c = ing_catalog_open(path);
+	int rc = 0;
+	int64_t before = -1, after = -2;
+	uint64_t id = 1;
+	if (c) {
+		struct ing_catalog_row rows[16];
+		for (int round = 0; round < 200 && rc == 0; round++) {
+			before = ing_catalog_count(c);
+			for (int i = 0; i < 16; i++) {
+				rows[i] = mkrow(id++, 7);
+				memset(rows[i].path, 'p', sizeof(rows[i].path) - 1);
+			}
+			rc = ing_catalog_insert(c, rows, 16);
+		}
+		after = ing_catalog_count(c);
+		ing_catalog_close(c);
+	}
+	umount2(mnt, MNT_DETACH);
+	assert_non_null(c);
+	assert_int_equal(rc, -ENOSPC);
+	assert_true(before == after);   /* the failed batch left nothing behind */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_insert_lookup),
+		cmocka_unit_test(test_duplicate_rolls_back),
+		cmocka_unit_test(test_reopen_persists),
+		cmocka_unit_test(test_two_handles),
+		cmocka_unit_test(test_open_errors),
+		cmocka_unit_test(test_disk_full),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

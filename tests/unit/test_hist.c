@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_hist.c - common/hist.c: quantiles within the 6.25 % bucket error. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/hist.h"
+
+static struct ing_hist h, h2;
+
+static void assert_close(uint64_t got, uint64_t want)
+{
+	/* upper bucket edge: never below the true value, at most 1/16 above it */
+	double lo = (double)want, hi = (double)want * 1.0625 + 1.0;
+	if ((double)got < lo || (double)got > hi)
+		fail_msg("quantile %llu not within [%llu, %.0f]", (unsigned long long)got,
+			 (unsigned long long)want, hi);
+}
+
+static void test_empty(void **state)
+{
+	(void)state;
+	ing_hist_reset(&h);
+	assert_int_equal(ing_hist_quantile(&h, 0.5), 0);
+	assert_int_equal(h.count, 0);
+}
+
+static void test_small_exact(void **state)
+{
+	(void)state;
+	ing_hist_reset(&h);
+	for (uint64_t v = 0; v < 16; v++)
+		ing_hist_add(&h, v);
+	assert_int_equal(ing_hist_quantile(&h, 0.0), 0);
+	assert_int_equal(ing_hist_quantile(&h, 1.0), 15);
+	assert_int_equal(h.min, 0);
+	assert_int_equal(h.max, 15);
+}
+
+static void test_uniform_quantiles(void **state)
+{
+	(void)state;
+	const uint64_t n = 100000;
+	ing_hist_reset(&h);
+	for (uint64_t v = 1; v <= n; v++)
+		ing_hist_add(&h, v * 1000);   /* 1 us .. 100 ms */
+	assert_int_equal(h.count, n);
+	static const double qs[] = { 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0 };
+	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+		uint64_t rank = (uint64_t)(qs[i] * (double)n + 0.5);
+		assert_close(ing_hist_quantile(&h, qs[i]), rank * 1000);
+	}
+	assert_int_equal(ing_hist_quantile(&h, 1.0), n * 1000);   /* capped at max */
+	assert_int_equal(h.sum, 1000 * n * (n + 1) / 2);
+}
+
+static void test_huge_values(void **state)
+{
+	(void)state;
+	ing_hist_reset(&h);
+	ing_hist_add(&h, UINT64_MAX / 3);
+	ing_hist_add(&h, 1ull << 62);
+	assert_close(ing_hist_quantile(&h, 0.5), 1ull << 62);
+	assert_int_equal(ing_hist_quantile(&h, 1.0), UINT64_MAX / 3);
+}
+
+static void test_merge(void **state)
+{
+	(void)state;
+	ing_hist_reset(&h);
+	ing_hist_reset(&h2);
+	for (uint64_t v = 1; v <= 1000; v++)
+		ing_hist_add(v <= 500 ? &h : &h2, v * 7919);
+	ing_hist_merge(&h, &h2);
+	assert_int_equal(h.count, 1000);
+	assert_int_equal(h.min, 7919);
+	assert_int_equal(h.max, 1000 * 7919);
+	assert_close(ing_hist_quantile(&h, 0.5), 500 * 7919);
+	assert_close(ing_hist_quantile(&h, 0.99), 990 * 7919);
+	ing_hist_reset(&h2);
+	ing_hist_merge(&h, &h2);   /* merging an empty one changes nothing */
+	assert_int_equal(h.count, 1000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_small_exact),
+		cmocka_unit_test(test_uniform_quantiles),
+		cmocka_unit_test(test_huge_values),
+		cmocka_unit_test(test_merge),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,540 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_persist.c - dataplane/persist.c end to end: pool -> workers -> files + catalog -> acks. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "dataplane/dataplane.h"
+
+#define SLOTS 64
+
+static char dir[64];
+static struct ing_pool *pool;
+static struct ing_fring *acks;
+
+static int rmrf(const char *d)
+{
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+	return system(cmd);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	struct ing_eal_opts eo;
+	ing_eal_opts_init(&eo);
+	eo.lcores = "0";
+	if (ing_eal_start(&eo) != 0)
+		return -1;
+	struct ing_pool_opts po;
+	ing_pool_opts_init(&po);
+	po.name = "persist-test";
+	po.hugepages = 0;
+	if (ing_pool_parse_classes(&po, "8K:32,64K:32") != 0)
+		return -1;
+	pool = ing_pool_create(&po);
+	acks = ing_fring_create("acks", 256, ING_FRING_SC, true);
+	strcpy(dir, "/tmp/ing_test_persist.XXXXXX");
+	return pool && acks && mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	ing_fring_destroy(acks);
+	ing_pool_destroy(pool);
+	rmrf(dir);
+	ing_eal_stop();
+	return 0;
+}
+
+static struct ing_persist *start(const char *data_dir, enum ing_sink sink, unsigned workers)
+{
+	struct ing_persist_opts o;
+	ing_persist_opts_init(&o);
+	assert_int_equal(o.workers, ING_DEFAULT_WORKERS);
+	assert_true(o.verify_crc);
+	o.data_dir = data_dir;
+	o.sink = sink;
+	o.workers = workers;
+	o.ring_size = 64;
+	return ing_persist_start(&o, acks);
+}
+
+/* a frame of len bytes whose content depends on seed; crc declared correctly */
+static struct ing_frame *mkframe(uint64_t id, const char *wafer, uint64_t len, unsigned seed)
+{
+	struct ing_frame *f = ing_pool_get(pool, len);
+	assert_non_null(f);
+	f->frame_id = id;
+	f->length = len;
+	snprintf(f->wafer_id, sizeof(f->wafer_id), "%s", wafer);
+	f->timestamp = 1700000000000000000ll + (int64_t)id;
+	for (uint64_t i = 0; i < len; i++)
+		f->buf[i] = (uint8_t)((i * 131 + seed * 7 + id) >> 1);
+	f->crc32c = ing_crc32c(0, f->buf, len);
+	f->has_crc = true;
+	f->transport = ING_XPORT_GRPC;
+	f->t_received_ns = ing_now_ns();
+	return f;
+}
+
+static void submit(struct ing_persist *p, struct ing_frame *f)
+{
+	uint64_t deadline = ing_now_ns() + 10000000000ull;
+	while (ing_persist_submit(p, f) == -ENOBUFS) {
+		assert_true(ing_now_ns() < deadline);
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* collect n acks (bounded) */
+static void collect(struct ing_frame **out, unsigned n)
+{
+	unsigned got = 0;
+	uint64_t deadline = ing_now_ns() + 20000000000ull;
+	while (got < n) {
+		ing_fring_clear(acks);
+		got += ing_fring_pop(acks, out + got, n - got);
+		if (got < n) {
+			assert_true(ing_now_ns() < deadline);
+			assert_true(ing_fring_wait(acks, 200) >= 0);
+		}
+	}
+}
+
+static struct ing_frame *one(struct ing_persist *p, struct ing_frame *f)
+{
+	struct ing_frame *r;
+	submit(p, f);
+	collect(&r, 1);
+	assert_ptr_equal(r, f);
+	return r;
+}
+
+static void frame_path(char *out, size_t n, const char *root, const char *wafer, uint64_t id)
+{
+	snprintf(out, n, "%s/frames/%s/%llu.frame", root, wafer, (unsigned long long)id);
+}
+
+static void check_stored(const char *root, const struct ing_frame *f, const uint8_t *want)
+{
+	char path[256];
+	frame_path(path, sizeof(path), root, f->wafer_id, f->frame_id);
+	FILE *fp = fopen(path, "rb");
+	assert_non_null(fp);
+	uint8_t *got = malloc(f->length + 1);
+	assert_non_null(got);
+	assert_int_equal(fread(got, 1, f->length + 1, fp), f->length);
+	fclose(fp);
+	assert_memory_equal(got, want, f->length);
+	free(got);
+}
+
+static void test_store_and_catalog(void **state)
+{
+	(void)state;
+	struct ing_persist *p = start(dir, ING_SINK_FILE, 2);
+	assert_non_null(p);
+	enum { N = 40 };
+	static const uint64_t lens[] = { 1, 4095, 4096, 8192, 9000, 65536, 12345 };
+	struct ing_frame *f[N], *r[N];
+	for (unsigned i = 0; i < N; i++) {
+		f[i] = mkframe(1000 + i, i & 1 ? "WAF-1" : "WAF-2", lens[i % 7], 1);
+		submit(p, f[i]);
+	}
+	collect(r, N);
+	unsigned seen = 0;
+	for (unsigned i = 0; i < N; i++) {
+		struct ing_frame *x = r[i];
+		assert_int_equal(x->status, ING_E_NONE);
+		assert_false(x->duplicate);
+		assert_int_equal(x->crc_computed, x->crc32c);
+		assert_true(x->t_durable_ns >= x->t_received_ns);
+		check_stored(dir, x, x->buf);
+		seen |= 0;
+	}
+	(void)seen;
+	struct ing_persist_stats s;
+	ing_persist_get_stats(p, &s);
+	assert_int_equal(s.frames, N);
+	assert_int_equal(s.failures, 0);
+	assert_int_equal(s.duplicates, 0);
+	assert_true(s.batches >= 1 && s.batches <= N);
+	assert_int_equal(s.fsyncs, N);
+	ing_persist_stop(p, 10000);
+
+	char db[128];
+	snprintf(db, sizeof(db), "%s/catalog.db", dir);
+	struct ing_catalog *c = ing_catalog_open(db);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_count(c), N);
+	for (unsigned i = 0; i < N; i++) {
+		struct ing_catalog_row row;
+		assert_int_equal(ing_catalog_lookup(c, f[i]->frame_id, &row), 0);
+		assert_int_equal(row.crc32c, f[i]->crc32c);
+		assert_int_equal(row.length, f[i]->length);
+		assert_string_equal(row.wafer_id, f[i]->wafer_id);
+		assert_int_equal(row.transport, ING_XPORT_GRPC);
+		assert_true(row.timestamp == f[i]->timestamp);
+		assert_true(row.durable_ns >= row.received_ns && row.received_ns > 0);
+		char rel[128];
+		ing_store_rel_path(rel, sizeof(rel), f[i]->wafer_id, f[i]->frame_id);
+		assert_string_equal(row.path, rel);
+	}
+	ing_catalog_close(c);
+	for (unsigned i = 0; i < N; i++)
+		ing_pool_put(f[i]);
+	assert_int_equal(ing_pool_free(pool), SLOTS);
+}
+
+static void test_crc_mismatch(void **state)
+{
+	(void)state;
+	struct ing_persist *p = start(dir, ING_SINK_FILE, 2);
+	assert_non_null(p);
+	struct ing_frame *f = mkframe(2000, "WAF-1", 5000, 2);
+	f->crc32c ^= 0x1;
+	one(p, f);
+	assert_int_equal(f->status, ING_E_CRC_MISMATCH);
+	assert_non_null(strstr(f->msg, "expected"));
+	assert_non_null(strstr(f->msg, "got"));
+	assert_int_equal(f->crc_computed, f->crc32c ^ 0x1);
+	char path[256];
+	struct stat st;
+	frame_path(path, sizeof(path), dir, "WAF-1", 2000);
+	assert_int_equal(stat(path, &st), -1);
+	/* no declared crc: accepted, the computed one is recorded */
+	ing_pool_put(f);
+	f = mkframe(2001, "WAF-1", 5000, 2);
+	f->has_crc = false;
+	f->crc32c = 0;
+	one(p, f);
+	assert_int_equal(f->status, ING_E_NONE);
+	uint32_t crc = f->crc_computed;
+	ing_pool_put(f);
+	/* bad wafer id and bad length: invalid argument, nothing stored */
+	f = mkframe(2002, "WAF-1", 100, 2);
+	strcpy(f->wafer_id, "../../etc");
+	one(p, f);
+	assert_int_equal(f->status, ING_E_INVALID_ARGUMENT);
+	assert_false(f->retryable);
+	f->length = f->cap + 1;
+	strcpy(f->wafer_id, "W");
+	one(p, f);
+	assert_int_equal(f->status, ING_E_INVALID_ARGUMENT);
+	ing_pool_put(f);
+	ing_persist_stop(p, 10000);
+
+	char db[128];
+	snprintf(db, sizeof(db), "%s/catalog.db", dir);
+	struct ing_catalog *c = ing_catalog_open(db);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_lookup(c, 2000, NULL), -ENOENT);
+	assert_int_equal(ing_catalog_lookup(c, 2002, NULL), -ENOENT);
+	struct ing_catalog_row row;
+	assert_int_equal(ing_catalog_lookup(c, 2001, &row), 0);
+	assert_int_equal(row.crc32c, crc);
+	ing_catalog_close(c);
+}
+
+static void test_duplicates(void **state)
+{
+	(void)state;
+	struct ing_persist *p = start(dir, ING_SINK_FILE, 2);
+	assert_non_null(p);
+	struct ing_frame *f = mkframe(3000, "WAF-D", 6000, 3);
+	one(p, f);
+	assert_int_equal(f->status, ING_E_NONE);
+	assert_false(f->duplicate);
+	uint8_t orig[6000];
+	memcpy(orig, f->buf, sizeof(orig));
+	ing_pool_put(f);
+	char path[256];
+	struct stat st1, st2;
+	frame_path(path, sizeof(path), dir, "WAF-D", 3000);
+	assert_int_equal(stat(path, &st1), 0);
+	struct timespec ts = { 0, 20000000 };
+	nanosleep(&ts, NULL);
+
+	/* same id, same bytes: duplicate, OK, not rewritten */
+	f = mkframe(3000, "WAF-D", 6000, 3);
+	one(p, f);
+	assert_int_equal(f->status, ING_E_NONE);
+	assert_true(f->duplicate);
+	ing_pool_put(f);
+	assert_int_equal(stat(path, &st2), 0);
+	assert_int_equal(st1.st_ino, st2.st_ino);
+	assert_true(st1.st_mtim.tv_sec == st2.st_mtim.tv_sec && st1.st_mtim.tv_nsec == st2.st_mtim.tv_nsec);
+
+	/* same id, other bytes: conflict, refused, file untouched */
+	f = mkframe(3000, "WAF-D", 6000, 4);
+	one(p, f);
+	assert_int_equal(f->status, ING_E_DUPLICATE_CONFLICT);
+	assert_false(f->duplicate);
+	assert_non_null(strstr(f->msg, "3000"));
+	ing_pool_put(f);
+	assert_int_equal(stat(path, &st2), 0);
+	assert_int_equal(st1.st_ino, st2.st_ino);
+	struct ing_frame tmp = { .frame_id = 3000, .length = 6000 };
+	strcpy(tmp.wafer_id, "WAF-D");
+	check_stored(dir, &tmp, orig);
+
+	/* same id twice back to back (likely one burst): one stored, one duplicate */
+	struct ing_frame *a = mkframe(3001, "WAF-D", 100, 5), *b = mkframe(3001, "WAF-D", 100, 5);
+	struct ing_frame *c = mkframe(3002, "WAF-D", 100, 5), *d = mkframe(3002, "WAF-D", 100, 6);
+	struct ing_frame *r[4];
+	submit(p, a);
+	submit(p, b);
+	submit(p, c);
+	submit(p, d);
+	collect(r, 4);
+	assert_int_equal(a->status, ING_E_NONE);
+	assert_int_equal(b->status, ING_E_NONE);
+	assert_true(a->duplicate != b->duplicate);
+	assert_int_equal(c->status, ING_E_NONE);
+	assert_int_equal(d->status, ING_E_DUPLICATE_CONFLICT);
+	ing_pool_put(a);
+	ing_pool_put(b);
+	ing_pool_put(c);
+	ing_pool_put(d);
+
+	struct ing_persist_stats s;
+	ing_persist_get_stats(p, &s);
+	assert_int_equal(s.duplicates, 2);
+	assert_int_equal(s.failures, 2);
+	ing_persist_stop(p, 10000);
+	assert_int_equal(ing_pool_free(pool), SLOTS);
+}
+
+static void test_null_sink(void **state)
+{
+	(void)state;
+	char nd[128];
+	snprintf(nd, sizeof(nd), "%s/nullsink", dir);
+	struct ing_persist *p = start(nd, ING_SINK_NULL, 1);
+	assert_non_null(p);
+	struct ing_frame *f = mkframe(4000, "WAF-N", 3000, 1), *g = mkframe(4001, "WAF-N", 3000, 1);
+	g->crc32c++;
+	one(p, f);
+	one(p, g);
+	assert_int_equal(f->status, ING_E_NONE);
+	assert_int_equal(g->status, ING_E_CRC_MISMATCH);
+	ing_pool_put(f);
+	ing_pool_put(g);
+	ing_persist_stop(p, 10000);
+	struct stat st;
+	assert_int_equal(stat(nd, &st), -1);   /* nothing created at all */
+}
+
+static void test_stop_drains(void **state)
+{
+	(void)state;
+	char sd[128];
+	snprintf(sd, sizeof(sd), "%s/drain", dir);
+	struct ing_persist *p = start(sd, ING_SINK_FILE, 2);
+	assert_non_null(p);
+	enum { N = 48 };
+	struct ing_frame *f[N], *r[N];
+	for (unsigned i = 0; i < N; i++) {
+		f[i] = mkframe(5000 + i, "WAF-S", 8192, 9);
+		submit(p, f[i]);
+	}
+	ing_persist_stop(p, 20000);   /* returns only after every submitted frame is done */
+	assert_int_equal(ing_fring_count(acks), N);
+	collect(r, N);
+	for (unsigned i = 0; i < N; i++) {
+		assert_int_equal(r[i]->status, ING_E_NONE);
+		check_stored(sd, r[i], r[i]->buf);
+		ing_pool_put(r[i]);
+	}
+	ing_persist_stop(NULL, 0);
+}
+
+static void test_no_space(void **state)
+{
+	(void)state;
+	char mnt[128];
+	snprintf(mnt, sizeof(mnt), "%s/small", dir);
+	assert_int_equal(mkdir(mnt, 0755), 0);
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=200k") != 0) {
+		print_message("cannot mount a small tmpfs (%s): skipped\n", strerror(errno));
+		skip();
+	}
+	struct ing_persist *p = start(mnt, ING_SINK_FILE, 1);
+	assert_non_null(p);
+	struct ing_frame *f[8], *r[8];
+	for (unsigned i = 0; i < 8; i++) {
+		f[i] = mkframe(6000 + i, "WAF-F", 65536, 1);
+		submit(p, f[i]);
+	}
+	collect(r, 8);
+	unsigned ok = 0, nospace = 0;
+	for (unsigned i = 0; i < 8; i++) {
+		if (f[i]->status == ING_E_NONE)
+			ok++;
+		if (f[i]->status == ING_E_NO_SPACE) {
+			nospace++;
+			assert_true(f[i]->retryable);
+		}
+		ing_pool_put(f[i]);
+	}
+	ing_persist_stop(p, 10000);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -name '*.tmp.*')\"", mnt);
+	int left = system(cmd);
+	umount2(mnt, MNT_DETACH);
+	assert_true(ok >= 1);
+	assert_true(nospace >= 1);
+	assert_int_equal(ok + nospace, 8);
+	assert_int_equal(left, 0);
+}
+
+static void test_stop_deadline(void **state)
+{
+	(void)state;
+	char sd[128];
+	snprintf(sd, sizeof(sd), "%s/deadline", dir);
+	struct ing_persist *p = start(sd, ING_SINK_FILE, 1);
+	assert_non_null(p);
+	enum { N = 30 };   /* the 64K class has 32 slots */
+	struct ing_frame *f[N], *r[N];
+	for (unsigned i = 0; i < N; i++) {
+		f[i] = mkframe(7000 + i, "WAF-T", 60000, 3);
+		submit(p, f[i]);
+	}
+	ing_persist_stop(p, 0);   /* no time to drain: the rest is failed, still acked */
+	assert_int_equal(ing_fring_count(acks), N);
+	collect(r, N);
+	unsigned ok = 0, down = 0;
+	for (unsigned i = 0; i < N; i++) {
+		if (r[i]->status == ING_E_NONE)
+			ok++;
+		else if (r[i]->status == ING_E_SHUTTING_DOWN && r[i]->retryable)
+			down++;
+		ing_pool_put(r[i]);
+	}
+	assert_int_equal(ok + down, N);
+}
+
+/* a burst of big frames is committed in several groups; all of them land */
+static void test_big_frames(void **state)
+{
+	(void)state;
+	struct ing_pool_opts po;
+	ing_pool_opts_init(&po);
+	po.name = "big";
+	po.hugepages = 0;
+	po.prefault = false;
+	assert_int_equal(ing_pool_parse_classes(&po, "24M:4"), 0);
+	struct ing_pool *big = ing_pool_create(&po);
+	assert_non_null(big);
+	char bd[128];
+	snprintf(bd, sizeof(bd), "%s/big", dir);
+	struct ing_persist *p = start(bd, ING_SINK_FILE, 1);
+	assert_non_null(p);
+	struct ing_frame *f[4], *r[4];
+	for (unsigned i = 0; i < 4; i++) {
+		f[i] = ing_pool_get(big, 20u << 20);
+		assert_non_null(f[i]);
+		f[i]->frame_id = 8000 + i;
+		f[i]->length = (20u << 20) + 4096 * i + 7;
+		strcpy(f[i]->wafer_id, "WAF-B");
+		memset(f[i]->buf, 0x30 + (int)i, f[i]->length);
+		f[i]->crc32c = ing_crc32c(0, f[i]->buf, f[i]->length);
+		f[i]->has_crc = true;
+		submit(p, f[i]);
+	}
+	collect(r, 4);
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(f[i]->status, ING_E_NONE);
+		check_stored(bd, f[i], f[i]->buf);
+	}
+	struct ing_persist_stats s;
+	ing_persist_get_stats(p, &s);
+	assert_int_equal(s.frames, 4);
+	assert_true(s.batches >= 2);   /* 80 MiB > one 64 MiB group */
+	ing_persist_stop(p, 10000);
+	for (unsigned i = 0; i < 4; i++)
+		ing_pool_put(f[i]);
+	ing_pool_destroy(big);
+}
+
+/* temp files of a dead writer are removed at start, a live writer's are left alone */
+static void test_sweep_stale_temp(void **state)
+{
+	(void)state;
+	char wd[160], stale[224], live[224], keep[224];
+	snprintf(wd, sizeof(wd), "%s/sweep/frames/W", dir);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", wd);
+	assert_int_equal(system(cmd), 0);
+	pid_t dead = fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	snprintf(stale, sizeof(stale), "%s/5.frame.tmp.%d", wd, (int)dead);
+	snprintf(live, sizeof(live), "%s/6.frame.tmp.%d", wd, (int)getpid());
+	snprintf(keep, sizeof(keep), "%s/7.frame", wd);
+	const char *files[] = { stale, live, keep };
+	for (int i = 0; i < 3; i++) {
+		FILE *fp = fopen(files[i], "w");
+		assert_non_null(fp);
+		fclose(fp);
+	}
+	char sd[128];
+	snprintf(sd, sizeof(sd), "%s/sweep", dir);
+	struct ing_persist *p = start(sd, ING_SINK_FILE, 1);
+	assert_non_null(p);
+	ing_persist_stop(p, 1000);
+	struct stat st;
+	assert_int_equal(stat(stale, &st), -1);
+	assert_int_equal(stat(live, &st), 0);
+	assert_int_equal(stat(keep, &st), 0);
+}
+
+static void test_bad_opts(void **state)
+{
+	(void)state;
+	struct ing_persist_opts o;
+	ing_persist_opts_init(&o);
+	assert_null(ing_persist_start(&o, acks));   /* file sink without data_dir */
+	o.data_dir = dir;
+	assert_null(ing_persist_start(&o, NULL));
+	o.workers = 0;
+	assert_null(ing_persist_start(&o, acks));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_store_and_catalog),
+		cmocka_unit_test(test_crc_mismatch),
+		cmocka_unit_test(test_duplicates),
+		cmocka_unit_test(test_null_sink),
+		cmocka_unit_test(test_stop_drains),
+		cmocka_unit_test(test_no_space),
+		cmocka_unit_test(test_stop_deadline),
+		cmocka_unit_test(test_big_frames),
+		cmocka_unit_test(test_sweep_stale_temp),
+		cmocka_unit_test(test_bad_opts),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

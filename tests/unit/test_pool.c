@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_pool.c - dataplane/pool.c on 4 KiB pages (EAL --no-huge). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+#include <cmocka.h>
+
+#include "dataplane/dataplane.h"
+
+static int eal_setup(void **state)
+{
+	(void)state;
+	struct ing_eal_opts o;
+	ing_eal_opts_init(&o);
+	o.lcores = "0";
+	o.mem_mb = 64;
+	return ing_eal_start(&o) == 0 ? 0 : -1;
+}
+
+static int eal_teardown(void **state)
+{
+	(void)state;
+	ing_eal_stop();
+	return 0;
+}
+
+static void test_parse(void **state)
+{
+	(void)state;
+	struct ing_pool_opts o;
+	ing_pool_opts_init(&o);
+	assert_int_equal(o.hugepages, -1);
+	assert_int_equal(o.numa_node, -1);
+	assert_true(o.prefault);
+	assert_int_equal(ing_pool_parse_classes(&o, "4M:16,16M:8,64M:4"), 0);
+	assert_int_equal(o.nclasses, 3);
+	assert_int_equal(o.cls[0].slot_size, 4ull << 20);
+	assert_int_equal(o.cls[0].count, 16);
+	assert_int_equal(o.cls[1].slot_size, 16ull << 20);
+	assert_int_equal(o.cls[1].count, 8);
+	assert_int_equal(o.cls[2].slot_size, 64ull << 20);
+	assert_int_equal(o.cls[2].count, 4);
+	assert_int_equal(ing_pool_parse_classes(&o, "512K:2,1G:1"), 0);
+	assert_int_equal(o.nclasses, 2);
+	assert_int_equal(o.cls[0].slot_size, 512ull << 10);
+	assert_int_equal(o.cls[1].slot_size, 1ull << 30);
+	assert_int_equal(ing_pool_parse_classes(&o, "5000:3"), 0);
+	assert_int_equal(o.cls[0].slot_size, 5000);
+
+	static const char *const bad[] = {
+		"", "4M", "4M:", ":4", "4X:1", "4M:0", "4M:-1", "4M:1x", "16M:1,4M:1", "4M:1,4M:1",
+		"4M:1,", ",4M:1", "M:1", "0:4", "4M:1,,8M:1", "4M :1",
+		"1K:1,2K:1,3K:1,4K:1,5K:1,6K:1,7K:1,8K:1,9K:1",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ing_pool_parse_classes(&o, "1M:1");
+		if (ing_pool_parse_classes(&o, bad[i]) != -EINVAL)
+			fail_msg("spec '%s' accepted", bad[i]);
+		assert_int_equal(o.nclasses, 1);   /* untouched on error */
+	}
+	assert_int_equal(ing_pool_parse_classes(&o, NULL), -EINVAL);
+}
+
+static struct ing_pool *make_pool(void)
+{
+	struct ing_pool_opts o;
+	ing_pool_opts_init(&o);
+	o.name = "test";
+	o.hugepages = 0;
+	assert_int_equal(ing_pool_parse_classes(&o, "5000:3,64K:2"), 0);
+	return ing_pool_create(&o);
+}
+
+static void test_classes_and_regions(void **state)
+{
+	(void)state;
+	struct ing_pool *p = make_pool();
+	assert_non_null(p);
+	assert_int_equal(ing_pool_nclasses(p), 2);
+	assert_int_equal(ing_pool_total(p), 5);
+	assert_int_equal(ing_pool_free(p), 5);
+	assert_int_equal(ing_pool_max_len(p), 64 << 10);
+	assert_false(ing_pool_on_hugepages(p));
+
+	void *base[2];
+	size_t len[2];
+	assert_int_equal(ing_pool_region(p, 0, &base[0], &len[0]), 0);
+	assert_int_equal(ing_pool_region(p, 1, &base[1], &len[1]), 0);
+	assert_int_equal(ing_pool_region(p, 2, &base[0], &len[0]), -ENOENT);
+	assert_int_equal(ing_pool_region(NULL, 0, &base[0], &len[0]), -ENOENT);
+	assert_int_equal(len[0], 3 * 8192);   /* 5000 rounded to 4 KiB */
+	assert_int_equal(len[1], 2 * 65536);
+
+	struct ing_frame *f[5];
+	for (int i = 0; i < 3; i++) {
+		f[i] = ing_pool_get(p, 100);
+		assert_non_null(f[i]);
+		assert_int_equal(f[i]->cls, 0);
+		assert_int_equal(f[i]->cap, 8192);
+		assert_ptr_equal(f[i]->pool, p);
+		assert_int_equal((uintptr_t)f[i]->buf & 4095, 0);
+		uint8_t *b = f[i]->buf, *rb = base[0];
+		assert_true(b >= rb && b + f[i]->cap <= rb + len[0]);
+		assert_int_equal(b - rb, (ptrdiff_t)f[i]->slot * 8192);
+		memset(b, 0xa5, f[i]->cap);   /* the whole slot is writable */
+	}
+	assert_true(f[0]->slot != f[1]->slot && f[1]->slot != f[2]->slot && f[0]->slot != f[2]->slot);
+	/* class 0 empty: a small frame falls back to class 1 */
+	f[3] = ing_pool_get(p, 1);
+	assert_non_null(f[3]);
+	assert_int_equal(f[3]->cls, 1);
+	assert_int_equal(f[3]->cap, 65536);
+	uint8_t *rb1 = base[1];
+	assert_true(f[3]->buf >= rb1 && f[3]->buf + 65536 <= rb1 + len[1]);
+	f[4] = ing_pool_get(p, 65536);
+	assert_non_null(f[4]);
+	assert_int_equal(ing_pool_free(p), 0);
+	/* exhausted: NULL (backpressure), then a put makes a get work again */
+	assert_null(ing_pool_get(p, 1));
+	assert_null(ing_pool_get(p, 65536));
+	ing_pool_put(f[4]);
+	assert_null(ing_pool_get(p, 65537));   /* above the largest class */
+	f[4] = ing_pool_get(p, 10);
+	assert_non_null(f[4]);
+	assert_int_equal(f[4]->cls, 1);
+	for (int i = 0; i < 5; i++)
+		ing_pool_put(f[i]);
+	ing_pool_put(NULL);
+	assert_int_equal(ing_pool_free(p), 5);
+	ing_pool_destroy(p);
+	ing_pool_destroy(NULL);
+}
+
+static void test_get_clears_frame_not_slot(void **state)
+{
+	(void)state;
+	struct ing_pool *p = make_pool();
+	assert_non_null(p);
+	struct ing_frame *f = ing_pool_get(p, 60000);
+	assert_non_null(f);
+	uint8_t *buf = f->buf;
+	uint32_t slot = f->slot;
+	f->frame_id = 42;
+	f->status = 7;
+	f->duplicate = true;
+	strcpy(f->wafer_id, "W1");
+	strcpy(f->msg, "old");
+	f->length = 12;
+	ing_pool_put(f);
+	struct ing_frame *g = ing_pool_get(p, 60000);
+	assert_non_null(g);
+	if (g == f) {   /* same descriptor: per-frame fields cleared, slot kept */
+		assert_ptr_equal(g->buf, buf);
+		assert_int_equal(g->slot, slot);
+	}
+	assert_int_equal(g->frame_id, 0);
+	assert_int_equal(g->status, 0);
+	assert_false(g->duplicate);
+	assert_int_equal(g->wafer_id[0], 0);
+	assert_int_equal(g->msg[0], 0);
+	assert_int_equal(g->length, 0);
+	assert_ptr_equal(g->pool, p);
+	assert_int_equal(g->cap, 65536);
+	assert_int_equal(g->cls, 1);
+	ing_pool_put(g);
+	ing_pool_destroy(p);
+}
+
+static void *thread_get_put(void *arg)
+{
+	struct ing_pool *p = arg;
+	for (int i = 0; i < 10000; i++) {
+		struct ing_frame *f = ing_pool_get(p, 100);
+		if (f)
+			ing_pool_put(f);
+	}
+	return NULL;
+}
+
+static void test_non_eal_threads(void **state)
+{
+	(void)state;
+	struct ing_pool *p = make_pool();
+	assert_non_null(p);
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, thread_get_put, p), 0);
+	thread_get_put(p);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(ing_pool_free(p), 5);
+	ing_pool_destroy(p);
+}
+
+static unsigned hugepages_free(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	unsigned n = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "HugePages_Free: %u", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+static void test_hugepage_modes(void **state)
+{
+	(void)state;
+	struct ing_pool_opts o;
+	ing_pool_opts_init(&o);
+	o.name = "huge";
+	assert_int_equal(ing_pool_parse_classes(&o, "1M:2"), 0);
+	o.hugepages = -1;   /* try, fall back */
+	struct ing_pool *p = ing_pool_create(&o);
+	assert_non_null(p);
+	void *base;
+	size_t len;
+	assert_int_equal(ing_pool_region(p, 0, &base, &len), 0);
+	if (ing_pool_on_hugepages(p))
+		assert_int_equal(len % (2u << 20), 0);   /* ibv_reg_mr on hugepages wants this */
+	else
+		assert_int_equal(len, 2u << 20);
+	ing_pool_destroy(p);
+	if (hugepages_free() == 0) {
+		o.hugepages = 1;   /* required but none reserved */
+		assert_null(ing_pool_create(&o));
+	}
+}
+
+static void test_numa_and_prefault(void **state)
+{
+	(void)state;
+	struct ing_pool_opts o;
+	ing_pool_opts_init(&o);
+	o.name = "numa";
+	o.hugepages = 0;
+	o.numa_node = 0;
+	assert_int_equal(ing_pool_parse_classes(&o, "256K:4"), 0);
+	struct ing_pool *p = ing_pool_create(&o);
+	assert_non_null(p);
+	ing_pool_destroy(p);
+	o.prefault = false;
+	o.numa_node = -1;
+	p = ing_pool_create(&o);
+	assert_non_null(p);
+	ing_pool_destroy(p);
+	o.numa_node = 1000;   /* no such node */
+	assert_null(ing_pool_create(&o));
+	o.numa_node = -1;
+	o.nclasses = 0;
+	assert_null(ing_pool_create(&o));
+	assert_null(ing_pool_create(NULL));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_classes_and_regions),
+		cmocka_unit_test(test_get_clears_frame_not_slot),
+		cmocka_unit_test(test_non_eal_threads),
+		cmocka_unit_test(test_hugepage_modes),
+		cmocka_unit_test(test_numa_and_prefault),
+	};
+	return cmocka_run_group_tests(tests, eal_setup, eal_teardown);
+}

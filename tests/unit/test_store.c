@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_store.c - dataplane/store.c: real files in /tmp (ext4) and /dev/shm (tmpfs). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dataplane/dataplane.h"
+
+static char dir[64], shm[64];
+static uint8_t *buf;
+#define BUFCAP (1u << 20)
+
+static int setup(void **state)
+{
+	(void)state;
+	strcpy(dir, "/tmp/ing_test_store.XXXXXX");
+	strcpy(shm, "/dev/shm/ing_test_store.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	if (!mkdtemp(shm))
+		shm[0] = 0;
+	if (posix_memalign((void **)&buf, 4096, BUFCAP))
+		return -1;
+	for (unsigned i = 0; i < BUFCAP; i++)
+		buf[i] = (uint8_t)(i * 2654435761u >> 13);
+	return 0;
+}
+
+static int rmrf(const char *d)
+{
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+	return system(cmd);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(buf);
+	rmrf(dir);
+	if (shm[0])
+		rmrf(shm);
+	return 0;
+}
+
+static void test_wafer_ids(void **state)
+{
+	(void)state;
+	char longid[ING_WAFER_ID_MAX + 2];
+	assert_true(ing_store_wafer_id_ok("W1"));
+	assert_true(ing_store_wafer_id_ok("lot-7.wafer_03"));
+	assert_true(ing_store_wafer_id_ok("..."));
+	assert_true(ing_store_wafer_id_ok(".hidden"));
+	memset(longid, 'a', ING_WAFER_ID_MAX);
+	longid[ING_WAFER_ID_MAX] = 0;
+	assert_true(ing_store_wafer_id_ok(longid));
+	longid[ING_WAFER_ID_MAX] = 'a';
+	longid[ING_WAFER_ID_MAX + 1] = 0;
+	assert_false(ing_store_wafer_id_ok(longid));
+	static const char *const bad[] = { "", ".", "..", "a/b", "../etc", "/abs", "a b", "a\\b",
+					   "w\n", "wé", "a:b", "*" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (ing_store_wafer_id_ok(bad[i]))
+			fail_msg("wafer id '%s' accepted", bad[i]);
+	assert_false(ing_store_wafer_id_ok(NULL));
+}
+
+static void test_rel_path(void **state)
+{
+	(void)state;
+	char out[64];
+	assert_int_equal(ing_store_rel_path(out, sizeof(out), "W1", 42), 0);
+	assert_string_equal(out, "frames/W1/42.frame");
+	assert_int_equal(ing_store_rel_path(out, sizeof(out), "W1", UINT64_MAX), 0);
+	assert_string_equal(out, "frames/W1/18446744073709551615.frame");
+	assert_int_equal(ing_store_rel_path(out, 10, "W1", 42), -ENAMETOOLONG);
+	assert_int_equal(ing_store_rel_path(out, sizeof(out), "../x", 42), -EINVAL);
+}
+
+static void check_file(const char *root, const char *rel, const uint8_t *want, uint64_t len)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, (off_t)len);
+	uint8_t *got = malloc(len + 1);
+	assert_non_null(got);
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, got, len + 1), (ssize_t)len);
+	close(fd);
+	assert_memory_equal(got, want, len);
+	free(got);
+}
+
+/* no "*.tmp.*" anywhere below root */
+static void check_no_temp(const char *root)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -name '*.tmp.*')\"", root);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void write_set(const char *root)
+{
+	static const uint64_t lens[] = { 1, 511, 4095, 4096, 4097, 10000, 65536, 123457, BUFCAP };
+	char rel[128];
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		/* aligned buffer: O_DIRECT path (rounded write + truncate) */
+		assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 100 + i), 0);
+		assert_int_equal(ing_store_write(root, rel, buf, lens[i], BUFCAP), 0);
+		check_file(root, rel, buf, lens[i]);
+		/* unaligned buffer: buffered path */
+		uint64_t n = lens[i] < BUFCAP ? lens[i] : BUFCAP - 3;
+		assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W2", 200 + i), 0);
+		assert_int_equal(ing_store_write(root, rel, buf + 3, n, BUFCAP - 3), 0);
+		check_file(root, rel, buf + 3, n);
+		/* aligned, but the slot cannot take the rounded length: buffered */
+		assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W3", 300 + i), 0);
+		assert_int_equal(ing_store_write(root, rel, buf, lens[i], lens[i]), 0);
+		check_file(root, rel, buf, lens[i]);
+	}
+	/* overwrite keeps exactly the new content */
+	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 100), 0);
+	assert_int_equal(ing_store_write(root, rel, buf + 4096, 9000, BUFCAP - 4096), 0);
+	check_file(root, rel, buf + 4096, 9000);
+	check_no_temp(root);
+}
+
+static void test_write_ext4(void **state)
+{
+	(void)state;
+	write_set(dir);
+}
+
+static void test_write_tmpfs(void **state)
+{
+	(void)state;
+	if (!shm[0])
+		skip();
+	write_set(shm);   /* O_DIRECT refused on older tmpfs: buffered fallback */
+}
+
+static void test_bad_args(void **state)
+{
+	(void)state;
+	assert_int_equal(ing_store_write(dir, "../escape.frame", buf, 10, BUFCAP), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "/abs.frame", buf, 10, BUFCAP), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "frames/W/1.frame", buf, 0, BUFCAP), -EINVAL);
+	assert_int_equal(ing_store_write(NULL, "frames/W/1.frame", buf, 10, BUFCAP), -EINVAL);
+	/* a file where the wafer directory should be: an error, no temp file */
+	char blk[160];
+	snprintf(blk, sizeof(blk), "%s/frames/BLOCK", dir);
+	int fd = open(blk, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(ing_store_write(dir, "frames/BLOCK/1.frame", buf, 10, BUFCAP), -ENOTDIR);
+	/* a read-only directory (root bypasses permissions, so use a missing root instead) */
+	assert_true(ing_store_write("/proc/ing-no-such", "frames/W/1.frame", buf, 10, BUFCAP) < 0);
+	check_no_temp(dir);
+}
+
+static void test_enospc(void **state)
+{
+	(void)state;
+	char mnt[160], rel[64];
+	snprintf(mnt, sizeof(mnt), "%s/small", dir);
+	assert_int_equal(mkdir(mnt, 0755), 0);
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=256k") != 0) {
+		print_message("cannot mount a small tmpfs (%s): ENOSPC case skipped\n", strerror(errno));
+		skip();
+	}
+	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 1), 0);
+	int rc = ing_store_write(mnt, rel, buf, BUFCAP, BUFCAP);
+	int rc2 = ing_store_write(mnt, rel, buf + 1, BUFCAP - 1, BUFCAP - 1);
+	/* a small one still fits afterwards: nothing half-written is left behind */
+	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 2), 0);
+	int rc3 = ing_store_write(mnt, rel, buf, 8192, BUFCAP);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -name '*.tmp.*')\"", mnt);
+	int left = system(cmd);
+	umount2(mnt, MNT_DETACH);
+	assert_int_equal(rc, -ENOSPC);
+	assert_int_equal(rc2, -ENOSPC);
+	assert_int_equal(rc3, 0);
+	assert_int_equal(left, 0);
+}
+
+static void test_odirect_refused(void **state)
+{
+	(void)state;
+	char mnt[160];
+	snprintf(mnt, sizeof(mnt), "%s/ramfs", dir);
+	assert_int_equal(mkdir(mnt, 0755), 0);
+	/* ramfs has no direct I/O at all: open(O_DIRECT) fails with EINVAL */
+	if (mount("ramfs", mnt, "ramfs", 0, NULL) != 0) {
+		print_message("cannot mount ramfs (%s): O_DIRECT refusal case skipped\n", strerror(errno));
+		skip();
+	}
+	char probe[200];
+	snprintf(probe, sizeof(probe), "%s/probe", mnt);
+	int fd = open(probe, O_CREAT | O_WRONLY | O_DIRECT, 0644);
+	int probe_errno = errno;
+	if (fd >= 0)
+		close(fd);
+	unlink(probe);
+	char rel[64];
+	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 7), 0);
+	int rc = ing_store_write(mnt, rel, buf, 10000, BUFCAP);
+	if (rc == 0)
+		check_file(mnt, rel, buf, 10000);
+	check_no_temp(mnt);
+	umount2(mnt, MNT_DETACH);
+	assert_int_equal(rc, 0);
+	if (fd >= 0)
+		print_message("note: this kernel's ramfs accepts O_DIRECT\n");
+	else
+		assert_int_equal(probe_errno, EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wafer_ids),
+		cmocka_unit_test(test_rel_path),
+		cmocka_unit_test(test_write_ext4),
+		cmocka_unit_test(test_write_tmpfs),
+		cmocka_unit_test(test_bad_args),
+		cmocka_unit_test(test_enospc),
+		cmocka_unit_test(test_odirect_refused),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
