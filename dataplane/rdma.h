@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rdma.h - the ingest node's RDMA READ engine: dataplane lcore pollers that pull frames
+ * from producers with chunked one-sided READs, and the rdma_cm listener served by the
+ * control thread's event loop.
+ *
+ * Threads and ownership (see docs of each function for who may call it):
+ *  - control thread: ing_rdma_create/destroy, the CM event channel (on its ing_loop),
+ *    ing_rdma_submit (READ jobs), the notice doorbell (RECEIVED acks, connection state).
+ *  - dataplane lcore N: ing_rdma_lcore_run (launched by EAL on a worker lcore). It owns one
+ *    CQ + completion channel shared by all its QPs, its connection table and every frame
+ *    from the moment it pops the frame's job until it hands the frame on: to persistence
+ *    (ing_persist_submit) when the last READ completed, or to the ack ring (status set)
+ *    when it failed. It tells control "RECEIVED" with a value notice (never the frame
+ *    pointer: persistence may already have recycled the slot when control reads it).
+ *
+ * Failure model (issue: "bad rkey fails that frame only; QP recovered or session
+ * reconnected and the other in-flight frames complete"): an RC QP whose READ fails goes to
+ * ERROR on both sides, so it cannot be recovered alone. The lcore fails the faulty frame
+ * (ING_E_TRANSFER, wc status in msg, not retryable for access errors), keeps the other
+ * frames of that connection ("parked", progress reset), asks control to disconnect
+ * (ING_RDMA_NOTE_CONN_ERROR), and the producer library reconnects with the same session id;
+ * the new QP of that session adopts the parked frames and READs them again. A producer that
+ * does not come back within park_ms gets its parked frames failed (retryable) and the
+ * slots return to the pool. A vanished producer shows up as RETRY_EXC_ERR or a CM
+ * DISCONNECTED: both end in the same bounded path.
+ */
+#ifndef ING_DATAPLANE_RDMA_H
+#define ING_DATAPLANE_RDMA_H
+
+#include <endian.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include "dataplane/dataplane.h"
+
+#define ING_RDMA_DEFAULT_PORT 7472
+#define ING_RDMA_DEFAULT_CHUNK (1u << 20)   /* bytes per READ */
+#define ING_RDMA_DEFAULT_RD_ATOM 16         /* READs in flight per QP (capped by the device) */
+#define ING_RDMA_DEFAULT_SQ_DEPTH 64
+#define ING_RDMA_DEFAULT_CQ_SIZE 4096
+#define ING_RDMA_DEFAULT_BUSY_POLLS 20000   /* adaptive: idle polls before arming the CQ */
+#define ING_RDMA_DEFAULT_SLEEP_MS 50        /* adaptive: longest sleep (stop flag, timers) */
+#define ING_RDMA_DEFAULT_PARK_MS 5000       /* wait for a reconnect before failing frames */
+#define ING_RDMA_DEFAULT_DRAIN_MS 3000      /* wait for flush completions of a dead QP */
+#define ING_RDMA_DEFAULT_MAX_CONNS 64       /* per lcore */
+#define ING_RDMA_DEFAULT_CONN_FRAMES 256    /* frames queued per connection (power of 2) */
+#define ING_RDMA_CQ_BURST 32
+#define ING_RDMA_POST_BURST 16              /* WRs chained per ibv_post_send */
+#define ING_RDMA_MAX_LCORES 16
+
+/* ---------------------------------------------------------------- verbs ops */
+
+/*
+ * The verbs calls of the hot path, behind a table so unit tests run the lcore with fake
+ * verbs (no device). Production uses ing_rdma_verbs_ops (thin wrappers of ibv_*).
+ * ack_cq_events may be NULL in fakes.
+ */
+struct ing_rdma_ops {
+	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+	int (*poll_cq)(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
+	int (*get_cq_event)(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_ctx);
+	void (*ack_cq_events)(struct ibv_cq *cq, unsigned n);
+};
+extern const struct ing_rdma_ops ing_rdma_verbs_ops;
+
+/* ---------------------------------------------------------------- CM private data */
+
+/*
+ * Carried in the CONNECT_REQUEST private data (producer -> ingestd). Big-endian on the
+ * wire. 16 bytes: fits every transport's private-data limit (RoCE/IB REQ: 56 bytes).
+ */
+#define ING_RDMA_CM_MAGIC 0x48334b52u       /* "H3KR" */
+#define ING_RDMA_CM_VERSION 1
+struct ing_rdma_cm_priv {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t flags;
+	uint64_t session_id;
+} __attribute__((packed));
+/* Header-only: the producer library (no ing_dataplane) uses them too. */
+static inline void ing_rdma_cm_priv_pack(struct ing_rdma_cm_priv *p, uint64_t session_id)
+{
+	memset(p, 0, sizeof(*p));
+	p->magic = htobe32(ING_RDMA_CM_MAGIC);
+	p->version = htobe16(ING_RDMA_CM_VERSION);
+	p->session_id = htobe64(session_id);
+}
+/* 0 and *session_id, or -EPROTO (short, bad magic/version). */
+static inline int ing_rdma_cm_priv_parse(const void *data, size_t len, uint64_t *session_id)
+{
+	struct ing_rdma_cm_priv p;
+
+	if (!data || len < sizeof(p))
+		return -EPROTO;
+	memcpy(&p, data, sizeof(p));
+	if (be32toh(p.magic) != ING_RDMA_CM_MAGIC || be16toh(p.version) != ING_RDMA_CM_VERSION)
+		return -EPROTO;
+	*session_id = be64toh(p.session_id);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- chunking */
+
+/*
+ * The READ plan of one connection. Pure arithmetic, shared by the lcore and the tests:
+ * a frame of length L is read in ceil(L / chunk) READs; at most `limit` WRs are
+ * outstanding on the QP (min of rd_atom and SQ depth: an unsignaled WR keeps its SQ slot
+ * until a later signaled WR completes, so the SQ is accounted by WRs posted and not yet
+ * retired by a signaled completion); a WR is signaled when it is the last chunk of its
+ * frame, when sig_every WRs went unsignaled, or when it fills the window (otherwise a
+ * full window could wait for a completion that never comes).
+ */
+struct ing_rdma_plan {
+	uint32_t chunk;       /* bytes per READ (>= 4096 or the frame length) */
+	unsigned limit;       /* max WRs outstanding */
+	unsigned sig_every;   /* signal at least every N WRs (1 .. limit) */
+};
+/* chunk 0: default; clamps chunk to max_msg_sz; rd_atom/sq_depth 0: defaults. 0 or -EINVAL. */
+int ing_rdma_plan_init(struct ing_rdma_plan *p, uint32_t chunk, uint32_t max_msg_sz,
+		       unsigned rd_atom, unsigned sq_depth);
+static inline uint64_t ing_rdma_plan_nchunks(const struct ing_rdma_plan *p, uint64_t len)
+{
+	return len ? (len + p->chunk - 1) / p->chunk : 0;
+}
+/* Whether the WR that makes `outstanding_after` WRs outstanding, after `unsig_run`
+ * unsignaled ones, must be signaled. */
+static inline bool ing_rdma_plan_signal(const struct ing_rdma_plan *p, bool last_of_frame,
+					unsigned unsig_run, unsigned outstanding_after)
+{
+	return last_of_frame || unsig_run + 1 >= p->sig_every || outstanding_after >= p->limit;
+}
+
+/* ---------------------------------------------------------------- lcore poller */
+
+enum ing_rdma_poll_mode {
+	ING_RDMA_POLL_BUSY = 0,      /* never sleeps: only where a core is free */
+	ING_RDMA_POLL_ADAPTIVE = 1,  /* busy for busy_polls idle passes, then arm + sleep */
+};
+/* "busy" | "adaptive". 0 or -EINVAL. */
+int ing_rdma_parse_poll_mode(const char *s, enum ing_rdma_poll_mode *m);
+
+/* Value notices lcore -> control (a per-lcore SP/SC ring, one shared eventfd doorbell). */
+enum ing_rdma_note_kind {
+	ING_RDMA_NOTE_RECEIVED = 1,     /* every byte of frame_id landed: send Ack RECEIVED */
+	ING_RDMA_NOTE_CONN_ERROR = 2,   /* a WR of qp_num failed: QP is in ERROR, disconnect it */
+	ING_RDMA_NOTE_CONN_RELEASED = 3,/* the lcore is done with qp_num: control may destroy it */
+};
+struct ing_rdma_notice {
+	uint32_t kind;        /* enum ing_rdma_note_kind */
+	uint32_t qp_num;
+	uint64_t session_id;
+	uint64_t frame_id;
+	uint64_t cookie;      /* the frame's control routing handle */
+	uint64_t length;
+	uint64_t t_ns;        /* ing_now_ns() of the event (RECEIVED: t_received_ns) */
+	int32_t status;       /* CONN_ERROR: enum ibv_wc_status of the failing WR */
+	uint32_t lcore;
+};
+
+/*
+ * How an lcore talks to the rest of the node. Production (ing_rdma_create): jobs from an
+ * ing_fring, deliver = ing_persist_submit, fail = push to the ack ring. Unit tests: fakes.
+ * deliver/fail return 0 or -ENOBUFS (the lcore keeps the frame in its bounded outbox and
+ * retries: backpressure, no loss). Notices go to the lcore's own SP/SC notice ring
+ * (ing_rdma_lcore_notices); note_fd (an eventfd, may be shared by all lcores, -1: none) is
+ * written when a notice lands in an empty ring.
+ */
+struct ing_rdma_lcore_io {
+	void *arg;
+	unsigned (*pop_jobs)(void *arg, struct ing_frame **f, unsigned max);
+	void (*clear_jobs)(void *arg);    /* consume the job doorbell before draining */
+	int job_fd;                       /* job doorbell (eventfd), -1: none */
+	int (*deliver)(void *arg, struct ing_frame *f);
+	int (*fail)(void *arg, struct ing_frame *f);
+	int note_fd;
+};
+
+struct ing_rdma_lcore_opts {
+	unsigned lcore_id;            /* for logs and notices */
+	enum ing_rdma_poll_mode mode; /* default ADAPTIVE */
+	unsigned busy_polls;          /* default ING_RDMA_DEFAULT_BUSY_POLLS */
+	int sleep_ms;                 /* default ING_RDMA_DEFAULT_SLEEP_MS */
+	uint32_t chunk_size;          /* default ING_RDMA_DEFAULT_CHUNK */
+	uint32_t max_msg_sz;          /* device limit (0: no limit) */
+	unsigned max_conns;           /* default ING_RDMA_DEFAULT_MAX_CONNS */
+	unsigned conn_frames;         /* default ING_RDMA_DEFAULT_CONN_FRAMES (rounded to 2^n) */
+	unsigned park_ms;             /* default ING_RDMA_DEFAULT_PARK_MS */
+	unsigned drain_ms;            /* default ING_RDMA_DEFAULT_DRAIN_MS */
+	const struct ing_rdma_ops *ops; /* default &ing_rdma_verbs_ops */
+};
+void ing_rdma_lcore_opts_init(struct ing_rdma_lcore_opts *o);
+
+/* Counters, written by the lcore only, read by anyone (relaxed). */
+struct ing_rdma_lcore_stats {
+	uint64_t reads_posted, bytes_posted, post_errors;
+	uint64_t completions, wc_errors, wc_flushed, wc_stale;
+	uint64_t frames_ok, frames_failed, frames_requeued, jobs_rejected, backpressure;
+	uint64_t notices_dropped;
+	uint64_t polls, idle_polls, busy_ns;
+	uint64_t arms, sleeps, wake_cq, wake_job, wake_cmd, wake_timeout;
+	uint64_t conns_attached, conns_released;
+} __attribute__((aligned(64)));
+
+struct ing_rdma_lcore;
+/*
+ * Build an lcore poller around an existing CQ and its completion channel (ch_fd: the
+ * channel's fd, or any pollable fd with fakes). lkeys[c]: lkey of pool class c's MR in
+ * the PD of the QPs this lcore will own. NULL + log on error. Control thread.
+ */
+struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o,
+					     struct ibv_cq *cq, struct ibv_comp_channel *ch,
+					     int ch_fd, const struct ing_rdma_lcore_io *io,
+					     const uint32_t *lkeys, unsigned nlkeys);
+/* After the lcore stopped (or never ran). Frames still held are failed through io->fail
+ * (ING_E_SHUTTING_DOWN) first. Tolerant of NULL. Does not destroy the CQ. */
+void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc);
+
+/* Control thread -> lcore commands (SP/SC ring + doorbell). 0 or -ENOBUFS. */
+int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint32_t qp_num,
+			  uint64_t session_id, unsigned rd_atom, unsigned sq_depth);
+/* Stop using qp_num (it must already be in ERROR, e.g. after rdma_disconnect, so that
+ * outstanding WRs flush). Its frames are parked for a reconnect of the same session. */
+int ing_rdma_lcore_detach(struct ing_rdma_lcore *lc, uint32_t qp_num);
+/* Ask the loop to return (any thread). */
+void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc);
+
+/* Lcore thread: one pass (commands, outbox, jobs, posts, one CQ burst, timers). Returns
+ * the work done (0 = idle). */
+int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc);
+/* Lcore thread: one poll pass plus the idle policy (busy spin, or arm + re-poll + sleep
+ * up to sleep_ms on the CQ channel, the job and the command doorbells). Returns the work
+ * done, 0 when idle or it slept. */
+int ing_rdma_lcore_step(struct ing_rdma_lcore *lc);
+/* The loop: step until ing_rdma_lcore_stop. Signature of lcore_function_t (EAL). */
+int ing_rdma_lcore_run(void *lc);
+void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_lcore_stats *s);
+/* Pop value notices (control thread; one consumer per lcore). Returns the count. */
+unsigned ing_rdma_lcore_notices(struct ing_rdma_lcore *lc, struct ing_rdma_notice *n,
+				unsigned max);
+/* Frames currently held (queued, in flight, parked, in the outbox). Any thread, approx. */
+unsigned ing_rdma_lcore_frames_held(const struct ing_rdma_lcore *lc);
+
+/* ---------------------------------------------------------------- engine (real verbs) */
+
+/* Callbacks into the service (all on the control thread). */
+struct ing_rdma_cbs {
+	void *arg;
+	/* CONNECT_REQUEST for session_id: 0 to accept, -errno to reject (logged with reason). */
+	int (*session_check)(void *arg, uint64_t session_id);
+	/* ESTABLISHED (up=true) / gone (up=false) for the session's RDMA connection. */
+	void (*conn_state)(void *arg, uint64_t session_id, bool up);
+	/* A frame's bytes are in the node: send Ack{RECEIVED}. */
+	void (*received)(void *arg, const struct ing_rdma_notice *n);
+	/* The RDMA device went away (DEVICE_REMOVAL): stop offering RDMA. */
+	void (*device_lost)(void *arg, const char *why);
+};
+
+struct ing_rdma_opts {
+	const char *addr;             /* listen IPv4/IPv6 of an RDMA netdev; NULL: first
+				       * local address that binds to an RDMA device */
+	uint16_t port;                /* default ING_RDMA_DEFAULT_PORT; 0: pick */
+	const char *device;           /* optional: require this ibv device name */
+	unsigned nlcores;             /* pollers, 1 .. ING_RDMA_MAX_LCORES; 0: one per EAL worker
+				       * lcore, or one pthread when EAL has no worker lcore */
+	unsigned lcore_ids[ING_RDMA_MAX_LCORES]; /* EAL lcores to launch on */
+	bool use_eal;                 /* true: rte_eal_remote_launch; false: pthreads (tests) */
+	unsigned rd_atom;             /* wanted READs in flight per QP (capped by device) */
+	unsigned sq_depth;
+	unsigned cq_size;
+	unsigned job_ring_size;       /* per lcore, default ING_DEFAULT_RING_SIZE */
+	struct ing_rdma_lcore_opts lcore; /* template for every poller */
+};
+void ing_rdma_opts_init(struct ing_rdma_opts *o);
+
+struct ing_rdma;
+/*
+ * Open the device behind opts->addr, register every pool region once per PD
+ * (IBV_ACCESS_LOCAL_WRITE), create one CQ + channel + job ring + poller per lcore and start
+ * listening. persist NULL: received frames go straight to acks (tests, null benches).
+ * acks must be multi-producer (lcores and persistence workers push to it).
+ * Returns NULL + log (and a reason in why) when RDMA is not possible: the caller falls
+ * back to the gRPC path. Control thread.
+ *
+ * Event loop: put ing_rdma_fd() on the control loop (EPOLLIN) and call ing_rdma_dispatch()
+ * when it is readable: it is one epoll fd over the CM event channel, the lcores' notice
+ * doorbell and a 1 s housekeeping timer (keeps ing_dataplane free of control/ symbols).
+ */
+struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool *pool,
+				 struct ing_persist *persist, struct ing_fring *acks,
+				 const struct ing_rdma_cbs *cbs, char *why, size_t whylen);
+int ing_rdma_fd(const struct ing_rdma *r);
+/* Replace the callbacks (e.g. once the service exists; before the loop runs). */
+void ing_rdma_set_cbs(struct ing_rdma *r, const struct ing_rdma_cbs *cbs);
+/* Handle CM events, lcore notices and timeouts (control thread). Returns events handled. */
+int ing_rdma_dispatch(struct ing_rdma *r);
+/* Launch the pollers (EAL worker lcores or threads). 0 or -errno. */
+int ing_rdma_start(struct ing_rdma *r);
+/* Stop pollers (bounded), disconnect every QP, destroy all. Tolerant of NULL/half-built. */
+void ing_rdma_destroy(struct ing_rdma *r);
+/* Where producers connect (for NegotiateReply rdmaAddr/rdmaPort). */
+const char *ing_rdma_addr(const struct ing_rdma *r);
+uint16_t ing_rdma_port(const struct ing_rdma *r);
+const char *ing_rdma_device(const struct ing_rdma *r);
+/*
+ * Queue the READ of frame f (raddr, rkey, length, frame_id, session_id, cookie set) on the
+ * session's connection; sets f->qp_num and transport. 0; -ENOTCONN when the session has
+ * no RDMA connection (NACK ERROR_NO_TRANSPORT); -ENOBUFS when the lcore's ring is full
+ * (retry later: the frame is still the caller's). Control thread.
+ */
+int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f);
+/* Whether session_id has an established RDMA connection. */
+bool ing_rdma_session_connected(const struct ing_rdma *r, uint64_t session_id);
+struct ing_rdma_stats {
+	uint64_t cm_events, conns_accepted, conns_rejected, conns_active, conn_errors;
+	uint64_t reads_posted, bytes_read, frames_ok, frames_failed, wc_errors;
+	uint64_t busy_ns, polls, idle_polls, sleeps;
+};
+void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s);
+
+#endif

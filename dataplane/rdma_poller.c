@@ -1,0 +1,1042 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rdma_poller.c - one dataplane lcore: its connection table, chunked READ posting, CQ
+ * polling in bursts, frame hand-off, and the busy/adaptive idle policy.
+ *
+ * Everything in struct ing_rdma_lcore below the rings is touched by the lcore thread only.
+ * Control talks to it through the command ring (attach/detach) and the job ring; the lcore
+ * answers with value notices. No malloc, lock or printf on the hot path: all tables are
+ * sized at creation, and logging happens on failures only (rate-limited).
+ *
+ * Work-request bookkeeping: every posted READ has a record in its connection's ring
+ * (wr_id = the record's address; the record carries the frame pointer, the chunk length
+ * and the connection generation). RC completes a QP's WRs in order, so a signaled
+ * completion retires every record up to its own, and a WR's error implies the success of
+ * the WRs before it. Records outlive QPs (they belong to the lcore), and a generation
+ * number makes completions of a QP the lcore already gave up on harmless.
+ */
+#include "dataplane/rdma.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define COMP "rdma"
+
+/* ---------------------------------------------------------------- SP/SC ring */
+
+struct spsc {
+	uint32_t head __attribute__((aligned(64))); /* producer */
+	uint32_t tail __attribute__((aligned(64))); /* consumer */
+	uint32_t mask;
+	uint32_t esz;
+	uint8_t *data;
+};
+
+static int spsc_init(struct spsc *r, unsigned n, unsigned esz)
+{
+	unsigned sz = 1;
+
+	while (sz < n)
+		sz <<= 1;
+	r->data = calloc(sz, esz);
+	if (!r->data)
+		return -ENOMEM;
+	r->head = r->tail = 0;
+	r->mask = sz - 1;
+	r->esz = esz;
+	return 0;
+}
+
+/* 0, or -ENOBUFS. *was_empty tells the producer to ring the doorbell. */
+static int spsc_push(struct spsc *r, const void *e, bool *was_empty)
+{
+	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+	uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+
+	if (h - t > r->mask)
+		return -ENOBUFS;
+	memcpy(r->data + (size_t)(h & r->mask) * r->esz, e, r->esz);
+	__atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
+	if (was_empty)
+		*was_empty = h == t;
+	return 0;
+}
+
+static bool spsc_pop(struct spsc *r, void *e)
+{
+	uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+
+	if (t == h)
+		return false;
+	memcpy(e, r->data + (size_t)(t & r->mask) * r->esz, r->esz);
+	__atomic_store_n(&r->tail, t + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+static void efd_ring(int fd)
+{
+	uint64_t one = 1;
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		ING_LOG_RL(ING_LOG_WARN, COMP, "doorbell write: %s", strerror(errno));
+}
+
+static void efd_clear(int fd)
+{
+	uint64_t v;
+
+	if (fd >= 0 && read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		ING_LOG_RL(ING_LOG_WARN, COMP, "doorbell read: %s", strerror(errno));
+}
+
+/* ---------------------------------------------------------------- state */
+
+enum { CMD_ATTACH = 1, CMD_DETACH = 2 };
+struct rdma_cmd {
+	uint32_t op;
+	uint32_t qp_num;
+	struct ibv_qp *qp;
+	uint64_t session_id;
+	uint32_t rd_atom;
+	uint32_t sq_depth;
+};
+
+enum conn_state {
+	CONN_FREE = 0,
+	CONN_ACTIVE,    /* posting on its QP */
+	CONN_DRAINING,  /* QP in ERROR / detached: waiting for its WRs to flush */
+	CONN_PARKED,    /* no QP; frames wait for the session to reconnect */
+};
+
+#define REC_LAST 1u
+#define REC_SIGNALED 2u
+#define REC_CAP 256u  /* records per connection: the window can never exceed this */
+
+struct rdma_conn;
+struct rdma_rec {
+	struct ing_frame *f;
+	struct rdma_conn *c;
+	uint32_t len;
+	uint32_t gen;
+	uint32_t flags;
+};
+
+struct rdma_conn {
+	enum conn_state state;
+	uint32_t gen;
+	struct ibv_qp *qp;
+	uint32_t qp_num;
+	uint32_t old_qp_num;      /* the QP it had before a reconnect (late jobs) */
+	uint64_t session_id;
+	struct ing_rdma_plan plan;
+	unsigned outstanding;     /* WRs posted, not yet retired: SQ slots in use */
+	unsigned unsig_run;
+	uint32_t rec_head, rec_tail; /* free-running */
+	struct rdma_rec *recs;    /* REC_CAP */
+	uint32_t f_head, f_tail;  /* frames assigned, not finished (free-running) */
+	uint32_t post_idx;        /* frame being posted: f_head <= post_idx <= f_tail */
+	uint64_t post_off;        /* next byte of fifo[post_idx] */
+	struct ing_frame **fifo;
+	uint64_t deadline_ns;     /* DRAINING: give up on flushes; PARKED: give up on reconnect */
+};
+
+enum { OB_DELIVER = 0, OB_FAIL = 1 };
+
+struct ing_rdma_lcore {
+	struct ing_rdma_lcore_stats st;
+	/* --- shared with control --- */
+	struct spsc cmd;
+	struct spsc note;
+	int cmd_efd;
+	bool stop;
+	unsigned held;            /* frames in the lcore (relaxed counter) */
+	/* --- lcore only --- */
+	struct ing_rdma_lcore_opts o __attribute__((aligned(64)));
+	const struct ing_rdma_ops *ops;
+	struct ibv_cq *cq;
+	struct ibv_comp_channel *ch;
+	int ch_fd;
+	struct ing_rdma_lcore_io io;
+	uint32_t lkeys[ING_POOL_MAX_CLASSES];
+	unsigned nlkeys;
+	uint32_t fmask;
+	struct rdma_conn *conns;
+	unsigned nconns;          /* high-water mark of used slots */
+	struct ing_frame **ob;    /* outbox: frames io refused (backpressure) */
+	uint8_t *ob_kind;
+	uint32_t ob_head, ob_tail, ob_mask;
+	unsigned idle;
+	bool armed;
+	unsigned unacked_events;
+	uint64_t next_timer_ns;   /* earliest conn deadline, 0: none */
+	struct rdma_rec *rec_mem;
+	struct ing_frame **fifo_mem;
+};
+
+void ing_rdma_lcore_opts_init(struct ing_rdma_lcore_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->mode = ING_RDMA_POLL_ADAPTIVE;
+	o->busy_polls = ING_RDMA_DEFAULT_BUSY_POLLS;
+	o->sleep_ms = ING_RDMA_DEFAULT_SLEEP_MS;
+	o->chunk_size = ING_RDMA_DEFAULT_CHUNK;
+	o->max_conns = ING_RDMA_DEFAULT_MAX_CONNS;
+	o->conn_frames = ING_RDMA_DEFAULT_CONN_FRAMES;
+	o->park_ms = ING_RDMA_DEFAULT_PARK_MS;
+	o->drain_ms = ING_RDMA_DEFAULT_DRAIN_MS;
+	o->ops = &ing_rdma_verbs_ops;
+}
+
+static inline void held_add(struct ing_rdma_lcore *lc, int d)
+{
+	__atomic_fetch_add(&lc->held, (unsigned)d, __ATOMIC_RELAXED);
+}
+
+unsigned ing_rdma_lcore_frames_held(const struct ing_rdma_lcore *lc)
+{
+	return lc ? __atomic_load_n(&lc->held, __ATOMIC_RELAXED) : 0;
+}
+
+/* ---------------------------------------------------------------- notices, hand-off */
+
+static void notice(struct ing_rdma_lcore *lc, uint32_t kind, const struct rdma_conn *c,
+		   const struct ing_frame *f, int32_t status)
+{
+	struct ing_rdma_notice n = {
+		.kind = kind,
+		.qp_num = c ? (c->qp_num ? c->qp_num : c->old_qp_num) : (f ? f->qp_num : 0),
+		.session_id = c ? c->session_id : (f ? f->session_id : 0),
+		.status = status,
+		.lcore = lc->o.lcore_id,
+	};
+	bool empty = false;
+
+	if (f) {
+		n.frame_id = f->frame_id;
+		n.cookie = f->cookie;
+		n.length = f->length;
+		n.t_ns = f->t_received_ns;
+	} else {
+		n.t_ns = ing_now_ns();
+	}
+	if (spsc_push(&lc->note, &n, &empty)) {
+		lc->st.notices_dropped++;
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u: notice ring full, notice %u for qp 0x%x dropped",
+			   lc->o.lcore_id, kind, n.qp_num);
+		return;
+	}
+	if (empty)
+		efd_ring(lc->io.note_fd);
+}
+
+static unsigned ob_count(const struct ing_rdma_lcore *lc)
+{
+	return lc->ob_tail - lc->ob_head;
+}
+
+/* Hand a frame on (persistence or ack ring), keeping order behind refused ones. */
+static void handoff(struct ing_rdma_lcore *lc, struct ing_frame *f, int kind)
+{
+	if (!ob_count(lc)) {
+		int rc = kind == OB_DELIVER ? lc->io.deliver(lc->io.arg, f) : lc->io.fail(lc->io.arg, f);
+		if (rc == 0) {
+			held_add(lc, -1);
+			return;
+		}
+		lc->st.backpressure++;
+	}
+	/* The outbox holds every frame the lcore can hold: it cannot overflow. */
+	lc->ob[lc->ob_tail & lc->ob_mask] = f;
+	lc->ob_kind[lc->ob_tail & lc->ob_mask] = (uint8_t)kind;
+	lc->ob_tail++;
+}
+
+static unsigned ob_flush(struct ing_rdma_lcore *lc)
+{
+	unsigned n = 0;
+
+	while (ob_count(lc)) {
+		struct ing_frame *f = lc->ob[lc->ob_head & lc->ob_mask];
+		int kind = lc->ob_kind[lc->ob_head & lc->ob_mask];
+		int rc = kind == OB_DELIVER ? lc->io.deliver(lc->io.arg, f) : lc->io.fail(lc->io.arg, f);
+		if (rc)
+			break;
+		lc->ob_head++;
+		held_add(lc, -1);
+		n++;
+	}
+	return n;
+}
+
+static void __attribute__((format(printf, 5, 6)))
+fail_frame(struct ing_rdma_lcore *lc, struct ing_frame *f, int err, bool retryable, const char *fmt, ...)
+{
+	va_list ap;
+
+	f->status = err;
+	f->retryable = retryable;
+	va_start(ap, fmt);
+	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
+	va_end(ap);
+	lc->st.frames_failed++;
+	handoff(lc, f, OB_FAIL);
+}
+
+/* ---------------------------------------------------------------- connections */
+
+static inline uint32_t fifo_count(const struct rdma_conn *c)
+{
+	return c->f_tail - c->f_head;
+}
+
+static void fifo_remove(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_frame *f)
+{
+	uint32_t i;
+
+	for (i = c->f_head; i != c->f_tail; i++)
+		if (c->fifo[i & lc->fmask] == f)
+			break;
+	if (i == c->f_tail) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x: frame %llu not queued on its connection",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)f->frame_id);
+		return;
+	}
+	if (i == c->f_head) {
+		/* the usual case: the oldest frame completed (indices of the others unchanged) */
+		c->f_head++;
+		if (c->post_idx == i) {
+			c->post_idx = c->f_head;
+			c->post_off = 0;
+		}
+		return;
+	}
+	uint32_t pos = i;
+	for (; i + 1 != c->f_tail; i++)
+		c->fifo[i & lc->fmask] = c->fifo[(i + 1) & lc->fmask];
+	c->f_tail--;
+	if (c->post_idx == pos)
+		c->post_off = 0;   /* it was being posted: the frame now at pos starts at 0 */
+	else if ((int32_t)(c->post_idx - pos) > 0)
+		c->post_idx--;
+}
+
+static void arm_timer(struct ing_rdma_lcore *lc, uint64_t t)
+{
+	if (!lc->next_timer_ns || t < lc->next_timer_ns)
+		lc->next_timer_ns = t;
+}
+
+static struct rdma_conn *conn_by_qp(struct ing_rdma_lcore *lc, uint32_t qp_num)
+{
+	for (unsigned i = 0; i < lc->nconns; i++) {
+		struct rdma_conn *c = &lc->conns[i];
+		if (c->state != CONN_FREE && (c->qp_num == qp_num || c->old_qp_num == qp_num))
+			return c;
+	}
+	return NULL;
+}
+
+static struct rdma_conn *conn_free_slot(struct ing_rdma_lcore *lc)
+{
+	for (unsigned i = 0; i < lc->o.max_conns; i++) {
+		struct rdma_conn *c = &lc->conns[i];
+		if (c->state == CONN_FREE) {
+			if (i >= lc->nconns)
+				lc->nconns = i + 1;
+			return c;
+		}
+	}
+	return NULL;
+}
+
+static void conn_reset_progress(struct rdma_conn *c)
+{
+	c->post_idx = c->f_head;
+	c->post_off = 0;
+	c->unsig_run = 0;
+}
+
+static void conn_free(struct rdma_conn *c)
+{
+	c->state = CONN_FREE;
+	c->gen++;
+	c->qp = NULL;
+	c->qp_num = c->old_qp_num = 0;
+	c->session_id = 0;
+	c->outstanding = 0;
+	c->rec_head = c->rec_tail = 0;
+	c->f_head = c->f_tail = 0;
+	conn_reset_progress(c);
+}
+
+/* The QP is no longer used by this lcore: tell control, keep or drop the frames. */
+static void conn_finish_drain(struct ing_rdma_lcore *lc, struct rdma_conn *c)
+{
+	notice(lc, ING_RDMA_NOTE_CONN_RELEASED, c, NULL, 0);
+	lc->st.conns_released++;
+	c->gen++; /* any late completion of the old QP is now stale */
+	c->qp = NULL;
+	if (c->qp_num)
+		c->old_qp_num = c->qp_num;
+	c->qp_num = 0;
+	c->outstanding = 0;
+	c->rec_head = c->rec_tail = 0;
+	conn_reset_progress(c);
+	/* Parked even when empty: jobs for the old QP may still be in the job ring, and the
+	 * session's next QP adopts them (and this slot's FIFO order). */
+	c->state = CONN_PARKED;
+	c->deadline_ns = ing_now_ns() + (uint64_t)lc->o.park_ms * 1000000ull;
+	arm_timer(lc, c->deadline_ns);
+	if (fifo_count(c))
+		ING_INFO(COMP, "lcore %u session %llu: %u frame(s) parked for %u ms awaiting reconnect",
+			 lc->o.lcore_id, (unsigned long long)c->session_id, fifo_count(c), lc->o.park_ms);
+}
+
+static void conn_enter_draining(struct ing_rdma_lcore *lc, struct rdma_conn *c, const char *why)
+{
+	if (c->state != CONN_ACTIVE)
+		return;
+	ING_INFO(COMP, "lcore %u qp 0x%x session %llu: %s; %u WR(s) outstanding, %u frame(s) kept",
+		 lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, why, c->outstanding,
+		 fifo_count(c));
+	c->state = CONN_DRAINING;
+	conn_reset_progress(c);
+	lc->st.frames_requeued += fifo_count(c);
+	if (!c->outstanding) {
+		conn_finish_drain(lc, c);
+		return;
+	}
+	c->deadline_ns = ing_now_ns() + (uint64_t)lc->o.drain_ms * 1000000ull;
+	arm_timer(lc, c->deadline_ns);
+}
+
+static void conn_fail_all(struct ing_rdma_lcore *lc, struct rdma_conn *c, int err, bool retryable,
+			  const char *why)
+{
+	while (fifo_count(c)) {
+		struct ing_frame *f = c->fifo[c->f_head & lc->fmask];
+		c->f_head++;
+		fail_frame(lc, f, err, retryable, "%s", why);
+	}
+	conn_reset_progress(c);
+}
+
+static void cmd_attach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
+{
+	struct rdma_conn *c = NULL, *old = NULL;
+
+	/* the session's previous connection: one holding frames first (parked, or still
+	 * flushing), else an empty parked one (late jobs may name its QP) */
+	for (unsigned i = 0; i < lc->nconns; i++) {
+		struct rdma_conn *x = &lc->conns[i];
+		if (x->session_id != m->session_id ||
+		    (x->state != CONN_PARKED && x->state != CONN_DRAINING))
+			continue;
+		if (fifo_count(x)) {
+			old = x;
+			break;
+		}
+		if (!old && x->state == CONN_PARKED)
+			old = x;
+	}
+	if (old && old->state == CONN_PARKED) {
+		c = old; /* adopt the slot, its frames and its FIFO order */
+	} else {
+		c = conn_free_slot(lc);
+		if (!c) {
+			ING_ERR(COMP, "lcore %u: no free connection slot (max %u) for qp 0x%x session %llu",
+				lc->o.lcore_id, lc->o.max_conns, m->qp_num,
+				(unsigned long long)m->session_id);
+			struct rdma_conn tmp = { .qp_num = m->qp_num, .session_id = m->session_id };
+			notice(lc, ING_RDMA_NOTE_CONN_ERROR, &tmp, NULL, 0);
+			notice(lc, ING_RDMA_NOTE_CONN_RELEASED, &tmp, NULL, 0);
+			return;
+		}
+		c->f_head = c->f_tail = 0;
+		c->old_qp_num = 0;
+		if (old) { /* old QP still flushing: move its frames over, in order */
+			while (fifo_count(old)) {
+				c->fifo[c->f_tail++ & lc->fmask] = old->fifo[old->f_head++ & lc->fmask];
+			}
+			conn_reset_progress(old);
+			c->old_qp_num = old->qp_num;
+		}
+	}
+	c->gen++;
+	c->state = CONN_ACTIVE;
+	c->qp = m->qp;
+	c->qp_num = m->qp_num;
+	c->session_id = m->session_id;
+	c->outstanding = 0;
+	c->rec_head = c->rec_tail = 0;
+	c->deadline_ns = 0;
+	conn_reset_progress(c);
+	unsigned sq = m->sq_depth ? m->sq_depth : ING_RDMA_DEFAULT_SQ_DEPTH;
+	if (sq > REC_CAP)
+		sq = REC_CAP;
+	(void)ing_rdma_plan_init(&c->plan, lc->o.chunk_size, lc->o.max_msg_sz, m->rd_atom, sq);
+	lc->st.conns_attached++;
+	ING_INFO(COMP, "lcore %u: qp 0x%x session %llu attached (chunk %u, window %u, signal every %u%s)",
+		 lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, c->plan.chunk,
+		 c->plan.limit, c->plan.sig_every,
+		 fifo_count(c) ? ", re-reading parked frames" : "");
+}
+
+static void cmd_detach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
+{
+	struct rdma_conn *c = conn_by_qp(lc, m->qp_num);
+
+	if (!c || c->qp_num != m->qp_num) {
+		/* unknown, or already released: control still waits for the release */
+		struct rdma_conn tmp = { .qp_num = m->qp_num, .session_id = c ? c->session_id : 0 };
+		if (!c)
+			notice(lc, ING_RDMA_NOTE_CONN_RELEASED, &tmp, NULL, 0);
+		return;
+	}
+	conn_enter_draining(lc, c, "detached by control");
+}
+
+/* ---------------------------------------------------------------- posting */
+
+static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
+{
+	struct ibv_send_wr wrs[ING_RDMA_POST_BURST], *bad = NULL;
+	struct ibv_sge sges[ING_RDMA_POST_BURST];
+	unsigned n = 0;
+	uint64_t bytes = 0;
+
+	while (c->post_idx != c->f_tail && c->outstanding + n < c->plan.limit &&
+	       n < ING_RDMA_POST_BURST) {
+		struct ing_frame *f = c->fifo[c->post_idx & lc->fmask];
+		uint64_t off = c->post_off, left = f->length - off;
+		uint32_t len = left < c->plan.chunk ? (uint32_t)left : c->plan.chunk;
+		bool last = off + len == f->length;
+		bool sig = ing_rdma_plan_signal(&c->plan, last, c->unsig_run, c->outstanding + n + 1);
+		struct rdma_rec *rec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
+
+		rec->f = f;
+		rec->c = c;
+		rec->len = len;
+		rec->gen = c->gen;
+		rec->flags = (last ? REC_LAST : 0) | (sig ? REC_SIGNALED : 0);
+		sges[n].addr = (uintptr_t)f->buf + off;
+		sges[n].length = len;
+		sges[n].lkey = f->cls < lc->nlkeys ? lc->lkeys[f->cls] : 0;
+		memset(&wrs[n], 0, sizeof(wrs[n]));
+		wrs[n].wr_id = (uintptr_t)rec;
+		wrs[n].sg_list = &sges[n];
+		wrs[n].num_sge = 1;
+		wrs[n].opcode = IBV_WR_RDMA_READ;
+		wrs[n].send_flags = sig ? IBV_SEND_SIGNALED : 0;
+		wrs[n].wr.rdma.remote_addr = f->raddr + off;
+		wrs[n].wr.rdma.rkey = f->rkey;
+		if (n)
+			wrs[n - 1].next = &wrs[n];
+		c->unsig_run = sig ? 0 : c->unsig_run + 1;
+		if (last) {
+			c->post_idx++;
+			c->post_off = 0;
+		} else {
+			c->post_off = off + len;
+		}
+		bytes += len;
+		n++;
+	}
+	if (!n)
+		return 0;
+	int rc = lc->ops->post_send(c->qp, wrs, &bad);
+	if (rc) {
+		unsigned ok = (bad >= wrs && bad < wrs + n) ? (unsigned)(bad - wrs) : 0;
+		lc->st.post_errors++;
+		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x session %llu: ibv_post_send failed: %s (%u of %u WRs posted)",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, strerror(rc), ok, n);
+		c->rec_head += ok;
+		c->outstanding += ok;
+		lc->st.reads_posted += ok;
+		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, 0);
+		conn_enter_draining(lc, c, "post_send failed");
+		return n;
+	}
+	c->rec_head += n;
+	c->outstanding += n;
+	lc->st.reads_posted += n;
+	lc->st.bytes_posted += bytes;
+	return n;
+}
+
+/* ---------------------------------------------------------------- completions */
+
+static void frame_done(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_frame *f)
+{
+	fifo_remove(lc, c, f);
+	f->status = ING_E_NONE;
+	f->filled = f->length;
+	f->t_received_ns = ing_now_ns();
+	lc->st.frames_ok++;
+	/* notice first: control can then never see DURABLE before RECEIVED was queued */
+	notice(lc, ING_RDMA_NOTE_RECEIVED, c, f, 0);
+	handoff(lc, f, OB_DELIVER);
+}
+
+/* Retire records [rec_tail, upto) that completed successfully. */
+static void retire_ok(struct ing_rdma_lcore *lc, struct rdma_conn *c, uint32_t upto)
+{
+	while (c->rec_tail != upto) {
+		struct rdma_rec *rec = &c->recs[c->rec_tail & (REC_CAP - 1)];
+		c->rec_tail++;
+		c->outstanding--;
+		if (rec->flags & REC_LAST)
+			frame_done(lc, c, rec->f);
+	}
+}
+
+/* The frame's own descriptor is wrong (rkey, address, length): fail it, not the others. */
+static bool wc_frame_fault(enum ibv_wc_status s)
+{
+	return s == IBV_WC_REM_ACCESS_ERR || s == IBV_WC_REM_INV_REQ_ERR ||
+	       s == IBV_WC_LOC_PROT_ERR || s == IBV_WC_LOC_LEN_ERR || s == IBV_WC_REM_OP_ERR ||
+	       s == IBV_WC_LOC_ACCESS_ERR;
+}
+
+static void handle_wc(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
+{
+	struct rdma_rec *rec = (struct rdma_rec *)(uintptr_t)wc->wr_id;
+	struct rdma_conn *c = rec ? rec->c : NULL;
+
+	lc->st.completions++;
+	if (!c || rec->gen != c->gen || (c->state != CONN_ACTIVE && c->state != CONN_DRAINING)) {
+		lc->st.wc_stale++;
+		return;
+	}
+	uint32_t idx = (uint32_t)(rec - c->recs);
+	uint32_t r = c->rec_tail + ((idx - c->rec_tail) & (REC_CAP - 1));
+	if (r - c->rec_tail >= c->rec_head - c->rec_tail) {
+		lc->st.wc_stale++;
+		return;
+	}
+	if (c->state == CONN_DRAINING) {
+		/* flushes (or late successes) of a QP we gave up on: only the SQ slots matter */
+		if (wc->status != IBV_WC_SUCCESS)
+			lc->st.wc_flushed++;
+		c->outstanding -= r + 1 - c->rec_tail;
+		c->rec_tail = r + 1;
+		if (!c->outstanding)
+			conn_finish_drain(lc, c);
+		return;
+	}
+	if (wc->status == IBV_WC_SUCCESS) {
+		retire_ok(lc, c, r + 1);
+		return;
+	}
+	/* First error on this QP: everything before it succeeded (RC completes in order). */
+	retire_ok(lc, c, r);
+	c->rec_tail++;
+	c->outstanding--;
+	lc->st.wc_errors++;
+	struct ing_frame *f = rec->f;
+	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu: READ flushed (QP already in error)",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id);
+	} else if (wc_frame_fault(wc->status)) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %llu: READ failed: %s (vendor_err 0x%x); failing this frame, reconnecting for the others",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
+			   (unsigned long long)f->frame_id, ibv_wc_status_str(wc->status), wc->vendor_err);
+		fifo_remove(lc, c, f);
+		fail_frame(lc, f, ING_E_TRANSFER, false, "RDMA READ failed: %s (bad addr/rkey/length?)",
+			   ibv_wc_status_str(wc->status));
+	} else {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %llu: READ failed: %s (vendor_err 0x%x); connection lost, frames kept for a reconnect",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
+			   (unsigned long long)f->frame_id, ibv_wc_status_str(wc->status), wc->vendor_err);
+	}
+	notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, (int32_t)wc->status);
+	conn_enter_draining(lc, c, ibv_wc_status_str(wc->status));
+}
+
+/* ---------------------------------------------------------------- timers */
+
+static void run_timers(struct ing_rdma_lcore *lc, uint64_t now)
+{
+	lc->next_timer_ns = 0;
+	for (unsigned i = 0; i < lc->nconns; i++) {
+		struct rdma_conn *c = &lc->conns[i];
+		if (c->state == CONN_DRAINING) {
+			if (now >= c->deadline_ns) {
+				ING_WARN(COMP, "lcore %u qp 0x%x: %u WR(s) never flushed in %u ms; releasing the QP anyway",
+					 lc->o.lcore_id, c->qp_num, c->outstanding, lc->o.drain_ms);
+				conn_finish_drain(lc, c);
+			} else {
+				arm_timer(lc, c->deadline_ns);
+			}
+		}
+		if (c->state == CONN_PARKED) {
+			if (now >= c->deadline_ns && !fifo_count(c)) {
+				conn_free(c);
+			} else if (now >= c->deadline_ns) {
+				char why[ING_FRAME_MSG_MAX];
+				snprintf(why, sizeof(why),
+					 "RDMA connection lost and the producer did not reconnect within %u ms",
+					 lc->o.park_ms);
+				ING_WARN(COMP, "lcore %u session %llu: failing %u parked frame(s): no reconnect in %u ms",
+					 lc->o.lcore_id, (unsigned long long)c->session_id, fifo_count(c),
+					 lc->o.park_ms);
+				conn_fail_all(lc, c, ING_E_TRANSFER, true, why);
+				conn_free(c);
+			} else {
+				arm_timer(lc, c->deadline_ns);
+			}
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+static unsigned take_jobs(struct ing_rdma_lcore *lc)
+{
+	struct ing_frame *jobs[ING_RDMA_CQ_BURST];
+	/* every frame held fits the outbox, so a failure can always be parked there */
+	unsigned held = ing_rdma_lcore_frames_held(lc);
+	unsigned room = held < lc->ob_mask + 1 ? lc->ob_mask + 1 - held : 0;
+	unsigned max = room < ING_RDMA_CQ_BURST ? room : ING_RDMA_CQ_BURST;
+	unsigned n = max ? lc->io.pop_jobs(lc->io.arg, jobs, max) : 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct ing_frame *f = jobs[i];
+		struct rdma_conn *c = conn_by_qp(lc, f->qp_num);
+		held_add(lc, 1);
+		if (c && c->state != CONN_ACTIVE) {
+			/* a job for a QP that died: the session may already have its next QP */
+			for (unsigned k = 0; k < lc->nconns; k++)
+				if (lc->conns[k].state == CONN_ACTIVE &&
+				    lc->conns[k].session_id == c->session_id) {
+					c = &lc->conns[k];
+					break;
+				}
+		}
+		if (!c) {
+			lc->st.jobs_rejected++;
+			fail_frame(lc, f, ING_E_NO_TRANSPORT, true, "no RDMA connection for this frame (qp gone)");
+			continue;
+		}
+		if (fifo_count(c) > lc->fmask) {
+			lc->st.jobs_rejected++;
+			fail_frame(lc, f, ING_E_BUSY, true, "too many frames queued on this RDMA connection");
+			continue;
+		}
+		if (!f->length || f->length > f->cap) {
+			lc->st.jobs_rejected++;
+			fail_frame(lc, f, ING_E_INVALID_ARGUMENT, false, "READ job length %llu outside slot (cap %llu)",
+				   (unsigned long long)f->length, (unsigned long long)f->cap);
+			continue;
+		}
+		f->filled = 0;
+		c->fifo[c->f_tail++ & lc->fmask] = f;
+		if (c->state == CONN_PARKED || c->state == CONN_DRAINING)
+			lc->st.frames_requeued++;
+	}
+	return n;
+}
+
+int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc)
+{
+	struct ibv_wc wc[ING_RDMA_CQ_BURST];
+	struct rdma_cmd m;
+	unsigned work = 0;
+
+	lc->st.polls++;
+	while (spsc_pop(&lc->cmd, &m)) {
+		if (m.op == CMD_ATTACH)
+			cmd_attach(lc, &m);
+		else if (m.op == CMD_DETACH)
+			cmd_detach(lc, &m);
+		work++;
+	}
+	if (ob_count(lc))
+		work += ob_flush(lc);
+	work += take_jobs(lc);
+	for (unsigned i = 0; i < lc->nconns; i++) {
+		struct rdma_conn *c = &lc->conns[i];
+		if (c->state == CONN_ACTIVE && c->post_idx != c->f_tail)
+			work += conn_post(lc, c);
+	}
+	int n = lc->ops->poll_cq(lc->cq, ING_RDMA_CQ_BURST, wc);
+	if (n < 0) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: ibv_poll_cq failed: %d", lc->o.lcore_id, n);
+	} else {
+		for (int i = 0; i < n; i++)
+			handle_wc(lc, &wc[i]);
+		work += (unsigned)n;
+		/* a completion freed window slots: post again in the same pass */
+		if (n)
+			for (unsigned i = 0; i < lc->nconns; i++) {
+				struct rdma_conn *c = &lc->conns[i];
+				if (c->state == CONN_ACTIVE && c->post_idx != c->f_tail)
+					work += conn_post(lc, c);
+			}
+	}
+	if (lc->next_timer_ns) {
+		uint64_t now = ing_now_ns();
+		if (now >= lc->next_timer_ns)
+			run_timers(lc, now);
+	}
+	return (int)work;
+}
+
+int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
+{
+	uint64_t t0 = ing_now_ns();
+	int n = ing_rdma_lcore_poll(lc);
+
+	if (n > 0) {
+		lc->st.busy_ns += ing_now_ns() - t0;
+		lc->idle = 0;
+		return n;
+	}
+	lc->st.idle_polls++;
+	if (lc->o.mode == ING_RDMA_POLL_BUSY || ++lc->idle < lc->o.busy_polls) {
+		__builtin_ia32_pause();
+		return 0;
+	}
+	if (!lc->armed) {
+		int rc = lc->ops->req_notify_cq(lc->cq, 0);
+		if (rc) {
+			ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: ibv_req_notify_cq failed: %s",
+				   lc->o.lcore_id, strerror(rc));
+		} else {
+			lc->armed = true;
+			lc->st.arms++;
+		}
+	}
+	/* A completion that arrived between the last poll and the arm raised no event. */
+	t0 = ing_now_ns();
+	n = ing_rdma_lcore_poll(lc);
+	if (n > 0) {
+		lc->st.busy_ns += ing_now_ns() - t0;
+		lc->idle = 0;
+		return n;
+	}
+	int timeout = lc->o.sleep_ms;
+	if (lc->next_timer_ns) {
+		uint64_t now = ing_now_ns();
+		int64_t ms = lc->next_timer_ns > now ? (int64_t)((lc->next_timer_ns - now) / 1000000ull) + 1 : 0;
+		if (ms < timeout)
+			timeout = (int)ms;
+	}
+	struct pollfd pfd[3];
+	int nfd = 0, i_ch = -1, i_job = -1, i_cmd;
+	if (lc->armed && lc->ch_fd >= 0) {
+		i_ch = nfd;
+		pfd[nfd++] = (struct pollfd){ .fd = lc->ch_fd, .events = POLLIN };
+	}
+	if (lc->io.job_fd >= 0) {
+		i_job = nfd;
+		pfd[nfd++] = (struct pollfd){ .fd = lc->io.job_fd, .events = POLLIN };
+	}
+	i_cmd = nfd;
+	pfd[nfd++] = (struct pollfd){ .fd = lc->cmd_efd, .events = POLLIN };
+	if (__atomic_load_n(&lc->stop, __ATOMIC_ACQUIRE))
+		return 0;
+	lc->st.sleeps++;
+	int r = poll(pfd, (nfds_t)nfd, timeout);
+	if (r <= 0) {
+		lc->st.wake_timeout++;
+		lc->idle = lc->o.busy_polls; /* nothing happened: sleep again on the next step */
+		return 0;
+	}
+	if (i_ch >= 0 && (pfd[i_ch].revents & POLLIN)) {
+		struct ibv_cq *ev_cq = NULL;
+		void *ev_ctx = NULL;
+		if (lc->ops->get_cq_event(lc->ch, &ev_cq, &ev_ctx) == 0) {
+			lc->armed = false;
+			lc->st.wake_cq++;
+			if (++lc->unacked_events >= 64 && lc->ops->ack_cq_events) {
+				lc->ops->ack_cq_events(lc->cq, lc->unacked_events);
+				lc->unacked_events = 0;
+			}
+		}
+	}
+	if (i_job >= 0 && (pfd[i_job].revents & POLLIN)) {
+		lc->st.wake_job++;
+		if (lc->io.clear_jobs)
+			lc->io.clear_jobs(lc->io.arg);
+	}
+	if (pfd[i_cmd].revents & POLLIN) {
+		lc->st.wake_cmd++;
+		efd_clear(lc->cmd_efd);
+	}
+	lc->idle = 0;
+	return 0;
+}
+
+int ing_rdma_lcore_run(void *arg)
+{
+	struct ing_rdma_lcore *lc = arg;
+
+	ING_INFO(COMP, "lcore %u: poller running (%s, chunk %u)", lc->o.lcore_id,
+		 lc->o.mode == ING_RDMA_POLL_BUSY ? "busy" : "adaptive", lc->o.chunk_size);
+	while (!__atomic_load_n(&lc->stop, __ATOMIC_ACQUIRE))
+		(void)ing_rdma_lcore_step(lc);
+	ING_INFO(COMP, "lcore %u: poller stopped (%llu READs, %llu frames ok, %llu failed)",
+		 lc->o.lcore_id, (unsigned long long)lc->st.reads_posted,
+		 (unsigned long long)lc->st.frames_ok, (unsigned long long)lc->st.frames_failed);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- control side */
+
+static int push_cmd(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
+{
+	if (spsc_push(&lc->cmd, m, NULL))
+		return -ENOBUFS;
+	efd_ring(lc->cmd_efd);
+	return 0;
+}
+
+int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint32_t qp_num,
+			  uint64_t session_id, unsigned rd_atom, unsigned sq_depth)
+{
+	struct rdma_cmd m = { .op = CMD_ATTACH, .qp = qp, .qp_num = qp_num, .session_id = session_id,
+			      .rd_atom = rd_atom, .sq_depth = sq_depth };
+	return push_cmd(lc, &m);
+}
+
+int ing_rdma_lcore_detach(struct ing_rdma_lcore *lc, uint32_t qp_num)
+{
+	struct rdma_cmd m = { .op = CMD_DETACH, .qp_num = qp_num };
+	return push_cmd(lc, &m);
+}
+
+void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc)
+{
+	if (!lc)
+		return;
+	__atomic_store_n(&lc->stop, true, __ATOMIC_RELEASE);
+	efd_ring(lc->cmd_efd);
+}
+
+unsigned ing_rdma_lcore_notices(struct ing_rdma_lcore *lc, struct ing_rdma_notice *n, unsigned max)
+{
+	unsigned k = 0;
+
+	while (k < max && spsc_pop(&lc->note, &n[k]))
+		k++;
+	return k;
+}
+
+void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_lcore_stats *s)
+{
+	const uint64_t *src = (const uint64_t *)&lc->st;
+	uint64_t *dst = (uint64_t *)s;
+
+	memset(s, 0, sizeof(*s));
+	for (size_t i = 0; i < offsetof(struct ing_rdma_lcore_stats, conns_released) / 8 + 1; i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o,
+					     struct ibv_cq *cq, struct ibv_comp_channel *ch,
+					     int ch_fd, const struct ing_rdma_lcore_io *io,
+					     const uint32_t *lkeys, unsigned nlkeys)
+{
+	struct ing_rdma_lcore *lc;
+	unsigned fr = 1, obn = 1;
+
+	if (!o || !io || !io->pop_jobs || !io->deliver || !io->fail || !o->max_conns ||
+	    nlkeys > ING_POOL_MAX_CLASSES) {
+		ING_ERR(COMP, "lcore create: bad arguments");
+		return NULL;
+	}
+	lc = aligned_alloc(64, (sizeof(*lc) + 63) & ~(size_t)63);
+	if (!lc) {
+		ING_ERR(COMP, "lcore create: out of memory");
+		return NULL;
+	}
+	memset(lc, 0, sizeof(*lc));
+	lc->cmd_efd = -1;
+	lc->o = *o;
+	lc->ops = o->ops ? o->ops : &ing_rdma_verbs_ops;
+	lc->cq = cq;
+	lc->ch = ch;
+	lc->ch_fd = ch_fd;
+	lc->io = *io;
+	if (nlkeys)
+		memcpy(lc->lkeys, lkeys, nlkeys * sizeof(*lkeys));
+	lc->nlkeys = nlkeys;
+	while (fr < (o->conn_frames ? o->conn_frames : ING_RDMA_DEFAULT_CONN_FRAMES))
+		fr <<= 1;
+	lc->fmask = fr - 1;
+	while (obn < o->max_conns * fr + ING_RDMA_CQ_BURST)
+		obn <<= 1;
+	lc->ob_mask = obn - 1;
+	lc->conns = calloc(o->max_conns, sizeof(*lc->conns));
+	lc->rec_mem = calloc((size_t)o->max_conns * REC_CAP, sizeof(*lc->rec_mem));
+	lc->fifo_mem = calloc((size_t)o->max_conns * fr, sizeof(*lc->fifo_mem));
+	lc->ob = calloc(obn, sizeof(*lc->ob));
+	lc->ob_kind = calloc(obn, 1);
+	lc->cmd_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!lc->conns || !lc->rec_mem || !lc->fifo_mem || !lc->ob || !lc->ob_kind ||
+	    lc->cmd_efd < 0 || spsc_init(&lc->cmd, 256, sizeof(struct rdma_cmd)) ||
+	    spsc_init(&lc->note, 4 * fr + 1024, sizeof(struct ing_rdma_notice))) {
+		ING_ERR(COMP, "lcore %u create: out of memory or eventfd: %s", o->lcore_id, strerror(errno));
+		ing_rdma_lcore_destroy(lc);
+		return NULL;
+	}
+	for (unsigned i = 0; i < o->max_conns; i++) {
+		lc->conns[i].recs = &lc->rec_mem[(size_t)i * REC_CAP];
+		lc->conns[i].fifo = &lc->fifo_mem[(size_t)i * fr];
+		lc->conns[i].gen = 1;
+	}
+	return lc;
+}
+
+void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc)
+{
+	if (!lc)
+		return;
+	if (lc->conns) {
+		for (unsigned i = 0; i < lc->nconns; i++) {
+			struct rdma_conn *c = &lc->conns[i];
+			if (c->state != CONN_FREE && lc->ob) {
+				conn_fail_all(lc, c, ING_E_SHUTTING_DOWN, true, "ingest node shutting down");
+				conn_free(c);
+			}
+		}
+	}
+	if (lc->ob) {
+		while (ob_count(lc)) {
+			struct ing_frame *f = lc->ob[lc->ob_head++ & lc->ob_mask];
+			int kind = lc->ob_kind[(lc->ob_head - 1) & lc->ob_mask];
+			if (kind == OB_DELIVER) {
+				f->status = ING_E_SHUTTING_DOWN;
+				f->retryable = true;
+				snprintf(f->msg, sizeof(f->msg), "ingest node shutting down");
+			}
+			if (lc->io.fail && lc->io.fail(lc->io.arg, f))
+				ING_ERR(COMP, "lcore %u: frame %llu lost at shutdown (ack ring full)",
+					lc->o.lcore_id, (unsigned long long)f->frame_id);
+		}
+	}
+	if (lc->unacked_events && lc->ops && lc->ops->ack_cq_events)
+		lc->ops->ack_cq_events(lc->cq, lc->unacked_events);
+	if (lc->cmd_efd >= 0)
+		close(lc->cmd_efd);
+	free(lc->cmd.data);
+	free(lc->note.data);
+	free(lc->conns);
+	free(lc->rec_mem);
+	free(lc->fifo_mem);
+	free(lc->ob);
+	free(lc->ob_kind);
+	free(lc);
+}

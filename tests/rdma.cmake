@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: Apache-2.0
+# RDMA tests on real Soft-RoCE: ONE ctest (label "rdma") that boots the qemu guest of
+# deploy/rxe-vm once and runs tests/rxe/run_all.sh inside it (every tests/rxe/*_in_guest.sh).
+# No silent skip: if the guest cannot boot, the harness exits 125 with the console tail and
+# the test fails. Logs of each guest test land in <build>/rxe-results/<test>/log.
+set(_rxe_harness ${PROJECT_SOURCE_DIR}/deploy/rxe-vm/run-in-rxe-vm.sh)
+set(_rxe_results ${CMAKE_BINARY_DIR}/rxe-results)
+file(MAKE_DIRECTORY ${_rxe_results})
+
+# Guest-run helper programs (real verbs, no fakes). Built without -march=native: the TCG
+# guest CPU lacks some host extensions.
+add_executable(rdma_verbs_check ${CMAKE_CURRENT_LIST_DIR}/rxe/verbs_check.c)
+target_link_libraries(rdma_verbs_check PRIVATE ing_control ing_dataplane ing_common PkgConfig::IBVERBS
+                      PkgConfig::RDMACM)
+
+add_test(NAME rdma.rxe
+         COMMAND ${CMAKE_COMMAND} -E env
+                 RXE_VM_RW=${_rxe_results}
+                 ING_SRC_DIR=${PROJECT_SOURCE_DIR}
+                 ING_BUILD_DIR=${CMAKE_BINARY_DIR}
+                 ING_RXE_RESULTS=${_rxe_results}
+                 ${_rxe_harness} ${PROJECT_SOURCE_DIR}/tests/rxe/run_all.sh)
+set_tests_properties(rdma.rxe PROPERTIES LABELS rdma TIMEOUT 900 RUN_SERIAL TRUE)
+add_executable(rxe_stats ${CMAKE_CURRENT_LIST_DIR}/rxe/rxe_stats.c)
+target_link_libraries(rxe_stats PRIVATE ingest_static)

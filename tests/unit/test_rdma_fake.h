@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_rdma_fake.h - fake verbs for the RDMA lcore unit tests (no device): a "hardware"
+ * model that executes posted RDMA READs in order per QP (memcpy from raddr to the SGE),
+ * generates CQEs like rxe (signaled successes, every error/flush), moves a QP to ERROR on
+ * its first failure, raises the completion channel (an eventfd) when armed, and checks SQ
+ * accounting (WRs posted minus WRs retired by polled signaled CQEs never above the QP's
+ * SQ depth). Thread-safe (one mutex) so a test thread can play the hardware while the
+ * lcore runs in its own thread.
+ */
+#ifndef TEST_RDMA_FAKE_H
+#define TEST_RDMA_FAKE_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "dataplane/rdma.h"
+
+#define FAKE_MAX_WR 8192
+#define FAKE_MAX_QP 8
+
+struct fake_wr {
+	uint64_t wr_id;
+	unsigned qp;          /* index */
+	unsigned seq;         /* per-QP sequence */
+	bool signaled, done;
+	uint64_t raddr, laddr;
+	uint32_t len, rkey, lkey;
+	int opcode;
+};
+
+struct fake_qp {
+	struct ibv_qp qp;     /* qp_num is what the lcore sees */
+	unsigned sq_depth;
+	bool error;
+	unsigned posted, retired;   /* SQ accounting */
+	unsigned max_inflight;      /* max (posted - retired) seen at post time */
+	unsigned unsig_run, max_unsig_run;
+};
+
+struct fake_dev {
+	pthread_mutex_t mu;
+	struct fake_wr wr[FAKE_MAX_WR];
+	unsigned nwr, hw_next;     /* posted, next to execute */
+	struct fake_qp qps[FAKE_MAX_QP];
+	unsigned nqp;
+	struct ibv_wc cqe[FAKE_MAX_WR];
+	unsigned cq_head, cq_tail;
+	bool auto_hw;              /* execute every posted WR at once */
+	bool armed;
+	int chan_fd;               /* fake completion channel */
+	uint32_t bad_rkey;         /* READs with this rkey fail with REM_ACCESS_ERR */
+	int post_ret;              /* forced ibv_post_send result */
+	unsigned sq_violations;
+	unsigned posts, events;
+	struct ibv_cq cq;          /* identity only */
+	struct ibv_comp_channel ch;
+};
+
+static struct fake_dev *fake;
+
+static struct fake_qp *fake_qp_of(struct ibv_qp *qp)
+{
+	return (struct fake_qp *)qp;
+}
+
+static unsigned fake_qp_idx(struct ibv_qp *qp)
+{
+	return (unsigned)(fake_qp_of(qp) - fake->qps);
+}
+
+static struct ibv_qp *fake_qp_new(unsigned sq_depth)
+{
+	struct fake_qp *q = &fake->qps[fake->nqp];
+	memset(q, 0, sizeof(*q));
+	q->qp.qp_num = 0x100 + fake->nqp;
+	q->sq_depth = sq_depth;
+	fake->nqp++;
+	return &q->qp;
+}
+
+/* Execute up to n WRs in order (the "wire"). Caller holds mu. */
+static void fake_hw_locked(unsigned n)
+{
+	while (n-- && fake->hw_next < fake->nwr) {
+		struct fake_wr *w = &fake->wr[fake->hw_next++];
+		struct fake_qp *q = &fake->qps[w->qp];
+		enum ibv_wc_status st = IBV_WC_SUCCESS;
+		if (q->error)
+			st = IBV_WC_WR_FLUSH_ERR;
+		else if (fake->bad_rkey && w->rkey == fake->bad_rkey)
+			st = IBV_WC_REM_ACCESS_ERR;
+		if (st == IBV_WC_SUCCESS)
+			memcpy((void *)(uintptr_t)w->laddr, (const void *)(uintptr_t)w->raddr, w->len);
+		else
+			q->error = true;
+		w->done = true;
+		if (st != IBV_WC_SUCCESS || w->signaled) {
+			struct ibv_wc *c = &fake->cqe[fake->cq_tail++ % FAKE_MAX_WR];
+			memset(c, 0, sizeof(*c));
+			c->wr_id = w->wr_id;
+			c->status = st;
+			c->opcode = IBV_WC_RDMA_READ;
+			c->byte_len = st == IBV_WC_SUCCESS ? w->len : 0;
+			c->qp_num = q->qp.qp_num;
+			/* remember the WR for SQ retirement at poll time */
+			c->imm_data = (uint32_t)(w - fake->wr);
+			if (fake->armed) {
+				uint64_t one = 1;
+				fake->armed = false;
+				fake->events++;
+				(void)!write(fake->chan_fd, &one, sizeof(one));
+			}
+		}
+	}
+}
+
+static void fake_hw(unsigned n)
+{
+	pthread_mutex_lock(&fake->mu);
+	fake_hw_locked(n);
+	pthread_mutex_unlock(&fake->mu);
+}
+
+static inline unsigned fake_pending(void)
+{
+	pthread_mutex_lock(&fake->mu);
+	unsigned n = fake->nwr - fake->hw_next;
+	pthread_mutex_unlock(&fake->mu);
+	return n;
+}
+
+static int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	pthread_mutex_lock(&fake->mu);
+	struct fake_qp *q = fake_qp_of(qp);
+	fake->posts++;
+	if (fake->post_ret) {
+		*bad = wr;
+		pthread_mutex_unlock(&fake->mu);
+		return fake->post_ret;
+	}
+	for (; wr; wr = wr->next) {
+		struct fake_wr *w = &fake->wr[fake->nwr++];
+		memset(w, 0, sizeof(*w));
+		w->wr_id = wr->wr_id;
+		w->qp = fake_qp_idx(qp);
+		w->seq = q->posted++;
+		w->signaled = wr->send_flags & IBV_SEND_SIGNALED;
+		w->raddr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+		w->laddr = wr->sg_list[0].addr;
+		w->len = wr->sg_list[0].length;
+		w->lkey = wr->sg_list[0].lkey;
+		w->opcode = wr->opcode;
+		unsigned inflight = q->posted - q->retired;
+		if (inflight > q->max_inflight)
+			q->max_inflight = inflight;
+		if (inflight > q->sq_depth)
+			fake->sq_violations++;
+		q->unsig_run = w->signaled ? 0 : q->unsig_run + 1;
+		if (q->unsig_run > q->max_unsig_run)
+			q->max_unsig_run = q->unsig_run;
+	}
+	if (fake->auto_hw)
+		fake_hw_locked(FAKE_MAX_WR);
+	pthread_mutex_unlock(&fake->mu);
+	return 0;
+}
+
+static int f_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	int k = 0;
+	(void)cq;
+	pthread_mutex_lock(&fake->mu);
+	while (k < n && fake->cq_head != fake->cq_tail) {
+		wc[k] = fake->cqe[fake->cq_head++ % FAKE_MAX_WR];
+		struct fake_wr *w = &fake->wr[wc[k].imm_data];
+		struct fake_qp *q = &fake->qps[w->qp];
+		if (w->seq + 1 > q->retired)
+			q->retired = w->seq + 1; /* a CQE retires its WR and every earlier one */
+		wc[k].imm_data = 0;
+		k++;
+	}
+	pthread_mutex_unlock(&fake->mu);
+	return k;
+}
+
+static int f_req_notify(struct ibv_cq *cq, int solicited)
+{
+	(void)cq;
+	(void)solicited;
+	pthread_mutex_lock(&fake->mu);
+	fake->armed = true;
+	pthread_mutex_unlock(&fake->mu);
+	return 0;
+}
+
+static int f_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **ctx)
+{
+	uint64_t v;
+	(void)ch;
+	if (read(fake->chan_fd, &v, sizeof(v)) != sizeof(v))
+		return -1;
+	*cq = &fake->cq;
+	*ctx = NULL;
+	return 0;
+}
+
+static void f_ack_cq_events(struct ibv_cq *cq, unsigned n)
+{
+	(void)cq;
+	(void)n;
+}
+
+static const struct ing_rdma_ops fake_ops = {
+	.post_send = f_post_send,
+	.poll_cq = f_poll_cq,
+	.req_notify_cq = f_req_notify,
+	.get_cq_event = f_get_cq_event,
+	.ack_cq_events = f_ack_cq_events,
+};
+
+static void fake_init(void)
+{
+	fake = calloc(1, sizeof(*fake));
+	pthread_mutex_init(&fake->mu, NULL);
+	fake->chan_fd = eventfd(0, EFD_NONBLOCK);
+}
+
+static void fake_fini(void)
+{
+	close(fake->chan_fd);
+	pthread_mutex_destroy(&fake->mu);
+	free(fake);
+	fake = NULL;
+}
+
+/* ---------------------------------------------------------------- fake node io */
+
+#define IO_MAX 1024
+
+struct fake_io {
+	pthread_mutex_t mu;
+	struct ing_frame *jobs[IO_MAX];
+	unsigned jh, jt;
+	int job_fd;
+	struct ing_frame *delivered[IO_MAX];
+	unsigned ndelivered;
+	struct ing_frame *failed[IO_MAX];
+	unsigned nfailed;
+	unsigned refuse_deliver;   /* next n deliver calls return -ENOBUFS */
+};
+
+static unsigned io_pop(void *arg, struct ing_frame **f, unsigned max)
+{
+	struct fake_io *io = arg;
+	unsigned n = 0;
+	pthread_mutex_lock(&io->mu);
+	while (n < max && io->jh != io->jt)
+		f[n++] = io->jobs[io->jh++ % IO_MAX];
+	pthread_mutex_unlock(&io->mu);
+	return n;
+}
+
+static void io_clear(void *arg)
+{
+	struct fake_io *io = arg;
+	uint64_t v;
+	(void)!read(io->job_fd, &v, sizeof(v));
+}
+
+static int io_deliver(void *arg, struct ing_frame *f)
+{
+	struct fake_io *io = arg;
+	pthread_mutex_lock(&io->mu);
+	if (io->refuse_deliver) {
+		io->refuse_deliver--;
+		pthread_mutex_unlock(&io->mu);
+		return -ENOBUFS;
+	}
+	io->delivered[io->ndelivered++] = f;
+	pthread_mutex_unlock(&io->mu);
+	return 0;
+}
+
+static int io_fail(void *arg, struct ing_frame *f)
+{
+	struct fake_io *io = arg;
+	pthread_mutex_lock(&io->mu);
+	io->failed[io->nfailed++] = f;
+	pthread_mutex_unlock(&io->mu);
+	return 0;
+}
+
+static void io_push_job(struct fake_io *io, struct ing_frame *f)
+{
+	uint64_t one = 1;
+	pthread_mutex_lock(&io->mu);
+	io->jobs[io->jt++ % IO_MAX] = f;
+	pthread_mutex_unlock(&io->mu);
+	(void)!write(io->job_fd, &one, sizeof(one));
+}
+
+static inline unsigned io_count(struct fake_io *io, unsigned *n)
+{
+	pthread_mutex_lock(&io->mu);
+	unsigned v = *n;
+	pthread_mutex_unlock(&io->mu);
+	return v;
+}
+
+static struct fake_io *fake_io_new(void)
+{
+	struct fake_io *io = calloc(1, sizeof(*io));
+	pthread_mutex_init(&io->mu, NULL);
+	io->job_fd = eventfd(0, EFD_NONBLOCK);
+	return io;
+}
+
+static void fake_io_free(struct fake_io *io)
+{
+	close(io->job_fd);
+	pthread_mutex_destroy(&io->mu);
+	free(io);
+}
+
+static struct ing_rdma_lcore *fake_lcore(struct fake_io *io, const struct ing_rdma_lcore_opts *base)
+{
+	struct ing_rdma_lcore_opts o;
+	static const uint32_t lkeys[2] = { 0x1111, 0x2222 };
+	if (base)
+		o = *base;
+	else
+		ing_rdma_lcore_opts_init(&o);
+	o.ops = &fake_ops;
+	struct ing_rdma_lcore_io lio = {
+		.arg = io, .pop_jobs = io_pop, .clear_jobs = io_clear, .job_fd = io->job_fd,
+		.deliver = io_deliver, .fail = io_fail, .note_fd = -1,
+	};
+	return ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd, &lio, lkeys, 2);
+}
+
+/* A frame whose slot is a plain heap buffer; raddr points at src (the "producer"). */
+static struct ing_frame *frame_new(uint64_t id, uint64_t len, const uint8_t *src, uint32_t rkey,
+				   uint32_t qp_num)
+{
+	struct ing_frame *f = calloc(1, sizeof(*f));
+	f->frame_id = id;
+	f->session_id = 7;
+	f->length = len;
+	f->cap = (len + 4095) & ~4095ull;
+	f->buf = aligned_alloc(4096, f->cap);
+	memset(f->buf, 0, f->cap);
+	f->raddr = (uintptr_t)src;
+	f->rkey = rkey;
+	f->qp_num = qp_num;
+	f->cls = 1;
+	return f;
+}
+
+static void frame_free(struct ing_frame *f)
+{
+	if (!f)
+		return;
+	free(f->buf);
+	free(f);
+}
+
+#endif
