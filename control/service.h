@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * service.h - the ingest node's gRPC service h3000.RDMASvc (Negotiate, ControlStream,
+ * PushFrames, Stats): sessions and credits, the PushFrames fallback data path (chunks
+ * copied straight into MR-pool slots, handed to persistence), and the RECEIVED/DURABLE
+ * acks. Runs entirely on the control thread's loop; persistence workers talk to it only
+ * through the ack fring.
+ *
+ * Lifetime (ingestd): pool, ack fring, persistence, loop -> ing_svc_create ->
+ * ing_grpc_server_create(ing_svc_methods()) -> ing_svc_attach_server -> run.
+ * Teardown: ing_svc_shutdown_begin, wait for ing_svc_quiescent, ing_svc_close_calls,
+ * ing_grpc_server_destroy, ing_persist_stop, ing_svc_destroy (returns every slot it still
+ * holds to the pool), ing_pool_destroy.
+ */
+#ifndef ING_CONTROL_SERVICE_H
+#define ING_CONTROL_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control/grpc.h"
+#include "control/loop.h"
+#include "dataplane/dataplane.h"
+
+#define ING_PROTO_VERSION 1u
+#define ING_DEFAULT_MAX_CHUNK (1u << 20)
+#define ING_DEFAULT_FRAME_TIMEOUT_MS 30000u
+#define ING_DEFAULT_SESSION_IDLE_MS 300000u
+#define ING_DEFAULT_MAX_SESSIONS 1024u
+#define ING_DEFAULT_MAX_MSG ((4u << 20) + (64u << 10))
+
+/*
+ * RDMA availability as Negotiate reports it. Filled by the RDMA side (rdma_cm listener)
+ * before ing_svc_create; all-zero means "no RDMA": only TRANSPORT_GRPC_STREAM is offered.
+ */
+struct ing_svc_rdma {
+	bool rdma_available;
+	const char *rdma_addr;   /* rdma_cm listen address handed to producers */
+	uint16_t rdma_port;
+	const char *note;        /* why RDMA is (not) offered, e.g. "no RDMA device" */
+};
+
+struct ing_svc_opts {
+	unsigned credits_default;    /* window when the producer asks for none (ING_DEFAULT_CREDITS) */
+	unsigned credits_max;        /* cap on any session's window (ING_DEFAULT_CREDITS) */
+	uint64_t max_frame;          /* 0: the pool's largest slot */
+	uint32_t max_chunk;          /* PushFrames data per chunk advertised (1 MiB) */
+	size_t max_msg;              /* gRPC max receive message (== server max_recv_msg) */
+	unsigned frame_timeout_ms;   /* a frame must complete within this after admission */
+	unsigned session_idle_ms;    /* negotiated sessions with no streams expire after this */
+	unsigned max_sessions;       /* bounded session table */
+	size_t backlog_max;          /* bytes a blocked PushFrames call may buffer (>= stream window) */
+	struct ing_svc_rdma rdma;
+};
+void ing_svc_opts_init(struct ing_svc_opts *o);
+
+struct ing_svc;
+
+/*
+ * Create the service. Registers the ack fring's doorbell with the loop. pool, persist and
+ * acks stay owned by the caller and must outlive the service. NULL + log on error.
+ */
+struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
+			       struct ing_persist *persist, struct ing_fring *acks,
+			       const struct ing_svc_opts *o);
+/* The method table for ing_grpc_server_create (valid as long as the service). */
+const struct ing_grpc_method *ing_svc_methods(struct ing_svc *s, unsigned *n);
+/* Tell the service which server carries it (Stats, shutdown). */
+void ing_svc_attach_server(struct ing_svc *s, struct ing_grpc_server *srv);
+/* Refuse new frames from now on (Ack code SHUTTING_DOWN, retryable); in-flight frames finish. */
+void ing_svc_shutdown_begin(struct ing_svc *s);
+/* True after ing_svc_shutdown_begin. */
+bool ing_svc_stopping(const struct ing_svc *s);
+/* True when no frame is waiting for persistence and every queued ack has been written out. */
+bool ing_svc_quiescent(const struct ing_svc *s);
+/* Frames admitted and not yet finished (DURABLE-acked or failed). */
+uint64_t ing_svc_in_flight(const struct ing_svc *s);
+/* Finish every open call with status/message (shutdown). */
+void ing_svc_close_calls(struct ing_svc *s, int status, const char *message);
+/*
+ * Drain the ack ring, return every slot the service still holds, free everything. Call
+ * after the server is destroyed (no call left) and persistence stopped. NULL ok.
+ */
+void ing_svc_destroy(struct ing_svc *s);
+
+/*
+ * RDMA data path (control/svc_rdma.c): ControlStream READ jobs go to r, its callbacks
+ * (session check of CM connect requests, RECEIVED, device removal) come here. Call after
+ * ing_svc_create, before the loop runs; r outlives the service's calls (ingestd destroys
+ * it after the server and before persistence). NULL ok.
+ */
+struct ing_rdma;
+void ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r);
+
+#endif

@@ -1,0 +1,963 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * svc.c - the ingest service core: sessions, the table of admitted frames, acks (the
+ * DURABLE results persistence pushes to the ack fring), the persistence retry list,
+ * waiters for slots/credits, and the service's lifetime (Negotiate/Stats: svc_unary.c).
+ *
+ * Everything runs on the control thread. A frame is admitted by PushFrames (svc_push.c)
+ * with a slot from the pool, gets an entry in svc->fr (found by id through svc->ht),
+ * completes, goes to persistence, comes back on the ack fring, is acked DURABLE on the
+ * call that sent it and returned to the pool. Credits and slots freed on the way wake
+ * the calls waiting for them (svc_kick, run from a zero-delay timer so nothing re-enters
+ * a gRPC callback).
+ */
+#include "control/svc_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "h3000.pb-c.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define SWEEP_NS 1000000000ull
+#define RETRY_NS 1000000ull
+
+void ing_svc_opts_init(struct ing_svc_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->credits_default = ING_DEFAULT_CREDITS;
+	o->credits_max = ING_DEFAULT_CREDITS;
+	o->max_chunk = ING_DEFAULT_MAX_CHUNK;
+	o->max_msg = ING_DEFAULT_MAX_MSG;
+	o->frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
+	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
+	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
+	o->backlog_max = (16u << 20) + ING_DEFAULT_MAX_MSG;
+}
+
+/* ================================================================ protobuf-c arena */
+
+static void *arena_alloc(void *data, size_t size)
+{
+	struct svc_call *pc = data;
+	size_t off = (pc->arena_used + 15) & ~(size_t)15;
+	if (size > SVC_ARENA || off > SVC_ARENA - size)
+		return NULL;
+	pc->arena_used = off + size;
+	return pc->arena + off;
+}
+
+static void arena_free(void *data, void *p)
+{
+	(void)data;
+	(void)p; /* released all at once by svc_arena_reset */
+}
+
+void *svc_arena_reset(struct svc_call *pc)
+{
+	pc->arena_used = 0;
+	return pc->arena;
+}
+
+void svc_arena_allocator(struct svc_call *pc, struct ProtobufCAllocator *a)
+{
+	a->alloc = arena_alloc;
+	a->free = arena_free;
+	a->allocator_data = pc;
+	pc->arena_used = 0;
+}
+
+/* ================================================================ frame table */
+
+static inline uint32_t id_hash(uint64_t id)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdull;
+	id ^= id >> 33;
+	return (uint32_t)id;
+}
+
+struct svc_frame *svc_frame_find(struct ing_svc *s, uint64_t frame_id)
+{
+	for (uint32_t i = id_hash(frame_id) & s->ht_mask;; i = (i + 1) & s->ht_mask) {
+		uint32_t v = s->ht[i];
+		if (v == 0)
+			return NULL;
+		if (s->fr[v - 1].frame_id == frame_id)
+			return &s->fr[v - 1];
+	}
+}
+
+static void ht_insert(struct ing_svc *s, struct svc_frame *e)
+{
+	uint32_t i = id_hash(e->frame_id) & s->ht_mask;
+	while (s->ht[i] != 0)
+		i = (i + 1) & s->ht_mask;
+	s->ht[i] = e->idx + 1;
+}
+
+/* Linear probing with backward-shift deletion: no tombstones. */
+static void ht_remove(struct ing_svc *s, struct svc_frame *e)
+{
+	uint32_t i = id_hash(e->frame_id) & s->ht_mask;
+	while (s->ht[i] != e->idx + 1) {
+		if (s->ht[i] == 0)
+			return;
+		i = (i + 1) & s->ht_mask;
+	}
+	s->ht[i] = 0;
+	for (uint32_t j = (i + 1) & s->ht_mask; s->ht[j] != 0; j = (j + 1) & s->ht_mask) {
+		uint32_t k = id_hash(s->fr[s->ht[j] - 1].frame_id) & s->ht_mask;
+		/* leave the entry if its home k lies cyclically in (i, j] */
+		bool stay = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+		if (stay)
+			continue;
+		s->ht[i] = s->ht[j];
+		s->ht[j] = 0;
+		i = j;
+	}
+}
+
+static void frame_timeout_cb(void *arg)
+{
+	struct svc_frame *e = arg;
+	if (e->state != FE_FILLING)
+		return;
+	struct ing_frame *f = e->f;
+	svc_frame_fail(e, ING_E_DEADLINE, true,
+		       "frame %" PRIu64 ": not complete after %u ms (%" PRIu64 " of %" PRIu64 " bytes)",
+		       e->frame_id, e->svc->o.frame_timeout_ms, f->filled, f->length);
+}
+
+struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc, struct ing_frame *f)
+{
+	if (s->free_head == UINT32_MAX)
+		return NULL;
+	struct svc_frame *e = &s->fr[s->free_head];
+	s->free_head = e->next_free;
+	s->nfr_used++;
+	e->f = f;
+	e->call = pc;
+	e->sess = pc->sess;
+	e->frame_id = f->frame_id;
+	e->length = f->length;
+	e->state = FE_FILLING;
+	f->cookie = e->idx;
+	ht_insert(s, e);
+	pc->sess->inflight++;
+	pc->open_frames++;
+	ing_timer_arm(s->loop, &e->timer, ing_now_ns() + (uint64_t)s->o.frame_timeout_ms * 1000000ull);
+	return e;
+}
+
+static void session_maybe_idle(struct ing_svc *s, struct svc_session *ss)
+{
+	if (ss->streams || ss->inflight)
+		return;
+	if (ss->implicit) {
+		ss->in_use = false;
+		s->nsess--;
+		return;
+	}
+	ss->idle_since_ns = ing_now_ns();
+}
+
+/* Give the slot back, drop the entry, release the credit. The call (if any) learns it. */
+void svc_frame_release(struct svc_frame *e)
+{
+	struct ing_svc *s = e->svc;
+	struct svc_call *pc = e->call;
+
+	ing_timer_cancel(s->loop, &e->timer);
+	ht_remove(s, e);
+	if (pc && pc->cur == e) {
+		/* the message being received into this slot now goes nowhere */
+		pc->cur = NULL;
+		if (pc->mode == MSG_DIRECT)
+			pc->mode = MSG_DISCARD;
+	}
+	if (e->f)
+		ing_pool_put(e->f);
+	e->f = NULL;
+	e->call = NULL;
+	e->state = FE_FREE;
+	if (e->sess) {
+		e->sess->inflight--;
+		session_maybe_idle(s, e->sess);
+		e->sess = NULL;
+	}
+	e->next_free = s->free_head;
+	s->free_head = e->idx;
+	s->nfr_used--;
+	if (pc) {
+		pc->open_frames--;
+		svc_call_check_done(pc);
+	}
+	svc_kick(s);
+}
+
+void svc_frame_fail(struct svc_frame *e, int code, bool retryable, const char *fmt, ...)
+{
+	struct svc_ack a = { .frame_id = e->frame_id, .ok = false, .code = (uint8_t)code,
+			     .retryable = retryable };
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
+	va_end(ap);
+	e->svc->c_failed++;
+	ING_LOG_RL(ING_LOG_WARN, "svc", "%s", a.msg);
+	if (e->call)
+		svc_send_ack(e->call, &a);
+	svc_frame_release(e);
+}
+
+static void persist_retry(struct ing_svc *s)
+{
+	while (s->retry_len) {
+		struct svc_frame *e = &s->fr[s->retry[s->retry_head]];
+		if (ing_persist_submit(s->persist, e->f) != 0) {
+			if (!ing_timer_armed(&s->retry_timer))
+				ing_timer_arm(s->loop, &s->retry_timer, ing_now_ns() + RETRY_NS);
+			return;
+		}
+		e->state = FE_PERSISTING;
+		s->retry_head = (s->retry_head + 1) % s->nfr;
+		s->retry_len--;
+	}
+}
+
+static void retry_timer_cb(void *arg)
+{
+	persist_retry(arg);
+}
+
+/* All bytes are in: ack RECEIVED, hand the frame to persistence (never dropped). */
+void svc_frame_complete(struct svc_frame *e)
+{
+	struct ing_svc *s = e->svc;
+	struct ing_frame *f = e->f;
+
+	ing_timer_cancel(s->loop, &e->timer);
+	f->t_received_ns = ing_now_ns();
+	s->c_received++;
+	s->c_bytes_rx += f->length;
+	if (e->call) {
+		struct svc_ack a = { .frame_id = e->frame_id, .ok = true,
+				     .stage = H3000__ACK_STAGE__ACK_STAGE_RECEIVED,
+				     .latency_ns = f->t_received_ns - f->t_admit_ns };
+		svc_send_ack(e->call, &a);
+	}
+	s->persisting++;
+	if (s->retry_len == 0 && ing_persist_submit(s->persist, f) == 0) {
+		e->state = FE_PERSISTING;
+		return;
+	}
+	ING_DBG("svc", "frame %" PRIu64 ": persistence ring full, queued for retry (%u waiting)",
+		e->frame_id, s->retry_len + 1);
+	e->state = FE_RETRY;
+	s->retry[(s->retry_head + s->retry_len) % s->nfr] = e->idx;
+	s->retry_len++;
+	persist_retry(s);
+}
+
+/* One frame back from persistence. */
+static void frame_durable(struct ing_svc *s, struct ing_frame *f)
+{
+	uint64_t idx = f->cookie;
+	if (f->transport == ING_XPORT_RDMA && svc_rdma_from_lcore(s, f))
+		return; /* RDMA READ failed: NACKed and released there */
+	if (idx >= s->nfr || s->fr[idx].f != f || s->fr[idx].state != FE_PERSISTING) {
+		ING_ERR("svc", "frame %" PRIu64 ": ack for a frame the service does not hold; slot returned",
+			f->frame_id);
+		ing_pool_put(f);
+		return;
+	}
+	struct svc_frame *e = &s->fr[idx];
+	uint64_t now = ing_now_ns();
+	uint64_t t_dur = f->t_durable_ns ? f->t_durable_ns : now;
+	struct svc_ack a = {
+		.frame_id = e->frame_id,
+		.ok = f->status == ING_E_NONE,
+		.code = (uint8_t)f->status,
+		.retryable = f->retryable,
+		.duplicate = f->duplicate,
+		.crc32c = f->crc_computed,
+		.stage = H3000__ACK_STAGE__ACK_STAGE_DURABLE,
+		.latency_ns = t_dur > f->t_admit_ns ? t_dur - f->t_admit_ns : 0,
+	};
+	if (f->status != ING_E_NONE) {
+		size_t n = strnlen(f->msg, sizeof(f->msg) - 1);
+		memcpy(a.msg, f->msg, n);
+		a.msg[n] = '\0';
+		if (n == 0)
+			snprintf(a.msg, sizeof(a.msg), "frame %" PRIu64 ": persistence failed (code %d)",
+				 e->frame_id, (int)f->status);
+		s->c_failed++;
+	} else {
+		s->c_durable++;
+		s->c_bytes_durable += f->length;
+		if (f->duplicate)
+			s->c_dup++;
+		ing_hist_add(&s->lat, a.latency_ns);
+	}
+	s->persisting--;
+	if (e->call)
+		svc_send_ack(e->call, &a);
+	else
+		s->c_orphan_acks++;
+	svc_frame_release(e);
+}
+
+static void acks_cb(void *arg, uint32_t events)
+{
+	struct ing_svc *s = arg;
+	struct ing_frame *fs[32];
+	unsigned n;
+	(void)events;
+
+	ing_fring_clear(s->acks);
+	while ((n = ing_fring_pop(s->acks, fs, 32)) > 0)
+		for (unsigned i = 0; i < n; i++)
+			frame_durable(s, fs[i]);
+	persist_retry(s);
+}
+
+/* ================================================================ sessions */
+
+static uint64_t random_id(void)
+{
+	uint64_t id = 0;
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id))
+		id = ing_now_ns() * 0x9e3779b97f4a7c15ull;
+	return id;
+}
+
+struct svc_session *svc_session_find(struct ing_svc *s, uint64_t id)
+{
+	for (unsigned i = 0; i < s->o.max_sessions; i++)
+		if (s->sess[i].in_use && s->sess[i].id == id)
+			return &s->sess[i];
+	return NULL;
+}
+
+static void sweep(struct ing_svc *s, bool force)
+{
+	uint64_t now = ing_now_ns();
+	uint64_t idle = (uint64_t)s->o.session_idle_ms * 1000000ull;
+	for (unsigned i = 0; i < s->o.max_sessions; i++) {
+		struct svc_session *ss = &s->sess[i];
+		if (!ss->in_use || ss->streams || ss->inflight)
+			continue;
+		if (force || now - ss->idle_since_ns >= idle) {
+			ING_INFO("svc", "session %" PRIu64 " (%s) expired after %u ms idle", ss->id,
+				 ss->client[0] ? ss->client : "implicit", s->o.session_idle_ms);
+			ss->in_use = false;
+			s->nsess--;
+		}
+	}
+}
+
+static void sweep_timer_cb(void *arg)
+{
+	struct ing_svc *s = arg;
+	sweep(s, false);
+	ing_timer_arm(s->loop, &s->sweep_timer, ing_now_ns() + SWEEP_NS);
+}
+
+struct svc_session *svc_session_new(struct ing_svc *s)
+{
+	struct svc_session *ss = NULL;
+	for (int pass = 0; pass < 2 && !ss; pass++) {
+		if (pass == 1)
+			sweep(s, true); /* table full: drop the idle ones early */
+		for (unsigned i = 0; i < s->o.max_sessions; i++) {
+			if (!s->sess[i].in_use) {
+				ss = &s->sess[i];
+				break;
+			}
+		}
+	}
+	if (!ss)
+		return NULL;
+	memset(ss, 0, sizeof(*ss));
+	do {
+		ss->id = random_id();
+	} while (ss->id == 0 || svc_session_find(s, ss->id));
+	ss->in_use = true;
+	ss->idle_since_ns = ing_now_ns();
+	ss->credits = s->o.credits_default < s->o.credits_max ? s->o.credits_default : s->o.credits_max;
+	ss->max_frame = s->max_frame;
+	ss->transport = ING_XPORT_GRPC;
+	s->nsess++;
+	return ss;
+}
+
+struct svc_session *svc_session_implicit(struct ing_svc *s)
+{
+	struct svc_session *ss = svc_session_new(s);
+	if (ss)
+		ss->implicit = true;
+	return ss;
+}
+
+/* ================================================================ calls */
+
+struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c, uint8_t kind)
+{
+	struct svc_call *pc = calloc(1, sizeof(*pc));
+	if (!pc) {
+		ING_ERR("svc", "out of memory for a call from %s", ing_grpc_call_peer(c));
+		return NULL;
+	}
+	pc->svc = s;
+	pc->call = c;
+	pc->id = ing_grpc_call_id(c);
+	pc->kind = kind;
+	pc->next = s->calls;
+	if (s->calls)
+		s->calls->prev = pc;
+	s->calls = pc;
+	s->ncalls++;
+	return pc;
+}
+
+static void waiters_remove(struct ing_svc *s, struct svc_call *pc)
+{
+	if (!pc->waiting)
+		return;
+	struct svc_call **pp = &s->wait_head, *prev = NULL;
+	while (*pp && *pp != pc) {
+		prev = *pp;
+		pp = &(*pp)->wnext;
+	}
+	if (*pp) {
+		*pp = pc->wnext;
+		if (s->wait_tail == pc)
+			s->wait_tail = prev;
+	}
+	pc->wnext = NULL;
+	pc->waiting = false;
+}
+
+/* The call is over (on_close): partial frames are discarded, persisted ones finish alone. */
+void svc_call_free(struct svc_call *pc)
+{
+	struct ing_svc *s;
+	if (!pc)
+		return;
+	s = pc->svc;
+	if (pc->want_finish)
+		s->want_finish--;
+	pc->want_finish = false;
+	pc->finished = true;
+	for (uint32_t i = 0; i < s->nfr; i++) {
+		struct svc_frame *e = &s->fr[i];
+		if (e->state == FE_FREE || e->call != pc)
+			continue;
+		if (e->state == FE_FILLING && e->f && e->f->transport == ING_XPORT_RDMA) {
+			/* the lcore still READs into the slot: it comes back on the ack ring */
+			e->call = NULL;
+		} else if (e->state == FE_FILLING) {
+			ING_LOG_RL(ING_LOG_INFO, "svc", "frame %" PRIu64 ": stream from %s closed after %" PRIu64
+				   " of %" PRIu64 " bytes; partial frame discarded", e->frame_id,
+				   ing_grpc_call_peer(pc->call), e->f->filled, e->f->length);
+			s->c_failed++;
+			e->call = NULL;
+			svc_frame_release(e);
+		} else {
+			e->call = NULL;
+		}
+	}
+	waiters_remove(s, pc);
+	if (pc->kind == SVC_CALL_PUSH)
+		svc_push_close(pc);
+	if (pc->sess) {
+		pc->sess->streams--;
+		session_maybe_idle(s, pc->sess);
+	}
+	if (pc->prev)
+		pc->prev->next = pc->next;
+	else
+		s->calls = pc->next;
+	if (pc->next)
+		pc->next->prev = pc->prev;
+	s->ncalls--;
+	free(pc->aq);
+	free(pc);
+}
+
+int svc_call_bind_session(struct svc_call *pc, uint64_t sid)
+{
+	struct ing_svc *s = pc->svc;
+	struct svc_session *ss;
+	if (pc->sess)
+		return 0;
+	if (sid) {
+		ss = svc_session_find(s, sid);
+		if (!ss) {
+			snprintf(pc->err_msg, sizeof(pc->err_msg),
+				 "unknown session %" PRIu64 " (expired or never negotiated)", sid);
+			pc->err_status = ING_GRPC_FAILED_PRECONDITION;
+			return -ENOENT;
+		}
+	} else {
+		ss = svc_session_implicit(s);
+		if (!ss) {
+			snprintf(pc->err_msg, sizeof(pc->err_msg), "session table full (%u sessions)",
+				 s->o.max_sessions);
+			pc->err_status = ING_GRPC_RESOURCE_EXHAUSTED;
+			return -ENOSPC;
+		}
+	}
+	pc->sess = ss;
+	ss->streams++;
+	return 0;
+}
+
+/* Session from the h3000-session-id header, if the request carries one. */
+int svc_call_bind_header(struct svc_call *pc)
+{
+	const char *h = ing_grpc_call_header(pc->call, "h3000-session-id");
+	if (!h)
+		return 0;
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(h, &end, 10);
+	if (errno || end == h || *end != '\0') {
+		snprintf(pc->err_msg, sizeof(pc->err_msg), "h3000-session-id is not a decimal number");
+		pc->err_status = ING_GRPC_INVALID_ARGUMENT;
+		return -EINVAL;
+	}
+	return svc_call_bind_session(pc, v);
+}
+
+void svc_call_pause(struct svc_call *pc, unsigned why)
+{
+	if (pc->pause_why == 0 && !pc->finished)
+		ing_grpc_call_pause(pc->call);
+	pc->pause_why |= why;
+}
+
+void svc_call_unpause(struct svc_call *pc, unsigned why)
+{
+	if (!(pc->pause_why & why))
+		return;
+	pc->pause_why &= ~why;
+	if (pc->pause_why == 0 && !pc->finished)
+		ing_grpc_call_resume(pc->call);
+}
+
+static bool call_done(const struct svc_call *pc)
+{
+	return pc->half_closed && pc->open_frames == 0 && !pc->blocked && pc->bl_len == 0 &&
+	       pc->aq_len == 0;
+}
+
+/* Finish from the loop (svc_kick), never inside a chain of callbacks. */
+void svc_call_finish_later(struct svc_call *pc, int status, const char *msg)
+{
+	if (pc->finished || pc->want_finish)
+		return;
+	pc->want_finish = true;
+	pc->fin_status = status;
+	pc->fin_msg = msg;
+	pc->svc->want_finish++;
+	svc_kick(pc->svc);
+}
+
+/* Half-closed and nothing left: finish OK (from the loop, never inside a callback chain). */
+void svc_call_check_done(struct svc_call *pc)
+{
+	if (!pc->finished && !pc->want_finish && call_done(pc))
+		svc_call_finish_later(pc, ING_GRPC_OK, NULL);
+}
+
+/* ================================================================ acks */
+
+static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
+{
+	H3000__Ack m = H3000__ACK__INIT;
+	m.frameid = a->frame_id;
+	m.ok = a->ok;
+	m.msg = (char *)a->msg;
+	m.stage = (H3000__AckStage)a->stage;
+	m.code = (H3000__ErrorCode)a->code;
+	m.retryable = a->retryable;
+	m.duplicate = a->duplicate;
+	m.crc32c = a->crc32c;
+	m.latencyns = a->latency_ns;
+	size_t n = h3000__ack__get_packed_size(&m);
+	if (n > cap)
+		return 0;
+	return h3000__ack__pack(&m, buf);
+}
+
+static int aq_push(struct svc_call *pc, const struct svc_ack *a)
+{
+	if (!pc->aq) {
+		pc->aq_cap = 256;
+		pc->aq = malloc(pc->aq_cap * sizeof(*pc->aq));
+		if (!pc->aq)
+			return -ENOMEM;
+	}
+	if (pc->aq_len == pc->aq_cap) {
+		if (pc->aq_cap >= SVC_ACKQ_MAX)
+			return -ENOBUFS;
+		/* grow, unrolling the ring */
+		struct svc_ack *n = malloc(2 * pc->aq_cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (unsigned i = 0; i < pc->aq_len; i++)
+			n[i] = pc->aq[(pc->aq_head + i) % pc->aq_cap];
+		free(pc->aq);
+		pc->aq = n;
+		pc->aq_head = 0;
+		pc->aq_cap *= 2;
+	}
+	pc->aq[(pc->aq_head + pc->aq_len) % pc->aq_cap] = *a;
+	pc->aq_len++;
+	return 0;
+}
+
+/* Queue an Ack on the call; when the client does not read, hold it and pause the input. */
+int svc_send_ack(struct svc_call *pc, const struct svc_ack *a)
+{
+	uint8_t buf[SVC_ACK_MAX_ENC];
+	if (pc->finished || pc->want_finish)
+		return -EPIPE;
+	if (pc->aq_len == 0) {
+		size_t n = ack_encode(a, buf, sizeof(buf));
+		int rc = ing_grpc_call_send(pc->call, buf, n);
+		if (rc != -ENOBUFS)
+			return rc;
+	}
+	int rc = aq_push(pc, a);
+	if (rc) {
+		ING_WARN("svc", "call %" PRIu64 " from %s: client is not reading its acks (%u queued); failing the call",
+			 pc->id, ing_grpc_call_peer(pc->call), pc->aq_len);
+		svc_call_finish_later(pc, ING_GRPC_RESOURCE_EXHAUSTED, "client is not reading its acks");
+		return rc;
+	}
+	if (!(pc->pause_why & SVC_PAUSE_SEND))
+		ING_DBG("svc", "call %" PRIu64 " from %s: send buffer full, input paused until the client reads",
+			pc->id, ing_grpc_call_peer(pc->call));
+	svc_call_pause(pc, SVC_PAUSE_SEND);
+	return 0;
+}
+
+/* on_writable: move held acks out; resume the input once they are all out. */
+void svc_call_flush(struct svc_call *pc)
+{
+	uint8_t buf[SVC_ACK_MAX_ENC];
+	while (pc->aq_len && !pc->finished) {
+		size_t n = ack_encode(&pc->aq[pc->aq_head], buf, sizeof(buf));
+		int rc = ing_grpc_call_send(pc->call, buf, n);
+		if (rc == -ENOBUFS)
+			return;
+		pc->aq_head = (pc->aq_head + 1) % pc->aq_cap;
+		pc->aq_len--;
+		if (rc)
+			break;
+	}
+	if (pc->aq_len == 0) {
+		svc_call_unpause(pc, SVC_PAUSE_SEND);
+		svc_call_check_done(pc);
+	}
+}
+
+void svc_nack(struct svc_call *pc, uint64_t frame_id, int code, bool retryable, const char *fmt, ...)
+{
+	struct svc_ack a = { .frame_id = frame_id, .ok = false, .code = (uint8_t)code,
+			     .retryable = retryable };
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
+	va_end(ap);
+	pc->svc->c_refused++;
+	ING_LOG_RL(ING_LOG_WARN, "svc", "%s (peer %s)", a.msg, ing_grpc_call_peer(pc->call));
+	svc_send_ack(pc, &a);
+}
+
+int svc_meta_check(struct ing_svc *s, struct svc_session *ss, uint64_t frame_id,
+		   uint64_t meta_frame_id, uint64_t length, const char *wafer, char *why,
+		   size_t whylen)
+{
+	uint64_t max = ss ? ss->max_frame : s->max_frame;
+	if (meta_frame_id != frame_id) {
+		snprintf(why, whylen, "frame %" PRIu64 ": meta.frameId %" PRIu64 " differs from the chunk's frameId",
+			 frame_id, meta_frame_id);
+		return ING_E_INVALID_ARGUMENT;
+	}
+	if (length == 0) {
+		snprintf(why, whylen, "frame %" PRIu64 ": length 0", frame_id);
+		return ING_E_INVALID_ARGUMENT;
+	}
+	if (length > max) {
+		snprintf(why, whylen, "frame %" PRIu64 ": length %" PRIu64 " above the maximum %" PRIu64,
+			 frame_id, length, max);
+		return ING_E_TOO_LARGE;
+	}
+	if (!wafer || !ing_store_wafer_id_ok(wafer)) {
+		snprintf(why, whylen, "frame %" PRIu64 ": waferId must match [A-Za-z0-9._-]{1,128}", frame_id);
+		return ING_E_INVALID_ARGUMENT;
+	}
+	return ING_E_NONE;
+}
+
+/* ================================================================ waking waiters */
+
+static void finish_call(struct svc_call *pc)
+{
+	if (pc->want_finish)
+		pc->svc->want_finish--;
+	pc->want_finish = false;
+	pc->finished = true;
+	ing_grpc_call_finish(pc->call, pc->fin_status, pc->fin_msg);
+}
+
+static void kick_timer_cb(void *arg)
+{
+	struct ing_svc *s = arg;
+	s->in_kick = true;
+	for (int round = 0; round < 8; round++) {
+		s->kick_again = false;
+		/* calls blocked on a slot or a credit, oldest first */
+		struct svc_call *w = s->wait_head;
+		s->wait_head = s->wait_tail = NULL;
+		while (w) {
+			struct svc_call *nx = w->wnext;
+			w->wnext = NULL;
+			w->waiting = false;
+			svc_push_retry(w); /* re-queues itself when still blocked */
+			w = nx;
+		}
+		persist_retry(s);
+		for (struct svc_call *pc = s->calls, *nx; pc && s->want_finish; pc = nx) {
+			nx = pc->next;
+			if (pc->want_finish && !pc->finished)
+				finish_call(pc);
+		}
+		if (!s->kick_again)
+			break;
+	}
+	s->in_kick = false;
+	if (s->kick_again)
+		ing_timer_arm(s->loop, &s->kick_timer, ing_now_ns());
+}
+
+void svc_kick(struct ing_svc *s)
+{
+	if (s->in_kick) {
+		s->kick_again = true;
+		return;
+	}
+	if (!ing_timer_armed(&s->kick_timer))
+		ing_timer_arm(s->loop, &s->kick_timer, ing_now_ns());
+}
+
+/* Put a blocked call at the tail of the waiter list. */
+void svc_wait(struct svc_call *pc)
+{
+	struct ing_svc *s = pc->svc;
+	if (pc->waiting)
+		return;
+	pc->waiting = true;
+	pc->wnext = NULL;
+	if (s->wait_tail)
+		s->wait_tail->wnext = pc;
+	else
+		s->wait_head = pc;
+	s->wait_tail = pc;
+}
+
+/* ================================================================ lifetime */
+
+const struct ing_grpc_method *ing_svc_methods(struct ing_svc *s, unsigned *n)
+{
+	*n = 4;
+	return s->methods;
+}
+
+void ing_svc_attach_server(struct ing_svc *s, struct ing_grpc_server *srv)
+{
+	s->srv = srv;
+}
+
+void ing_svc_shutdown_begin(struct ing_svc *s)
+{
+	s->stopping = true;
+}
+
+bool ing_svc_stopping(const struct ing_svc *s)
+{
+	return s->stopping;
+}
+
+bool ing_svc_quiescent(const struct ing_svc *s)
+{
+	if (s->persisting || s->retry_len)
+		return false;
+	for (const struct svc_call *pc = s->calls; pc; pc = pc->next) {
+		if (pc->finished)
+			continue;
+		if (pc->aq_len || ing_grpc_call_send_buffered(pc->call))
+			return false;
+	}
+	return true;
+}
+
+uint64_t ing_svc_in_flight(const struct ing_svc *s)
+{
+	return s->nfr_used;
+}
+
+void ing_svc_close_calls(struct ing_svc *s, int status, const char *message)
+{
+	for (struct svc_call *pc = s->calls, *nx; pc; pc = nx) {
+		nx = pc->next;
+		if (pc->finished)
+			continue;
+		pc->fin_status = status;
+		pc->fin_msg = message;
+		finish_call(pc);
+	}
+}
+
+struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
+			       struct ing_persist *persist, struct ing_fring *acks,
+			       const struct ing_svc_opts *o)
+{
+	struct ing_svc *s = calloc(1, sizeof(*s));
+	if (!s) {
+		ING_ERR("svc", "out of memory");
+		return NULL;
+	}
+	s->loop = loop;
+	s->pool = pool;
+	s->persist = persist;
+	s->acks = acks;
+	s->o = *o;
+	s->t_start_ns = ing_now_ns();
+	ing_hist_reset(&s->lat);
+	ing_timer_init(&s->retry_timer, retry_timer_cb, s);
+	ing_timer_init(&s->sweep_timer, sweep_timer_cb, s);
+	ing_timer_init(&s->kick_timer, kick_timer_cb, s);
+	if (!loop || !pool || !persist || !acks) {
+		ING_ERR("svc", "loop, pool, persistence and ack ring are required");
+		goto fail;
+	}
+	if (s->o.max_sessions == 0)
+		s->o.max_sessions = ING_DEFAULT_MAX_SESSIONS;
+	if (s->o.credits_max == 0)
+		s->o.credits_max = ING_DEFAULT_CREDITS;
+	if (s->o.credits_default == 0)
+		s->o.credits_default = s->o.credits_max;
+	if (s->o.frame_timeout_ms == 0)
+		s->o.frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
+	s->max_frame = ing_pool_max_len(pool);
+	if (s->o.max_frame && s->o.max_frame < s->max_frame)
+		s->max_frame = s->o.max_frame;
+
+	s->nfr = ing_pool_total(pool);
+	if (s->nfr == 0) {
+		ING_ERR("svc", "the pool has no slots");
+		goto fail;
+	}
+	uint32_t hsz = 16;
+	while (hsz < 2 * s->nfr)
+		hsz <<= 1;
+	s->ht_mask = hsz - 1;
+	s->fr = calloc(s->nfr, sizeof(*s->fr));
+	s->ht = calloc(hsz, sizeof(*s->ht));
+	s->retry = calloc(s->nfr, sizeof(*s->retry));
+	s->sess = calloc(s->o.max_sessions, sizeof(*s->sess));
+	if (!s->fr || !s->ht || !s->retry || !s->sess) {
+		ING_ERR("svc", "out of memory for %u frame entries / %u sessions", s->nfr, s->o.max_sessions);
+		goto fail;
+	}
+	for (uint32_t i = 0; i < s->nfr; i++) {
+		s->fr[i].idx = i;
+		s->fr[i].svc = s;
+		s->fr[i].next_free = i + 1 < s->nfr ? i + 1 : UINT32_MAX;
+		ing_timer_init(&s->fr[i].timer, frame_timeout_cb, &s->fr[i]);
+	}
+	s->free_head = 0;
+
+	int fd = ing_fring_fd(acks);
+	if (fd < 0) {
+		ING_ERR("svc", "the ack ring has no doorbell");
+		goto fail;
+	}
+	int rc = ing_loop_add_fd(loop, fd, EPOLLIN, acks_cb, s);
+	if (rc) {
+		ING_ERR("svc", "cannot watch the ack ring: %s", strerror(-rc));
+		goto fail;
+	}
+	s->acks_fd_added = true;
+	ing_timer_arm(loop, &s->sweep_timer, ing_now_ns() + SWEEP_NS);
+
+	if (s->o.rdma.rdma_available)
+		snprintf(s->note, sizeof(s->note), "rdma: %s:%u; fallback available",
+			 s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "?", s->o.rdma.rdma_port);
+	else
+		snprintf(s->note, sizeof(s->note), "rdma: %s; fallback active",
+			 s->o.rdma.note && s->o.rdma.note[0] ? s->o.rdma.note : "not available");
+
+	s->methods[0] = svc_negotiate_method;
+	s->methods[0].ctx = s;
+	s->methods[1] = svc_stats_method;
+	s->methods[1].ctx = s;
+	s->methods[2] = svc_push_method;
+	s->methods[2].ctx = s;
+	s->methods[3] = svc_ctl_method;
+	s->methods[3].ctx = s;
+	return s;
+fail:
+	ing_svc_destroy(s);
+	return NULL;
+}
+
+void ing_svc_destroy(struct ing_svc *s)
+{
+	if (!s)
+		return;
+	while (s->calls) /* normally none: the server closed them */
+		svc_call_free(s->calls);
+	if (s->acks) {
+		struct ing_frame *fs[32];
+		unsigned n;
+		while ((n = ing_fring_pop(s->acks, fs, 32)) > 0)
+			for (unsigned i = 0; i < n; i++)
+				frame_durable(s, fs[i]);
+	}
+	if (s->acks_fd_added)
+		ing_loop_del_fd(s->loop, ing_fring_fd(s->acks));
+	if (s->fr) {
+		for (uint32_t i = 0; i < s->nfr; i++) {
+			struct svc_frame *e = &s->fr[i];
+			if (e->state == FE_FREE)
+				continue;
+			if (e->state == FE_PERSISTING)
+				ING_WARN("svc", "frame %" PRIu64 ": still in persistence at shutdown; slot not returned",
+					 e->frame_id);
+			else
+				ing_pool_put(e->f);
+			ing_timer_cancel(s->loop, &e->timer);
+		}
+	}
+	if (s->loop) {
+		ing_timer_cancel(s->loop, &s->retry_timer);
+		ing_timer_cancel(s->loop, &s->sweep_timer);
+		ing_timer_cancel(s->loop, &s->kick_timer);
+	}
+	free(s->fr);
+	free(s->ht);
+	free(s->retry);
+	free(s->sess);
+	free(s);
+}

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * svc_internal.h - private pieces of the ingest service (control/svc*.c): the incremental
+ * FrameChunk parser (unit-tested on its own) and the shared service state.
+ * Everything here runs on the control thread.
+ */
+#ifndef ING_CONTROL_SVC_INTERNAL_H
+#define ING_CONTROL_SVC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ================================================================ FrameChunk parser */
+
+#define SVC_META_MAX 4096u          /* largest FrameMeta accepted inside a FrameChunk */
+
+/* FrameChunk field numbers (proto/h3000.proto). */
+enum {
+	CP_F_FRAME_ID = 1,
+	CP_F_OFFSET = 2,
+	CP_F_LAST = 3,
+	CP_F_META = 4,
+	CP_F_SESSION = 5,
+	CP_F_DATA = 15,
+};
+
+struct chunk_parser;
+
+/*
+ * Events for the bytes field `data`, which is never buffered by the parser.
+ * data_begin: the field's length is known (the fields before it are in the parser).
+ * data: a piece of it, at offset off within the field. Return 0, or a negative value that
+ * chunk_parser_feed() hands back to its caller unchanged (the parse stops there).
+ */
+struct chunk_parser_cbs {
+	int (*data_begin)(void *arg, struct chunk_parser *p, uint64_t len);
+	int (*data)(void *arg, struct chunk_parser *p, uint64_t off, const uint8_t *d, size_t n);
+};
+
+struct chunk_parser {
+	/* --- decoded fields of the current message (proto3: absent == 0) --- */
+	uint64_t frame_id;
+	uint64_t offset;
+	uint64_t session_id;
+	bool last;
+	uint32_t seen;          /* bit (1u << field) for every known field met */
+	bool ordered;           /* known fields so far came in ascending field-number order */
+	bool late_fields;       /* a field other than `last` came after data */
+	bool meta_oversize;     /* meta exceeded SVC_META_MAX: meta[] is incomplete */
+	size_t meta_len;        /* repeated meta fields are concatenated (protobuf merge) */
+	uint64_t data_len;      /* length of the data field (0 if absent) */
+	bool has_data;
+	const char *err;        /* static reason after -EBADMSG */
+	/* --- machine --- */
+	uint64_t msg_left;      /* bytes of this message not yet fed */
+	int state;
+	uint64_t acc;           /* varint being read */
+	unsigned vbytes;
+	uint32_t field;
+	int wtype;
+	uint64_t left;          /* body bytes left in the current field */
+	uint64_t body_off;      /* bytes of the current body consumed */
+	uint32_t last_field;
+	const struct chunk_parser_cbs *cbs;
+	void *arg;
+	uint8_t meta[SVC_META_MAX];
+};
+
+void chunk_parser_init(struct chunk_parser *p, const struct chunk_parser_cbs *cbs, void *arg);
+/* Start a message of msg_len bytes (the gRPC message length). Clears the decoded fields. */
+void chunk_parser_begin(struct chunk_parser *p, uint64_t msg_len);
+/*
+ * Feed the next n bytes of the message (any split). 0; -EBADMSG when malformed (p->err
+ * says why: bad varint, wrong wire type, field longer than the message, more bytes than
+ * the message); or a callback's negative return.
+ */
+int chunk_parser_feed(struct chunk_parser *p, const uint8_t *d, size_t n);
+/* Message over: 0 when it ended on a field boundary with every byte fed, else -EBADMSG. */
+int chunk_parser_end(struct chunk_parser *p);
+
+/* ================================================================ service state */
+
+#include "common/hist.h"
+#include "control/grpc.h"
+#include "control/loop.h"
+#include "control/service.h"
+#include "dataplane/dataplane.h"
+
+#define SVC_ARENA 12288u         /* protobuf-c bump arena per call (FrameMeta <= SVC_META_MAX) */
+#define SVC_ACKQ_MAX 4096u       /* acks a call may hold while its client is not reading */
+#define SVC_ACK_MAX_ENC 320u     /* encoded Ack upper bound (msg <= ING_FRAME_MSG_MAX) */
+
+struct svc_session {
+	uint64_t id;
+	bool in_use;
+	bool implicit;           /* made for a stream that named no session */
+	uint8_t transport;       /* enum ing_xport chosen at Negotiate */
+	unsigned credits;        /* frames admitted and not yet DURABLE-acked, at most */
+	unsigned inflight;
+	unsigned streams;        /* open calls bound to it */
+	uint64_t max_frame;
+	uint64_t idle_since_ns;  /* when streams and inflight both reached 0 */
+	char client[64];
+};
+
+enum svc_fstate { FE_FREE = 0, FE_FILLING, FE_RETRY, FE_PERSISTING };
+
+/* Control's record of one admitted frame (one per pool slot, never moves). */
+struct svc_frame {
+	struct ing_frame *f;     /* NULL when free */
+	struct svc_call *call;   /* NULL once the call that sent it is gone */
+	struct svc_session *sess;
+	struct ing_svc *svc;
+	uint64_t frame_id;
+	uint64_t length;         /* declared (immutable after admission) */
+	uint8_t state;           /* enum svc_fstate */
+	uint32_t idx;
+	uint32_t next_free;
+	struct ing_timer timer;  /* completion deadline while FILLING */
+};
+
+/* An Ack that did not fit into the call's send buffer yet. */
+struct svc_ack {
+	uint64_t frame_id;
+	uint64_t latency_ns;
+	uint32_t crc32c;
+	uint8_t stage;
+	uint8_t code;
+	bool ok, retryable, duplicate;
+	char msg[ING_FRAME_MSG_MAX];
+};
+
+enum svc_call_kind { SVC_CALL_PUSH = 1, SVC_CALL_CTL = 2 };
+enum svc_msg_mode { MSG_UNDECIDED = 0, MSG_DIRECT, MSG_STAGE, MSG_DISCARD };
+#define SVC_PAUSE_BLOCKED 1u     /* a chunk waits for a slot or a credit */
+#define SVC_PAUSE_SEND 2u        /* the client is not reading its acks */
+
+struct svc_call {
+	struct ing_svc *svc;
+	struct ing_grpc_call *call;
+	struct svc_session *sess;
+	uint64_t id;
+	uint8_t kind;
+	bool half_closed;
+	bool finished;           /* trailers queued: nothing more is sent */
+	bool want_finish;        /* finish from the loop (kick) */
+	int fin_status;
+	const char *fin_msg;
+	unsigned pause_why;
+	unsigned open_frames;    /* admitted on this call, not yet DURABLE-acked or failed */
+	struct svc_call *next, *prev;
+	/* acks waiting for send room (ring, allocated on first -ENOBUFS) */
+	struct svc_ack *aq;
+	unsigned aq_head, aq_len, aq_cap;
+	/* PushFrames: the message being parsed */
+	struct chunk_parser cp;
+	int mode;                /* enum svc_msg_mode */
+	struct svc_frame *cur;
+	uint64_t snap_frame_id, snap_offset, snap_session;
+	int err_status;          /* call-level failure found inside a parser callback */
+	char err_msg[160];
+	/* a message waiting for a slot/credit; its data is in stage */
+	bool blocked;
+	bool waiting;            /* on svc's waiter list */
+	struct svc_call *wnext;
+	uint8_t *stage;
+	size_t stage_cap;
+	/* messages that arrive while blocked: [u32 len][payload]... */
+	uint8_t *bl;
+	size_t bl_len, bl_cap;
+	size_t bl_open;          /* 1 + offset of the open (incomplete) record, 0 none */
+	/* protobuf-c arena */
+	size_t arena_used;
+	_Alignas(16) uint8_t arena[SVC_ARENA];
+};
+
+struct ing_svc {
+	struct ing_loop *loop;
+	struct ing_pool *pool;
+	struct ing_persist *persist;
+	struct ing_fring *acks;
+	struct ing_grpc_server *srv;
+	struct ing_svc_opts o;
+	struct ing_grpc_method methods[4];
+	uint64_t max_frame;
+	bool stopping;
+	bool acks_fd_added;
+	uint64_t t_start_ns;
+	/* admitted frames */
+	struct svc_frame *fr;
+	uint32_t nfr, nfr_used, free_head;
+	uint32_t *ht;            /* open addressing: frame id -> 1 + index into fr */
+	uint32_t ht_mask;
+	/* complete frames the persistence ring had no room for (FIFO of fr indices) */
+	uint32_t *retry;
+	uint32_t retry_head, retry_len;
+	struct ing_timer retry_timer;
+	uint64_t persisting;     /* frames in FE_RETRY or FE_PERSISTING */
+	/* sessions */
+	struct svc_session *sess;
+	unsigned nsess;
+	struct ing_timer sweep_timer;
+	/* calls */
+	struct svc_call *calls;
+	unsigned ncalls;
+	struct svc_call *wait_head, *wait_tail;
+	struct ing_timer kick_timer;
+	bool in_kick, kick_again;
+	unsigned want_finish;    /* calls with want_finish set */
+	/* counters */
+	uint64_t c_received, c_durable, c_failed, c_dup, c_refused;
+	uint64_t c_bytes_rx, c_bytes_durable, c_orphan_acks, c_fallback;
+	struct ing_hist lat;
+	char note[192];
+	/* --- RDMA data path (control/svc_rdma.c) --- */
+	struct ing_rdma *rdma;   /* NULL: no RDMA engine */
+	uint64_t c_rdma_errors;
+};
+
+/* svc.c: shared helpers */
+void svc_kick(struct ing_svc *s);
+struct svc_session *svc_session_find(struct ing_svc *s, uint64_t id);
+struct svc_session *svc_session_new(struct ing_svc *s);      /* NULL: table full */
+struct svc_session *svc_session_implicit(struct ing_svc *s);
+int svc_call_bind_header(struct svc_call *pc);
+int svc_call_bind_session(struct svc_call *pc, uint64_t sid);
+struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c, uint8_t kind);
+void svc_call_free(struct svc_call *pc);
+void svc_call_pause(struct svc_call *pc, unsigned why);
+void svc_call_unpause(struct svc_call *pc, unsigned why);
+void svc_call_check_done(struct svc_call *pc);
+void svc_call_finish_later(struct svc_call *pc, int status, const char *msg);
+void svc_call_flush(struct svc_call *pc);
+void svc_wait(struct svc_call *pc);
+int svc_send_ack(struct svc_call *pc, const struct svc_ack *a);
+void svc_nack(struct svc_call *pc, uint64_t frame_id, int code, bool retryable,
+	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+struct svc_frame *svc_frame_find(struct ing_svc *s, uint64_t frame_id);
+struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc, struct ing_frame *f);
+void svc_frame_release(struct svc_frame *e);
+void svc_frame_fail(struct svc_frame *e, int code, bool retryable, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void svc_frame_complete(struct svc_frame *e);
+void *svc_arena_reset(struct svc_call *pc);
+struct ProtobufCAllocator;
+void svc_arena_allocator(struct svc_call *pc, struct ProtobufCAllocator *a);
+/* Validate a FrameMeta: returns an ing_err and writes a reason naming the frame. */
+int svc_meta_check(struct ing_svc *s, struct svc_session *ss, uint64_t frame_id,
+		   uint64_t meta_frame_id, uint64_t length, const char *wafer, char *why,
+		   size_t whylen);
+
+/* svc_push.c */
+extern const struct ing_grpc_method svc_push_method;
+void svc_push_retry(struct svc_call *pc);      /* a blocked call may proceed now */
+void svc_push_close(struct svc_call *pc);      /* free PushFrames state */
+
+/* svc_unary.c */
+extern const struct ing_grpc_method svc_negotiate_method;
+extern const struct ing_grpc_method svc_stats_method;
+
+/* svc_ctl.c */
+extern const struct ing_grpc_method svc_ctl_method;
+
+/* svc_rdma.c (RDMA data path) */
+struct H3000__FrameMeta;
+/* Queue the READ of a validated FrameMeta: 0, -EAGAIN (no slot/credit), -ENOTCONN (no RDMA
+ * connection for the session), -ENOBUFS (lcore ring full). */
+int svc_rdma_enqueue(struct svc_call *pc, const struct H3000__FrameMeta *m);
+/* frame_durable(): true when f was an RDMA frame still FILLING and is now handled. */
+bool svc_rdma_from_lcore(struct ing_svc *s, struct ing_frame *f);
+
+#endif

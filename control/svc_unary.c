@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * svc_unary.c - the unary methods of h3000.RDMASvc: Negotiate (versions, transports,
+ * limits, credits; allocates the session) and Stats (the node's counters).
+ */
+#include "control/svc_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "h3000.pb-c.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ================================================================ Negotiate */
+
+static int unary_start(struct ing_grpc_call *c, void *ctx)
+{
+	ing_grpc_call_set_user(c, ctx);
+	return ING_GRPC_OK;
+}
+
+static void unary_close(struct ing_grpc_call *c, int status)
+{
+	(void)c;
+	(void)status;
+}
+
+static int reply(struct ing_grpc_call *c, const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t stackbuf[1024];
+	uint8_t *buf = n <= sizeof(stackbuf) ? stackbuf : malloc(n);
+	if (!buf)
+		return ING_GRPC_RESOURCE_EXHAUSTED;
+	protobuf_c_message_pack(m, buf);
+	int rc = ing_grpc_call_send(c, buf, n);
+	if (buf != stackbuf)
+		free(buf);
+	if (rc)
+		return ING_GRPC_INTERNAL;
+	ing_grpc_call_finish(c, ING_GRPC_OK, NULL);
+	return 0;
+}
+
+static int fail(struct ing_grpc_call *c, int status, const char *msg)
+{
+	ING_INFO("svc", "%s from %s: %s", "rpc refused", ing_grpc_call_peer(c), msg);
+	ing_grpc_call_finish(c, status, msg);
+	return status;
+}
+
+static bool has_transport(const H3000__NegotiateRequest *r, H3000__Transport t)
+{
+	for (size_t i = 0; i < r->n_transports; i++)
+		if (r->transports[i] == t)
+			return true;
+	return false;
+}
+
+static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
+{
+	struct ing_svc *s = ing_grpc_call_user(c);
+	char note[256];
+	int rc;
+
+	H3000__NegotiateRequest *r = h3000__negotiate_request__unpack(NULL, len, msg);
+	if (!r)
+		return fail(c, ING_GRPC_INVALID_ARGUMENT, "malformed NegotiateRequest");
+	uint32_t vmin = r->versionmin, vmax = r->versionmax;
+	if (vmin == 0 && vmax == 0)
+		vmin = vmax = ING_PROTO_VERSION;   /* a client that says nothing speaks version 1 */
+	else if (vmax == 0)
+		vmax = vmin;
+	if (vmin == 0)
+		vmin = 1;
+	if (vmin > vmax) {
+		snprintf(note, sizeof(note), "versionMin %u above versionMax %u", vmin, vmax);
+		rc = fail(c, ING_GRPC_INVALID_ARGUMENT, note);
+		goto out;
+	}
+	if (vmin > ING_PROTO_VERSION || vmax < ING_PROTO_VERSION) {
+		snprintf(note, sizeof(note),
+			 "no common protocol version: client speaks %u..%u, this node speaks %u..%u",
+			 vmin, vmax, ING_PROTO_VERSION, ING_PROTO_VERSION);
+		rc = fail(c, ING_GRPC_FAILED_PRECONDITION, note);
+		goto out;
+	}
+
+	bool rdma = s->o.rdma.rdma_available;
+	H3000__Transport avail[2];
+	size_t navail = 0;
+	if (rdma)
+		avail[navail++] = H3000__TRANSPORT__TRANSPORT_RDMA_READ;
+	avail[navail++] = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
+
+	H3000__Transport pick = H3000__TRANSPORT__TRANSPORT_UNSPECIFIED;
+	if (r->n_transports == 0) {
+		pick = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
+	} else {
+		for (size_t i = 0; i < r->n_transports && !pick; i++) {
+			if (r->transports[i] == H3000__TRANSPORT__TRANSPORT_GRPC_STREAM ||
+			    (rdma && r->transports[i] == H3000__TRANSPORT__TRANSPORT_RDMA_READ))
+				pick = r->transports[i];
+		}
+	}
+	const char *why_not = s->o.rdma.note && s->o.rdma.note[0] ? s->o.rdma.note :
+			      "this node has no RDMA listener";
+	if (!pick) {
+		snprintf(note, sizeof(note), "no common transport: the client offers only RDMA_READ and %s",
+			 why_not);
+		rc = fail(c, ING_GRPC_FAILED_PRECONDITION, note);
+		goto out;
+	}
+
+	struct svc_session *ss = svc_session_new(s);
+	if (!ss) {
+		snprintf(note, sizeof(note), "session table full (%u sessions)", s->o.max_sessions);
+		rc = fail(c, ING_GRPC_RESOURCE_EXHAUSTED, note);
+		goto out;
+	}
+	unsigned credits = r->credits ? r->credits : s->o.credits_default;
+	if (credits > s->o.credits_max)
+		credits = s->o.credits_max;
+	ss->credits = credits;
+	ss->max_frame = r->maxframesize && r->maxframesize < s->max_frame ? r->maxframesize : s->max_frame;
+	ss->transport = pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ ? ING_XPORT_RDMA : ING_XPORT_GRPC;
+	snprintf(ss->client, sizeof(ss->client), "%s", r->clientname ? r->clientname : "");
+
+	if (pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ)
+		snprintf(note, sizeof(note), "rdma read from %s:%u", s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "",
+			 s->o.rdma.rdma_port);
+	else if (!rdma && has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ))
+		snprintf(note, sizeof(note), "fallback to gRPC stream: %s", why_not);
+	else if (!rdma)
+		snprintf(note, sizeof(note), "gRPC stream; RDMA not offered: %s", why_not);
+	else
+		snprintf(note, sizeof(note), "gRPC stream (client's choice)");
+	if (ss->transport == ING_XPORT_GRPC && has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ))
+		s->c_fallback++;
+
+	H3000__NegotiateReply rep = H3000__NEGOTIATE_REPLY__INIT;
+	rep.version = ING_PROTO_VERSION;
+	rep.sessionid = ss->id;
+	rep.transport = pick;
+	rep.n_available = navail;
+	rep.available = avail;
+	rep.rdmaaddr = (char *)(rdma && s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "");
+	rep.rdmaport = rdma ? s->o.rdma.rdma_port : 0;
+	rep.maxframesize = ss->max_frame;
+	rep.credits = ss->credits;
+	rep.maxchunksize = s->o.max_chunk;
+	rep.message = note;
+	rep.serverversion = (char *)"h3000-ingestd " ING_VERSION;
+	ING_INFO("svc", "session %" PRIu64 " for %s (%s): credits %u, max frame %" PRIu64 ", %s",
+		 ss->id, ss->client[0] ? ss->client : "?", ing_grpc_call_peer(c), ss->credits,
+		 ss->max_frame, note);
+	rc = reply(c, &rep.base);
+out:
+	h3000__negotiate_request__free_unpacked(r, NULL);
+	return rc;
+}
+
+/* ================================================================ Stats */
+
+static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
+{
+	struct ing_svc *s = ing_grpc_call_user(c);
+	H3000__StatsReply r = H3000__STATS_REPLY__INIT;
+	(void)msg;
+	(void)len;
+	unsigned rdma = 0, fb = 0;
+	for (unsigned i = 0; i < s->o.max_sessions; i++) {
+		if (!s->sess[i].in_use)
+			continue;
+		if (s->sess[i].transport == ING_XPORT_RDMA)
+			rdma++;
+		else
+			fb++;
+	}
+	r.uptimens = ing_now_ns() - s->t_start_ns;
+	r.framesreceived = s->c_received;
+	r.framesdurable = s->c_durable;
+	r.framesfailed = s->c_failed;
+	r.framesduplicate = s->c_dup;
+	r.bytesreceived = s->c_bytes_rx;
+	r.bytesdurable = s->c_bytes_durable;
+	r.sessionsactive = s->nsess;
+	r.sessionsrdma = rdma;
+	r.sessionsfallback = fb;
+	r.poolslotstotal = ing_pool_total(s->pool);
+	r.poolslotsfree = ing_pool_free(s->pool);
+	r.framesinflight = s->nfr_used;
+	r.acklatencyp50ns = ing_hist_quantile(&s->lat, 0.50);
+	r.acklatencyp95ns = ing_hist_quantile(&s->lat, 0.95);
+	r.acklatencyp99ns = ing_hist_quantile(&s->lat, 0.99);
+	r.rdmareaderrors = s->c_rdma_errors;
+	r.fallbackswitches = s->c_fallback;
+	r.transportnote = s->note;
+	r.framesrefused = s->c_refused;
+	return reply(c, &r.base);
+}
+
+const struct ing_grpc_method svc_negotiate_method = {
+	.path = "/h3000.RDMASvc/Negotiate",
+	.on_start = unary_start,
+	.on_message = negotiate_msg,
+	.on_close = unary_close,
+};
+
+const struct ing_grpc_method svc_stats_method = {
+	.path = "/h3000.RDMASvc/Stats",
+	.on_start = unary_start,
+	.on_message = stats_msg,
+	.on_close = unary_close,
+};

@@ -1,0 +1,1085 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""
+Interop and bad-input tests: a stock gRPC client (Debian's python3-grpcio) against a real
+ingestd on loopback, with real files and a real SQLite catalog.
+
+usage: test_interop.py --ingestd PATH --proto-dir DIR [--work DIR] [-k PATTERN]... [-v]
+
+Stubs are generated at test time from proto/h3000.proto and proto/health.proto with
+grpc_tools.protoc. ingestd runs on 127.0.0.1 port 0 (--port-file) with a temp data dir
+and a small pool; it is always torn down. Prints "N passed, M failed" last; exits 1 on
+any failure.
+"""
+import argparse
+import os
+import queue
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+ARGS = None
+PB = None       # h3000_pb2
+RPC = None      # h3000_pb2_grpc
+HPB = None      # health_pb2
+HRPC = None     # health_pb2_grpc
+grpc = None
+
+POOL = "1M:8,4M:4"
+POOL_TOTAL = 12
+MAX_FRAME = 4 << 20
+FRAME_TIMEOUT_S = 2
+WAIT_S = 20
+
+# ------------------------------------------------------------------ helpers
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), table driven; only used on small frames (pure Python)."""
+    tbl = crc32c.table
+    if tbl is None:
+        tbl = []
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            tbl.append(c)
+        crc32c.table = tbl
+    c = 0xFFFFFFFF
+    for b in data:
+        c = tbl[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+crc32c.table = None
+
+
+def gen_stubs(proto_dir, out):
+    from grpc_tools import protoc  # noqa: F401  (fail early with a clear import error)
+    for p in ("h3000.proto", "health.proto"):
+        rc = subprocess.call([sys.executable, "-m", "grpc_tools.protoc", "-I", proto_dir,
+                              "--python_out=" + out, "--grpc_python_out=" + out,
+                              os.path.join(proto_dir, p)])
+        if rc != 0:
+            raise RuntimeError("grpc_tools.protoc failed for %s" % p)
+    sys.path.insert(0, out)
+
+
+class Node:
+    """One ingestd process on 127.0.0.1:0 with its own data dir."""
+
+    def __init__(self, work, name, extra=(), tls_ca=None):
+        self.dir = os.path.join(work, name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.data = os.path.join(self.dir, "data")
+        self.port_file = os.path.join(self.dir, "port")
+        self.log_path = os.path.join(self.dir, "ingestd.log")
+        self.log = open(self.log_path, "wb")
+        cmd = [ARGS.ingestd, "--listen", "127.0.0.1:0", "--data-dir", self.data,
+               "--pool", POOL, "--port-file", self.port_file, "--workers", "1",
+               "--frame-timeout", str(FRAME_TIMEOUT_S)] + list(extra)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 15
+        self.port = None
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("ingestd exited with %d at start-up:\n%s" %
+                                   (self.proc.returncode, self.tail()))
+            try:
+                with open(self.port_file) as f:
+                    self.port = int(f.read().strip())
+                break
+            except (OSError, ValueError):
+                time.sleep(0.05)
+        if not self.port:
+            self.stop()
+            raise RuntimeError("ingestd did not write its port file in 15 s:\n" + self.tail())
+        self.addr = "127.0.0.1:%d" % self.port
+        opts = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        if tls_ca:
+            with open(tls_ca, "rb") as f:
+                creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+            self.channel = grpc.secure_channel(self.addr, creds, options=opts)
+        else:
+            self.channel = grpc.insecure_channel(self.addr, options=opts)
+        grpc.channel_ready_future(self.channel).result(timeout=10)
+        self.stub = RPC.RDMASvcStub(self.channel)
+        self.health = HRPC.HealthStub(self.channel)
+
+    def tail(self, n=40):
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"".join(f.readlines()[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        """Stop; returns the exit status (kills after timeout)."""
+        try:
+            self.channel.close()
+        except Exception:
+            pass
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                return None
+        self.log.close()
+        return self.proc.returncode
+
+    def stats(self):
+        return self.stub.Stats(PB.StatsRequest(), timeout=5)
+
+    def catalog_rows(self, frame_id):
+        db = os.path.join(self.data, "catalog.db")
+        con = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=5)
+        try:
+            return con.execute("SELECT frame_id, wafer_id, length, crc32c, path FROM frames "
+                               "WHERE frame_id = ?", (frame_id,)).fetchall()
+        finally:
+            con.close()
+
+    def frame_path(self, wafer, frame_id):
+        return os.path.join(self.data, "frames", wafer, "%d.frame" % frame_id)
+
+
+NODE = None
+_next_id = [int(time.time() * 1000) % 1000000 * 1000]
+
+
+def fid():
+    _next_id[0] += 1
+    return _next_id[0]
+
+
+def payload(n, seed):
+    # deterministic, not all-equal bytes; cheap for megabytes
+    block = bytes((i * 131 + seed * 7) & 0xFF for i in range(4093))
+    return (block * (n // len(block) + 1))[:n]
+
+
+def meta(frame_id, length, wafer="W1", crc=None):
+    m = PB.FrameMeta(frameId=frame_id, length=length, waferId=wafer,
+                     timestamp=time.time_ns())
+    if crc is not None:
+        m.crc32c = crc
+        m.hasCrc32c = True
+    return m
+
+
+def chunks(frame_id, data, wafer="W1", chunk=256 << 10, crc=None, length=None):
+    length = len(data) if length is None else length
+    out = []
+    off = 0
+    while True:
+        piece = data[off:off + chunk]
+        c = PB.FrameChunk(frameId=frame_id, offset=off, data=piece,
+                          last=off + len(piece) >= len(data))
+        if off == 0:
+            c.meta.CopyFrom(meta(frame_id, length, wafer, crc))
+        out.append(c)
+        off += len(piece)
+        if off >= len(data):
+            return out
+
+
+def push(chunk_list, timeout=WAIT_S, metadata=None):
+    """Send chunks on one PushFrames call, half-close, return all acks."""
+    return list(NODE.stub.PushFrames(iter(chunk_list), timeout=timeout, metadata=metadata))
+
+
+def by_frame(acks):
+    d = {}
+    for a in acks:
+        d.setdefault(a.frameId, []).append(a)
+    return d
+
+
+class Feeder:
+    """A request iterator fed from the test thread; close() half-closes."""
+    _END = object()
+
+    def __init__(self):
+        self.q = queue.Queue()
+
+    def send(self, m):
+        self.q.put(m)
+
+    def close(self):
+        self.q.put(self._END)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        m = self.q.get()
+        if m is self._END:
+            raise StopIteration
+        return m
+
+
+def wait_idle(tc, node=None, timeout=10):
+    """All slots back in the pool and nothing in flight (bounded)."""
+    node = node or NODE
+    deadline = time.time() + timeout
+    st = None
+    while time.time() < deadline:
+        st = node.stats()
+        if st.poolSlotsFree == st.poolSlotsTotal and st.framesInFlight == 0:
+            return st
+        time.sleep(0.05)
+    tc.fail("slots not back: %d of %d free, %d in flight" %
+            (st.poolSlotsFree, st.poolSlotsTotal, st.framesInFlight))
+
+
+def assert_good_frame(tc, size=100000, wafer="W1"):
+    """The node still serves: one frame pushed, RECEIVED + DURABLE, file identical."""
+    f = fid()
+    data = payload(size, f)
+    acks = by_frame(push(chunks(f, data, wafer)))[f]
+    tc.assertEqual([a.stage for a in acks], [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_DURABLE], acks)
+    tc.assertTrue(all(a.ok for a in acks), acks)
+    with open(NODE.frame_path(wafer, f), "rb") as fh:
+        tc.assertEqual(fh.read(), data)
+    return f
+
+
+# ------------------------------------------------------------------ tests
+
+
+class T1Basics(unittest.TestCase):
+    def test_health_serving(self):
+        r = NODE.health.Check(HPB.HealthCheckRequest(service=""), timeout=5)
+        self.assertEqual(r.status, HPB.HealthCheckResponse.SERVING)
+        r = NODE.health.Check(HPB.HealthCheckRequest(service="h3000.RDMASvc"), timeout=5)
+        self.assertEqual(r.status, HPB.HealthCheckResponse.SERVING)
+
+    def test_negotiate(self):
+        r = NODE.stub.Negotiate(PB.NegotiateRequest(
+            versionMin=1, versionMax=3, clientName="interop",
+            transports=[PB.TRANSPORT_RDMA_READ, PB.TRANSPORT_GRPC_STREAM],
+            credits=1000, maxFrameSize=1 << 40), timeout=5)
+        self.assertEqual(r.version, 1)
+        self.assertNotEqual(r.sessionId, 0)
+        self.assertEqual(r.transport, PB.TRANSPORT_GRPC_STREAM)
+        self.assertEqual(list(r.available), [PB.TRANSPORT_GRPC_STREAM])
+        self.assertIn("RDMA", r.message.upper())
+        self.assertLessEqual(r.credits, 64)
+        self.assertGreater(r.credits, 0)
+        self.assertEqual(r.maxFrameSize, MAX_FRAME)
+        self.assertEqual(r.maxChunkSize, 1 << 20)
+        self.assertTrue(r.serverVersion)
+        r2 = NODE.stub.Negotiate(PB.NegotiateRequest(versionMin=1, versionMax=1, credits=3,
+                                                     maxFrameSize=1 << 20), timeout=5)
+        self.assertEqual(r2.credits, 3)
+        self.assertEqual(r2.maxFrameSize, 1 << 20)
+        self.assertNotEqual(r2.sessionId, r.sessionId)
+
+    def test_negotiate_version_mismatch(self):
+        with self.assertRaises(grpc.RpcError) as cm:
+            NODE.stub.Negotiate(PB.NegotiateRequest(versionMin=2, versionMax=5), timeout=5)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("version", cm.exception.details())
+
+    def test_negotiate_rdma_only(self):
+        with self.assertRaises(grpc.RpcError) as cm:
+            NODE.stub.Negotiate(PB.NegotiateRequest(versionMin=1, versionMax=1,
+                                                    transports=[PB.TRANSPORT_RDMA_READ]), timeout=5)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+
+    def test_unknown_method(self):
+        call = NODE.channel.unary_unary("/h3000.RDMASvc/NoSuchMethod",
+                                        request_serializer=lambda b: b,
+                                        response_deserializer=lambda b: b)
+        with self.assertRaises(grpc.RpcError) as cm:
+            call(b"", timeout=5)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+
+    def test_stats(self):
+        st = NODE.stats()
+        self.assertEqual(st.poolSlotsTotal, POOL_TOTAL)
+        self.assertGreater(st.uptimeNs, 0)
+        self.assertIn("fallback", st.transportNote)
+        before = st.framesDurable
+        assert_good_frame(self)
+        st = NODE.stats()
+        self.assertGreaterEqual(st.framesDurable, before + 1)
+        self.assertGreater(st.ackLatencyP50Ns, 0)
+        self.assertGreaterEqual(st.ackLatencyP99Ns, st.ackLatencyP50Ns)
+        self.assertGreaterEqual(st.sessionsActive, 0)
+
+
+class T2ControlStream(unittest.TestCase):
+    def test_lockstep(self):
+        feed = Feeder()
+        resp = NODE.stub.ControlStream(feed, timeout=WAIT_S)
+        for i in range(5):
+            f = fid()
+            feed.send(PB.FrameMeta(frameId=f, addr=0x1000, rkey=7, length=4096, waferId="W1"))
+            a = next(resp)
+            self.assertEqual(a.frameId, f)
+            self.assertFalse(a.ok)
+            self.assertEqual(a.code, PB.ERROR_NO_TRANSPORT)
+            self.assertIn("PushFrames", a.msg)
+        feed.close()
+        self.assertEqual(list(resp), [])
+
+    def test_pipelined_10k(self):
+        base = fid()
+        _next_id[0] += 10000
+        reqs = (PB.FrameMeta(frameId=base + i, addr=0x1000 + i, rkey=9, length=1 << 20,
+                             waferId="W1") for i in range(10000))
+        acks = list(NODE.stub.ControlStream(reqs, timeout=30))
+        self.assertEqual(len(acks), 10000)
+        self.assertEqual([a.frameId for a in acks], [base + i for i in range(10000)])
+        self.assertTrue(all(a.code == PB.ERROR_NO_TRANSPORT for a in acks))
+
+    def test_client_not_reading(self):
+        # The client reads nothing for a while: the node's per-call send buffer fills, it
+        # pauses that call's input (bounded memory) and resumes when the client reads.
+        # Every ack still arrives, in order.
+        ch = grpc.insecure_channel(NODE.addr, options=[("grpc.http2.bdp_probe", 0),
+                                                       ("grpc.http2.lookahead_bytes", 65536)])
+        try:
+            stub = RPC.RDMASvcStub(ch)
+            n = 130000
+            base = fid()
+            _next_id[0] += n
+            reqs = (PB.FrameMeta(frameId=base + i, length=100, waferId="W" * 64) for i in range(n))
+            resp = stub.ControlStream(reqs, timeout=40)
+            time.sleep(2)
+            k = 0
+            for a in resp:
+                self.assertEqual(a.frameId, base + k)
+                k += 1
+            self.assertEqual(k, n)
+        finally:
+            ch.close()
+
+    def test_invalid_descriptors(self):
+        f = fid()
+        reqs = [PB.FrameMeta(frameId=f, length=0, waferId="W1"),
+                PB.FrameMeta(frameId=f + 1, length=MAX_FRAME + 1, waferId="W1"),
+                PB.FrameMeta(frameId=f + 2, length=10, waferId="../etc")]
+        acks = list(NODE.stub.ControlStream(iter(reqs), timeout=10))
+        self.assertEqual([a.code for a in acks], [PB.ERROR_INVALID_ARGUMENT, PB.ERROR_TOO_LARGE,
+                                                 PB.ERROR_INVALID_ARGUMENT])
+
+
+class T3PushFrames(unittest.TestCase):
+    def test_push_several(self):
+        sizes = [1, 4095, 4096, 65537, (1 << 20) + 3, 3 * (1 << 20) + 17, MAX_FRAME]
+        frames = {}
+        req = []
+        for i, n in enumerate(sizes):
+            f = fid()
+            frames[f] = payload(n, i)
+            crc = crc32c(frames[f]) if n <= 65537 else None
+            req += chunks(f, frames[f], wafer="W-push", chunk=(1 << 20) if i % 2 else 300001,
+                          crc=crc)
+        acks = push(req, timeout=60)
+        got = by_frame(acks)
+        self.assertEqual(set(got), set(frames))
+        for f, data in frames.items():
+            st = [a.stage for a in got[f]]
+            self.assertEqual(st, [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_DURABLE], got[f])
+            self.assertTrue(all(a.ok for a in got[f]), got[f])
+            self.assertFalse(got[f][1].duplicate)
+            if len(data) <= 65537:
+                self.assertEqual(got[f][1].crc32c, crc32c(data))
+            with open(NODE.frame_path("W-push", f), "rb") as fh:
+                self.assertEqual(fh.read(), data, "frame %d differs on disk" % f)
+            rows = NODE.catalog_rows(f)
+            self.assertEqual(len(rows), 1)
+            self.assertEqual(rows[0][1], "W-push")
+            self.assertEqual(rows[0][2], len(data))
+        wait_idle(self)
+
+    def test_push_more_frames_than_slots(self):
+        # 30 frames through 12 slots: the node pauses the stream, never drops or allocates.
+        frames = {}
+        req = []
+        for i in range(30):
+            f = fid()
+            frames[f] = payload(200000 + i, i)
+            req += chunks(f, frames[f], wafer="W-many", chunk=65536)
+        got = by_frame(push(req, timeout=60))
+        self.assertEqual(set(got), set(frames))
+        for f, data in frames.items():
+            self.assertEqual(got[f][-1].stage, PB.ACK_STAGE_DURABLE)
+            self.assertTrue(got[f][-1].ok)
+            with open(NODE.frame_path("W-many", f), "rb") as fh:
+                self.assertEqual(fh.read(), data)
+        wait_idle(self)
+
+    def test_negotiated_session(self):
+        r = NODE.stub.Negotiate(PB.NegotiateRequest(versionMin=1, versionMax=1, credits=2), timeout=5)
+        f = fid()
+        data = payload(70000, 3)
+        acks = push(chunks(f, data), metadata=(("h3000-session-id", str(r.sessionId)),))
+        self.assertTrue(acks[-1].ok and acks[-1].stage == PB.ACK_STAGE_DURABLE, acks)
+        # the same session named in the messages instead of the header
+        f2 = fid()
+        c = chunks(f2, data)
+        for x in c:
+            x.sessionId = r.sessionId
+        acks = push(c)
+        self.assertTrue(acks[-1].ok and acks[-1].stage == PB.ACK_STAGE_DURABLE, acks)
+
+    def test_unknown_session(self):
+        f = fid()
+        with self.assertRaises(grpc.RpcError) as cm:
+            push(chunks(f, b"x" * 10), metadata=(("h3000-session-id", "12345"),))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("unknown session", cm.exception.details())
+        c = chunks(f, b"x" * 10)
+        c[0].sessionId = 777
+        with self.assertRaises(grpc.RpcError) as cm:
+            push(c)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+
+    def test_duplicate_same_crc(self):
+        f = assert_good_frame(self, 50000, wafer="W-dup")
+        path = NODE.frame_path("W-dup", f)
+        st1 = os.stat(path)
+        acks = push(chunks(f, payload(50000, f), wafer="W-dup"))
+        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE)
+        self.assertTrue(acks[-1].ok, acks)
+        self.assertTrue(acks[-1].duplicate, acks)
+        st2 = os.stat(path)
+        self.assertEqual((st1.st_ino, st1.st_mtime_ns), (st2.st_ino, st2.st_mtime_ns))
+        self.assertEqual(len(NODE.catalog_rows(f)), 1)
+
+    def test_duplicate_conflict(self):
+        f = assert_good_frame(self, 50000, wafer="W-dup")
+        other = bytearray(payload(50000, f))
+        other[100] ^= 0xFF
+        acks = push(chunks(f, bytes(other), wafer="W-dup"))
+        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE)
+        self.assertFalse(acks[-1].ok)
+        self.assertEqual(acks[-1].code, PB.ERROR_DUPLICATE_CONFLICT, acks)
+        with open(NODE.frame_path("W-dup", f), "rb") as fh:
+            self.assertEqual(fh.read(), payload(50000, f))
+        wait_idle(self)
+
+    def test_credit_window_of_one(self):
+        # credits=1: each frame waits for the previous one's DURABLE ack before admission
+        r = NODE.stub.Negotiate(PB.NegotiateRequest(versionMin=1, versionMax=1, credits=1), timeout=5)
+        self.assertEqual(r.credits, 1)
+        frames = {fid(): payload(150000 + i, i) for i in range(6)}
+        req = []
+        for f, data in frames.items():
+            req += chunks(f, data, chunk=40000)
+        acks = push(req, metadata=(("h3000-session-id", str(r.sessionId)),))
+        got = by_frame(acks)
+        order = [a.frameId for a in acks if a.stage == PB.ACK_STAGE_DURABLE]
+        self.assertEqual(order, list(frames))
+        # with one credit, frame n+1 is RECEIVED only after frame n is DURABLE
+        seq = [(a.frameId, a.stage) for a in acks]
+        for i, f in enumerate(list(frames)[1:]):
+            prev = list(frames)[i]
+            self.assertLess(seq.index((prev, PB.ACK_STAGE_DURABLE)),
+                            seq.index((f, PB.ACK_STAGE_RECEIVED)))
+        for f, data in frames.items():
+            self.assertTrue(got[f][-1].ok)
+            with open(NODE.frame_path("W1", f), "rb") as fh:
+                self.assertEqual(fh.read(), data)
+        wait_idle(self)
+
+    def test_pool_exhaustion_concurrent_streams(self):
+        # 3 MiB frames fit only the four 4 MiB slots; three streams push 4 each at once
+        results = {}
+        errors = []
+
+        def worker(k):
+            try:
+                frames = {fid(): payload((3 << 20) + k * 1000 + i, k * 10 + i) for i in range(4)}
+                req = []
+                for f, data in frames.items():
+                    req += chunks(f, data, wafer="W-conc", chunk=1 << 20)
+                results[k] = (frames, by_frame(push(req, timeout=60)))
+            except Exception as e:  # reported below
+                errors.append(e)
+        ts = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(90)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), 3)
+        for frames, got in results.values():
+            for f, data in frames.items():
+                self.assertEqual(got[f][-1].stage, PB.ACK_STAGE_DURABLE)
+                self.assertTrue(got[f][-1].ok, got[f])
+                with open(NODE.frame_path("W-conc", f), "rb") as fh:
+                    self.assertEqual(fh.read(), data)
+        wait_idle(self)
+
+    def test_interleaved_frames(self):
+        a, b = fid(), fid()
+        da, db = payload(250000, 1), payload(180001, 2)
+        ca, cb = chunks(a, da, chunk=50000), chunks(b, db, chunk=50000)
+        req = []
+        for i in range(max(len(ca), len(cb))):
+            req += ca[i:i + 1] + cb[i:i + 1]
+        got = by_frame(push(req))
+        for f, data in ((a, da), (b, db)):
+            self.assertEqual([x.stage for x in got[f]], [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_DURABLE])
+            with open(NODE.frame_path("W1", f), "rb") as fh:
+                self.assertEqual(fh.read(), data)
+
+    def test_same_id_in_flight_elsewhere(self):
+        f = fid()
+        data = payload(300000, 4)
+        c = chunks(f, data, chunk=100000)
+        feed = Feeder()
+        resp = NODE.stub.PushFrames(feed, timeout=WAIT_S)
+        feed.send(c[0])
+        deadline = time.time() + 5
+        while NODE.stats().framesInFlight == 0 and time.time() < deadline:
+            time.sleep(0.02)
+        other = by_frame(push(c))[f]
+        self.assertFalse(other[0].ok)
+        self.assertEqual(other[0].code, PB.ERROR_INVALID_ARGUMENT)
+        self.assertIn("in flight", other[0].msg)
+        for x in c[1:]:
+            feed.send(x)
+        feed.close()
+        got = [x for x in resp]
+        self.assertEqual([x.stage for x in got], [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_DURABLE])
+        self.assertTrue(got[-1].ok)
+        wait_idle(self)
+
+    def test_unusual_field_order(self):
+        # data written before the other fields: the node stages it and still gets it right
+        f = fid()
+        data = payload(10000, 5)
+        m = meta(f, len(data)).SerializeToString()
+
+        def key(field, wt):
+            return encode_varint(field << 3 | wt)
+        raw = (key(15, 2) + encode_varint(len(data)) + data + key(3, 0) + b"\x01" +
+               key(4, 2) + encode_varint(len(m)) + m + key(1, 0) + encode_varint(f))
+        call = NODE.channel.stream_stream("/h3000.RDMASvc/PushFrames",
+                                          request_serializer=lambda b: b,
+                                          response_deserializer=PB.Ack.FromString)
+        acks = list(call(iter([raw]), timeout=10))
+        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE, acks)
+        self.assertTrue(acks[-1].ok, acks)
+        with open(NODE.frame_path("W1", f), "rb") as fh:
+            self.assertEqual(fh.read(), data)
+
+    def test_cancel_mid_stream(self):
+        f = fid()
+        data = payload(3 << 20, 9)
+        feed = Feeder()
+        resp = NODE.stub.PushFrames(feed, timeout=WAIT_S)
+        feed.send(chunks(f, data, chunk=1 << 20)[0])
+        # wait until the node holds the partial frame
+        deadline = time.time() + 5
+        while NODE.stats().framesInFlight == 0 and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(NODE.stats().framesInFlight, 1)
+        resp.cancel()
+        feed.close()
+        wait_idle(self)
+        self.assertTrue(NODE.alive())
+        # the same frame can be sent again and is stored once
+        acks = push(chunks(f, data))
+        self.assertTrue(acks[-1].ok and not acks[-1].duplicate, acks)
+        self.assertEqual(len(NODE.catalog_rows(f)), 1)
+
+    def test_deadline_exceeded(self):
+        feed = Feeder()
+        resp = NODE.stub.PushFrames(feed, timeout=1)
+        f = fid()
+        feed.send(chunks(f, payload(2 << 20, 1), chunk=1 << 20)[0])
+        with self.assertRaises(grpc.RpcError) as cm:
+            list(resp)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        feed.close()
+        wait_idle(self)
+
+    def test_oversize_message(self):
+        f = fid()
+        big = PB.FrameChunk(frameId=f, offset=0, data=b"\0" * (5 << 20), last=True)
+        big.meta.CopyFrom(meta(f, 5 << 20))
+        with self.assertRaises(grpc.RpcError) as cm:
+            push([big], timeout=10)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        wait_idle(self)
+        assert_good_frame(self)
+
+
+def encode_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+class T4BadInput(unittest.TestCase):
+    """Each bad input: the right error, then the node still serves and no slot leaked."""
+
+    def expect_nack(self, req, frame_id, code, timeout=10):
+        acks = by_frame(push(req, timeout=timeout)).get(frame_id, [])
+        self.assertTrue(acks, "no ack for frame %d" % frame_id)
+        a = acks[-1]
+        self.assertFalse(a.ok, acks)
+        self.assertEqual(a.code, code, a)
+        self.assertIn(str(frame_id), a.msg)
+        wait_idle(self)
+        assert_good_frame(self)
+        wait_idle(self)
+        return a
+
+    def test_length_zero(self):
+        f = fid()
+        c = PB.FrameChunk(frameId=f, offset=0, last=True)
+        c.meta.CopyFrom(meta(f, 0))
+        self.expect_nack([c], f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_length_above_max(self):
+        f = fid()
+        c = PB.FrameChunk(frameId=f, offset=0, data=b"abc")
+        c.meta.CopyFrom(meta(f, MAX_FRAME + 1))
+        self.expect_nack([c], f, PB.ERROR_TOO_LARGE)
+
+    def test_chunk_past_declared_length(self):
+        f = fid()
+        c = chunks(f, payload(300000, 2), chunk=100000, length=250000)
+        self.expect_nack(c, f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_first_chunk_past_declared_length(self):
+        f = fid()
+        c = chunks(f, payload(3000, 2), length=2000)
+        self.expect_nack(c, f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_frame_never_completes(self):
+        f = fid()
+        feed = Feeder()
+        resp = NODE.stub.PushFrames(feed, timeout=WAIT_S)
+        feed.send(chunks(f, payload(200000, 3), chunk=50000)[0])
+        t0 = time.time()
+        a = next(resp)   # the deadline NACK arrives while the stream stays open
+        took = time.time() - t0
+        feed.close()
+        self.assertEqual(list(resp), [])
+        self.assertEqual(a.frameId, f)
+        self.assertFalse(a.ok)
+        self.assertEqual(a.code, PB.ERROR_DEADLINE)
+        self.assertTrue(a.retryable)
+        self.assertGreater(took, FRAME_TIMEOUT_S - 0.5)
+        wait_idle(self)
+        assert_good_frame(self)
+
+    def test_duplicate_first_chunk(self):
+        f = fid()
+        c = chunks(f, payload(300000, 4), chunk=100000)
+        self.expect_nack([c[0], c[0]] + c[1:], f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_missing_first_chunk(self):
+        f = fid()
+        c = chunks(f, payload(300000, 5), chunk=100000)
+        self.expect_nack(c[1:], f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_first_chunk_without_meta(self):
+        f = fid()
+        c = chunks(f, payload(3000, 5))
+        c[0].ClearField("meta")
+        self.expect_nack(c, f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_offset_gap(self):
+        f = fid()
+        c = chunks(f, payload(300000, 6), chunk=100000)
+        self.expect_nack([c[0], c[2]], f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_last_too_early(self):
+        f = fid()
+        c = chunks(f, payload(300000, 7), chunk=100000)
+        c[1].last = True
+        self.expect_nack(c[:2], f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_bad_wafer_id(self):
+        f = fid()
+        self.expect_nack(chunks(f, b"abc", wafer="../../etc"), f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_meta_frame_id_mismatch(self):
+        f = fid()
+        c = chunks(f, b"abcdef")
+        c[0].meta.frameId = f + 1
+        self.expect_nack(c, f, PB.ERROR_INVALID_ARGUMENT)
+
+    def test_stream_continues_after_bad_frame(self):
+        bad, good = fid(), fid()
+        b = PB.FrameChunk(frameId=bad, offset=0, last=True)
+        b.meta.CopyFrom(meta(bad, 0))
+        data = payload(123457, 8)
+        got = by_frame(push([b] + chunks(good, data)))
+        self.assertFalse(got[bad][0].ok)
+        self.assertEqual([a.stage for a in got[good]], [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_DURABLE])
+        wait_idle(self)
+
+    def test_waiting_for_slot_then_cancel(self):
+        # four 3 MiB frames take the four 4 MiB slots; a fifth waits (its stream paused);
+        # cancelling one of the four lets the fifth in; it completes; the rest cancel
+        n = 3 << 20
+        ids = [fid() for _ in range(5)]
+        datas = [payload(n, i) for i in range(5)]
+        feeds, resps = [], []
+        for i in range(5):
+            feed = Feeder()
+            feeds.append(feed)
+            resps.append(NODE.stub.PushFrames(feed, timeout=WAIT_S))
+            feed.send(chunks(ids[i], datas[i], chunk=1 << 20)[0])
+            if i < 4:
+                deadline = time.time() + 5
+                while NODE.stats().framesInFlight < i + 1 and time.time() < deadline:
+                    time.sleep(0.02)
+        time.sleep(0.2)
+        st = NODE.stats()
+        self.assertEqual(st.framesInFlight, 4)
+        self.assertEqual(st.poolSlotsFree, POOL_TOTAL - 4)
+        resps[0].cancel()
+        feeds[0].close()
+        deadline = time.time() + 5
+        while time.time() < deadline:   # the waiting frame takes the freed slot
+            if NODE.stats().framesInFlight == 4:
+                break
+            time.sleep(0.02)
+        for c in chunks(ids[4], datas[4], chunk=1 << 20)[1:]:
+            feeds[4].send(c)
+        feeds[4].close()
+        got = list(resps[4])
+        self.assertEqual([a.stage for a in got], [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_DURABLE])
+        with open(NODE.frame_path("W1", ids[4]), "rb") as fh:
+            self.assertEqual(fh.read(), datas[4])
+        for i in (1, 2, 3):
+            resps[i].cancel()
+            feeds[i].close()
+        wait_idle(self)
+        assert_good_frame(self)
+
+    def test_crc_mismatch(self):
+        f = fid()
+        data = payload(5000, 3)
+        acks = by_frame(push(chunks(f, data, crc=crc32c(data) ^ 1)))[f]
+        self.assertEqual(acks[0].stage, PB.ACK_STAGE_RECEIVED)
+        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE)
+        self.assertFalse(acks[-1].ok)
+        self.assertEqual(acks[-1].code, PB.ERROR_CRC_MISMATCH, acks[-1])
+        self.assertEqual(NODE.catalog_rows(f), [])
+        wait_idle(self)
+        assert_good_frame(self)
+
+    def test_malformed_protobuf(self):
+        call = NODE.channel.stream_stream("/h3000.RDMASvc/PushFrames",
+                                          request_serializer=lambda b: b,
+                                          response_deserializer=PB.Ack.FromString)
+        with self.assertRaises(grpc.RpcError) as cm:
+            list(call(iter([b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f"]), timeout=5))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(grpc.RpcError) as cm:
+            list(call(iter([b"\x7a\x10abc"]), timeout=5))   # data field longer than the message
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        wait_idle(self)
+        assert_good_frame(self)
+
+    def test_non_grpc_http2(self):
+        # hand-made HTTP/2: preface, empty SETTINGS, HEADERS "GET /" (HPACK static
+        # entries + a literal :authority), END_STREAM. Expect an HTTP answer on stream 1.
+        hdrs = bytes([0x82, 0x86, 0x84, 0x41, 9]) + b"localhost"
+        s = socket.create_connection(("127.0.0.1", NODE.port), timeout=5)
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\0\0\0\x04\0\0\0\0\0" +
+                  len(hdrs).to_bytes(3, "big") + b"\x01\x05\0\0\0\x01" + hdrs)
+        buf, answered = b"", False
+        deadline = time.time() + 5
+        try:
+            while time.time() < deadline and not answered:
+                b = s.recv(65536)
+                if not b:
+                    break
+                buf += b
+                while len(buf) >= 9:
+                    n = int.from_bytes(buf[:3], "big")
+                    if len(buf) < 9 + n:
+                        break
+                    ftype, sid = buf[3], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                    if ftype == 1 and sid == 1:
+                        answered = True
+                    buf = buf[9 + n:]
+        finally:
+            s.close()
+        self.assertTrue(answered, "no HEADERS answer to a plain HTTP/2 GET")
+        curl = shutil.which("curl")
+        if curl:  # a real non-gRPC HTTP/2 client too, when the host has one
+            r = subprocess.run([curl, "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                "--http2-prior-knowledge", "--max-time", "5",
+                                "http://%s/h3000.RDMASvc/Stats" % NODE.addr],
+                               capture_output=True, text=True, timeout=10)
+            self.assertNotIn(r.stdout.strip(), ("200", "000"), r)
+        self.assertTrue(NODE.alive())
+        assert_good_frame(self)
+
+    def test_garbage_bytes(self):
+        s = socket.create_connection(("127.0.0.1", NODE.port), timeout=5)
+        s.sendall(os.urandom(4096) + b"GET / HTTP/1.1\r\n\r\n" * 10)
+        s.settimeout(5)
+        closed = False
+        deadline = time.time() + 5
+        try:
+            while time.time() < deadline:
+                b = s.recv(65536)
+                if not b:
+                    closed = True
+                    break
+        except (ConnectionResetError, BrokenPipeError):
+            closed = True
+        except socket.timeout:
+            pass
+        s.close()
+        self.assertTrue(closed, "the node kept a garbage connection open")
+        self.assertTrue(NODE.alive())
+        assert_good_frame(self)
+
+    def test_producer_killed_mid_frame(self):
+        f = fid()
+        data = payload(3 << 20, 11)
+        code = r"""
+import sys, time, grpc
+sys.path.insert(0, %r)
+import h3000_pb2 as PB, h3000_pb2_grpc as RPC
+f, n = %d, %d
+ch = grpc.insecure_channel(%r)
+stub = RPC.RDMASvcStub(ch)
+def gen():
+    c = PB.FrameChunk(frameId=f, offset=0, data=bytes(1 << 20))
+    c.meta.CopyFrom(PB.FrameMeta(frameId=f, length=n, waferId="W-kill"))
+    yield c
+    print("sent", flush=True)
+    time.sleep(60)
+for a in stub.PushFrames(gen()):
+    pass
+""" % (ARGS.stubs, f, len(data), NODE.addr)
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+        try:
+            line = p.stdout.readline()
+            self.assertEqual(line.strip(), b"sent")
+            deadline = time.time() + 5
+            while NODE.stats().framesInFlight == 0 and time.time() < deadline:
+                time.sleep(0.02)
+            self.assertEqual(NODE.stats().framesInFlight, 1)
+        finally:
+            p.kill()
+            p.wait(5)
+            p.stdout.close()
+        wait_idle(self)
+        self.assertTrue(NODE.alive())
+        acks = push(chunks(f, data, wafer="W-kill"))
+        self.assertTrue(acks[-1].ok and not acks[-1].duplicate, acks)
+        self.assertEqual(len(NODE.catalog_rows(f)), 1)
+        with open(NODE.frame_path("W-kill", f), "rb") as fh:
+            self.assertEqual(fh.read(), data)
+
+
+class T9Shutdown(unittest.TestCase):
+    def test_sigterm_drains_and_exits_0(self):
+        node = Node(ARGS.work, "shutdown")
+        try:
+            f = fid()
+            data = payload(1 << 20, 12)
+            feed = Feeder()
+            resp = node.stub.PushFrames(feed, timeout=WAIT_S)
+            for c in chunks(f, data):
+                feed.send(c)
+            a = next(resp)
+            self.assertEqual(a.stage, PB.ACK_STAGE_RECEIVED)
+            node.proc.send_signal(signal.SIGTERM)
+            a = next(resp)     # the in-flight frame still becomes durable and is acked
+            self.assertEqual(a.stage, PB.ACK_STAGE_DURABLE)
+            self.assertTrue(a.ok)
+            feed.close()
+            try:
+                list(resp)
+            except grpc.RpcError:
+                pass
+            rc = node.stop(timeout=15)
+            self.assertEqual(rc, 0, node.tail())
+        finally:
+            node.stop(signal.SIGKILL)
+
+    def test_persistence_ring_full(self):
+        # a one-frame persistence ring: completed frames wait in the node's retry list,
+        # none is dropped, all become durable
+        node = Node(ARGS.work, "ring", extra=("--persist-ring", "2", "--log-level", "debug"))
+        try:
+            results, errors = {}, []
+
+            def worker(k):
+                try:
+                    frames = {fid(): payload(300000 + k, k * 10 + i) for i in range(5)}
+                    req = []
+                    for f, data in frames.items():
+                        req += chunks(f, data, wafer="W-ring", chunk=100000)
+                    results[k] = (frames, by_frame(node.stub.PushFrames(iter(req), timeout=60)))
+                except Exception as e:
+                    errors.append(e)
+            ts = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(90)
+            self.assertEqual(errors, [])
+            for frames, got in results.values():
+                for f, data in frames.items():
+                    self.assertTrue(got[f][-1].ok and got[f][-1].stage == PB.ACK_STAGE_DURABLE, got[f])
+                    with open(node.frame_path("W-ring", f), "rb") as fh:
+                        self.assertEqual(fh.read(), data)
+            wait_idle(self, node)
+        finally:
+            rc = node.stop()
+        self.assertEqual(rc, 0, node.tail())
+
+    def test_tls(self):
+        openssl = shutil.which("openssl")
+        self.assertTrue(openssl, "openssl CLI missing (deploy/install-deps.sh installs it)")
+        d = os.path.join(ARGS.work, "tls-cert")
+        os.makedirs(d, exist_ok=True)
+        key, cert = os.path.join(d, "key.pem"), os.path.join(d, "cert.pem")
+        subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj",
+                        "/CN=localhost", "-keyout", key, "-out", cert, "-days", "1", "-addext",
+                        "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                       check=True, capture_output=True, timeout=30)
+        node = Node(ARGS.work, "tls", extra=("--tls-cert", cert, "--tls-key", key), tls_ca=cert)
+        try:
+            r = node.health.Check(HPB.HealthCheckRequest(service=""), timeout=5)
+            self.assertEqual(r.status, HPB.HealthCheckResponse.SERVING)
+            f = fid()
+            data = payload(300000, 1)
+            got = by_frame(node.stub.PushFrames(iter(chunks(f, data, wafer="W-tls")), timeout=20))[f]
+            self.assertEqual([a.stage for a in got], [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_DURABLE])
+            with open(node.frame_path("W-tls", f), "rb") as fh:
+                self.assertEqual(fh.read(), data)
+        finally:
+            rc = node.stop()
+        self.assertEqual(rc, 0, node.tail())
+
+    def test_session_expires_when_idle(self):
+        node = Node(ARGS.work, "idle", extra=("--session-idle", "1"))
+        try:
+            r = node.stub.Negotiate(PB.NegotiateRequest(versionMin=1, versionMax=1), timeout=5)
+            md = (("h3000-session-id", str(r.sessionId)),)
+            f = fid()
+            acks = list(node.stub.PushFrames(iter(chunks(f, b"abc")), metadata=md, timeout=10))
+            self.assertTrue(acks[-1].ok, acks)
+            self.assertEqual(node.stats().sessionsActive, 1)
+            deadline = time.time() + 5
+            while node.stats().sessionsActive and time.time() < deadline:
+                time.sleep(0.1)
+            self.assertEqual(node.stats().sessionsActive, 0)
+            with self.assertRaises(grpc.RpcError) as cm:
+                list(node.stub.PushFrames(iter(chunks(fid(), b"abc")), metadata=md, timeout=10))
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        finally:
+            rc = node.stop()
+        self.assertEqual(rc, 0, node.tail())
+
+    def test_usage_error_exit_2(self):
+        r = subprocess.run([ARGS.ingestd, "--pool", "nonsense"], capture_output=True, timeout=10)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        r = subprocess.run([ARGS.ingestd, "--help"], capture_output=True, timeout=10)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn(b"--listen", r.stdout)
+
+
+# ------------------------------------------------------------------ main
+
+
+def main():
+    global ARGS, PB, RPC, HPB, HRPC, NODE, grpc
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ingestd", required=True)
+    ap.add_argument("--proto-dir", required=True)
+    ap.add_argument("--work", default=None)
+    ap.add_argument("-k", dest="patterns", action="append", default=[],
+                    help="run tests whose name contains PATTERN (repeatable)")
+    ap.add_argument("-v", dest="verbose", action="store_true")
+    ARGS = ap.parse_args()
+    own_work = ARGS.work is None
+    ARGS.work = ARGS.work or tempfile.mkdtemp(prefix="ingest-interop-")
+    os.makedirs(ARGS.work, exist_ok=True)
+    ARGS.stubs = os.path.join(ARGS.work, "stubs")
+    os.makedirs(ARGS.stubs, exist_ok=True)
+    try:
+        import grpc as _grpc
+        grpc = _grpc
+        gen_stubs(ARGS.proto_dir, ARGS.stubs)
+    except Exception as e:  # a missing real part is a failure, not a skip
+        print("interop: cannot set up grpcio stubs: %s (install python3-grpcio python3-grpc-tools)" % e)
+        print("0 passed, 1 failed")
+        return 1
+    import h3000_pb2
+    import h3000_pb2_grpc
+    import health_pb2
+    import health_pb2_grpc
+    PB, RPC, HPB, HRPC = h3000_pb2, h3000_pb2_grpc, health_pb2, health_pb2_grpc
+
+    loader = unittest.TestLoader()
+    if ARGS.patterns:
+        loader.testNamePatterns = ["*%s*" % p for p in ARGS.patterns]
+    suite = unittest.TestSuite()
+    for cls in (T1Basics, T2ControlStream, T3PushFrames, T4BadInput, T9Shutdown):
+        suite.addTests(loader.loadTestsFromTestCase(cls))
+    t0 = time.time()
+    try:
+        NODE = Node(ARGS.work, "main")
+    except Exception as e:
+        print("interop: ingestd did not start: %s" % e)
+        print("0 passed, 1 failed")
+        return 1
+    try:
+        res = unittest.TextTestRunner(verbosity=2 if ARGS.verbose else 1,
+                                      stream=sys.stdout).run(suite)
+    finally:
+        alive = NODE.alive()
+        rc = NODE.stop()
+    failed = len(res.failures) + len(res.errors)
+    passed = res.testsRun - failed - len(res.skipped)
+    if not alive or rc != 0:
+        print("interop: ingestd %s (exit status %s); log tail:\n%s" %
+              ("had died" if not alive else "did not stop cleanly", rc, NODE.tail()))
+        failed += 1
+    elif failed:
+        print("ingestd log tail:\n" + NODE.tail(60))
+    print("%d passed, %d failed (%.1f s)" % (passed, failed, time.time() - t0))
+    if own_work and failed == 0:
+        shutil.rmtree(ARGS.work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # a failed test may leave a request iterator blocked in a grpc thread: do not wait for it
+    os._exit(status)
