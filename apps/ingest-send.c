@@ -1,0 +1,636 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ingest-send - send frames to ingestd with libingest: files given as arguments, and/or
+ * synthetic frames whose content is a function of (frame id, seed) (producer/synth.h), so
+ * ingest-verify can check what was stored without a copy of the data.
+ *
+ *   ingest-send --count 300 --sizes 1M-16M --seed 7 --server 127.0.0.1:50051
+ *   ingest-send --wafer W42 a.tif b.tif
+ *
+ * Exit status: 0 when every frame reached DURABLE ok (a duplicate with the same bytes is
+ * ok), 1 when some frame failed, 2 on usage or connection errors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/hist.h"
+#include "common/log.h"
+#include "ingest/producer.h"
+#include "producer/synth.h"
+
+#define DEFAULT_SERVER "127.0.0.1:50051"
+#define DEFAULT_WAFER "ingest-send"
+#define BUFFER_BUDGET (512ull << 20)   /* frame buffers held at once, at most */
+
+enum job_state { JOB_PENDING = 0, JOB_SUBMITTED, JOB_DONE_OK, JOB_FAILED };
+
+struct job {
+	uint64_t id;
+	uint64_t len;
+	uint32_t crc;
+	const char *path;     /* file, or NULL for a synthetic frame */
+	void *buf;            /* pool buffer while the library may still read it */
+	enum job_state state;
+	bool duplicate;
+};
+
+struct send_cfg {
+	const char *server;
+	enum ing_transport transport;
+	unsigned credits;
+	const char *wafer;
+	uint64_t first_id;
+	uint64_t count;
+	struct synth_spec synth;
+	enum ing_ack_stage recycle_on;
+	bool json, quiet;
+	const char *manifest;
+	int frame_timeout_ms;
+	int connect_timeout_ms;
+	uint32_t chunk_size;
+	unsigned buffers;
+	bool reuse;           /* benchmark mode: fill each buffer once, resend its bytes */
+};
+
+/* --reuse-buffers: what a pool buffer already holds */
+struct filled {
+	void *buf;
+	uint64_t len;
+	uint32_t crc;
+};
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ingest-send [options] [FILE...]\n"
+		"  --server ADDR          ingestd gRPC address (default " DEFAULT_SERVER ")\n"
+		"  --transport T          auto|rdma|grpc (default auto)\n"
+		"  --credits N            frames in flight wanted (default: the server's)\n"
+		"  --wafer ID             wafer id of every frame (default " DEFAULT_WAFER ")\n"
+		"  --first-id N           frame id of the first frame (default 1); files follow\n"
+		"                         the synthetic frames\n"
+		"  --count N              synthetic frames to send (default 0)\n"
+		"  --size SIZE            synthetic frame size, e.g. 4M (default 4M)\n"
+		"  --sizes MIN-MAX        uniformly mixed sizes, e.g. 1M-16M (with --seed)\n"
+		"  --seed S               content/size seed (default 1)\n"
+		"  --recycle-on STAGE     received|durable: when a frame buffer is reused\n"
+		"  --manifest PATH        write 'frame_id wafer length crc32c source' per frame\n"
+		"  --frame-timeout-ms N   a frame not DURABLE after N ms fails (default 60000)\n"
+		"  --connect-timeout-ms N (default 5000)\n"
+		"  --chunk-size SIZE      fallback chunk size (default: the server's)\n"
+		"  --buffers N            frame buffers (default: credits, within 512 MiB)\n"
+		"  --reuse-buffers        benchmark mode: generate each buffer's bytes once and\n"
+		"                         resend them (crc32c exact) under new frame ids, so the\n"
+		"                         client's generator is out of the measurement; stored\n"
+		"                         frames are then not the synthetic frames of their ids\n"
+		"  --json                 final summary also as one JSON object on stdout\n"
+		"  --quiet                no progress line, no text summary\n"
+		"  --log-level L          err|warn|info|debug (default warn, or $ING_LOG_LEVEL)\n");
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 0);
+	if (errno || end == s || *end || *s == '-')
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+static int read_file(const char *path, void *buf, uint64_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	uint64_t off = 0;
+	while (off < len) {
+		ssize_t n = read(fd, (uint8_t *)buf + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int e = n < 0 ? -errno : -EIO;
+			close(fd);
+			return e;
+		}
+		off += (uint64_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+/* The node's rule for wafer ids (a directory name): [A-Za-z0-9._-]{1,128}, not "." or "..". */
+static bool wafer_ok(const char *w)
+{
+	size_t n = strlen(w);
+	if (n == 0 || n > 128 || !strcmp(w, ".") || !strcmp(w, ".."))
+		return false;
+	return strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+/* --reuse-buffers: generate a buffer's bytes only the first time (or for another length). */
+static uint32_t reuse_fill(struct filled *fill, unsigned *nfill, unsigned cap, void *b,
+			   const struct job *j, uint64_t seed)
+{
+	unsigned k;
+	for (k = 0; k < *nfill && fill[k].buf != b; k++)
+		;
+	if (k < *nfill && fill[k].len == j->len)
+		return fill[k].crc;
+	if (k == *nfill && *nfill < cap)
+		(*nfill)++;
+	uint32_t crc = synth_fill_crc(b, j->len, j->id, seed);
+	if (k < *nfill)
+		fill[k] = (struct filled){ .buf = b, .len = j->len, .crc = crc };
+	return crc;
+}
+
+static double ms(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+struct progress {
+	bool tty;
+	uint64_t last_ns;
+	uint64_t t0;
+};
+
+static void progress_line(struct progress *pg, const struct ing_producer *p, uint64_t done,
+			  uint64_t total, uint64_t bytes, bool final)
+{
+	uint64_t now = ing_now_ns();
+	uint64_t period = pg->tty ? 250000000ull : 2000000000ull;
+	if (!final && now - pg->last_ns < period)
+		return;
+	if (final && !pg->tty)
+		return;
+	pg->last_ns = now;
+	double s = (double)(now - pg->t0) / 1e9;
+	double mbs = s > 0 ? (double)bytes / 1e6 / s : 0;
+	fprintf(stderr, "%sframes %" PRIu64 "/%" PRIu64 "  %.1f MB/s  in flight %u%s",
+		pg->tty ? "\r" : "", done, total, mbs, ing_producer_in_flight(p),
+		pg->tty ? (final ? "    \n" : "    ") : "\n");
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static int parse_args(int argc, char **argv, struct send_cfg *c)
+{
+	enum {
+		O_SERVER = 256, O_TRANSPORT, O_CREDITS, O_WAFER, O_FIRST, O_COUNT, O_SIZE, O_SIZES,
+		O_SEED, O_RECYCLE, O_JSON, O_QUIET, O_MANIFEST, O_FTO, O_CTO, O_CHUNK, O_BUFS,
+		O_REUSE,
+		O_LOG, O_HELP,
+	};
+	static const struct option lo[] = {
+		{ "server", required_argument, 0, O_SERVER },
+		{ "transport", required_argument, 0, O_TRANSPORT },
+		{ "credits", required_argument, 0, O_CREDITS },
+		{ "wafer", required_argument, 0, O_WAFER },
+		{ "first-id", required_argument, 0, O_FIRST },
+		{ "count", required_argument, 0, O_COUNT },
+		{ "size", required_argument, 0, O_SIZE },
+		{ "sizes", required_argument, 0, O_SIZES },
+		{ "seed", required_argument, 0, O_SEED },
+		{ "recycle-on", required_argument, 0, O_RECYCLE },
+		{ "json", no_argument, 0, O_JSON },
+		{ "quiet", no_argument, 0, O_QUIET },
+		{ "manifest", required_argument, 0, O_MANIFEST },
+		{ "frame-timeout-ms", required_argument, 0, O_FTO },
+		{ "connect-timeout-ms", required_argument, 0, O_CTO },
+		{ "chunk-size", required_argument, 0, O_CHUNK },
+		{ "buffers", required_argument, 0, O_BUFS },
+		{ "reuse-buffers", no_argument, 0, O_REUSE },
+		{ "log-level", required_argument, 0, O_LOG },
+		{ "help", no_argument, 0, O_HELP },
+		{ 0, 0, 0, 0 },
+	};
+	uint64_t v;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (opt) {
+		case O_SERVER: c->server = optarg; break;
+		case O_TRANSPORT:
+			if (!strcmp(optarg, "auto"))
+				c->transport = ING_TRANSPORT_AUTO;
+			else if (!strcmp(optarg, "rdma"))
+				c->transport = ING_TRANSPORT_RDMA;
+			else if (!strcmp(optarg, "grpc"))
+				c->transport = ING_TRANSPORT_GRPC;
+			else
+				goto bad;
+			break;
+		case O_CREDITS:
+			if (parse_u64(optarg, &v) || v == 0 || v > 4096)
+				goto bad;
+			c->credits = (unsigned)v;
+			break;
+		case O_WAFER: c->wafer = optarg; break;
+		case O_FIRST:
+			if (parse_u64(optarg, &c->first_id))
+				goto bad;
+			break;
+		case O_COUNT:
+			if (parse_u64(optarg, &c->count) || c->count > 100000000)
+				goto bad;
+			break;
+		case O_SIZE:
+			if (synth_parse_size(optarg, &v) || v == 0)
+				goto bad;
+			c->synth.size_min = c->synth.size_max = v;
+			break;
+		case O_SIZES:
+			if (synth_parse_range(optarg, &c->synth.size_min, &c->synth.size_max))
+				goto bad;
+			break;
+		case O_SEED:
+			if (parse_u64(optarg, &c->synth.seed))
+				goto bad;
+			break;
+		case O_RECYCLE:
+			if (!strcmp(optarg, "received"))
+				c->recycle_on = ING_ACK_RECEIVED;
+			else if (!strcmp(optarg, "durable"))
+				c->recycle_on = ING_ACK_DURABLE;
+			else
+				goto bad;
+			break;
+		case O_JSON: c->json = true; break;
+		case O_QUIET: c->quiet = true; break;
+		case O_MANIFEST: c->manifest = optarg; break;
+		case O_FTO:
+			if (parse_u64(optarg, &v) || v == 0 || v > 3600000)
+				goto bad;
+			c->frame_timeout_ms = (int)v;
+			break;
+		case O_CTO:
+			if (parse_u64(optarg, &v) || v == 0 || v > 600000)
+				goto bad;
+			c->connect_timeout_ms = (int)v;
+			break;
+		case O_CHUNK:
+			if (synth_parse_size(optarg, &v) || v == 0 || v > (64u << 20))
+				goto bad;
+			c->chunk_size = (uint32_t)v;
+			break;
+		case O_BUFS:
+			if (parse_u64(optarg, &v) || v == 0 || v > 4096)
+				goto bad;
+			c->buffers = (unsigned)v;
+			break;
+		case O_REUSE: c->reuse = true; break;
+		case O_LOG: {
+			enum ing_log_level l;
+			if (ing_log_parse_level(optarg, &l))
+				goto bad;
+			ing_log_set_level(l);
+			break;
+		}
+		case O_HELP:
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	return 0;
+bad:
+	fprintf(stderr, "ingest-send: bad value for --%s: '%s'\n", lo[opt - O_SERVER].name, optarg);
+	return -EINVAL;
+}
+
+int main(int argc, char **argv)
+{
+	struct send_cfg c = {
+		.server = DEFAULT_SERVER, .transport = ING_TRANSPORT_AUTO, .wafer = DEFAULT_WAFER,
+		.first_id = 1, .synth = { .seed = 1, .size_min = 4u << 20, .size_max = 4u << 20 },
+		.recycle_on = ING_ACK_RECEIVED,
+	};
+	struct ing_producer *p = NULL;
+	struct job *jobs = NULL;
+	struct filled *fill = NULL;   /* --reuse-buffers */
+	unsigned nfill = 0;
+	FILE *man = NULL;
+	int ret = 2;
+
+	if (!getenv("ING_LOG_LEVEL"))
+		ing_log_set_level(ING_LOG_WARN);   /* the summary repeats the library's info lines */
+	int rc = parse_args(argc, argv, &c);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (!wafer_ok(c.wafer)) {
+		fprintf(stderr, "ingest-send: bad --wafer '%s': want [A-Za-z0-9._-]{1,128}\n", c.wafer);
+		return 2;
+	}
+	if (c.reuse && c.manifest) {
+		fprintf(stderr, "ingest-send: --reuse-buffers sends bytes that are not the synthetic frames: no --manifest\n");
+		return 2;
+	}
+	uint64_t nfiles = (uint64_t)(argc - optind);
+	uint64_t njobs = c.count + nfiles;
+	if (!njobs) {
+		fprintf(stderr, "ingest-send: nothing to send (give --count N or files)\n");
+		usage(stderr);
+		return 2;
+	}
+	jobs = calloc(njobs, sizeof(*jobs));
+	if (!jobs) {
+		fprintf(stderr, "ingest-send: out of memory for %" PRIu64 " frames\n", njobs);
+		return 2;
+	}
+	uint64_t max_len = 0, total_bytes = 0;
+	for (uint64_t i = 0; i < njobs; i++) {
+		struct job *j = &jobs[i];
+		j->id = c.first_id + i;
+		if (i < c.count) {
+			j->len = synth_frame_len(&c.synth, j->id);
+		} else {
+			struct stat st;
+			j->path = argv[optind + (i - c.count)];
+			errno = 0;
+			if (stat(j->path, &st) || !S_ISREG(st.st_mode) || st.st_size == 0) {
+				fprintf(stderr, "ingest-send: %s: %s\n", j->path,
+					errno ? strerror(errno) : "not a non-empty regular file");
+				goto out;
+			}
+			j->len = (uint64_t)st.st_size;
+		}
+		if (j->len > max_len)
+			max_len = j->len;
+		total_bytes += j->len;
+	}
+
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	struct ing_producer_opts o;
+	ing_producer_opts_init(&o);
+	o.server = c.server;
+	o.transport = c.transport;
+	o.credits = c.credits;
+	o.recycle_on = c.recycle_on;
+	o.client_name = "ingest-send";
+	o.chunk_size = c.chunk_size;
+	if (c.frame_timeout_ms)
+		o.frame_timeout_ms = c.frame_timeout_ms;
+	if (c.connect_timeout_ms)
+		o.connect_timeout_ms = c.connect_timeout_ms;
+	/* frame buffers come from the library's pool (registered memory on RDMA) */
+	o.pool_frame_size = (max_len + 4095) & ~4095ull;
+	unsigned nbuf = c.buffers ? c.buffers : (c.credits ? c.credits : 64);
+	if (!c.buffers && (uint64_t)nbuf * o.pool_frame_size > BUFFER_BUDGET)
+		nbuf = (unsigned)(BUFFER_BUDGET / o.pool_frame_size);
+	if (nbuf < 2)
+		nbuf = 2;
+	if (nbuf > njobs)
+		nbuf = (unsigned)njobs;
+	o.pool_frames = nbuf;
+	if (c.reuse && !(fill = calloc(nbuf, sizeof(*fill)))) {
+		fprintf(stderr, "ingest-send: out of memory\n");
+		goto out;
+	}
+
+	char err[256];
+	p = ing_producer_connect(&o, err, sizeof(err));
+	if (!p) {
+		fprintf(stderr, "ingest-send: %s\n", err);
+		goto out;
+	}
+	if (max_len > ing_producer_max_frame(p)) {
+		fprintf(stderr, "ingest-send: a frame of %" PRIu64 " bytes exceeds the negotiated maximum %" PRIu64 "\n",
+			max_len, ing_producer_max_frame(p));
+		goto out;
+	}
+	if (!c.quiet)
+		fprintf(stderr, "ingest-send: %" PRIu64 " frames (%.1f MiB) to %s, session %" PRIu64
+			", transport %s (%s), credits %u, %u buffers\n",
+			njobs, (double)total_bytes / 1048576.0, c.server, ing_producer_session_id(p),
+			ing_producer_transport(p) == ING_TRANSPORT_RDMA ? "rdma" : "grpc",
+			ing_producer_transport_note(p), ing_producer_credits(p), nbuf);
+	if (c.manifest) {
+		man = fopen(c.manifest, "w");
+		if (!man) {
+			fprintf(stderr, "ingest-send: %s: %s\n", c.manifest, strerror(errno));
+			goto out;
+		}
+		fprintf(man, "# ingest-send manifest v1: frame_id wafer length crc32c source\n");
+	}
+
+	static struct ing_hist h_recv, h_dur;
+	ing_hist_reset(&h_recv);
+	ing_hist_reset(&h_dur);
+	struct ing_ack acks[64];
+	uint64_t next = 0, done = 0, n_ok = 0, n_fail = 0, n_dup = 0, ok_bytes = 0, shown = 0;
+	void *ready = NULL;   /* a filled buffer whose submit got -EAGAIN */
+	bool broken = false;
+	struct progress pg = { .tty = isatty(STDERR_FILENO) && !c.quiet, .t0 = ing_now_ns() };
+	pg.last_ns = pg.t0;
+	uint64_t t0 = pg.t0;
+
+	while (done < njobs && !broken) {
+		/* submit as many as buffers and credits allow */
+		while (next < njobs && !stop_flag) {
+			struct job *j = &jobs[next];
+			void *b = ready;
+			if (!b) {
+				b = ing_frame_alloc(p, j->len);
+				if (!b)
+					break;
+				if (j->path) {
+					rc = read_file(j->path, b, j->len);
+					if (rc) {
+						fprintf(stderr, "ingest-send: %s: %s\n", j->path, strerror(-rc));
+						ing_frame_free(p, b);
+						j->state = JOB_FAILED;
+						n_fail++;
+						done++;
+						next++;
+						continue;
+					}
+					j->crc = ing_crc32c(0, b, j->len);
+				} else if (c.reuse) {
+					j->crc = reuse_fill(fill, &nfill, nbuf, b, j, c.synth.seed);
+				} else {
+					j->crc = synth_fill_crc(b, j->len, j->id, c.synth.seed);
+				}
+			}
+			struct ing_frame_desc d = {
+				.frame_id = j->id, .wafer_id = c.wafer, .data = b, .length = j->len,
+				.crc32c = j->crc, .has_crc = 1, .user = j,
+			};
+			rc = ing_producer_submit(p, &d);
+			if (rc == -EAGAIN) {
+				ready = b;
+				break;
+			}
+			ready = NULL;
+			if (rc) {
+				fprintf(stderr, "ingest-send: frame %" PRIu64 ": submit: %s\n", j->id,
+					strerror(-rc));
+				ing_frame_free(p, b);
+				j->state = JOB_FAILED;
+				n_fail++;
+				done++;
+				next++;
+				if (rc == -EPIPE)
+					broken = true;
+				if (broken)
+					break;
+				continue;
+			}
+			j->buf = b;
+			j->state = JOB_SUBMITTED;
+			if (man && j->path)
+				fprintf(man, "%" PRIu64 " %s %" PRIu64 " %08x file:%s\n", j->id, c.wafer,
+					j->len, j->crc, j->path);
+			else if (man)
+				fprintf(man, "%" PRIu64 " %s %" PRIu64 " %08x synth:%" PRIu64 "\n", j->id,
+					c.wafer, j->len, j->crc, c.synth.seed);
+			next++;
+		}
+		if (stop_flag) {
+			fprintf(stderr, "\ningest-send: interrupted\n");
+			break;
+		}
+		int n = ing_producer_poll(p, acks, 64, 100);
+		if (n < 0) {
+			fprintf(stderr, "\ningest-send: connection broken: %s\n", strerror(-n));
+			broken = true;
+			break;
+		}
+		for (int k = 0; k < n; k++) {
+			struct ing_ack *a = &acks[k];
+			struct job *j = a->user;
+			if (!j || j->state != JOB_SUBMITTED)
+				continue;
+			bool terminal = !a->ok || a->stage == ING_ACK_DURABLE;
+			if (a->ok && a->stage == ING_ACK_RECEIVED) {
+				ing_hist_add(&h_recv, a->latency_ns);
+				if (c.recycle_on == ING_ACK_RECEIVED && j->buf) {
+					ing_frame_free(p, j->buf);
+					j->buf = NULL;
+				}
+			}
+			if (!terminal)
+				continue;
+			if (j->buf) {
+				ing_frame_free(p, j->buf);
+				j->buf = NULL;
+			}
+			done++;
+			if (a->ok) {
+				ing_hist_add(&h_dur, a->latency_ns);
+				j->state = JOB_DONE_OK;
+				j->duplicate = a->duplicate;
+				n_ok++;
+				n_dup += a->duplicate ? 1 : 0;
+				ok_bytes += j->len;
+			} else {
+				j->state = JOB_FAILED;
+				n_fail++;
+				if (shown++ < 10)
+					fprintf(stderr, "%singest-send: frame %" PRIu64 " failed (code %d%s): %s\n",
+						pg.tty ? "\n" : "", j->id, a->code,
+						a->retryable ? ", retryable" : "", a->msg);
+			}
+		}
+		if (!c.quiet)
+			progress_line(&pg, p, done, njobs, ok_bytes, false);
+	}
+	uint64_t t1 = ing_now_ns();
+	if (!c.quiet)
+		progress_line(&pg, p, done, njobs, ok_bytes, true);
+	if (ready)
+		ing_frame_free(p, ready);
+	/* anything not acked (interrupted, connection gone) counts as failed */
+	uint64_t lost = njobs - done;
+	n_fail += lost;
+
+	struct ing_producer_stats st;
+	ing_producer_get_stats(p, &st);
+	double wall = (double)(t1 - t0) / 1e9;
+	double mbs = wall > 0 ? (double)ok_bytes / 1e6 / wall : 0;
+	double mibs = wall > 0 ? (double)ok_bytes / 1048576.0 / wall : 0;
+	const char *tname = ing_producer_transport(p) == ING_TRANSPORT_RDMA ? "rdma" : "grpc";
+	const char *note = ing_producer_transport_note(p);
+	double q[3] = { 0.50, 0.95, 0.99 };
+
+	if (c.json) {
+		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"failed\":%" PRIu64
+		       ",\"duplicate\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"wall_s\":%.3f,\"mb_s\":%.1f,"
+		       "\"mib_s\":%.1f,\"session_id\":%" PRIu64 ",\"transport\":\"%s\",\"transport_note\":",
+		       njobs, n_ok, n_fail, n_dup, ok_bytes, wall, mbs, mibs, ing_producer_session_id(p),
+		       tname);
+		json_str(stdout, note);
+		printf(",\"latency_ms\":{");
+		const struct ing_hist *hs[2] = { &h_recv, &h_dur };
+		const char *hn[2] = { "received", "durable" };
+		for (int k = 0; k < 2; k++)
+			printf("%s\"%s\":{\"count\":%" PRIu64 ",\"p50\":%.3f,\"p95\":%.3f,\"p99\":%.3f}",
+			       k ? "," : "", hn[k], hs[k]->count, ms(ing_hist_quantile(hs[k], q[0])),
+			       ms(ing_hist_quantile(hs[k], q[1])), ms(ing_hist_quantile(hs[k], q[2])));
+		printf("}}\n");
+		fflush(stdout);
+	}
+	if (!c.quiet) {
+		fprintf(stderr,
+			"ingest-send: %" PRIu64 " frames: %" PRIu64 " ok (%" PRIu64 " duplicate), %" PRIu64
+			" failed; %.1f MiB in %.2f s = %.1f MB/s (%.1f MiB/s)\n"
+			"  ack latency RECEIVED p50 %.2f ms  p95 %.2f ms  p99 %.2f ms\n"
+			"  ack latency DURABLE  p50 %.2f ms  p95 %.2f ms  p99 %.2f ms\n"
+			"  transport %s: %s\n",
+			njobs, n_ok, n_dup, n_fail, (double)ok_bytes / 1048576.0, wall, mbs, mibs,
+			ms(ing_hist_quantile(&h_recv, q[0])), ms(ing_hist_quantile(&h_recv, q[1])),
+			ms(ing_hist_quantile(&h_recv, q[2])), ms(ing_hist_quantile(&h_dur, q[0])),
+			ms(ing_hist_quantile(&h_dur, q[1])), ms(ing_hist_quantile(&h_dur, q[2])), tname,
+			note);
+	}
+	ret = n_fail || n_ok != njobs ? 1 : 0;
+out:
+	if (man && fclose(man)) {
+		fprintf(stderr, "ingest-send: %s: %s\n", c.manifest, strerror(errno));
+		ret = ret ? ret : 1;
+	}
+	/* close before freeing the buffers' bookkeeping: the pool goes with the producer */
+	ing_producer_close(p, 5000);
+	free(fill);
+	free(jobs);
+	return ret;
+}

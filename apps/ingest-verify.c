@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ingest-verify - check what ingestd stored against what ingest-send sent.
+ *
+ * Expected frames come from a manifest written by `ingest-send --manifest PATH` (lines
+ * "frame_id wafer length crc32c source", source "synth:SEED" or "file:PATH"), or from the
+ * same synthetic parameters as the send (--first-id, --count, --size/--sizes, --seed,
+ * --wafer). For every frame it checks:
+ *   - <data-dir>/frames/<wafer>/<frame_id>.frame exists and has exactly `length` bytes;
+ *   - its crc32c equals the expected one, and its bytes equal the regenerated synthetic
+ *     content (synth:) or the source file (file:, when that file is still readable);
+ *   - catalog.db has the frame's row with the same wafer, length, crc32c and path.
+ * Exit: 0 all good, 1 some frame bad, 2 usage or setup error.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "producer/synth.h"
+
+#define DEFAULT_WAFER "ingest-send"
+
+struct expect {
+	uint64_t id;
+	char wafer[129];
+	uint64_t len;
+	uint32_t crc;
+	bool has_crc;
+	bool synth;
+	uint64_t seed;
+	char src[PATH_MAX];   /* file: source */
+};
+
+struct verify {
+	const char *data_dir;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	bool check_catalog;
+	bool quiet;
+	unsigned max_errors;
+	unsigned shown;
+	uint8_t *buf, *buf2;
+	size_t cap, cap2;
+	uint64_t frames, ok, bad, bytes;
+};
+
+static void problem(struct verify *v, const struct expect *e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void problem(struct verify *v, const struct expect *e, const char *fmt, ...)
+{
+	if (v->shown++ >= v->max_errors)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "ingest-verify: frame %" PRIu64 " (wafer %s): ", e->id, e->wafer);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int grow(uint8_t **b, size_t *cap, uint64_t len)
+{
+	if (len <= *cap)
+		return 0;
+	void *n = realloc(*b, (size_t)len);
+	if (!n)
+		return -ENOMEM;
+	*b = n;
+	*cap = (size_t)len;
+	return 0;
+}
+
+/* Read exactly len bytes of path into *b; -EFBIG/-ENODATA when its size differs. */
+static int read_exact(const char *path, uint8_t **b, size_t *cap, uint64_t len, uint64_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st)) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	*size = (uint64_t)st.st_size;
+	if ((uint64_t)st.st_size != len) {
+		close(fd);
+		return (uint64_t)st.st_size > len ? -EFBIG : -ENODATA;
+	}
+	if (grow(b, cap, len ? len : 1)) {
+		close(fd);
+		return -ENOMEM;
+	}
+	uint64_t off = 0;
+	while (off < len) {
+		ssize_t n = read(fd, *b + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int e = n < 0 ? -errno : -EIO;
+			close(fd);
+			return e;
+		}
+		off += (uint64_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+static bool check_catalog(struct verify *v, const struct expect *e, const char *rel)
+{
+	bool good = true;
+	sqlite3_reset(v->st);
+	sqlite3_bind_int64(v->st, 1, (sqlite3_int64)e->id);
+	int rc = sqlite3_step(v->st);
+	if (rc == SQLITE_DONE) {
+		problem(v, e, "no catalog row");
+		return false;
+	}
+	if (rc != SQLITE_ROW) {
+		problem(v, e, "catalog lookup: %s", sqlite3_errmsg(v->db));
+		return false;
+	}
+	const char *w = (const char *)sqlite3_column_text(v->st, 0);
+	uint64_t len = (uint64_t)sqlite3_column_int64(v->st, 1);
+	uint32_t crc = (uint32_t)sqlite3_column_int64(v->st, 2);
+	const char *path = (const char *)sqlite3_column_text(v->st, 3);
+	if (!w || strcmp(w, e->wafer)) {
+		problem(v, e, "catalog wafer_id '%s'", w ? w : "(null)");
+		good = false;
+	}
+	if (len != e->len) {
+		problem(v, e, "catalog length %" PRIu64 ", expected %" PRIu64, len, e->len);
+		good = false;
+	}
+	if (e->has_crc && crc != e->crc) {
+		problem(v, e, "catalog crc32c %08x, expected %08x", crc, e->crc);
+		good = false;
+	}
+	if (!path || (strcmp(path, rel) && !(path[0] == '/' && strstr(path, rel)))) {
+		problem(v, e, "catalog path '%s', expected '%s'", path ? path : "(null)", rel);
+		good = false;
+	}
+	return good;
+}
+
+static bool check_frame(struct verify *v, struct expect *e)
+{
+	char rel[512], full[PATH_MAX + 600];
+	uint64_t size = 0;
+	bool good = true;
+
+	snprintf(rel, sizeof(rel), "frames/%s/%" PRIu64 ".frame", e->wafer, e->id);
+	snprintf(full, sizeof(full), "%s/%s", v->data_dir, rel);
+	int rc = read_exact(full, &v->buf, &v->cap, e->len, &size);
+	if (rc == -EFBIG || rc == -ENODATA) {
+		problem(v, e, "%s has %" PRIu64 " bytes, expected %" PRIu64, full, size, e->len);
+		good = false;
+	} else if (rc) {
+		problem(v, e, "%s: %s", full, strerror(-rc));
+		good = false;
+	} else {
+		uint32_t crc = ing_crc32c(0, v->buf, e->len);
+		if (e->has_crc && crc != e->crc) {
+			problem(v, e, "crc32c %08x, expected %08x", crc, e->crc);
+			good = false;
+		}
+		if (e->synth) {
+			uint64_t at = synth_compare(v->buf, e->len, e->id, e->seed);
+			if (at != UINT64_MAX) {
+				problem(v, e, "content differs from the synthetic frame at byte %" PRIu64, at);
+				good = false;
+			}
+		} else if (e->src[0]) {
+			uint64_t ssize;
+			int r2 = read_exact(e->src, &v->buf2, &v->cap2, e->len, &ssize);
+			if (r2 == 0 && memcmp(v->buf, v->buf2, e->len)) {
+				problem(v, e, "content differs from %s", e->src);
+				good = false;
+			} else if (r2 && !v->quiet) {
+				fprintf(stderr, "ingest-verify: frame %" PRIu64 ": source %s not compared (%s)\n",
+					e->id, e->src, strerror(-r2));
+			}
+		}
+	}
+	if (v->check_catalog && !check_catalog(v, e, rel))
+		good = false;
+	v->frames++;
+	if (good) {
+		v->ok++;
+		v->bytes += e->len;
+	} else {
+		v->bad++;
+	}
+	return good;
+}
+
+static int parse_manifest_line(char *line, struct expect *e)
+{
+	char src[PATH_MAX + 16];
+	unsigned long long id, len;
+	unsigned crc;
+	memset(e, 0, sizeof(*e));
+	if (sscanf(line, "%llu %128s %llu %x %4111[^\n]", &id, e->wafer, &len, &crc, src) != 5)
+		return -EINVAL;
+	e->id = id;
+	e->len = len;
+	e->crc = crc;
+	e->has_crc = true;
+	if (!strncmp(src, "synth:", 6)) {
+		e->synth = true;
+		e->seed = strtoull(src + 6, NULL, 0);
+	} else if (!strncmp(src, "file:", 5)) {
+		if (strlen(src + 5) >= sizeof(e->src))
+			return -EINVAL;
+		memcpy(e->src, src + 5, strlen(src + 5) + 1);
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ingest-verify --data-dir DIR (--manifest PATH | synthetic parameters)\n"
+		"  --manifest PATH   written by ingest-send --manifest\n"
+		"  --first-id N --count N --size SIZE | --sizes MIN-MAX --seed S --wafer ID\n"
+		"                    the same synthetic parameters as the send\n"
+		"  --no-catalog      do not check catalog.db\n"
+		"  --max-errors N    problems printed (default 20)\n"
+		"  --json            summary as JSON on stdout\n"
+		"  --quiet           only problems and the exit status\n");
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_DIR = 256, O_MAN, O_FIRST, O_COUNT, O_SIZE, O_SIZES, O_SEED, O_WAFER, O_NOCAT,
+	       O_MAXERR, O_JSON, O_QUIET, O_HELP };
+	static const struct option lo[] = {
+		{ "data-dir", required_argument, 0, O_DIR },
+		{ "manifest", required_argument, 0, O_MAN },
+		{ "first-id", required_argument, 0, O_FIRST },
+		{ "count", required_argument, 0, O_COUNT },
+		{ "size", required_argument, 0, O_SIZE },
+		{ "sizes", required_argument, 0, O_SIZES },
+		{ "seed", required_argument, 0, O_SEED },
+		{ "wafer", required_argument, 0, O_WAFER },
+		{ "no-catalog", no_argument, 0, O_NOCAT },
+		{ "max-errors", required_argument, 0, O_MAXERR },
+		{ "json", no_argument, 0, O_JSON },
+		{ "quiet", no_argument, 0, O_QUIET },
+		{ "help", no_argument, 0, O_HELP },
+		{ 0, 0, 0, 0 },
+	};
+	struct verify v = { .check_catalog = true, .max_errors = 20 };
+	struct synth_spec sp = { .seed = 1, .size_min = 4u << 20, .size_max = 4u << 20 };
+	const char *manifest = NULL, *wafer = DEFAULT_WAFER;
+	uint64_t first = 1, count = 0;
+	bool json = false;
+	int opt, ret = 2;
+	char *end;
+
+	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (opt) {
+		case O_DIR: v.data_dir = optarg; break;
+		case O_MAN: manifest = optarg; break;
+		case O_FIRST: first = strtoull(optarg, &end, 0); if (*end) goto bad; break;
+		case O_COUNT: count = strtoull(optarg, &end, 0); if (*end) goto bad; break;
+		case O_SIZE:
+			if (synth_parse_size(optarg, &sp.size_min) || !sp.size_min)
+				goto bad;
+			sp.size_max = sp.size_min;
+			break;
+		case O_SIZES:
+			if (synth_parse_range(optarg, &sp.size_min, &sp.size_max))
+				goto bad;
+			break;
+		case O_SEED: sp.seed = strtoull(optarg, &end, 0); if (*end) goto bad; break;
+		case O_WAFER: wafer = optarg; break;
+		case O_NOCAT: v.check_catalog = false; break;
+		case O_MAXERR: v.max_errors = (unsigned)strtoul(optarg, &end, 0); if (*end) goto bad; break;
+		case O_JSON: json = true; break;
+		case O_QUIET: v.quiet = true; break;
+		case O_HELP: case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!v.data_dir || (!manifest && !count) || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (strlen(wafer) > 128) {
+		fprintf(stderr, "ingest-verify: wafer id too long\n");
+		return 2;
+	}
+	if (v.check_catalog) {
+		char db[PATH_MAX];
+		struct stat st;
+		snprintf(db, sizeof(db), "%s/catalog.db", v.data_dir);
+		if (stat(db, &st)) {
+			fprintf(stderr, "ingest-verify: %s: %s (use --no-catalog for --sink null)\n", db,
+				strerror(errno));
+			return 2;
+		}
+		if (sqlite3_open_v2(db, &v.db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+		    sqlite3_busy_timeout(v.db, 5000) != SQLITE_OK ||
+		    sqlite3_prepare_v2(v.db, "SELECT wafer_id, length, crc32c, path FROM frames "
+					     "WHERE frame_id = ?", -1, &v.st, NULL) != SQLITE_OK) {
+			fprintf(stderr, "ingest-verify: %s: %s\n", db,
+				v.db ? sqlite3_errmsg(v.db) : "cannot open");
+			goto out;
+		}
+	}
+
+	uint64_t t0 = ing_now_ns();
+	struct expect *e = malloc(sizeof(*e));
+	if (!e)
+		goto out;
+	if (manifest) {
+		FILE *f = fopen(manifest, "r");
+		if (!f) {
+			fprintf(stderr, "ingest-verify: %s: %s\n", manifest, strerror(errno));
+			free(e);
+			goto out;
+		}
+		char line[PATH_MAX + 256];
+		unsigned lineno = 0;
+		while (fgets(line, sizeof(line), f)) {
+			lineno++;
+			if (line[0] == '#' || line[0] == '\n')
+				continue;
+			if (parse_manifest_line(line, e)) {
+				fprintf(stderr, "ingest-verify: %s:%u: bad line\n", manifest, lineno);
+				v.bad++;
+				continue;
+			}
+			check_frame(&v, e);
+		}
+		fclose(f);
+	}
+	for (uint64_t i = 0; i < count; i++) {
+		memset(e, 0, sizeof(*e));
+		e->id = first + i;
+		snprintf(e->wafer, sizeof(e->wafer), "%s", wafer);
+		e->len = synth_frame_len(&sp, e->id);
+		e->synth = true;
+		e->seed = sp.seed;
+		check_frame(&v, e);
+	}
+	free(e);
+	double s = (double)(ing_now_ns() - t0) / 1e9;
+	if (v.shown > v.max_errors)
+		fprintf(stderr, "ingest-verify: (%u more problems not shown)\n", v.shown - v.max_errors);
+	if (json)
+		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"bad\":%" PRIu64 ",\"bytes\":%" PRIu64
+		       ",\"catalog\":%s,\"seconds\":%.3f}\n",
+		       v.frames, v.ok, v.bad, v.bytes, v.check_catalog ? "true" : "false", s);
+	else if (!v.quiet)
+		fprintf(stderr, "ingest-verify: %" PRIu64 " frames checked (%.1f MiB) in %.2f s: %" PRIu64
+			" ok, %" PRIu64 " bad%s\n", v.frames, (double)v.bytes / 1048576.0, s, v.ok, v.bad,
+			v.check_catalog ? " (files, bytes, crc32c and catalog rows)" : " (catalog not checked)");
+	ret = v.bad || !v.frames ? 1 : 0;
+out:
+	sqlite3_finalize(v.st);
+	sqlite3_close(v.db);
+	free(v.buf);
+	free(v.buf2);
+	return ret;
+bad:
+	fprintf(stderr, "ingest-verify: bad value '%s'\n", optarg);
+	return 2;
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# demo.sh BUILD_DIR [--keep] [--count N] [--data-dir DIR] - the `make demo` driver:
+#  1. ingest-doctor's summary of this machine (when built);
+#  2. ingestd on loopback with its embedded defaults (127.0.0.1:50051, or a free port when
+#     that one is taken), data in BUILD_DIR/demo-data unless --data-dir;
+#  3. ingest-send: N synthetic frames (default 300) of mixed sizes 1-16 MiB, progress line;
+#  4. ingest-verify: every stored frame's bytes, crc32c and catalog row;
+#  5. throughput, P50/P95/P99 ack latency, where the frames are; ingestd stopped with SIGTERM;
+#  6. the demo data is deleted unless --keep.
+set -euo pipefail
+
+usage() { echo "usage: deploy/demo.sh BUILD_DIR [--keep] [--count N] [--data-dir DIR]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+BUILD=$(cd "$1" && pwd) || usage
+shift
+KEEP=0
+COUNT=300
+DATA=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--keep) KEEP=1 ;;
+	--count) COUNT=${2:?}; shift ;;
+	--data-dir) DATA=${2:?}; shift ;;
+	*) usage ;;
+	esac
+	shift
+done
+[ -n "$DATA" ] || DATA=$BUILD/demo-data
+SIZES=1M-16M
+SEED=42
+WAFER=demo-wafer
+
+INGESTD=$BUILD/apps/ingestd
+SEND=$BUILD/apps/ingest-send
+VERIFY=$BUILD/apps/ingest-verify
+DOCTOR=$BUILD/apps/ingest-doctor
+for b in "$INGESTD" "$SEND" "$VERIFY"; do
+	[ -x "$b" ] || { echo "demo: $b is not built (run: make build)" >&2; exit 1; }
+done
+
+hr() { printf '%s\n' "------------------------------------------------------------------------"; }
+say() { printf '\n== %s\n' "$*"; }
+
+# ---------------------------------------------------------------- 1. the machine
+if [ -x "$DOCTOR" ]; then
+	say "ingest-doctor: this machine"
+	timeout 60 "$DOCTOR" 2>&1 | tail -n 25 || echo "(ingest-doctor exited $?: see above; the demo goes on)"
+else
+	say "ingest-doctor not built: skipping the machine check"
+fi
+
+# ---------------------------------------------------------------- disk space
+mkdir -p "$DATA"
+DATA=$(cd "$DATA" && pwd)
+if [ -n "$(ls -A "$DATA" 2>/dev/null)" ]; then
+	echo "demo: $DATA is not empty; remove it or pass --data-dir" >&2
+	exit 1
+fi
+# mean frame 8.5 MiB, plus 10 % and 256 MiB of headroom for the catalog and the file system
+need_mb=$(( COUNT * 85 / 10 * 11 / 10 + 256 ))
+avail_mb=$(df -Pm "$DATA" | awk 'NR == 2 { print $4 }')
+if [ "$avail_mb" -lt "$need_mb" ]; then
+	echo "demo: not enough free space in $DATA: $COUNT frames of 1-16 MiB need about ${need_mb} MiB," >&2
+	echo "      ${avail_mb} MiB are free. Free some space, pass --data-dir DIR on a larger disk," >&2
+	echo "      or send fewer frames: deploy/demo.sh $BUILD --count $(( (avail_mb - 256) * 10 / 11 * 10 / 85 ))" >&2
+	rmdir "$DATA" 2>/dev/null || true
+	exit 1
+fi
+
+RUN=$(mktemp -d /tmp/h3000-demo.XXXXXX)
+PID=
+cleanup() {
+	if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+		kill -TERM "$PID" 2>/dev/null || true
+		for _ in $(seq 1 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$PID" 2>/dev/null || true
+	fi
+	if [ "$KEEP" = 1 ]; then
+		echo "demo: kept the frames in $DATA and the logs in $RUN"
+	else
+		rm -rf "$DATA" "$RUN"
+		echo "demo: deleted the demo data ($DATA); pass --keep to keep it"
+	fi
+}
+trap cleanup EXIT
+
+# ---------------------------------------------------------------- 2. ingestd
+LISTEN=()
+if (exec 3<>/dev/tcp/127.0.0.1/50051) 2>/dev/null; then
+	echo "demo: 127.0.0.1:50051 is taken; ingestd listens on a free loopback port instead"
+	LISTEN=(--listen 127.0.0.1:0)
+fi
+say "starting ingestd (embedded defaults${LISTEN:+, ${LISTEN[*]}}), data dir $DATA"
+"$INGESTD" "${LISTEN[@]}" --data-dir "$DATA" --port-file "$RUN/port" >"$RUN/ingestd.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 300); do
+	[ -s "$RUN/port" ] && break
+	if ! kill -0 "$PID" 2>/dev/null; then
+		echo "demo: ingestd exited during start-up:" >&2
+		tail -n 30 "$RUN/ingestd.log" >&2
+		PID=
+		exit 1
+	fi
+	sleep 0.1
+done
+[ -s "$RUN/port" ] || { echo "demo: ingestd did not come up within 30 s" >&2; tail -n 30 "$RUN/ingestd.log" >&2; exit 1; }
+PORT=$(tr -dc '0-9' <"$RUN/port")
+echo "ingestd pid $PID listening on 127.0.0.1:$PORT (log: $RUN/ingestd.log)"
+
+# ---------------------------------------------------------------- 3. send
+say "ingest-send: $COUNT synthetic frames, sizes $SIZES (seed $SEED), wafer $WAFER"
+rc=0
+"$SEND" --server "127.0.0.1:$PORT" --count "$COUNT" --sizes "$SIZES" --seed "$SEED" \
+	--wafer "$WAFER" --manifest "$RUN/manifest" --json >"$RUN/send.json" || rc=$?
+if [ "$rc" != 0 ]; then
+	echo "demo: ingest-send exited $rc (some frames not DURABLE); ingestd log tail:" >&2
+	tail -n 20 "$RUN/ingestd.log" >&2
+	exit 1
+fi
+
+# ---------------------------------------------------------------- 4. verify
+say "ingest-verify: every stored frame (length, bytes, crc32c, catalog row)"
+"$VERIFY" --data-dir "$DATA" --manifest "$RUN/manifest" || { echo "demo: verification FAILED" >&2; exit 1; }
+
+# ---------------------------------------------------------------- 5. results
+say "stopping ingestd (SIGTERM)"
+kill -TERM "$PID"
+src=0
+for _ in $(seq 1 300); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$PID" 2>/dev/null; then
+	echo "demo: ingestd did not stop within 30 s" >&2
+	exit 1
+fi
+wait "$PID" || src=$?
+PID=
+echo "ingestd exited with status $src"
+
+python3 - "$RUN/send.json" "$DATA" "$KEEP" <<'EOF'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+data = sys.argv[2]
+lr, ld = d["latency_ms"]["received"], d["latency_ms"]["durable"]
+print("-" * 72)
+print("h3000 ingest demo: %d frames, %.1f MiB in %.2f s" % (d["frames"], d["bytes"] / 1048576, d["wall_s"]))
+print("  throughput      %.1f MB/s (%.1f MiB/s)" % (d["mb_s"], d["mib_s"]))
+print("  ack RECEIVED    p50 %.2f ms  p95 %.2f ms  p99 %.2f ms" % (lr["p50"], lr["p95"], lr["p99"]))
+print("  ack DURABLE     p50 %.2f ms  p95 %.2f ms  p99 %.2f ms" % (ld["p50"], ld["p95"], ld["p99"]))
+print("  frames ok       %d (duplicates %d), failed %d" % (d["ok"], d["duplicate"], d["failed"]))
+print("  transport       %s: %s" % (d["transport"], d["transport_note"]))
+print("  stored in       %s/frames/<wafer>/<frame_id>.frame" % data)
+if sys.argv[3] != "1":
+    print("                  (deleted when the demo ends; pass --keep to keep them)")
+print("  catalog         %s/catalog.db (sqlite3: SELECT * FROM frames)" % data)
+print("-" * 72)
+EOF
+[ "$src" = 0 ] || { echo "demo: ingestd exit status $src" >&2; exit 1; }
+echo "demo: OK"

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * producer_internal.h - inside libingest: the producer object, the in-flight table, the
+ * ack queue, the wire encoders and the transport hooks. Not installed; nothing here is
+ * exported from libingest.so (the library is built with -fvisibility=hidden and a version
+ * script that exports only the ing_* symbols of include/ingest/producer.h).
+ *
+ * Shape of the producer (one thread drives everything through ing_producer_poll):
+ *
+ *   submit -> validate -> crc32c -> in-flight slot (table by frame id) -> send FIFO
+ *   poll   -> ing_grpc_chan_poll (Ack callbacks: held per frame, then queued)
+ *          -> xport->pump (continue sending the FIFO under flow control)
+ *          -> xport->poll (transport's own events, e.g. rdma_cm) -> timeouts -> acks out
+ *
+ * What is common to both transports lives in producer.c: Negotiate, the one long-lived
+ * gRPC call (PushFrames or ControlStream, both return stream Ack), Ack decoding, the
+ * in-flight table, credits, timeouts, the ack queue, the frame pool, stats, close.
+ * What differs is behind struct producer_xport:
+ *
+ *   - fallback (producer.c, grpc_xport): call "/h3000.RDMASvc/PushFrames"; a frame is
+ *     sent as FrameChunk messages whose data field is written from the caller's memory
+ *     (ing_grpc_ccall_send_zc); sending may stop on -ENOBUFS and resumes in pump.
+ *   - RDMA (producer/rdma_producer.c, defines `const struct producer_xport rdma_xport`):
+ *     start() connects rdma_cm to NegotiateReply.rdmaAddr:rdmaPort with the session id
+ *     in the private data and registers p->pool as one MR; call "ControlStream"; pump()
+ *     queues one FrameMeta{addr, rkey, ...} (ing_grpc_ccall_send), check() returns
+ *     -EFAULT when the frame is not inside p->pool; stop() disconnects and deregisters.
+ *     producer/CMakeLists.txt defines ING_PRODUCER_RDMA when rdma_producer.c exists (a
+ *     compile-time switch, not a weak symbol: a weak reference would not pull the object
+ *     out of libingest_static.a). Without it, AUTO falls back to gRPC with the note
+ *     "fallback: rdma is not built into libingest" and RDMA fails at connect.
+ *
+ * Memory contract towards the application (include/ingest/producer.h): every ack of a
+ * frame is held back while the transport still references the frame's bytes
+ * (f->busy_refs > 0, e.g. zero-copy bodies not yet written to the socket),
+ * so the ack of stage recycle_on is never returned while the bytes are still in use. The
+ * library itself is done with the bytes at the first ack either way; opts.recycle_on is the
+ * application's choice, validated here and available to the transport (p->o.recycle_on).
+ */
+#ifndef ING_PRODUCER_INTERNAL_H
+#define ING_PRODUCER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ingest/producer.h"
+
+struct ing_grpc_chan;
+struct ing_grpc_ccall;
+struct ing_producer;
+
+#define PRODUCER_DEFAULT_CONNECT_MS 5000
+#define PRODUCER_DEFAULT_FRAME_TIMEOUT_MS 60000
+#define PRODUCER_DEFAULT_POOL_FRAME (16ull << 20)
+#define PRODUCER_DEFAULT_CHUNK (1u << 20)
+#define PRODUCER_DEFAULT_CREDITS 64u
+#define PRODUCER_DEFAULT_MAX_FRAME (64ull << 20)
+#define PRODUCER_MAX_CREDITS 4096u
+#define PRODUCER_WAFER_MAX 128
+/* FrameChunk head: fields 1..5 plus the tag and length of field 15 (see chunk_head_encode). */
+#define PRODUCER_CHUNK_HEAD_MAX 320
+#define PRODUCER_PATH_PUSH "/h3000.RDMASvc/PushFrames"
+#define PRODUCER_PATH_CONTROL "/h3000.RDMASvc/ControlStream"
+#define PRODUCER_PATH_NEGOTIATE "/h3000.RDMASvc/Negotiate"
+#define PRODUCER_SESSION_HEADER "h3000-session-id"
+
+/* h3000.ErrorCode values used locally */
+enum {
+	PCODE_NONE = 0,
+	PCODE_INVALID_ARGUMENT = 1,
+	PCODE_DEADLINE = 5,
+	PCODE_TRANSFER = 6,
+	PCODE_CANCELLED = 11,
+	PCODE_INTERNAL = 12,
+};
+
+/* A queued ack; terminal = the last one of its frame (its credit returns on delivery). */
+struct pack_entry {
+	struct ing_ack a;
+	bool terminal;
+};
+
+/* One frame in flight: a slot of p->frames, found by id through p->ix_*. */
+struct pframe {
+	uint64_t id;
+	const uint8_t *data;
+	uint64_t len;
+	uint64_t sent;          /* bytes handed to the transport (fallback: chunk offset) */
+	int64_t timestamp;
+	uint32_t crc;
+	void *user;
+	uint64_t t_submit_ns;
+	uint64_t deadline_ns;
+	uint32_t busy_refs;     /* transport references to data (zero-copy bodies in the socket queue) */
+	bool used;
+	bool queued;            /* in the send FIFO */
+	bool received;          /* RECEIVED ack seen */
+	bool done;              /* the terminal ack is decided (maybe still held) */
+	bool node_failed;       /* the node refused it: what is left of it is not sent */
+	unsigned nheld;         /* acks waiting until busy_refs == 0 and !queued */
+	struct pack_entry held[2];
+	struct ing_producer *owner;
+	void *xport_priv;       /* transport's per-frame data (e.g. RDMA: the pool slot) */
+	char wafer[PRODUCER_WAFER_MAX + 1];
+};
+
+/* The registered frame pool behind ing_frame_alloc: one mapping, fixed-size slots. */
+struct ppool {
+	uint8_t *base;
+	size_t len;             /* mapping length (nslots * slot_size) */
+	uint64_t slot_size;
+	unsigned nslots;
+	unsigned nfree;
+	uint32_t *free_stack;   /* slot indices */
+	uint8_t *in_use;        /* per slot, to reject double or foreign frees */
+};
+
+/*
+ * Transport hooks. All run on the producer's thread. Return 0 or -errno; on -errno with a
+ * text, write it into err (start only).
+ */
+struct producer_xport {
+	const char *name;       /* "rdma" / "grpc" */
+	enum ing_transport kind;
+	const char *call_path;  /* the long-lived stream call that returns Acks */
+	/* Local precondition before offering the transport in Negotiate (device present, ...).
+	 * 0: can offer; -errno and a reason in why (goes into the transport note). NULL: always. */
+	int (*probe)(struct ing_producer *p, char *why, size_t whylen);
+	/* After Negotiate chose this transport, before the stream call is opened. */
+	int (*start)(struct ing_producer *p, char *err, size_t errlen);
+	/* Submit-time check of a validated descriptor (e.g. RDMA: memory inside the pool). */
+	int (*check)(struct ing_producer *p, const struct ing_frame_desc *d);
+	/* Push as much of the send FIFO as flow control allows. 0 (idle or blocked) or -EPIPE. */
+	int (*pump)(struct ing_producer *p);
+	/* Transport events besides the gRPC channel (rdma_cm); 0 or -errno (connection lost). */
+	int (*poll)(struct ing_producer *p);
+	/* Tear down (tolerant of a half-built start). */
+	void (*stop)(struct ing_producer *p);
+};
+
+extern const struct producer_xport grpc_xport;
+#ifdef ING_PRODUCER_RDMA
+/* Defined by producer/rdma_producer.c. */
+extern const struct producer_xport rdma_xport;
+#define PRODUCER_RDMA_XPORT (&rdma_xport)
+#else
+#define PRODUCER_RDMA_XPORT ((const struct producer_xport *)NULL)
+#endif
+
+struct ing_producer {
+	struct ing_producer_opts o;
+	char server[256];
+	char client_name[128];
+	char rdma_device[64];
+
+	struct ing_grpc_chan *ch;
+	struct ing_grpc_ccall *call;
+	const struct producer_xport *xport;
+	void *xport_priv;               /* transport's per-producer state */
+	bool call_closed;               /* on_close of the stream call ran */
+	bool closing;                   /* ing_producer_close runs: the call's end is expected */
+	bool broken;                    /* connection or call gone: submit -EPIPE */
+	int broken_err;
+	char broken_msg[160];
+
+	/* negotiated */
+	uint64_t session_id;
+	uint64_t max_frame;
+	unsigned credits;
+	uint32_t chunk_size;
+	uint32_t version;
+	char rdma_addr[64];
+	uint32_t rdma_port;
+	char note[256];                 /* why this transport */
+
+	/* in flight: credits slots, id -> slot by open addressing (linear probe, backward shift) */
+	struct pframe *frames;
+	uint32_t *free_slots;
+	unsigned nfree;
+	unsigned nused;
+	uint64_t *ix_key;
+	int32_t *ix_val;                /* slot index, -1 empty */
+	unsigned ix_mask;
+
+	/* send FIFO of slot indices (a frame enters once, leaves when fully handed over) */
+	uint32_t *sendq;
+	unsigned sq_cap, sq_head, sq_len;
+
+	/* acks ready for the application (<= 2 per credit) */
+	struct pack_entry *ackq;
+	unsigned aq_cap, aq_head, aq_len;
+	unsigned undelivered_terminal;  /* frames done but their last ack not yet returned */
+
+	uint64_t next_timeout_check_ns;
+	uint64_t unknown_acks;
+
+	struct ppool pool;
+	struct ing_producer_stats st;
+};
+
+/* ---- shared by the transports (producer.c) ---- */
+
+struct pframe *producer_frame_find(struct ing_producer *p, uint64_t id);
+static inline uint32_t producer_frame_slot(const struct ing_producer *p, const struct pframe *f)
+{
+	return (uint32_t)(f - p->frames);
+}
+/* The frame at the head of the send FIFO, NULL when empty; pop when fully handed over. */
+struct pframe *producer_sendq_head(struct ing_producer *p);
+void producer_sendq_pop(struct ing_producer *p);
+/* A transport reference on a frame's bytes dropped (e.g. a zero-copy body was written). */
+void producer_frame_unref(struct ing_producer *p, struct pframe *f);
+/* Mark the connection broken: pending frames fail with code/msg, submit returns -EPIPE. */
+void producer_set_broken(struct ing_producer *p, int err, const char *msg);
+
+/* ---- wire encoding (producer.c; unit-tested in tests/unit/test_producer_encode.c) ---- */
+
+struct chunk_meta {
+	uint64_t length;
+	const char *wafer_id;
+	int64_t timestamp;
+	uint32_t crc32c;
+	bool has_crc;
+};
+/*
+ * Encode the head of one FrameChunk message: frameId(1), offset(2), last(3), meta(4, only
+ * when meta != NULL: FrameMeta{frameId, length, waferId, timestamp, crc32c, hasCrc32c,
+ * sessionId}), sessionId(5), then the tag and length varint of data(15) for data_len
+ * bytes that follow. Zero-valued scalars are omitted as proto3 serializers do.
+ * Returns the head length, or 0 if cap is too small.
+ */
+size_t chunk_head_encode(uint8_t *buf, size_t cap, uint64_t frame_id, uint64_t offset, bool last,
+			 const struct chunk_meta *meta, uint64_t session_id, uint64_t data_len);
+/*
+ * Decode an h3000.Ack without allocating (unknown fields skipped; msg truncated to fit).
+ * stage/code are the raw enum values. 0 or -EINVAL (malformed).
+ */
+struct wire_ack {
+	uint64_t frame_id, latency_ns;
+	bool ok, retryable, duplicate;
+	uint32_t stage, code, crc32c;
+	char msg[160];
+};
+int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a);
+/* [A-Za-z0-9._-]{1,128}, not "." or ".." (it names a directory on the node) */
+bool producer_wafer_ok(const char *w);
+
+#endif
