@@ -345,6 +345,8 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 		 c->qp_num, (unsigned long long)sid, el->lcore_id, rd, remote_resp_res);
 }
 
+static void release_device(struct ing_rdma *r, const char *why);
+
 static void on_device_removal(struct ing_rdma *r)
 {
 	if (r->device_lost)
@@ -356,6 +358,11 @@ static void on_device_removal(struct ing_rdma *r)
 		conn_down(r, c, "device removed");
 	if (r->cbs.device_lost)
 		r->cbs.device_lost(r->cbs.arg, "RDMA device removed");
+	/* the kernel waits for us to release every object on the device */
+	char why[96];
+	snprintf(why, sizeof(why), "RDMA device %s removed", r->devname);
+	release_device(r, why);
+	ING_WARN(COMP, "RDMA device %s released; RDMA stays off until ingestd restarts", r->devname);
 }
 
 static int cm_drain(struct ing_rdma *r)
@@ -391,7 +398,7 @@ static int cm_drain(struct ing_rdma *r)
 		}
 		rdma_ack_cm_event(ev);
 
-		struct rconn *c = (id && id != r->listen_id) ? id->context : NULL;
+		struct rconn *c = (id && id != r->listen_id && !r->device_lost) ? id->context : NULL;
 		if (c == (void *)r)
 			c = NULL;
 		switch (type) {
@@ -501,6 +508,8 @@ static int note_drain(struct ing_rdma *r)
 		ING_LOG_RL(ING_LOG_WARN, COMP, "notice doorbell: %s", strerror(errno));
 	for (unsigned i = 0; i < r->nl; i++) {
 		unsigned k;
+		if (!r->lcs[i].lc)
+			continue;
 		while ((k = ing_rdma_lcore_notices(r->lcs[i].lc, n, 64)) > 0) {
 			done += (int)k;
 			for (unsigned j = 0; j < k; j++) {
@@ -841,10 +850,14 @@ int ing_rdma_start(struct ing_rdma *r)
 	return 0;
 }
 
-void ing_rdma_destroy(struct ing_rdma *r)
+/*
+ * Let go of everything on the device (destroy, or DEVICE_REMOVAL: the kernel waits for
+ * every id/QP/MR/PD/CQ of a removed device to be released): stop the pollers (bounded by
+ * sleep_ms), destroy the connections, fail the frames the lcores held (to the ack ring),
+ * free the verbs objects. The event channel, the epoll fd and the shell stay.
+ */
+static void release_device(struct ing_rdma *r, const char *why)
 {
-	if (!r)
-		return;
 	for (unsigned i = 0; i < r->nl; i++)
 		ing_rdma_lcore_stop(r->lcs[i].lc);
 	for (unsigned i = 0; i < r->nl; i++) {
@@ -863,9 +876,11 @@ void ing_rdma_destroy(struct ing_rdma *r)
 			rdma_disconnect(c->id);
 		conn_unlink_free(r, c);
 	}
+	r->st.conns_active = 0;
 	for (unsigned i = 0; i < ING_RDMA_MAX_LCORES; i++) {
 		struct rdma_engine_lcore *el = &r->lcs[i];
 		ing_rdma_lcore_destroy(el->lc); /* fails frames it still held to the ack ring */
+		el->lc = NULL;
 		if (el->jobs) {
 			struct ing_frame *f[32];
 			unsigned n;
@@ -873,23 +888,38 @@ void ing_rdma_destroy(struct ing_rdma *r)
 				for (unsigned j = 0; j < n; j++) {
 					f[j]->status = ING_E_SHUTTING_DOWN;
 					f[j]->retryable = true;
-					snprintf(f[j]->msg, sizeof(f[j]->msg), "ingest node shutting down");
+					snprintf(f[j]->msg, sizeof(f[j]->msg), "%s", why);
 					(void)ing_fring_push(r->acks, &f[j], 1);
 				}
 			ing_fring_destroy(el->jobs);
+			el->jobs = NULL;
 		}
 		if (el->cq)
 			ibv_destroy_cq(el->cq);
+		el->cq = NULL;
 		if (el->ch)
 			ibv_destroy_comp_channel(el->ch);
+		el->ch = NULL;
 	}
-	for (unsigned c = 0; c < ING_POOL_MAX_CLASSES; c++)
+	for (unsigned c = 0; c < ING_POOL_MAX_CLASSES; c++) {
 		if (r->mrs[c])
 			ibv_dereg_mr(r->mrs[c]);
+		r->mrs[c] = NULL;
+	}
 	if (r->pd)
 		ibv_dealloc_pd(r->pd);
+	r->pd = NULL;
 	if (r->listen_id)
 		rdma_destroy_id(r->listen_id);
+	r->listen_id = NULL;
+	r->ctx = NULL;
+}
+
+void ing_rdma_destroy(struct ing_rdma *r)
+{
+	if (!r)
+		return;
+	release_device(r, "ingest node shutting down");
 	if (r->ech)
 		rdma_destroy_event_channel(r->ech);
 	if (r->note_efd >= 0)

@@ -414,6 +414,8 @@ else
 fi
 if [ "$RXE_VM_VERBOSE" != 1 ]; then
   echo "----- qemu -----" >&2; tail -20 "$IO/qemu.log" >&2
+  [ -s "$IO/qemu.log" ] || echo "(qemu printed nothing)" >&2
   echo "----- guest console (tail) -----" >&2; tr -d '\r' < "$IO/console.log" | tail -40 >&2
+  [ -s "$IO/console.log" ] || echo "(the guest printed nothing: kernel did not start? try RXE_VM_VERBOSE=1, RXE_VM_MEM)" >&2
 fi
 exit "$RC"

@@ -119,6 +119,27 @@ timeout 100 "$SEND" --server "$SERVER" --transport rdma --count 3 --size 4M --fi
 	--wafer RXE-w5 --json --quiet >"$T/s6.json" || fail "a new producer failed after the kill"
 [ "$(json "$T/s6.json" 'ok')" = 3 ] || fail "new producer: not 3 ok"
 
+step "fallback: a node without RDMA (--rdma off)"
+"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/data2" --pool 4M:8 --workers 1 --rdma off \
+	--port-file "$T/port2" --log-level info >"$OUT/ingestd2.log" 2>&1 &
+PID2=$!
+for _ in $(seq 1 300); do [ -s "$T/port2" ] && break; sleep 0.1; done
+SERVER2=127.0.0.1:$(tr -dc '0-9' <"$T/port2")
+grep -q "RDMA READ no" "$OUT/ingestd2.log" || { kill -KILL $PID2; fail "ingestd --rdma off still offers RDMA"; }
+set +e
+timeout 60 "$SEND" --server "$SERVER2" --transport rdma --count 1 --size 1M --first-id 7000 >"$T/s7.log" 2>&1
+rc=$?
+set -e
+cat "$T/s7.log"
+[ $rc != 0 ] && grep -qi "rdma" "$T/s7.log" || { kill -KILL $PID2; fail "--transport rdma against a node without RDMA did not fail loudly"; }
+timeout 60 "$SEND" --server "$SERVER2" --count 2 --size 1M --first-id 7000 --json --quiet \
+	>"$T/s8.json" 2>"$T/s8.err" || { kill -KILL $PID2; fail "AUTO fallback send failed"; }
+cat "$T/s8.err"
+[ "$(json "$T/s8.json" 'transport')" = grpc ] || { kill -KILL $PID2; fail "AUTO did not fall back to grpc"; }
+echo "fallback note: $(json "$T/s8.json" 'transport_note')"
+"$STATS" "$SERVER2" | grep -E "transportNote|sessionsFallback"
+kill -TERM $PID2; wait $PID2 || true
+
 step "SIGTERM"
 kill -TERM "$PID"
 rc=0

@@ -14,8 +14,11 @@
  *              failed after the park timeout and every slot returns to the pool.
  *
  * Usage: rdma_verbs_check [--ip A.B.C.D] [--dev rxe0] [basic|engine]...  (default: both)
+ *        rdma_verbs_check --ip A.B.C.D bench [--bench-size B] [--bench-count N] [--bench-credits C]
+ *        (bench: the data plane alone, used by bench/rdma.sh)
  * Prints one PASS/FAIL line per check; exit status 0 only if all passed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -37,6 +40,9 @@
 
 static int failures;
 static const char *g_ip, *g_dev;
+static bool g_bench;                 /* "bench": stream frames, print MB/s + poller CPU */
+static uint64_t g_bench_size = 4 << 20;
+static unsigned g_bench_count = 64, g_bench_credits = 8;
 
 #define CHECK(cond, ...)                                                              \
 	do {                                                                          \
@@ -358,6 +364,89 @@ static bool wait_until(struct node *nd, int *flag, int want, int ms)
 	return __atomic_load_n(flag, __ATOMIC_ACQUIRE) >= want;
 }
 
+/* CPU seconds of this process's thread named `name` (utime + stime). */
+static double thread_cpu(const char *name)
+{
+	char path[300], comm[64], buf[1024];
+	double s = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = 0;
+		fclose(f);
+		comm[strcspn(comm, "\n")] = 0;
+		if (strcmp(comm, name))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t k = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[k] = 0;
+		char *q = strrchr(buf, ')');
+		unsigned long ut = 0, st = 0;
+		if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+			s += (double)(ut + st) / (double)hz;
+	}
+	if (d)
+		closedir(d);
+	return s;
+}
+
+/* The data plane alone: frames of g_bench_size streamed with g_bench_credits in flight,
+ * READ into pool slots, no persistence, no verification. */
+static void bench_stream(struct node *nd, struct prod *p)
+{
+	unsigned sent = 0, done = 0, failed = 0, slots = (unsigned)(PBUF / g_bench_size);
+	uint64_t bytes = 0;
+	double cpu0 = thread_cpu("ing-rdma0");
+	uint64_t t0 = ing_now_ns(), end = t0 + 300ull * 1000000000ull;
+
+	while (done < g_bench_count && ing_now_ns() < end) {
+		while (sent < g_bench_count && sent - done < g_bench_credits) {
+			struct ing_frame *f = ing_pool_get(nd->pool, g_bench_size);
+			if (!f)
+				break;
+			f->frame_id = 10000 + sent;
+			f->session_id = SESSION;
+			f->length = g_bench_size;
+			f->raddr = (uintptr_t)p->buf + (uint64_t)(sent % slots) * g_bench_size;
+			f->rkey = p->mr->rkey;
+			if (ing_rdma_submit(nd->r, f)) {
+				ing_pool_put(f);
+				break;
+			}
+			sent++;
+		}
+		struct ing_frame *f[32];
+		ing_loop_run_once(nd->loop, 1);
+		unsigned k = ing_fring_pop(nd->acks, f, 32);
+		for (unsigned i = 0; i < k; i++) {
+			if (f[i]->status == ING_E_NONE)
+				bytes += f[i]->length;
+			else
+				failed++;
+			ing_pool_put(f[i]);
+		}
+		done += k;
+	}
+	double s = (double)(ing_now_ns() - t0) / 1e9, cpu = thread_cpu("ing-rdma0") - cpu0;
+	printf("engine-bench: %u frames of %llu bytes, %u in flight: %.1f MB/s, %u failed, poller CPU %.2f s = %.2f s/GB\n",
+	       done, (unsigned long long)g_bench_size, g_bench_credits, (double)bytes / 1e6 / s, failed,
+	       cpu, bytes ? cpu / ((double)bytes / 1e9) : 0.0);
+	CHECK(done == g_bench_count && !failed, "engine bench: all %u frames read", g_bench_count);
+}
+
 static void check_engine(void)
 {
 	struct node nd = { 0 };
@@ -374,7 +463,13 @@ static void check_engine(void)
 	ing_pool_opts_init(&po);
 	po.name = "vcheck";
 	po.hugepages = 0;
-	ing_pool_parse_classes(&po, "64K:16,1M:16,8M:8");
+	if (g_bench) {
+		char spec[64];
+		snprintf(spec, sizeof(spec), "%llu:%u", (unsigned long long)g_bench_size, g_bench_credits + 2);
+		ing_pool_parse_classes(&po, spec);
+	} else {
+		ing_pool_parse_classes(&po, "64K:16,1M:16,8M:8");
+	}
 	nd.pool = ing_pool_create(&po);
 	nd.acks = ing_fring_create("vacks", 1024, ING_FRING_SC, true);
 	CHECK(nd.loop && nd.pool && nd.acks, "loop, pool (%u slots), ack ring", nd.pool ? ing_pool_total(nd.pool) : 0);
@@ -389,6 +484,11 @@ static void check_engine(void)
 	ro.lcore.busy_polls = 2000;
 	ro.lcore.park_ms = 4000;
 	ro.lcore.chunk_size = 256 << 10; /* more chunks per frame: exercises the window */
+	if (g_bench) {                   /* as ingestd runs it */
+		ro.rd_atom = ING_RDMA_DEFAULT_RD_ATOM;
+		ro.lcore.busy_polls = ING_RDMA_DEFAULT_BUSY_POLLS;
+		ro.lcore.chunk_size = ING_RDMA_DEFAULT_CHUNK;
+	}
 	struct ing_rdma_cbs cbs = { .arg = &nd, .session_check = cb_session, .received = cb_received };
 	nd.r = ing_rdma_create(&ro, nd.pool, NULL, nd.acks, &cbs, why, sizeof(why));
 	CHECK(nd.r, "ing_rdma_create on %s: %s", g_ip, nd.r ? ing_rdma_device(nd.r) : why);
@@ -406,6 +506,10 @@ static void check_engine(void)
 	      "producer connected (session %d in CM private data)", SESSION);
 	if (!p.connected)
 		goto out;
+	if (g_bench) {
+		bench_stream(&nd, &p);
+		goto out;
+	}
 
 	/* 1: sizes, byte-identical */
 	{
@@ -525,6 +629,14 @@ int main(int argc, char **argv)
 			basic = true;
 		else if (!strcmp(argv[i], "engine"))
 			engine = true;
+		else if (!strcmp(argv[i], "bench"))
+			engine = g_bench = true;
+		else if (!strcmp(argv[i], "--bench-size") && i + 1 < argc)
+			g_bench_size = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--bench-count") && i + 1 < argc)
+			g_bench_count = (unsigned)strtoul(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--bench-credits") && i + 1 < argc)
+			g_bench_credits = (unsigned)strtoul(argv[++i], NULL, 0);
 		else {
 			fprintf(stderr, "usage: %s [--ip A.B.C.D] [--dev NAME] [basic] [engine]\n", argv[0]);
 			return 2;
@@ -532,6 +644,10 @@ int main(int argc, char **argv)
 	}
 	if (!basic && !engine)
 		basic = engine = true;
+	if (g_bench && (g_bench_size == 0 || g_bench_size > PBUF || !g_bench_count || !g_bench_credits)) {
+		fprintf(stderr, "bench: size 1..%u, count and credits >= 1\n", PBUF);
+		return 2;
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (basic)
 		check_basic();

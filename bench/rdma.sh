@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/rdma.sh [BUILD_DIR] - RDMA READ data path vs the device's own READ bandwidth, on
+# Soft-RoCE inside the qemu guest (deploy/rxe-vm). Run on the host: it boots the guest and
+# re-runs itself there. Not a test: it prints numbers and ratios, it asserts nothing.
+#
+#   baseline  ib_read_bw, same device (rxe0), same message size, 1 QP
+#   engine    the node's RDMA engine alone (rdma_verbs_check bench: READs into MR-pool
+#             slots through the lcore poller, no gRPC, no persistence)
+#   ingest    ingest-send --transport rdma -> ingestd --sink null (READs into MR-pool
+#             slots, chunked, adaptive poller), frames of the same size
+#   ratio     ingest MB/s / ib_read_bw MB/s   (target >= 0.9x on real NICs)
+#   CPU       data-plane lcore CPU seconds per GB moved (and the whole ingestd's)
+#
+# Knobs (env): BENCH_SIZE (4M), BENCH_COUNT (64 frames), BENCH_CREDITS (16),
+#              BENCH_POLL (adaptive|busy), BENCH_ITERS (ib_read_bw iterations, = COUNT).
+# Caveats under TCG: both ends share the guest's 2 vCPUs; ingest-send also generates the
+# synthetic frame content and its CRC-32C on the same CPUs, which ib_read_bw does not.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/.." && pwd)
+BUILD=${1:-${ING_BUILD_DIR:-$SRC/build}}
+BUILD=$(cd "$BUILD" && pwd)
+
+if [ "${RXE_VM:-0}" != 1 ]; then
+	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= "$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
+		bash "$SRC/bench/rdma.sh" "$BUILD"
+fi
+
+: "${BENCH_SIZE:=4M}" "${BENCH_COUNT:=64}" "${BENCH_CREDITS:=16}" "${BENCH_POLL:=adaptive}"
+: "${BENCH_ITERS:=$BENCH_COUNT}"
+bytes_of() { numfmt --from=iec "$1"; }
+SZ=$(bytes_of "$BENCH_SIZE")
+INGESTD=$BUILD/apps/ingestd SEND=$BUILD/apps/ingest-send
+for b in "$INGESTD" "$SEND"; do [ -x "$b" ] || { echo "bench/rdma.sh: $b not built" >&2; exit 1; }; done
+T=$(mktemp -d /tmp/bench-rdma.XXXXXX)
+PID=
+cleanup() { [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+
+echo "== bench/rdma.sh: $RXE_DEV ($RXE_IP, gid $RXE_GID_INDEX), frame/message size $BENCH_SIZE, $BENCH_COUNT frames, poll $BENCH_POLL, $(nproc) vCPU"
+
+# ---- baseline: ib_read_bw
+timeout 300 ib_read_bw -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$BENCH_ITERS" -F --report_gbits \
+	>"$T/bw-srv.log" 2>&1 &
+SP=$!
+ok=0
+for _ in 1 2 3 4 5 6 7 8 9 10; do   # the server needs a moment to listen under TCG
+	sleep 1
+	if timeout 300 ib_read_bw -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$BENCH_ITERS" -F \
+		--report_gbits "$RXE_IP" >"$T/bw-cli.log" 2>&1; then ok=1; break; fi
+	grep -q "Couldn't connect" "$T/bw-cli.log" && kill -0 $SP 2>/dev/null || break
+done
+[ $ok = 1 ] || { cat "$T/bw-cli.log" "$T/bw-srv.log"; exit 1; }
+wait $SP || true
+line=$(grep -A1 '#bytes' "$T/bw-cli.log" | tail -1)
+gbps=$(awk '{print $4}' <<<"$line")
+base=$(awk -v g="$gbps" 'BEGIN{printf "%.1f", g * 1000 / 8}')
+echo "ib_read_bw   : $line"
+echo "baseline     : $base MB/s (BW average $gbps Gb/s)"
+
+# ---- the data plane alone: the RDMA engine reading into pool slots, no gRPC/persistence
+VC=$BUILD/tests/rdma_verbs_check
+if [ -x "$VC" ]; then
+	ING_LOG_LEVEL=warn "$VC" --ip "$RXE_IP" bench --bench-size "$SZ" --bench-count "$BENCH_COUNT" \
+		--bench-credits "$BENCH_CREDITS" >"$T/vc.all" 2>"$T/vc.err" || cat "$T/vc.all" "$T/vc.err"
+	grep -E "^engine-bench" "$T/vc.all" >"$T/vc.out" || true
+	eng=$(awk '{for (i = 1; i < NF; i++) if ($(i + 1) == "MB/s,") print $i}' "$T/vc.out")
+	echo "engine only  : $(sed 's/^engine-bench: //' "$T/vc.out")"
+	[ -n "$eng" ] && echo "engine ratio : $(awk -v a="$eng" -v b="$base" 'BEGIN{printf "%.2f", a / b}')x of ib_read_bw"
+fi
+
+# ---- ingest: ingest-send -> ingestd null sink
+"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/data" --pool "$BENCH_SIZE:$((BENCH_CREDITS + 4))" \
+	--workers 1 --sink null --credits "$BENCH_CREDITS" --rdma on --poll-mode "$BENCH_POLL" \
+	--port-file "$T/port" --log-level warn >"$T/ingestd.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 300); do [ -s "$T/port" ] && break; sleep 0.1; done
+[ -s "$T/port" ] || { cat "$T/ingestd.log"; exit 1; }
+SERVER=127.0.0.1:$(tr -dc '0-9' <"$T/port")
+# CPU ticks of the data-plane pollers (EAL workers / ing-rdma threads) and of the process
+ticks() {
+	local dp=0 all t comm st
+	for t in /proc/$PID/task/*; do
+		comm=$(cat "$t/comm" 2>/dev/null) || continue
+		st=$(awk '{print $14 + $15}' "$t/stat" 2>/dev/null) || continue
+		case "$comm" in *worker*|ing-rdma*|lcore*) dp=$((dp + st));; esac
+	done
+	all=$(awk '{print $14 + $15}' /proc/$PID/stat)
+	echo "$dp $all"
+}
+HZ=$(getconf CLK_TCK)
+# warm-up (connect, first-touch of the producer pool)
+"$SEND" --server "$SERVER" --transport rdma --count 4 --size "$BENCH_SIZE" --first-id 900000 --quiet
+read -r dp0 all0 <<<"$(ticks)"
+"$SEND" --server "$SERVER" --transport rdma --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
+	--credits "$BENCH_CREDITS" --json --quiet >"$T/send.json"
+read -r dp1 all1 <<<"$(ticks)"
+cat "$T/send.json"; echo
+python3 - "$T/send.json" "$base" "$dp0" "$dp1" "$all0" "$all1" "$HZ" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+base = float(sys.argv[2]); dp = (int(sys.argv[4]) - int(sys.argv[3])); al = (int(sys.argv[6]) - int(sys.argv[5]))
+hz = float(sys.argv[7]); gb = d["bytes"] / 1e9
+print(f"ingest       : {d['mb_s']:.1f} MB/s ({d['ok']} frames ok, {d['failed']} failed, transport {d['transport']})")
+print(f"ratio        : {d['mb_s'] / base:.2f}x of ib_read_bw (target >= 0.9x)")
+print(f"CPU per GB   : data-plane lcore {dp / hz / gb:.2f} s/GB, whole ingestd {al / hz / gb:.2f} s/GB"
+      f" ({gb:.2f} GB moved)")
+print(f"ack latency  : RECEIVED p50 {d['latency_ms']['received']['p50']:.1f} ms, DURABLE p50 {d['latency_ms']['durable']['p50']:.1f} ms")
+EOF
+kill -TERM "$PID"; wait "$PID" || true; PID=
