@@ -961,3 +961,20 @@ void ing_svc_destroy(struct ing_svc *s)
 	free(s->sess);
 	free(s);
 }
+
+void svc_on_writable(struct ing_grpc_call *c)
+{
+	struct svc_call *pc = ing_grpc_call_user(c);
+	if (pc)
+		svc_call_flush(pc);
+}
+
+void svc_on_close(struct ing_grpc_call *c, int status)
+{
+	struct svc_call *pc = ing_grpc_call_user(c);
+	(void)status;
+	if (!pc)
+		return;
+	ing_grpc_call_set_user(c, NULL);
+	svc_call_free(pc);
+}

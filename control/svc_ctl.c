@@ -104,28 +104,12 @@ static void ctl_half_close(struct ing_grpc_call *c)
 	svc_call_check_done(pc);
 }
 
-static void ctl_writable(struct ing_grpc_call *c)
-{
-	struct svc_call *pc = ing_grpc_call_user(c);
-	if (pc)
-		svc_call_flush(pc);
-}
-
-static void ctl_close(struct ing_grpc_call *c, int status)
-{
-	struct svc_call *pc = ing_grpc_call_user(c);
-	(void)status;
-	if (!pc)
-		return;
-	ing_grpc_call_set_user(c, NULL);
-	svc_call_free(pc);
-}
 
 const struct ing_grpc_method svc_ctl_method = {
 	.path = "/h3000.RDMASvc/ControlStream",
 	.on_start = ctl_start,
 	.on_message = ctl_message,
 	.on_half_close = ctl_half_close,
-	.on_writable = ctl_writable,
-	.on_close = ctl_close,
+	.on_writable = svc_on_writable,
+	.on_close = svc_on_close,
 };

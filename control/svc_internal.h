@@ -232,6 +232,10 @@ void svc_call_unpause(struct svc_call *pc, unsigned why);
 void svc_call_check_done(struct svc_call *pc);
 void svc_call_finish_later(struct svc_call *pc, int status, const char *msg);
 void svc_call_flush(struct svc_call *pc);
+/* ing_grpc_method callbacks shared by the streaming methods (ControlStream, PushFrames):
+ * flush held acks when the client reads again; free the call state when the call ends. */
+void svc_on_writable(struct ing_grpc_call *c);
+void svc_on_close(struct ing_grpc_call *c, int status);
 void svc_wait(struct svc_call *pc);
 int svc_send_ack(struct svc_call *pc, const struct svc_ack *a);
 void svc_nack(struct svc_call *pc, uint64_t frame_id, int code, bool retryable,

@@ -546,22 +546,6 @@ static void push_half_close(struct ing_grpc_call *c)
 	end_of_input(pc);
 }
 
-static void push_writable(struct ing_grpc_call *c)
-{
-	struct svc_call *pc = ing_grpc_call_user(c);
-	if (pc)
-		svc_call_flush(pc);
-}
-
-static void push_close(struct ing_grpc_call *c, int status)
-{
-	struct svc_call *pc = ing_grpc_call_user(c);
-	(void)status;
-	if (!pc)
-		return;
-	ing_grpc_call_set_user(c, NULL);
-	svc_call_free(pc);
-}
 
 const struct ing_grpc_method svc_push_method = {
 	.path = "/h3000.RDMASvc/PushFrames",
@@ -570,6 +554,6 @@ const struct ing_grpc_method svc_push_method = {
 	.on_msg_data = push_msg_data,
 	.on_msg_end = push_msg_end,
 	.on_half_close = push_half_close,
-	.on_writable = push_writable,
-	.on_close = push_close,
+	.on_writable = svc_on_writable,
+	.on_close = svc_on_close,
 };
