@@ -327,7 +327,8 @@ void producer_frame_unref(struct ing_producer *p, struct pframe *f)
 }
 
 static void frame_ack(struct ing_producer *p, struct pframe *f, enum ing_ack_stage stage, int ok,
-		      int code, int retryable, int duplicate, uint32_t crc, const char *msg)
+		      int code, int retryable, int duplicate, uint32_t crc, uint64_t node_ns,
+		      const char *msg)
 {
 	if (f->done || f->nheld >= 2)
 		return;
@@ -343,6 +344,7 @@ static void frame_ack(struct ing_producer *p, struct pframe *f, enum ing_ack_sta
 	e->a.duplicate = duplicate;
 	e->a.crc32c = crc;
 	e->a.latency_ns = ing_now_ns() - f->t_submit_ns;
+	e->a.node_latency_ns = node_ns;
 	e->a.user = f->user;
 	if (msg)
 		snprintf(e->a.msg, sizeof(e->a.msg), "%s", msg);
@@ -382,7 +384,7 @@ static void on_stream_message(struct ing_grpc_ccall *cc, void *arg, const uint8_
 			   w.retryable ? " (retryable)" : "", w.msg);
 		f->node_failed = true;
 		frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, (int)w.code,
-			  w.retryable, 0, w.crc32c, w.msg);
+			  w.retryable, 0, w.crc32c, w.latency_ns, w.msg);
 		return;
 	}
 	/* ok without a stage: a seed-protocol server acks once, when stored */
@@ -391,14 +393,14 @@ static void on_stream_message(struct ing_grpc_ccall *cc, void *arg, const uint8_
 			return;
 		f->received = true;
 		p->st.received++;
-		frame_ack(p, f, ING_ACK_RECEIVED, 1, 0, 0, w.duplicate, w.crc32c, w.msg);
+		frame_ack(p, f, ING_ACK_RECEIVED, 1, 0, 0, w.duplicate, w.crc32c, w.latency_ns, w.msg);
 		return;
 	}
 	if (!f->received) {
 		f->received = true;
 		p->st.received++;
 	}
-	frame_ack(p, f, ING_ACK_DURABLE, 1, 0, 0, w.duplicate, w.crc32c, w.msg);
+	frame_ack(p, f, ING_ACK_DURABLE, 1, 0, 0, w.duplicate, w.crc32c, w.latency_ns, w.msg);
 }
 
 void producer_set_broken(struct ing_producer *p, int err, const char *msg)
@@ -444,7 +446,7 @@ static void producer_teardown_conn(struct ing_producer *p)
 		f->queued = false;
 		if (!f->done)
 			frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, PCODE_TRANSFER,
-				  1, 0, 0, p->broken_msg);
+				  1, 0, 0, 0, p->broken_msg);
 		frame_flush(p, f);
 	}
 }
@@ -462,7 +464,7 @@ static void check_timeouts(struct ing_producer *p, uint64_t now)
 		snprintf(m, sizeof(m), "no DURABLE ack within %d ms", p->o.frame_timeout_ms);
 		ING_LOG_RL(ING_LOG_WARN, COMP, "frame %" PRIu64 ": %s", f->id, m);
 		frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, PCODE_DEADLINE, 1, 0,
-			  0, m);
+			  0, 0, m);
 	}
 }
 

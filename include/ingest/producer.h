@@ -59,7 +59,10 @@ struct ing_ack {
 	int retryable;
 	int duplicate;               /* already stored with the same crc: not rewritten */
 	uint32_t crc32c;             /* what the node computed (0 if unknown) */
-	uint64_t latency_ns;         /* submit -> this ack, producer clock */
+	uint64_t latency_ns;         /* submit -> this ack, producer clock (includes queueing
+	                                behind the frames in flight before it) */
+	uint64_t node_latency_ns;    /* the node's own time from admitting the frame to this
+	                                stage (Ack.latencyNs); 0 when the node did not say */
 	void *user;                  /* from struct ing_frame_desc */
 	char msg[160];
 };

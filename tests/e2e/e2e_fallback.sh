@@ -67,6 +67,9 @@ cat "$TMP/send1.json"
 [ "$(json "$TMP/send1.json" 'failed')" = 0 ] || fail "frames failed"
 [ "$(json "$TMP/send1.json" 'transport')" = grpc ] || fail "transport is not grpc"
 [ "$(json "$TMP/send1.json" 'latency_ms["durable"]["count"]')" = 42 ] || fail "durable latencies missing"
+[ "$(json "$TMP/send1.json" 'latency_ms["node_durable"]["count"]')" = 42 ] || fail "the node's own DURABLE latencies (Ack.latencyNs) missing"
+# the node's share of a frame's DURABLE latency cannot exceed what the producer saw end to end
+python3 -c "import json,sys; l=json.load(open(sys.argv[1]))[\"latency_ms\"]; sys.exit(0 if 0 < l[\"node_durable\"][\"p50\"] <= l[\"durable\"][\"p99\"] else 1)" "$TMP/send1.json" || fail "node DURABLE latency not within the end-to-end latency"
 unaligned=$(awk '!/^#/ && $3 % 4096 { n++ } END { print n + 0 }' "$TMP/manifest")
 [ "$unaligned" -ge 2 ] || fail "expected unaligned frame sizes in the manifest"
 echo "manifest: $(grep -vc '^#' "$TMP/manifest") frames, $unaligned of unaligned size"
