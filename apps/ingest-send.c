@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/parse.h"
 #include "common/clock.h"
 #include "common/hist.h"
 #include "common/log.h"
@@ -108,13 +109,7 @@ static void usage(FILE *f)
 
 static int parse_u64(const char *s, uint64_t *v)
 {
-	char *end;
-	errno = 0;
-	unsigned long long x = strtoull(s, &end, 0);
-	if (errno || end == s || *end || *s == '-')
-		return -EINVAL;
-	*v = x;
-	return 0;
+	return ing_parse_u64(s, UINT64_MAX, v);
 }
 
 static int read_file(const char *path, void *buf, uint64_t len)

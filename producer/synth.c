@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* synth.c - deterministic synthetic frame content and sizes (definition in synth.h). */
+#include "common/parse.h"
 #include "producer/synth.h"
 #include "common/crc32c.h"
 
@@ -113,28 +114,7 @@ uint64_t synth_compare(const void *buf, uint64_t len, uint64_t frame_id, uint64_
 
 int synth_parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	uint64_t mul = 1;
-	switch (*end) {
-	case 'k': case 'K': mul = 1ull << 10; end++; break;
-	case 'm': case 'M': mul = 1ull << 20; end++; break;
-	case 'g': case 'G': mul = 1ull << 30; end++; break;
-	default: break;
-	}
-	if (mul > 1 && (*end == 'i' || *end == 'I'))
-		end++;
-	if (*end == 'b' || *end == 'B')
-		end++;
-	if (*end || (v && mul > UINT64_MAX / v))
-		return -EINVAL;
-	*out = v * mul;
-	return 0;
+	return ing_parse_size(s, out) ? -EINVAL : 0;
 }
 
 int synth_parse_range(const char *s, uint64_t *lo, uint64_t *hi)
