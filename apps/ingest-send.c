@@ -43,6 +43,7 @@ struct job {
 	void *buf;            /* pool buffer while the library may still read it */
 	enum job_state state;
 	bool duplicate;
+	uint64_t t_start;     /* --rate: scheduled send time; else submit time (ns) */
 };
 
 struct send_cfg {
@@ -61,6 +62,7 @@ struct send_cfg {
 	uint32_t chunk_size;
 	unsigned buffers;
 	bool reuse;           /* benchmark mode: fill each buffer once, resend its bytes */
+	uint64_t rate;        /* open loop: frames per second (0: as fast as credits allow) */
 };
 
 /* --reuse-buffers: what a pool buffer already holds */
@@ -98,6 +100,10 @@ static void usage(FILE *f)
 		"  --connect-timeout-ms N (default 5000)\n"
 		"  --chunk-size SIZE      fallback chunk size (default: the server's)\n"
 		"  --buffers N            frame buffers (default: credits, within 512 MiB)\n"
+		"  --rate FPS             open loop: start frame i at i/FPS s, whatever the acks do,\n"
+		"                         and measure latency from that scheduled time (so queueing\n"
+		"                         behind a slow node counts: no coordinated omission);\n"
+		"                         default: closed loop, as fast as credits allow\n"
 		"  --reuse-buffers        benchmark mode: generate each buffer's bytes once and\n"
 		"                         resend them (crc32c exact) under new frame ids, so the\n"
 		"                         client's generator is out of the measurement; stored\n"
@@ -207,7 +213,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 	enum {
 		O_SERVER = 256, O_TRANSPORT, O_CREDITS, O_WAFER, O_FIRST, O_COUNT, O_SIZE, O_SIZES,
 		O_SEED, O_RECYCLE, O_JSON, O_QUIET, O_MANIFEST, O_FTO, O_CTO, O_CHUNK, O_BUFS,
-		O_REUSE,
+		O_REUSE, O_RATE,
 		O_LOG, O_HELP,
 	};
 	static const struct option lo[] = {
@@ -229,6 +235,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		{ "chunk-size", required_argument, 0, O_CHUNK },
 		{ "buffers", required_argument, 0, O_BUFS },
 		{ "reuse-buffers", no_argument, 0, O_REUSE },
+		{ "rate", required_argument, 0, O_RATE },
 		{ "log-level", required_argument, 0, O_LOG },
 		{ "help", no_argument, 0, O_HELP },
 		{ 0, 0, 0, 0 },
@@ -308,6 +315,11 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 			c->buffers = (unsigned)v;
 			break;
 		case O_REUSE: c->reuse = true; break;
+		case O_RATE:
+			if (parse_u64(optarg, &v) || v == 0 || v > 1000000)
+				goto bad;
+			c->rate = v;
+			break;
 		case O_LOG: {
 			enum ing_log_level l;
 			if (ing_log_parse_level(optarg, &l))
@@ -457,6 +469,7 @@ int main(int argc, char **argv)
 	uint64_t next = 0, done = 0, n_ok = 0, n_fail = 0, n_dup = 0, ok_bytes = 0, shown = 0;
 	void *ready = NULL;   /* a filled buffer whose submit got -EAGAIN */
 	bool broken = false;
+	uint64_t max_lag = 0; /* --rate: how far submits fell behind the schedule */
 	struct progress pg = { .tty = isatty(STDERR_FILENO) && !c.quiet, .t0 = ing_now_ns() };
 	pg.last_ns = pg.t0;
 	uint64_t t0 = pg.t0;
@@ -465,6 +478,12 @@ int main(int argc, char **argv)
 		/* submit as many as buffers and credits allow */
 		while (next < njobs && !stop_flag) {
 			struct job *j = &jobs[next];
+			if (c.rate) {
+				uint64_t due = t0 + next * 1000000000ull / c.rate;
+				if (ing_now_ns() < due)
+					break;  /* not yet: poll until it is */
+				j->t_start = due;
+			}
 			void *b = ready;
 			if (!b) {
 				b = ing_frame_alloc(p, j->len);
@@ -514,6 +533,10 @@ int main(int argc, char **argv)
 			}
 			j->buf = b;
 			j->state = JOB_SUBMITTED;
+			if (!c.rate)
+				j->t_start = ing_now_ns();
+			else if (ing_now_ns() - j->t_start > max_lag)
+				max_lag = ing_now_ns() - j->t_start;
 			if (man && j->path)
 				fprintf(man, "%" PRIu64 " %s %" PRIu64 " %08x file:%s\n", j->id, c.wafer,
 					j->len, j->crc, j->path);
@@ -526,7 +549,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "\ningest-send: interrupted\n");
 			break;
 		}
-		int n = ing_producer_poll(p, acks, 64, 100);
+		int wait_ms = 100;
+		if (c.rate && next < njobs) {
+			uint64_t due = t0 + next * 1000000000ull / c.rate, now = ing_now_ns();
+			wait_ms = due > now ? (int)((due - now) / 1000000) : 0;
+			if (wait_ms > 100)
+				wait_ms = 100;
+		}
+		int n = ing_producer_poll(p, acks, 64, wait_ms);
 		if (n < 0) {
 			fprintf(stderr, "\ningest-send: connection broken: %s\n", strerror(-n));
 			broken = true;
@@ -538,8 +568,11 @@ int main(int argc, char **argv)
 			if (!j || j->state != JOB_SUBMITTED)
 				continue;
 			bool terminal = !a->ok || a->stage == ING_ACK_DURABLE;
+			/* open loop: from the scheduled start, so time spent waiting for a buffer or a
+			 * credit counts; closed loop: the library's submit -> ack */
+			uint64_t lat = c.rate ? ing_now_ns() - j->t_start : a->latency_ns;
 			if (a->ok && a->stage == ING_ACK_RECEIVED) {
-				ing_hist_add(&h_recv, a->latency_ns);
+				ing_hist_add(&h_recv, lat);
 				if (a->node_latency_ns)
 					ing_hist_add(&h_node_recv, a->node_latency_ns);
 				if (c.recycle_on == ING_ACK_RECEIVED && j->buf) {
@@ -555,7 +588,7 @@ int main(int argc, char **argv)
 			}
 			done++;
 			if (a->ok) {
-				ing_hist_add(&h_dur, a->latency_ns);
+				ing_hist_add(&h_dur, lat);
 				if (a->node_latency_ns)
 					ing_hist_add(&h_node_dur, a->node_latency_ns);
 				j->state = JOB_DONE_OK;
@@ -600,6 +633,8 @@ int main(int argc, char **argv)
 		       njobs, n_ok, n_fail, n_dup, ok_bytes, wall, mbs, mibs, ing_producer_session_id(p),
 		       tname);
 		json_str(stdout, note);
+		printf(",\"rate_fps\":%" PRIu64 ",\"max_schedule_lag_ms\":%.3f", c.rate,
+		       ms(max_lag));
 		printf(",\"latency_ms\":{");
 		/* received/durable: submit -> ack at the producer; node_*: the node's own time
 		 * from admission to that stage (Ack.latencyNs), without producer-side queueing */
@@ -619,8 +654,14 @@ int main(int argc, char **argv)
 			"  transport %s: %s\n",
 			njobs, n_ok, n_dup, n_fail, (double)ok_bytes / 1048576.0, wall, mbs, mibs, tname,
 			note);
-		static const char *const what[4] = {
-			"ack latency RECEIVED (submit -> ack)", "ack latency DURABLE  (submit -> ack)",
+		if (c.rate)
+			fprintf(stderr,
+				"  open loop at %" PRIu64 " frames/s (achieved %.1f); latency from each "
+				"frame's scheduled start; submits fell behind schedule by up to %.2f ms\n",
+				c.rate, wall > 0 ? (double)(n_ok + n_fail) / wall : 0.0, ms(max_lag));
+		const char *const what[4] = {
+			c.rate ? "ack latency RECEIVED (sched -> ack) " : "ack latency RECEIVED (submit -> ack)",
+			c.rate ? "ack latency DURABLE  (sched -> ack) " : "ack latency DURABLE  (submit -> ack)",
 			"node time   RECEIVED (admit -> ack) ", "node time   DURABLE  (admit -> ack) ",
 		};
 		const struct ing_hist *hs[4] = { &h_recv, &h_dur, &h_node_recv, &h_node_dur };

@@ -107,6 +107,18 @@ cat "$TMP/send3.json"
 snapshot >"$TMP/after2"
 diff -u "$TMP/before" "$TMP/after2" || fail "a refused frame changed the stored files"
 
+step "open loop (--rate): 20 frames at 40 frames/s keep their schedule and are stored"
+# Frame i may not start before i/40 s, so 20 frames take at least 19/40 = 0.475 s whatever
+# the machine's speed: this checks the pacing, not a speed.
+timeout 60 "$SEND" --server "$SERVER" --transport grpc --count 20 --size 256K --first-id 900000 \
+	--rate 40 --manifest "$TMP/manifest-rate" --json --quiet >"$TMP/send-rate.json" \
+	|| fail "ingest-send --rate exited $?"
+[ "$(json "$TMP/send-rate.json" 'ok')" = 20 ] || fail "paced run: not 20 frames ok"
+[ "$(json "$TMP/send-rate.json" 'rate_fps')" = 40 ] || fail "paced run: rate not reported"
+python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['wall_s'] >= 0.475 else 1)" \
+	"$TMP/send-rate.json" || fail "paced run finished before its schedule allows"
+timeout 60 "$VERIFY" --data-dir "$DATA" --manifest "$TMP/manifest-rate" --quiet || fail "ingest-verify (paced run)"
+
 step "SIGTERM: ingestd exits 0"
 kill -TERM "$PID"
 rc=0
