@@ -10,6 +10,9 @@
  *   - its crc32c equals the expected one, and its bytes equal the regenerated synthetic
  *     content (synth:) or the source file (file:, when that file is still readable);
  *   - catalog.db has the frame's row with the same wafer, length, crc32c and path.
+ * With --allow-missing (after a crash: the manifest lists what was sent, not what was
+ * acked) a frame without a catalog row counts as missing, not bad; a frame that has a row
+ * must still pass every check, since its row is what a DURABLE ack promised.
  * Exit: 0 all good, 1 some frame bad, 2 usage or setup error.
  */
 #include <errno.h>
@@ -48,12 +51,13 @@ struct verify {
 	sqlite3 *db;
 	sqlite3_stmt *st;
 	bool check_catalog;
+	bool allow_missing;
 	bool quiet;
 	unsigned max_errors;
 	unsigned shown;
 	uint8_t *buf, *buf2;
 	size_t cap, cap2;
-	uint64_t frames, ok, bad, bytes;
+	uint64_t frames, ok, bad, bytes, missing;
 };
 
 static void problem(struct verify *v, const struct expect *e, const char *fmt, ...)
@@ -157,12 +161,38 @@ static bool check_catalog(struct verify *v, const struct expect *e, const char *
 	return good;
 }
 
+/* 1 the catalog has a row for e, 0 it has none, -1 lookup error (reported) */
+static int catalog_has(struct verify *v, const struct expect *e)
+{
+	sqlite3_reset(v->st);
+	sqlite3_bind_int64(v->st, 1, (sqlite3_int64)e->id);
+	int rc = sqlite3_step(v->st);
+	sqlite3_reset(v->st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	problem(v, e, "catalog lookup: %s", sqlite3_errmsg(v->db));
+	return -1;
+}
+
 static bool check_frame(struct verify *v, struct expect *e)
 {
 	char rel[512], full[PATH_MAX + 600];
 	uint64_t size = 0;
 	bool good = true;
 
+	if (v->allow_missing) {
+		int has = catalog_has(v, e);
+		if (has <= 0) {
+			v->frames++;
+			if (has == 0)
+				v->missing++;
+			else
+				v->bad++;
+			return has == 0;
+		}
+	}
 	snprintf(rel, sizeof(rel), "frames/%s/%" PRIu64 ".frame", e->wafer, e->id);
 	snprintf(full, sizeof(full), "%s/%s", v->data_dir, rel);
 	int rc = read_exact(full, &v->buf, &v->cap, e->len, &size);
@@ -233,6 +263,21 @@ static int parse_manifest_line(char *line, struct expect *e)
 	return 0;
 }
 
+/* A plain decimal/hex number, no sign, no overflow ("-1" would wrap to 2^64-1). */
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return false;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -241,6 +286,8 @@ static void usage(FILE *f)
 		"  --first-id N --count N --size SIZE | --sizes MIN-MAX --seed S --wafer ID\n"
 		"                    the same synthetic parameters as the send\n"
 		"  --no-catalog      do not check catalog.db\n"
+		"  --allow-missing   a frame without a catalog row is missing, not bad (after a\n"
+		"                    crash: a manifest of sent frames; rows must still be intact)\n"
 		"  --max-errors N    problems printed (default 20)\n"
 		"  --json            summary as JSON on stdout\n"
 		"  --quiet           only problems and the exit status\n");
@@ -249,7 +296,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	enum { O_DIR = 256, O_MAN, O_FIRST, O_COUNT, O_SIZE, O_SIZES, O_SEED, O_WAFER, O_NOCAT,
-	       O_MAXERR, O_JSON, O_QUIET, O_HELP };
+	       O_MAXERR, O_JSON, O_QUIET, O_HELP, O_MISSING };
 	static const struct option lo[] = {
 		{ "data-dir", required_argument, 0, O_DIR },
 		{ "manifest", required_argument, 0, O_MAN },
@@ -260,6 +307,7 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, 0, O_SEED },
 		{ "wafer", required_argument, 0, O_WAFER },
 		{ "no-catalog", no_argument, 0, O_NOCAT },
+		{ "allow-missing", no_argument, 0, O_MISSING },
 		{ "max-errors", required_argument, 0, O_MAXERR },
 		{ "json", no_argument, 0, O_JSON },
 		{ "quiet", no_argument, 0, O_QUIET },
@@ -272,14 +320,15 @@ int main(int argc, char **argv)
 	uint64_t first = 1, count = 0;
 	bool json = false;
 	int opt, ret = 2;
-	char *end;
+	uint64_t n;
 
-	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	int li = 0;
+	while ((opt = getopt_long(argc, argv, "h", lo, &li)) != -1) {
 		switch (opt) {
 		case O_DIR: v.data_dir = optarg; break;
 		case O_MAN: manifest = optarg; break;
-		case O_FIRST: first = strtoull(optarg, &end, 0); if (*end) goto bad; break;
-		case O_COUNT: count = strtoull(optarg, &end, 0); if (*end) goto bad; break;
+		case O_FIRST: if (!parse_u64(optarg, &first)) goto bad; break;
+		case O_COUNT: if (!parse_u64(optarg, &count) || count > (1ull << 40)) goto bad; break;
 		case O_SIZE:
 			if (synth_parse_size(optarg, &sp.size_min) || !sp.size_min)
 				goto bad;
@@ -289,18 +338,32 @@ int main(int argc, char **argv)
 			if (synth_parse_range(optarg, &sp.size_min, &sp.size_max))
 				goto bad;
 			break;
-		case O_SEED: sp.seed = strtoull(optarg, &end, 0); if (*end) goto bad; break;
+		case O_SEED: if (!parse_u64(optarg, &sp.seed)) goto bad; break;
 		case O_WAFER: wafer = optarg; break;
 		case O_NOCAT: v.check_catalog = false; break;
-		case O_MAXERR: v.max_errors = (unsigned)strtoul(optarg, &end, 0); if (*end) goto bad; break;
+		case O_MISSING: v.allow_missing = true; break;
+		case O_MAXERR:
+			if (!parse_u64(optarg, &n) || n > UINT32_MAX)
+				goto bad;
+			v.max_errors = (unsigned)n;
+			break;
 		case O_JSON: json = true; break;
 		case O_QUIET: v.quiet = true; break;
 		case O_HELP: case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
+	if (count && first > UINT64_MAX - (count - 1)) {
+		fprintf(stderr, "ingest-verify: --first-id %" PRIu64 " + --count %" PRIu64
+			" passes the largest frame id\n", first, count);
+		return 2;
+	}
 	if (!v.data_dir || (!manifest && !count) || optind != argc) {
 		usage(stderr);
+		return 2;
+	}
+	if (v.allow_missing && !v.check_catalog) {
+		fprintf(stderr, "ingest-verify: --allow-missing needs the catalog (not --no-catalog)\n");
 		return 2;
 	}
 	if (strlen(wafer) > 128) {
@@ -366,13 +429,16 @@ int main(int argc, char **argv)
 	if (v.shown > v.max_errors)
 		fprintf(stderr, "ingest-verify: (%u more problems not shown)\n", v.shown - v.max_errors);
 	if (json)
-		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"bad\":%" PRIu64 ",\"bytes\":%" PRIu64
-		       ",\"catalog\":%s,\"seconds\":%.3f}\n",
-		       v.frames, v.ok, v.bad, v.bytes, v.check_catalog ? "true" : "false", s);
+		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"bad\":%" PRIu64 ",\"missing\":%" PRIu64
+		       ",\"bytes\":%" PRIu64 ",\"catalog\":%s,\"seconds\":%.3f}\n",
+		       v.frames, v.ok, v.bad, v.missing, v.bytes, v.check_catalog ? "true" : "false", s);
 	else if (!v.quiet)
 		fprintf(stderr, "ingest-verify: %" PRIu64 " frames checked (%.1f MiB) in %.2f s: %" PRIu64
 			" ok, %" PRIu64 " bad%s\n", v.frames, (double)v.bytes / 1048576.0, s, v.ok, v.bad,
 			v.check_catalog ? " (files, bytes, crc32c and catalog rows)" : " (catalog not checked)");
+	if (v.allow_missing && !v.quiet && !json)
+		fprintf(stderr, "ingest-verify: %" PRIu64 " frames not in the catalog (never made durable)\n",
+			v.missing);
 	ret = v.bad || !v.frames ? 1 : 0;
 out:
 	sqlite3_finalize(v.st);
@@ -381,6 +447,6 @@ out:
 	free(v.buf2);
 	return ret;
 bad:
-	fprintf(stderr, "ingest-verify: bad value '%s'\n", optarg);
+	fprintf(stderr, "ingest-verify: bad value '%s' for --%s\n", optarg, lo[li].name);
 	return 2;
 }

@@ -24,13 +24,17 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define COMP "ingestd"
@@ -160,29 +164,110 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-/* Syntax of SIZE[K|M|G]:COUNT,... checked here so a usage error stays one line. */
-static bool pool_spec_ok(const char *s)
+/*
+ * SIZE[K|M|G][i][B]:COUNT,... checked here with the reason, so that a usage error stays one
+ * line (ing_pool_parse_classes would log its own ERR line first). The limits are the pool's:
+ * 1 .. ING_POOL_MAX_CLASSES classes, sizes 1 B .. 1 TiB ascending, counts 1..1000000.
+ */
+static bool pool_spec_ok(const char *s, char *why, size_t whylen)
 {
+	uint64_t prev = 0;
+	unsigned n = 0;
+
+	if (!*s) {
+		snprintf(why, whylen, "empty");
+		return false;
+	}
 	while (*s) {
 		const char *p = s;
-		while (*p >= '0' && *p <= '9')
-			p++;
-		if (p == s)
+		uint64_t size = 0, count = 0, mul = 1;
+		for (; *p >= '0' && *p <= '9'; p++)   /* saturates above the limit */
+			if (size <= (1ull << 40))
+				size = size * 10 + (uint64_t)(*p - '0');
+		if (p == s) {
+			snprintf(why, whylen, "class %u: no size", n + 1);
 			return false;
-		if (*p == 'k' || *p == 'K' || *p == 'm' || *p == 'M' || *p == 'g' || *p == 'G')
+		}
+		switch (*p) {
+		case 'k': case 'K': mul = 1ull << 10; p++; break;
+		case 'm': case 'M': mul = 1ull << 20; p++; break;
+		case 'g': case 'G': mul = 1ull << 30; p++; break;
+		default: break;
+		}
+		if (mul > 1 && (*p == 'i' || *p == 'I'))
 			p++;
-		if (*p++ != ':')
+		if (mul > 1 && (*p == 'b' || *p == 'B'))
+			p++;
+		if (*p++ != ':') {
+			snprintf(why, whylen, "class %u: want SIZE:COUNT", n + 1);
 			return false;
+		}
+		if (size == 0 || size > (1ull << 40) / mul) {
+			snprintf(why, whylen, "class %u: size must be 1 byte .. 1T", n + 1);
+			return false;
+		}
+		size *= mul;
 		s = p;
-		while (*p >= '0' && *p <= '9')
-			p++;
-		if (p == s || (*p && *p != ','))
+		for (; *p >= '0' && *p <= '9'; p++)
+			if (count <= 1000000)
+				count = count * 10 + (uint64_t)(*p - '0');
+		if (p == s || (*p && *p != ',')) {
+			snprintf(why, whylen, "class %u: count is not a number", n + 1);
 			return false;
+		}
+		if (count == 0 || count > 1000000) {
+			snprintf(why, whylen, "class %u: count must be 1..1000000", n + 1);
+			return false;
+		}
+		if (n && size <= prev) {
+			snprintf(why, whylen, "class %u: sizes must ascend", n + 1);
+			return false;
+		}
+		if (++n > ING_POOL_MAX_CLASSES) {
+			snprintf(why, whylen, "more than %d classes", ING_POOL_MAX_CLASSES);
+			return false;
+		}
+		prev = size;
 		s = *p ? p + 1 : p;
-		if (*p && !*s)
+		if (*p && !*s) {
+			snprintf(why, whylen, "trailing ','");
 			return false;
+		}
 	}
 	return true;
+}
+
+/* host:port or [v6]:port (host may be empty: any), port 0..65535 (0: pick one). */
+static bool listen_ok(const char *s)
+{
+	const char *port;
+
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || rb == s + 1 || rb[1] != ':')
+			return false;
+		port = rb + 2;
+	} else {
+		const char *colon = strrchr(s, ':');
+		if (!colon)
+			return false;
+		port = colon + 1;
+	}
+	if (!*port || strlen(port) > 5 || strspn(port, "0123456789") != strlen(port))
+		return false;
+	return strtoul(port, NULL, 10) <= 65535;
+}
+
+/* A file the daemon will need later (TLS): readable now, or a usage error naming it. */
+static int readable_or_usage(const char *flag, const char *path)
+{
+	char msg[512];
+
+	if (access(path, R_OK) == 0)
+		return 0;
+	snprintf(msg, sizeof(msg), "%s: '%s': %s", flag, path, strerror(errno));
+	fprintf(stderr, "ingestd: %s (see --help)\n", msg);
+	return 2;
 }
 
 /* Usage error: one line, exit status 2. */
@@ -237,6 +322,9 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 			usage(stdout);
 			return 1;
 		case O_LISTEN:
+			if (!listen_ok(optarg))
+				return bad_usage("--listen: '%s' is not host:port or [v6]:port (port 0..65535)",
+						 optarg);
 			o->listen = optarg;
 			break;
 		case O_DATA:
@@ -311,6 +399,8 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 		case O_READY:
 			if (parse_u64(optarg, 65535, &v) || v < 3)
 				return bad_usage("--ready-fd: '%s' is not a file descriptor >= 3", optarg);
+			if (fcntl((int)v, F_GETFD) < 0)
+				return bad_usage("--ready-fd: '%s' is not an open file descriptor", optarg);
 			o->ready_fd = (int)v;
 			break;
 		case O_RDMA:
@@ -363,10 +453,17 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 		return bad_usage("unexpected argument '%s'", argv[optind]);
 	if (!!o->tls_cert != !!o->tls_key)
 		return bad_usage("--tls-cert and --tls-key go together%s", "");
+	if (o->tls_cert && (readable_or_usage("--tls-cert", o->tls_cert) ||
+			    readable_or_usage("--tls-key", o->tls_key)))
+		return 2;
 	struct ing_pool_opts po;
+	char why[96] = "", msg[320];
 	ing_pool_opts_init(&po);
-	if (!pool_spec_ok(o->pool) || ing_pool_parse_classes(&po, o->pool))
-		return bad_usage("--pool: '%s' is not SIZE:COUNT,... (e.g. 4M:16,16M:8)", o->pool);
+	if (!pool_spec_ok(o->pool, why, sizeof(why)) || ing_pool_parse_classes(&po, o->pool)) {
+		snprintf(msg, sizeof(msg), "--pool: '%.120s' is not SIZE:COUNT,... (e.g. 4M:16,16M:8): %s",
+			 o->pool, why);
+		return bad_usage("%s", msg);
+	}
 	return 0;
 }
 
@@ -471,6 +568,141 @@ static int write_port_file(const char *path, int port)
 	return 0;
 }
 
+/*
+ * One ingestd per data dir: two would each serialise their own copies of a frame id, not
+ * each other's, and a second copy with other bytes could be renamed over a frame the first
+ * one has already ACKed DURABLE. An flock on <data_dir>/.ingestd.lock, held for the life of
+ * the process (released by the kernel on any exit, kill -9 included). The fd is leaked on
+ * purpose. 0, or -errno after logging.
+ */
+static int data_dir_lock(const char *dir)
+{
+	char path[PATH_MAX], pid[32] = "";
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.ingestd.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int rc = -errno;
+		ING_ERR(COMP, "data dir %s: cannot open %s: %s", dir, path, strerror(-rc));
+		return rc;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int rc = -errno;
+		ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = 0;
+		pid[strcspn(pid, "\n")] = 0;
+		if (rc == -EWOULDBLOCK)
+			ING_ERR(COMP, "data dir %s is in use by another ingestd (pid %s); stop it first",
+				dir, pid[0] ? pid : "?");
+		else
+			ING_ERR(COMP, "data dir %s: locking %s: %s", dir, path, strerror(-rc));
+		close(fd);
+		return rc == -EWOULDBLOCK ? -EBUSY : rc;
+	}
+	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		ING_WARN(COMP, "%s: cannot record the pid: %s", path, strerror(errno));
+	return 0;
+}
+
+/* fsync the directory holding path (best effort: a failure shows at the probe write) */
+static void sync_parent(const char *path)
+{
+	char parent[PATH_MAX];
+	char *slash;
+	int fd;
+
+	snprintf(parent, sizeof(parent), "%s", path);
+	slash = strrchr(parent, '/');
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == parent)
+		parent[1] = 0;
+	else
+		*slash = 0;
+	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+/*
+ * Create the data dir (and its parents) and prove it takes a durable write before anything
+ * else starts, so that a read-only, full or foreign data dir is one clear line naming the
+ * path and the reason rather than a SQLite error later. 0, or -errno after logging.
+ */
+static int data_dir_ready(const char *dir, enum ing_sink sink)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	struct statvfs vfs;
+	int fd, rc = 0;
+
+	if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path)) {
+		ING_ERR(COMP, "data dir %.64s...: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	for (char *p = path + 1; ; p++) {   /* mkdir -p */
+		if (*p != '/' && *p)
+			continue;
+		char c = *p;
+		*p = 0;
+		if (mkdir(path, 0755) == 0) {
+			sync_parent(path);   /* the new entry must survive a power loss too */
+		} else if (errno != EEXIST) {
+			rc = -errno;
+			ING_ERR(COMP, "cannot create data dir %s: %s creating %s", dir, strerror(-rc), path);
+			return rc;
+		}
+		*p = c;
+		if (!c)
+			break;
+	}
+	if (stat(dir, &st) != 0) {
+		rc = -errno;
+		ING_ERR(COMP, "data dir %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		ING_ERR(COMP, "data dir %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (sink != ING_SINK_FILE)
+		return 0;
+	rc = data_dir_lock(dir);
+	if (rc)
+		return rc;
+	/* a probe of one 4 KiB block: creat + write + fdatasync + unlink (a fixed name, so
+	 * one left by a kill -9 right here is reused, not accumulated) */
+	snprintf(path, sizeof(path), "%s/.ingestd-probe", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+	} else {
+		static const char block[4096];
+		ssize_t w = write(fd, block, sizeof(block));
+		if (w != (ssize_t)sizeof(block))
+			rc = w < 0 ? -errno : -ENOSPC;
+		else if (fdatasync(fd) != 0)
+			rc = -errno;
+		close(fd);
+		(void)unlink(path);
+	}
+	if (rc) {
+		ING_ERR(COMP, "data dir %s is not writable: %s%s", dir, strerror(-rc),
+			rc == -ENOSPC || rc == -EDQUOT ? " (free some space first)" :
+			rc == -EROFS ? " (mounted read-only)" : "");
+		return rc;
+	}
+	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < (256ull << 20))
+		ING_WARN(COMP, "data dir %s: only %llu MiB free; frames will be refused (NO_SPACE) "
+			 "when it fills", dir,
+			 (unsigned long long)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20));
+	return 0;
+}
+
 static bool hugepages_free(void)
 {
 	FILE *f = fopen("/proc/meminfo", "r");
@@ -522,6 +754,19 @@ int main(int argc, char **argv)
 	char err[256];
 	int rc;
 
+	/*
+	 * Signals go to the signalfd: block them first thing, before any thread (EAL, workers)
+	 * exists and before start-up has touched the data dir. A SIGTERM during start-up is
+	 * then handled once the loop runs (drain, exit 0) instead of killing a half-started
+	 * daemon.
+	 */
+	sigset_t ss;
+	sigemptyset(&ss);
+	sigaddset(&ss, SIGINT);
+	sigaddset(&ss, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &ss, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
 	memset(&d, 0, sizeof(d));
 	d.sfd = -1;
 	ing_ingestd_opts_init(&d.o);
@@ -536,18 +781,8 @@ int main(int argc, char **argv)
 		ing_log_set_level(l);
 	}
 
-	/* Signals go to the signalfd: block them before any thread (EAL, workers) exists. */
-	sigset_t ss;
-	sigemptyset(&ss);
-	sigaddset(&ss, SIGINT);
-	sigaddset(&ss, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &ss, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	if (mkdir(d.o.data_dir, 0755) != 0 && errno != EEXIST) {
-		ING_ERR(COMP, "cannot create data dir %s: %s", d.o.data_dir, strerror(errno));
+	if (data_dir_ready(d.o.data_dir, d.o.sink) != 0)
 		return 1;
-	}
 
 	/* ---- placement plan */
 	struct ing_plan plan;
@@ -569,8 +804,11 @@ int main(int argc, char **argv)
 		rc = ing_plan_make(topo, &po, &plan, err, sizeof(err));
 		ing_topo_destroy(topo);
 		if (rc) {
-			if (rc == -EINVAL && (d.o.lcores || d.o.pool_node >= 0 || d.o.rdma_dev)) {
-				fprintf(stderr, "ingestd: %s (see --help)\n", err);
+			/* a flag naming cpus, a node or a device this machine lacks: usage error */
+			if ((rc == -EINVAL && (d.o.lcores || d.o.pool_node >= 0 || d.o.rdma_dev)) ||
+			    (rc == -ENODEV && d.o.rdma_dev)) {
+				fprintf(stderr, "ingestd: %s%s (see --help)\n",
+					rc == -ENODEV ? "--rdma-dev: " : "", err);
 				return 2;
 			}
 			ING_ERR(COMP, "placement plan: %s", err);

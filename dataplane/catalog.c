@@ -9,9 +9,12 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -37,6 +40,23 @@ static const char schema[] =
 	" durable_ns INTEGER);"
 	"CREATE INDEX IF NOT EXISTS frames_wafer ON frames(wafer_id);";
 
+/*
+ * SQLite's message plus the OS error behind it, if any: "disk I/O error" alone does not say
+ * that the disk is full or read-only.
+ */
+static const char *why(struct ing_catalog *c, int rc, const char *sqlmsg, char *buf, size_t len)
+{
+	/* SQLite records the OS errno only for I/O and open errors; otherwise it is stale */
+	bool os = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN;
+	int se = os && c->db ? sqlite3_system_errno(c->db) : 0;
+
+	if (se)
+		snprintf(buf, len, "%s (%s)", sqlmsg, strerror(se));
+	else
+		snprintf(buf, len, "%s", sqlmsg);
+	return buf;
+}
+
 static int map_rc(int rc)
 {
 	switch (rc & 0xff) {
@@ -58,6 +78,19 @@ static int map_rc(int rc)
 	}
 }
 
+/* map_rc with the OS error behind it: an I/O error from a full disk is -ENOSPC (retryable) */
+static int map_rc_db(struct ing_catalog *c, int rc)
+{
+	bool os = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN;
+	int se = os && c->db ? sqlite3_system_errno(c->db) : 0;
+
+	if ((rc & 0xff) == SQLITE_IOERR && (se == ENOSPC || se == EDQUOT))
+		return -ENOSPC;
+	if ((rc & 0xff) == SQLITE_READONLY || ((rc & 0xff) == SQLITE_CANTOPEN && se == EROFS))
+		return -EROFS;
+	return map_rc(rc);
+}
+
 static int prep(struct ing_catalog *c, const char *sql, sqlite3_stmt **st)
 {
 	int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
@@ -70,14 +103,39 @@ static int prep(struct ing_catalog *c, const char *sql, sqlite3_stmt **st)
 
 static int exec(struct ing_catalog *c, const char *sql)
 {
-	char *err = NULL;
+	char *err = NULL, b[256];
 	int rc = sqlite3_exec(c->db, sql, NULL, NULL, &err);
 	if (rc != SQLITE_OK) {
-		ING_ERR(COMP, "%s: '%s': %s", c->path, sql, err ? err : sqlite3_errstr(rc));
+		ING_ERR(COMP, "%s: '%s': %s", c->path, sql,
+			why(c, rc, err ? err : sqlite3_errstr(rc), b, sizeof(b)));
 		sqlite3_free(err);
-		return map_rc(rc);
+		return map_rc_db(c, rc);
 	}
 	return 0;
+}
+
+static int sync_parent(struct ing_catalog *c, const char *path)
+{
+	char dir[PATH_MAX];
+	char *slash;
+	int fd, rc = 0;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = 0;
+	else
+		*slash = 0;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc)
+		ING_ERR(COMP, "%s: fsync of its directory %s: %s", c->path, dir, strerror(-rc));
+	return rc;
 }
 
 struct ing_catalog *ing_catalog_open(const char *path)
@@ -95,10 +153,13 @@ struct ing_catalog *ing_catalog_open(const char *path)
 		return NULL;
 	}
 	snprintf(c->path, sizeof(c->path), "%s", path);
+	bool created = access(path, F_OK) != 0;
 	rc = sqlite3_open_v2(path, &c->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
-		ING_ERR(COMP, "open %s: %s", path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+		char b[256];
+		ING_ERR(COMP, "open %s: %s", path,
+			c->db ? why(c, rc, sqlite3_errmsg(c->db), b, sizeof(b)) : sqlite3_errstr(rc));
 		goto fail;
 	}
 	sqlite3_extended_result_codes(c->db, 1);
@@ -114,6 +175,13 @@ struct ing_catalog *ing_catalog_open(const char *path)
 	    prep(c, "BEGIN IMMEDIATE", &c->st_begin) < 0 || prep(c, "COMMIT", &c->st_commit) < 0 ||
 	    prep(c, "ROLLBACK", &c->st_rollback) < 0 ||
 	    prep(c, "SELECT count(*) FROM frames", &c->st_count) < 0)
+		goto fail;
+	/*
+	 * SQLite syncs the directory when it creates the -wal file, not when it creates the
+	 * database file itself: without this, a power loss soon after the first start could
+	 * take catalog.db (and with it every row in the WAL) away.
+	 */
+	if (created && sync_parent(c, path) < 0)
 		goto fail;
 	return c;
 fail:
@@ -190,8 +258,10 @@ int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows
 		return 0;
 	rc = step_simple(c->st_begin);
 	if (rc) {
-		ING_LOG_RL(ING_LOG_ERR, COMP, "%s: BEGIN: %s", c->path, sqlite3_errmsg(c->db));
-		return map_rc(rc) == -ENOSPC ? -ENOSPC : -EIO;
+		char b[256];
+		ING_LOG_RL(ING_LOG_ERR, COMP, "%s: BEGIN: %s", c->path,
+			   why(c, rc, sqlite3_errmsg(c->db), b, sizeof(b)));
+		return map_rc_db(c, rc) == -ENOSPC ? -ENOSPC : -EIO;
 	}
 	for (unsigned i = 0; i < n; i++) {
 		const struct ing_catalog_row *r = &rows[i];
@@ -208,19 +278,24 @@ int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows
 		sqlite3_reset(st);
 		sqlite3_clear_bindings(st);
 		if (rc != SQLITE_DONE) {
-			ret = map_rc(rc);
+			char b[256];
+			ret = map_rc_db(c, rc);
 			if (ret != -EEXIST)
-				ING_LOG_RL(ING_LOG_ERR, COMP, "%s: insert %llu: %s", c->path,
-					   (unsigned long long)r->frame_id, sqlite3_errmsg(c->db));
+				ING_LOG_RL(ING_LOG_ERR, COMP, "%s: insert of frame %llu: %s", c->path,
+					   (unsigned long long)r->frame_id,
+					   why(c, rc, sqlite3_errmsg(c->db), b, sizeof(b)));
 			break;
 		}
 	}
 	if (!ret) {
+		char b[256];
 		rc = step_simple(c->st_commit);
 		if (!rc)
 			return 0;
-		ret = map_rc(rc) == -EEXIST ? -EIO : map_rc(rc);
-		ING_LOG_RL(ING_LOG_ERR, COMP, "%s: COMMIT: %s", c->path, sqlite3_errmsg(c->db));
+		ret = map_rc_db(c, rc) == -EEXIST ? -EIO : map_rc_db(c, rc);
+		ING_LOG_RL(ING_LOG_ERR, COMP, "%s: COMMIT of %u rows (frames %llu..): %s", c->path, n,
+			   (unsigned long long)rows[0].frame_id,
+			   why(c, rc, sqlite3_errmsg(c->db), b, sizeof(b)));
 	}
 	/* SQLite may already have rolled back (SQLITE_FULL); ROLLBACK then just fails */
 	if (!sqlite3_get_autocommit(c->db))

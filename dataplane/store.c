@@ -112,6 +112,28 @@ int dp_mkdirs(const char *path, int mode)
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
+/*
+ * rel stays below data_dir: relative, and no component is "." or "..". (A wafer id such as
+ * "lot..7" is a valid name: refusing every ".." substring made such frames fail forever
+ * with a retryable I/O error.)
+ */
+static bool rel_ok(const char *rel)
+{
+	const char *p = rel;
+
+	if (!*rel || *rel == '/')
+		return false;
+	while (*p) {
+		size_t n = strcspn(p, "/");
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	return true;
+}
+
 static int write_all(int fd, const uint8_t *buf, uint64_t len)
 {
 	uint64_t off = 0;
@@ -188,7 +210,7 @@ int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, ui
 	char final[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX];
 	int rc;
 
-	if (!data_dir || !rel || !buf || !len || rel[0] == '/' || strstr(rel, ".."))
+	if (!data_dir || !rel || !buf || !len || !rel_ok(rel))
 		return -EINVAL;
 	if ((size_t)snprintf(final, sizeof(final), "%s/%s", data_dir, rel) >= sizeof(final) ||
 	    (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", final, (int)getpid()) >= sizeof(tmp))
@@ -225,10 +247,47 @@ int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, u
 	return dp_store_write(data_dir, rel, buf, len, cap, true);
 }
 
-/* a temp file "<id>.frame.tmp.<pid>" whose writer is gone (crash, kill -9) */
-static bool stale_tmp(const char *name)
+/* Wall-clock second at which process pid started, or -1 when unknown. */
+static long long proc_start_s(long pid)
+{
+	char path[64], line[1024];
+	unsigned long long ticks = 0, btime = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f;
+	char *p;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	p = fgets(line, sizeof(line), f);
+	fclose(f);
+	if (!p || !(p = strrchr(line, ')')))
+		return -1;
+	/* after "pid (comm)": state is field 3, starttime field 22 */
+	if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d"
+			  " %*d %*d %llu", &ticks) != 1 || hz <= 0)
+		return -1;
+	f = fopen("/proc/stat", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "btime %llu", &btime) == 1)
+			break;
+	fclose(f);
+	return btime ? (long long)(btime + ticks / (unsigned long long)hz) : -1;
+}
+
+/*
+ * A temp file "<id>.frame.tmp.<pid>" whose writer is gone (crash, kill -9): its pid is
+ * dead, or the pid now belongs to a process that started after the file was last written
+ * (pid reuse; a restarted ingestd that got the same pid, as PID 1 in a container does).
+ */
+static bool stale_tmp(int dfd, const char *name)
 {
 	const char *t = strstr(name, ".frame.tmp.");
+	struct stat st;
+	long long start;
 	char *end;
 
 	if (!t)
@@ -236,7 +295,12 @@ static bool stale_tmp(const char *name)
 	long pid = strtol(t + strlen(".frame.tmp."), &end, 10);
 	if (*end || pid <= 0)
 		return false;
-	return pid != (long)getpid() && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+	if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+		return true;
+	start = proc_start_s(pid);
+	/* 2 s of slack: btime and the tick count are rounded */
+	return start > 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       (long long)st.st_mtim.tv_sec + 2 < start;
 }
 
 int dp_store_sweep_tmp(const char *data_dir)
@@ -260,7 +324,7 @@ int dp_store_sweep_tmp(const char *data_dir)
 		if (!w)
 			continue;
 		while ((fe = readdir(w))) {
-			if (!stale_tmp(fe->d_name))
+			if (!stale_tmp(dirfd(w), fe->d_name))
 				continue;
 			if (unlinkat(dirfd(w), fe->d_name, 0) == 0)
 				n++;

@@ -561,7 +561,8 @@ static void check_storage(struct ctx *c)
 		if (access(probe_dir, W_OK | X_OK) != 0) {
 			add(c, "storage", "storage.dir", ING_CHECK_FAIL,
 			    "create the data dir and give it to the ingestd user (install -d -o ...)",
-			    "%s does not exist and %s is not writable", dir, probe_dir);
+			    "%s does not exist and %s is not writable: %s", dir, probe_dir,
+			    strerror(errno));
 			return;
 		}
 		add(c, "storage", "storage.dir", ING_CHECK_WARN, "mkdir -p it (ingestd creates it too)",

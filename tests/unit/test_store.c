@@ -12,11 +12,13 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "dataplane/dataplane.h"
+#include "dataplane/dataplane_internal.h"
 
 static char dir[64], shm[64];
 static uint8_t *buf;
@@ -231,6 +233,64 @@ static void test_odirect_refused(void **state)
 		assert_int_equal(probe_errno, EINVAL);
 }
 
+/* a valid wafer id with ".." inside ("lot..7") is stored, not refused as a path escape */
+static void test_wafer_dotdot_stored(void **state)
+{
+	(void)state;
+	char rel[64];
+	assert_true(ing_store_wafer_id_ok("lot..7"));
+	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "lot..7", 9), 0);
+	assert_int_equal(ing_store_write(dir, rel, buf, 5000, BUFCAP), 0);
+	check_file(dir, rel, buf, 5000);
+	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "..x", 10), 0);
+	assert_int_equal(ing_store_write(dir, rel, buf, 10, BUFCAP), 0);
+	/* real escapes are still refused */
+	assert_int_equal(ing_store_write(dir, "frames/../x.frame", buf, 10, BUFCAP), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "frames/./x.frame", buf, 10, BUFCAP), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "frames//x.frame", buf, 10, BUFCAP), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "..", buf, 10, BUFCAP), -EINVAL);
+	check_no_temp(dir);
+}
+
+static void touch_at(const char *path, time_t mtime)
+{
+	FILE *fp = fopen(path, "w");
+	assert_non_null(fp);
+	fclose(fp);
+	struct timespec ts[2] = { { mtime, 0 }, { mtime, 0 } };
+	assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/*
+ * A temp file named after a pid that is alive again (pid reuse, or a restarted ingestd
+ * that got the same pid: PID 1 in a container) but older than that process is stale.
+ */
+static void test_sweep_reused_pid(void **state)
+{
+	(void)state;
+	char wd[160], old_self[224], new_self[224], old_init[224], new_init[224], cmd[224];
+	time_t now = time(NULL);
+	snprintf(wd, sizeof(wd), "%s/sweep2/frames/W", dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", wd);
+	assert_int_equal(system(cmd), 0);
+	snprintf(old_self, sizeof(old_self), "%s/1.frame.tmp.%d", wd, (int)getpid());
+	snprintf(new_self, sizeof(new_self), "%s/2.frame.tmp.%d", wd, (int)getpid());
+	snprintf(old_init, sizeof(old_init), "%s/3.frame.tmp.1", wd);
+	snprintf(new_init, sizeof(new_init), "%s/4.frame.tmp.1", wd);
+	touch_at(old_self, now - 3600);   /* before this process started */
+	touch_at(new_self, now);          /* this process may be writing it */
+	touch_at(old_init, 1000);         /* 1970: before pid 1 started */
+	touch_at(new_init, now);
+	char sd[160];
+	snprintf(sd, sizeof(sd), "%s/sweep2", dir);
+	assert_int_equal(dp_store_sweep_tmp(sd), 2);
+	struct stat st;
+	assert_int_equal(stat(old_self, &st), -1);
+	assert_int_equal(stat(old_init, &st), -1);
+	assert_int_equal(stat(new_self, &st), 0);
+	assert_int_equal(stat(new_init, &st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +301,8 @@ int main(void)
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_enospc),
 		cmocka_unit_test(test_odirect_refused),
+		cmocka_unit_test(test_wafer_dotdot_stored),
+		cmocka_unit_test(test_sweep_reused_pid),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
