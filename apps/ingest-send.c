@@ -57,6 +57,7 @@ struct send_cfg {
 	enum ing_ack_stage recycle_on;
 	bool json, quiet;
 	const char *manifest;
+	const char *durable_manifest; /* lines for frames ACKed DURABLE ok, flushed per ack */
 	int frame_timeout_ms;
 	int connect_timeout_ms;
 	uint32_t chunk_size;
@@ -96,6 +97,8 @@ static void usage(FILE *f)
 		"  --seed S               content/size seed (default 1)\n"
 		"  --recycle-on STAGE     received|durable: when a frame buffer is reused\n"
 		"  --manifest PATH        write 'frame_id wafer length crc32c source' per frame\n"
+		"  --durable-manifest PATH  the same, only for frames ACKed DURABLE ok, each line\n"
+		"                         flushed as its ack arrives (what the node promised to keep)\n"
 		"  --frame-timeout-ms N   a frame not DURABLE after N ms fails (default 60000)\n"
 		"  --connect-timeout-ms N (default 5000)\n"
 		"  --chunk-size SIZE      fallback chunk size (default: the server's)\n"
@@ -208,12 +211,34 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/* ingest-verify's manifest format: "frame_id wafer length crc32c source" */
+static FILE *manifest_open(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "ingest-send: %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	fprintf(f, "# ingest-send manifest v1: frame_id wafer length crc32c source\n");
+	return f;
+}
+
+static void manifest_line(FILE *f, const struct job *j, const struct send_cfg *c)
+{
+	if (j->path)
+		fprintf(f, "%" PRIu64 " %s %" PRIu64 " %08x file:%s\n", j->id, c->wafer, j->len,
+			j->crc, j->path);
+	else
+		fprintf(f, "%" PRIu64 " %s %" PRIu64 " %08x synth:%" PRIu64 "\n", j->id, c->wafer,
+			j->len, j->crc, c->synth.seed);
+}
+
 static int parse_args(int argc, char **argv, struct send_cfg *c)
 {
 	enum {
 		O_SERVER = 256, O_TRANSPORT, O_CREDITS, O_WAFER, O_FIRST, O_COUNT, O_SIZE, O_SIZES,
 		O_SEED, O_RECYCLE, O_JSON, O_QUIET, O_MANIFEST, O_FTO, O_CTO, O_CHUNK, O_BUFS,
-		O_REUSE, O_RATE,
+		O_REUSE, O_RATE, O_DMAN,
 		O_LOG, O_HELP,
 	};
 	static const struct option lo[] = {
@@ -236,6 +261,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		{ "buffers", required_argument, 0, O_BUFS },
 		{ "reuse-buffers", no_argument, 0, O_REUSE },
 		{ "rate", required_argument, 0, O_RATE },
+		{ "durable-manifest", required_argument, 0, O_DMAN },
 		{ "log-level", required_argument, 0, O_LOG },
 		{ "help", no_argument, 0, O_HELP },
 		{ 0, 0, 0, 0 },
@@ -294,6 +320,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		case O_JSON: c->json = true; break;
 		case O_QUIET: c->quiet = true; break;
 		case O_MANIFEST: c->manifest = optarg; break;
+		case O_DMAN: c->durable_manifest = optarg; break;
 		case O_FTO:
 			if (parse_u64(optarg, &v) || v == 0 || v > 3600000)
 				goto bad;
@@ -353,7 +380,7 @@ int main(int argc, char **argv)
 	struct job *jobs = NULL;
 	struct filled *fill = NULL;   /* --reuse-buffers */
 	unsigned nfill = 0;
-	FILE *man = NULL;
+	FILE *man = NULL, *dman = NULL;
 	int ret = 2;
 
 	if (!getenv("ING_LOG_LEVEL"))
@@ -451,14 +478,10 @@ int main(int argc, char **argv)
 			njobs, (double)total_bytes / 1048576.0, c.server, ing_producer_session_id(p),
 			ing_producer_transport(p) == ING_TRANSPORT_RDMA ? "rdma" : "grpc",
 			ing_producer_transport_note(p), ing_producer_credits(p), nbuf);
-	if (c.manifest) {
-		man = fopen(c.manifest, "w");
-		if (!man) {
-			fprintf(stderr, "ingest-send: %s: %s\n", c.manifest, strerror(errno));
-			goto out;
-		}
-		fprintf(man, "# ingest-send manifest v1: frame_id wafer length crc32c source\n");
-	}
+	if (c.manifest && !(man = manifest_open(c.manifest)))
+		goto out;
+	if (c.durable_manifest && !(dman = manifest_open(c.durable_manifest)))
+		goto out;
 
 	static struct ing_hist h_recv, h_dur, h_node_recv, h_node_dur;
 	ing_hist_reset(&h_recv);
@@ -537,12 +560,8 @@ int main(int argc, char **argv)
 				j->t_start = ing_now_ns();
 			else if (ing_now_ns() - j->t_start > max_lag)
 				max_lag = ing_now_ns() - j->t_start;
-			if (man && j->path)
-				fprintf(man, "%" PRIu64 " %s %" PRIu64 " %08x file:%s\n", j->id, c.wafer,
-					j->len, j->crc, j->path);
-			else if (man)
-				fprintf(man, "%" PRIu64 " %s %" PRIu64 " %08x synth:%" PRIu64 "\n", j->id,
-					c.wafer, j->len, j->crc, c.synth.seed);
+			if (man)
+				manifest_line(man, j, &c);
 			next++;
 		}
 		if (stop_flag) {
@@ -593,6 +612,10 @@ int main(int argc, char **argv)
 					ing_hist_add(&h_node_dur, a->node_latency_ns);
 				j->state = JOB_DONE_OK;
 				j->duplicate = a->duplicate;
+				if (dman) {
+					manifest_line(dman, j, &c);
+					fflush(dman);  /* a reader (or a crash) sees every ACKed frame */
+				}
 				n_ok++;
 				n_dup += a->duplicate ? 1 : 0;
 				ok_bytes += j->len;
@@ -676,6 +699,10 @@ int main(int argc, char **argv)
 out:
 	if (man && fclose(man)) {
 		fprintf(stderr, "ingest-send: %s: %s\n", c.manifest, strerror(errno));
+		ret = ret ? ret : 1;
+	}
+	if (dman && fclose(dman)) {
+		fprintf(stderr, "ingest-send: %s: %s\n", c.durable_manifest, strerror(errno));
 		ret = ret ? ret : 1;
 	}
 	/* close before freeing the buffers' bookkeeping: the pool goes with the producer */

@@ -4,9 +4,6 @@
 #    dir, every DURABLE-acked frame intact, re-send all (tests/review/restart_kill9.sh).
 #  - func.review.startup: every ingestd flag with a bad value -> one line, exit 2; data dir
 #    unusable (a file, read-only, full) -> one clear line, exit 1 (tests/review/startup.sh).
-add_executable(review_send_acked ${CMAKE_CURRENT_LIST_DIR}/review/send_acked.c)
-target_link_libraries(review_send_acked PRIVATE ingest_static)
-set_target_properties(review_send_acked PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 add_test(NAME func.review.restart_kill9
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/review/restart_kill9.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(func.review.restart_kill9 PROPERTIES LABELS func TIMEOUT 300)

@@ -3,7 +3,7 @@
 # restart_kill9.sh BUILD_DIR - kill -9 of ingestd mid-stream, then a restart on the same
 # data dir (real processes on loopback, gRPC fallback):
 #  1. ingestd; two producers at once: ingest-send --manifest (lists what it SENT) and
-#     send_acked (lists what the node ACKed DURABLE, flushed as each ack arrives);
+#     ingest-send --durable-manifest (what the node ACKed DURABLE, flushed per ack);
 #  2. kill -9 ingestd while both are streaming;
 #  3. with ingestd down: every DURABLE-acked frame is on disk and in the catalog, intact
 #     (ingest-verify); every sent frame that has a catalog row is intact, the rest is
@@ -17,8 +17,7 @@ BUILD=$(cd "$BUILD" && pwd)
 INGESTD=$BUILD/apps/ingestd
 SEND=$BUILD/apps/ingest-send
 VERIFY=$BUILD/apps/ingest-verify
-ACKED=$BUILD/tests/review_send_acked
-for b in "$INGESTD" "$SEND" "$VERIFY" "$ACKED"; do
+for b in "$INGESTD" "$SEND" "$VERIFY"; do
 	[ -x "$b" ] || { echo "FAIL: $b not built" >&2; exit 1; }
 done
 
@@ -67,8 +66,8 @@ start_ingestd ingestd1
 timeout 120 "$SEND" --server "$SERVER" --transport grpc --credits 8 "${A[@]}" \
 	--manifest "$TMP/sent-a" --quiet >"$TMP/send-a.out" 2>&1 &
 PIDS+=($!)
-timeout 120 "$ACKED" --server "$SERVER" --credits 8 "${B[@]}" --acked "$TMP/acked-b" \
-	>"$TMP/send-b.out" 2>&1 &
+timeout 120 "$SEND" --server "$SERVER" --transport grpc --credits 8 "${B[@]}" \
+	--durable-manifest "$TMP/acked-b" --quiet >"$TMP/send-b.out" 2>&1 &
 PIDS+=($!)
 
 # kill -9 once a good part (not all) of B has been acked DURABLE
