@@ -136,6 +136,8 @@ enum svc_msg_mode { MSG_UNDECIDED = 0, MSG_DIRECT, MSG_STAGE, MSG_DISCARD };
 #define SVC_PAUSE_BLOCKED 1u     /* a chunk waits for a slot or a credit */
 #define SVC_PAUSE_SEND 2u        /* the client is not reading its acks */
 
+struct H3000__FrameMeta;
+
 struct svc_call {
 	struct ing_svc *svc;
 	struct ing_grpc_call *call;
@@ -158,6 +160,8 @@ struct svc_call {
 	int mode;                /* enum svc_msg_mode */
 	struct svc_frame *cur;
 	uint64_t snap_frame_id, snap_offset, snap_session;
+	uint32_t msg_crc;        /* crc32c of the frame's bytes through this message's data;
+				  * becomes the frame's crc_run only if the message is accepted */
 	int err_status;          /* call-level failure found inside a parser callback */
 	char err_msg[160];
 	/* a message waiting for a slot/credit; its data is in stage */
@@ -170,6 +174,12 @@ struct svc_call {
 	uint8_t *bl;
 	size_t bl_len, bl_cap;
 	size_t bl_open;          /* 1 + offset of the open (incomplete) record, 0 none */
+	/* ControlStream (svc_ctl.c): the one FrameMeta waiting for a slot or a credit. It
+	 * lives in the arena, which no other message touches while the call is paused (the
+	 * gRPC layer delivers nothing to a paused call). blocked is set while it waits. */
+	struct H3000__FrameMeta *ctl_meta;
+	uint64_t ctl_parked_ns;
+	struct svc_call *ctl_next;      /* on svc->ctl_wait_head */
 	/* protobuf-c arena */
 	size_t arena_used;
 	_Alignas(16) uint8_t arena[SVC_ARENA];
@@ -216,6 +226,12 @@ struct ing_svc {
 	/* --- RDMA data path (control/svc_rdma.c) --- */
 	struct ing_rdma *rdma;   /* NULL: no RDMA engine */
 	uint64_t c_rdma_errors;
+	/* --- ControlStream calls parked on a slot/credit (control/svc_ctl.c), FIFO --- */
+	struct svc_call *ctl_wait_head, *ctl_wait_tail;
+	unsigned ctl_nparked;
+	struct ing_timer ctl_timer;  /* retries the parked calls; initialised on first use */
+	bool ctl_timer_ready;
+	uint64_t c_ctl_parked;   /* FrameMetas that had to wait */
 };
 
 /* svc.c: shared helpers */
@@ -265,6 +281,9 @@ extern const struct ing_grpc_method svc_stats_method;
 
 /* svc_ctl.c */
 extern const struct ing_grpc_method svc_ctl_method;
+/* A slot or credit may have come back: retry the parked ControlStream calls (from a
+ * zero-delay timer, never inside the caller's stack). Cheap when nothing is parked. */
+void svc_ctl_wake(struct ing_svc *s);
 
 /* svc_rdma.c (RDMA data path) */
 struct H3000__FrameMeta;

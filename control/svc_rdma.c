@@ -56,6 +56,9 @@ bool svc_rdma_from_lcore(struct ing_svc *s, struct ing_frame *f)
 {
 	struct svc_frame *e = rdma_entry(s, f->cookie, f->frame_id);
 
+	/* its slot and credit are about to come back (frame_durable releases it after us):
+	 * parked ControlStream FrameMetas retry from a zero-delay timer */
+	svc_ctl_wake(s);
 	if (!e || e->f != f)
 		return false;
 	if (f->status == ING_E_NONE) {

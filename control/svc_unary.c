@@ -6,6 +6,7 @@
 #include "control/svc_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "dataplane/rdma.h"
 #include "h3000.pb-c.h"
 
 #include <inttypes.h>
@@ -198,6 +199,19 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	r.fallbackswitches = s->c_fallback;
 	r.transportnote = s->note;
 	r.framesrefused = s->c_refused;
+	if (s->rdma) {   /* per-lcore counters of the RDMA data plane, summed */
+		struct ing_rdma_stats rs;
+		ing_rdma_get_stats(s->rdma, &rs);
+		r.rdmabytesread = rs.bytes_read;
+		r.rdmareadsposted = rs.reads_posted;
+		r.rdmacompletions = rs.completions;
+		r.rdmapolleridlesleeps = rs.sleeps;
+		r.rdmapollerbusyns = rs.busy_ns;
+		r.rdmapollerpolls = rs.polls;
+		r.rdmapolleridlepolls = rs.idle_polls;
+		r.rdmaconnsactive = rs.conns_active;
+	}
+	r.ctlframesparked = s->c_ctl_parked;
 	return reply(c, &r.base);
 }
 

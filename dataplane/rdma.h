@@ -45,6 +45,8 @@
 #define ING_RDMA_DEFAULT_SQ_DEPTH 64
 #define ING_RDMA_DEFAULT_CQ_SIZE 4096
 #define ING_RDMA_DEFAULT_BUSY_POLLS 20000   /* adaptive: idle polls before arming the CQ */
+#define ING_RDMA_DEFAULT_BUSY_US 50         /* adaptive: ... or this long idle, if sooner */
+#define ING_RDMA_MIN_IDLE_POLLS 16          /* adaptive: never arm before this many idle polls */
 #define ING_RDMA_DEFAULT_SLEEP_MS 50        /* adaptive: longest sleep (stop flag, timers) */
 #define ING_RDMA_DEFAULT_PARK_MS 5000       /* wait for a reconnect before failing frames */
 #define ING_RDMA_DEFAULT_DRAIN_MS 3000      /* wait for flush completions of a dead QP */
@@ -141,7 +143,8 @@ static inline bool ing_rdma_plan_signal(const struct ing_rdma_plan *p, bool last
 
 enum ing_rdma_poll_mode {
 	ING_RDMA_POLL_BUSY = 0,      /* never sleeps: only where a core is free */
-	ING_RDMA_POLL_ADAPTIVE = 1,  /* busy for busy_polls idle passes, then arm + sleep */
+	ING_RDMA_POLL_ADAPTIVE = 1,  /* busy for busy_polls idle passes (at most busy_us), then
+				      * arm + sleep */
 };
 /* "busy" | "adaptive". 0 or -EINVAL. */
 int ing_rdma_parse_poll_mode(const char *s, enum ing_rdma_poll_mode *m);
@@ -186,6 +189,10 @@ struct ing_rdma_lcore_opts {
 	unsigned lcore_id;            /* for logs and notices */
 	enum ing_rdma_poll_mode mode; /* default ADAPTIVE */
 	unsigned busy_polls;          /* default ING_RDMA_DEFAULT_BUSY_POLLS */
+	unsigned busy_us;             /* default ING_RDMA_DEFAULT_BUSY_US: an idle spell ends
+				       * (arm + sleep) after busy_polls passes or busy_us
+				       * (and >= ING_RDMA_MIN_IDLE_POLLS passes), which comes
+				       * first; 0: busy_polls only */
 	int sleep_ms;                 /* default ING_RDMA_DEFAULT_SLEEP_MS */
 	uint32_t chunk_size;          /* default ING_RDMA_DEFAULT_CHUNK */
 	uint32_t max_msg_sz;          /* device limit (0: no limit) */
@@ -321,6 +328,7 @@ struct ing_rdma_stats {
 	uint64_t cm_events, conns_accepted, conns_rejected, conns_active, conn_errors;
 	uint64_t reads_posted, bytes_read, frames_ok, frames_failed, wc_errors;
 	uint64_t busy_ns, polls, idle_polls, sleeps;
+	uint64_t completions;         /* CQEs polled (success, error, flush) */
 };
 void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s);
 

@@ -985,5 +985,6 @@ void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s)
 		s->polls += ls.polls;
 		s->idle_polls += ls.idle_polls;
 		s->sleeps += ls.sleeps;
+		s->completions += ls.completions;
 	}
 }

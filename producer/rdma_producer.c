@@ -48,8 +48,8 @@ struct rprod {
 	struct ibv_cq *cq;
 	unsigned reconnects;
 	bool connected;
-	/* fault injection for the Soft-RoCE tests (never set in production): the frame with
-	 * this id is announced with a wrong rkey / an address range crossing the MR's end */
+	/* TEST HOOKS (see test_hooks_load): the frame with this id is announced with a wrong
+	 * rkey / an address range crossing the MR's end. 0: off (always, in production). */
 	uint64_t fault_bad_rkey, fault_beyond_mr;
 	char dev[IBV_SYSFS_NAME_MAX];
 };
@@ -309,6 +309,56 @@ static void rdma_stop(struct ing_producer *p)
 	p->xport_priv = NULL;
 }
 
+/*
+ * TEST HOOKS - fault injection for the Soft-RoCE tests (tests/rxe/rdma_in_guest.sh,
+ * deploy/rxe-vm/README.md). Never set them outside a test: they make the node's READ of
+ * one frame fail on purpose.
+ *   ING_TEST_FAULT_RDMA_BAD_RKEY=<frame id>   that frame's FrameMeta carries a wrong rkey
+ *                                             (the node's READ fails: remote access error,
+ *                                             the QP goes to ERROR, the session reconnects)
+ *   ING_TEST_FAULT_RDMA_BEYOND_MR=<frame id>  that frame's [addr, addr+length) is moved to
+ *                                             cross the end of the registered pool
+ * When set, every start of the transport logs an ERROR banner naming the hook, and every
+ * frame it corrupts is logged. The variables of the first version (ING_FAULT_RDMA_*)
+ * are refused loudly rather than honoured, so an old script cannot inject faults unseen.
+ */
+#define TEST_HOOK_BAD_RKEY "ING_TEST_FAULT_RDMA_BAD_RKEY"
+#define TEST_HOOK_BEYOND_MR "ING_TEST_FAULT_RDMA_BEYOND_MR"
+
+static uint64_t test_hook_id(const char *name)
+{
+	const char *v = getenv(name);
+	char *end = NULL;
+
+	if (!v || !*v)
+		return 0;
+	errno = 0;
+	unsigned long long id = strtoull(v, &end, 0);
+	if (errno || end == v || *end || id == 0) {
+		ING_ERR(COMP, "TEST HOOK %s=%s is not a frame id: ignored", name, v);
+		return 0;
+	}
+	return id;
+}
+
+static void test_hooks_load(struct ing_producer *p, struct rprod *r)
+{
+	static const char *const old[] = { "ING_FAULT_RDMA_BAD_RKEY", "ING_FAULT_RDMA_BEYOND_MR" };
+
+	for (unsigned i = 0; i < 2; i++)
+		if (getenv(old[i]))
+			ING_ERR(COMP, "%s is no longer read: the test hook is ING_TEST_%s", old[i],
+				old[i] + 4);
+	r->fault_bad_rkey = test_hook_id(TEST_HOOK_BAD_RKEY);
+	r->fault_beyond_mr = test_hook_id(TEST_HOOK_BEYOND_MR);
+	if (r->fault_bad_rkey)
+		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%" PRIu64 ": session %" PRIu64 " will announce that frame with a wrong rkey (fault injection, not for production)",
+			TEST_HOOK_BAD_RKEY, r->fault_bad_rkey, p->session_id);
+	if (r->fault_beyond_mr)
+		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%" PRIu64 ": session %" PRIu64 " will announce that frame beyond its registered pool (fault injection, not for production)",
+			TEST_HOOK_BEYOND_MR, r->fault_beyond_mr, p->session_id);
+}
+
 static int rdma_start(struct ing_producer *p, char *err, size_t errlen)
 {
 	struct rprod *r = calloc(1, sizeof(*r));
@@ -332,15 +382,7 @@ static int rdma_start(struct ing_producer *p, char *err, size_t errlen)
 		snprintf(err, errlen, "O_NONBLOCK: %s", strerror(errno));
 		return -errno;
 	}
-	const char *fe = getenv("ING_FAULT_RDMA_BAD_RKEY");
-	if (fe && *fe)
-		r->fault_bad_rkey = strtoull(fe, NULL, 0);
-	fe = getenv("ING_FAULT_RDMA_BEYOND_MR");
-	if (fe && *fe)
-		r->fault_beyond_mr = strtoull(fe, NULL, 0);
-	if (r->fault_bad_rkey || r->fault_beyond_mr)
-		ING_WARN(COMP, "fault injection: frame %" PRIu64 " gets a bad rkey, frame %" PRIu64
-			 " a range beyond the registered pool", r->fault_bad_rkey, r->fault_beyond_mr);
+	test_hooks_load(p, r);
 	rc = conn_make(p, r, err, errlen);
 	if (rc)
 		return rc;
@@ -349,13 +391,17 @@ static int rdma_start(struct ing_producer *p, char *err, size_t errlen)
 	return 0;
 }
 
-/* Is [data, data+length) inside the registered pool? (-EFAULT: not RDMA-readable) */
+/* Is [data, data+length) inside the registered pool? -EFAULT (logged, rate-limited) when
+ * not: the node could not READ it (the rkey covers the pool only). */
 static int rdma_check(struct ing_producer *p, const struct ing_frame_desc *d)
 {
 	const uint8_t *b = d->data, *base = p->pool.base;
 
-	if (!base || b < base || b >= base + p->pool.len || d->length > (uint64_t)(base + p->pool.len - b))
+	if (!base || b < base || b >= base + p->pool.len || d->length > (uint64_t)(base + p->pool.len - b)) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "frame %" PRIu64 ": %" PRIu64 " bytes at %p are not inside the registered frame pool (%p, %zu bytes): RDMA frames must come from ing_frame_alloc (-EFAULT)",
+			   d->frame_id, d->length, d->data, p->pool.base, p->pool.len);
 		return -EFAULT;
+	}
 	return 0;
 }
 
@@ -372,10 +418,15 @@ static int rdma_pump(struct ing_producer *p)
 		}
 		uint64_t addr = (uint64_t)(uintptr_t)f->data;
 		uint32_t rkey = r->mr->rkey;
-		if (r->fault_bad_rkey && f->id == r->fault_bad_rkey)
+		if (r->fault_bad_rkey && f->id == r->fault_bad_rkey) {
 			rkey ^= 0x00a5a500u;
-		if (r->fault_beyond_mr && f->id == r->fault_beyond_mr)
+			ING_WARN(COMP, "TEST HOOK: frame %" PRIu64 " announced with a wrong rkey", f->id);
+		}
+		if (r->fault_beyond_mr && f->id == r->fault_beyond_mr) {
 			addr = (uint64_t)(uintptr_t)p->pool.base + p->pool.len - f->len / 2;
+			ING_WARN(COMP, "TEST HOOK: frame %" PRIu64 " announced half beyond the registered pool",
+				 f->id);
+		}
 		size_t n = frame_meta_encode(buf, f->id, addr, rkey, f->len, f->wafer, f->timestamp,
 					     f->crc, p->session_id);
 		int rc = ing_grpc_ccall_send(p->call, buf, n, false);

@@ -23,3 +23,6 @@ add_test(NAME rdma.rxe
 set_tests_properties(rdma.rxe PROPERTIES LABELS rdma TIMEOUT 900 RUN_SERIAL TRUE)
 add_executable(rxe_stats ${CMAKE_CURRENT_LIST_DIR}/rxe/rxe_stats.c)
 target_link_libraries(rxe_stats PRIVATE ingest_static)
+# libingest's -EFAULT range check on RDMA against a real ingestd (tests/rxe/ctl_in_guest.sh)
+add_executable(rdma_efault_check ${CMAKE_CURRENT_LIST_DIR}/rxe/efault_check.c)
+target_link_libraries(rdma_efault_check PRIVATE ingest_static)

@@ -5,9 +5,11 @@
 #  2. 24 synthetic frames of 64 KiB-8 MiB with --transport rdma: all ok, transport rdma,
 #     every stored frame byte-identical (ingest-verify: bytes, crc32c, catalog row);
 #  3. AUTO picks RDMA and says so;
-#  4. a bad rkey (fault injection in the producer) fails exactly that frame, the others of
+#  4. a bad rkey (test hook ING_TEST_FAULT_RDMA_BAD_RKEY in libingest, logged as
+#     "TEST HOOK ACTIVE") fails exactly that frame, the others of
 #     the batch succeed (the QP is re-established with the same session) and are verified;
-#  5. a FrameMeta whose range exceeds the producer's registered region: the node's READ
+#  5. a FrameMeta whose range exceeds the producer's registered region (test hook
+#     ING_TEST_FAULT_RDMA_BEYOND_MR: it bypasses libingest's own -EFAULT check): the node's READ
 #     fails that frame only (ERROR_TRANSFER), the others succeed;
 #  6. kill -9 of the producer mid-transfer: ingestd stays healthy, every slot comes back
 #     (Stats poolSlotsFree == poolSlotsTotal, framesInFlight 0), a new producer works;
@@ -70,10 +72,12 @@ echo "note: $(json "$T/s2.json" 'transport_note')"
 
 step "bad rkey fails exactly that frame"
 set +e
-ING_FAULT_RDMA_BAD_RKEY=203 timeout 150 "$SEND" --server "$SERVER" --transport rdma --count 8 \
-	--size 1M --seed 4 --first-id 200 --wafer RXE-w2 --manifest "$T/m3" --json --quiet >"$T/s3.json"
+ING_TEST_FAULT_RDMA_BAD_RKEY=203 timeout 150 "$SEND" --server "$SERVER" --transport rdma --count 8 \
+	--size 1M --seed 4 --first-id 200 --wafer RXE-w2 --manifest "$T/m3" --json --quiet >"$T/s3.json" \
+	2>"$T/s3.err"
 set -e
 cat "$T/s3.json"; echo
+grep "TEST HOOK" "$T/s3.err" || fail "the bad-rkey test hook did not announce itself loudly"
 [ "$(json "$T/s3.json" 'ok')" = 7 ] || fail "bad rkey: expected 7 frames ok"
 [ "$(json "$T/s3.json" 'failed')" = 1 ] || fail "bad rkey: expected exactly 1 failed frame"
 [ ! -e "$T/data/frames/RXE-w2/203.frame" ] || fail "frame 203 was stored"
@@ -83,10 +87,12 @@ timeout 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/m3.ok" || fail "ingest
 
 step "FrameMeta beyond the producer's registered region fails that frame only (node-side READ error)"
 set +e
-ING_FAULT_RDMA_BEYOND_MR=302 timeout 150 "$SEND" --server "$SERVER" --transport rdma --count 6 \
-	--size 1M --seed 5 --first-id 300 --wafer RXE-w3 --manifest "$T/m4" --json --quiet >"$T/s4.json"
+ING_TEST_FAULT_RDMA_BEYOND_MR=302 timeout 150 "$SEND" --server "$SERVER" --transport rdma --count 6 \
+	--size 1M --seed 5 --first-id 300 --wafer RXE-w3 --manifest "$T/m4" --json --quiet >"$T/s4.json" \
+	2>"$T/s4.err"
 set -e
 cat "$T/s4.json"; echo
+grep "TEST HOOK" "$T/s4.err" || fail "the beyond-MR test hook did not announce itself loudly"
 [ "$(json "$T/s4.json" 'ok')" = 5 ] || fail "beyond-MR: expected 5 frames ok"
 [ "$(json "$T/s4.json" 'failed')" = 1 ] || fail "beyond-MR: expected exactly 1 failed frame"
 awk '$1 != 302' "$T/m4" >"$T/m4.ok"

@@ -52,6 +52,14 @@ int main(int argc, char **argv)
 	       r->poolslotsfree, (unsigned long long)r->framesinflight,
 	       (unsigned long long)r->rdmareaderrors, (unsigned long long)r->fallbackswitches,
 	       r->transportnote ? r->transportnote : "");
+	printf("framesRefused %llu\nrdmaBytesRead %llu\nrdmaReadsPosted %llu\nrdmaCompletions %llu\n"
+	       "rdmaPollerIdleSleeps %llu\nrdmaPollerBusyNs %llu\nrdmaPollerPolls %llu\n"
+	       "rdmaPollerIdlePolls %llu\nrdmaConnsActive %llu\nctlFramesParked %llu\n",
+	       (unsigned long long)r->framesrefused, (unsigned long long)r->rdmabytesread,
+	       (unsigned long long)r->rdmareadsposted, (unsigned long long)r->rdmacompletions,
+	       (unsigned long long)r->rdmapolleridlesleeps, (unsigned long long)r->rdmapollerbusyns,
+	       (unsigned long long)r->rdmapollerpolls, (unsigned long long)r->rdmapolleridlepolls,
+	       (unsigned long long)r->rdmaconnsactive, (unsigned long long)r->ctlframesparked);
 	h3000__stats_reply__free_unpacked(r, NULL);
 	return 0;
 }

@@ -364,6 +364,16 @@ static bool wait_until(struct node *nd, int *flag, int want, int ms)
 	return __atomic_load_n(flag, __ATOMIC_ACQUIRE) >= want;
 }
 
+/* The producer's ESTABLISHED can come before the node's: run the node's loop (which
+ * dispatches its CM events) until it sees the session connected too. */
+static bool wait_session(struct node *nd, uint64_t sid, int ms)
+{
+	uint64_t end = ing_now_ns() + (uint64_t)ms * 1000000ull;
+	while (!ing_rdma_session_connected(nd->r, sid) && ing_now_ns() < end)
+		ing_loop_run_once(nd->loop, 10);
+	return ing_rdma_session_connected(nd->r, sid);
+}
+
 /* CPU seconds of this process's thread named `name` (utime + stime). */
 static double thread_cpu(const char *name)
 {
@@ -502,7 +512,7 @@ static void check_engine(void)
 	p.buf = aligned_alloc(4096, PBUF);
 	fill(p.buf, PBUF, 7);
 	pthread_create(&p.th, NULL, prod_main, &p);
-	CHECK(wait_until(&nd, &p.connected, 1, 15000) && ing_rdma_session_connected(nd.r, SESSION),
+	CHECK(wait_until(&nd, &p.connected, 1, 15000) && wait_session(&nd, SESSION, 5000),
 	      "producer connected (session %d in CM private data)", SESSION);
 	if (!p.connected)
 		goto out;

@@ -89,6 +89,42 @@ static void test_adaptive_arms_then_sleeps(void **state)
 	fake_io_free(io);
 }
 
+/* Adaptive: an idle spell ends after busy_us even when busy_polls is far away (a spinning
+ * lcore must not hold the core while its READs are on the wire); busy_us 0 disables it. */
+static void test_adaptive_time_bound(void **state)
+{
+	struct fake_io *io = fake_io_new();
+	struct ing_rdma_lcore_opts o;
+	(void)state;
+
+	ing_rdma_lcore_opts_init(&o);
+	o.busy_polls = 100000000;
+	o.busy_us = 2000;
+	o.sleep_ms = 5;
+	struct ing_rdma_lcore *lc = fake_lcore(io, &o);
+	uint64_t t0 = ing_now_ns(), end = t0 + 10000000000ull;
+	while (stats(lc).arms == 0 && ing_now_ns() < end)
+		ing_rdma_lcore_step(lc);
+	struct ing_rdma_lcore_stats s = stats(lc);
+	assert_int_equal(s.arms, 1);
+	assert_int_equal(s.sleeps, 1);
+	assert_true(ing_now_ns() - t0 >= 2000000ull);      /* spun busy_us first */
+	assert_true(s.idle_polls >= ING_RDMA_MIN_IDLE_POLLS);
+	assert_true(s.idle_polls < o.busy_polls);
+	ing_rdma_lcore_destroy(lc);
+
+	o.busy_us = 0;                                     /* count only */
+	o.busy_polls = 100000000;
+	lc = fake_lcore(io, &o);
+	t0 = ing_now_ns();
+	while (ing_now_ns() - t0 < 20000000ull)
+		ing_rdma_lcore_step(lc);
+	assert_int_equal(stats(lc).arms, 0);
+	assert_int_equal(stats(lc).sleeps, 0);
+	ing_rdma_lcore_destroy(lc);
+	fake_io_free(io);
+}
+
 /* A CQE that lands between the last poll and the arm must not be slept on. */
 static void test_repoll_after_arm(void **state)
 {
@@ -439,6 +475,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_busy_never_sleeps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_adaptive_arms_then_sleeps, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_adaptive_time_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_repoll_after_arm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wake_on_job_then_cq_event, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_error_fails_only_that_frame, setup, teardown),
