@@ -345,7 +345,7 @@ struct svc_session *svc_session_find(struct ing_svc *s, uint64_t id)
 	return NULL;
 }
 
-static void sweep(struct ing_svc *s, bool force)
+static void sweep(struct ing_svc *s)
 {
 	uint64_t now = ing_now_ns();
 	uint64_t idle = (uint64_t)s->o.session_idle_ms * 1000000ull;
@@ -353,7 +353,7 @@ static void sweep(struct ing_svc *s, bool force)
 		struct svc_session *ss = &s->sess[i];
 		if (!ss->in_use || ss->streams || ss->inflight)
 			continue;
-		if (force || now - ss->idle_since_ns >= idle) {
+		if (now - ss->idle_since_ns >= idle) {
 			ING_INFO("svc", "session %" PRIu64 " (%s) expired after %u ms idle", ss->id,
 				 ss->client[0] ? ss->client : "implicit", s->o.session_idle_ms);
 			ss->in_use = false;
@@ -365,23 +365,46 @@ static void sweep(struct ing_svc *s, bool force)
 static void sweep_timer_cb(void *arg)
 {
 	struct ing_svc *s = arg;
-	sweep(s, false);
+	sweep(s);
 	ing_timer_arm(s->loop, &s->sweep_timer, ing_now_ns() + SWEEP_NS);
+}
+
+/*
+ * Table full: give up the session that has been idle longest (no stream, nothing in
+ * flight), so a burst of Negotiates does not expire a session negotiated a moment ago
+ * whose producer is about to open its stream. NULL when every session is busy.
+ */
+static struct svc_session *evict_oldest_idle(struct ing_svc *s)
+{
+	struct svc_session *old = NULL;
+	for (unsigned i = 0; i < s->o.max_sessions; i++) {
+		struct svc_session *ss = &s->sess[i];
+		if (!ss->in_use || ss->streams || ss->inflight)
+			continue;
+		if (!old || ss->idle_since_ns < old->idle_since_ns)
+			old = ss;
+	}
+	if (!old)
+		return NULL;
+	ING_INFO("svc", "session table full (%u): session %" PRIu64 " (%s), idle %" PRIu64
+		 " ms, expired early", s->o.max_sessions, old->id, old->client[0] ? old->client : "?",
+		 (uint64_t)((ing_now_ns() - old->idle_since_ns) / 1000000u));
+	old->in_use = false;
+	s->nsess--;
+	return old;
 }
 
 struct svc_session *svc_session_new(struct ing_svc *s)
 {
 	struct svc_session *ss = NULL;
-	for (int pass = 0; pass < 2 && !ss; pass++) {
-		if (pass == 1)
-			sweep(s, true); /* table full: drop the idle ones early */
-		for (unsigned i = 0; i < s->o.max_sessions; i++) {
-			if (!s->sess[i].in_use) {
-				ss = &s->sess[i];
-				break;
-			}
+	for (unsigned i = 0; i < s->o.max_sessions; i++) {
+		if (!s->sess[i].in_use) {
+			ss = &s->sess[i];
+			break;
 		}
 	}
+	if (!ss)
+		ss = evict_oldest_idle(s);
 	if (!ss)
 		return NULL;
 	memset(ss, 0, sizeof(*ss));
@@ -926,6 +949,8 @@ void ing_svc_destroy(struct ing_svc *s)
 {
 	if (!s)
 		return;
+	/* calls parked by ControlStream are freed below without their on_close */
+	s->ctl_wait_head = s->ctl_wait_tail = NULL;
 	while (s->calls) /* normally none: the server closed them */
 		svc_call_free(s->calls);
 	if (s->acks) {
@@ -954,6 +979,8 @@ void ing_svc_destroy(struct ing_svc *s)
 		ing_timer_cancel(s->loop, &s->retry_timer);
 		ing_timer_cancel(s->loop, &s->sweep_timer);
 		ing_timer_cancel(s->loop, &s->kick_timer);
+		if (s->ctl_timer_ready)   /* its callback would find s freed */
+			ing_timer_cancel(s->loop, &s->ctl_timer);
 	}
 	free(s->fr);
 	free(s->ht);

@@ -10,3 +10,11 @@ set_tests_properties(func.review.restart_kill9 PROPERTIES LABELS func TIMEOUT 30
 add_test(NAME func.review.startup
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/review/startup.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(func.review.startup PROPERTIES LABELS func TIMEOUT 300)
+#  - func.review.sessions: a full session table evicts the session idle longest, never one
+#    with an open stream (python3-grpcio against ingestd --max-sessions 2).
+set(ING_TEST_PYTHON /usr/bin/python3 CACHE FILEPATH "python3 with grpcio and grpc_tools")
+add_test(NAME func.review.sessions
+         COMMAND ${ING_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/review/sessions.py
+                 --ingestd $<TARGET_FILE:ingestd> --proto-dir ${PROJECT_SOURCE_DIR}/proto
+                 --work ${CMAKE_BINARY_DIR}/test-work/review-sessions)
+set_tests_properties(func.review.sessions PROPERTIES LABELS "func;interop" TIMEOUT 120)
