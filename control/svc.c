@@ -760,6 +760,9 @@ static void kick_timer_cb(void *arg)
 			w = nx;
 		}
 		persist_retry(s);
+		/* ControlStream calls parked on a slot/credit: a slot freed by any frame
+		 * (PushFrames or RDMA) is worth a retry now, not at the next recheck */
+		svc_ctl_wake(s);
 		for (struct svc_call *pc = s->calls, *nx; pc && s->want_finish; pc = nx) {
 			nx = pc->next;
 			if (pc->want_finish && !pc->finished)

@@ -24,10 +24,10 @@
  * FrameMeta waits: the call is paused (the gRPC layer then delivers nothing more, and
  * HTTP/2 flow control stops the client), the unpacked FrameMeta stays in the call's
  * arena, and the call sits on svc->ctl_wait_head. At most one parked FrameMeta per call,
- * so memory is bounded by the number of calls. Retried, oldest first, when an RDMA frame
- * comes back from the data plane (svc_ctl_wake from svc_rdma_from_lcore) and every
- * CTL_RECHECK_NS while anything is parked (slots freed by PushFrames frames of other
- * sessions share the pool but do not pass through svc_rdma.c). A FrameMeta that waited
+ * so memory is bounded by the number of calls. Retried, oldest first, whenever a frame
+ * releases its slot or credit (svc_ctl_wake from svc_kick's timer and from
+ * svc_rdma_from_lcore), and every CTL_RECHECK_NS while anything is parked as a backstop
+ * (credit limits can change without a release). A FrameMeta that waited
  * frame_timeout_ms is answered Ack{ERROR_BUSY, retryable} and the call goes on.
  */
 #define CTL_RECHECK_NS 2000000ull
