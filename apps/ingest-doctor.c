@@ -4,6 +4,7 @@
  * one-line fix, then "summary: N PASS, N WARN, N FAIL". Exit 0 without FAIL, 1 with any
  * FAIL, 2 on a usage error. --sysfs-root/--procfs-root point it at fixture trees (tests).
  */
+#include "common/parse.h"
 #include "numa/doctor.h"
 
 #include <errno.h>
@@ -41,32 +42,7 @@ static void usage(FILE *f)
 
 static int parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -EINVAL;
-	unsigned shift = 0;
-	if (*end) {
-		switch (*end) {
-		case 'k': case 'K': shift = 10; break;
-		case 'm': case 'M': shift = 20; break;
-		case 'g': case 'G': shift = 30; break;
-		case 't': case 'T': shift = 40; break;
-		default: return -EINVAL;
-		}
-		end++;
-		if (*end == 'i' || *end == 'I')
-			end++;
-		if (*end == 'b' || *end == 'B')
-			end++;
-		if (*end)
-			return -EINVAL;
-	}
-	if (shift && v > (~0ull >> shift))
-		return -ERANGE;
-	*out = v << shift;
-	return 0;
+	return ing_parse_size(s, out) ? -EINVAL : 0;
 }
 
 int main(int argc, char **argv)

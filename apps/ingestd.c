@@ -11,6 +11,7 @@
  * reverse order. A second signal skips the wait.
  * Exit status: 0 clean stop, 1 runtime error, 2 usage error.
  */
+#include "common/parse.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "control/grpc.h"
@@ -128,39 +129,16 @@ static void usage(FILE *f)
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	if (!s || *s == '-')
-		return -EINVAL;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
+	return ing_parse_u64(s, max, out) ? -EINVAL : 0;
 }
 
 /* "64M", "1G", "4096", "512K" -> bytes */
 static int parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	if (!s || *s == '-')
+	uint64_t v;
+	if (ing_parse_size(s, &v) || v == 0)   /* no flag of ingestd takes a size of 0 */
 		return -EINVAL;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-	if (*end || v == 0 || v > (UINT64_MAX >> shift))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
+	*out = v;
 	return 0;
 }
 

@@ -8,6 +8,7 @@
  * mempools have no per-lcore cache, so get/put work from EAL lcores and plain pthreads
  * alike (the backing ring is MP/MC and lockless).
  */
+#include "common/parse.h"
 #include "dataplane/dataplane_internal.h"
 #include "common/log.h"
 
@@ -63,33 +64,11 @@ void ing_pool_opts_init(struct ing_pool_opts *o)
 
 static int parse_size(const char *s, const char *end, uint64_t *out)
 {
-	uint64_t v = 0, mul = 1;
-	const char *p = s;
-
-	if (p == end || !isdigit((unsigned char)*p))
+	uint64_t v;
+	/* a slot is 1 byte .. 1 TiB */
+	if (ing_parse_size_n(s, (size_t)(end - s), &v) || v == 0 || v > (1ull << 40))
 		return -EINVAL;
-	while (p < end && isdigit((unsigned char)*p)) {
-		if (v > (UINT64_MAX - 9) / 10)
-			return -EINVAL;
-		v = v * 10 + (uint64_t)(*p - '0');
-		p++;
-	}
-	if (p < end) {
-		switch (*p) {
-		case 'k': case 'K': mul = 1ull << 10; break;
-		case 'm': case 'M': mul = 1ull << 20; break;
-		case 'g': case 'G': mul = 1ull << 30; break;
-		default: return -EINVAL;
-		}
-		p++;
-		if (p < end && (*p == 'i' || *p == 'I'))
-			p++;
-		if (p < end && (*p == 'b' || *p == 'B'))
-			p++;
-	}
-	if (p != end || v == 0 || v > (1ull << 40) / mul)
-		return -EINVAL;
-	*out = v * mul;
+	*out = v;
 	return 0;
 }
 
