@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/parse.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "producer/synth.h"
@@ -252,7 +253,8 @@ static int parse_manifest_line(char *line, struct expect *e)
 	e->has_crc = true;
 	if (!strncmp(src, "synth:", 6)) {
 		e->synth = true;
-		e->seed = strtoull(src + 6, NULL, 0);
+		if (ing_parse_u64(src + 6, UINT64_MAX, &e->seed))
+			return -EINVAL;
 	} else if (!strncmp(src, "file:", 5)) {
 		if (strlen(src + 5) >= sizeof(e->src))
 			return -EINVAL;
@@ -266,16 +268,7 @@ static int parse_manifest_line(char *line, struct expect *e)
 /* A plain decimal/hex number, no sign, no overflow ("-1" would wrap to 2^64-1). */
 static bool parse_u64(const char *s, uint64_t *out)
 {
-	char *end;
-
-	errno = 0;
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return false;
-	unsigned long long v = strtoull(s, &end, 0);
-	if (errno || *end)
-		return false;
-	*out = v;
-	return true;
+	return ing_parse_u64(s, UINT64_MAX, out) == 0;
 }
 
 static void usage(FILE *f)
