@@ -11,5 +11,13 @@
  * SSE4.2 when the CPU has it, a table otherwise. Any thread.
  */
 __attribute__((visibility("default"))) uint32_t ing_crc32c(uint32_t crc, const void *buf, size_t len);
+/*
+ * Copy len bytes from src to dst (not overlapping) and return ing_crc32c(crc, src, len),
+ * in one pass over src. Large copies use non-temporal stores (dst is not pulled into the
+ * cache: meant for frame slots the caller does not read back) and end with a store fence,
+ * so the bytes are visible to another thread once dst is published. Any thread.
+ */
+__attribute__((visibility("default"))) uint32_t ing_crc32c_copy(uint32_t crc, void *dst,
+								 const void *src, size_t len);
 
 #endif

@@ -13,7 +13,8 @@
  * are, frames as large as the server's SETTINGS_MAX_FRAME_SIZE. nghttp2 wants a DATA frame
  * written whole; if the socket takes only part, the rest (an iovec into the same memory)
  * is finished before anything else is written. A message is released (done() for
- * zero-copy bodies) when its last byte is on the socket.
+ * zero-copy bodies) when its last byte is on the socket; small ones (a chunk's prefix and
+ * head) go back to a bounded per-connection free list, so streaming chunks never mallocs.
  *
  * Lifetimes: on_close is delivered exactly once per call (grpc-status, CANCELLED from
  * ing_grpc_ccall_cancel, DEADLINE_EXCEEDED from our own timer, UNAVAILABLE on connection
@@ -51,6 +52,8 @@
 #define CLI_FRAME_IOV 64            /* iovecs per DATA frame: 9-byte header + 2 per message */
 #define CLI_MAX_RECV (64u * 1024 * 1024 + 64 * 1024)
 #define CLI_UNARY_NO_TIMEOUT_MS 60000
+#define CLI_SMALL_INL 384           /* inline bytes of a recycled message: prefix + chunk head */
+#define CLI_FREE_MAX 256            /* recycled messages kept per connection, at most */
 
 struct cmsg {
 	struct cmsg *next;
@@ -61,6 +64,7 @@ struct cmsg {
 	void (*done)(void *);
 	void *done_arg;
 	size_t inl_len;
+	bool small;           /* from the connection's free list (CLI_SMALL_INL inline bytes) */
 	uint8_t inl[];        /* prefix + head, or prefix + whole payload */
 };
 
@@ -105,6 +109,9 @@ struct ing_grpc_chan {
 	struct ing_grpc_ccall *fcall;   /* whose queue head the frame may point into */
 	struct cmsg *frel[CLI_FRAME_IOV + 1];
 	int nrel;
+	/* released small messages, reused so a zero-copy chunk send does not malloc */
+	struct cmsg *free_msgs;
+	unsigned nfree;
 };
 
 void ing_grpc_chan_opts_init(struct ing_grpc_chan_opts *o)
@@ -130,11 +137,35 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 
 /* ================================================================ messages */
 
+/* A message with room for inl inline bytes: recycled when small, else malloc'd. */
+static struct cmsg *msg_alloc(struct ing_grpc_chan *ch, size_t inl)
+{
+	struct cmsg *m;
+	if (inl <= CLI_SMALL_INL && ch->free_msgs) {
+		m = ch->free_msgs;
+		ch->free_msgs = m->next;
+		ch->nfree--;
+	} else {
+		m = malloc(sizeof(*m) + (inl <= CLI_SMALL_INL ? CLI_SMALL_INL : inl));
+		if (!m)
+			return NULL;
+	}
+	memset(m, 0, sizeof(*m));
+	m->small = inl <= CLI_SMALL_INL;
+	return m;
+}
+
 static void msg_release(struct ing_grpc_chan *ch, struct cmsg *m)
 {
 	ch->pending -= m->total;
 	if (m->done)
 		m->done(m->done_arg);
+	if (m->small && ch->nfree < CLI_FREE_MAX) {
+		m->next = ch->free_msgs;
+		ch->free_msgs = m;
+		ch->nfree++;
+		return;
+	}
 	free(m);
 }
 
@@ -730,10 +761,9 @@ int ing_grpc_ccall_send(struct ing_grpc_ccall *cc, const uint8_t *msg, size_t le
 	int rc = send_check(cc, total);
 	if (rc)
 		return rc;
-	struct cmsg *m = malloc(sizeof(*m) + total);
+	struct cmsg *m = msg_alloc(cc->ch, total);
 	if (!m)
 		return -ENOMEM;
-	memset(m, 0, sizeof(*m));
 	m->total = m->inl_len = total;
 	grpc_put_prefix(m->inl, 0, (uint32_t)len);
 	if (len)
@@ -749,10 +779,9 @@ int ing_grpc_ccall_send_zc(struct ing_grpc_ccall *cc, const uint8_t *head, size_
 	int rc = send_check(cc, total);
 	if (rc)
 		return rc;
-	struct cmsg *m = malloc(sizeof(*m) + GRPC_PREFIX_LEN + head_len);
+	struct cmsg *m = msg_alloc(cc->ch, GRPC_PREFIX_LEN + head_len);
 	if (!m)
 		return -ENOMEM;
-	memset(m, 0, sizeof(*m));
 	m->inl_len = GRPC_PREFIX_LEN + head_len;
 	m->total = total;
 	m->body = body;
@@ -1032,6 +1061,11 @@ void ing_grpc_chan_close(struct ing_grpc_chan *ch)
 	SSL_CTX_free(ch->ssl_ctx);
 	if (ch->fd >= 0)
 		close(ch->fd);
+	while (ch->free_msgs) {
+		struct cmsg *m = ch->free_msgs;
+		ch->free_msgs = m->next;
+		free(m);
+	}
 	free(ch->rbuf);
 	free(ch);
 }

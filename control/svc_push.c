@@ -13,9 +13,17 @@
  *
  * Per-frame errors become Ack{ok=false} and free the slot; the stream carries on.
  * Malformed protobuf or an unknown session fails the call.
+ *
+ * CRC: the bytes are copied into the slot by ing_crc32c_copy, which computes the crc32c
+ * in the same pass while the input is still in the cache. Chunks land in offset order, so
+ * the crc chains: a message starts from the frame's crc_run (the crc of buf[0..filled)),
+ * pc->msg_crc follows its data, and only advance() (the message accepted) makes it the
+ * new crc_run. A frame that completes carries crc_done, and persistence verifies the
+ * declared crc against it instead of reading the frame again.
  */
 #include "control/svc_internal.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "h3000.pb-c.h"
 
@@ -154,6 +162,14 @@ static int resolve(struct svc_call *pc, uint64_t n)
 	return R_DIRECT;
 }
 
+/* A staged message's data goes to its frame, which resolve() just chose (R_DIRECT). */
+static void copy_staged(struct svc_call *pc)
+{
+	struct ing_frame *f = pc->cur->f;
+	pc->msg_crc = ing_crc32c_copy(f->crc_run, f->buf + pc->snap_offset, pc->stage,
+				      pc->cp.data_len);
+}
+
 /* The message's n bytes are in the slot: advance, complete or fail on an early `last`. */
 static void advance(struct svc_call *pc, uint64_t n)
 {
@@ -165,12 +181,15 @@ static void advance(struct svc_call *pc, uint64_t n)
 		return;
 	f = e->f;
 	f->filled += n;
-	if (f->filled == f->length)
+	f->crc_run = pc->msg_crc;
+	if (f->filled == f->length) {
+		f->crc_done = true;
 		svc_frame_complete(e);
-	else if (pc->cp.last)
+	} else if (pc->cp.last) {
 		svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
 			       "frame %" PRIu64 ": last chunk ends at %" PRIu64 " of %" PRIu64 " bytes; frame dropped",
 			       e->frame_id, f->filled, f->length);
+	}
 }
 
 /* The stage buffer grows to the largest data field staged on this call (<= max_msg). */
@@ -214,6 +233,7 @@ static int cb_data_begin(void *arg, struct chunk_parser *p, uint64_t len)
 	switch (resolve(pc, len)) {
 	case R_DIRECT:
 		pc->mode = MSG_DIRECT;
+		pc->msg_crc = pc->cur->f->crc_run;   /* resolve: filled == snap_offset */
 		return 0;
 	case R_DISCARD:
 		pc->mode = MSG_DISCARD;
@@ -230,7 +250,8 @@ static int cb_data(void *arg, struct chunk_parser *p, uint64_t off, const uint8_
 	struct svc_call *pc = arg;
 	(void)p;
 	if (pc->mode == MSG_DIRECT)
-		memcpy(pc->cur->f->buf + pc->snap_offset + off, d, n);
+		pc->msg_crc = ing_crc32c_copy(pc->msg_crc, pc->cur->f->buf + pc->snap_offset + off,
+					      d, n);
 	else if (pc->mode == MSG_STAGE)
 		memcpy(pc->stage + off, d, n);
 	return 0;
@@ -302,8 +323,7 @@ static int msg_finish(struct svc_call *pc)
 			block(pc);
 			return 0;
 		}
-		if (p->data_len)
-			memcpy(pc->cur->f->buf + pc->snap_offset, pc->stage, p->data_len);
+		copy_staged(pc);
 		advance(pc, p->data_len);
 		return 0;
 	default:
@@ -419,8 +439,7 @@ void svc_push_retry(struct svc_call *pc)
 		return;
 	}
 	if (r == R_DIRECT) {
-		if (p->data_len)
-			memcpy(pc->cur->f->buf + pc->snap_offset, pc->stage, p->data_len);
+		copy_staged(pc);
 		advance(pc, p->data_len);
 	}
 	if (pc->bl_len)

@@ -71,6 +71,12 @@ struct ing_frame {
 	uint64_t t_admit_ns;  /* ing_now_ns() at admission */
 	uint64_t t_received_ns;
 	uint64_t t_durable_ns;
+	/*
+	 * --- gRPC fallback: crc32c computed by control while it copies the bytes in (one
+	 * pass over cache-hot input), so persistence need not read the frame again ---
+	 */
+	uint32_t crc_run;     /* crc32c of buf[0..filled) */
+	bool crc_done;        /* crc_run covers buf[0..length): persistence uses it */
 	/* --- set by the dataplane lcore / persistence worker --- */
 	int32_t status;       /* enum ing_err; ING_E_NONE = ok */
 	bool retryable;

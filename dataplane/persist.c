@@ -8,6 +8,10 @@
  * rename + dir fsync), insert all their catalog rows in ONE transaction (group commit),
  * then hand every frame, good or bad, to the ack ring. A frame is ACKed durable only after
  * both its file and its catalog row are durable.
+ *
+ * The crc32c of a gRPC fallback frame arrives computed (crc_done: control computed it as
+ * it copied the bytes in); it is still compared with the declared one here. Other frames
+ * (RDMA) are read once more to compute it.
  */
 #include "dataplane/dataplane_internal.h"
 #include "common/clock.h"
@@ -105,7 +109,9 @@ static bool check_frame(struct ing_persist *p, struct ing_frame *f)
 		     (unsigned long long)f->cap);
 		return false;
 	}
-	if (p->verify_crc || !f->has_crc)
+	if (f->crc_done)
+		f->crc_computed = f->crc_run;   /* computed by control as the bytes came in */
+	else if (p->verify_crc || !f->has_crc)
 		f->crc_computed = ing_crc32c(0, f->buf, f->length);
 	else
 		f->crc_computed = f->crc32c;

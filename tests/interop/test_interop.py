@@ -583,6 +583,75 @@ class T3PushFrames(unittest.TestCase):
         with open(NODE.frame_path("W1", f), "rb") as fh:
             self.assertEqual(fh.read(), data)
 
+    # The node computes the crc32c while it copies chunk bytes into the slot, chained
+    # chunk by chunk (control/svc_push.c); the next three tests fail if that chain takes
+    # in bytes of a refused chunk, loses the staged path, or skips the declared check.
+
+    def raw_call(self):
+        return NODE.channel.stream_stream("/h3000.RDMASvc/PushFrames",
+                                          request_serializer=lambda b: b,
+                                          response_deserializer=PB.Ack.FromString)
+
+    def test_crc_chain_skips_refused_chunk(self):
+        # chunk 2 first arrives with `offset` repeated after data (refused: its bytes went
+        # to the slot but must not count), then properly: stored bytes and crc exact
+        f = fid()
+        data = payload(700000, 21)
+        crc = crc32c(data)
+        cs = chunks(f, data, crc=crc)
+        bad = bytes(len(cs[1].data))          # zeros where the real bytes go
+
+        def key(field, wt):
+            return encode_varint(field << 3 | wt)
+        refused = (key(1, 0) + encode_varint(f) + key(2, 0) + encode_varint(cs[1].offset) +
+                   key(15, 2) + encode_varint(len(bad)) + bad +
+                   key(2, 0) + encode_varint(cs[1].offset + 8))
+        reqs = [cs[0].SerializeToString(), refused] + [c.SerializeToString() for c in cs[1:]]
+        acks = by_frame(list(self.raw_call()(iter(reqs), timeout=WAIT_S)))[f]
+        self.assertFalse(acks[0].ok, acks)
+        self.assertEqual(acks[0].code, PB.ERROR_INVALID_ARGUMENT, acks)
+        self.assertEqual([a.stage for a in acks[1:]],
+                         [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_DURABLE], acks)
+        self.assertTrue(acks[-1].ok, acks)
+        self.assertEqual(acks[-1].crc32c, crc, acks)
+        with open(NODE.frame_path("W1", f), "rb") as fh:
+            self.assertEqual(fh.read(), data)
+        self.assertEqual(NODE.catalog_rows(f)[0][3], crc)
+        wait_idle(self)
+
+    def crc_staged_then_direct(self, declared):
+        # chunk 1 with data before the other fields (staged), the rest in order (direct)
+        f = fid()
+        data = payload(600000, 23)
+        cs = chunks(f, data, crc=declared(data))
+        first = cs[0]
+        m = first.meta.SerializeToString()
+
+        def key(field, wt):
+            return encode_varint(field << 3 | wt)
+        raw0 = (key(15, 2) + encode_varint(len(first.data)) + first.data + key(4, 2) +
+                encode_varint(len(m)) + m + key(1, 0) + encode_varint(f))
+        reqs = [raw0] + [c.SerializeToString() for c in cs[1:]]
+        return f, data, by_frame(list(self.raw_call()(iter(reqs), timeout=WAIT_S)))[f]
+
+    def test_crc_chain_staged_then_direct(self):
+        f, data, acks = self.crc_staged_then_direct(crc32c)
+        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE, acks)
+        self.assertTrue(acks[-1].ok, acks)
+        self.assertEqual(acks[-1].crc32c, crc32c(data), acks)
+        self.assertEqual(NODE.catalog_rows(f)[0][3], acks[-1].crc32c)
+        with open(NODE.frame_path("W1", f), "rb") as fh:
+            self.assertEqual(fh.read(), data)
+        wait_idle(self)
+
+    def test_crc_mismatch_staged_then_direct(self):
+        f, data, acks = self.crc_staged_then_direct(lambda d: crc32c(d) ^ 0x80000000)
+        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE, acks)
+        self.assertFalse(acks[-1].ok, acks)
+        self.assertEqual(acks[-1].code, PB.ERROR_CRC_MISMATCH, acks[-1])
+        self.assertEqual(NODE.catalog_rows(f), [])
+        wait_idle(self)
+
     def test_cancel_mid_stream(self):
         f = fid()
         data = payload(3 << 20, 9)

@@ -254,6 +254,57 @@ static void test_crc_mismatch(void **state)
 	ing_catalog_close(c);
 }
 
+/*
+ * A frame whose crc32c control computed while copying it in (crc_done): the worker
+ * verifies the declared crc against that value, and records it in the catalog.
+ */
+static void test_crc_precomputed(void **state)
+{
+	(void)state;
+	struct ing_persist *p = start(dir, ING_SINK_FILE, 1);
+	assert_non_null(p);
+	/* right bytes, but control's crc disagrees with the declared one: refused */
+	struct ing_frame *f = mkframe(2100, "WAF-1", 60000, 4);
+	f->crc_run = f->crc32c ^ 0x10;
+	f->crc_done = true;
+	one(p, f);
+	assert_int_equal(f->status, ING_E_CRC_MISMATCH);
+	assert_true(f->retryable);
+	assert_int_equal(f->crc_computed, f->crc32c ^ 0x10);
+	ing_pool_put(f);
+	/* agreeing: stored, the catalog row carries it */
+	f = mkframe(2101, "WAF-1", 60000, 4);
+	f->crc_run = f->crc32c;
+	f->crc_done = true;
+	one(p, f);
+	assert_int_equal(f->status, ING_E_NONE);
+	uint32_t crc = f->crc32c;
+	ing_pool_put(f);
+	/* no declared crc: control's is recorded */
+	f = mkframe(2102, "WAF-1", 60000, 5);
+	f->has_crc = false;
+	f->crc_run = f->crc32c;
+	f->crc32c = 0;
+	f->crc_done = true;
+	one(p, f);
+	assert_int_equal(f->status, ING_E_NONE);
+	uint32_t crc2 = f->crc_computed;
+	ing_pool_put(f);
+	ing_persist_stop(p, 10000);
+
+	char db[128];
+	snprintf(db, sizeof(db), "%s/catalog.db", dir);
+	struct ing_catalog *c = ing_catalog_open(db);
+	assert_non_null(c);
+	struct ing_catalog_row row;
+	assert_int_equal(ing_catalog_lookup(c, 2100, NULL), -ENOENT);
+	assert_int_equal(ing_catalog_lookup(c, 2101, &row), 0);
+	assert_int_equal(row.crc32c, crc);
+	assert_int_equal(ing_catalog_lookup(c, 2102, &row), 0);
+	assert_int_equal(row.crc32c, crc2);
+	ing_catalog_close(c);
+}
+
 static void test_duplicates(void **state)
 {
 	(void)state;
@@ -527,6 +578,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_store_and_catalog),
 		cmocka_unit_test(test_crc_mismatch),
+		cmocka_unit_test(test_crc_precomputed),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_null_sink),
 		cmocka_unit_test(test_stop_drains),
