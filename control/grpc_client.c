@@ -927,9 +927,9 @@ static int tls_connect(struct ing_grpc_chan *ch, const struct ing_grpc_chan_opts
 		else if (e == SSL_ERROR_WANT_WRITE)
 			wr = wait_fd(ch->fd, POLLOUT, deadline);
 		else {
-			unsigned long le = ERR_get_error();
+			char ebuf[256];
 			seterr(err, errlen, "TLS handshake: %s",
-			       le ? ERR_reason_error_string(le) : "connection closed");
+			       grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "connection closed"));
 			ERR_clear_error();
 			return -EPROTO;
 		}

@@ -82,6 +82,9 @@ void grpc_sigpipe_unblock(struct grpc_sigpipe_guard *g);
 int grpc_ssl_write(SSL *ssl, const void *buf, int len);
 int grpc_ssl_read(SSL *ssl, void *buf, int len);
 int grpc_ssl_handshake(SSL *ssl);
+/* Text of an OpenSSL error code (never NULL: system-library errors have no reason string),
+ * or dflt when e is 0. Writes into buf. */
+const char *grpc_ssl_errstr(unsigned long e, char *buf, size_t len, const char *dflt);
 void grpc_ssl_shutdown(SSL *ssl);
 
 /* "host:port" or "[v6]:port" split in place into buf (host may be empty). 0 or -EINVAL. */

@@ -1028,9 +1028,9 @@ static int conn_handshake(struct conn *cn)
 		conn_set_epout(cn, true);
 		return -EAGAIN;
 	}
-	unsigned long err = ERR_get_error();
+	char ebuf[256];
 	ING_LOG_RL(ING_LOG_WARN, "grpc", "%s: TLS handshake failed: %s", cn->peer,
-		   err ? ERR_reason_error_string(err) : "connection closed");
+		   grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "connection closed"));
 	ERR_clear_error();
 	return -EPROTO;
 }
@@ -1262,9 +1262,9 @@ static SSL_CTX *tls_server_ctx(const char *cert, const char *key)
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
 	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1) {
-		unsigned long e = ERR_get_error();
+		char ebuf[256];
 		ING_ERR("grpc", "TLS certificate/key %s / %s: %s", cert, key,
-			e ? ERR_reason_error_string(e) : "invalid");
+			grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "invalid"));
 		ERR_clear_error();
 		SSL_CTX_free(ctx);
 		return NULL;

@@ -11,6 +11,7 @@
 #include "control/grpc_internal.h"
 
 #include <errno.h>
+#include <openssl/err.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -74,4 +75,12 @@ void grpc_ssl_shutdown(SSL *ssl)
 	grpc_sigpipe_block(&g);
 	(void)SSL_shutdown(ssl);   /* one non-blocking attempt at close_notify */
 	grpc_sigpipe_unblock(&g);
+}
+
+const char *grpc_ssl_errstr(unsigned long e, char *buf, size_t len, const char *dflt)
+{
+	if (!e)
+		return dflt;
+	ERR_error_string_n(e, buf, len);
+	return buf;
 }

@@ -5,6 +5,7 @@
 #include "control/grpc_internal.h"
 #include "control/grpc.h"
 
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -173,7 +174,22 @@ int grpc_status_from_http(int http_status)
 	}
 }
 
-/* "host:port" / "[v6]:port" -> host, port (strings into buf). 0 or -EINVAL. */
+/* 0..65535 in decimal: getaddrinfo would silently take 99999 modulo 65536 */
+static bool port_ok(const char *p)
+{
+	unsigned long v = 0;
+	if (!*p || strlen(p) > 5)
+		return false;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (unsigned long)(*p - '0');
+	}
+	return v <= 65535;
+}
+
+/* "host:port" / "[v6]:port" -> host, port (strings into buf). 0 or -EINVAL (also for a
+ * port that is not a number in 0..65535). */
 int grpc_split_hostport(const char *in, char *buf, size_t buflen, const char **host,
 			  const char **port)
 {
@@ -188,7 +204,7 @@ int grpc_split_hostport(const char *in, char *buf, size_t buflen, const char **h
 		*rb = '\0';
 		*host = buf + 1;
 		*port = rb + 2;
-		return 0;
+		return port_ok(*port) ? 0 : -EINVAL;
 	}
 	colon = strrchr(buf, ':');
 	if (!colon)
@@ -196,5 +212,5 @@ int grpc_split_hostport(const char *in, char *buf, size_t buflen, const char **h
 	*colon = '\0';
 	*host = buf;
 	*port = colon + 1;
-	return 0;
+	return port_ok(*port) ? 0 : -EINVAL;
 }

@@ -225,6 +225,13 @@ static void test_misc(void **state)
 	assert_string_equal(p, "0");
 	assert_int_equal(grpc_split_hostport("nohost", buf, sizeof(buf), &h, &p), -EINVAL);
 	assert_int_equal(grpc_split_hostport("[::1]", buf, sizeof(buf), &h, &p), -EINVAL);
+	/* the port must be a number in 0..65535 (getaddrinfo would wrap 99999 to 34463) */
+	assert_int_equal(grpc_split_hostport("127.0.0.1:65535", buf, sizeof(buf), &h, &p), 0);
+	assert_int_equal(grpc_split_hostport("127.0.0.1:65536", buf, sizeof(buf), &h, &p), -EINVAL);
+	assert_int_equal(grpc_split_hostport("127.0.0.1:99999", buf, sizeof(buf), &h, &p), -EINVAL);
+	assert_int_equal(grpc_split_hostport("[::1]:123456", buf, sizeof(buf), &h, &p), -EINVAL);
+	assert_int_equal(grpc_split_hostport("127.0.0.1:", buf, sizeof(buf), &h, &p), -EINVAL);
+	assert_int_equal(grpc_split_hostport("127.0.0.1:http", buf, sizeof(buf), &h, &p), -EINVAL);
 	assert_int_equal(grpc_status_from_http(404), ING_GRPC_UNIMPLEMENTED);
 	assert_int_equal(grpc_status_from_http(503), ING_GRPC_UNAVAILABLE);
 	assert_int_equal(grpc_status_from_http(500), ING_GRPC_UNKNOWN);
