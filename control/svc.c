@@ -801,6 +801,14 @@ void svc_wait(struct svc_call *pc)
 	s->wait_tail = pc;
 }
 
+bool svc_slot_waiter_ahead(const struct ing_svc *s, const struct svc_call *pc)
+{
+	for (const struct svc_call *w = s->wait_head; w && w != pc; w = w->wnext)
+		if (w->wants_slot)
+			return true;
+	return false;
+}
+
 /* ================================================================ lifetime */
 
 const struct ing_grpc_method *ing_svc_methods(struct ing_svc *s, unsigned *n)

@@ -167,6 +167,7 @@ struct svc_call {
 	/* a message waiting for a slot/credit; its data is in stage */
 	bool blocked;
 	bool waiting;            /* on svc's waiter list */
+	bool wants_slot;         /* waiting for a pool slot (not for a credit of its session) */
 	struct svc_call *wnext;
 	uint8_t *stage;
 	size_t stage_cap;
@@ -253,6 +254,9 @@ void svc_call_flush(struct svc_call *pc);
 void svc_on_writable(struct ing_grpc_call *c);
 void svc_on_close(struct ing_grpc_call *c, int status);
 void svc_wait(struct svc_call *pc);
+/* A call earlier on the waiter list is waiting for a pool slot: slots go first come,
+ * first served, so a flow of small frames cannot keep a large one waiting forever. */
+bool svc_slot_waiter_ahead(const struct ing_svc *s, const struct svc_call *pc);
 int svc_send_ack(struct svc_call *pc, const struct svc_ack *a);
 void svc_nack(struct svc_call *pc, uint64_t frame_id, int code, bool retryable,
 	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));

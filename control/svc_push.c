@@ -103,9 +103,15 @@ static int resolve(struct svc_call *pc, uint64_t n)
 				 F, n, m->length);
 			return R_DISCARD;
 		}
-		if (pc->sess->inflight >= pc->sess->credits)
+		if (pc->sess->inflight >= pc->sess->credits) {
+			pc->wants_slot = false;     /* its own session's limit: blocks nobody else */
 			return R_WAIT;
-		struct ing_frame *f = ing_pool_get(s->pool, m->length);
+		}
+		/* Slots are first come, first served: smaller frames fall back to larger
+		 * classes, so without the queue a steady flow of them could take every slot a
+		 * waiting large frame needs, for ever. */
+		struct ing_frame *f = svc_slot_waiter_ahead(s, pc) ? NULL : ing_pool_get(s->pool, m->length);
+		pc->wants_slot = !f;
 		if (!f)
 			return R_WAIT;
 		f->frame_id = F;

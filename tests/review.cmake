@@ -18,3 +18,10 @@ add_test(NAME func.review.sessions
                  --ingestd $<TARGET_FILE:ingestd> --proto-dir ${PROJECT_SOURCE_DIR}/proto
                  --work ${CMAKE_BINARY_DIR}/test-work/review-sessions)
 set_tests_properties(func.review.sessions PROPERTIES LABELS "func;interop" TIMEOUT 120)
+#  - func.review.fcfs: pool slots are first come, first served: a 6 MiB frame waiting for
+#    the only slot that holds it is not starved by another stream's flow of small frames.
+add_test(NAME func.review.fcfs
+         COMMAND ${ING_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/review/fcfs.py
+                 --ingestd $<TARGET_FILE:ingestd> --proto-dir ${PROJECT_SOURCE_DIR}/proto
+                 --work ${CMAKE_BINARY_DIR}/test-work/review-fcfs)
+set_tests_properties(func.review.fcfs PROPERTIES LABELS "func;interop" TIMEOUT 200)

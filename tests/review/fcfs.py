@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""
+Pool slots are first come, first served (control/svc_push.c): a large frame waiting for
+the one slot big enough for it is not starved by a steady flow of small frames from
+another stream, although small frames may fall back into the large class.
+
+ingestd --pool 1M:2,8M:1; stream S pipelines 120 small frames (512 KiB); once S is
+flowing, stream L sends one 6 MiB frame, which only the 8M slot holds. Checked: every frame
+is DURABLE ok, and L's frame is durable while S still has frames to go (not starved until
+S ran dry), and it was stored byte for byte.
+
+usage: fcfs.py --ingestd PATH --proto-dir DIR --work DIR
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ingestd", required=True)
+    ap.add_argument("--proto-dir", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc", "-I", a.proto_dir,
+                           "--python_out=" + a.work, "--grpc_python_out=" + a.work,
+                           os.path.join(a.proto_dir, "h3000.proto")])
+    sys.path.insert(0, a.work)
+    import grpc
+    import h3000_pb2 as PB
+    import h3000_pb2_grpc as RPC
+
+    data_dir = os.path.join(a.work, "data")
+    port_file = os.path.join(a.work, "port")
+    log = open(os.path.join(a.work, "ingestd.log"), "wb")
+    proc = subprocess.Popen([a.ingestd, "--listen", "127.0.0.1:0", "--data-dir", data_dir,
+                             "--pool", "1M:2,8M:1", "--workers", "1", "--credits", "64",
+                             "--port-file", port_file], stdout=log, stderr=subprocess.STDOUT)
+    failures = []
+
+    def check(cond, what):
+        print(("ok: " if cond else "FAIL: ") + what)
+        if not cond:
+            failures.append(what)
+
+    def chunks(fid, wafer, data, csize=1 << 20):
+        for off in range(0, len(data), csize):
+            c = PB.FrameChunk(frameId=fid, offset=off, data=data[off:off + csize],
+                              last=off + csize >= len(data))
+            if off == 0:
+                c.meta.CopyFrom(PB.FrameMeta(frameId=fid, length=len(data), waferId=wafer))
+            yield c
+
+    try:
+        for _ in range(100):
+            if os.path.exists(port_file) and open(port_file).read().strip():
+                break
+            time.sleep(0.1)
+        ch = grpc.insecure_channel("127.0.0.1:%s" % open(port_file).read().strip(),
+                                   options=[("grpc.max_send_message_length", 8 << 20)])
+        grpc.channel_ready_future(ch).result(timeout=10)
+        stub = RPC.RDMASvcStub(ch)
+
+        n_small = 120
+        small = bytes((i * 7) & 0xFF for i in range(512 << 10))
+        big = bytes((i * 13 + 5) & 0xFF for i in range(6 << 20))
+        order = []                    # ("S"|"L", frame id) in DURABLE order
+        lock = threading.Lock()
+        s_started = threading.Event()
+
+        def small_frames():
+            for i in range(n_small):
+                if i == 8:
+                    s_started.set()
+                yield from chunks(1000 + i, "FCFS-S", small)
+
+        def run(label, reqs):
+            for ack in stub.PushFrames(reqs, timeout=120):
+                if ack.stage == PB.ACK_STAGE_DURABLE or not ack.ok:
+                    with lock:
+                        order.append((label, ack.frameId, ack.ok, ack.msg))
+
+        ts = threading.Thread(target=run, args=("S", small_frames()))
+        ts.start()
+        s_started.wait(30)
+        tl = threading.Thread(target=run, args=("L", chunks(7, "FCFS-L", big)))
+        tl.start()
+        ts.join(150)
+        tl.join(150)
+
+        bad = [o for o in order if not o[2]]
+        check(not bad, "every frame DURABLE ok (%s)" % (bad[:3],))
+        check(len(order) == n_small + 1, "%d acks for %d frames" % (len(order), n_small + 1))
+        pos = [i for i, o in enumerate(order) if o[0] == "L"]
+        small_after = len(order) - 1 - pos[0] if pos else 0
+        check(bool(pos) and small_after > 0,
+              "the large frame became durable with %d small frames still to go "
+              "(not starved until the small stream ran dry)" % small_after)
+        path = os.path.join(data_dir, "frames", "FCFS-L", "7.frame")
+        check(os.path.exists(path) and open(path, "rb").read() == big,
+              "the large frame is stored byte for byte")
+    finally:
+        proc.terminate()
+        try:
+            rc = proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        check(rc == 0, "ingestd exited 0 after SIGTERM (got %s)" % rc)
+    print("%d passed, %d failed" % (5 - len(failures), len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
