@@ -756,9 +756,11 @@ static void kick_timer_cb(void *arg)
 			struct svc_call *nx = w->wnext;
 			w->wnext = NULL;
 			w->waiting = false;
+			s->kick_rest = nx;   /* still waiting: ahead of any new message w replays */
 			svc_push_retry(w); /* re-queues itself when still blocked */
 			w = nx;
 		}
+		s->kick_rest = NULL;
 		persist_retry(s);
 		/* ControlStream calls parked on a slot/credit: a slot freed by any frame
 		 * (PushFrames or RDMA) is worth a retry now, not at the next recheck */
@@ -801,12 +803,24 @@ void svc_wait(struct svc_call *pc)
 	s->wait_tail = pc;
 }
 
-bool svc_slot_waiter_ahead(const struct ing_svc *s, const struct svc_call *pc)
+/*
+ * Order is by ticket, not by list position: a kick detaches the list and re-queues calls
+ * as it goes, and a call it admits may start waiting again with a newer message before
+ * the calls behind it are re-queued. A parked message keeps the ticket it got when it
+ * started waiting; a new message is behind every call already waiting.
+ */
+static bool slot_waiter_before(const struct svc_call *w, const struct svc_call *pc, uint64_t t)
 {
-	for (const struct svc_call *w = s->wait_head; w && w != pc; w = w->wnext)
-		if (w->wants_slot)
+	for (; w; w = w->wnext)
+		if (w != pc && w->wants_slot && w->ticket < t)
 			return true;
 	return false;
+}
+
+bool svc_slot_waiter_ahead(const struct ing_svc *s, const struct svc_call *pc)
+{
+	uint64_t t = pc->retrying ? pc->ticket : UINT64_MAX;
+	return slot_waiter_before(s->wait_head, pc, t) || slot_waiter_before(s->kick_rest, pc, t);
 }
 
 /* ================================================================ lifetime */

@@ -168,6 +168,8 @@ struct svc_call {
 	bool blocked;
 	bool waiting;            /* on svc's waiter list */
 	bool wants_slot;         /* waiting for a pool slot (not for a credit of its session) */
+	bool retrying;           /* svc_push_retry is resolving the message it parked */
+	uint64_t ticket;         /* when its parked message started waiting (svc->tickets) */
 	struct svc_call *wnext;
 	uint8_t *stage;
 	size_t stage_cap;
@@ -230,6 +232,8 @@ struct ing_svc {
 	/* --- ControlStream calls parked on a slot/credit (control/svc_ctl.c), FIFO --- */
 	struct svc_call *ctl_wait_head, *ctl_wait_tail;
 	unsigned ctl_nparked;
+	struct svc_call *kick_rest;  /* waiters the running kick has not retried yet */
+	uint64_t tickets;            /* waits started so far: first come, first served */
 	struct ing_timer ctl_timer;  /* retries the parked calls; initialised on first use */
 	bool ctl_timer_ready;
 	uint64_t c_ctl_parked;   /* FrameMetas that had to wait */

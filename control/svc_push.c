@@ -293,6 +293,7 @@ static void block(struct svc_call *pc)
 	ING_DBG("svc", "frame %" PRIu64 ": waits for a %s (call %" PRIu64 ")", pc->cp.frame_id,
 		pc->sess && pc->sess->inflight >= pc->sess->credits ? "credit" : "pool slot", pc->id);
 	pc->blocked = true;
+	pc->ticket = ++pc->svc->tickets;   /* retries keep it: see svc_slot_waiter_ahead */
 	svc_call_pause(pc, SVC_PAUSE_BLOCKED);
 	svc_wait(pc);
 }
@@ -434,7 +435,9 @@ void svc_push_retry(struct svc_call *pc)
 	if (!pc->blocked || pc->finished || pc->want_finish)
 		return;
 	struct chunk_parser *p = &pc->cp;
+	pc->retrying = true;
 	int r = resolve(pc, p->data_len);
+	pc->retrying = false;
 	if (r == R_WAIT) {
 		svc_wait(pc);
 		return;
