@@ -229,21 +229,7 @@ static ssize_t sock_writev(struct ing_grpc_chan *ch, const struct iovec *iov, in
 
 static ssize_t sock_read(struct ing_grpc_chan *ch, uint8_t *buf, size_t len)
 {
-	if (!ch->ssl) {
-		ssize_t n = recv(ch->fd, buf, len, 0);
-		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
-											 : -errno;
-		return n;
-	}
-	int n = grpc_ssl_read(ch->ssl, buf, (int)len);
-	if (n > 0)
-		return n;
-	int e = SSL_get_error(ch->ssl, n);
-	ERR_clear_error();
-	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-		return -EAGAIN;
-	return e == SSL_ERROR_ZERO_RETURN ? 0 : -ECONNRESET;
+	return grpc_sock_read(ch->fd, ch->ssl, buf, len);
 }
 
 /* Finish the DATA frame in flight. 0 done (or none), -EAGAIN, -errno. */

@@ -82,6 +82,13 @@ void grpc_sigpipe_unblock(struct grpc_sigpipe_guard *g);
 int grpc_ssl_write(SSL *ssl, const void *buf, int len);
 int grpc_ssl_read(SSL *ssl, void *buf, int len);
 int grpc_ssl_handshake(SSL *ssl);
+/*
+ * Non-blocking socket I/O, through TLS when ssl is set (server and client share these).
+ * read: > 0 bytes, 0 orderly close, -EAGAIN nothing now (also TLS wanting the other
+ * direction), -ECONNRESET / -errno. write: > 0 bytes, -EAGAIN, -EPIPE / -errno.
+ */
+ssize_t grpc_sock_read(int fd, SSL *ssl, void *buf, size_t len);
+ssize_t grpc_sock_write(int fd, SSL *ssl, const void *buf, size_t len);
 /* Text of an OpenSSL error code (never NULL: system-library errors have no reason string),
  * or dflt when e is 0. Writes into buf. */
 const char *grpc_ssl_errstr(unsigned long e, char *buf, size_t len, const char *dflt);

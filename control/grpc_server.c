@@ -910,42 +910,12 @@ static ssize_t read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t s
 
 static ssize_t conn_read(struct conn *cn, uint8_t *buf, size_t len)
 {
-	if (!cn->ssl) {
-		ssize_t n = recv(cn->fd, buf, len, 0);
-		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
-											 : -errno;
-		return n;
-	}
-	int n = grpc_ssl_read(cn->ssl, buf, (int)len);
-	if (n > 0)
-		return n;
-	int e = SSL_get_error(cn->ssl, n);
-	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-		return -EAGAIN;
-	if (e == SSL_ERROR_ZERO_RETURN)
-		return 0;
-	ERR_clear_error();
-	return -ECONNRESET;
+	return grpc_sock_read(cn->fd, cn->ssl, buf, len);
 }
 
 static ssize_t conn_write(struct conn *cn, const uint8_t *p, size_t len)
 {
-	if (!cn->ssl) {
-		ssize_t n = send(cn->fd, p, len, MSG_NOSIGNAL);
-		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
-											 : -errno;
-		return n;
-	}
-	int n = grpc_ssl_write(cn->ssl, p, (int)(len > INT32_MAX ? INT32_MAX : len));
-	if (n > 0)
-		return n;
-	int e = SSL_get_error(cn->ssl, n);
-	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-		return -EAGAIN;
-	ERR_clear_error();
-	return -EPIPE;
+	return grpc_sock_write(cn->fd, cn->ssl, p, len);
 }
 
 static void conn_set_epout(struct conn *cn, bool on)

@@ -10,6 +10,8 @@
  */
 #include "control/grpc_internal.h"
 
+#include <sys/socket.h>
+#include <stdint.h>
 #include <errno.h>
 #include <openssl/err.h>
 #include <pthread.h>
@@ -83,4 +85,41 @@ const char *grpc_ssl_errstr(unsigned long e, char *buf, size_t len, const char *
 		return dflt;
 	ERR_error_string_n(e, buf, len);
 	return buf;
+}
+
+static ssize_t sock_err(void)
+{
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
+}
+
+ssize_t grpc_sock_read(int fd, SSL *ssl, void *buf, size_t len)
+{
+	if (!ssl) {
+		ssize_t n = recv(fd, buf, len, 0);
+		return n < 0 ? sock_err() : n;
+	}
+	int n = grpc_ssl_read(ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
+	if (n > 0)
+		return n;
+	int e = SSL_get_error(ssl, n);
+	ERR_clear_error();
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+		return -EAGAIN;
+	return e == SSL_ERROR_ZERO_RETURN ? 0 : -ECONNRESET;
+}
+
+ssize_t grpc_sock_write(int fd, SSL *ssl, const void *buf, size_t len)
+{
+	if (!ssl) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+		return n < 0 ? sock_err() : n;
+	}
+	int n = grpc_ssl_write(ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
+	if (n > 0)
+		return n;
+	int e = SSL_get_error(ssl, n);
+	ERR_clear_error();
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+		return -EAGAIN;
+	return -EPIPE;
 }
