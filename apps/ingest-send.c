@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/hist.h"
@@ -126,20 +127,9 @@ static int read_file(const char *path, void *buf, uint64_t len)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	uint64_t off = 0;
-	while (off < len) {
-		ssize_t n = read(fd, (uint8_t *)buf + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int e = n < 0 ? -errno : -EIO;
-			close(fd);
-			return e;
-		}
-		off += (uint64_t)n;
-	}
+	int rc = ing_read_full(fd, buf, len);
 	close(fd);
-	return 0;
+	return rc;
 }
 
 /* The node's rule for wafer ids (a directory name): [A-Za-z0-9._-]{1,128}, not "." or "..". */

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/io.h"
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
@@ -109,20 +110,9 @@ static int read_exact(const char *path, uint8_t **b, size_t *cap, uint64_t len, 
 		close(fd);
 		return -ENOMEM;
 	}
-	uint64_t off = 0;
-	while (off < len) {
-		ssize_t n = read(fd, *b + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int e = n < 0 ? -errno : -EIO;
-			close(fd);
-			return e;
-		}
-		off += (uint64_t)n;
-	}
+	int rc = ing_read_full(fd, *b, len);
 	close(fd);
-	return 0;
+	return rc;
 }
 
 static bool check_catalog(struct verify *v, const struct expect *e, const char *rel)
