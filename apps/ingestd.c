@@ -27,6 +27,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -745,6 +746,22 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &ss, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/*
+	 * The cpus this process may run on, captured before EAL pins this (main) thread to
+	 * the control lcore: persistence workers the plan leaves unpinned run on these, not
+	 * on control's one cpu (threads inherit their creator's mask). This honours taskset
+	 * and the cgroup's cpuset; the dataplane lcores' cpus stay in the set (on a small
+	 * machine that is all there is, and the scheduler balances).
+	 */
+	static int start_cpus[CPU_SETSIZE];
+	unsigned n_start_cpus = 0;
+	cpu_set_t start_set;
+	if (sched_getaffinity(0, sizeof(start_set), &start_set) == 0) {
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &start_set))
+				start_cpus[n_start_cpus++] = c;
+	}
+
 	memset(&d, 0, sizeof(d));
 	d.sfd = -1;
 	ing_ingestd_opts_init(&d.o);
@@ -844,7 +861,12 @@ int main(int argc, char **argv)
 	pe.sink = d.o.sink;
 	if (d.o.persist_ring)
 		pe.ring_size = d.o.persist_ring;
-	pe.cpu = have_plan && plan.n_workers > 0 ? plan.worker_cpus[0] : -1;
+	if (have_plan && plan.n_workers > 0) {
+		pe.worker_cpus = plan.worker_cpus;   /* per worker, -1: not pinned */
+		pe.n_worker_cpus = plan.n_workers;
+	}
+	pe.unpinned_cpus = n_start_cpus ? start_cpus : NULL;
+	pe.n_unpinned_cpus = n_start_cpus;
 	d.persist = ing_persist_start(&pe, d.acks);
 	if (!d.persist)
 		goto fail;

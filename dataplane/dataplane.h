@@ -80,7 +80,7 @@ struct ing_frame {
 	/* --- set by the dataplane lcore / persistence worker --- */
 	int32_t status;       /* enum ing_err; ING_E_NONE = ok */
 	bool retryable;
-	bool duplicate;       /* already stored with the same crc: not rewritten */
+	bool duplicate;       /* already stored with the same crc (file present): not rewritten */
 	uint32_t crc_computed;
 	char msg[ING_FRAME_MSG_MAX]; /* human-readable reason when status != 0 */
 	/* --- the slot (set once at pool creation, never changed) --- */
@@ -212,16 +212,35 @@ struct ing_persist_opts {
 	unsigned workers;      /* default ING_DEFAULT_WORKERS */
 	unsigned ring_size;    /* per worker, default ING_DEFAULT_RING_SIZE */
 	enum ing_sink sink;    /* file (default) or null (benchmarks: no write, no catalog) */
-	int cpu;               /* -1: not pinned; else pin workers to this cpu set start */
+	int cpu;               /* legacy, used when worker_cpus is NULL: -1 not pinned, else
+				  worker i on cpu (cpu + i) % online cpus */
 	bool verify_crc;       /* default true: compute crc32c and compare when declared */
+	/*
+	 * Per-worker placement (a plan's worker_cpus): worker i runs on
+	 * worker_cpus[i % n_worker_cpus], or is not pinned where that is -1. NULL/0: see cpu.
+	 */
+	const int *worker_cpus;
+	unsigned n_worker_cpus;
+	/*
+	 * Where a worker that is not pinned runs: the process's cpus as they were before EAL
+	 * pinned the main thread (ingestd captures them first thing in main). Threads inherit
+	 * their creator's mask, so without this a worker started from the EAL main thread
+	 * would share the control lcore's one cpu. NULL/0: every configured cpu (the kernel
+	 * narrows that to the cgroup's cpuset, but not to a taskset mask). Both lists are
+	 * copied by ing_persist_start.
+	 */
+	const int *unpinned_cpus;
+	unsigned n_unpinned_cpus;
 };
 void ing_persist_opts_init(struct ing_persist_opts *o);
 
 struct ing_persist;
 /*
- * Start the workers. Completed frames from any thread go to ing_persist_submit; results
- * (status, duplicate, crc, t_durable_ns set) come out on acks (MP/SC ring with doorbell,
- * owned by the caller, consumed by the control thread). NULL + log on error.
+ * Start the workers, each with its cpu affinity set explicitly (never the caller's mask by
+ * inheritance; the placement is logged once). Completed frames from any thread go to
+ * ing_persist_submit; results (status, duplicate, crc, t_durable_ns set) come out on acks
+ * (MP/SC ring with doorbell, owned by the caller, consumed by the control thread).
+ * NULL + log on error.
  */
 struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct ing_fring *acks);
 /* Stop after draining what was submitted (bounded by timeout_ms); tolerant of NULL. */
@@ -234,6 +253,7 @@ void ing_persist_stop(struct ing_persist *p, int timeout_ms);
 int ing_persist_submit(struct ing_persist *p, struct ing_frame *f);
 struct ing_persist_stats {
 	uint64_t frames, bytes, duplicates, failures, fsyncs, batches;
+	uint64_t rewrites;   /* catalogued frames whose missing/short file was written again */
 };
 void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats *s);
 

@@ -7,7 +7,12 @@
  * Per burst: verify crc32c, look the id up, write the new frames (temp + fdatasync +
  * rename + dir fsync), insert all their catalog rows in ONE transaction (group commit),
  * then hand every frame, good or bad, to the ack ring. A frame is ACKed durable only after
- * both its file and its catalog row are durable.
+ * both its file and its catalog row are durable. A catalogued id is a duplicate only while
+ * its file is there with the catalogued length (one stat); a file lost or cut short is
+ * written again from the re-sent copy, outside the group (its row already exists).
+ *
+ * Workers get their cpu affinity set explicitly at start (planned cpu, or the unpinned
+ * set): inherited, it would be the EAL main thread's single control cpu.
  *
  * The crc32c of a gRPC fallback frame arrives computed (crc_done: control computed it as
  * it copied the bytes in); it is still compared with the declared one here. Other frames
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,13 +54,14 @@ struct worker {
 	struct ing_catalog_row rows[BURST];
 	int dir_rc[BURST];
 	struct ing_frame *dup_src[BURST]; /* per group position: same-id original */
+	int cpu;                      /* planned cpu, -1: not pinned (runs on p->unpinned) */
 } __attribute__((aligned(64)));
 
 struct ing_persist {
 	char data_dir[PATH_MAX - 64];
 	enum ing_sink sink;
 	bool verify_crc;
-	int cpu;
+	cpu_set_t unpinned;   /* where workers that are not pinned run */
 	unsigned nworkers;
 	struct ing_fring *acks;
 	int stop;       /* drain, then exit */
@@ -149,6 +156,66 @@ static bool dup_in_group(struct worker *w, unsigned nok, struct ing_frame *f, st
 	return false;
 }
 
+/*
+ * 0 when <data_dir>/<rel> is a regular file of len bytes; -ENOENT missing, -EFBIG other
+ * size or not a regular file, other -errno when it cannot be checked. Cheap: one stat,
+ * the bytes are not read again (a file of the right length is trusted).
+ */
+static int file_intact(const char *data_dir, const char *rel, uint64_t len)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", data_dir, rel) >= sizeof(path))
+		return -ENAMETOOLONG;
+	if (stat(path, &st) < 0)
+		return errno == ENOTDIR ? -ENOENT : -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != len)
+		return -EFBIG;
+	return 0;
+}
+
+/*
+ * Same id, same crc and length as a catalogued frame. Its file present: a duplicate, not
+ * rewritten. Its file gone or of another length (deleted, lost, truncated): the catalog row
+ * promises bytes that are not there, so write them again from this copy, where the row
+ * says (directory fsync included: the frame has no row to commit, the existing one stays)
+ * and ACK it as stored, not as a duplicate.
+ */
+static void restore_frame(struct worker *w, struct ing_frame *f, const struct ing_catalog_row *row)
+{
+	struct ing_persist *p = w->p;
+	int rc = file_intact(p->data_dir, row->path, row->length);
+
+	if (rc == 0) {
+		f->duplicate = true;
+		return;
+	}
+	if (rc != -ENOENT && rc != -EFBIG) {
+		fail(f, ING_E_IO, true, "checking %s: %s", row->path, strerror(-rc));
+		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %llu: %s", w->idx,
+			   (unsigned long long)f->frame_id, f->msg);
+		return;
+	}
+	bool missing = rc == -ENOENT;
+	rc = ing_store_write(p->data_dir, row->path, f->buf, f->length, f->cap);
+	if (rc < 0) {
+		if (rc == -ENOSPC || rc == -EDQUOT)
+			fail(f, ING_E_NO_SPACE, true, "no space left rewriting %s", row->path);
+		else
+			fail(f, ING_E_IO, true, "rewriting %s: %s", row->path, strerror(-rc));
+		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %llu: %s", w->idx,
+			   (unsigned long long)f->frame_id, f->msg);
+		return;
+	}
+	ING_LOG_RL(ING_LOG_WARN, COMP,
+		   "worker %u: frame %llu: catalog row without its file: rewritten %s (it was %s)",
+		   w->idx, (unsigned long long)f->frame_id, row->path,
+		   missing ? "missing" : "of the wrong length");
+	stat_add(&w->st.fsyncs, 1);
+	stat_add(&w->st.rewrites, 1);
+}
+
 static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 			struct ing_frame **src)
 {
@@ -160,13 +227,15 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 		return;
 	rc = ing_catalog_lookup(w->cat, f->frame_id, row);
 	if (rc == 0) {
-		if (row->crc32c == f->crc_computed) {
-			f->duplicate = true;
-		} else {
+		if (row->crc32c != f->crc_computed || row->length != f->length)
 			fail(f, ING_E_DUPLICATE_CONFLICT, false,
-			     "frame %llu already stored with crc32c 0x%08x, this one has 0x%08x",
-			     (unsigned long long)f->frame_id, row->crc32c, f->crc_computed);
-		}
+			     "frame %llu already stored with crc32c 0x%08x (%llu bytes), "
+			     "this one has 0x%08x (%llu bytes)",
+			     (unsigned long long)f->frame_id, row->crc32c,
+			     (unsigned long long)row->length, f->crc_computed,
+			     (unsigned long long)f->length);
+		else
+			restore_frame(w, f, row);
 		return;
 	}
 	if (rc != -ENOENT) {
@@ -396,16 +465,6 @@ static void *worker_main(void *arg)
 
 	snprintf(name, sizeof(name), "ing-persist%u", w->idx);
 	pthread_setname_np(pthread_self(), name);
-	if (p->cpu >= 0) {
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET((unsigned)(p->cpu + (int)w->idx) % (unsigned)(ncpu > 0 ? ncpu : 1), &set);
-		int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-		if (rc)
-			ING_WARN(COMP, "worker %u: pinning to cpu %d: %s", w->idx,
-				 p->cpu + (int)w->idx, strerror(rc));
-	}
 	for (;;) {
 		unsigned n = ing_fring_pop(w->in, w->burst, BURST);
 		if (n) {
@@ -430,6 +489,104 @@ static void *worker_main(void *arg)
 	}
 	__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
 	return NULL;
+}
+
+/* "0-3,8" */
+static void format_cpus(const cpu_set_t *set, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (int c = 0; c < CPU_SETSIZE && off < len; c++) {
+		if (!CPU_ISSET(c, set))
+			continue;
+		int e = c;
+		while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+			e++;
+		int n = e == c ? snprintf(buf + off, len - off, "%s%d", off ? "," : "", c)
+			       : snprintf(buf + off, len - off, "%s%d-%d", off ? "," : "", c, e);
+		if (n < 0)
+			break;
+		off += (size_t)n;
+		c = e;
+	}
+	if (off >= len && len > 4)
+		strcpy(buf + len - 4, "...");
+}
+
+/* fill the per-worker cpus and the unpinned set from the options */
+static void plan_cpus(struct ing_persist *p, const struct ing_persist_opts *o)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), nconf = sysconf(_SC_NPROCESSORS_CONF);
+
+	CPU_ZERO(&p->unpinned);
+	for (unsigned i = 0; o->unpinned_cpus && i < o->n_unpinned_cpus; i++)
+		if (o->unpinned_cpus[i] >= 0 && o->unpinned_cpus[i] < CPU_SETSIZE)
+			CPU_SET(o->unpinned_cpus[i], &p->unpinned);
+	if (!CPU_COUNT(&p->unpinned)) {
+		/* every configured cpu; the kernel intersects it with the cgroup's cpuset */
+		for (long c = 0; c < (nconf > 0 ? nconf : 1) && c < CPU_SETSIZE; c++)
+			CPU_SET((int)c, &p->unpinned);
+	}
+	for (unsigned i = 0; i < p->nworkers; i++) {
+		int cpu = -1;
+		if (o->worker_cpus && o->n_worker_cpus)
+			cpu = o->worker_cpus[i % o->n_worker_cpus];
+		else if (o->cpu >= 0)
+			cpu = (o->cpu + (int)i) % (int)(ncpu > 0 ? ncpu : 1);
+		if (cpu >= CPU_SETSIZE) {
+			ING_WARN(COMP, "worker %u: cpu %d does not exist: not pinned", i, cpu);
+			cpu = -1;
+		}
+		p->w[i].cpu = cpu < 0 ? -1 : cpu;
+	}
+}
+
+/*
+ * Set a started worker's affinity: its cpu, or the unpinned set (threads inherit their
+ * creator's mask, which is the control lcore's single cpu when that is the EAL main
+ * thread). On failure the worker keeps running where it is, with a warning.
+ */
+static void place_worker(struct ing_persist *p, struct worker *w)
+{
+	cpu_set_t set;
+	char l[128];
+	int rc;
+
+	if (w->cpu >= 0) {
+		CPU_ZERO(&set);
+		CPU_SET(w->cpu, &set);
+	} else {
+		set = p->unpinned;
+	}
+	rc = pthread_setaffinity_np(w->th, sizeof(set), &set);
+	if (rc) {
+		format_cpus(&set, l, sizeof(l));
+		ING_WARN(COMP, "worker %u: setting its cpus to %s: %s (left on its creator's cpus)",
+			 w->idx, l, strerror(rc));
+	}
+}
+
+/* one line: where each worker actually runs (as the kernel reports it) */
+static void log_placement(const struct ing_persist *p)
+{
+	char line[512], l[128];
+	size_t off = 0;
+
+	line[0] = 0;
+	for (unsigned i = 0; i < p->nworkers && off < sizeof(line); i++) {
+		cpu_set_t set;
+		if (pthread_getaffinity_np(p->w[i].th, sizeof(set), &set) == 0)
+			format_cpus(&set, l, sizeof(l));
+		else
+			snprintf(l, sizeof(l), "?");
+		int n = snprintf(line + off, sizeof(line) - off, "%s%u: cpu %s%s", i ? ", " : "", i,
+				 l, p->w[i].cpu >= 0 ? "" : " (not pinned)");
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+	ING_INFO(COMP, "worker placement: %s", line);
 }
 
 static void persist_free(struct ing_persist *p)
@@ -464,7 +621,6 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 	}
 	p->sink = o->sink;
 	p->verify_crc = o->verify_crc;
-	p->cpu = o->cpu;
 	p->acks = acks;
 	if (o->data_dir &&
 	    (size_t)snprintf(p->data_dir, sizeof(p->data_dir), "%s", o->data_dir) >= sizeof(p->data_dir)) {
@@ -477,6 +633,7 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 	}
 	memset(p->w, 0, sizeof(*p->w) * o->workers);
 	p->nworkers = o->workers;
+	plan_cpus(p, o);
 	if (p->sink == ING_SINK_FILE) {
 		snprintf(path, sizeof(path), "%s/frames", p->data_dir);
 		int rc = dp_mkdirs(path, 0755);
@@ -511,10 +668,12 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 			return NULL;
 		}
 		p->w[i].started = true;
+		place_worker(p, &p->w[i]);
 	}
 	ING_INFO(COMP, "%u workers, sink %s%s%s, crc check %s", p->nworkers,
 		 p->sink == ING_SINK_FILE ? "file " : "null", p->sink == ING_SINK_FILE ? p->data_dir : "",
 		 "", p->verify_crc ? "on" : "off");
+	log_placement(p);
 	return p;
 fail:
 	persist_free(p);
@@ -593,5 +752,6 @@ void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats
 		s->failures += __atomic_load_n(&w->failures, __ATOMIC_RELAXED);
 		s->fsyncs += __atomic_load_n(&w->fsyncs, __ATOMIC_RELAXED);
 		s->batches += __atomic_load_n(&w->batches, __ATOMIC_RELAXED);
+		s->rewrites += __atomic_load_n(&w->rewrites, __ATOMIC_RELAXED);
 	}
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # e2e_fallback.sh BUILD_DIR - the gRPC fallback path end to end, real processes on loopback:
-#  1. ingestd on 127.0.0.1 (port 0 + --port-file), temp data dir, small pool;
+#  1. ingestd on 127.0.0.1 (port 0 + --port-file), temp data dir, small pool; its
+#     persistence worker's cpus match the logged placement (unpinned: all of ours);
 #  2. ingest-send: 40 synthetic frames of mixed sizes 64 KiB-4 MiB (unaligned) + 2 files;
 #  3. ingest-verify: every frame file on disk, byte for byte, and its catalog row
 #     (from the manifest, and again from the synthetic parameters alone);
 #  4. the same frames again: all acked as duplicates, files not rewritten (inode + mtime);
 #  5. the same frame id with other bytes: refused;
+#     a frame file deleted and one truncated: the re-send rewrites them (not duplicates);
 #  6. SIGTERM: ingestd exits 0; a corrupted frame file is then caught by ingest-verify.
 set -euo pipefail
 
@@ -56,6 +58,25 @@ echo "ingestd pid $PID on $SERVER, data in $DATA"
 
 head -c 1000003 /dev/urandom >"$TMP/file-a.bin"
 head -c 777 /dev/urandom >"$TMP/file-b.bin"
+step "the persistence worker runs where the plan says, not on the control thread's cpu"
+# the placement is logged once at start; a worker the plan leaves unpinned runs on every
+# cpu this script may use (EAL pins only ingestd's main thread)
+placed=$(sed -n 's/.*worker placement: 0: cpu \([0-9,-]*\).*/\1/p' "$TMP/ingestd.log" | head -n 1)
+[ -n "$placed" ] || fail "no worker placement in the log"
+got=
+for t in /proc/"$PID"/task/*; do
+	if [ "$(cat "$t/comm" 2>/dev/null)" = ing-persist0 ]; then
+		got=$(awk '/^Cpus_allowed_list:/ { print $2 }' "$t/status")
+	fi
+done
+[ -n "$got" ] || fail "no ing-persist0 thread in ingestd"
+[ "$got" = "$placed" ] || fail "worker 0 runs on cpus $got, the log says $placed"
+if grep -q "worker placement: 0: cpu [0-9,-]* (not pinned)" "$TMP/ingestd.log"; then
+	want=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/self/status)
+	[ "$got" = "$want" ] || fail "unpinned worker 0 runs on cpus $got, not on all of $want"
+fi
+echo "worker 0 on cpus $got ($(grep -o 'worker placement: .*' "$TMP/ingestd.log" | head -n 1))"
+
 SYNTH=(--count 40 --sizes 64K-4M --seed 11 --first-id 1000 --wafer E2E-w1)
 
 step "send 40 synthetic frames + 2 files"
@@ -106,6 +127,24 @@ cat "$TMP/send3.json"
 [ "$(json "$TMP/send3.json" 'failed')" = 1 ] || fail "conflict not reported as a failure"
 snapshot >"$TMP/after2"
 diff -u "$TMP/before" "$TMP/after2" || fail "a refused frame changed the stored files"
+
+step "catalogued frames whose files were lost or cut short: rewritten on re-send"
+lost=$(awk '!/^#/ && $2 == "E2E-w1" { n++; if (n == 2) { print $2 "/" $1; exit } }' "$TMP/manifest")
+short=$(awk '!/^#/ && $2 == "E2E-w1" { n++; if (n == 3) { print $2 "/" $1; exit } }' "$TMP/manifest")
+[ -n "$lost" ] && [ -n "$short" ] || fail "no synthetic frames in the manifest"
+rm -f "$DATA/frames/$lost.frame"
+truncate -s 1000 "$DATA/frames/$short.frame"
+timeout 120 "$SEND" --server "$SERVER" --transport grpc "${SYNTH[@]}" --json --quiet \
+	>"$TMP/send4.json" || fail "re-send after the loss exited $?"
+cat "$TMP/send4.json"
+[ "$(json "$TMP/send4.json" 'ok')" = 40 ] || fail "re-send after the loss: not 40 ok"
+[ "$(json "$TMP/send4.json" 'duplicate')" = 38 ] || \
+	fail "re-send after the loss: the 2 frames without their files were acked as duplicates"
+timeout 120 "$VERIFY" --data-dir "$DATA" --manifest "$TMP/manifest" --quiet || \
+	fail "ingest-verify after the rewrite"
+nrows=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from frames').fetchone()[0])" "$DATA/catalog.db")
+[ "$nrows" = 42 ] || fail "catalog has $nrows rows after the rewrite, expected 42"
+grep -q "catalog row without its file: rewritten" "$TMP/ingestd.log" || fail "the rewrite was not logged"
 
 step "open loop (--rate): 20 frames at 40 frames/s keep their schedule and are stored"
 # Frame i may not start before i/40 s, so 20 frames take at least 19/40 = 0.475 s whatever

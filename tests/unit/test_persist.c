@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_persist.c - dataplane/persist.c end to end: pool -> workers -> files + catalog -> acks. */
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +26,7 @@
 #define SLOTS 64
 
 static char dir[64];
+static cpu_set_t start_set;   /* the process's cpus before EAL pinned the main thread */
 static struct ing_pool *pool;
 static struct ing_fring *acks;
 
@@ -374,6 +378,129 @@ static void test_duplicates(void **state)
 	assert_int_equal(ing_pool_free(pool), SLOTS);
 }
 
+static int64_t catalog_rows(const char *root)
+{
+	char db[160];
+	snprintf(db, sizeof(db), "%s/catalog.db", root);
+	struct ing_catalog *c = ing_catalog_open(db);
+	assert_non_null(c);
+	int64_t n = ing_catalog_count(c);
+	ing_catalog_close(c);
+	return n;
+}
+
+/* submit a fresh copy of (id, wafer, len, seed); returns it acked, still the caller's */
+static struct ing_frame *resend(struct ing_persist *p, uint64_t id, const char *wafer,
+				uint64_t len, unsigned seed)
+{
+	return one(p, mkframe(id, wafer, len, seed));
+}
+
+/*
+ * A catalogued frame whose file is gone or has the wrong length is not a duplicate: the
+ * re-send writes the file again (same bytes), is ACKed ok and not duplicate, and the
+ * catalog keeps its one row. Once the file is back, the next re-send is a duplicate.
+ */
+static void test_rewrite_lost_file(void **state)
+{
+	(void)state;
+	char rd[128], path[256];
+	snprintf(rd, sizeof(rd), "%s/rewrite", dir);
+	struct ing_persist *p = start(rd, ING_SINK_FILE, 2);
+	assert_non_null(p);
+	enum { LEN = 9000 };
+	uint8_t orig[LEN];
+	struct ing_frame *f = resend(p, 9100, "WAF-R", LEN, 7);
+	assert_int_equal(f->status, ING_E_NONE);
+	assert_false(f->duplicate);
+	memcpy(orig, f->buf, LEN);
+	ing_pool_put(f);
+	struct ing_frame ref = { .frame_id = 9100, .length = LEN };
+	strcpy(ref.wafer_id, "WAF-R");
+	frame_path(path, sizeof(path), rd, "WAF-R", 9100);
+	assert_int_equal(catalog_rows(rd), 1);
+
+	/* 1. file deleted */
+	assert_int_equal(unlink(path), 0);
+	f = resend(p, 9100, "WAF-R", LEN, 7);
+	assert_int_equal(f->status, ING_E_NONE);
+	assert_false(f->duplicate);
+	ing_pool_put(f);
+	check_stored(rd, &ref, orig);
+
+	/* 2. file truncated */
+	assert_int_equal(truncate(path, LEN / 2), 0);
+	f = resend(p, 9100, "WAF-R", LEN, 7);
+	assert_int_equal(f->status, ING_E_NONE);
+	assert_false(f->duplicate);
+	ing_pool_put(f);
+	check_stored(rd, &ref, orig);
+
+	/* 3. file longer than the row says */
+	FILE *fp = fopen(path, "ab");
+	assert_non_null(fp);
+	assert_int_equal(fputs("junk", fp) >= 0, 1);
+	fclose(fp);
+	f = resend(p, 9100, "WAF-R", LEN, 7);
+	assert_int_equal(f->status, ING_E_NONE);
+	assert_false(f->duplicate);
+	ing_pool_put(f);
+	check_stored(rd, &ref, orig);
+
+	/* 4. the whole wafer directory lost: recreated */
+	char wd[160], cmd[200];
+	snprintf(wd, sizeof(wd), "%s/frames/WAF-R", rd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wd);
+	assert_int_equal(system(cmd), 0);
+	f = resend(p, 9100, "WAF-R", LEN, 7);
+	assert_int_equal(f->status, ING_E_NONE);
+	assert_false(f->duplicate);
+	ing_pool_put(f);
+	check_stored(rd, &ref, orig);
+
+	/* file back: a duplicate again, not rewritten */
+	struct stat st1, st2;
+	assert_int_equal(stat(path, &st1), 0);
+	f = resend(p, 9100, "WAF-R", LEN, 7);
+	assert_int_equal(f->status, ING_E_NONE);
+	assert_true(f->duplicate);
+	ing_pool_put(f);
+	assert_int_equal(stat(path, &st2), 0);
+	assert_int_equal(st1.st_ino, st2.st_ino);
+
+	/* file gone and other bytes: still a conflict, nothing written */
+	assert_int_equal(unlink(path), 0);
+	f = resend(p, 9100, "WAF-R", LEN, 8);
+	assert_int_equal(f->status, ING_E_DUPLICATE_CONFLICT);
+	assert_false(f->duplicate);
+	ing_pool_put(f);
+	assert_int_equal(stat(path, &st2), -1);
+
+	/* two copies in one burst with the file gone: one rewrite, one duplicate */
+	struct ing_frame *a = mkframe(9100, "WAF-R", LEN, 7), *b = mkframe(9100, "WAF-R", LEN, 7);
+	struct ing_frame *r[2];
+	submit(p, a);
+	submit(p, b);
+	collect(r, 2);
+	assert_int_equal(a->status, ING_E_NONE);
+	assert_int_equal(b->status, ING_E_NONE);
+	assert_false(a->duplicate);
+	assert_true(b->duplicate);
+	ing_pool_put(a);
+	ing_pool_put(b);
+	check_stored(rd, &ref, orig);
+
+	struct ing_persist_stats s;
+	ing_persist_get_stats(p, &s);
+	assert_int_equal(s.rewrites, 5);
+	assert_int_equal(s.duplicates, 2);
+	assert_int_equal(s.failures, 1);
+	assert_int_equal(s.bytes, 6 * LEN);
+	ing_persist_stop(p, 10000);
+	assert_int_equal(catalog_rows(rd), 1);   /* the row kept, nothing inserted again */
+	assert_int_equal(ing_pool_free(pool), SLOTS);
+}
+
 static void test_null_sink(void **state)
 {
 	(void)state;
@@ -561,6 +688,205 @@ static void test_sweep_stale_temp(void **state)
 	assert_int_equal(stat(keep, &st), 0);
 }
 
+/* "0-3,8" (the kernel's Cpus_allowed_list) into a set; false when unparsable */
+static bool parse_cpulist(const char *s, cpu_set_t *set)
+{
+	CPU_ZERO(set);
+	while (*s && *s != '\n') {
+		char *end;
+		long a = strtol(s, &end, 10), b = a;
+		if (end == s)
+			return false;
+		if (*end == '-') {
+			s = end + 1;
+			b = strtol(s, &end, 10);
+			if (end == s)
+				return false;
+		}
+		for (long c = a; c <= b && c < CPU_SETSIZE; c++)
+			CPU_SET((int)c, set);
+		s = *end == ',' ? end + 1 : end;
+	}
+	return true;
+}
+
+/*
+ * The cpus persistence worker idx runs on, from /proc/self/task/<tid>/status (the
+ * thread found by its name, ing-persist<idx>: only one ing_persist is alive here).
+ */
+static void worker_affinity(unsigned idx, cpu_set_t *set)
+{
+	char want[32];
+	snprintf(want, sizeof(want), "ing-persist%u\n", idx);
+	uint64_t deadline = ing_now_ns() + 5000000000ull;
+	for (;;) {
+		DIR *d = opendir("/proc/self/task");
+		assert_non_null(d);
+		struct dirent *e;
+		bool found = false;
+		while (!found && (e = readdir(d)) != NULL) {
+			char path[300], buf[4096];
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+			FILE *fp = fopen(path, "r");
+			if (!fp)
+				continue;
+			bool match = fgets(buf, sizeof(buf), fp) && strcmp(buf, want) == 0;
+			fclose(fp);
+			if (!match)
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+			fp = fopen(path, "r");
+			assert_non_null(fp);
+			while (fgets(buf, sizeof(buf), fp))
+				if (strncmp(buf, "Cpus_allowed_list:", 18) == 0) {
+					assert_true(parse_cpulist(buf + 18 + strspn(buf + 18, " \t"), set));
+					found = true;
+					break;
+				}
+			fclose(fp);
+			assert_true(found);
+		}
+		closedir(d);
+		if (found)
+			return;
+		/* the worker names itself when it starts */
+		assert_true(ing_now_ns() < deadline);
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static struct ing_persist *start_placed(const int *cpus, unsigned ncpus, const int *unpinned,
+					unsigned nunpinned, int legacy_cpu, unsigned workers)
+{
+	struct ing_persist_opts o;
+	ing_persist_opts_init(&o);
+	assert_null(o.worker_cpus);
+	assert_null(o.unpinned_cpus);
+	o.sink = ING_SINK_NULL;
+	o.workers = workers;
+	o.ring_size = 64;
+	o.cpu = legacy_cpu;
+	o.worker_cpus = cpus;
+	o.n_worker_cpus = ncpus;
+	o.unpinned_cpus = unpinned;
+	o.n_unpinned_cpus = nunpinned;
+	return ing_persist_start(&o, acks);
+}
+
+static void print_set(const char *what, const cpu_set_t *set)
+{
+	print_message("%s:", what);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, set))
+			print_message(" %d", c);
+	print_message("\n");
+}
+
+/*
+ * Workers started from a thread pinned to one cpu (as EAL pins ingestd's main thread)
+ * do not inherit that cpu: not pinned means the process's whole set, pinned means
+ * exactly the planned cpu, per worker.
+ */
+static void test_worker_placement(void **state)
+{
+	(void)state;
+	cpu_set_t saved, one_cpu, all, got;
+	int start_cpus[CPU_SETSIZE];
+	unsigned nstart = 0;
+	int first = -1, second = -1;
+
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (!CPU_ISSET(c, &start_set))
+			continue;
+		start_cpus[nstart++] = c;
+		if (first < 0)
+			first = c;
+		else if (second < 0)
+			second = c;
+	}
+	assert_true(nstart >= 1);
+	if (second < 0)
+		print_message("only one cpu allowed: the placement checks are weak here\n");
+	assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved), 0);
+	CPU_ZERO(&one_cpu);
+	CPU_SET(first, &one_cpu);
+	assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(one_cpu), &one_cpu), 0);
+
+	/* 1. not pinned, the start-up set given (what ingestd does): exactly that set */
+	struct ing_persist *p = start_placed(NULL, 0, start_cpus, nstart, -1, 2);
+	assert_non_null(p);
+	for (unsigned i = 0; i < 2; i++) {
+		worker_affinity(i, &got);
+		if (!CPU_EQUAL(&got, &start_set)) {
+			print_set("worker", &got);
+			print_set("expected", &start_set);
+		}
+		assert_true(CPU_EQUAL(&got, &start_set));
+	}
+	ing_persist_stop(p, 1000);
+
+	/* 2. not pinned, no set given: every cpu the kernel allows (>= the start-up set) */
+	long nconf = sysconf(_SC_NPROCESSORS_CONF);
+	CPU_ZERO(&all);
+	for (long c = 0; c < nconf && c < CPU_SETSIZE; c++)
+		CPU_SET((int)c, &all);
+	p = start_placed(NULL, 0, NULL, 0, -1, 2);
+	assert_non_null(p);
+	for (unsigned i = 0; i < 2; i++) {
+		cpu_set_t both;
+		worker_affinity(i, &got);
+		CPU_AND(&both, &got, &start_set);
+		assert_true(CPU_EQUAL(&both, &start_set));
+		if (CPU_EQUAL(&start_set, &all))
+			assert_true(CPU_EQUAL(&got, &all));
+	}
+	ing_persist_stop(p, 1000);
+
+	/* 3. a per-worker plan with an unpinned entry, round-robin past its end: 2,-1,2 ... */
+	int a = second >= 0 ? second : first;
+	int plan[] = { a, -1, first };
+	p = start_placed(plan, 3, start_cpus, nstart, 0 /* ignored: the plan wins */, 4);
+	assert_non_null(p);
+	worker_affinity(0, &got);
+	assert_int_equal(CPU_COUNT(&got), 1);
+	assert_true(CPU_ISSET(a, &got));
+	worker_affinity(1, &got);
+	assert_true(CPU_EQUAL(&got, &start_set));
+	worker_affinity(2, &got);
+	assert_int_equal(CPU_COUNT(&got), 1);
+	assert_true(CPU_ISSET(first, &got));
+	worker_affinity(3, &got);   /* 3 % 3 = 0 */
+	assert_int_equal(CPU_COUNT(&got), 1);
+	assert_true(CPU_ISSET(a, &got));
+	/* they still work */
+	struct ing_frame *f = mkframe(9200, "WAF-P", 100, 1);
+	one(p, f);
+	assert_int_equal(f->status, ING_E_NONE);
+	ing_pool_put(f);
+	ing_persist_stop(p, 1000);
+
+	/* 4. legacy start cpu: worker i on cpu (cpu + i) % online */
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (CPU_ISSET(0, &start_set) && (ncpu < 2 || CPU_ISSET(1, &start_set))) {
+		p = start_placed(NULL, 0, NULL, 0, 0, 2);
+		assert_non_null(p);
+		for (unsigned i = 0; i < 2; i++) {
+			worker_affinity(i, &got);
+			assert_int_equal(CPU_COUNT(&got), 1);
+			assert_true(CPU_ISSET((int)(i % (unsigned)ncpu), &got));
+		}
+		ing_persist_stop(p, 1000);
+	}
+
+	/* the caller's own mask is not touched */
+	assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof(got), &got), 0);
+	assert_true(CPU_EQUAL(&got, &one_cpu));
+	assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved), 0);
+}
+
 static void test_bad_opts(void **state)
 {
 	(void)state;
@@ -580,13 +906,18 @@ int main(void)
 		cmocka_unit_test(test_crc_mismatch),
 		cmocka_unit_test(test_crc_precomputed),
 		cmocka_unit_test(test_duplicates),
+		cmocka_unit_test(test_rewrite_lost_file),
 		cmocka_unit_test(test_null_sink),
 		cmocka_unit_test(test_stop_drains),
 		cmocka_unit_test(test_no_space),
 		cmocka_unit_test(test_stop_deadline),
 		cmocka_unit_test(test_big_frames),
 		cmocka_unit_test(test_sweep_stale_temp),
+		cmocka_unit_test(test_worker_placement),
 		cmocka_unit_test(test_bad_opts),
 	};
+	/* before setup starts EAL, which pins this thread to lcore 0 */
+	if (sched_getaffinity(0, sizeof(start_set), &start_set) != 0)
+		return 1;
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
