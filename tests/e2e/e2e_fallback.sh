@@ -40,20 +40,13 @@ fail() {
 	exit 1
 }
 step() { echo "== $*"; }
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
+. "$(dirname "$0")/../lib.sh"
 
 step "start ingestd"
-"$INGESTD" --listen 127.0.0.1:0 --data-dir "$DATA" --pool 1M:8,4M:12 --workers 1 \
-	--sink file --port-file "$TMP/port" --log-level info >"$TMP/ingestd.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 200); do
-	[ -s "$TMP/port" ] && break
-	kill -0 "$PID" 2>/dev/null || fail "ingestd exited during start-up"
-	sleep 0.1
-done
-[ -s "$TMP/port" ] || fail "ingestd wrote no port file within 20 s"
-PORT=$(tr -dc '0-9' <"$TMP/port")
-SERVER=127.0.0.1:$PORT
+ing_start "$INGESTD" "$TMP/port" "$TMP/ingestd.log" --data-dir "$DATA" --pool 1M:8,4M:12 \
+	--workers 1 --sink file --log-level info
+PID=$ING_PID
+SERVER=$ING_SERVER
 echo "ingestd pid $PID on $SERVER, data in $DATA"
 
 head -c 1000003 /dev/urandom >"$TMP/file-a.bin"

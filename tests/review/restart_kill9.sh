@@ -44,18 +44,12 @@ fail() {
 }
 step() { echo "== $*"; }
 
+. "$(dirname "$0")/../lib.sh"
 start_ingestd() {   # $1: log name
-	rm -f "$TMP/port"
-	"$INGESTD" --listen 127.0.0.1:0 --data-dir "$DATA" --pool 1M:8,4M:8 --workers 2 \
-		--port-file "$TMP/port" --log-level info >"$TMP/$1.log" 2>&1 &
-	PID=$!
-	for _ in $(seq 1 200); do
-		[ -s "$TMP/port" ] && break
-		kill -0 "$PID" 2>/dev/null || fail "ingestd exited during start-up ($1)"
-		sleep 0.1
-	done
-	[ -s "$TMP/port" ] || fail "ingestd wrote no port file within 20 s ($1)"
-	SERVER=127.0.0.1:$(tr -dc '0-9' <"$TMP/port")
+	ing_start "$INGESTD" "$TMP/port" "$TMP/$1.log" --data-dir "$DATA" --pool 1M:8,4M:8 \
+		--workers 2 --log-level info
+	PID=$ING_PID
+	SERVER=$ING_SERVER
 }
 
 A=(--count 600 --sizes 64K-2M --seed 21 --first-id 1 --wafer K9-a)

@@ -32,21 +32,14 @@ fail() {
 	exit 1
 }
 step() { echo "== $*"; }
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
+. "$(dirname "$0")/../lib.sh"
 stat_of() { "$STATS" "$SERVER" | awk -v k="$1" '$1 == k { print $2 }'; }
 
 step "start ingestd with a 2-slot pool (--pool 1M:2 --credits 16)"
-"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/data" --pool 1M:2 --workers 1 --credits 16 \
-	--rdma on --poll-mode adaptive --port-file "$T/port" --log-level info \
-	>"$OUT/ingestd.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 300); do
-	[ -s "$T/port" ] && break
-	kill -0 "$PID" 2>/dev/null || fail "ingestd exited during start-up"
-	sleep 0.1
-done
-[ -s "$T/port" ] || fail "no port file within 30 s"
-SERVER=127.0.0.1:$(tr -dc '0-9' <"$T/port")
+ing_start "$INGESTD" "$T/port" "$OUT/ingestd.log" --data-dir "$T/data" --pool 1M:2 \
+	--workers 1 --credits 16 --rdma on --poll-mode adaptive --log-level info
+PID=$ING_PID
+SERVER=$ING_SERVER
 grep -q "RDMA READ yes" "$OUT/ingestd.log" || fail "ingestd does not offer RDMA"
 
 step "24 frames of 1 MiB, 16 credits, 2 slots: every FrameMeta waits its turn, none refused"

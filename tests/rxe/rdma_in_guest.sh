@@ -35,21 +35,15 @@ fail() {
 	exit 1
 }
 step() { echo "== $*"; }
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
+. "$(dirname "$0")/../lib.sh"
 stat_of() { "$STATS" "$SERVER" | awk -v k="$1" '$1 == k { print $2 }'; }
 
 step "start ingestd (--rdma on, adaptive poller)"
-"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/data" --pool 64K:8,1M:16,8M:24 --workers 1 \
-	--credits 16 --rdma on --poll-mode adaptive --port-file "$T/port" --log-level info \
-	>"$OUT/ingestd.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 300); do
-	[ -s "$T/port" ] && break
-	kill -0 "$PID" 2>/dev/null || fail "ingestd exited during start-up"
-	sleep 0.1
-done
-[ -s "$T/port" ] || fail "no port file within 30 s"
-SERVER=127.0.0.1:$(tr -dc '0-9' <"$T/port")
+ing_start "$INGESTD" "$T/port" "$OUT/ingestd.log" --data-dir "$T/data" \
+	--pool 64K:8,1M:16,8M:24 --workers 1 --credits 16 --rdma on --poll-mode adaptive \
+	--log-level info
+PID=$ING_PID
+SERVER=$ING_SERVER
 grep -q "RDMA READ yes" "$OUT/ingestd.log" || fail "ingestd does not offer RDMA"
 grep -E "RDMA listener|transports:" "$OUT/ingestd.log"
 
@@ -126,11 +120,10 @@ timeout 100 "$SEND" --server "$SERVER" --transport rdma --count 3 --size 4M --fi
 [ "$(json "$T/s6.json" 'ok')" = 3 ] || fail "new producer: not 3 ok"
 
 step "fallback: a node without RDMA (--rdma off)"
-"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/data2" --pool 4M:8 --workers 1 --rdma off \
-	--port-file "$T/port2" --log-level info >"$OUT/ingestd2.log" 2>&1 &
-PID2=$!
-for _ in $(seq 1 300); do [ -s "$T/port2" ] && break; sleep 0.1; done
-SERVER2=127.0.0.1:$(tr -dc '0-9' <"$T/port2")
+ing_start "$INGESTD" "$T/port2" "$OUT/ingestd2.log" --data-dir "$T/data2" --pool 4M:8 \
+	--workers 1 --rdma off --log-level info
+PID2=$ING_PID
+SERVER2=$ING_SERVER
 grep -q "RDMA READ no" "$OUT/ingestd2.log" || { kill -KILL $PID2; fail "ingestd --rdma off still offers RDMA"; }
 set +e
 timeout 60 "$SEND" --server "$SERVER2" --transport rdma --count 1 --size 1M --first-id 7000 >"$T/s7.log" 2>&1

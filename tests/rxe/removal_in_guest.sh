@@ -26,14 +26,12 @@ restore() {
 }
 trap restore EXIT
 fail() { echo "FAIL: $*"; tail -n 40 "$OUT/ingestd.log" 2>/dev/null || true; exit 1; }
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
+. "$(dirname "$0")/../lib.sh"
 
-"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/data" --pool 1M:8,4M:8 --workers 1 --rdma on \
-	--port-file "$T/port" --log-level info >"$OUT/ingestd.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 300); do [ -s "$T/port" ] && break; sleep 0.1; done
-[ -s "$T/port" ] || fail "ingestd did not start"
-SERVER=127.0.0.1:$(tr -dc '0-9' <"$T/port")
+ing_start "$INGESTD" "$T/port" "$OUT/ingestd.log" --data-dir "$T/data" --pool 1M:8,4M:8 \
+	--workers 1 --rdma on --log-level info
+PID=$ING_PID
+SERVER=$ING_SERVER
 timeout 60 "$SEND" --server "$SERVER" --transport rdma --count 4 --size 1M --first-id 1 \
 	--json --quiet >"$T/s1.json" || fail "RDMA send before the removal"
 [ "$(json "$T/s1.json" 'ok')" = 4 ] || fail "RDMA send: not 4 ok"

@@ -1,0 +1,30 @@
+# SPDX-License-Identifier: Apache-2.0
+# tests/lib.sh - helpers shared by the shell functional tests, on the host and inside the
+# Soft-RoCE guest. Source it after defining fail() (the test's own: it prints that test's
+# logs and exits non-zero).
+
+# json FILE EXPR: a Python expression over the top-level keys of a JSON file (ingest-send
+# --json summaries), e.g. json s.json 'latency_ms["durable"]["count"]'.
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
+
+# ing_start INGESTD PORTFILE LOG [INGESTD ARGS...]: start ingestd in the background on
+# 127.0.0.1 with a port picked by the kernel and wait (30 s at most) for its port file.
+# Sets ING_PID and ING_SERVER (127.0.0.1:PORT); calls fail if ingestd exits first or
+# writes no port.
+ing_start() {
+	local bin=$1 pf=$2 log=$3 i
+	shift 3
+	rm -f "$pf"
+	"$bin" --listen 127.0.0.1:0 --port-file "$pf" "$@" >"$log" 2>&1 &
+	ING_PID=$!
+	for i in $(seq 1 300); do
+		[ -s "$pf" ] && break
+		kill -0 "$ING_PID" 2>/dev/null || fail "ingestd exited during start-up (log: $log)"
+		sleep 0.1
+	done
+	if [ ! -s "$pf" ]; then
+		kill -KILL "$ING_PID" 2>/dev/null   # not left running behind the failed test
+		fail "ingestd wrote no port file within 30 s (log: $log)"
+	fi
+	ING_SERVER=127.0.0.1:$(tr -dc '0-9' <"$pf")
+}
