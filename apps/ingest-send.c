@@ -65,6 +65,7 @@ struct send_cfg {
 	unsigned buffers;
 	bool reuse;           /* benchmark mode: fill each buffer once, resend its bytes */
 	uint64_t rate;        /* open loop: frames per second (0: as fast as credits allow) */
+	const char *auth_token_file;  /* NULL: no token */
 };
 
 /* --reuse-buffers: what a pool buffer already holds */
@@ -102,6 +103,8 @@ static void usage(FILE *f)
 		"                         flushed as its ack arrives (what the node promised to keep)\n"
 		"  --frame-timeout-ms N   a frame not DURABLE after N ms fails (default 60000)\n"
 		"  --connect-timeout-ms N (default 5000)\n"
+		"  --auth-token-file PATH shared secret of an ingestd run with --auth-token-file (one\n"
+		"                         line, 16..256 printable characters, mode 600; never printed)\n"
 		"  --chunk-size SIZE      fallback chunk size (default: the server's)\n"
 		"  --buffers N            frame buffers (default: credits, within 512 MiB)\n"
 		"  --rate FPS             open loop: start frame i at i/FPS s, whatever the acks do,\n"
@@ -223,13 +226,83 @@ static void manifest_line(FILE *f, const struct job *j, const struct send_cfg *c
 			j->len, j->crc, c->synth.seed);
 }
 
+#define AUTH_TOKEN_MIN 16u
+#define AUTH_TOKEN_MAX 256u   /* ingestd's limits (control/service.h) */
+
+/*
+ * --auth-token-file: the file's one line (a trailing newline stripped), 16..256 printable
+ * ASCII characters, in a regular file no group or other may touch (as ingestd wants it).
+ * 0, or -errno with the reason in why (never the token's bytes).
+ */
+static int read_token_file(const char *path, char *tok, size_t cap, char *why, size_t whylen)
+{
+	char buf[AUTH_TOKEN_MAX + 2];
+	struct stat st;
+	ssize_t n;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s", strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s", strerror(-rc));
+	} else if (!S_ISREG(st.st_mode)) {
+		rc = -EINVAL;
+		snprintf(why, whylen, "not a regular file");
+	} else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+		rc = -EPERM;
+		snprintf(why, whylen, "mode %03o lets group/other at the secret: chmod 600 %s",
+			 (unsigned)(st.st_mode & 0777), path);
+	}
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	size_t len = 0;
+	while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			snprintf(why, whylen, "%s", strerror(-rc));
+			break;
+		}
+		len += (size_t)n;
+	}
+	close(fd);
+	if (!rc && len > 0 && buf[len - 1] == '\n')
+		len--;
+	if (!rc && (len < AUTH_TOKEN_MIN || len > AUTH_TOKEN_MAX || len >= cap)) {
+		rc = -EINVAL;
+		snprintf(why, whylen, "the token must be one line of %u..%u printable characters%s",
+			 AUTH_TOKEN_MIN, AUTH_TOKEN_MAX, len < AUTH_TOKEN_MIN ? " (too short)" : " (too long)");
+	}
+	for (size_t i = 0; !rc && i < len; i++) {
+		if (buf[i] < 0x20 || buf[i] > 0x7e) {
+			rc = -EINVAL;
+			snprintf(why, whylen, "the token must be one line of %u..%u printable characters "
+				 "(character %zu is not)", AUTH_TOKEN_MIN, AUTH_TOKEN_MAX, i + 1);
+		}
+	}
+	if (!rc) {
+		memcpy(tok, buf, len);
+		tok[len] = '\0';
+	}
+	explicit_bzero(buf, sizeof(buf));
+	return rc;
+}
+
 static int parse_args(int argc, char **argv, struct send_cfg *c)
 {
 	enum {
 		O_SERVER = 256, O_TRANSPORT, O_CREDITS, O_WAFER, O_FIRST, O_COUNT, O_SIZE, O_SIZES,
 		O_SEED, O_RECYCLE, O_JSON, O_QUIET, O_MANIFEST, O_FTO, O_CTO, O_CHUNK, O_BUFS,
 		O_REUSE, O_RATE, O_DMAN,
-		O_LOG, O_HELP,
+		O_LOG, O_HELP, O_AUTH,
 	};
 	static const struct option lo[] = {
 		{ "server", required_argument, 0, O_SERVER },
@@ -254,6 +327,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		{ "durable-manifest", required_argument, 0, O_DMAN },
 		{ "log-level", required_argument, 0, O_LOG },
 		{ "help", no_argument, 0, O_HELP },
+		{ "auth-token-file", required_argument, 0, O_AUTH },
 		{ 0, 0, 0, 0 },
 	};
 	uint64_t v;
@@ -332,6 +406,11 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 			c->buffers = (unsigned)v;
 			break;
 		case O_REUSE: c->reuse = true; break;
+		case O_AUTH:
+			if (!*optarg)
+				goto bad;
+			c->auth_token_file = optarg;
+			break;
 		case O_RATE:
 			if (parse_u64(optarg, &v) || v == 0 || v > 1000000)
 				goto bad;
@@ -372,6 +451,7 @@ int main(int argc, char **argv)
 	unsigned nfill = 0;
 	FILE *man = NULL, *dman = NULL;
 	int ret = 2;
+	static char token[AUTH_TOKEN_MAX + 1];
 
 	if (!getenv("ING_LOG_LEVEL"))
 		ing_log_set_level(ING_LOG_WARN);   /* the summary repeats the library's info lines */
@@ -385,6 +465,13 @@ int main(int argc, char **argv)
 	if (c.reuse && c.manifest) {
 		fprintf(stderr, "ingest-send: --reuse-buffers sends bytes that are not the synthetic frames: no --manifest\n");
 		return 2;
+	}
+	if (c.auth_token_file) {
+		char why[4096 + 96];
+		if (read_token_file(c.auth_token_file, token, sizeof(token), why, sizeof(why))) {
+			fprintf(stderr, "ingest-send: --auth-token-file: '%s': %s\n", c.auth_token_file, why);
+			return 2;
+		}
 	}
 	uint64_t nfiles = (uint64_t)(argc - optind);
 	uint64_t njobs = c.count + nfiles;
@@ -432,6 +519,7 @@ int main(int argc, char **argv)
 	o.recycle_on = c.recycle_on;
 	o.client_name = "ingest-send";
 	o.chunk_size = c.chunk_size;
+	o.auth_token = c.auth_token_file ? token : NULL;
 	if (c.frame_timeout_ms)
 		o.frame_timeout_ms = c.frame_timeout_ms;
 	if (c.connect_timeout_ms)
@@ -453,6 +541,8 @@ int main(int argc, char **argv)
 
 	char err[256];
 	p = ing_producer_connect(&o, err, sizeof(err));
+	explicit_bzero(token, sizeof(token));   /* only Negotiate needs it */
+	o.auth_token = NULL;
 	if (!p) {
 		fprintf(stderr, "ingest-send: %s\n", err);
 		goto out;

@@ -69,6 +69,8 @@ struct ing_ingestd_opts {
 	unsigned max_sessions;
 	unsigned persist_ring;     /* per worker; 0: ING_DEFAULT_RING_SIZE */
 	unsigned session_idle_ms;
+	const char *auth_token_file; /* NULL: no authentication */
+	char auth_token[ING_AUTH_TOKEN_MAX + 1]; /* read from it by parse_args; never logged */
 };
 
 static void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
@@ -122,10 +124,14 @@ static void usage(FILE *f)
 		"  --ready-fd N         write \"READY <port>\\n\" to fd N once serving, then close it\n"
 		"  --tls-cert PEM       TLS certificate (with --tls-key: TLS + ALPN h2, else h2c)\n"
 		"  --tls-key PEM        TLS private key\n"
+		"  --auth-token-file PATH  require this shared secret (one line, %u..%u printable\n"
+		"                       characters, mode 600): Negotiate authToken, a negotiated\n"
+		"                       session for streams, 'authorization: Bearer' for Stats\n"
 		"  -h, --help           this text\n"
 		"exit status: 0 stopped cleanly, 1 runtime error, 2 usage error\n",
 		ING_DEFAULT_WORKERS, ING_DEFAULT_CREDITS, ING_DEFAULT_FRAME_TIMEOUT_MS / 1000,
-		ING_DEFAULT_MAX_SESSIONS, ING_DEFAULT_SESSION_IDLE_MS / 1000, ING_DEFAULT_RING_SIZE);
+		ING_DEFAULT_MAX_SESSIONS, ING_DEFAULT_SESSION_IDLE_MS / 1000, ING_DEFAULT_RING_SIZE,
+		ING_AUTH_TOKEN_MIN, ING_AUTH_TOKEN_MAX);
 }
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -249,6 +255,74 @@ static int readable_or_usage(const char *flag, const char *path)
 	return 2;
 }
 
+/*
+ * The shared secret: the file's one line (a trailing newline stripped), ING_AUTH_TOKEN_MIN..
+ * MAX printable ASCII characters, in a regular file no group or other may touch. 0, or
+ * -errno with the reason in why (never the token's bytes).
+ */
+static int read_token_file(const char *path, char *tok, size_t cap, char *why, size_t whylen)
+{
+	char buf[ING_AUTH_TOKEN_MAX + 2];
+	struct stat st;
+	ssize_t n;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s", strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s", strerror(-rc));
+	} else if (!S_ISREG(st.st_mode)) {
+		rc = -EINVAL;
+		snprintf(why, whylen, "not a regular file");
+	} else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+		rc = -EPERM;
+		snprintf(why, whylen, "mode %03o lets group/other at the secret: chmod 600 %s",
+			 (unsigned)(st.st_mode & 0777), path);
+	}
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	size_t len = 0;
+	while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			snprintf(why, whylen, "%s", strerror(-rc));
+			break;
+		}
+		len += (size_t)n;
+	}
+	close(fd);
+	if (!rc && len > 0 && buf[len - 1] == '\n')
+		len--;
+	if (!rc && (len < ING_AUTH_TOKEN_MIN || len > ING_AUTH_TOKEN_MAX || len >= cap)) {
+		rc = -EINVAL;
+		snprintf(why, whylen, "the token must be one line of %u..%u printable characters%s",
+			 ING_AUTH_TOKEN_MIN, ING_AUTH_TOKEN_MAX, len < ING_AUTH_TOKEN_MIN ? " (too short)" :
+			 " (too long)");
+	}
+	for (size_t i = 0; !rc && i < len; i++) {
+		if (buf[i] < 0x20 || buf[i] > 0x7e) {
+			rc = -EINVAL;
+			snprintf(why, whylen, "the token must be one line of %u..%u printable characters "
+				 "(character %zu is not)", ING_AUTH_TOKEN_MIN, ING_AUTH_TOKEN_MAX, i + 1);
+		}
+	}
+	if (!rc) {
+		memcpy(tok, buf, len);
+		tok[len] = '\0';
+	}
+	explicit_bzero(buf, sizeof(buf));
+	return rc;
+}
+
 /* Usage error: one line, exit status 2. */
 static int bad_usage(const char *fmt, const char *arg)
 {
@@ -262,7 +336,7 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 {
 	enum { O_LISTEN = 256, O_DATA, O_POOL, O_HUGE, O_WORKERS, O_SINK, O_CREDITS, O_MAXF,
 	       O_FTO, O_LCORES, O_PNODE, O_LOG, O_PORTF, O_CERT, O_KEY, O_READY, O_RDMA, O_MAXS, O_PRING, O_SIDLE,
-	       O_RDMA_MODE, O_RDMA_ADDR, O_RDMA_PORT, O_POLL };
+	       O_RDMA_MODE, O_RDMA_ADDR, O_RDMA_PORT, O_POLL, O_AUTH };
 	static const struct option lo[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "data-dir", required_argument, NULL, O_DATA },
@@ -288,6 +362,7 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 		{ "rdma-addr", required_argument, NULL, O_RDMA_ADDR },
 		{ "rdma-port", required_argument, NULL, O_RDMA_PORT },
 		{ "poll-mode", required_argument, NULL, O_POLL },
+		{ "auth-token-file", required_argument, NULL, O_AUTH },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -422,6 +497,11 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 			if (ing_rdma_parse_poll_mode(optarg, &o->poll_mode))
 				return bad_usage("--poll-mode: '%s' is not busy or adaptive", optarg);
 			break;
+		case O_AUTH:
+			if (!*optarg)
+				return bad_usage("--auth-token-file: empty path%s", "");
+			o->auth_token_file = optarg;
+			break;
 		case ':':
 			return bad_usage("option %s needs a value", argv[optind - 1]);
 		default:
@@ -437,6 +517,15 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 		return 2;
 	struct ing_pool_opts po;
 	char why[96] = "", msg[320];
+	if (o->auth_token_file) {
+		char awhy[PATH_MAX + 96];
+		if (read_token_file(o->auth_token_file, o->auth_token, sizeof(o->auth_token), awhy,
+				    sizeof(awhy))) {
+			fprintf(stderr, "ingestd: --auth-token-file: '%s': %s (see --help)\n",
+				o->auth_token_file, awhy);
+			return 2;
+		}
+	}
 	ing_pool_opts_init(&po);
 	if (!pool_spec_ok(o->pool, why, sizeof(why)) || ing_pool_parse_classes(&po, o->pool)) {
 		snprintf(msg, sizeof(msg), "--pool: '%.120s' is not SIZE:COUNT,... (e.g. 4M:16,16M:8): %s",
@@ -725,6 +814,7 @@ static void teardown(struct ingestd *d)
 	ing_pool_destroy(d->pool);
 	d->pool = NULL;
 	ing_eal_stop();
+	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));
 }
 
 int main(int argc, char **argv)
@@ -885,6 +975,7 @@ int main(int argc, char **argv)
 	so.frame_timeout_ms = d.o.frame_timeout_ms;
 	so.max_sessions = d.o.max_sessions;
 	so.session_idle_ms = d.o.session_idle_ms;
+	so.auth_token = d.o.auth_token_file ? d.o.auth_token : NULL;
 	struct ing_grpc_server_opts gso;
 	ing_grpc_server_opts_init(&gso);
 	if (gso.max_recv_msg < so.max_chunk + (64u << 10))
@@ -926,6 +1017,8 @@ int main(int argc, char **argv)
 		ING_WARN(COMP, "--max-frame %" PRIu64 " above the largest pool slot %" PRIu64 "; capped",
 			 d.o.max_frame, ing_pool_max_len(d.pool));
 	d.svc = ing_svc_create(d.loop, d.pool, d.persist, d.acks, &so);
+	explicit_bzero(d.o.auth_token, sizeof(d.o.auth_token));   /* the service has its copy */
+	so.auth_token = NULL;
 	if (!d.svc)
 		goto fail;
 	if (d.rdma) {
@@ -975,6 +1068,11 @@ int main(int argc, char **argv)
 		 d.o.frame_timeout_ms / 1000);
 	ING_INFO(COMP, "transports: gRPC stream (PushFrames) yes; RDMA READ %s (%s)",
 		 d.rdma ? "yes" : "no", d.rdma_note);
+	if (d.o.auth_token_file)
+		ING_INFO(COMP, "authentication: shared token from %s required (Negotiate authToken; "
+			 "Stats: authorization: Bearer; health open)", d.o.auth_token_file);
+	else
+		ING_INFO(COMP, "authentication: off (any client may stream; see --auth-token-file)");
 
 	if (d.o.port_file) {
 		rc = write_port_file(d.o.port_file, port);

@@ -29,6 +29,8 @@
 #define ING_DEFAULT_SESSION_IDLE_MS 300000u
 #define ING_DEFAULT_MAX_SESSIONS 1024u
 #define ING_DEFAULT_MAX_MSG ((4u << 20) + (64u << 10))
+#define ING_AUTH_TOKEN_MIN 16u      /* shared-secret length bounds (printable ASCII) */
+#define ING_AUTH_TOKEN_MAX 256u
 
 /*
  * RDMA availability as Negotiate reports it. Filled by the RDMA side (rdma_cm listener)
@@ -52,6 +54,14 @@ struct ing_svc_opts {
 	unsigned max_sessions;       /* bounded session table */
 	size_t backlog_max;          /* bytes a blocked PushFrames call may buffer (>= stream window) */
 	struct ing_svc_rdma rdma;
+	/*
+	 * Shared-secret authentication; NULL (default): off. When set (ING_AUTH_TOKEN_MIN..MAX
+	 * printable characters, copied by ing_svc_create, never logged): Negotiate must carry
+	 * authToken equal to it, PushFrames/ControlStream must name a session such a
+	 * Negotiate created (no implicit sessions), Stats needs "authorization: Bearer <token>";
+	 * anything else fails UNAUTHENTICATED. grpc.health.v1 is not the service's: stays open.
+	 */
+	const char *auth_token;
 };
 void ing_svc_opts_init(struct ing_svc_opts *o);
 

@@ -528,6 +528,21 @@ int svc_call_bind_session(struct svc_call *pc, uint64_t sid)
 			pc->err_status = ING_GRPC_FAILED_PRECONDITION;
 			return -ENOENT;
 		}
+		if (s->auth && !ss->authed) {   /* cannot happen today: every session is */
+			snprintf(pc->err_msg, sizeof(pc->err_msg),
+				 "session %" PRIu64 " was not created by an authenticated Negotiate", sid);
+			pc->err_status = ING_GRPC_UNAUTHENTICATED;
+			s->c_auth_refused++;
+			return -EACCES;
+		}
+	} else if (s->auth) {
+		/* no implicit sessions: the session is the proof of an authenticated Negotiate */
+		snprintf(pc->err_msg, sizeof(pc->err_msg),
+			 "this node requires Negotiate with an authToken: name the session it returns "
+			 "(h3000-session-id header or sessionId)");
+		pc->err_status = ING_GRPC_UNAUTHENTICATED;
+		s->c_auth_refused++;
+		return -EACCES;
 	} else {
 		ss = svc_session_implicit(s);
 		if (!ss) {
@@ -540,6 +555,19 @@ int svc_call_bind_session(struct svc_call *pc, uint64_t sid)
 	pc->sess = ss;
 	ss->streams++;
 	return 0;
+}
+
+bool svc_auth_token_ok(const struct ing_svc *s, const char *t)
+{
+	size_t n = t ? strnlen(t, ING_AUTH_TOKEN_MAX + 1) : 0;
+	volatile unsigned char d = 0;
+
+	if (!s->auth)
+		return false;
+	/* every byte of the secret is always compared: the time depends on the lengths only */
+	for (size_t i = 0; i < s->auth_len; i++)
+		d |= (unsigned char)s->auth_token[i] ^ (unsigned char)(i < n ? t[i] : 0);
+	return d == 0 && n == s->auth_len;
 }
 
 /* Session from the h3000-session-id header, if the request carries one. */
@@ -907,6 +935,19 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 		s->o.credits_default = s->o.credits_max;
 	if (s->o.frame_timeout_ms == 0)
 		s->o.frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
+	if (o->auth_token) {
+		size_t n = strnlen(o->auth_token, ING_AUTH_TOKEN_MAX + 1);
+		if (n < ING_AUTH_TOKEN_MIN || n > ING_AUTH_TOKEN_MAX) {
+			ING_ERR("svc", "auth token must be %u..%u characters", ING_AUTH_TOKEN_MIN,
+				ING_AUTH_TOKEN_MAX);
+			goto fail;
+		}
+		memcpy(s->auth_token, o->auth_token, n);
+		s->auth_token[n] = '\0';
+		s->auth_len = n;
+		s->auth = true;
+	}
+	s->o.auth_token = NULL;   /* the caller's buffer may go: only the copy is used */
 	s->max_frame = ing_pool_max_len(pool);
 	if (s->o.max_frame && s->o.max_frame < s->max_frame)
 		s->max_frame = s->o.max_frame;
@@ -1011,6 +1052,7 @@ void ing_svc_destroy(struct ing_svc *s)
 	free(s->ht);
 	free(s->retry);
 	free(s->sess);
+	explicit_bzero(s->auth_token, sizeof(s->auth_token));
 	free(s);
 }
 

@@ -102,6 +102,7 @@ struct svc_session {
 	uint64_t max_frame;
 	uint64_t idle_since_ns;  /* when streams and inflight both reached 0 */
 	char client[64];
+	bool authed;             /* created by a Negotiate that carried the node's authToken */
 };
 
 enum svc_fstate { FE_FREE = 0, FE_FILLING, FE_RETRY, FE_PERSISTING };
@@ -237,6 +238,11 @@ struct ing_svc {
 	struct ing_timer ctl_timer;  /* retries the parked calls; initialised on first use */
 	bool ctl_timer_ready;
 	uint64_t c_ctl_parked;   /* FrameMetas that had to wait */
+	/* --- shared-secret authentication (opts.auth_token; never logged) --- */
+	bool auth;               /* a token is required */
+	size_t auth_len;
+	char auth_token[ING_AUTH_TOKEN_MAX + 1];
+	uint64_t c_auth_refused; /* calls refused UNAUTHENTICATED */
 };
 
 /* svc.c: shared helpers */
@@ -246,6 +252,9 @@ struct svc_session *svc_session_new(struct ing_svc *s);      /* NULL: table full
 struct svc_session *svc_session_implicit(struct ing_svc *s);
 int svc_call_bind_header(struct svc_call *pc);
 int svc_call_bind_session(struct svc_call *pc, uint64_t sid);
+/* True when t (NUL-terminated, NULL ok) is the node's token; time independent of the
+ * token's bytes. False when authentication is off. */
+bool svc_auth_token_ok(const struct ing_svc *s, const char *t);
 struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c, uint8_t kind);
 void svc_call_free(struct svc_call *pc);
 void svc_call_pause(struct svc_call *pc, unsigned why);

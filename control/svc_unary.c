@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc_unary.c - the unary methods of h3000.RDMASvc: Negotiate (versions, transports,
- * limits, credits; allocates the session) and Stats (the node's counters).
+ * svc_unary.c - the unary methods of h3000.RDMASvc: Negotiate (authToken when the node
+ * has one, versions, transports, limits, credits; allocates the session) and Stats (the
+ * node's counters; with a token, only for "authorization: Bearer <token>").
  */
 #include "control/svc_internal.h"
 #include "common/clock.h"
@@ -12,6 +13,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 /* ================================================================ Negotiate */
 
@@ -51,6 +54,16 @@ static int fail(struct ing_grpc_call *c, int status, const char *msg)
 	return status;
 }
 
+/* UNAUTHENTICATED, logged rate-limited without anything the client sent but its address. */
+static int refuse_auth(struct ing_grpc_call *c, struct ing_svc *s, const char *rpc, const char *msg)
+{
+	s->c_auth_refused++;
+	ING_LOG_RL(ING_LOG_WARN, "svc", "%s from %s refused: %s (%" PRIu64 " refused so far)", rpc,
+		   ing_grpc_call_peer(c), msg, s->c_auth_refused);
+	ing_grpc_call_finish(c, ING_GRPC_UNAUTHENTICATED, msg);
+	return ING_GRPC_UNAUTHENTICATED;
+}
+
 static bool has_transport(const H3000__NegotiateRequest *r, H3000__Transport t)
 {
 	for (size_t i = 0; i < r->n_transports; i++)
@@ -68,6 +81,10 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	H3000__NegotiateRequest *r = h3000__negotiate_request__unpack(NULL, len, msg);
 	if (!r)
 		return fail(c, ING_GRPC_INVALID_ARGUMENT, "malformed NegotiateRequest");
+	if (s->auth && !svc_auth_token_ok(s, r->authtoken)) {
+		rc = refuse_auth(c, s, "Negotiate", "bad or missing authToken");
+		goto out;
+	}
 	uint32_t vmin = r->versionmin, vmax = r->versionmax;
 	if (vmin == 0 && vmax == 0)
 		vmin = vmax = ING_PROTO_VERSION;   /* a client that says nothing speaks version 1 */
@@ -126,6 +143,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	ss->credits = credits;
 	ss->max_frame = r->maxframesize && r->maxframesize < s->max_frame ? r->maxframesize : s->max_frame;
 	ss->transport = pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ ? ING_XPORT_RDMA : ING_XPORT_GRPC;
+	ss->authed = s->auth;
 	snprintf(ss->client, sizeof(ss->client), "%s", r->clientname ? r->clientname : "");
 
 	if (pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ)
@@ -158,6 +176,8 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 		 ss->max_frame, note);
 	rc = reply(c, &rep.base);
 out:
+	if (r->authtoken && r->authtoken[0])   /* the node's secret, or a guess at it */
+		explicit_bzero(r->authtoken, strlen(r->authtoken));
 	h3000__negotiate_request__free_unpacked(r, NULL);
 	return rc;
 }
@@ -170,6 +190,13 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	H3000__StatsReply r = H3000__STATS_REPLY__INIT;
 	(void)msg;
 	(void)len;
+	if (s->auth) {
+		/* the one Stats credential: the node's token as a bearer token */
+		const char *h = ing_grpc_call_header(c, "authorization");
+		if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !svc_auth_token_ok(s, h + 7))
+			return refuse_auth(c, s, "Stats",
+					   "this node requires the header 'authorization: Bearer <token>' for Stats");
+	}
 	unsigned rdma = 0, fb = 0;
 	for (unsigned i = 0; i < s->o.max_sessions; i++) {
 		if (!s->sess[i].in_use)

@@ -597,6 +597,8 @@ void ing_frame_free(struct ing_producer *p, void *buf)
 
 /* ================================================================ connect / negotiate */
 
+#define PRODUCER_AUTH_TOKEN_MAX 256u   /* ingestd's ING_AUTH_TOKEN_MAX */
+
 void ing_producer_opts_init(struct ing_producer_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -621,7 +623,7 @@ static int negotiate(struct ing_producer *p, const H3000__Transport *ts, size_t 
 		     H3000__NegotiateReply **out, char *err, size_t errlen)
 {
 	H3000__NegotiateRequest rq = H3000__NEGOTIATE_REQUEST__INIT;
-	uint8_t buf[512];
+	uint8_t buf[1024];
 	uint8_t *resp = NULL;
 	size_t resp_len = 0;
 	char gmsg[160] = "";
@@ -633,6 +635,7 @@ static int negotiate(struct ing_producer *p, const H3000__Transport *ts, size_t 
 	rq.clientname = p->client_name;
 	rq.maxframesize = p->o.max_frame_size;
 	rq.credits = p->o.credits;
+	rq.authtoken = (char *)(p->o.auth_token ? p->o.auth_token : "");
 	size_t n = h3000__negotiate_request__get_packed_size(&rq);
 	if (n > sizeof(buf)) {
 		snprintf(err, errlen, "Negotiate request too large (%zu bytes)", n);
@@ -641,6 +644,14 @@ static int negotiate(struct ing_producer *p, const H3000__Transport *ts, size_t 
 	h3000__negotiate_request__pack(&rq, buf);
 	int st = ing_grpc_unary(p->ch, PRODUCER_PATH_NEGOTIATE, NULL, buf, n, &resp, &resp_len,
 				p->o.connect_timeout_ms, gmsg, sizeof(gmsg));
+	explicit_bzero(buf, n);
+	if (st == ING_GRPC_UNAUTHENTICATED) {
+		snprintf(err, errlen, "ingest node at %s refused the connection (UNAUTHENTICATED): %s%s",
+			 p->server, *gmsg ? gmsg : "authentication required",
+			 p->o.auth_token ? "" : " (no auth token given)");
+		free(resp);
+		return -EACCES;
+	}
 	if (st != ING_GRPC_OK) {
 		snprintf(err, errlen, "Negotiate with %s failed: grpc-status %d%s%s", p->server, st,
 			 *gmsg ? ": " : "", gmsg);
@@ -740,6 +751,10 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *o, cha
 	*err = '\0';
 	if (!o || !o->server || !*o->server) {
 		snprintf(err, errlen, "no server address");
+		return NULL;
+	}
+	if (o->auth_token && strnlen(o->auth_token, PRODUCER_AUTH_TOKEN_MAX + 1) > PRODUCER_AUTH_TOKEN_MAX) {
+		snprintf(err, errlen, "auth_token longer than %u characters", PRODUCER_AUTH_TOKEN_MAX);
 		return NULL;
 	}
 	if (o->transport > ING_TRANSPORT_GRPC ||
@@ -897,6 +912,7 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *o, cha
 	ING_INFO(COMP, "session %" PRIu64 " on %s: transport %s (%s), credits %u, max frame %" PRIu64
 		 ", chunk %u", p->session_id, p->server, p->xport->name, p->note, p->credits,
 		 p->max_frame, p->chunk_size);
+	p->o.auth_token = NULL;   /* the caller's string: not kept past connect */
 	return p;
 fail:
 	if (r)

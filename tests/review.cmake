@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Review tests (label func): crash and restart, start-up errors, flag errors, sessions.
+# Review tests (label func): crash and restart, start-up errors, flag errors, sessions, authentication.
 #  - func.review.restart_kill9: kill -9 of ingestd mid-stream, restart on the same data
 #    dir, every DURABLE-acked frame intact, re-send all (tests/review/restart_kill9.sh).
 #  - func.review.startup: every ingestd flag with a bad value -> one line, exit 2; data dir
@@ -25,3 +25,13 @@ add_test(NAME func.review.fcfs
                  --ingestd $<TARGET_FILE:ingestd> --proto-dir ${PROJECT_SOURCE_DIR}/proto
                  --work ${CMAKE_BINARY_DIR}/test-work/review-fcfs)
 set_tests_properties(func.review.fcfs PROPERTIES LABELS "func;interop" TIMEOUT 200)
+#  - func.review.auth: ingestd --auth-token-file: Negotiate without/with a wrong token, streams
+#    naming no session and Stats without 'authorization: Bearer' are UNAUTHENTICATED and
+#    store nothing; the right token stores DURABLE; health stays open; a mode-644 token file
+#    is exit 2; ingest-send --auth-token-file right/wrong (python3-grpcio + ingest-send).
+add_test(NAME func.review.auth
+         COMMAND ${ING_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/review/auth.py
+                 --ingestd $<TARGET_FILE:ingestd> --ingest-send $<TARGET_FILE:ingest-send>
+                 --proto-dir ${PROJECT_SOURCE_DIR}/proto
+                 --work ${CMAKE_BINARY_DIR}/test-work/review-auth)
+set_tests_properties(func.review.auth PROPERTIES LABELS "func;interop" TIMEOUT 120)

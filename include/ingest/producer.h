@@ -49,6 +49,11 @@ struct ing_producer_opts {
 	uint64_t pool_frame_size;    /* default 16 MiB */
 	const char *rdma_device;     /* NULL: the device that routes to the server */
 	uint32_t chunk_size;         /* fallback chunk data bytes; 0: the server's maxChunkSize */
+	/* ABI: new fields go last. */
+	const char *auth_token;      /* shared secret of an ingestd run with --auth-token-file,
+	                                sent as NegotiateRequest.authToken (at most 256 chars);
+	                                NULL: none. Read during ing_producer_connect only, not
+	                                kept, never logged */
 };
 
 struct ing_ack {
@@ -86,7 +91,10 @@ struct ing_producer_stats {
 struct ing_producer;
 
 ING_API void ing_producer_opts_init(struct ing_producer_opts *o);
-/* Connect, Negotiate, set up RDMA when chosen. NULL with a reason in err on failure. */
+/*
+ * Connect, Negotiate, set up RDMA when chosen. NULL with a reason in err on failure; a node
+ * that refuses the auth token (UNAUTHENTICATED) puts its own message there.
+ */
 ING_API struct ing_producer *ing_producer_connect(const struct ing_producer_opts *o, char *err,
 						 size_t errlen);
 /* Wait up to timeout_ms for frames in flight, then close. NULL ok. */
