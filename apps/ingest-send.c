@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/token.h"
 #include "common/io.h"
 #include "common/parse.h"
 #include "common/clock.h"
@@ -226,75 +227,7 @@ static void manifest_line(FILE *f, const struct job *j, const struct send_cfg *c
 			j->len, j->crc, c->synth.seed);
 }
 
-#define AUTH_TOKEN_MIN 16u
-#define AUTH_TOKEN_MAX 256u   /* ingestd's limits (control/service.h) */
 
-/*
- * --auth-token-file: the file's one line (a trailing newline stripped), 16..256 printable
- * ASCII characters, in a regular file no group or other may touch (as ingestd wants it).
- * 0, or -errno with the reason in why (never the token's bytes).
- */
-static int read_token_file(const char *path, char *tok, size_t cap, char *why, size_t whylen)
-{
-	char buf[AUTH_TOKEN_MAX + 2];
-	struct stat st;
-	ssize_t n;
-	int fd, rc = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, whylen, "%s", strerror(-rc));
-		return rc;
-	}
-	if (fstat(fd, &st) != 0) {
-		rc = -errno;
-		snprintf(why, whylen, "%s", strerror(-rc));
-	} else if (!S_ISREG(st.st_mode)) {
-		rc = -EINVAL;
-		snprintf(why, whylen, "not a regular file");
-	} else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		rc = -EPERM;
-		snprintf(why, whylen, "mode %03o lets group/other at the secret: chmod 600 %s",
-			 (unsigned)(st.st_mode & 0777), path);
-	}
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	size_t len = 0;
-	while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			snprintf(why, whylen, "%s", strerror(-rc));
-			break;
-		}
-		len += (size_t)n;
-	}
-	close(fd);
-	if (!rc && len > 0 && buf[len - 1] == '\n')
-		len--;
-	if (!rc && (len < AUTH_TOKEN_MIN || len > AUTH_TOKEN_MAX || len >= cap)) {
-		rc = -EINVAL;
-		snprintf(why, whylen, "the token must be one line of %u..%u printable characters%s",
-			 AUTH_TOKEN_MIN, AUTH_TOKEN_MAX, len < AUTH_TOKEN_MIN ? " (too short)" : " (too long)");
-	}
-	for (size_t i = 0; !rc && i < len; i++) {
-		if (buf[i] < 0x20 || buf[i] > 0x7e) {
-			rc = -EINVAL;
-			snprintf(why, whylen, "the token must be one line of %u..%u printable characters "
-				 "(character %zu is not)", AUTH_TOKEN_MIN, AUTH_TOKEN_MAX, i + 1);
-		}
-	}
-	if (!rc) {
-		memcpy(tok, buf, len);
-		tok[len] = '\0';
-	}
-	explicit_bzero(buf, sizeof(buf));
-	return rc;
-}
 
 static int parse_args(int argc, char **argv, struct send_cfg *c)
 {
@@ -451,7 +384,7 @@ int main(int argc, char **argv)
 	unsigned nfill = 0;
 	FILE *man = NULL, *dman = NULL;
 	int ret = 2;
-	static char token[AUTH_TOKEN_MAX + 1];
+	static char token[ING_AUTH_TOKEN_MAX + 1];
 
 	if (!getenv("ING_LOG_LEVEL"))
 		ing_log_set_level(ING_LOG_WARN);   /* the summary repeats the library's info lines */
@@ -468,7 +401,7 @@ int main(int argc, char **argv)
 	}
 	if (c.auth_token_file) {
 		char why[4096 + 96];
-		if (read_token_file(c.auth_token_file, token, sizeof(token), why, sizeof(why))) {
+		if (ing_token_file_read(c.auth_token_file, token, sizeof(token), why, sizeof(why))) {
 			fprintf(stderr, "ingest-send: --auth-token-file: '%s': %s\n", c.auth_token_file, why);
 			return 2;
 		}

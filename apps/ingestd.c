@@ -11,6 +11,7 @@
  * reverse order. A second signal skips the wait.
  * Exit status: 0 clean stop, 1 runtime error, 2 usage error.
  */
+#include "common/token.h"
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -255,73 +256,6 @@ static int readable_or_usage(const char *flag, const char *path)
 	return 2;
 }
 
-/*
- * The shared secret: the file's one line (a trailing newline stripped), ING_AUTH_TOKEN_MIN..
- * MAX printable ASCII characters, in a regular file no group or other may touch. 0, or
- * -errno with the reason in why (never the token's bytes).
- */
-static int read_token_file(const char *path, char *tok, size_t cap, char *why, size_t whylen)
-{
-	char buf[ING_AUTH_TOKEN_MAX + 2];
-	struct stat st;
-	ssize_t n;
-	int fd, rc = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, whylen, "%s", strerror(-rc));
-		return rc;
-	}
-	if (fstat(fd, &st) != 0) {
-		rc = -errno;
-		snprintf(why, whylen, "%s", strerror(-rc));
-	} else if (!S_ISREG(st.st_mode)) {
-		rc = -EINVAL;
-		snprintf(why, whylen, "not a regular file");
-	} else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		rc = -EPERM;
-		snprintf(why, whylen, "mode %03o lets group/other at the secret: chmod 600 %s",
-			 (unsigned)(st.st_mode & 0777), path);
-	}
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	size_t len = 0;
-	while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			snprintf(why, whylen, "%s", strerror(-rc));
-			break;
-		}
-		len += (size_t)n;
-	}
-	close(fd);
-	if (!rc && len > 0 && buf[len - 1] == '\n')
-		len--;
-	if (!rc && (len < ING_AUTH_TOKEN_MIN || len > ING_AUTH_TOKEN_MAX || len >= cap)) {
-		rc = -EINVAL;
-		snprintf(why, whylen, "the token must be one line of %u..%u printable characters%s",
-			 ING_AUTH_TOKEN_MIN, ING_AUTH_TOKEN_MAX, len < ING_AUTH_TOKEN_MIN ? " (too short)" :
-			 " (too long)");
-	}
-	for (size_t i = 0; !rc && i < len; i++) {
-		if (buf[i] < 0x20 || buf[i] > 0x7e) {
-			rc = -EINVAL;
-			snprintf(why, whylen, "the token must be one line of %u..%u printable characters "
-				 "(character %zu is not)", ING_AUTH_TOKEN_MIN, ING_AUTH_TOKEN_MAX, i + 1);
-		}
-	}
-	if (!rc) {
-		memcpy(tok, buf, len);
-		tok[len] = '\0';
-	}
-	explicit_bzero(buf, sizeof(buf));
-	return rc;
-}
 
 /* Usage error: one line, exit status 2. */
 static int bad_usage(const char *fmt, const char *arg)
@@ -519,7 +453,7 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 	char why[96] = "", msg[320];
 	if (o->auth_token_file) {
 		char awhy[PATH_MAX + 96];
-		if (read_token_file(o->auth_token_file, o->auth_token, sizeof(o->auth_token), awhy,
+		if (ing_token_file_read(o->auth_token_file, o->auth_token, sizeof(o->auth_token), awhy,
 				    sizeof(awhy))) {
 			fprintf(stderr, "ingestd: --auth-token-file: '%s': %s (see --help)\n",
 				o->auth_token_file, awhy);

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/token.h"  /* ING_AUTH_TOKEN_MIN/MAX */
 #include "control/grpc.h"
 #include "control/loop.h"
 #include "dataplane/dataplane.h"
@@ -29,8 +30,6 @@
 #define ING_DEFAULT_SESSION_IDLE_MS 300000u
 #define ING_DEFAULT_MAX_SESSIONS 1024u
 #define ING_DEFAULT_MAX_MSG ((4u << 20) + (64u << 10))
-#define ING_AUTH_TOKEN_MIN 16u      /* shared-secret length bounds (printable ASCII) */
-#define ING_AUTH_TOKEN_MAX 256u
 
 /*
  * RDMA availability as Negotiate reports it. Filled by the RDMA side (rdma_cm listener)
