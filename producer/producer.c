@@ -25,7 +25,7 @@
 
 /* ================================================================ wire helpers */
 
-static size_t put_varint(uint8_t *b, uint64_t v)
+size_t pb_put_varint(uint8_t *b, uint64_t v)
 {
 	size_t n = 0;
 	while (v >= 0x80) {
@@ -47,12 +47,12 @@ static size_t varint_len(uint64_t v)
 }
 
 /* tag + varint value; proto3: zero is not written */
-static size_t put_uint_field(uint8_t *b, unsigned field, uint64_t v)
+size_t pb_put_uint_field(uint8_t *b, unsigned field, uint64_t v)
 {
 	if (!v)
 		return 0;
-	size_t n = put_varint(b, (uint64_t)field << 3);
-	return n + put_varint(b + n, v);
+	size_t n = pb_put_varint(b, (uint64_t)field << 3);
+	return n + pb_put_varint(b + n, v);
 }
 
 static size_t uint_field_len(unsigned field, uint64_t v)
@@ -81,29 +81,29 @@ size_t chunk_head_encode(uint8_t *buf, size_t cap, uint64_t frame_id, uint64_t o
 		return 0;
 
 	size_t n = 0;
-	n += put_uint_field(buf + n, 1, frame_id);
-	n += put_uint_field(buf + n, 2, offset);
-	n += put_uint_field(buf + n, 3, last);
+	n += pb_put_uint_field(buf + n, 1, frame_id);
+	n += pb_put_uint_field(buf + n, 2, offset);
+	n += pb_put_uint_field(buf + n, 3, last);
 	if (meta) {
 		buf[n++] = (4 << 3) | 2;
-		n += put_varint(buf + n, mlen);
-		n += put_uint_field(buf + n, 1, frame_id);
-		n += put_uint_field(buf + n, 4, meta->length);
+		n += pb_put_varint(buf + n, mlen);
+		n += pb_put_uint_field(buf + n, 1, frame_id);
+		n += pb_put_uint_field(buf + n, 4, meta->length);
 		if (wlen) {
 			buf[n++] = (5 << 3) | 2;
-			n += put_varint(buf + n, wlen);
+			n += pb_put_varint(buf + n, wlen);
 			memcpy(buf + n, meta->wafer_id, wlen);
 			n += wlen;
 		}
 		/* int64 is encoded as the two's complement varint */
-		n += put_uint_field(buf + n, 6, (uint64_t)meta->timestamp);
-		n += put_uint_field(buf + n, 7, meta->crc32c);
-		n += put_uint_field(buf + n, 8, meta->has_crc);
-		n += put_uint_field(buf + n, 9, session_id);
+		n += pb_put_uint_field(buf + n, 6, (uint64_t)meta->timestamp);
+		n += pb_put_uint_field(buf + n, 7, meta->crc32c);
+		n += pb_put_uint_field(buf + n, 8, meta->has_crc);
+		n += pb_put_uint_field(buf + n, 9, session_id);
 	}
-	n += put_uint_field(buf + n, 5, session_id);
+	n += pb_put_uint_field(buf + n, 5, session_id);
 	buf[n++] = (15 << 3) | 2;
-	n += put_varint(buf + n, data_len);
+	n += pb_put_varint(buf + n, data_len);
 	return n;
 }
 

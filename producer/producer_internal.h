@@ -223,6 +223,10 @@ struct chunk_meta {
 	uint32_t crc32c;
 	bool has_crc;
 };
+/* protobuf wire encoding used by both transports: a varint; a varint field (tag + value,
+ * nothing for 0 as proto3 does). Return the bytes written. */
+size_t pb_put_varint(uint8_t *b, uint64_t v);
+size_t pb_put_uint_field(uint8_t *b, unsigned field, uint64_t v);
 /*
  * Encode the head of one FrameChunk message: frameId(1), offset(2), last(3), meta(4, only
  * when meta != NULL: FrameMeta{frameId, length, waferId, timestamp, crc32c, hasCrc32c,

@@ -56,26 +56,6 @@ struct rprod {
 
 /* ---------------------------------------------------------------- FrameMeta encoding */
 
-static size_t put_varint(uint8_t *b, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		b[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	b[n++] = (uint8_t)v;
-	return n;
-}
-
-static size_t put_u(uint8_t *b, unsigned field, uint64_t v)
-{
-	if (!v)
-		return 0;
-	size_t n = put_varint(b, (uint64_t)field << 3);
-	return n + put_varint(b + n, v);
-}
-
 /* h3000.FrameMeta, proto3 encoding (zero scalars omitted). */
 static size_t frame_meta_encode(uint8_t *b, uint64_t id, uint64_t addr, uint32_t rkey,
 				uint64_t len, const char *wafer, int64_t ts, uint32_t crc,
@@ -83,20 +63,20 @@ static size_t frame_meta_encode(uint8_t *b, uint64_t id, uint64_t addr, uint32_t
 {
 	size_t n = 0, wl = strlen(wafer);
 
-	n += put_u(b + n, 1, id);
-	n += put_u(b + n, 2, addr);
-	n += put_u(b + n, 3, rkey);
-	n += put_u(b + n, 4, len);
+	n += pb_put_uint_field(b + n, 1, id);
+	n += pb_put_uint_field(b + n, 2, addr);
+	n += pb_put_uint_field(b + n, 3, rkey);
+	n += pb_put_uint_field(b + n, 4, len);
 	if (wl) {
-		n += put_varint(b + n, (5u << 3) | 2);
-		n += put_varint(b + n, wl);
+		n += pb_put_varint(b + n, (5u << 3) | 2);
+		n += pb_put_varint(b + n, wl);
 		memcpy(b + n, wafer, wl);
 		n += wl;
 	}
-	n += put_u(b + n, 6, (uint64_t)ts);
-	n += put_u(b + n, 7, crc);
-	n += put_u(b + n, 8, 1);
-	n += put_u(b + n, 9, session);
+	n += pb_put_uint_field(b + n, 6, (uint64_t)ts);
+	n += pb_put_uint_field(b + n, 7, crc);
+	n += pb_put_uint_field(b + n, 8, 1);
+	n += pb_put_uint_field(b + n, 9, session);
 	return n;
 }
 
