@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * h3000 ingest - producer library (libingest). Stable C ABI: opaque handles, plain
- * structs with an explicit init function, no DPDK or verbs types.
+ * h3000 ingest - producer library (libingest). C ABI: opaque handles, plain structs with
+ * an explicit init function, no DPDK or verbs types. Until version 1.0 (soname
+ * libingest.so.0) struct ing_producer_opts and struct ing_ack may gain fields at their
+ * end: rebuild against the header of the library you link.
  *
  * Threading: a struct ing_producer is used by one thread at a time (it is driven by
  * ing_producer_poll; nothing runs in the background). Use one producer per thread.
