@@ -368,21 +368,6 @@ static int send_data_cb(nghttp2_session *h2, nghttp2_frame *frame, const uint8_t
 	return 0;   /* the rest, if any, is ours to finish first */
 }
 
-static ssize_t read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid,
-			      int32_t conn_win, int32_t stream_win, uint32_t remote_max, void *user)
-{
-	(void)h2;
-	(void)frame_type;
-	(void)sid;
-	(void)user;
-	ssize_t n = remote_max;
-	if (conn_win < n)
-		n = conn_win;
-	if (stream_win < n)
-		n = stream_win;
-	return n > 0 ? n : 1;
-}
-
 static void deliver_close(struct ing_grpc_ccall *cc, int status, const char *msg)
 {
 	if (cc->closed)
@@ -985,7 +970,7 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 	}
 	nghttp2_session_callbacks_set_send_callback(cbs, send_cb);
 	nghttp2_session_callbacks_set_send_data_callback(cbs, send_data_cb);
-	nghttp2_session_callbacks_set_data_source_read_length_callback(cbs, read_length_cb);
+	nghttp2_session_callbacks_set_data_source_read_length_callback(cbs, grpc_read_length_cb);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
 	nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);

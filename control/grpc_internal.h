@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
 #include <signal.h>
 
@@ -93,6 +94,11 @@ ssize_t grpc_sock_write(int fd, SSL *ssl, const void *buf, size_t len);
  * or dflt when e is 0. Writes into buf. */
 const char *grpc_ssl_errstr(unsigned long e, char *buf, size_t len, const char *dflt);
 void grpc_ssl_shutdown(SSL *ssl);
+
+/* nghttp2 read-length callback shared by server and client: the largest DATA frame the
+ * peer's max frame size and both windows allow. */
+ssize_t grpc_read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid,
+			    int32_t conn_win, int32_t stream_win, uint32_t remote_max, void *user);
 
 /* "host:port" or "[v6]:port" split in place into buf (host may be empty). 0 or -EINVAL. */
 int grpc_split_hostport(const char *in, char *buf, size_t buflen, const char **host,

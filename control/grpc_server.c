@@ -891,21 +891,6 @@ static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t error_code
 	return 0;
 }
 
-static ssize_t read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid,
-			      int32_t conn_win, int32_t stream_win, uint32_t remote_max, void *user)
-{
-	(void)h2;
-	(void)frame_type;
-	(void)sid;
-	(void)user;
-	ssize_t n = remote_max;
-	if (conn_win < n)
-		n = conn_win;
-	if (stream_win < n)
-		n = stream_win;
-	return n > 0 ? n : 1;
-}
-
 /* ================================================================ connections */
 
 static ssize_t conn_read(struct conn *cn, uint8_t *buf, size_t len)
@@ -1362,7 +1347,7 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(s->cbs, on_data_chunk);
 	nghttp2_session_callbacks_set_on_frame_send_callback(s->cbs, on_frame_send);
 	nghttp2_session_callbacks_set_on_stream_close_callback(s->cbs, on_stream_close);
-	nghttp2_session_callbacks_set_data_source_read_length_callback(s->cbs, read_length_cb);
+	nghttp2_session_callbacks_set_data_source_read_length_callback(s->cbs, grpc_read_length_cb);
 	nghttp2_option_set_no_auto_window_update(s->h2opt, 1);
 
 	if (o && o->tls_cert && o->tls_key) {
