@@ -16,29 +16,19 @@ clients and ingest-send:
 
 usage: auth.py --ingestd PATH --ingest-send PATH --proto-dir DIR --work DIR
 """
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
+
+import rtlib
 
 TOKEN = "h3000-review-token-5f0c2a9e"
 WRONG = "h3000-review-token-00000000"
 WAFER = "AUTH"
 
 
-def crc32c(data):
-    tbl = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        tbl.append(c)
-    c = 0xFFFFFFFF
-    for b in data:
-        c = tbl[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
+crc32c = rtlib.crc32c
 
 
 def write_secret(path, text, mode):
@@ -48,19 +38,8 @@ def write_secret(path, text, mode):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ingestd", required=True)
-    ap.add_argument("--ingest-send", required=True)
-    ap.add_argument("--proto-dir", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
-    for p in ("h3000.proto", "health.proto"):
-        subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc", "-I", a.proto_dir,
-                               "--python_out=" + a.work, "--grpc_python_out=" + a.work,
-                               os.path.join(a.proto_dir, p)])
-    sys.path.insert(0, a.work)
+    a = rtlib.setup(__doc__, extra_args=("--ingest-send",),
+                    protos=("h3000.proto", "health.proto"))
     import grpc
     import h3000_pb2 as PB
     import h3000_pb2_grpc as RPC

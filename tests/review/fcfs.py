@@ -13,43 +13,23 @@ byte for byte.
 
 usage: fcfs.py --ingestd PATH --proto-dir DIR --work DIR
 """
-import argparse
 import os
-import shutil
-import subprocess
 import sys
 import threading
-import time
+
+import rtlib
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ingestd", required=True)
-    ap.add_argument("--proto-dir", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
-    subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc", "-I", a.proto_dir,
-                           "--python_out=" + a.work, "--grpc_python_out=" + a.work,
-                           os.path.join(a.proto_dir, "h3000.proto")])
-    sys.path.insert(0, a.work)
+    a = rtlib.setup(__doc__)
     import grpc
     import h3000_pb2 as PB
     import h3000_pb2_grpc as RPC
 
     data_dir = os.path.join(a.work, "data")
-    port_file = os.path.join(a.work, "port")
-    log = open(os.path.join(a.work, "ingestd.log"), "wb")
-    proc = subprocess.Popen([a.ingestd, "--listen", "127.0.0.1:0", "--data-dir", data_dir,
-                             "--pool", "1M:2,8M:1", "--workers", "1", "--credits", "64",
-                             "--port-file", port_file], stdout=log, stderr=subprocess.STDOUT)
-    failures = []
-
-    def check(cond, what):
-        print(("ok: " if cond else "FAIL: ") + what)
-        if not cond:
-            failures.append(what)
+    node = rtlib.Ingestd(a, ["--data-dir", data_dir, "--pool", "1M:2,8M:1", "--workers", "1",
+                             "--credits", "64"])
+    check = rtlib.Checks()
 
     def chunks(fid, wafer, data, csize=1 << 20):
         for off in range(0, len(data), csize):
@@ -60,14 +40,11 @@ def main():
             yield c
 
     try:
-        for _ in range(100):
-            if os.path.exists(port_file) and open(port_file).read().strip():
-                break
-            time.sleep(0.1)
+        addr = node.wait_ready()
         # One connection per stream: on a shared one the client's own HTTP/2 scheduling
         # could hold L's chunks behind S's data, which says nothing about the node.
         def stub_on_own_connection():
-            ch = grpc.insecure_channel("127.0.0.1:%s" % open(port_file).read().strip(),
+            ch = grpc.insecure_channel(addr,
                                        options=[("grpc.use_local_subchannel_pool", 1)])
             grpc.channel_ready_future(ch).result(timeout=10)
             return RPC.RDMASvcStub(ch)
@@ -112,15 +89,9 @@ def main():
         check(os.path.exists(path) and open(path, "rb").read() == big,
               "the large frame is stored byte for byte")
     finally:
-        proc.terminate()
-        try:
-            rc = proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
+        rc = node.stop()
         check(rc == 0, "ingestd exited 0 after SIGTERM (got %s)" % rc)
-    print("%d passed, %d failed" % (5 - len(failures), len(failures)))
-    return 1 if failures else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -10,26 +10,12 @@ client:
 
 usage: sessions.py --ingestd PATH --proto-dir DIR --work DIR
 """
-import argparse
 import os
 import queue
-import shutil
-import subprocess
 import sys
 import time
 
-
-def crc32c(data):
-    tbl = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        tbl.append(c)
-    c = 0xFFFFFFFF
-    for b in data:
-        c = tbl[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
+import rtlib
 
 
 class Feeder:
@@ -49,42 +35,18 @@ class Feeder:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ingestd", required=True)
-    ap.add_argument("--proto-dir", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
-    for p in ("h3000.proto",):
-        subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc", "-I", a.proto_dir,
-                               "--python_out=" + a.work, "--grpc_python_out=" + a.work,
-                               os.path.join(a.proto_dir, p)])
-    sys.path.insert(0, a.work)
+    a = rtlib.setup(__doc__)
     import grpc
     import h3000_pb2 as PB
     import h3000_pb2_grpc as RPC
 
-    port_file = os.path.join(a.work, "port")
-    log = open(os.path.join(a.work, "ingestd.log"), "wb")
-    proc = subprocess.Popen([a.ingestd, "--listen", "127.0.0.1:0", "--data-dir",
-                             os.path.join(a.work, "data"), "--pool", "1M:4", "--workers", "1",
-                             "--max-sessions", "2", "--port-file", port_file],
-                            stdout=log, stderr=subprocess.STDOUT)
-    failures = []
-
-    def check(cond, what):
-        print(("ok: " if cond else "FAIL: ") + what)
-        if not cond:
-            failures.append(what)
+    node = rtlib.Ingestd(a, ["--data-dir", os.path.join(a.work, "data"), "--pool", "1M:4",
+                             "--workers", "1", "--max-sessions", "2"])
+    check = rtlib.Checks()
+    crc32c = rtlib.crc32c
 
     try:
-        deadline = time.time() + 15
-        while not os.path.exists(port_file) or not open(port_file).read().strip():
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("ingestd did not start")
-            time.sleep(0.05)
-        ch = grpc.insecure_channel("127.0.0.1:%s" % open(port_file).read().strip())
+        ch = grpc.insecure_channel(node.wait_ready())
         grpc.channel_ready_future(ch).result(timeout=10)
         stub = RPC.RDMASvcStub(ch)
 
@@ -151,21 +113,12 @@ def main():
         check(any(k.frameId == 9021 and k.ok and k.stage == PB.ACK_STAGE_DURABLE for k in rest),
               "the streaming session still works")
     except Exception as e:  # noqa: BLE001
-        failures.append(repr(e))
-        print("FAIL:", repr(e))
+        check(False, "no exception: %r" % e)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-    if failures:
-        print(open(os.path.join(a.work, "ingestd.log")).read()[-3000:])
-        print("%d failed" % len(failures))
-        return 1
-    print("PASS")
-    return 0
+        node.stop()
+    if check.failures:
+        print(node.log_tail())
+    return check.summary()
 
 
 if __name__ == "__main__":
