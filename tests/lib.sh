@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # tests/lib.sh - helpers shared by the shell functional tests, on the host and inside the
-# Soft-RoCE guest. Source it after defining fail() (the test's own: it prints that test's
-# logs and exits non-zero).
+# Soft-RoCE guest. Source it first; each test defines its own fail() (printing that
+# test's logs and exiting non-zero), which these functions call.
 
 # json FILE EXPR: a Python expression over the top-level keys of a JSON file (ingest-send
 # --json summaries), e.g. json s.json 'latency_ms["durable"]["count"]'.
@@ -28,3 +28,24 @@ ing_start() {
 	fi
 	ING_SERVER=127.0.0.1:$(tr -dc '0-9' <"$pf")
 }
+
+step() { echo "== $*"; }
+
+# ing_need_built PROGRAM...: exit 1 naming the first program that is not built.
+ing_need_built() {
+	local b
+	for b in "$@"; do
+		[ -x "$b" ] || { echo "FAIL: $b not built" >&2; exit 1; }
+	done
+}
+
+# ing_kill_pid: an EXIT trap for scripts whose ingestd is in $PID (empty: none running).
+ing_kill_pid() {
+	if [ -n "${PID:-}" ] && kill -0 "$PID" 2>/dev/null; then
+		kill -KILL "$PID"
+		wait "$PID" 2>/dev/null || true
+	fi
+}
+
+# stat_of KEY: one counter of the node at $SERVER, read with tests/rxe/rxe_stats ($STATS).
+stat_of() { "$STATS" "$SERVER" | awk -v k="$1" '$1 == k { print $2 }'; }

@@ -11,15 +11,14 @@
 #     a frame file deleted and one truncated: the re-send rewrites them (not duplicates);
 #  6. SIGTERM: ingestd exits 0; a corrupted frame file is then caught by ingest-verify.
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 BUILD=${1:?usage: e2e_fallback.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
 INGESTD=$BUILD/apps/ingestd
 SEND=$BUILD/apps/ingest-send
 VERIFY=$BUILD/apps/ingest-verify
-for b in "$INGESTD" "$SEND" "$VERIFY"; do
-	[ -x "$b" ] || { echo "FAIL: $b not built" >&2; exit 1; }
-done
+ing_need_built "$INGESTD" "$SEND" "$VERIFY"
 
 TMP=$(mktemp -d /tmp/e2e-fallback.XXXXXX)
 DATA=$TMP/data
@@ -39,8 +38,6 @@ fail() {
 	tail -n 40 "$TMP/ingestd.log" >&2 2>/dev/null || true
 	exit 1
 }
-step() { echo "== $*"; }
-. "$(dirname "$0")/../lib.sh"
 
 step "start ingestd"
 ing_start "$INGESTD" "$TMP/port" "$TMP/ingestd.log" --data-dir "$DATA" --pool 1M:8,4M:12 \

@@ -11,15 +11,14 @@
 #  4. restart on the same data dir: it starts, sweeps the dead writer's temp files;
 #  5. re-send everything: all ok, the acked ones as duplicates; verify every frame.
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 
 BUILD=${1:?usage: restart_kill9.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
 INGESTD=$BUILD/apps/ingestd
 SEND=$BUILD/apps/ingest-send
 VERIFY=$BUILD/apps/ingest-verify
-for b in "$INGESTD" "$SEND" "$VERIFY"; do
-	[ -x "$b" ] || { echo "FAIL: $b not built" >&2; exit 1; }
-done
+ing_need_built "$INGESTD" "$SEND" "$VERIFY"
 
 TMP=$(mktemp -d /tmp/review-kill9.XXXXXX)
 DATA=$TMP/data
@@ -42,9 +41,7 @@ fail() {
 	done
 	exit 1
 }
-step() { echo "== $*"; }
 
-. "$(dirname "$0")/../lib.sh"
 start_ingestd() {   # $1: log name
 	ing_start "$INGESTD" "$TMP/port" "$TMP/$1.log" --data-dir "$DATA" --pool 1M:8,4M:8 \
 		--workers 2 --log-level info

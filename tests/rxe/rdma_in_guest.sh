@@ -15,28 +15,21 @@
 #     (Stats poolSlotsFree == poolSlotsTotal, framesInFlight 0), a new producer works;
 #  7. SIGTERM: ingestd exits 0.
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 : "${ING_BUILD_DIR:?}" "${ING_RXE_TMP:?}" "${ING_RXE_OUT:?}" "${RXE_IP:?}"
 B=$ING_BUILD_DIR
 T=$ING_RXE_TMP
 OUT=$ING_RXE_OUT
 INGESTD=$B/apps/ingestd SEND=$B/apps/ingest-send VERIFY=$B/apps/ingest-verify STATS=$B/tests/rxe_stats
-for b in "$INGESTD" "$SEND" "$VERIFY" "$STATS"; do
-	[ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }
-done
+ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$STATS"
 PID=
-cleanup() {
-	if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID"; wait "$PID" 2>/dev/null || true; fi
-}
-trap cleanup EXIT
+trap ing_kill_pid EXIT
 fail() {
 	echo "FAIL: $*"
 	echo "--- ingestd log (tail) ---"
 	tail -n 60 "$OUT/ingestd.log" 2>/dev/null || true
 	exit 1
 }
-step() { echo "== $*"; }
-. "$(dirname "$0")/../lib.sh"
-stat_of() { "$STATS" "$SERVER" | awk -v k="$1" '$1 == k { print $2 }'; }
 
 step "start ingestd (--rdma on, adaptive poller)"
 ing_start "$INGESTD" "$T/port" "$OUT/ingestd.log" --data-dir "$T/data" \

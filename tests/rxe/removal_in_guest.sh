@@ -9,13 +9,14 @@
 #  3. a new AUTO producer falls back to the gRPC stream and its frames are stored;
 #  4. SIGTERM: exit 0. rxe0 is re-created for the tests that follow (trap).
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 : "${ING_BUILD_DIR:?}" "${ING_RXE_TMP:?}" "${ING_RXE_OUT:?}" "${RXE_NETDEV:?}" "${RXE_DEV:?}"
 B=$ING_BUILD_DIR T=$ING_RXE_TMP OUT=$ING_RXE_OUT
 INGESTD=$B/apps/ingestd SEND=$B/apps/ingest-send STATS=$B/tests/rxe_stats
-for b in "$INGESTD" "$SEND" "$STATS"; do [ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }; done
+ing_need_built "$INGESTD" "$SEND" "$STATS"
 PID=
 restore() {
-	if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID"; wait "$PID" 2>/dev/null || true; fi
+	ing_kill_pid
 	if ! rdma link show "$RXE_DEV/1" >/dev/null 2>&1; then
 		rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV" || echo "WARN: could not re-create $RXE_DEV"
 		for _ in $(seq 1 50); do
@@ -26,7 +27,6 @@ restore() {
 }
 trap restore EXIT
 fail() { echo "FAIL: $*"; tail -n 40 "$OUT/ingestd.log" 2>/dev/null || true; exit 1; }
-. "$(dirname "$0")/../lib.sh"
 
 ing_start "$INGESTD" "$T/port" "$OUT/ingestd.log" --data-dir "$T/data" --pool 1M:8,4M:8 \
 	--workers 1 --rdma on --log-level info
