@@ -1,0 +1,14 @@
+# SPDX-License-Identifier: Apache-2.0
+# The seed contract (tests/interop/seed/rdma_stream.proto, a byte-for-byte copy of the
+# original wire contract) and stock clients generated from it (label "interop").
+#  - interop.seed_contract: seed and proto/h3000.proto compiled to descriptor sets; every
+#    seed field of FrameMeta/Ack (number, name, type, label), the package, the service and
+#    the ControlStream signature must be unchanged; mutated copies must be caught.
+set(ING_TEST_PYTHON /usr/bin/python3 CACHE FILEPATH "python3 with grpcio and grpc_tools")
+set(_seed_dir ${CMAKE_CURRENT_LIST_DIR}/interop)
+add_test(NAME interop.seed_contract
+         COMMAND ${ING_TEST_PYTHON} ${_seed_dir}/seed_contract.py
+                 --seed ${_seed_dir}/seed/rdma_stream.proto
+                 --proto ${PROJECT_SOURCE_DIR}/proto/h3000.proto
+                 --work ${CMAKE_BINARY_DIR}/test-work/seed-contract)
+set_tests_properties(interop.seed_contract PROPERTIES LABELS interop TIMEOUT 60)
