@@ -12,3 +12,12 @@ add_test(NAME interop.seed_contract
                  --proto ${PROJECT_SOURCE_DIR}/proto/h3000.proto
                  --work ${CMAKE_BINARY_DIR}/test-work/seed-contract)
 set_tests_properties(interop.seed_contract PROPERTIES LABELS interop TIMEOUT 60)
+#  - interop.seed_grpcio: python3-grpcio with stubs generated from the seed fixture alone,
+#    no Negotiate: 500 GUID frames without waferId on one ControlStream -> exactly one Ack
+#    per frame naming it, clear NACKs (no RDMA here); ids breaking the rule (empty, 257
+#    bytes, control characters) -> ok=false naming the rule; the stream ends with OK.
+add_test(NAME interop.seed_grpcio
+         COMMAND ${ING_TEST_PYTHON} ${_seed_dir}/seed_grpcio.py
+                 --ingestd $<TARGET_FILE:ingestd> --proto-dir ${_seed_dir}/seed
+                 --work ${CMAKE_BINARY_DIR}/test-work/seed-grpcio)
+set_tests_properties(interop.seed_grpcio PROPERTIES LABELS "interop;func" TIMEOUT 120)
