@@ -21,3 +21,19 @@ add_test(NAME interop.seed_grpcio
                  --ingestd $<TARGET_FILE:ingestd> --proto-dir ${_seed_dir}/seed
                  --work ${CMAKE_BINARY_DIR}/test-work/seed-grpcio)
 set_tests_properties(interop.seed_grpcio PROPERTIES LABELS "interop;func" TIMEOUT 120)
+#  - interop.seed_node: Node.js @grpc/grpc-js (tests/interop/node, packages from its lock
+#    file, installed by deploy/install-deps.sh), protos loaded at run time: health SERVING;
+#    500 seed frames on ControlStream with one final Ack each; PushFrames of 20 x 4 MiB in
+#    Negotiate's maxChunkSize, DURABLE, byte-exact on disk; no waferId -> default wafer,
+#    timestamp as sent; 8 concurrent streams; deadline and cancel mid-stream leave the node
+#    healthy; unknown method -> UNIMPLEMENTED. Fails with a clear message without node.
+find_program(ING_NODE NAMES node nodejs)
+if(NOT ING_NODE)
+  set(ING_NODE node)
+endif()
+add_test(NAME interop.seed_node
+         COMMAND ${ING_NODE} ${_seed_dir}/node/seed_interop.js
+                 --ingestd $<TARGET_FILE:ingestd> --seed-proto ${_seed_dir}/seed/rdma_stream.proto
+                 --proto-dir ${PROJECT_SOURCE_DIR}/proto
+                 --work ${CMAKE_BINARY_DIR}/test-work/seed-node)
+set_tests_properties(interop.seed_node PROPERTIES LABELS "interop;func" TIMEOUT 300)
