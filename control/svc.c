@@ -769,18 +769,19 @@ void svc_ack_received(struct svc_frame *e, uint64_t latency_ns)
 
 void svc_refused_add(struct svc_call *pc, const char *frame_id)
 {
-	if (pc->kind != SVC_CALL_PUSH || !frame_id || !*frame_id)
+	if (pc->kind != SVC_CALL_PUSH || !frame_id || svc_refused_take(pc, frame_id, false))
 		return;
-	snprintf(pc->refused[pc->refused_next], sizeof(pc->refused[0]), "%s", frame_id);
+	pc->refused[pc->refused_next].used = true;
+	snprintf(pc->refused[pc->refused_next].id, sizeof(pc->refused[0].id), "%s", frame_id);
 	pc->refused_next = (pc->refused_next + 1) % SVC_REFUSED_MAX;
 }
 
 bool svc_refused_take(struct svc_call *pc, const char *frame_id, bool forget)
 {
 	for (unsigned i = 0; i < SVC_REFUSED_MAX; i++) {
-		if (pc->refused[i][0] && strcmp(pc->refused[i], frame_id) == 0) {
+		if (pc->refused[i].used && strcmp(pc->refused[i].id, frame_id) == 0) {
 			if (forget)
-				pc->refused[i][0] = '\0';
+				pc->refused[i].used = false;
 			return true;
 		}
 	}
