@@ -23,7 +23,9 @@ add_test(NAME interop.seed_grpcio
 set_tests_properties(interop.seed_grpcio PROPERTIES LABELS "interop;func" TIMEOUT 120)
 #  - interop.seed_node: Node.js @grpc/grpc-js (tests/interop/node, packages from its lock
 #    file, installed by deploy/install-deps.sh), protos loaded at run time: health SERVING;
-#    500 seed frames on ControlStream with one final Ack each; PushFrames of 20 x 4 MiB in
+#    500 seed frames on ControlStream with one final Ack each; ids outside the rule (also
+#    not UTF-8: a lone surrogate) -> ok=false naming it; Negotiate ackReceived -> RECEIVED
+#    then DURABLE, without it DURABLE only; PushFrames of 20 x 4 MiB in
 #    Negotiate's maxChunkSize, DURABLE, byte-exact on disk; no waferId -> default wafer,
 #    timestamp as sent; 8 concurrent streams; deadline and cancel mid-stream leave the node
 #    healthy; unknown method -> UNIMPLEMENTED. Fails with a clear message without node.

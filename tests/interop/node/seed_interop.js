@@ -9,9 +9,13 @@
 //
 //   health      grpc.health.v1.Health/Check is SERVING
 //   seed        500 seed FrameMeta (GUID ids, no waferId, ms timestamps) on ControlStream:
-//               one final Ack per frame, each naming a frame that was sent, clear NACKs
+//               one final Ack per frame, each naming a frame that was sent, clear NACKs;
+//               ids outside the rule (empty, 257 bytes, a control character, not UTF-8)
+//               get ok=false naming the rule and the stream stays usable
 //   push        Negotiate's maxChunkSize; PushFrames of 20 x 4 MiB random frames (js-<n>)
 //               plus one GUID id in chunks of that size: one DURABLE ack each, files byte-exact
+//   negotiated  a session that asked for ackReceived gets RECEIVED then DURABLE, one that
+//               did not gets the final ack only
 //   seed-push   a frame without waferId and a ms timestamp: DURABLE, catalogued under a
 //               default wafer with the timestamp as sent, file byte-exact
 //   concurrent  8 PushFrames streams at once, all frames DURABLE and byte-exact
@@ -231,6 +235,31 @@ async function main() {
             `seed ControlStream: clear NACKs, ok=false with a msg (${r.acks.length ? JSON.stringify(r.acks[0].msg) : '-'})`);
     }
 
+    // ---- seed ControlStream, ids outside the rule (lock-step): ok=false naming the rule, the
+    // stream stays usable. A lone UTF-16 surrogate is how a JS client ends up sending
+    // bytes that are not UTF-8 (protobufjs writes it as ED A0 80).
+    {
+      const b = bidi(seedc, 'ControlStream');
+      const one = async (fid) => {
+        const n = b.acks.length;
+        await writeAll(b, [{ frameId: fid, addr: '4096', rkey: 7, length: '4096', timestamp: String(Date.now()) }]);
+        await waitFor(() => b.acks.length > n, 10000);
+        return b.acks[n];
+      };
+      for (const [what, fid, rx] of [['an empty id', '', /empty/i], ['a 257-byte id', 'y'.repeat(257), /long|257/i],
+        ['an id with a control character', 'ab\x01cd', /control/i], ['an id that is not UTF-8', 'bad-\ud800-id', /UTF-8/i]]) {
+        const x = await one(fid);
+        check(x && !x.ok && rx.test(x.msg) && /256/.test(x.msg),
+              `seed ControlStream: ${what}: ok=false, msg names the rule (${x && JSON.stringify(x.msg)})`);
+      }
+      const last = crypto.randomUUID();
+      const x = await one(last);
+      check(x && x.frameId === last && !x.ok && /RDMA/.test(x.msg), `seed ControlStream: still usable after bad ids (${x && x.frameId})`);
+      b.call.end();
+      const r = await within(b.done, CALL_MS, 'seed ControlStream bad ids');
+      check(r.code === grpc.status.OK && r.acks.length === 5, `seed ControlStream: bad ids, then status OK (${r.code}, ${r.acks.length} Acks for 5)`);
+    }
+
     // ---- Negotiate for the chunk size, then PushFrames 20 x 4 MiB + one GUID, implicit session
     const neg = await unary(svc, 'Negotiate', { versionMin: 1, versionMax: 1, clientName: 'grpc-js',
       transports: ['TRANSPORT_GRPC_STREAM'] }).catch((e) => ({ err: e }));
@@ -256,6 +285,28 @@ async function main() {
       const notExact = [...frames].filter(([f, d]) => !sameFile(node.framePath('js-wafer', f), d)).map(([f]) => f);
       check(notExact.length === 0, `PushFrames: ${frames.size} files byte-exact at frames/js-wafer/<id>.frame` +
             (notExact.length ? ` (not: ${notExact.slice(0, 3)})` : ''));
+    }
+
+    // ---- a negotiated session gets RECEIVED then DURABLE only when it asked (ackReceived)
+    for (const ackReceived of [true, false]) {
+      const n = await unary(svc, 'Negotiate', { versionMin: 1, versionMax: 1, clientName: 'grpc-js',
+        transports: ['TRANSPORT_GRPC_STREAM'], ackReceived }).catch((e) => ({ err: e }));
+      const md = new grpc.Metadata();
+      md.set('h3000-session-id', String(n.sessionId));
+      const f = `js-neg-${ackReceived}`;
+      const d = crypto.randomBytes(200000);
+      const call = svc.PushFrames(md, { deadline: deadline(CALL_MS) });
+      const acks = [];
+      call.on('data', (m) => acks.push(m));
+      call.on('error', () => {});
+      const done = new Promise((res) => call.on('status', (st) => res(st.code)));
+      await writeAll({ call, done }, chunksOf(f, d, chunk, { waferId: 'js-wafer', timestamp: String(Date.now()) }));
+      call.end();
+      const code = await within(done, CALL_MS, 'negotiated PushFrames');
+      const want = ackReceived ? ['ACK_STAGE_RECEIVED', 'ACK_STAGE_DURABLE'] : ['ACK_STAGE_DURABLE'];
+      check(!n.err && code === grpc.status.OK && acks.every((x) => x.ok && x.frameId === f) &&
+            JSON.stringify(acks.map((x) => x.stage)) === JSON.stringify(want) && sameFile(node.framePath('js-wafer', f), d),
+            `Negotiate ackReceived=${ackReceived}: acks ${JSON.stringify(acks.map((x) => x.stage))}, file byte-exact`);
     }
 
     // ---- a seed-shaped frame over PushFrames: no waferId, ms timestamp
