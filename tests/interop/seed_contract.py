@@ -3,7 +3,7 @@
 """
 The frozen seed contract, checked mechanically: tests/interop/seed/rdma_stream.proto (a
 byte-for-byte copy of the original wire contract) and proto/h3000.proto are compiled to
-descriptor sets with grpc_tools.protoc, and every element of the seed must be in the
+descriptor sets with protoc (or grpc_tools.protoc), and every element of the seed must be in the
 project's proto unchanged:
   - the package;
   - every message of the seed, and in it every field: number, name, type (and the type
@@ -19,6 +19,7 @@ usage: seed_contract.py --seed SEED.proto --proto PROJECT.proto --work DIR
 Prints "N passed, M failed" last; exits 1 on any difference.
 """
 import argparse
+import hashlib
 import os
 import re
 import shutil
@@ -33,11 +34,17 @@ except ImportError:
 
 FD = descriptor_pb2.FieldDescriptorProto
 
+# SHA-256 of the original rdma_stream.proto: the fixture is frozen byte for byte.
+SEED_SHA256 = "af1be426bc71e7ee2170cd4b64bde71c1948a893e0628858a176462d70dfb769"
+
 
 def compile_set(proto, out):
     """FileDescriptorSet of one .proto (its own directory is the include path)."""
-    cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", os.path.dirname(os.path.abspath(proto)),
-           "--descriptor_set_out=" + out, os.path.abspath(proto)]
+    # Debian's protoc (protobuf-compiler, a build dependency) when there, else grpc_tools'
+    protoc = shutil.which("protoc")
+    cmd = ([protoc] if protoc else [sys.executable, "-m", "grpc_tools.protoc"]) + [
+        "-I", os.path.dirname(os.path.abspath(proto)), "--descriptor_set_out=" + out,
+        os.path.abspath(proto)]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     if r.returncode != 0:
         raise RuntimeError("protoc failed on %s:\n%s" % (proto, r.stdout.decode(errors="replace")))
@@ -144,9 +151,14 @@ def main():
     os.makedirs(a.work)
     npass = nfail = 0
 
+    with open(a.seed, "rb") as f:
+        got = hashlib.sha256(f.read()).hexdigest()
+    res = [(got == SEED_SHA256, "the seed fixture is the original contract byte for byte "
+            "(sha256 %s)" % got[:16])]
     seed = compile_set(a.seed, os.path.join(a.work, "seed.pb"))
     proj = compile_set(a.proto, os.path.join(a.work, "project.pb"))
-    res, adds = compare(seed, proj)
+    more, adds = compare(seed, proj)
+    res += more
     for ok, what in res:
         print(("ok: " if ok else "FAIL: ") + what)
         npass += ok
