@@ -4,8 +4,8 @@
 implements h3000.RDMASvc Negotiate and PushFrames, counts the bytes of every FrameChunk
 and acks each frame when its last chunk arrives: string ids echoed, RECEIVED then DURABLE
 to sessions that asked for RECEIVED acks (NegotiateRequest.ackReceived), else one DURABLE,
-as ingestd does. Nothing is stored. It is fed by the same ingest-send client as ingestd, so the ratio between the two
-is the cost of the server side only.
+as ingestd does. Nothing is stored. It is fed by the same ingest-send client as ingestd,
+so the ratio between the two is the cost of the server side only.
 
 Needs Debian's python3-grpcio and python3-protobuf (/usr/bin/python3) and protoc
 (protobuf-compiler) to generate h3000_pb2 from proto/h3000.proto into a temp dir.

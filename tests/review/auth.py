@@ -154,11 +154,13 @@ def main():
         check(rep.sessionId != 0, "Negotiate with the token: session %d" % rep.sessionId)
         acks = list(stub.PushFrames(iter([chunk("auth-201")]), timeout=10,
                                     metadata=(("h3000-session-id", str(rep.sessionId)),)))
-        check(any(k.frameId == "auth-201" and k.ok and k.stage == PB.ACK_STAGE_DURABLE for k in acks)
-              and stored("auth-201"), "frame on the negotiated session (header): DURABLE and stored")
+        check([(k.frameId, k.ok, k.stage) for k in acks] ==
+              [("auth-201", True, PB.ACK_STAGE_DURABLE)] and stored("auth-201"),
+              "frame on the negotiated session (header): one DURABLE ack, stored")
         acks = list(stub.PushFrames(iter([chunk("auth-202", sid=rep.sessionId)]), timeout=10))
-        check(any(k.frameId == "auth-202" and k.ok and k.stage == PB.ACK_STAGE_DURABLE for k in acks)
-              and stored("auth-202"), "frame on the negotiated session (sessionId): DURABLE and stored")
+        check([(k.frameId, k.ok, k.stage) for k in acks] ==
+              [("auth-202", True, PB.ACK_STAGE_DURABLE)] and stored("auth-202"),
+              "frame on the negotiated session (sessionId): one DURABLE ack, stored")
         st = stub.Stats(PB.StatsRequest(), timeout=5, metadata=bearer)
         check(st.framesDurable == 2, "Stats with the bearer token: framesDurable %d" % st.framesDurable)
 

@@ -111,7 +111,8 @@ def main():
         f2.q.put(Feeder.END)
         rest = list(it1)
         list(it2)
-        check(any(k.frameId == "ses-9021" and k.ok and k.stage == PB.ACK_STAGE_DURABLE for k in rest),
+        check(any(k.frameId == "ses-9021" and k.ok and k.stage == PB.ACK_STAGE_DURABLE
+                  for k in rest),
               "the streaming session still works")
     except Exception as e:  # noqa: BLE001
         check(False, "no exception: %r" % e)
