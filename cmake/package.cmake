@@ -31,8 +31,11 @@ set(CPACK_PACKAGE_VENDOR "h3000 ingest")
 set(CPACK_PACKAGE_CONTACT "h3000 ingest maintainers <ingest@h3000.invalid>")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "large image frames from producers to durable storage")
+# Installed with DESTDIR=<staging> and prefix /usr, whatever the tree was configured with,
+# so install-time paths (the systemd unit's ExecStart) are the packaged ones.
+set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
-set(CPACK_SET_DESTDIR ON)          # install-time paths (systemd unit) see /usr, not the staging dir
+set(CPACK_SET_DESTDIR ON)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_GENERATOR DEB)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
@@ -46,15 +49,19 @@ set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://h3000.invalid/ingest")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME h3000-ingest)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION "h3000 ingest node and producer tools
- ingestd receives large image frames over RDMA READ or gRPC and stores them durably
- (fdatasync, SQLite catalog); ingest-send, ingest-verify, ingest-topo and ingest-doctor
- send, check and plan. Includes the producer library libingest.so.1 and a systemd unit.")
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/deb/conffiles)
+ ingestd receives large image frames over RDMA READ or gRPC and stores
+ them durably (fdatasync, SQLite catalog); ingest-send, ingest-verify,
+ ingest-topo and ingest-doctor send, check and plan. With the producer
+ library libingest.so.1 and a systemd unit.")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "ibverbs-providers, rdma-core")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/deb/conffiles
+    ${CMAKE_BINARY_DIR}/deb/triggers)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME h3000-ingest-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "h3000-ingest (= ${PROJECT_VERSION})")
 set(CPACK_DEBIAN_DEV_DESCRIPTION "h3000 ingest producer library: development files
- The header include/ingest/producer.h, the libingest.so link, ingest.pc for pkg-config
- and the CMake package (find_package(ingest) gives ingest::ingest).")
+ The headers include/ingest/*.h, the libingest.so link, ingest.pc for
+ pkg-config and the CMake package (find_package(ingest): ingest::ingest).")
 file(WRITE ${CMAKE_BINARY_DIR}/deb/conffiles "/etc/h3000/ingestd.conf\n")
+file(WRITE ${CMAKE_BINARY_DIR}/deb/triggers "activate-noawait ldconfig\n")
 include(CPack)
