@@ -6,4 +6,6 @@ add_test(NAME package.install_consume
                  ${PROJECT_SOURCE_DIR})
 add_test(NAME package.deb
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/package/deb.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(package.install_consume package.deb PROPERTIES LABELS package TIMEOUT 300)
+add_test(NAME package.abi
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/package/abi_check.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(package.install_consume package.deb package.abi PROPERTIES LABELS package TIMEOUT 300)
