@@ -10,7 +10,7 @@
 #  3. a downstream C program (tests/package/consumer) built against the prefix twice, with
 #     pkg-config and with find_package(ingest), sends frames to the installed ingestd
 #     (127.0.0.1, kernel-picked port) and checks every ack DURABLE with the right CRC;
-#  4. ingestd stops with exit 0 on SIGTERM.
+#  4. ingestd stops with exit 0 on SIGTERM; no fault-injection hook is in what is installed.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 BUILD=$(cd "${1:?usage: install_consume.sh BUILD_DIR SRC_DIR}" && pwd)
@@ -49,6 +49,11 @@ for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor; do
 	zcat "$P/share/man/man1/$m.1.gz" | grep -q '^\.TH' || fail "man page $m.1.gz missing or empty"
 done
 zcat "$P/share/man/man1/ingestd.1.gz" | grep -qF 'data\-dir' || fail "ingestd(1) lacks its options"
+
+step "no test hooks in what is installed"
+for f in "$P/lib/libingest.so.1" "$P"/bin/*; do
+	if strings "$f" | grep -E 'ING_TEST_|TEST HOOK'; then fail "$f carries test hooks"; fi
+done
 
 step "DPDK, SQLite, hwloc stay private"
 needed=$(readelf -d "$P/lib/libingest.so.1" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')
