@@ -10,7 +10,8 @@
 #  3. a downstream C program (tests/package/consumer) built against the prefix twice, with
 #     pkg-config and with find_package(ingest), sends frames to the installed ingestd
 #     (127.0.0.1, kernel-picked port) and checks every ack DURABLE with the right CRC;
-#  4. ingestd stops with exit 0 on SIGTERM; no fault-injection hook is in what is installed.
+#  4. abi_compat (same prefix, pkg-config): the 1.x ABI promises, see its header comment;
+#  5. ingestd stops with exit 0 on SIGTERM; no fault-injection hook is in what is installed.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 BUILD=$(cd "${1:?usage: install_consume.sh BUILD_DIR SRC_DIR}" && pwd)
@@ -95,6 +96,12 @@ timeout 60 "$T/cmake-build/consumer" "$ING_SERVER" PKG-cmake 101 12 || fail "con
 timeout 60 "$P/bin/ingest-send" --server "$ING_SERVER" --transport grpc --count 5 --size 300K --first-id 501 \
 	--wafer PKG-send --manifest "$T/m" --json --quiet >"$T/send.json" || fail "installed ingest-send exited $?"
 timeout 60 "$P/bin/ingest-verify" --data-dir "$T/data" --manifest "$T/m" --quiet || fail "installed ingest-verify"
+
+step "ABI promises from a downstream program (older and newer struct sizes, version, errors, logs)"
+cc -std=c11 -O2 -Wall -Werror "$SRC/tests/package/consumer/abi_compat.c" $(pkg-config --cflags --libs ingest) \
+	-Wl,-rpath,"$P/lib" -o "$T/abi_compat" || fail "cc abi_compat"
+timeout 60 "$T/abi_compat" "$ING_SERVER" abi 2>"$T/abi.err" || fail "abi_compat exited $? (stderr: $(cat "$T/abi.err"))"
+[ ! -s "$T/abi.err" ] || fail "libingest wrote to stderr despite the log handler: $(cat "$T/abi.err")"
 
 step "SIGTERM: ingestd exits 0"
 kill -TERM "$PID"

@@ -2,7 +2,8 @@
 /*
  * consumer.c - a downstream application of an installed libingest, built by the package
  * tests with pkg-config and with find_package(ingest) against nothing but the installed
- * header and library: consumer SERVER WAFER FIRST_ID COUNT sends COUNT frames of 200 KiB
+ * header and library: consumer SERVER WAFER FIRST COUNT sends COUNT frames of 200 KiB
+ * (ids pkg-FIRST, pkg-FIRST+1, ...)
  * over the gRPC fallback and checks that every one is acked DURABLE, ok, with the CRC-32C
  * the library computed. Prints "consumer: N frames durable" and exits 0, else 1.
  */
@@ -19,11 +20,11 @@
 int main(int argc, char **argv)
 {
 	if (argc != 5) {
-		fprintf(stderr, "usage: consumer SERVER WAFER FIRST_ID COUNT\n");
+		fprintf(stderr, "usage: consumer SERVER WAFER FIRST COUNT\n");
 		return 2;
 	}
 	const char *wafer = argv[2];
-	uint64_t first = strtoull(argv[3], NULL, 10);
+	unsigned long first = strtoul(argv[3], NULL, 10);
 	unsigned count = (unsigned)strtoul(argv[4], NULL, 10);
 	if (count == 0 || count > 64)
 		return 2;
@@ -51,8 +52,10 @@ int main(int argc, char **argv)
 
 	for (int rounds = 0; durable + bad < count && rounds < 6000; rounds++) {
 		while (sent < count) {
+			char id[32];
+			snprintf(id, sizeof(id), "pkg-%lu", first + sent);
 			struct ing_frame_desc d = {
-				.frame_id = first + sent, .wafer_id = wafer,
+				.frame_id = id, .wafer_id = wafer,
 				.data = data + (size_t)sent * FRAME_LEN, .length = FRAME_LEN,
 				.user = (void *)(uintptr_t)(sent + 1),
 			};
