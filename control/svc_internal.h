@@ -172,7 +172,10 @@ struct svc_call {
 	uint64_t snap_offset, snap_session;
 	/* frames refused or failed on this call whose later chunks are dropped silently (one
 	 * frame, one final answer): a small ring of their ids, forgotten at `last` */
-	char refused[SVC_REFUSED_MAX][ING_ID_MAX + 1];
+	struct {
+		bool used;
+		char id[CP_ID_MAX + 1];   /* as the chunk parser keeps it ("" is an id here) */
+	} refused[SVC_REFUSED_MAX];
 	unsigned refused_next;
 	uint32_t msg_crc;        /* crc32c of the frame's bytes through this message's data;
 				  * becomes the frame's crc_run only if the message is accepted */
