@@ -1036,6 +1036,24 @@ static void print_point(const struct run *r, const struct point *p)
 		ms(ing_hist_quantile(n, 0.99)), p->failed ? "  (FAILED FRAMES)" : "");
 }
 
+/* The whole sweep per stage, for the terminal (report.md has it with the floors). */
+static void print_stages(const struct point *pts, unsigned npts)
+{
+	fprintf(stderr, "\n%-5s %-6s %5s  %-16s %6s %9s %9s %9s %9s %9s %9s\n", "xport", "size",
+		"load", "stage (ms)", "n", "P50", "P90", "P95", "P99", "P99.9", "max");
+	for (unsigned i = 0; i < npts; i++) {
+		const struct point *p = &pts[i];
+		for (unsigned k = 0; k < H_N; k++) {
+			const struct ing_hist *h = &p->h[k];
+			fprintf(stderr, "%-5s %5.1fM %4.0f%%  %-16s %6" PRIu64, xname(p->xport),
+				(double)p->size / 1048576.0, p->load * 100, h_name[k], h->count);
+			for (unsigned q = 0; q < NPQ; q++)
+				fprintf(stderr, " %9.2f", ms(ing_hist_quantile(h, pq[q])));
+			fprintf(stderr, " %9.2f\n", ms(h->max));
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct cfg c;
@@ -1169,6 +1187,7 @@ int main(int argc, char **argv)
 			disconnect(&r);
 		}
 	}
+	print_stages(pts, npts);
 	if (rc) {
 		fprintf(stderr, "ingest-bench: sweep stopped: %s; writing what was measured\n",
 			strerror(-rc));
