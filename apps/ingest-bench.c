@@ -83,6 +83,9 @@ struct cfg {
 	unsigned credits;
 	bool json, plots;
 	double max_time_s;
+	/* floors measured elsewhere (ib_read_lat in the RDMA guest): --floor NAME=P50:P99 ms */
+	struct { char name[64]; double p50_ms, p99_ms; } xfloor[4];
+	unsigned nxfloor;
 };
 
 struct point {
@@ -163,6 +166,8 @@ static void usage(FILE *f)
 		"  --data-dir DIR       the node's data dir: the disk floor is measured there\n"
 		"                       (O_DIRECT write + fdatasync of one frame); default: none\n"
 		"  --git-rev REV        recorded in results.json (default: unknown)\n"
+		"  --floor NAME=P50:P99 a floor measured elsewhere, in ms (e.g. ib_read_lat in the\n"
+		"                       RDMA guest), shown in the report; up to 4\n"
 		"  --auth-token-file P  shared secret of an ingestd run with --auth-token-file\n"
 		"  --max-time S         refuse a sweep planned longer than S (default 1800)\n"
 		"  --no-plots           no gnuplot (data and report only)\n"
@@ -205,7 +210,7 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 		{ "credits", 1, 0, 'c' }, { "data-dir", 1, 0, 'D' }, { "git-rev", 1, 0, 'g' },
 		{ "auth-token-file", 1, 0, 'a' }, { "max-time", 1, 0, 'M' },
 		{ "no-plots", 0, 0, 'P' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'h' },
-		{ "log-level", 1, 0, 'L' }, { 0, 0, 0, 0 },
+		{ "log-level", 1, 0, 'L' }, { "floor", 1, 0, 'f' }, { 0, 0, 0, 0 },
 	};
 	char items[MAX_LOADS][32];
 	int o, n;
@@ -277,6 +282,18 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 				goto bad;
 			c->credits = (unsigned)u;
 			break;
+		case 'f': {
+			const char *eq = strrchr(optarg, '=');
+			if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof(c->xfloor[0].name) ||
+			    c->nxfloor == 4 ||
+			    sscanf(eq + 1, "%lf:%lf", &c->xfloor[c->nxfloor].p50_ms,
+				   &c->xfloor[c->nxfloor].p99_ms) != 2)
+				goto bad;
+			memcpy(c->xfloor[c->nxfloor].name, optarg, (size_t)(eq - optarg));
+			c->xfloor[c->nxfloor].name[eq - optarg] = 0;
+			c->nxfloor++;
+			break;
+		}
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;
 		}
@@ -593,7 +610,10 @@ static int phase(struct run *r, struct point *pt, double rate, uint64_t warm_ns,
 		int wait_ms = 50;
 		if (rate > 0 && !sched_done) {
 			uint64_t due = t0 + (uint64_t)((double)i * 1e9 / rate);
-			wait_ms = due > now ? (int)((due - now) / 1000000) : 0;
+			/* due and not sent: blocked on a credit or buffer, which only an ack frees
+			 * (poll returns on it); never spin the CPU the node needs */
+			if (due > now)
+				wait_ms = (int)((due - now) / 1000000);
 			if (wait_ms > 50)
 				wait_ms = 50;
 		}
@@ -701,6 +721,12 @@ static void write_json(FILE *f, const struct cfg *c, const struct point *caps,
 		fprintf(f, ",\"disk_note\":");
 		json_str(f, fl[i].disk_note);
 		fprintf(f, "}");
+	}
+	for (unsigned i = 0; i < c->nxfloor; i++) {
+		fprintf(f, "%s{\"name\":", nfl || i ? "," : "");
+		json_str(f, c->xfloor[i].name);
+		fprintf(f, ",\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"given\":true}", c->xfloor[i].p50_ms,
+			c->xfloor[i].p99_ms);
 	}
 	fprintf(f, "],\"points\":[");
 	for (unsigned i = 0; i < npts; i++) {
@@ -856,6 +882,11 @@ static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
 		if (fr && fr->disk.count)
 			snprintf(diskf, sizeof(diskf), "write+fdatasync %.2f / %.2f (written+synced)",
 				 ms(ing_hist_quantile(&fr->disk, 0.5)), ms(ing_hist_quantile(&fr->disk, 0.99)));
+		char rdmaf[128] = "";
+		for (unsigned k = 0; k < c->nxfloor; k++)
+			if (!strncmp(c->xfloor[k].name, "ib_read_lat", 11))
+				snprintf(rdmaf, sizeof(rdmaf), "%s %.2f / %.2f", c->xfloor[k].name,
+					 c->xfloor[k].p50_ms, c->xfloor[k].p99_ms);
 		tag_of(p0, tag, sizeof(tag));
 		fprintf(f, "## %s, %.1f MiB frames\n\nCapacity (closed loop): **%.1f frames/s, "
 			"%.1f MB/s**.\n\n| load | offered fps | achieved fps | MB/s | frames | failed | "
@@ -897,7 +928,7 @@ static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
 			for (unsigned k = 0; k < H_N; k++) {
 				const char *floor = "";
 				if (k == H_RECEIVED || k == H_NODE0 + ING_NODE_RECEIVED)
-					floor = tcpf;
+					floor = p->xport == ING_TRANSPORT_RDMA && rdmaf[0] ? rdmaf : tcpf;
 				else if (k == H_NODE0 + ING_NODE_SYNCED)
 					floor = diskf;
 				md_hist_row(f, h_name[k], h_what[k], &p->h[k], floor);
@@ -919,8 +950,14 @@ static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
 		md_hist_row(f, sz, "disk write + fdatasync", &fl[k].disk,
 			    fl[k].disk_note[0] ? fl[k].disk_note : "not measured: no --data-dir");
 	}
-	fprintf(f, "\nRDMA floors (ib_read_lat / ib_write_lat) are measured only in the Soft-RoCE "
-		"guest; not part of this run.\n");
+	for (unsigned k = 0; k < c->nxfloor; k++)
+		fprintf(f, "| | %s | | %.2f | | | %.2f | | | measured outside ingest-bench (--floor) |\n",
+			c->xfloor[k].name, c->xfloor[k].p50_ms, c->xfloor[k].p99_ms);
+	if (!c->nxfloor)
+		fprintf(f, "\nRDMA floors (ib_read_lat / ib_write_lat) are measured in the Soft-RoCE "
+			"guest (`bench/latency.sh BUILD --guest`); not part of this run.\n");
+	fprintf(f, "\nFew samples: with fewer than 100 frames in a point its P99 is its maximum, "
+		"with fewer than 1000 its P99.9 is; raise --duration for tails that mean something.\n");
 	if (plots)
 		fprintf(f, "\n## Throughput over the run\n\n![throughput](throughput.png)\n");
 }
