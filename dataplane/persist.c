@@ -107,13 +107,6 @@ static int64_t mono_to_wall(uint64_t mono, uint64_t now_mono, int64_t now_wall)
 	return now_wall - (int64_t)(now_mono - mono);
 }
 
-/* one clock read into *t; true, to sit in a condition chain */
-static inline bool stamp(uint64_t *t)
-{
-	*t = ing_now_ns();
-	return true;
-}
-
 /* crc + argument checks shared by both sinks; false when f has failed */
 static bool check_frame(struct ing_persist *p, struct ing_frame *f)
 {
@@ -139,6 +132,7 @@ static bool check_frame(struct ing_persist *p, struct ing_frame *f)
 		fail(f, ING_E_INVALID_ARGUMENT, false, "waferId and frameId must be " ING_ID_RULE);
 		return false;
 	}
+	f->t_crc_ns = ing_now_ns();   /* the end of the Ack's crc stage */
 	return true;
 }
 
@@ -452,7 +446,7 @@ static void process_burst(struct worker *w, struct ing_frame **fr, unsigned n)
 		w->dup_src[i - start] = NULL;
 		if (aborting)
 			fail(f, ING_E_SHUTTING_DOWN, true, "ingest node shutting down");
-		else if (check_frame(p, f) && stamp(&f->t_crc_ns) && p->sink == ING_SINK_FILE) {
+		else if (check_frame(p, f) && p->sink == ING_SINK_FILE) {
 			unsigned before = nok;
 			store_frame(w, f, &nok, &w->dup_src[i - start]);
 			if (nok != before)
