@@ -201,6 +201,7 @@ static int parse_double(const char *s, double lo, double hi, double *v)
 	return errno || e == s || *e || *v < lo || *v > hi ? -EINVAL : 0;
 }
 
+/* 0: run; 1: --help printed; -EINVAL: bad usage (said why) */
 static int parse_args(int argc, char **argv, struct cfg *c)
 {
 	static const struct option lo[] = {
@@ -294,7 +295,7 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 			c->nxfloor++;
 			break;
 		}
-		case 'h': usage(stdout); exit(0);
+		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return -EINVAL;
 		}
 		continue;
@@ -1100,8 +1101,9 @@ int main(int argc, char **argv)
 
 	if (!getenv("ING_LOG_LEVEL"))
 		ing_log_set_level(ING_LOG_WARN);   /* the library's info lines add nothing here */
-	if (parse_args(argc, argv, &c))
-		return 2;
+	int pa = parse_args(argc, argv, &c);
+	if (pa)
+		return pa > 0 ? 0 : 2;
 	if (c.auth_token_file &&
 	    ing_token_file_read(c.auth_token_file, token, sizeof(token), why, sizeof(why))) {
 		fprintf(stderr, "ingest-bench: %s\n", why);
