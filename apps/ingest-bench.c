@@ -832,7 +832,7 @@ static int run_gnuplot(const struct cfg *c, const struct point *pts, unsigned np
 		fprintf(g, "\nset style data lines\n");
 	}
 	fprintf(g, "set output 'throughput.png'\nset title 'DURABLE throughput over the run'\n"
-		"set xlabel 's since the first load phase'\nset ylabel 'MB/s'\nset key left top\n"
+		"set xlabel 's since the first capacity run (then the loads in order)'\nset ylabel 'MB/s'\nset key left top\n"
 		"plot 'timeline.csv' every ::1 using 1:2 with steps title 'MB/s (0.5 s bins)'\n");
 	fclose(g);
 	char cmd[4300];
