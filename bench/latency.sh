@@ -46,6 +46,8 @@ if [ "$GUEST" = 1 ] && [ "${RXE_VM:-0}" != 1 ]; then
 	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW="$OUT" "$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
 		bash "$SRC/bench/latency.sh" "$BUILD" --guest --out "$OUT" "${ARGS[@]}"
 fi
+# in the guest only the dirs of RXE_VM_RW are kept; the data dir is scratch: /tmp there
+[ "${RXE_VM:-0}" = 1 ] && [ "$DATA_PARENT" = "$BUILD" ] && DATA_PARENT=/tmp
 command -v gnuplot >/dev/null || { echo "bench: gnuplot is missing (deploy/install-deps.sh installs gnuplot-nox)" >&2; exit 1; }
 
 TMP=$(mktemp -d /tmp/h3000-latency.XXXXXX)
