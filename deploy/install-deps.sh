@@ -12,6 +12,8 @@ PKGS=(
   libdpdk-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
   libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev sqlite3 liburing-dev
   libcmocka-dev
+  # fuzz targets (tests/fuzz, make fuzz): clang + libFuzzer
+  clang-14 libfuzzer-14-dev
   # tests: real gRPC client, RDMA tools, Soft-RoCE guest
   python3 python3-grpcio python3-grpc-tools openssl
   ibverbs-utils rdmacm-utils perftest
