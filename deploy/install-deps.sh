@@ -18,6 +18,8 @@ PKGS=(
   python3 python3-grpcio python3-grpc-tools openssl
   ibverbs-utils rdmacm-utils perftest
   qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 util-linux
+  # fault suite (tests/fault): loop-mounted ext4, fsfreeze, catalog checks
+  e2fsprogs mount
   # bench
   iperf3 fio
 )
