@@ -64,8 +64,18 @@ struct ing_fring *ing_fring_create(const char *name, unsigned size, unsigned fla
 	 * preemptible pthreads (persistence workers, control), and with the classic MP
 	 * mode one preempted producer makes every other producer spin until it runs again.
 	 */
+#if defined(__SANITIZE_THREAD__)
+	/*
+	 * ThreadSanitizer builds only: the RTS tail is published with an 8-byte CAS that the
+	 * other side reads as 4 bytes at offset 4, a pairing TSan cannot see; the classic
+	 * MP/MC mode (same contract, C11 atomics) it can check.
+	 */
+	rflags |= flags & ING_FRING_SP ? RING_F_SP_ENQ : 0;
+	rflags |= flags & ING_FRING_SC ? RING_F_SC_DEQ : 0;
+#else
 	rflags |= flags & ING_FRING_SP ? RING_F_SP_ENQ : RING_F_MP_RTS_ENQ;
 	rflags |= flags & ING_FRING_SC ? RING_F_SC_DEQ : RING_F_MC_RTS_DEQ;
+#endif
 	r->r = rte_ring_create(r->name, size, SOCKET_ID_ANY, rflags);
 	if (!r->r) {
 		ING_ERR(COMP, "rte_ring_create(%s, %u): %s (EAL started?)", r->name, size,
