@@ -15,7 +15,7 @@ PKGS=(
   # fuzz targets (tests/fuzz, make fuzz): clang + libFuzzer
   clang-14 libfuzzer-14-dev
   # tests: real gRPC client, RDMA tools, Soft-RoCE guest
-  python3 python3-grpcio python3-grpc-tools openssl
+  python3 python3-grpcio python3-grpc-tools python3-h2 openssl
   ibverbs-utils rdmacm-utils perftest
   qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 util-linux
   # fault suite (tests/fault): loop-mounted ext4, fsfreeze, catalog checks
