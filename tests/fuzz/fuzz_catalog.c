@@ -2,7 +2,7 @@
 /*
  * fuzz_catalog - the catalog's input (dataplane/catalog.c): batches of rows built from the
  * bytes (frame ids that collide, any length/crc/timestamp, wafer ids and paths of any
- * bytes), inserted in transactions into a fresh catalog file. Oracle: a shadow
+ * bytes; keys are (wafer, frame) pairs), inserted in transactions into a fresh catalog file. Oracle: a shadow
  * table. An insert either adds the whole batch or (-EEXIST: an id already there or twice
  * in the batch) nothing; every lookup returns exactly the row inserted; the count agrees.
  */
@@ -41,7 +41,7 @@ static uint64_t take(struct rd *r, unsigned bytes)
 
 static void take_str(struct rd *r, char *dst, size_t cap)
 {
-	size_t len = take8(r) % cap;   /* < cap: room for the NUL */
+	size_t len = take8(r) % (cap < 256 ? cap : 256);   /* < cap: room for the NUL */
 	for (size_t i = 0; i < len; i++)
 		dst[i] = (char)take8(r);
 	dst[len] = 0;
@@ -49,7 +49,7 @@ static void take_str(struct rd *r, char *dst, size_t cap)
 
 static bool same(const struct ing_catalog_row *a, const struct ing_catalog_row *b)
 {
-	return a->frame_id == b->frame_id && strcmp(a->wafer_id, b->wafer_id) == 0 &&
+	return strcmp(a->frame_id, b->frame_id) == 0 && strcmp(a->wafer_id, b->wafer_id) == 0 &&
 	       a->timestamp == b->timestamp && a->length == b->length && a->crc32c == b->crc32c &&
 	       strcmp(a->path, b->path) == 0 && a->transport == b->transport &&
 	       a->received_ns == b->received_ns && a->durable_ns == b->durable_ns;
@@ -58,10 +58,15 @@ static bool same(const struct ing_catalog_row *a, const struct ing_catalog_row *
 static struct ing_catalog_row shadow[MAXROWS];
 static unsigned nshadow;
 
-static bool in_shadow(uint64_t id)
+static bool same_key(const struct ing_catalog_row *a, const struct ing_catalog_row *b)
+{
+	return strcmp(a->frame_id, b->frame_id) == 0 && strcmp(a->wafer_id, b->wafer_id) == 0;
+}
+
+static bool in_shadow(const struct ing_catalog_row *r)
 {
 	for (unsigned i = 0; i < nshadow; i++)
-		if (shadow[i].frame_id == id)
+		if (same_key(&shadow[i], r))
 			return true;
 	return false;
 }
@@ -92,9 +97,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (unsigned i = 0; i < nb; i++) {
 			struct ing_catalog_row *w = &batch[i];
 			uint8_t sel = take8(&r);
-			/* small ids collide often; the top bit exercises ids above INT64_MAX */
-			w->frame_id = (sel & 0x80) ? take(&r, 8) : take8(&r) % 16;
-			take_str(&r, w->wafer_id, sizeof(w->wafer_id));
+			/* small ids collide often (the same frame id under two wafers is two
+			 * frames); the top bit takes any bytes */
+			if (sel & 0x80)
+				take_str(&r, w->frame_id, sizeof(w->frame_id));
+			else
+				snprintf(w->frame_id, sizeof(w->frame_id), "%u", take8(&r) % 16);
+			if (sel & 0x40)
+				take_str(&r, w->wafer_id, sizeof(w->wafer_id));
+			else
+				snprintf(w->wafer_id, sizeof(w->wafer_id), "W%u", take8(&r) % 2);
 			w->timestamp = (int64_t)take(&r, (sel & 1) ? 8 : 1);
 			w->length = take(&r, (sel & 2) ? 8 : 3);
 			w->crc32c = (uint32_t)take(&r, (sel & 4) ? 4 : 1);
@@ -105,10 +117,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		bool conflict = false;
 		for (unsigned i = 0; i < nb; i++) {
-			if (in_shadow(batch[i].frame_id))
+			if (in_shadow(&batch[i]))
 				conflict = true;
 			for (unsigned j = 0; j < i; j++)
-				if (batch[j].frame_id == batch[i].frame_id)
+				if (same_key(&batch[j], &batch[i]))
 					conflict = true;
 		}
 		int rc = ing_catalog_insert(c, batch, nb);
@@ -119,13 +131,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				shadow[nshadow++] = batch[i];
 		/* a refused batch left nothing behind */
 		for (unsigned i = 0; i < nb && rc; i++)
-			if (!in_shadow(batch[i].frame_id) &&
-			    ing_catalog_lookup(c, batch[i].frame_id, NULL) != -ENOENT)
+			if (!in_shadow(&batch[i]) &&
+			    ing_catalog_lookup(c, batch[i].wafer_id, batch[i].frame_id, NULL) != -ENOENT)
 				abort();
 	}
 	for (unsigned i = 0; i < nshadow; i++) {
 		struct ing_catalog_row got;
-		if (ing_catalog_lookup(c, shadow[i].frame_id, &got) != 0 || !same(&got, &shadow[i]))
+		if (ing_catalog_lookup(c, shadow[i].wafer_id, shadow[i].frame_id, &got) != 0 ||
+		    !same(&got, &shadow[i]))
 			abort();
 	}
 	if (ing_catalog_count(c) != (int64_t)nshadow)

@@ -46,8 +46,10 @@ static const struct chunk_parser_cbs cbs = { .data_begin = on_begin, .data = on_
 
 struct result {
 	int rc;
-	uint64_t frame_id, offset, session_id, data_len;
-	bool last, has_data, ordered, late, meta_oversize;
+	char frame_id[CP_ID_MAX + 1];
+	size_t id_len;
+	uint64_t offset, session_id, data_len;
+	bool last, has_data, ordered, late, meta_oversize, id_oversize;
 	uint32_t seen_mask;
 	size_t meta_len;
 	struct seen s;
@@ -69,7 +71,9 @@ static void run(const uint8_t *d, size_t n, size_t piece, struct result *r)
 	if (rc == 0)
 		rc = chunk_parser_end(&P);
 	r->rc = rc;
-	r->frame_id = P.frame_id;
+	memcpy(r->frame_id, P.frame_id, sizeof(r->frame_id));
+	r->id_len = P.id_len;
+	r->id_oversize = P.id_oversize;
 	r->offset = P.offset;
 	r->session_id = P.session_id;
 	r->data_len = P.data_len;
@@ -98,7 +102,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (whole.rc != 0)
 		return 0;
 	/* accepted: the same answer however the bytes came */
-	if (whole.frame_id != split.frame_id || whole.offset != split.offset ||
+	if (memcmp(whole.frame_id, split.frame_id, sizeof(whole.frame_id)) != 0 ||
+	    whole.id_len != split.id_len || whole.id_oversize != split.id_oversize ||
+	    whole.offset != split.offset ||
 	    whole.session_id != split.session_id || whole.last != split.last ||
 	    whole.has_data != split.has_data || whole.data_len != split.data_len ||
 	    whole.seen_mask != split.seen_mask || whole.ordered != split.ordered ||
@@ -120,7 +126,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		return 0;
 	}
-	if (fc->frameid != whole.frame_id || fc->offset != whole.offset ||
+	/* the id as stock protobuf decodes it (when the parser kept it whole and it has no NUL) */
+	size_t kept = whole.id_len < CP_ID_MAX ? whole.id_len : CP_ID_MAX;
+	if (!whole.id_oversize && !memchr(whole.frame_id, 0, kept) &&
+	    (strlen(fc->frameid) != whole.id_len || strcmp(fc->frameid, whole.frame_id) != 0))
+		abort();
+	if (fc->offset != whole.offset ||
 	    fc->sessionid != whole.session_id || fc->last != whole.last ||
 	    fc->data.len != whole.data_len)
 		abort();

@@ -40,11 +40,11 @@ static void resume_cb(void *arg)
 	ing_grpc_call_resume(f->c);
 }
 
-static void ack(struct fcall *f, uint64_t id, bool ok)
+static void ack(struct fcall *f, const char *id, bool ok)
 {
 	H3000__Ack a = H3000__ACK__INIT;
-	uint8_t buf[64];
-	a.frameid = id;
+	uint8_t buf[64 + CP_ID_MAX];
+	a.frameid = (char *)id;
 	a.ok = ok;
 	a.stage = H3000__ACK_STAGE__ACK_STAGE_RECEIVED;
 	size_t n = h3000__ack__pack(&a, buf);
@@ -93,7 +93,7 @@ static void s_half_close(struct ing_grpc_call *c)
 static void s_writable(struct ing_grpc_call *c)
 {
 	struct fcall *f = ing_grpc_call_user(c);
-	ack(f, 0, true);
+	ack(f, "", true);
 }
 
 /* unary: NegotiateRequest */
@@ -148,7 +148,7 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	struct fcall *f = ing_grpc_call_user(c);
 	H3000__FrameMeta *m = h3000__frame_meta__unpack(NULL, len, msg);
 	if (!m) {
-		ack(f, 0, false);
+		ack(f, "", false);
 		return 0;
 	}
 	ack(f, m->frameid, true);

@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();   /* the arena changed what parses */
 		if (fm && (strnlen(fm->waferid, n + 1) > n ||
 			   strcmp(fm->waferid, ((H3000__FrameMeta *)m)->waferid) != 0 ||
-			   fm->frameid != ((H3000__FrameMeta *)m)->frameid ||
+			   strcmp(fm->frameid, ((H3000__FrameMeta *)m)->frameid) != 0 ||
 			   fm->length != ((H3000__FrameMeta *)m)->length))
 			abort();
 		/* arena memory is dropped whole, as the service does */

@@ -33,7 +33,7 @@ def fb(field, b):            # length-delimited field
 
 
 def frame_meta(fid, length, wafer="W1", crc=None, session=0):
-    m = fv(1, fid) + fv(2, 0x7F0000001000) + fv(3, 77) + fv(4, length) + fb(5, wafer) + fv(6, 1700000000)
+    m = fb(1, str(fid)) + fv(2, 0x7F0000001000) + fv(3, 77) + fv(4, length) + fb(5, wafer) + fv(6, 1700000000)
     if crc is not None:
         m += fv(7, crc) + fv(8, 1)
     if session:
@@ -42,7 +42,7 @@ def frame_meta(fid, length, wafer="W1", crc=None, session=0):
 
 
 def frame_chunk(fid, off, data, last, meta=None, session=0):
-    m = fv(1, fid) + fv(2, off)
+    m = fb(1, str(fid)) + fv(2, off)
     if last:
         m += fv(3, 1)
     if meta is not None:
@@ -116,8 +116,9 @@ def main():
     # chunk parser: [split seed] + FrameChunk
     write("fuzz_chunk", "first", b"\x05" + chunks[0])
     write("fuzz_chunk", "last", b"\x00" + chunks[1])
-    write("fuzz_chunk", "reordered", b"\x02" + fb(15, b"abc") + fv(3, 1) + fv(1, 9) + fv(2, 3))
-    write("fuzz_chunk", "unknown-fields", b"\x01" + fv(1, 1) + fv(20, 5) + b"\x31" + b"\0" * 8 + b"\x35" + b"\0" * 4 + fb(21, b"zz"))
+    write("fuzz_chunk", "reordered", b"\x02" + fb(15, b"abc") + fv(3, 1) + fb(1, "9") + fv(2, 3))
+    write("fuzz_chunk", "unicode-id", b"\x03" + fb(1, "wafer-\u00e9-\u6f22") + fv(2, 0) + fb(15, b"z"))
+    write("fuzz_chunk", "unknown-fields", b"\x01" + fb(1, "1") + fv(20, 5) + b"\x31" + b"\0" * 8 + b"\x35" + b"\0" * 4 + fb(21, b"zz"))
     write("fuzz_chunk", "bad-varint", b"\x00" + b"\x08" + b"\xff" * 10 + b"\x01")
     # deframer: [split seed] + gRPC messages
     write("fuzz_deframe", "two", b"\x03" + grpc_msg(b"hello") + grpc_msg(b""))
@@ -128,16 +129,16 @@ def main():
     write("fuzz_proto", "negotiate-request", b"\x02" + negotiate_request())
     write("fuzz_proto", "negotiate-reply", b"\x03" + fv(1, 1) + fv(2, 42) + fv(3, 2) + fb(4, varint(1) + varint(2)) + fb(5, "10.0.0.1")
           + fv(6, 7472) + fv(7, 64 << 20) + fv(8, 64) + fv(9, 1 << 20) + fb(10, "no RDMA device") + fb(11, "0.1.0"))
-    write("fuzz_proto", "ack", b"\x04" + fv(1, 5) + fv(2, 1) + fb(3, "ok") + fv(4, 2) + fv(5, 0) + fv(8, 123) + fv(9, 99999))
+    write("fuzz_proto", "ack", b"\x04" + fb(1, "5") + fv(2, 1) + fb(3, "ok") + fv(4, 2) + fv(5, 0) + fv(8, 123) + fv(9, 99999))
     write("fuzz_proto", "stats-reply", b"\x06" + b"".join(fv(i, i * 1000) for i in range(1, 12)))
     write("fuzz_proto", "health", b"\x07" + fb(1, "h3000.RDMASvc"))
     write("fuzz_proto", "frame-meta-packed-repeats", b"\x00" + frame_meta(1, 5) * 20)
-    # store path: 8 bytes frame id (little endian) + waferId
-    write("fuzz_store_path", "plain", struct.pack("<Q", 42) + b"W1")
-    write("fuzz_store_path", "dots", struct.pack("<Q", 2**64 - 1) + b"lot..7")
-    write("fuzz_store_path", "dotdot", struct.pack("<Q", 1) + b"..")
-    write("fuzz_store_path", "slash", struct.pack("<Q", 1) + b"a/../../etc")
-    write("fuzz_store_path", "long", struct.pack("<Q", 1) + b"w" * 128)
+    # store path: wafer \0 frame \0 wafer2 \0 frame2
+    write("fuzz_store_path", "plain", b"W1\x0042\x00W1\x0043")
+    write("fuzz_store_path", "dots", b"lot..7\x00..\x00lot..7\x00%2E%2E")
+    write("fuzz_store_path", "slash", b"a/../../etc\x00x/y\x00a%2F..%2F..%2Fetc\x00x%2Fy")
+    write("fuzz_store_path", "long", b"w" * 200 + b"\x00" + b"f" * 256 + b"\x00" + b"w" * 201 + b"\x00" + b"f" * 255)
+    write("fuzz_store_path", "unicode", "lot-\u00e9\x00\u6f22\x00lot-%C3%A9\x00x".encode())
     # catalog: rows are read from the bytes
     write("fuzz_catalog", "batch", bytes([3, 0, 1, 2, 65, 66, 0, 0, 0, 5, 0, 4, b"pqrs"[0], 1, 2, 3, 1, 1,
                                           0x80] + list(struct.pack(">Q", 2**63 + 5)) + [1, 67] + [0] * 30))
