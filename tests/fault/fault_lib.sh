@@ -51,10 +51,11 @@ verify_json() {
 	return $rc
 }
 
-# catalog_dups DATA: catalog rows sharing a frame id or a file path (must be 0).
+# catalog_dups DATA: catalog rows sharing a frame (wafer, frame id) or a file path (must
+# be 0; a tab never appears in an id).
 catalog_dups() {
 	sqlite3 "file:$1/catalog.db?mode=ro" \
-		"SELECT (SELECT count(*) - count(DISTINCT frame_id) FROM frames) +
+		"SELECT (SELECT count(*) - count(DISTINCT wafer_id || char(9) || frame_id) FROM frames) +
 		        (SELECT count(*) - count(DISTINCT path) FROM frames);"
 }
 
