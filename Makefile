@@ -56,7 +56,7 @@ SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 test-asan: build-asan
-	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE rdma --output-on-failure --timeout 300
+	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|fault' --output-on-failure --timeout 300
 
 test-unit: build
 	@cd $(BUILD) && ctest -L unit --output-on-failure
