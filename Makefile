@@ -72,7 +72,7 @@ fuzz: build-fuzz
 fault: build
 	@FAULT_ITERATIONS=$(FAULT_ITERATIONS) tests/fault/run_all.sh $(BUILD)
 
-TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
 test-tsan: build-tsan
 	@cd $(BUILD_TSAN) && $(TSAN_ENV) ctest -L tsan --output-on-failure --timeout 600

@@ -34,7 +34,7 @@
 #define MAX_RECV (2u * 1024 * 1024)
 #define MIB (1024u * 1024)
 
-/* Give-up deadlines (never pacing windows) stretch in slow builds: the ThreadSanitizer
+/* Deadlines and fill-the-window periods stretch in slow builds: the ThreadSanitizer
  * tree runs these tests with ING_TEST_TIME_SCALE=10. */
 static uint64_t time_scaled(uint64_t ms)
 {
@@ -741,7 +741,7 @@ static void test_pause_resume(void **state)
 	STORE(S.paused_bytes, 0);
 	struct ing_grpc_ccall *cc = ing_grpc_chan_call(ch, "/test.Echo/Paused", NULL, 0, &cbs);
 	unsigned sent = 0;
-	uint64_t end = ing_now_ns() + 800 * MS;
+	uint64_t end = ing_now_ns() + time_scaled(800) * MS;
 	while (ing_now_ns() < end) {
 		while (sent < NMSG && ing_grpc_ccall_send_zc(cc, head, sizeof(head), body, MIB,
 							      sent == NMSG - 1, zc_done, &zs) == 0)
@@ -809,7 +809,7 @@ static void test_cancel_paused_returns_window(void **state)
 		struct ing_grpc_ccall *cc = ing_grpc_chan_call(ch, "/test.Echo/Paused", NULL, 0, &cbs);
 		assert_non_null(cc);
 		unsigned sent = 0;
-		uint64_t end = ing_now_ns() + 300 * MS;
+		uint64_t end = ing_now_ns() + time_scaled(300) * MS;
 		while (ing_now_ns() < end) {
 			while (sent < 20 && ing_grpc_ccall_send_zc(cc, head, 1, body, MIB, false, zc_done,
 								    &zs) == 0)
