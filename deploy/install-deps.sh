@@ -11,8 +11,10 @@ PKGS=(
   build-essential cmake pkg-config
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libdpdk-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-  libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev sqlite3 liburing-dev
-  libcmocka-dev
+  libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev sqlite3
+  libcmocka-dev help2man
+  # packaging and ABI checks (make deb, make test)
+  abigail-tools lintian dpkg-dev fakeroot
   # tests: real gRPC client, RDMA tools, Soft-RoCE guest
   python3 python3-grpcio python3-grpc-tools python3-h2 openssl
   nodejs
