@@ -246,11 +246,16 @@ async function main() {
         await waitFor(() => b.acks.length > n, 10000);
         return b.acks[n];
       };
-      for (const [what, fid, rx] of [['an empty id', '', /empty/i], ['a 257-byte id', 'y'.repeat(257), /long|257/i],
-        ['an id with a control character', 'ab\x01cd', /control/i], ['an id that is not UTF-8', 'bad-\ud800-id', /UTF-8/i]]) {
+      // [what, id, msg, Ack.frameId]: the id as sent, or empty where it was over-long or
+      // not UTF-8 (h3000.proto), never another id
+      for (const [what, fid, rx, ackId] of [['an empty id', '', /empty/i, ''],
+        ['a 257-byte id', 'y'.repeat(257), /long|257/i, ''],
+        ['an id with a control character', 'ab\x01cd', /control/i, 'ab\x01cd'],
+        ['an id that is not UTF-8', 'bad-\ud800-id', /UTF-8/i, '']]) {
         const x = await one(fid);
-        check(x && !x.ok && rx.test(x.msg) && /256/.test(x.msg),
-              `seed ControlStream: ${what}: ok=false, msg names the rule (${x && JSON.stringify(x.msg)})`);
+        check(x && !x.ok && rx.test(x.msg) && /256/.test(x.msg) && x.frameId === ackId,
+              `seed ControlStream: ${what}: ok=false, msg names the rule (${x && JSON.stringify(x.msg)}), ` +
+              `Ack.frameId ${x && JSON.stringify(x.frameId.slice(0, 20))}`);
       }
       const last = crypto.randomUUID();
       const x = await one(last);
