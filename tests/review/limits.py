@@ -14,9 +14,10 @@ producer on 127.0.0.1 (stock grpcio) must still be served every time.
   4. sessions: 1,250 streams with one bad chunk each (implicit sessions) from one host,
      then from 16 hosts filling the table: Negotiate and PushFrames of another client work
      (per-peer limit, then eviction of the session of a stream idle longest);
-  5. slots: meta-only frames (a descriptor, never the bytes) from one host: another
-     producer's frame is stored long before the frame timeout (per-peer slot limit), and
-     the stalled frames are failed retryable (ERROR_DEADLINE) after --slot-stall-ms.
+  5. slots: meta-only frames (a descriptor, never the bytes) on every slot, from one host:
+     the stalled frames are failed retryable (ERROR_DEADLINE) after --slot-stall-ms, and
+     another producer's frame is stored long before the frame timeout (its peer, over its
+     share while another waits, takes no more slots).
 
 usage: limits.py --ingestd PATH --proto-dir DIR --work DIR
 """
