@@ -1110,6 +1110,13 @@ int main(int argc, char **argv)
 		 d.o.max_frame && d.o.max_frame < ing_pool_max_len(d.pool) ? d.o.max_frame :
 									     ing_pool_max_len(d.pool),
 		 d.o.frame_timeout_ms / 1000);
+	ING_INFO(COMP, "limits: connections %u (%u per address, +%u for health), handshake %u ms, idle %u s; "
+		 "sessions %u (%u per address); slot stall %u ms%s",
+		 gso.max_connections, gso.max_conns_per_peer, gso.health_reserve,
+		 gso.handshake_timeout_ms, gso.idle_timeout_ms / 1000, so.max_sessions,
+		 so.max_sessions_per_peer ? so.max_sessions_per_peer : ING_DEFAULT_MAX_SESSIONS_PER_PEER,
+		 so.slot_stall_ms ? so.slot_stall_ms : ING_DEFAULT_SLOT_STALL_MS,
+		 d.o.tls_client_ca ? "; client certificates required" : "");
 	ING_INFO(COMP, "transports: gRPC stream (PushFrames) yes; RDMA READ %s (%s)",
 		 d.rdma ? "yes" : "no", d.rdma_note);
 	if (d.o.auth_token_file)

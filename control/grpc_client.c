@@ -1035,9 +1035,8 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 			seterr(err, errlen, "%s: connection failed during HTTP/2 setup: %s%s%s%s",
 			       o->target, strerror(-r), *ebuf ? " (TLS: " : "", ebuf, *ebuf ? ")" : "");
 			if (ch->ssl && !o->tls_cert && !*ebuf)
-				seterr(err, errlen, "%s: connection closed by the node right after the TLS handshake (%s): "
-				       "does it require a client certificate (--tls-cert/--tls-key)?", o->target,
-				       strerror(-r));
+				seterr(err, errlen, "%s: closed by the node after the TLS handshake (%s): "
+				       "does it require a client certificate?", o->target, strerror(-r));
 			goto fail;
 		}
 	}

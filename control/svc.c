@@ -87,9 +87,13 @@ void svc_peer_put(struct ing_svc *s, struct svc_peer *p)
 
 static bool other_peer_waits(const struct svc_call *w, const struct svc_peer *p, bool ctl)
 {
-	for (; w; w = ctl ? w->ctl_next : w->wnext)
-		if (w->peer != p && (ctl || (w->wants_slot && !w->peer_capped)))
+	for (; w; w = ctl ? w->ctl_next : w->wnext) {
+		if (w->peer == p)
+			continue;
+		if (ctl ? w->sess && w->sess->inflight < w->sess->credits   /* not a credit wait */
+			: w->wants_slot && !w->peer_capped)
 			return true;
+	}
 	return false;
 }
 
@@ -524,14 +528,12 @@ static void sweep_timer_cb(void *arg)
 #define EVICT_STREAM_IDLE_NS 1000000000ull   /* an implicit stream idle this long may go */
 
 /* An implicit session whose stream has nothing in flight and nothing waiting. */
-static bool stream_idle(const struct ing_svc *s, const struct svc_session *ss, uint64_t now)
+static bool stream_idle(const struct svc_session *ss, uint64_t now)
 {
+	const struct svc_call *pc = ss->icall;
 	if (!ss->implicit || ss->inflight || now - ss->idle_since_ns < EVICT_STREAM_IDLE_NS)
 		return false;
-	for (const struct svc_call *pc = s->calls; pc; pc = pc->next)
-		if (pc->sess == ss && (pc->blocked || pc->waiting || pc->finished))
-			return false;
-	return true;
+	return !pc || !(pc->blocked || pc->waiting || pc->finished || pc->want_finish);
 }
 
 /*
@@ -552,7 +554,7 @@ static struct svc_session *evict_oldest_idle(struct ing_svc *s, struct svc_peer 
 			struct svc_session *ss = &s->sess[i];
 			if (!ss->in_use || ss->inflight || (peer && ss->peer != peer))
 				continue;
-			if (pass == 0 ? ss->streams != 0 : !stream_idle(s, ss, now))
+			if (pass == 0 ? ss->streams != 0 : !stream_idle(ss, now))
 				continue;
 			if (!old || ss->idle_since_ns < old->idle_since_ns)
 				old = ss;
@@ -567,9 +569,8 @@ static struct svc_session *evict_oldest_idle(struct ing_svc *s, struct svc_peer 
 		 old->peer ? old->peer->ip : "?", (uint64_t)((now - old->idle_since_ns) / 1000000u),
 		 newcomer);
 	s->c_evicted++;
-	for (struct svc_call *pc = s->calls; pc; pc = pc->next) {
-		if (pc->sess != old)
-			continue;
+	struct svc_call *pc = old->icall;   /* negotiated ones have no stream (pass 0) */
+	if (pc) {
 		pc->sess = NULL;
 		pc->evicted = true;
 		svc_call_finish_later(pc, ING_GRPC_RESOURCE_EXHAUSTED,
@@ -701,6 +702,8 @@ void svc_call_free(struct svc_call *pc)
 	if (pc->kind == SVC_CALL_PUSH)
 		svc_push_close(pc);
 	if (pc->sess) {
+		if (pc->sess->icall == pc)
+			pc->sess->icall = NULL;
 		pc->sess->streams--;
 		session_maybe_idle(s, pc->sess);
 	}
@@ -781,6 +784,7 @@ int svc_call_bind_session(struct svc_call *pc, uint64_t sid)
 			return -ENOSPC;
 		}
 		ss->owner_conn = ing_grpc_call_conn_id(pc->call);
+		ss->icall = pc;
 	}
 	pc->sess = ss;
 	ss->streams++;

@@ -120,6 +120,7 @@ struct svc_session {
 	bool authed;             /* created by a Negotiate that carried the node's authToken */
 	/* who may use it: the connection that negotiated it, or with mTLS its identity */
 	struct svc_peer *peer;
+	struct svc_call *icall;  /* implicit: the one stream it was made for */
 	uint64_t owner_conn;
 	char owner_ident[256];   /* "" without a client certificate */
 };
