@@ -117,8 +117,8 @@ def main():
 
     def push(ch, fid, sid, wafer):
         data = os.urandom(10000)
-        c = PB.FrameChunk(frameId=fid, offset=0, data=data, last=True, sessionId=sid)
-        c.meta.CopyFrom(PB.FrameMeta(frameId=fid, length=len(data), waferId=wafer,
+        c = PB.FrameChunk(frameId=str(fid), offset=0, data=data, last=True, sessionId=sid)
+        c.meta.CopyFrom(PB.FrameMeta(frameId=str(fid), length=len(data), waferId=wafer,
                                      crc32c=crc32c(data), hasCrc32c=True))
         acks, code, det = code_of(lambda: list(RPC.RDMASvcStub(ch).PushFrames(iter([c]), timeout=10)))
         if acks is None:
@@ -127,7 +127,7 @@ def main():
         return (grpc.StatusCode.OK, "durable") if d else (grpc.StatusCode.OK, repr(acks))
 
     def stored(data_dir, wafer, fid):
-        return os.path.exists(os.path.join(data_dir, "frames", wafer, "%d.frame" % fid))
+        return os.path.exists(os.path.join(data_dir, "frames", wafer, "%s.frame" % fid))
 
     base = ["--pool", "1M:4", "--workers", "1", "--rdma", "off"]
 
@@ -154,7 +154,7 @@ def main():
               "PushFrames naming the session of another connection: %s %r" % (code, det))
         check(not stored(data_dir, "STOLEN", 10), "nothing stored from the stolen session id")
         hdr = (("h3000-session-id", str(r.sessionId)),)
-        meta = PB.FrameMeta(frameId=11, length=5000, waferId="STOLEN", addr=4096, rkey=1)
+        meta = PB.FrameMeta(frameId="11", length=5000, waferId="STOLEN", addr=4096, rkey=1)
         _, code, det = code_of(lambda: list(RPC.RDMASvcStub(thief).ControlStream(
             iter([meta]), metadata=hdr, timeout=10)))
         check(code == grpc.StatusCode.PERMISSION_DENIED,
@@ -231,20 +231,20 @@ def main():
         # 5. ingest-send over TLS
         def send(*extra, fid):
             r = subprocess.run([a.ingest_send, "--server", addr, "--transport", "grpc", "--count", "1",
-                                "--size", "64K", "--wafer", "SEND", "--first-id", str(fid)] + list(extra),
+                                "--size", "64K", "--wafer", "SEND", "--id-prefix", "f", "--first-id", str(fid)] + list(extra),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
             return r.returncode, r.stdout.decode(errors="replace")
         rc, out = send("--tls-ca", pki["ca1.pem"], "--tls-cert", pki["a.pem"], "--tls-key", pki["a.key"], fid=30)
-        check(rc == 0 and stored(data_dir, "SEND", 30), "ingest-send --tls-ca --tls-cert --tls-key: stored (exit %d)" % rc)
+        check(rc == 0 and stored(data_dir, "SEND", "f30"), "ingest-send --tls-ca --tls-cert --tls-key: stored (exit %d)" % rc)
         rc, out = send("--tls-ca", pki["ca1.pem"], fid=31)
-        check(rc != 0 and not stored(data_dir, "SEND", 31) and ("certificate required" in out or "client certificate" in out),
+        check(rc != 0 and not stored(data_dir, "SEND", "f31") and ("certificate required" in out or "client certificate" in out),
               "ingest-send without a client certificate: exit %d, %r" % (rc, out.strip()[-200:]))
         rc, out = send("--tls-ca", pki["ca1.pem"], "--tls-cert", pki["a.pem"], "--tls-key", pki["a.key"],
                        "--tls-server-name", "other-node.example", fid=32)
         check(rc != 0 and "other-node.example" in out,
               "ingest-send verifying another server name: exit %d, %r" % (rc, out.strip()[-200:]))
         rc, out = send(fid=33)
-        check(rc != 0 and not stored(data_dir, "SEND", 33), "ingest-send in cleartext to a TLS node: exit %d" % rc)
+        check(rc != 0 and not stored(data_dir, "SEND", "f33"), "ingest-send in cleartext to a TLS node: exit %d" % rc)
     finally:
         rc = node.stop()
         check(rc == 0, "ingestd exit status %d" % rc)

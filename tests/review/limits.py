@@ -62,10 +62,10 @@ def main():
             ch.close()
 
     def chunk(fid, wafer, data, sid=0, with_data=True):
-        c = PB.FrameChunk(frameId=fid, offset=0, last=with_data, sessionId=sid)
+        c = PB.FrameChunk(frameId=str(fid), offset=0, last=with_data, sessionId=sid)
         if with_data:
             c.data = data
-        c.meta.CopyFrom(PB.FrameMeta(frameId=fid, length=len(data), waferId=wafer,
+        c.meta.CopyFrom(PB.FrameMeta(frameId=str(fid), length=len(data), waferId=wafer,
                                      crc32c=crc32c(data), hasCrc32c=True))
         return c
 
@@ -189,7 +189,9 @@ def main():
     conns = []
     try:
         addr = node.wait_ready()
-        bad = chunk(99, "bad wafer id!", b"x" * 100).SerializeToString()
+        bad = PB.FrameChunk(frameId="99", offset=0, data=b"x" * 100, last=True)
+        bad.meta.CopyFrom(PB.FrameMeta(frameId="99", length=0, waferId="BAD"))   # length 0: refused
+        bad = bad.SerializeToString()
 
         def flood(src, nconn, per_conn):
             out = []
