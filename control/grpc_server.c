@@ -1525,6 +1525,8 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 		s->o.idle_timeout_ms = d.idle_timeout_ms;
 	if (!s->o.max_conns_per_peer)
 		s->o.max_conns_per_peer = d.max_conns_per_peer;
+	if (!s->o.health_reserve)
+		s->o.health_reserve = d.health_reserve;
 	if (s->o.window_bytes > NGHTTP2_MAX_WINDOW_SIZE)
 		s->o.window_bytes = NGHTTP2_MAX_WINDOW_SIZE;
 	if (s->o.conn_window_bytes > NGHTTP2_MAX_WINDOW_SIZE)
