@@ -97,7 +97,8 @@ struct ing_grpc_server_opts {
 	 * address holds at most max_conns_per_peer (32) connections. At max_connections the
 	 * connection idle longest (no open stream; its peer's own first, when the peer is at
 	 * its limit) is evicted for the newcomer; when none is idle, up to health_reserve (8)
-	 * more connections are accepted that may carry only grpc.health.v1 Health/Check.
+	 * more connections are accepted that may carry only grpc.health.v1 Health/Check and
+	 * are closed after handshake_timeout_ms, busy or not.
 	 */
 	unsigned handshake_timeout_ms;
 	unsigned idle_timeout_ms;

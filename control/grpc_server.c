@@ -706,7 +706,7 @@ static struct ing_grpc_call *call_new(struct conn *cn, int32_t sid)
 	c->id = __atomic_fetch_add(&next_call_id, 1, __ATOMIC_RELAXED);
 	grpc_deframer_init(&c->df);
 	ing_timer_init(&c->deadline, deadline_cb, c);
-	if (cn->nstreams++ == 0 && cn->preface_done)
+	if (cn->nstreams++ == 0 && cn->preface_done && !cn->health_only)
 		ing_timer_cancel(cn->srv->loop, &cn->limit);   /* busy: no idle deadline */
 	c->next = cn->calls;
 	if (cn->calls)
@@ -885,6 +885,8 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user
 	    !cn->preface_done) {
 		/* the client's preface and SETTINGS are in: the handshake deadline is met */
 		cn->preface_done = true;
+		if (cn->health_only)
+			return 0;   /* its one deadline, set at accept, stays */
 		ing_timer_cancel(cn->srv->loop, &cn->limit);
 		if (cn->nstreams == 0)
 			conn_idle_begin(cn);
@@ -1200,10 +1202,13 @@ static void conn_limit_cb(void *arg)
 		conn_close(cn, why);
 		return;
 	}
-	if (cn->nstreams)
+	if (cn->nstreams && !cn->health_only)
 		return;
-	snprintf(why, sizeof(why), "idle: no open stream for %u ms",
-		 cn->health_only ? s->o.handshake_timeout_ms : s->o.idle_timeout_ms);
+	if (cn->health_only)   /* a reserve connection lives one handshake timeout, busy or not */
+		snprintf(why, sizeof(why), "health-reserve connection: %u ms are up",
+			 s->o.handshake_timeout_ms);
+	else
+		snprintf(why, sizeof(why), "idle: no open stream for %u ms", s->o.idle_timeout_ms);
 	(void)nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
 				    nghttp2_session_get_last_proc_stream_id(cn->h2), NGHTTP2_NO_ERROR,
 				    NULL, 0);
@@ -1216,10 +1221,9 @@ static void conn_idle_begin(struct conn *cn)
 {
 	struct ing_grpc_server *s = cn->srv;
 	cn->t_idle_ns = ing_now_ns();
-	if (!cn->preface_done)
-		return;   /* the handshake deadline still runs */
-	unsigned ms = cn->health_only ? s->o.handshake_timeout_ms : s->o.idle_timeout_ms;
-	ing_timer_arm(s->loop, &cn->limit, cn->t_idle_ns + (uint64_t)ms * 1000000ull);
+	if (!cn->preface_done || cn->health_only)
+		return;   /* the handshake deadline still runs (for the reserve: its lifetime) */
+	ing_timer_arm(s->loop, &cn->limit, cn->t_idle_ns + (uint64_t)s->o.idle_timeout_ms * 1000000ull);
 }
 
 /* The connection idle longest (no open stream), of peer ip only when ip is set. */

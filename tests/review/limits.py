@@ -10,7 +10,7 @@ producer on 127.0.0.1 (stock grpcio) must still be served every time.
   2. a connection with no open stream is closed (GOAWAY) after --idle-timeout;
   3. a full connection table evicts its connection idle longest for a newcomer; when every
      connection is busy, Health/Check still answers (health reserve), other calls on that
-     connection get UNAVAILABLE;
+     connection get UNAVAILABLE, and a reserve connection cannot be held open;
   4. sessions: 1,250 streams with one bad chunk each (implicit sessions) from one host,
      then from 16 hosts filling the table: Negotiate and PushFrames of another client work
      (per-peer limit, then eviction of the session of a stream idle longest);
@@ -176,6 +176,14 @@ def main():
         ch.close()
         check(code == grpc.StatusCode.UNAVAILABLE and "Health/Check" in det,
               "Negotiate on a health-reserve connection: UNAVAILABLE (%s %r)" % (code, det))
+        # a reserve connection cannot be held: a Health/Check call left open does not keep it
+        hold = h2raw.H2(addr, "127.0.0.5")
+        hold.open("/grpc.health.v1.Health/Check")
+        deadline = time.time() + 15
+        while not hold.eof and time.time() < deadline:
+            hold.pump(0.2)
+        check(hold.eof, "a health-reserve connection holding an open call is closed after the handshake timeout")
+        hold.close()
     finally:
         for c in conns:
             c.close()
