@@ -153,11 +153,18 @@ struct svc_frame {
 	uint64_t progress_ns;    /* last time bytes arrived (or admission) */
 };
 
+/* The node's stages of a durable frame (Ack.stage*Ns, StatsReply.stageLatency). */
+enum svc_stage { SVC_ST_RECEIVED, SVC_ST_CRC, SVC_ST_WRITTEN, SVC_ST_SYNCED, SVC_ST_CATALOGUED,
+		 SVC_ST_ACK, SVC_NSTAGES };
+#define SVC_ST_TOTAL SVC_NSTAGES   /* index of the admitted -> ack histogram */
+extern const char *const svc_stage_name[SVC_NSTAGES + 1];
+
 /* An Ack that did not fit into the call's send buffer yet. */
 struct svc_ack {
 	char frame_id[ING_ID_MAX + 1];   /* empty when the id sent was not UTF-8 or too long */
 	char wafer_id[ING_ID_MAX + 1];   /* empty when not known yet (refused early) */
 	uint64_t latency_ns;
+	uint64_t stage_ns[SVC_NSTAGES];  /* DURABLE acks: Ack.stage*Ns, enum svc_stage order */
 	uint32_t crc32c;
 	uint8_t stage;
 	uint8_t code;
@@ -270,6 +277,7 @@ struct ing_svc {
 	uint64_t c_received, c_durable, c_failed, c_dup, c_refused;
 	uint64_t c_bytes_rx, c_bytes_durable, c_orphan_acks, c_fallback;
 	struct ing_hist lat;
+	struct ing_hist stage_lat[SVC_NSTAGES + 1];   /* per stage, then the total */
 	char note[192];
 	/* --- RDMA data path (control/svc_rdma.c) --- */
 	struct ing_rdma *rdma;   /* NULL: no RDMA engine */

@@ -320,6 +320,22 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 		r.rdmaconnsactive = rs.conns_active;
 	}
 	r.ctlframesparked = s->c_ctl_parked;
+	H3000__StageLatency sl[SVC_NSTAGES + 1], *slp[SVC_NSTAGES + 1];
+	for (unsigned i = 0; i <= SVC_NSTAGES; i++) {
+		const struct ing_hist *h = &s->stage_lat[i];
+		h3000__stage_latency__init(&sl[i]);
+		sl[i].stage = (char *)svc_stage_name[i];
+		sl[i].count = h->count;
+		sl[i].p50ns = ing_hist_quantile(h, 0.50);
+		sl[i].p90ns = ing_hist_quantile(h, 0.90);
+		sl[i].p95ns = ing_hist_quantile(h, 0.95);
+		sl[i].p99ns = ing_hist_quantile(h, 0.99);
+		sl[i].p999ns = ing_hist_quantile(h, 0.999);
+		sl[i].maxns = h->max;
+		slp[i] = &sl[i];
+	}
+	r.n_stagelatency = SVC_NSTAGES + 1;
+	r.stagelatency = slp;
 	return reply(c, &r.base);
 }
 

@@ -21,7 +21,7 @@ PKGS=(
   ibverbs-utils rdmacm-utils perftest
   qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 util-linux
   # bench
-  iperf3 fio
+  iperf3 fio gnuplot-nox
 )
 
 missing=()
