@@ -71,6 +71,7 @@ struct send_cfg {
 	bool reuse;           /* benchmark mode: fill each buffer once, resend its bytes */
 	uint64_t rate;        /* open loop: frames per second (0: as fast as credits allow) */
 	const char *auth_token_file;  /* NULL: no token */
+	const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;  /* TLS when tls_ca is set */
 };
 
 /* --reuse-buffers: what a pool buffer already holds */
@@ -112,6 +113,10 @@ static void usage(FILE *f)
 		"  --connect-timeout-ms N (default 5000)\n"
 		"  --auth-token-file PATH shared secret of an ingestd run with --auth-token-file (one\n"
 		"                         line, 16..256 printable characters, mode 600; never printed)\n"
+		"  --tls-ca PEM           TLS: verify the node's certificate against this CA and its\n"
+		"                         name against --server's host (ALPN h2)\n"
+		"  --tls-cert PEM, --tls-key PEM  client certificate for a node with --tls-client-ca\n"
+		"  --tls-server-name NAME name to verify instead of --server's host\n"
 		"  --chunk-size SIZE      fallback chunk size (default: the server's)\n"
 		"  --buffers N            frame buffers (default: credits, within 512 MiB)\n"
 		"  --rate FPS             open loop: start frame i at i/FPS s, whatever the acks do,\n"
@@ -247,7 +252,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		O_SERVER = 256, O_TRANSPORT, O_CREDITS, O_WAFER, O_FIRST, O_COUNT, O_SIZE, O_SIZES,
 		O_SEED, O_RECYCLE, O_JSON, O_QUIET, O_MANIFEST, O_FTO, O_CTO, O_CHUNK, O_BUFS,
 		O_REUSE, O_RATE, O_DMAN, O_PREFIX,
-		O_LOG, O_HELP, O_AUTH,
+		O_LOG, O_HELP, O_AUTH, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_TLS_NAME,
 	};
 	static const struct option lo[] = {
 		{ "server", required_argument, 0, O_SERVER },
@@ -274,6 +279,10 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		{ "log-level", required_argument, 0, O_LOG },
 		{ "help", no_argument, 0, O_HELP },
 		{ "auth-token-file", required_argument, 0, O_AUTH },
+		{ "tls-ca", required_argument, 0, O_TLS_CA },
+		{ "tls-cert", required_argument, 0, O_TLS_CERT },
+		{ "tls-key", required_argument, 0, O_TLS_KEY },
+		{ "tls-server-name", required_argument, 0, O_TLS_NAME },
 		{ 0, 0, 0, 0 },
 	};
 	uint64_t v;
@@ -358,6 +367,10 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 				goto bad;
 			c->auth_token_file = optarg;
 			break;
+		case O_TLS_CA: c->tls_ca = optarg; break;
+		case O_TLS_CERT: c->tls_cert = optarg; break;
+		case O_TLS_KEY: c->tls_key = optarg; break;
+		case O_TLS_NAME: c->tls_server_name = optarg; break;
 		case O_RATE:
 			if (parse_u64(optarg, &v) || v == 0 || v > 1000000)
 				goto bad;
@@ -481,6 +494,10 @@ int main(int argc, char **argv)
 	o.client_name = "ingest-send";
 	o.chunk_size = c.chunk_size;
 	o.auth_token = c.auth_token_file ? token : NULL;
+	o.tls_ca = c.tls_ca;
+	o.tls_cert = c.tls_cert;
+	o.tls_key = c.tls_key;
+	o.tls_server_name = c.tls_server_name;
 	if (c.frame_timeout_ms)
 		o.frame_timeout_ms = c.frame_timeout_ms;
 	if (c.connect_timeout_ms)

@@ -72,6 +72,11 @@ struct ing_ingestd_opts {
 	unsigned session_idle_ms;
 	const char *auth_token_file; /* NULL: no authentication */
 	char auth_token[ING_AUTH_TOKEN_MAX + 1]; /* read from it by parse_args; never logged */
+	const char *tls_client_ca;   /* mTLS: client certificates must chain to it */
+	/* fair sharing under abuse (0: the library default, see --help) */
+	unsigned handshake_timeout_ms, idle_timeout_ms, max_connections, max_conns_per_peer;
+	unsigned health_reserve, max_sessions_per_peer, max_slots_per_peer, slot_stall_ms;
+	unsigned auth_fail_burst, auth_backoff_max_ms;
 };
 
 static void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
@@ -128,6 +133,25 @@ static void usage(FILE *f)
 		"  --auth-token-file PATH  require this shared secret (one line, %u..%u printable\n"
 		"                       characters, mode 600): Negotiate authToken, a negotiated\n"
 		"                       session for streams, 'authorization: Bearer' for Stats\n"
+		"  --tls-client-ca PEM  mTLS: require a client certificate signed by this CA; its\n"
+		"                       subject is the client's identity (logs, session binding)\n"
+		"limits (fair sharing under abuse):\n"
+		"  --handshake-timeout-ms N  close a connection without TLS handshake, HTTP/2\n"
+		"                       preface and SETTINGS within N ms (default 5000)\n"
+		"  --idle-timeout SEC   close a connection with no open stream after SEC (default 60)\n"
+		"  --max-connections N  connections in total (default 256; when full, the one idle\n"
+		"                       longest is evicted)\n"
+		"  --max-conns-per-peer N  connections per client address (default 32)\n"
+		"  --health-reserve N   extra connections for Health/Check only when all are busy\n"
+		"                       (default 8)\n"
+		"  --max-sessions-per-peer N  sessions per client address (default 64)\n"
+		"  --max-slots-per-peer N  pool slots per client address while another address waits\n"
+		"                       for one (default: 3/4 of the pool)\n"
+		"  --slot-stall-ms N    a frame whose bytes stop for N ms fails (retryable) and frees\n"
+		"                       its slot (default 5000)\n"
+		"  --auth-fail-burst N  failed authentications per address before back-off (default\n"
+		"                       20, one more each second)\n"
+		"  --auth-backoff-max SEC  longest back-off after failed authentication (default 60)\n"
 		"  -h, --help           this text\n"
 		"exit status: 0 stopped cleanly, 1 runtime error, 2 usage error, 3 stopped but\n"
 		"  frames in flight at the drain deadline were failed (not durable)\n",
@@ -271,7 +295,9 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 {
 	enum { O_LISTEN = 256, O_DATA, O_POOL, O_HUGE, O_WORKERS, O_SINK, O_CREDITS, O_MAXF,
 	       O_FTO, O_LCORES, O_PNODE, O_LOG, O_PORTF, O_CERT, O_KEY, O_READY, O_RDMA, O_MAXS, O_PRING, O_SIDLE,
-	       O_RDMA_MODE, O_RDMA_ADDR, O_RDMA_PORT, O_POLL, O_AUTH };
+	       O_RDMA_MODE, O_RDMA_ADDR, O_RDMA_PORT, O_POLL, O_AUTH, O_CLIENT_CA, O_HS_TO,
+	       O_IDLE_TO, O_MAXC, O_MAXC_PEER, O_HEALTH_RES, O_MAXS_PEER, O_SLOTS_PEER, O_STALL,
+	       O_AUTH_BURST, O_AUTH_BACKOFF };
 	static const struct option lo[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "data-dir", required_argument, NULL, O_DATA },
@@ -298,6 +324,17 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 		{ "rdma-port", required_argument, NULL, O_RDMA_PORT },
 		{ "poll-mode", required_argument, NULL, O_POLL },
 		{ "auth-token-file", required_argument, NULL, O_AUTH },
+		{ "tls-client-ca", required_argument, NULL, O_CLIENT_CA },
+		{ "handshake-timeout-ms", required_argument, NULL, O_HS_TO },
+		{ "idle-timeout", required_argument, NULL, O_IDLE_TO },
+		{ "max-connections", required_argument, NULL, O_MAXC },
+		{ "max-conns-per-peer", required_argument, NULL, O_MAXC_PEER },
+		{ "health-reserve", required_argument, NULL, O_HEALTH_RES },
+		{ "max-sessions-per-peer", required_argument, NULL, O_MAXS_PEER },
+		{ "max-slots-per-peer", required_argument, NULL, O_SLOTS_PEER },
+		{ "slot-stall-ms", required_argument, NULL, O_STALL },
+		{ "auth-fail-burst", required_argument, NULL, O_AUTH_BURST },
+		{ "auth-backoff-max", required_argument, NULL, O_AUTH_BACKOFF },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -437,6 +474,59 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 				return bad_usage("--auth-token-file: empty path%s", "");
 			o->auth_token_file = optarg;
 			break;
+		case O_CLIENT_CA:
+			o->tls_client_ca = optarg;
+			break;
+		case O_HS_TO:
+			if (parse_u64(optarg, 600000, &v) || v < 10)
+				return bad_usage("--handshake-timeout-ms: '%s' is not milliseconds in 10..600000", optarg);
+			o->handshake_timeout_ms = (unsigned)v;
+			break;
+		case O_IDLE_TO:
+			if (parse_u64(optarg, 86400, &v) || v == 0)
+				return bad_usage("--idle-timeout: '%s' is not seconds in 1..86400", optarg);
+			o->idle_timeout_ms = (unsigned)v * 1000u;
+			break;
+		case O_MAXC:
+			if (parse_u64(optarg, 65536, &v) || v == 0)
+				return bad_usage("--max-connections: '%s' is not a count in 1..65536", optarg);
+			o->max_connections = (unsigned)v;
+			break;
+		case O_MAXC_PEER:
+			if (parse_u64(optarg, 65536, &v) || v == 0)
+				return bad_usage("--max-conns-per-peer: '%s' is not a count in 1..65536", optarg);
+			o->max_conns_per_peer = (unsigned)v;
+			break;
+		case O_HEALTH_RES:
+			if (parse_u64(optarg, 1024, &v) || v == 0)
+				return bad_usage("--health-reserve: '%s' is not a count in 1..1024", optarg);
+			o->health_reserve = (unsigned)v;
+			break;
+		case O_MAXS_PEER:
+			if (parse_u64(optarg, 1u << 20, &v) || v == 0)
+				return bad_usage("--max-sessions-per-peer: '%s' is not a count", optarg);
+			o->max_sessions_per_peer = (unsigned)v;
+			break;
+		case O_SLOTS_PEER:
+			if (parse_u64(optarg, 1u << 20, &v) || v == 0)
+				return bad_usage("--max-slots-per-peer: '%s' is not a count", optarg);
+			o->max_slots_per_peer = (unsigned)v;
+			break;
+		case O_STALL:
+			if (parse_u64(optarg, 86400000, &v) || v < 10)
+				return bad_usage("--slot-stall-ms: '%s' is not milliseconds >= 10", optarg);
+			o->slot_stall_ms = (unsigned)v;
+			break;
+		case O_AUTH_BURST:
+			if (parse_u64(optarg, 1000000, &v) || v == 0)
+				return bad_usage("--auth-fail-burst: '%s' is not a count", optarg);
+			o->auth_fail_burst = (unsigned)v;
+			break;
+		case O_AUTH_BACKOFF:
+			if (parse_u64(optarg, 86400, &v) || v == 0)
+				return bad_usage("--auth-backoff-max: '%s' is not seconds in 1..86400", optarg);
+			o->auth_backoff_max_ms = (unsigned)v * 1000u;
+			break;
 		case ':':
 			return bad_usage("option %s needs a value", argv[optind - 1]);
 		default:
@@ -449,6 +539,10 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 		return bad_usage("--tls-cert and --tls-key go together%s", "");
 	if (o->tls_cert && (readable_or_usage("--tls-cert", o->tls_cert) ||
 			    readable_or_usage("--tls-key", o->tls_key)))
+		return 2;
+	if (o->tls_client_ca && !o->tls_cert)
+		return bad_usage("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS)%s", "");
+	if (o->tls_client_ca && readable_or_usage("--tls-client-ca", o->tls_client_ca))
 		return 2;
 	struct ing_pool_opts po;
 	char why[96] = "", msg[320];
@@ -914,6 +1008,11 @@ int main(int argc, char **argv)
 	so.max_sessions = d.o.max_sessions;
 	so.session_idle_ms = d.o.session_idle_ms;
 	so.auth_token = d.o.auth_token_file ? d.o.auth_token : NULL;
+	so.max_sessions_per_peer = d.o.max_sessions_per_peer;
+	so.max_slots_per_peer = d.o.max_slots_per_peer;
+	so.slot_stall_ms = d.o.slot_stall_ms;
+	so.auth_fail_burst = d.o.auth_fail_burst;
+	so.auth_backoff_max_ms = d.o.auth_backoff_max_ms;
 	struct ing_grpc_server_opts gso;
 	ing_grpc_server_opts_init(&gso);
 	if (gso.max_recv_msg < so.max_chunk + (64u << 10))
@@ -973,6 +1072,17 @@ int main(int argc, char **argv)
 	gso.listen = d.o.listen;
 	gso.tls_cert = d.o.tls_cert;
 	gso.tls_key = d.o.tls_key;
+	gso.tls_client_ca = d.o.tls_client_ca;
+	if (d.o.handshake_timeout_ms)
+		gso.handshake_timeout_ms = d.o.handshake_timeout_ms;
+	if (d.o.idle_timeout_ms)
+		gso.idle_timeout_ms = d.o.idle_timeout_ms;
+	if (d.o.max_connections)
+		gso.max_connections = d.o.max_connections;
+	if (d.o.max_conns_per_peer)
+		gso.max_conns_per_peer = d.o.max_conns_per_peer;
+	if (d.o.health_reserve)
+		gso.health_reserve = d.o.health_reserve;
 	unsigned nm;
 	const struct ing_grpc_method *methods = ing_svc_methods(d.svc, &nm);
 	d.srv = ing_grpc_server_create(d.loop, &gso, methods, nm);
@@ -1004,6 +1114,13 @@ int main(int argc, char **argv)
 		 d.o.max_frame && d.o.max_frame < ing_pool_max_len(d.pool) ? d.o.max_frame :
 									     ing_pool_max_len(d.pool),
 		 d.o.frame_timeout_ms / 1000);
+	ING_INFO(COMP, "limits: connections %u (%u per address, +%u for health), handshake %u ms, idle %u s; "
+		 "sessions %u (%u per address); slot stall %u ms%s",
+		 gso.max_connections, gso.max_conns_per_peer, gso.health_reserve,
+		 gso.handshake_timeout_ms, gso.idle_timeout_ms / 1000, so.max_sessions,
+		 so.max_sessions_per_peer ? so.max_sessions_per_peer : ING_DEFAULT_MAX_SESSIONS_PER_PEER,
+		 so.slot_stall_ms ? so.slot_stall_ms : ING_DEFAULT_SLOT_STALL_MS,
+		 d.o.tls_client_ca ? "; client certificates required" : "");
 	ING_INFO(COMP, "transports: gRPC stream (PushFrames) yes; RDMA READ %s (%s)",
 		 d.rdma ? "yes" : "no", d.rdma_note);
 	if (d.o.auth_token_file)

@@ -91,6 +91,23 @@ struct ing_grpc_server_opts {
 	const char *tls_cert;      /* PEM; both set: TLS with ALPN h2, else cleartext h2c */
 	const char *tls_key;
 	bool no_listen;            /* fuzz targets: no socket, bytes come via grpc_server_feed */
+	/*
+	 * Fair sharing under abuse (0: the default). A connection must finish its TLS handshake
+	 * and send the HTTP/2 preface and SETTINGS within handshake_timeout_ms (5000); one
+	 * with no open stream is closed (GOAWAY) after idle_timeout_ms (60000). One peer
+	 * address holds at most max_conns_per_peer (32) connections. At max_connections the
+	 * connection idle longest (no open stream; its peer's own first, when the peer is at
+	 * its limit) is evicted for the newcomer; when none is idle, up to health_reserve (8)
+	 * more connections are accepted that may carry only grpc.health.v1 Health/Check and
+	 * are closed after handshake_timeout_ms, busy or not.
+	 */
+	unsigned handshake_timeout_ms;
+	unsigned idle_timeout_ms;
+	unsigned max_conns_per_peer;
+	unsigned health_reserve;
+	/* PEM CA bundle: with TLS, require a client certificate that chains to it; the
+	 * certificate's subject becomes the call's identity (ing_grpc_call_identity). */
+	const char *tls_client_ca;
 };
 void ing_grpc_server_opts_init(struct ing_grpc_server_opts *o);
 
@@ -122,6 +139,10 @@ const char *ing_grpc_call_header(const struct ing_grpc_call *c, const char *name
 void ing_grpc_call_set_user(struct ing_grpc_call *c, void *user);
 void *ing_grpc_call_user(const struct ing_grpc_call *c);
 const char *ing_grpc_call_peer(const struct ing_grpc_call *c);   /* "127.0.0.1:41234" */
+const char *ing_grpc_call_peer_addr(const struct ing_grpc_call *c); /* "127.0.0.1" (no port) */
+/* The verified client certificate's subject ("CN=producer-a,O=..."), NULL without mTLS. */
+const char *ing_grpc_call_identity(const struct ing_grpc_call *c);
+uint64_t ing_grpc_call_conn_id(const struct ing_grpc_call *c);   /* unique per connection */
 uint64_t ing_grpc_call_id(const struct ing_grpc_call *c);        /* unique per process */
 size_t ing_grpc_call_send_buffered(const struct ing_grpc_call *c);
 
@@ -148,7 +169,10 @@ struct ing_grpc_chan_opts {
 	uint32_t conn_window_bytes;/* default 64 MiB */
 	size_t max_send_buffer;    /* bytes queued on the connection before send returns -ENOBUFS, default 32 MiB */
 	bool tls;                  /* TLS + ALPN h2 (no verification unless tls_ca is set) */
-	const char *tls_ca;
+	const char *tls_ca;        /* verify the server against it, and its name (SAN) */
+	const char *tls_cert;      /* client certificate + key (PEM) for a node with mTLS */
+	const char *tls_key;
+	const char *tls_server_name; /* name to verify and send as SNI; NULL: the target's host */
 };
 void ing_grpc_chan_opts_init(struct ing_grpc_chan_opts *o);
 /* Connect (blocking, bounded by connect_timeout_ms) and exchange SETTINGS. NULL + err text. */

@@ -870,6 +870,21 @@ static int tls_connect(struct ing_grpc_chan *ch, const struct ing_grpc_chan_opts
 		}
 		SSL_CTX_set_verify(ch->ssl_ctx, SSL_VERIFY_PEER, NULL);
 	}
+	if (!!o->tls_cert != !!o->tls_key) {
+		seterr(err, errlen, "TLS: a client certificate needs its key (and the key its certificate)");
+		return -EINVAL;
+	}
+	if (o->tls_cert && (SSL_CTX_use_certificate_chain_file(ch->ssl_ctx, o->tls_cert) != 1 ||
+			    SSL_CTX_use_PrivateKey_file(ch->ssl_ctx, o->tls_key, SSL_FILETYPE_PEM) != 1 ||
+			    SSL_CTX_check_private_key(ch->ssl_ctx) != 1)) {
+		char ebuf[256];
+		seterr(err, errlen, "TLS: client certificate %s / key %s: %s", o->tls_cert, o->tls_key,
+		       grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "invalid"));
+		ERR_clear_error();
+		return -EINVAL;
+	}
+	if (o->tls_server_name && *o->tls_server_name)
+		host = o->tls_server_name;   /* verify this name (and send it as SNI) instead */
 	ch->ssl = SSL_new(ch->ssl_ctx);
 	if (!ch->ssl || !SSL_set_fd(ch->ssl, ch->fd)) {
 		seterr(err, errlen, "TLS: cannot create session");
@@ -899,8 +914,14 @@ static int tls_connect(struct ing_grpc_chan *ch, const struct ing_grpc_chan_opts
 			wr = wait_fd(ch->fd, POLLOUT, deadline);
 		else {
 			char ebuf[256];
-			seterr(err, errlen, "TLS handshake: %s",
-			       grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "connection closed"));
+			long vr = SSL_get_verify_result(ch->ssl);
+			if (vr != X509_V_OK)
+				seterr(err, errlen, "TLS handshake: server certificate: %s (expected name %s)",
+				       X509_verify_cert_error_string(vr), host);
+			else
+				seterr(err, errlen, "TLS handshake: %s",
+				       grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf),
+						       "connection closed (does the node require a client certificate?)"));
 			ERR_clear_error();
 			return -EPROTO;
 		}
@@ -1001,8 +1022,21 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 		}
 		int r = ing_grpc_chan_poll(ch, (int)((deadline - now + 999999) / 1000000));
 		if (r < 0) {
-			seterr(err, errlen, "%s: connection failed during HTTP/2 setup: %s",
-			       o->target, strerror(-r));
+			/* TLS 1.3: the server checks our certificate after our handshake ended; its
+			 * alert (if it is still readable) says why the connection went */
+			char ebuf[256] = "";
+			if (ch->ssl) {
+				uint8_t b1;
+				ERR_clear_error();
+				(void)grpc_ssl_read(ch->ssl, &b1, 1);
+				grpc_ssl_errstr(ERR_peek_last_error(), ebuf, sizeof(ebuf), "");
+				ERR_clear_error();
+			}
+			seterr(err, errlen, "%s: connection failed during HTTP/2 setup: %s%s%s%s",
+			       o->target, strerror(-r), *ebuf ? " (TLS: " : "", ebuf, *ebuf ? ")" : "");
+			if (ch->ssl && !o->tls_cert && !*ebuf)
+				seterr(err, errlen, "%s: closed by the node after the TLS handshake (%s): "
+				       "does it require a client certificate?", o->target, strerror(-r));
 			goto fail;
 		}
 	}

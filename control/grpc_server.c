@@ -32,12 +32,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,15 @@ struct conn {
 	struct ing_grpc_call *calls;
 	struct ing_timer kick;
 	char peer[64];
+	/* fair sharing (see ing_grpc_server_opts) */
+	uint64_t id;
+	unsigned nstreams;        /* calls (streams) open on it */
+	bool preface_done;        /* client SETTINGS received (and TLS handshake done) */
+	bool health_only;         /* accepted in the health reserve: Health/Check only */
+	uint64_t t_idle_ns;       /* when it last became idle (accepted, or last stream ended) */
+	struct ing_timer limit;   /* handshake deadline, then idle deadline */
+	char peer_ip[INET6_ADDRSTRLEN];
+	char identity[256];       /* verified client certificate's subject, "" without mTLS */
 };
 
 struct ing_grpc_server {
@@ -134,6 +145,8 @@ struct ing_grpc_server {
 	bool shutting_down;
 	bool serving;
 	unsigned nconns, ncalls;
+	unsigned nhealth;         /* connections in the health reserve */
+	uint64_t next_conn_id;
 	struct conn *conns;
 	SSL_CTX *ssl_ctx;
 	nghttp2_session_callbacks *cbs;
@@ -146,6 +159,7 @@ static uint64_t next_call_id = 1;   /* atomic: unique per process (several serve
 
 static void conn_kick(struct conn *cn);
 static void conn_close(struct conn *cn, const char *why);
+static void conn_idle_begin(struct conn *cn);
 static int call_finish(struct ing_grpc_call *c, int status, const char *message, uint32_t rst);
 
 /* ================================================================ options */
@@ -161,6 +175,10 @@ void ing_grpc_server_opts_init(struct ing_grpc_server_opts *o)
 	o->max_frame_size = 1u * 1024 * 1024;
 	o->max_concurrent_streams = 256;
 	o->max_connections = 256;
+	o->handshake_timeout_ms = 5000;
+	o->idle_timeout_ms = 60000;
+	o->max_conns_per_peer = 32;
+	o->health_reserve = 8;
 }
 
 /* ================================================================ call helpers */
@@ -594,6 +612,21 @@ const char *ing_grpc_call_peer(const struct ing_grpc_call *c)
 	return c->conn->peer;
 }
 
+const char *ing_grpc_call_peer_addr(const struct ing_grpc_call *c)
+{
+	return c->conn->peer_ip;
+}
+
+const char *ing_grpc_call_identity(const struct ing_grpc_call *c)
+{
+	return c->conn->identity[0] ? c->conn->identity : NULL;
+}
+
+uint64_t ing_grpc_call_conn_id(const struct ing_grpc_call *c)
+{
+	return c->conn->id;
+}
+
 uint64_t ing_grpc_call_id(const struct ing_grpc_call *c)
 {
 	return c->id;
@@ -681,6 +714,8 @@ static struct ing_grpc_call *call_new(struct conn *cn, int32_t sid)
 	c->id = __atomic_fetch_add(&next_call_id, 1, __ATOMIC_RELAXED);
 	grpc_deframer_init(&c->df);
 	ing_timer_init(&c->deadline, deadline_cb, c);
+	if (cn->nstreams++ == 0 && cn->preface_done && !cn->health_only)
+		ing_timer_cancel(cn->srv->loop, &cn->limit);   /* busy: no idle deadline */
 	c->next = cn->calls;
 	if (cn->calls)
 		cn->calls->prev = c;
@@ -699,6 +734,8 @@ static void call_release(struct ing_grpc_call *c, int status)
 		cn->calls = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	if (--cn->nstreams == 0 && !cn->dying)
+		conn_idle_begin(cn);
 	if (c->started && !c->closed) {
 		c->closed = true;
 		cn->srv->ncalls--;
@@ -817,6 +854,12 @@ static void call_dispatch(struct ing_grpc_call *c)
 		call_finish(c, ING_GRPC_UNIMPLEMENTED, b, NGHTTP2_NO_ERROR);
 		return;
 	}
+	if (c->conn->health_only && strcmp(m->path, HEALTH_CHECK_PATH) != 0) {
+		call_finish(c, ING_GRPC_UNAVAILABLE,
+			    "connection limit reached: this connection may carry only grpc.health.v1 Health/Check",
+			    NGHTTP2_NO_ERROR);
+		return;
+	}
 	c->m = m;
 	if (c->has_timeout) {
 		uint64_t now = ing_now_ns();
@@ -845,7 +888,18 @@ static void remote_half_close(struct ing_grpc_call *c)
 
 static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user)
 {
-	(void)user;
+	struct conn *cn = user;
+	if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK) &&
+	    !cn->preface_done) {
+		/* the client's preface and SETTINGS are in: the handshake deadline is met */
+		cn->preface_done = true;
+		if (cn->health_only)
+			return 0;   /* its one deadline, set at accept, stays */
+		ing_timer_cancel(cn->srv->loop, &cn->limit);
+		if (cn->nstreams == 0)
+			conn_idle_begin(cn);
+		return 0;
+	}
 	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
 		return 0;
 	struct ing_grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
@@ -977,6 +1031,24 @@ static int conn_flush(struct conn *cn)
 	return 0;
 }
 
+/* With mTLS: the verified client certificate's subject, RFC 2253 ("CN=a,O=b"), logged once. */
+static void conn_identity(struct conn *cn)
+{
+	X509 *x = SSL_get1_peer_certificate(cn->ssl);
+	if (!x)
+		return;
+	BIO *b = BIO_new(BIO_s_mem());
+	if (b && X509_NAME_print_ex(b, X509_get_subject_name(x), 0, XN_FLAG_RFC2253) >= 0) {
+		int n = BIO_read(b, cn->identity, (int)sizeof(cn->identity) - 1);
+		cn->identity[n > 0 ? n : 0] = '\0';
+	}
+	BIO_free(b);
+	X509_free(x);
+	if (!cn->identity[0])
+		snprintf(cn->identity, sizeof(cn->identity), "(empty subject)");
+	ING_INFO("grpc", "%s: client certificate verified: identity \"%s\"", cn->peer, cn->identity);
+}
+
 static int conn_handshake(struct conn *cn)
 {
 	int rc = grpc_ssl_handshake(cn->ssl);
@@ -990,6 +1062,7 @@ static int conn_handshake(struct conn *cn)
 			return -EPROTO;
 		}
 		cn->handshake_done = true;
+		conn_identity(cn);
 		return 0;
 	}
 	int e = SSL_get_error(cn->ssl, rc);
@@ -1081,6 +1154,9 @@ static void conn_close(struct conn *cn, const char *why)
 		ING_INFO("grpc", "%s: connection closed (%s)", cn->peer, why);
 	cn->dying = true;
 	ing_timer_cancel(s->loop, &cn->kick);
+	ing_timer_cancel(s->loop, &cn->limit);
+	if (cn->health_only)
+		s->nhealth--;
 	if (cn->fd >= 0)
 		(void)ing_loop_del_fd(s->loop, cn->fd);
 	while (cn->calls) {
@@ -1112,31 +1188,146 @@ static void conn_close(struct conn *cn, const char *why)
 	free(cn);
 }
 
-static void fmt_peer(const struct sockaddr_storage *ss, char *out, size_t len)
+/* "1.2.3.4:5" / "[::1]:5" into out, the address alone into ip (INET6_ADDRSTRLEN). */
+static void fmt_peer(const struct sockaddr_storage *ss, char *out, size_t len, char *ip)
 {
-	char ip[INET6_ADDRSTRLEN] = "?";
+	snprintf(ip, INET6_ADDRSTRLEN, "?");
 	if (ss->ss_family == AF_INET) {
 		const struct sockaddr_in *a = (const void *)ss;
-		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+		inet_ntop(AF_INET, &a->sin_addr, ip, INET6_ADDRSTRLEN);
 		snprintf(out, len, "%s:%u", ip, ntohs(a->sin_port));
 	} else if (ss->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *a = (const void *)ss;
-		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+		inet_ntop(AF_INET6, &a->sin6_addr, ip, INET6_ADDRSTRLEN);
 		snprintf(out, len, "[%s]:%u", ip, ntohs(a->sin6_port));
 	} else {
 		snprintf(out, len, "unknown");
 	}
 }
 
+/* ---------------------------------------------------------------- fair sharing */
+
+/* Handshake deadline missed, or idle (no open stream) for too long. */
+static void conn_limit_cb(void *arg)
+{
+	struct conn *cn = arg;
+	struct ing_grpc_server *s = cn->srv;
+	char why[96];
+	if (!cn->preface_done) {
+		snprintf(why, sizeof(why), "no %sHTTP/2 preface and SETTINGS within %u ms",
+			 cn->ssl && !cn->handshake_done ? "TLS handshake, " : "",
+			 s->o.handshake_timeout_ms);
+		conn_close(cn, why);
+		return;
+	}
+	if (cn->nstreams && !cn->health_only)
+		return;
+	if (cn->health_only)   /* a reserve connection lives one handshake timeout, busy or not */
+		snprintf(why, sizeof(why), "health-reserve connection: %u ms are up",
+			 s->o.handshake_timeout_ms);
+	else
+		snprintf(why, sizeof(why), "idle: no open stream for %u ms", s->o.idle_timeout_ms);
+	(void)nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
+				    nghttp2_session_get_last_proc_stream_id(cn->h2), NGHTTP2_NO_ERROR,
+				    NULL, 0);
+	(void)conn_flush(cn);   /* best effort */
+	conn_close(cn, why);
+}
+
+/* No stream open any more: the idle deadline starts (once the preface is in). */
+static void conn_idle_begin(struct conn *cn)
+{
+	struct ing_grpc_server *s = cn->srv;
+	cn->t_idle_ns = ing_now_ns();
+	if (!cn->preface_done || cn->health_only)
+		return;   /* the handshake deadline still runs (for the reserve: its lifetime) */
+	ing_timer_arm(s->loop, &cn->limit, cn->t_idle_ns + (uint64_t)s->o.idle_timeout_ms * 1000000ull);
+}
+
+/* The connection idle longest (no open stream), of peer ip only when ip is set. */
+static struct conn *oldest_idle(struct ing_grpc_server *s, const char *ip)
+{
+	struct conn *old = NULL;
+	for (struct conn *cn = s->conns; cn; cn = cn->next) {
+		if (cn->dying || cn->nstreams || cn->health_only || (ip && strcmp(cn->peer_ip, ip)))
+			continue;
+		if (!old || cn->t_idle_ns < old->t_idle_ns)
+			old = cn;
+	}
+	return old;
+}
+
+static unsigned peer_conns(const struct ing_grpc_server *s, const char *ip)
+{
+	unsigned n = 0;
+	for (const struct conn *cn = s->conns; cn; cn = cn->next)
+		if (!cn->dying && !cn->health_only && strcmp(cn->peer_ip, ip) == 0)
+			n++;
+	return n;
+}
+
+static void evict(struct conn *cn, const char *why, const char *newcomer)
+{
+	char b[160];
+	snprintf(b, sizeof(b), "evicted, idle for %" PRIu64 " ms: %s (new connection from %s)",
+		 (ing_now_ns() - cn->t_idle_ns) / 1000000u, why, newcomer);
+	(void)nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
+				    nghttp2_session_get_last_proc_stream_id(cn->h2), NGHTTP2_NO_ERROR,
+				    NULL, 0);
+	(void)conn_flush(cn);
+	conn_close(cn, b);
+}
+
+/*
+ * Room for a new connection from ip: 0 (normal), 1 (health reserve only), -1 (refused).
+ * One peer never holds more than max_conns_per_peer; a full table gives up its connection
+ * idle longest rather than refusing the newcomer.
+ */
+static int admit_conn(struct ing_grpc_server *s, const char *ip, const char *peer)
+{
+	if (peer_conns(s, ip) >= s->o.max_conns_per_peer) {
+		struct conn *v = oldest_idle(s, ip);
+		if (!v) {
+			ING_LOG_RL(ING_LOG_WARN, "grpc", "connection from %s refused: %u connections of %s open, all busy (--max-conns-per-peer)",
+				   peer, s->o.max_conns_per_peer, ip);
+			return -1;
+		}
+		evict(v, "its peer is at --max-conns-per-peer", peer);
+	}
+	if (s->nconns - s->nhealth < s->o.max_connections)
+		return 0;
+	struct conn *v = oldest_idle(s, NULL);
+	if (v) {
+		evict(v, "connection table full", peer);
+		return 0;
+	}
+	if (s->nhealth < s->o.health_reserve) {
+		ING_LOG_RL(ING_LOG_WARN, "grpc", "%s: %u connections open, all busy: accepted for Health/Check only",
+			   peer, s->nconns);
+		return 1;
+	}
+	ING_LOG_RL(ING_LOG_WARN, "grpc", "connection refused: %u connections open, all busy", s->nconns);
+	return -1;
+}
+
 static int conn_start(struct ing_grpc_server *s, int fd, const struct sockaddr_storage *ss)
 {
+	char ip[INET6_ADDRSTRLEN], peer[64];
+	fmt_peer(ss, peer, sizeof(peer), ip);
+	int room = admit_conn(s, ip, peer);
+	if (room < 0)
+		return -EBUSY;
 	struct conn *cn = calloc(1, sizeof(*cn));
 	if (!cn)
 		return -ENOMEM;
 	cn->srv = s;
 	cn->fd = fd;
-	fmt_peer(ss, cn->peer, sizeof(cn->peer));
+	cn->id = ++s->next_conn_id;
+	cn->health_only = room == 1;
+	memcpy(cn->peer, peer, sizeof(cn->peer));
+	memcpy(cn->peer_ip, ip, sizeof(cn->peer_ip));
 	ing_timer_init(&cn->kick, conn_kick_cb, cn);
+	ing_timer_init(&cn->limit, conn_limit_cb, cn);
 	int one = 1;
 	if (fd >= 0)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1179,6 +1370,11 @@ static int conn_start(struct ing_grpc_server *s, int fd, const struct sockaddr_s
 		s->conns->prev = cn;
 	s->conns = cn;
 	s->nconns++;
+	if (cn->health_only)
+		s->nhealth++;
+	cn->t_idle_ns = ing_now_ns();
+	ing_timer_arm(s->loop, &cn->limit,
+		      cn->t_idle_ns + (uint64_t)s->o.handshake_timeout_ms * 1000000ull);
 	if (s->shutting_down)
 		(void)nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
 	conn_kick(cn);   /* our SETTINGS go out without waiting for the client */
@@ -1200,14 +1396,10 @@ static void listen_event(void *arg, uint32_t events)
 				ING_LOG_RL(ING_LOG_WARN, "grpc", "accept: %s", strerror(errno));
 			return;
 		}
-		if (s->nconns >= s->o.max_connections) {
-			ING_LOG_RL(ING_LOG_WARN, "grpc", "connection refused: %u connections open",
-				   s->nconns);
-			close(fd);
-			continue;
-		}
 		int rc = conn_start(s, fd, &ss);
-		if (rc < 0) {
+		if (rc == -EBUSY) {
+			close(fd);   /* refused, logged by admit_conn */
+		} else if (rc < 0) {
 			ING_LOG_RL(ING_LOG_WARN, "grpc", "connection setup failed: %s", strerror(-rc));
 			close(fd);
 		}
@@ -1274,7 +1466,7 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
 	return SSL_TLSEXT_ERR_OK;
 }
 
-static SSL_CTX *tls_server_ctx(const char *cert, const char *key)
+static SSL_CTX *tls_server_ctx(const char *cert, const char *key, const char *client_ca)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	if (!ctx)
@@ -1298,6 +1490,22 @@ static SSL_CTX *tls_server_ctx(const char *cert, const char *key)
 		return NULL;
 	}
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+	if (client_ca) {
+		/* mTLS: no certificate, one from another CA, an expired one: handshake fails */
+		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(client_ca);
+		if (SSL_CTX_load_verify_locations(ctx, client_ca, NULL) != 1 || !names) {
+			char ebuf[256];
+			ING_ERR("grpc", "TLS client CA %s: %s", client_ca,
+				grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "no certificate in it"));
+			ERR_clear_error();
+			sk_X509_NAME_pop_free(names, X509_NAME_free);
+			SSL_CTX_free(ctx);
+			return NULL;
+		}
+		SSL_CTX_set_client_CA_list(ctx, names);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+		SSL_CTX_set_verify_depth(ctx, 4);
+	}
 	return ctx;
 }
 
@@ -1380,6 +1588,14 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 		s->o.max_concurrent_streams = d.max_concurrent_streams;
 	if (!s->o.max_connections)
 		s->o.max_connections = d.max_connections;
+	if (!s->o.handshake_timeout_ms)
+		s->o.handshake_timeout_ms = d.handshake_timeout_ms;
+	if (!s->o.idle_timeout_ms)
+		s->o.idle_timeout_ms = d.idle_timeout_ms;
+	if (!s->o.max_conns_per_peer)
+		s->o.max_conns_per_peer = d.max_conns_per_peer;
+	if (!s->o.health_reserve)
+		s->o.health_reserve = d.health_reserve;
 	if (s->o.window_bytes > NGHTTP2_MAX_WINDOW_SIZE)
 		s->o.window_bytes = NGHTTP2_MAX_WINDOW_SIZE;
 	if (s->o.conn_window_bytes > NGHTTP2_MAX_WINDOW_SIZE)
@@ -1392,7 +1608,7 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 	if (!s->listen_str)
 		goto oom;
 	s->o.listen = s->listen_str;
-	s->o.tls_cert = s->o.tls_key = NULL;   /* only used during create */
+	s->o.tls_cert = s->o.tls_key = s->o.tls_client_ca = NULL;   /* only used during create */
 
 	s->methods = calloc(n + 1, sizeof(*s->methods));
 	if (!s->methods)
@@ -1424,7 +1640,7 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 	nghttp2_option_set_no_auto_window_update(s->h2opt, 1);
 
 	if (o && o->tls_cert && o->tls_key) {
-		s->ssl_ctx = tls_server_ctx(o->tls_cert, o->tls_key);
+		s->ssl_ctx = tls_server_ctx(o->tls_cert, o->tls_key, o->tls_client_ca);
 		if (!s->ssl_ctx)
 			goto fail;
 	}
@@ -1437,8 +1653,9 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 		ING_ERR("grpc", "loop add listener: %s", strerror(-rc));
 		goto fail;
 	}
-	ING_INFO("grpc", "listening on %s (port %d, %s)", s->o.listen, s->port,
-		 s->ssl_ctx ? "TLS" : "cleartext h2c");
+	ING_INFO("grpc", "listening on %s (port %d, %s%s)", s->o.listen, s->port,
+		 s->ssl_ctx ? "TLS" : "cleartext h2c",
+		 o && o->tls_client_ca && s->ssl_ctx ? ", client certificates required" : "");
 	return s;
 oom:
 	ING_ERR("grpc", "out of memory");

@@ -30,6 +30,10 @@
 #define ING_DEFAULT_SESSION_IDLE_MS 300000u
 #define ING_DEFAULT_MAX_SESSIONS 1024u
 #define ING_DEFAULT_MAX_MSG ((4u << 20) + (64u << 10))
+#define ING_DEFAULT_MAX_SESSIONS_PER_PEER 64u
+#define ING_DEFAULT_SLOT_STALL_MS 5000u
+#define ING_DEFAULT_AUTH_FAIL_BURST 20u
+#define ING_DEFAULT_AUTH_BACKOFF_MAX_MS 60000u
 
 /*
  * RDMA availability as Negotiate reports it. Filled by the RDMA side (rdma_cm listener)
@@ -61,6 +65,20 @@ struct ing_svc_opts {
 	 * anything else fails UNAUTHENTICATED. grpc.health.v1 is not the service's: stays open.
 	 */
 	const char *auth_token;
+	/*
+	 * Fair sharing under abuse (0: the default). One peer address holds at most
+	 * max_sessions_per_peer sessions (64), and max_slots_per_peer pool slots (0: three
+	 * quarters of the pool, at least 1) while another peer waits for one. A frame admitted into a slot whose bytes make no
+	 * progress for slot_stall_ms (5000) fails ERROR_DEADLINE, retryable, and frees the
+	 * slot. Failed authentication: a peer may fail auth_fail_burst times (20, one more
+	 * each second), then it is refused UNAVAILABLE for a back-off that doubles with every
+	 * further failure, up to auth_backoff_max_ms (60000).
+	 */
+	unsigned max_sessions_per_peer;
+	unsigned max_slots_per_peer;
+	unsigned slot_stall_ms;
+	unsigned auth_fail_burst;
+	unsigned auth_backoff_max_ms;
 };
 void ing_svc_opts_init(struct ing_svc_opts *o);
 

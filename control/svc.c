@@ -39,6 +39,113 @@ void ing_svc_opts_init(struct ing_svc_opts *o)
 	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
 	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
 	o->backlog_max = (16u << 20) + ING_DEFAULT_MAX_MSG;
+	o->max_sessions_per_peer = ING_DEFAULT_MAX_SESSIONS_PER_PEER;
+	o->slot_stall_ms = ING_DEFAULT_SLOT_STALL_MS;
+	o->auth_fail_burst = ING_DEFAULT_AUTH_FAIL_BURST;
+	o->auth_backoff_max_ms = ING_DEFAULT_AUTH_BACKOFF_MAX_MS;
+}
+
+/* ================================================================ peers */
+
+#define AUTH_REFILL_NS 1000000000ull   /* one failed attempt back per second */
+
+static bool peer_reusable(const struct svc_peer *p, uint64_t now)
+{
+	return !p->ip[0] || (p->refs == 0 && p->locked_until_ns <= now && p->fail_tat_ns <= now);
+}
+
+struct svc_peer *svc_peer_get(struct ing_svc *s, const char *ip)
+{
+	struct svc_peer *free_p = NULL;
+	uint64_t now = ing_now_ns();
+	if (!ip)
+		return NULL;
+	for (unsigned i = 0; i < s->npeers; i++) {
+		struct svc_peer *p = &s->peers[i];
+		if (p->ip[0] && strcmp(p->ip, ip) == 0) {
+			p->refs++;
+			return p;
+		}
+		if (!free_p && peer_reusable(p, now))
+			free_p = p;
+	}
+	if (!free_p) {
+		ING_LOG_RL(ING_LOG_WARN, "svc", "peer table full (%u): %s not tracked", s->npeers, ip);
+		return NULL;
+	}
+	memset(free_p, 0, sizeof(*free_p));
+	snprintf(free_p->ip, sizeof(free_p->ip), "%s", ip);
+	free_p->refs = 1;
+	return free_p;
+}
+
+void svc_peer_put(struct ing_svc *s, struct svc_peer *p)
+{
+	(void)s;
+	if (p && p->refs)
+		p->refs--;
+}
+
+static bool other_peer_waits(const struct svc_call *w, const struct svc_peer *p, bool ctl)
+{
+	for (; w; w = ctl ? w->ctl_next : w->wnext) {
+		if (w->peer == p)
+			continue;
+		if (ctl ? w->sess && w->sess->inflight < w->sess->credits   /* not a credit wait */
+			: w->wants_slot && !w->peer_capped)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Work-conserving: a peer may go past its share while no other peer waits for a slot (a
+ * node with one producer uses its whole pool); once another peer waits, the peer over
+ * its share takes no more until it is back under it.
+ */
+bool svc_peer_slot_ok(const struct ing_svc *s, const struct svc_peer *p)
+{
+	if (!p || p->slots < s->max_slots_per_peer)
+		return true;
+	return !other_peer_waits(s->wait_head, p, false) && !other_peer_waits(s->kick_rest, p, false) &&
+	       !other_peer_waits(s->ctl_wait_head, p, true);
+}
+
+bool svc_auth_locked(struct ing_svc *s, struct svc_peer *p, char *why, size_t whylen)
+{
+	uint64_t now = ing_now_ns();
+	if (!p || p->locked_until_ns <= now)
+		return false;
+	s->c_auth_locked++;
+	snprintf(why, whylen, "too many failed authentication attempts from %s: retry in %" PRIu64 " ms",
+		 p->ip, (p->locked_until_ns - now + 999999) / 1000000u);
+	return true;
+}
+
+void svc_auth_failed(struct ing_svc *s, struct svc_peer *p)
+{
+	uint64_t now = ing_now_ns();
+	if (!p)
+		return;
+	uint64_t tat = p->fail_tat_ns > now ? p->fail_tat_ns : now;
+	p->fail_tat_ns = tat + AUTH_REFILL_NS;
+	if (p->fail_tat_ns - now <= (uint64_t)s->o.auth_fail_burst * AUTH_REFILL_NS)
+		return;
+	/* over the burst: refused for 1 s, 2 s, 4 s, ... up to the maximum */
+	uint64_t max = (uint64_t)s->o.auth_backoff_max_ms * 1000000ull;
+	uint64_t b = p->strikes < 20 ? AUTH_REFILL_NS << p->strikes : max;
+	if (b > max)
+		b = max;
+	p->strikes++;
+	p->locked_until_ns = now + b;
+	ING_LOG_RL(ING_LOG_WARN, "svc", "%s: too many failed authentication attempts: refused for %" PRIu64 " ms",
+		   p->ip, b / 1000000u);
+}
+
+void svc_auth_succeeded(struct svc_peer *p)
+{
+	if (p)
+		p->strikes = 0;
 }
 
 /* ================================================================ protobuf-c arena */
@@ -170,15 +277,42 @@ static void ht_remove(struct ing_svc *s, struct svc_frame *e)
 	}
 }
 
+/* The frame's next check: its deadline, or the moment it would count as stalled. */
+static uint64_t frame_check_at(const struct svc_frame *e)
+{
+	uint64_t stall = e->progress_ns + (uint64_t)e->svc->o.slot_stall_ms * 1000000ull;
+	return stall < e->deadline_ns ? stall : e->deadline_ns;
+}
+
+/*
+ * Completion deadline, and the stall check: a slot whose bytes stop coming (a meta-only
+ * frame, a client that went quiet) is given back after slot_stall_ms rather than held to
+ * the frame timeout, so such frames cannot keep other producers waiting. Bytes that arrive
+ * only move progress_ns; the timer is re-armed here, not on the data path.
+ */
 static void frame_timeout_cb(void *arg)
 {
 	struct svc_frame *e = arg;
 	if (e->state != FE_FILLING)
 		return;
 	struct ing_frame *f = e->f;
+	uint64_t now = ing_now_ns();
+	if (now >= e->deadline_ns) {
+		svc_frame_fail(e, ING_E_DEADLINE, true,
+			       "frame %s: not complete after %u ms (%" PRIu64 " of %" PRIu64 " bytes)",
+			       f->frame_id, e->svc->o.frame_timeout_ms, f->filled, f->length);
+		return;
+	}
+	uint64_t at = frame_check_at(e);
+	if (now < at) {
+		ing_timer_arm(e->svc->loop, &e->timer, at);
+		return;
+	}
+	e->svc->c_stalled++;
 	svc_frame_fail(e, ING_E_DEADLINE, true,
-		       "frame %s: not complete after %u ms (%" PRIu64 " of %" PRIu64 " bytes)",
-		       f->frame_id, e->svc->o.frame_timeout_ms, f->filled, f->length);
+		       "frame %s: no bytes for %u ms (%" PRIu64 " of %" PRIu64
+		       " bytes); slot released, send it again", f->frame_id, e->svc->o.slot_stall_ms,
+		       f->filled, f->length);
 }
 
 struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc, struct ing_frame *f)
@@ -199,20 +333,38 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc, struct
 	ht_insert(s, e);
 	pc->sess->inflight++;
 	pc->open_frames++;
-	ing_timer_arm(s->loop, &e->timer, ing_now_ns() + (uint64_t)s->o.frame_timeout_ms * 1000000ull);
+	e->peer = pc->peer;
+	if (e->peer) {
+		e->peer->slots++;
+		e->peer->refs++;
+	}
+	e->progress_ns = ing_now_ns();
+	e->deadline_ns = e->progress_ns + (uint64_t)s->o.frame_timeout_ms * 1000000ull;
+	ing_timer_arm(s->loop, &e->timer, frame_check_at(e));
 	return e;
+}
+
+/* The slot of a session goes free (expired, evicted, its implicit stream ended). */
+static void session_drop(struct ing_svc *s, struct svc_session *ss)
+{
+	if (ss->peer) {
+		ss->peer->sessions--;
+		svc_peer_put(s, ss->peer);
+		ss->peer = NULL;
+	}
+	ss->in_use = false;
+	s->nsess--;
 }
 
 static void session_maybe_idle(struct ing_svc *s, struct svc_session *ss)
 {
-	if (ss->streams || ss->inflight)
+	if (ss->inflight)
 		return;
-	if (ss->implicit) {
-		ss->in_use = false;
-		s->nsess--;
+	ss->idle_since_ns = ing_now_ns();   /* implicit with a stream: idle since (eviction) */
+	if (ss->streams)
 		return;
-	}
-	ss->idle_since_ns = ing_now_ns();
+	if (ss->implicit)
+		session_drop(s, ss);
 }
 
 /* Give the slot back, drop the entry, release the credit. The call (if any) learns it. */
@@ -234,6 +386,11 @@ void svc_frame_release(struct svc_frame *e)
 	e->f = NULL;
 	e->call = NULL;
 	e->state = FE_FREE;
+	if (e->peer) {
+		e->peer->slots--;
+		svc_peer_put(s, e->peer);
+		e->peer = NULL;
+	}
 	if (e->sess) {
 		e->sess->inflight--;
 		session_maybe_idle(s, e->sess);
@@ -428,8 +585,7 @@ static void sweep(struct ing_svc *s)
 		if (now - ss->idle_since_ns >= idle) {
 			ING_INFO("svc", "session %" PRIu64 " (%s) expired after %u ms idle", ss->id,
 				 ss->client[0] ? ss->client : "implicit", s->o.session_idle_ms);
-			ss->in_use = false;
-			s->nsess--;
+			session_drop(s, ss);
 		}
 	}
 }
@@ -441,34 +597,71 @@ static void sweep_timer_cb(void *arg)
 	ing_timer_arm(s->loop, &s->sweep_timer, ing_now_ns() + SWEEP_NS);
 }
 
+#define EVICT_STREAM_IDLE_NS 1000000000ull   /* an implicit stream idle this long may go */
+
+/* An implicit session whose stream has nothing in flight and nothing waiting. */
+static bool stream_idle(const struct svc_session *ss, uint64_t now)
+{
+	const struct svc_call *pc = ss->icall;
+	if (!ss->implicit || ss->inflight || now - ss->idle_since_ns < EVICT_STREAM_IDLE_NS)
+		return false;
+	return !pc || !(pc->blocked || pc->waiting || pc->finished || pc->want_finish);
+}
+
 /*
- * Table full: give up the session that has been idle longest (no stream, nothing in
- * flight), so a burst of Negotiates does not expire a session negotiated a moment ago
- * whose producer is about to open its stream. NULL when every session is busy.
+ * Table full (or the peer at its limit when peer is set): give up the session idle
+ * longest, so the newcomer is served. First choice: negotiated sessions with no stream and
+ * nothing in flight (a burst of Negotiates does not expire a session negotiated a moment
+ * ago whose producer is about to open its stream); then the implicit session of a stream
+ * that has had nothing in flight for a while (its call ends RESOURCE_EXHAUSTED). NULL when
+ * every session is busy.
  */
-static struct svc_session *evict_oldest_idle(struct ing_svc *s)
+static struct svc_session *evict_oldest_idle(struct ing_svc *s, struct svc_peer *peer,
+					     const char *newcomer)
 {
 	struct svc_session *old = NULL;
-	for (unsigned i = 0; i < s->o.max_sessions; i++) {
-		struct svc_session *ss = &s->sess[i];
-		if (!ss->in_use || ss->streams || ss->inflight)
-			continue;
-		if (!old || ss->idle_since_ns < old->idle_since_ns)
-			old = ss;
+	uint64_t now = ing_now_ns();
+	for (int pass = 0; pass < 2 && !old; pass++) {
+		for (unsigned i = 0; i < s->o.max_sessions; i++) {
+			struct svc_session *ss = &s->sess[i];
+			if (!ss->in_use || ss->inflight || (peer && ss->peer != peer))
+				continue;
+			if (pass == 0 ? ss->streams != 0 : !stream_idle(ss, now))
+				continue;
+			if (!old || ss->idle_since_ns < old->idle_since_ns)
+				old = ss;
+		}
 	}
 	if (!old)
 		return NULL;
-	ING_INFO("svc", "session table full (%u): session %" PRIu64 " (%s), idle %" PRIu64
-		 " ms, expired early", s->o.max_sessions, old->id, old->client[0] ? old->client : "?",
-		 (uint64_t)((ing_now_ns() - old->idle_since_ns) / 1000000u));
-	old->in_use = false;
-	s->nsess--;
+	ING_INFO("svc", "%s (%u): session %" PRIu64 " (%s, %s), idle %" PRIu64
+		 " ms, evicted for a new session of %s", peer ? "peer at its session limit" : "session table full",
+		 peer ? s->o.max_sessions_per_peer : s->o.max_sessions, old->id,
+		 old->client[0] ? old->client : (old->implicit ? "implicit" : "?"),
+		 old->peer ? old->peer->ip : "?", (uint64_t)((now - old->idle_since_ns) / 1000000u),
+		 newcomer);
+	s->c_evicted++;
+	struct svc_call *pc = old->icall;   /* negotiated ones have no stream (pass 0) */
+	if (pc) {
+		pc->sess = NULL;
+		pc->evicted = true;
+		svc_call_finish_later(pc, ING_GRPC_RESOURCE_EXHAUSTED,
+				      "session evicted: the session table is full and this stream was idle");
+	}
+	session_drop(s, old);
 	return old;
 }
 
-struct svc_session *svc_session_new(struct ing_svc *s)
+struct svc_session *svc_session_new(struct ing_svc *s, struct svc_peer *peer)
 {
 	struct svc_session *ss = NULL;
+	const char *who = peer ? peer->ip : "?";
+	if (peer && peer->sessions >= s->o.max_sessions_per_peer &&
+	    !evict_oldest_idle(s, peer, who)) {
+		snprintf(s->sess_why, sizeof(s->sess_why),
+			 "%s holds %u sessions, all busy (limit per peer address)", who, peer->sessions);
+		return NULL;
+	}
 	for (unsigned i = 0; i < s->o.max_sessions; i++) {
 		if (!s->sess[i].in_use) {
 			ss = &s->sess[i];
@@ -476,10 +669,18 @@ struct svc_session *svc_session_new(struct ing_svc *s)
 		}
 	}
 	if (!ss)
-		ss = evict_oldest_idle(s);
-	if (!ss)
+		ss = evict_oldest_idle(s, NULL, who);
+	if (!ss) {
+		snprintf(s->sess_why, sizeof(s->sess_why), "session table full (%u sessions, all busy)",
+			 s->o.max_sessions);
 		return NULL;
+	}
 	memset(ss, 0, sizeof(*ss));
+	if (peer) {
+		ss->peer = peer;
+		peer->refs++;
+		peer->sessions++;
+	}
 	do {
 		ss->id = random_id();
 	} while (ss->id == 0 || svc_session_find(s, ss->id));
@@ -492,9 +693,9 @@ struct svc_session *svc_session_new(struct ing_svc *s)
 	return ss;
 }
 
-struct svc_session *svc_session_implicit(struct ing_svc *s)
+struct svc_session *svc_session_implicit(struct ing_svc *s, struct svc_peer *peer)
 {
-	struct svc_session *ss = svc_session_new(s);
+	struct svc_session *ss = svc_session_new(s, peer);
 	if (ss)
 		ss->implicit = true;
 	return ss;
@@ -513,6 +714,7 @@ struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c, uint8_
 	pc->call = c;
 	pc->id = ing_grpc_call_id(c);
 	pc->kind = kind;
+	pc->peer = svc_peer_get(s, ing_grpc_call_peer_addr(c));
 	pc->next = s->calls;
 	if (s->calls)
 		s->calls->prev = pc;
@@ -572,6 +774,8 @@ void svc_call_free(struct svc_call *pc)
 	if (pc->kind == SVC_CALL_PUSH)
 		svc_push_close(pc);
 	if (pc->sess) {
+		if (pc->sess->icall == pc)
+			pc->sess->icall = NULL;
 		pc->sess->streams--;
 		session_maybe_idle(s, pc->sess);
 	}
@@ -582,6 +786,7 @@ void svc_call_free(struct svc_call *pc)
 	if (pc->next)
 		pc->next->prev = pc->prev;
 	s->ncalls--;
+	svc_peer_put(s, pc->peer);
 	free(pc->aq);
 	arena_ovf_free(pc);
 	free(pc);
@@ -593,13 +798,40 @@ int svc_call_bind_session(struct svc_call *pc, uint64_t sid)
 	struct svc_session *ss;
 	if (pc->sess)
 		return 0;
+	if (pc->evicted) {
+		snprintf(pc->err_msg, sizeof(pc->err_msg), "session evicted: the session table is full");
+		pc->err_status = ING_GRPC_RESOURCE_EXHAUSTED;
+		return -ENOSPC;
+	}
+	if (s->auth && svc_auth_locked(s, pc->peer, pc->err_msg, sizeof(pc->err_msg))) {
+		pc->err_status = ING_GRPC_RESOURCE_EXHAUSTED;
+		return -EAGAIN;
+	}
 	if (sid) {
 		ss = svc_session_find(s, sid);
 		if (!ss) {
 			snprintf(pc->err_msg, sizeof(pc->err_msg),
 				 "unknown session %" PRIu64 " (expired or never negotiated)", sid);
 			pc->err_status = ING_GRPC_FAILED_PRECONDITION;
+			if (s->auth)   /* a guessed session id is a failed attempt too */
+				svc_auth_failed(s, pc->peer);
 			return -ENOENT;
+		}
+		/* a session id alone is no credential: only its owner may use it */
+		const char *ident = ing_grpc_call_identity(pc->call);
+		bool mine = ss->implicit ? false :
+			    ss->owner_ident[0] ? ident && strcmp(ident, ss->owner_ident) == 0 :
+			    ss->owner_conn == ing_grpc_call_conn_id(pc->call);
+		if (!mine) {
+			snprintf(pc->err_msg, sizeof(pc->err_msg),
+				 "session %" PRIu64 " belongs to another client (it is bound to the %s that negotiated it)",
+				 sid, ss->owner_ident[0] ? "client certificate" : "connection");
+			pc->err_status = ING_GRPC_PERMISSION_DENIED;
+			ING_LOG_RL(ING_LOG_WARN, "svc", "%s (%s): %s", ing_grpc_call_peer(pc->call),
+				   ident ? ident : "no certificate", pc->err_msg);
+			if (s->auth)
+				svc_auth_failed(s, pc->peer);
+			return -EACCES;
 		}
 		if (s->auth && !ss->authed) {   /* cannot happen today: every session is */
 			snprintf(pc->err_msg, sizeof(pc->err_msg),
@@ -615,32 +847,35 @@ int svc_call_bind_session(struct svc_call *pc, uint64_t sid)
 			 "(h3000-session-id header or sessionId)");
 		pc->err_status = ING_GRPC_UNAUTHENTICATED;
 		s->c_auth_refused++;
+		svc_auth_failed(s, pc->peer);
 		return -EACCES;
 	} else {
-		ss = svc_session_implicit(s);
+		ss = svc_session_implicit(s, pc->peer);
 		if (!ss) {
-			snprintf(pc->err_msg, sizeof(pc->err_msg), "session table full (%u sessions)",
-				 s->o.max_sessions);
+			snprintf(pc->err_msg, sizeof(pc->err_msg), "%s", s->sess_why);
 			pc->err_status = ING_GRPC_RESOURCE_EXHAUSTED;
 			return -ENOSPC;
 		}
+		ss->owner_conn = ing_grpc_call_conn_id(pc->call);
+		ss->icall = pc;
 	}
 	pc->sess = ss;
 	ss->streams++;
 	return 0;
 }
 
-bool svc_auth_token_ok(const struct ing_svc *s, const char *t)
+bool svc_auth_token_ok(const struct ing_svc *s, const char *t, size_t n)
 {
-	size_t n = t ? strnlen(t, ING_AUTH_TOKEN_MAX + 1) : 0;
 	volatile unsigned char d = 0;
 
-	if (!s->auth)
+	if (!s->auth || !t)
 		return false;
-	/* every byte of the secret is always compared: the time depends on the lengths only */
+	/* every byte of the secret is always compared, and the lengths must be equal: the
+	 * time depends on the lengths only; "token\0anything" is n > auth_len: refused */
 	for (size_t i = 0; i < s->auth_len; i++)
 		d |= (unsigned char)s->auth_token[i] ^ (unsigned char)(i < n ? t[i] : 0);
-	return d == 0 && n == s->auth_len;
+	d |= (unsigned char)(n != s->auth_len);
+	return d == 0;
 }
 
 /* Session from the h3000-session-id header, if the request carries one. */
@@ -1031,7 +1266,8 @@ void svc_wait(struct svc_call *pc)
 static bool slot_waiter_before(const struct svc_call *w, const struct svc_call *pc, uint64_t t)
 {
 	for (; w; w = w->wnext)
-		if (w != pc && w->wants_slot && w->ticket < t)
+		if (w != pc && w->wants_slot && w->ticket < t &&
+		    (!w->peer_capped || w->peer == pc->peer))   /* capped: ahead of its own peer only */
 			return true;
 	return false;
 }
@@ -1158,7 +1394,20 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->ht = calloc(hsz, sizeof(*s->ht));
 	s->retry = calloc(s->nfr, sizeof(*s->retry));
 	s->sess = calloc(s->o.max_sessions, sizeof(*s->sess));
-	if (!s->fr || !s->ht || !s->retry || !s->sess) {
+	/* every session, slot and connection could come from a different address */
+	s->npeers = s->o.max_sessions + s->nfr + 1024;
+	s->peers = calloc(s->npeers, sizeof(*s->peers));
+	if (s->o.max_sessions_per_peer == 0)
+		s->o.max_sessions_per_peer = ING_DEFAULT_MAX_SESSIONS_PER_PEER;
+	if (s->o.slot_stall_ms == 0)
+		s->o.slot_stall_ms = ING_DEFAULT_SLOT_STALL_MS;
+	if (s->o.auth_fail_burst == 0)
+		s->o.auth_fail_burst = ING_DEFAULT_AUTH_FAIL_BURST;
+	if (s->o.auth_backoff_max_ms == 0)
+		s->o.auth_backoff_max_ms = ING_DEFAULT_AUTH_BACKOFF_MAX_MS;
+	s->max_slots_per_peer = s->o.max_slots_per_peer ? s->o.max_slots_per_peer :
+				(s->nfr * 3 + 3) / 4;
+	if (!s->fr || !s->ht || !s->retry || !s->sess || !s->peers) {
 		ING_ERR("svc", "out of memory for %u frame entries / %u sessions", s->nfr, s->o.max_sessions);
 		goto fail;
 	}
@@ -1245,6 +1494,7 @@ void ing_svc_destroy(struct ing_svc *s)
 	free(s->ht);
 	free(s->retry);
 	free(s->sess);
+	free(s->peers);
 	explicit_bzero(s->auth_token, sizeof(s->auth_token));
 	free(s);
 }

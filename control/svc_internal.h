@@ -100,6 +100,21 @@ int chunk_parser_end(struct chunk_parser *p);
 #define SVC_ACK_MAX_ENC 1200u    /* encoded Ack upper bound (ids <= 256, msg < ING_FRAME_MSG_MAX) */
 #define SVC_REFUSED_MAX 16u      /* refused PushFrames frames whose later chunks are dropped */
 
+/*
+ * One peer address (the client's IP, no port): what it holds, for the per-peer limits, and
+ * its failed authentication attempts. Entries live in a fixed table (no allocation after
+ * create); one with nothing pointing at it and no failures to remember is reused.
+ */
+struct svc_peer {
+	char ip[48];              /* "" free */
+	unsigned refs;            /* calls + sessions + slots pointing here */
+	unsigned sessions;        /* sessions it owns */
+	unsigned slots;           /* pool slots its frames hold */
+	uint64_t fail_tat_ns;     /* failed-auth bucket: its next free moment (GCRA) */
+	uint64_t locked_until_ns; /* refused until then after too many failures */
+	unsigned strikes;         /* failures while over the burst: back-off 1 s << strikes */
+};
+
 struct svc_session {
 	uint64_t id;
 	bool in_use;
@@ -112,6 +127,11 @@ struct svc_session {
 	uint64_t idle_since_ns;  /* when streams and inflight both reached 0 */
 	char client[64];
 	bool authed;             /* created by a Negotiate that carried the node's authToken */
+	/* who may use it: the connection that negotiated it, or with mTLS its identity */
+	struct svc_peer *peer;
+	struct svc_call *icall;  /* implicit: the one stream it was made for */
+	uint64_t owner_conn;
+	char owner_ident[256];   /* "" without a client certificate */
 	bool ack_received;       /* Negotiate asked for RECEIVED acks too (two-stage) */
 };
 
@@ -122,6 +142,7 @@ struct svc_frame {
 	struct ing_frame *f;     /* NULL when free */
 	struct svc_call *call;   /* NULL once the call that sent it is gone */
 	struct svc_session *sess;
+	struct svc_peer *peer;   /* the peer whose slot count it is in */
 	struct ing_svc *svc;
 	uint64_t id_hash;        /* ing_id_hash of f->frame_id: the table's key */
 	uint64_t gen;            /* admission number (f->gen) */
@@ -129,7 +150,9 @@ struct svc_frame {
 	uint8_t state;           /* enum svc_fstate */
 	uint32_t idx;
 	uint32_t next_free;
-	struct ing_timer timer;  /* completion deadline while FILLING */
+	struct ing_timer timer;  /* completion / stall deadline while FILLING */
+	uint64_t deadline_ns;    /* admission + frame timeout */
+	uint64_t progress_ns;    /* last time bytes arrived (or admission) */
 };
 
 /* The node's stages of a durable frame (Ack.stage*Ns, StatsReply.stageLatency). */
@@ -162,6 +185,8 @@ struct svc_call {
 	struct ing_svc *svc;
 	struct ing_grpc_call *call;
 	struct svc_session *sess;
+	struct svc_peer *peer;   /* the client's address; NULL if the peer table was full */
+	bool evicted;            /* its implicit session was given to another client */
 	uint64_t id;
 	uint8_t kind;
 	bool half_closed;
@@ -196,6 +221,7 @@ struct svc_call {
 	bool blocked;
 	bool waiting;            /* on svc's waiter list */
 	bool wants_slot;         /* waiting for a pool slot (not for a credit of its session) */
+	bool peer_capped;        /* ... because its peer holds max_slots_per_peer already */
 	bool retrying;           /* svc_push_retry is resolving the message it parked */
 	uint64_t ticket;         /* when its parked message started waiting (svc->tickets) */
 	struct svc_call *wnext;
@@ -274,18 +300,38 @@ struct ing_svc {
 	size_t auth_len;
 	char auth_token[ING_AUTH_TOKEN_MAX + 1];
 	uint64_t c_auth_refused; /* calls refused UNAUTHENTICATED */
+	/* --- per-peer limits and failed-auth back-off (svc.c) --- */
+	struct svc_peer *peers;
+	unsigned npeers;
+	unsigned max_slots_per_peer;
+	uint64_t c_evicted, c_stalled, c_auth_locked;
+	char sess_why[160];      /* why svc_session_new returned NULL */
 };
 
 /* svc.c: shared helpers */
 void svc_kick(struct ing_svc *s);
 struct svc_session *svc_session_find(struct ing_svc *s, uint64_t id);
-struct svc_session *svc_session_new(struct ing_svc *s);      /* NULL: table full */
-struct svc_session *svc_session_implicit(struct ing_svc *s);
+/* NULL: table full or the peer at its limit, with nothing idle to evict (s->sess_why). */
+struct svc_session *svc_session_new(struct ing_svc *s, struct svc_peer *peer);
+struct svc_session *svc_session_implicit(struct ing_svc *s, struct svc_peer *peer);
+/* Find or take the entry of a peer address (a ref is taken); NULL when the table is full. */
+struct svc_peer *svc_peer_get(struct ing_svc *s, const char *ip);
+void svc_peer_put(struct ing_svc *s, struct svc_peer *p);
+/* The peer may take one more pool slot: under max_slots_per_peer, or no other peer waits. */
+bool svc_peer_slot_ok(const struct ing_svc *s, const struct svc_peer *p);
+/*
+ * Failed-authentication back-off. svc_auth_locked: true (and why) while the peer is refused
+ * after too many failures; nothing it sends is checked then. svc_auth_failed counts one
+ * failure; svc_auth_succeeded clears the back-off.
+ */
+bool svc_auth_locked(struct ing_svc *s, struct svc_peer *p, char *why, size_t whylen);
+void svc_auth_failed(struct ing_svc *s, struct svc_peer *p);
+void svc_auth_succeeded(struct svc_peer *p);
 int svc_call_bind_header(struct svc_call *pc);
 int svc_call_bind_session(struct svc_call *pc, uint64_t sid);
-/* True when t (NUL-terminated, NULL ok) is the node's token; time independent of the
- * token's bytes. False when authentication is off. */
-bool svc_auth_token_ok(const struct ing_svc *s, const char *t);
+/* True when t[0..n) is exactly the node's token (no shorter, no longer: a NUL inside is a
+ * mismatch); the time depends on the lengths only. False when authentication is off. */
+bool svc_auth_token_ok(const struct ing_svc *s, const char *t, size_t n);
 struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c, uint8_t kind);
 void svc_call_free(struct svc_call *pc);
 void svc_call_pause(struct svc_call *pc, unsigned why);

@@ -118,8 +118,11 @@ static int resolve(struct svc_call *pc, uint64_t n)
 		}
 		/* Slots are first come, first served: smaller frames fall back to larger
 		 * classes, so without the queue a steady flow of them could take every slot a
-		 * waiting large frame needs, for ever. */
-		struct ing_frame *f = svc_slot_waiter_ahead(s, pc) ? NULL : ing_pool_get(s->pool, m->length);
+		 * waiting large frame needs, for ever. A peer at its slot limit waits too, in
+		 * turn among its own calls, but ahead of no other peer's. */
+		pc->peer_capped = !svc_peer_slot_ok(s, pc->peer);
+		struct ing_frame *f = pc->peer_capped || svc_slot_waiter_ahead(s, pc) ? NULL :
+				      ing_pool_get(s->pool, m->length);
 		pc->wants_slot = !f;
 		if (!f)
 			return R_WAIT;
@@ -201,6 +204,8 @@ static void advance(struct svc_call *pc, uint64_t n)
 	f = e->f;
 	f->filled += n;
 	f->crc_run = pc->msg_crc;
+	if (n)
+		e->progress_ns = ing_now_ns();   /* the stall check (frame_timeout_cb) reads it */
 	if (f->filled == f->length) {
 		f->crc_done = true;
 		svc_frame_complete(e);

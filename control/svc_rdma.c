@@ -76,7 +76,7 @@ int svc_rdma_enqueue(struct svc_call *pc, const H3000__FrameMeta *m, const char 
 	 * jobs (the lcore parks them); ing_rdma_submit says -ENOTCONN if it never connected */
 	if (!s->rdma || !ss)
 		return -ENOTCONN;
-	if (ss->inflight >= ss->credits)
+	if (ss->inflight >= ss->credits || !svc_peer_slot_ok(s, pc->peer))
 		return -EAGAIN;
 	struct ing_frame *f = ing_pool_get(s->pool, m->length);
 	if (!f)

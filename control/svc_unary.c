@@ -64,6 +64,51 @@ static int refuse_auth(struct ing_grpc_call *c, struct ing_svc *s, const char *r
 	return ING_GRPC_UNAUTHENTICATED;
 }
 
+/*
+ * Length on the wire of the last top-level length-delimited field `field` of msg (the one
+ * protobuf's merge keeps), so a string with a NUL inside is compared whole, not up to the
+ * NUL as the C string protobuf-c hands over would be. 0 when absent or malformed.
+ */
+static size_t wire_len(const uint8_t *msg, size_t len, uint32_t field)
+{
+	size_t i = 0, found = 0;
+	while (i < len) {
+		uint64_t key = 0, v = 0;
+		for (unsigned sh = 0; i < len; sh += 7) {
+			key |= (uint64_t)(msg[i] & 0x7f) << (sh & 63);
+			if (!(msg[i++] & 0x80))
+				break;
+		}
+		switch (key & 7) {
+		case 0:
+			while (i < len && (msg[i++] & 0x80))
+				;
+			break;
+		case 1:
+			i += 8;
+			break;
+		case 5:
+			i += 4;
+			break;
+		case 2:
+			for (unsigned sh = 0; i < len; sh += 7) {
+				v |= (uint64_t)(msg[i] & 0x7f) << (sh & 63);
+				if (!(msg[i++] & 0x80))
+					break;
+			}
+			if (v > len - i)
+				return 0;
+			if ((key >> 3) == field)
+				found = (size_t)v;
+			i += (size_t)v;
+			break;
+		default:
+			return 0;
+		}
+	}
+	return found;
+}
+
 static bool has_transport(const H3000__NegotiateRequest *r, H3000__Transport t)
 {
 	for (size_t i = 0; i < r->n_transports; i++)
@@ -78,12 +123,26 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	char note[256];
 	int rc;
 
-	H3000__NegotiateRequest *r = h3000__negotiate_request__unpack(NULL, len, msg);
-	if (!r)
+	struct svc_peer *peer = svc_peer_get(s, ing_grpc_call_peer_addr(c));
+	H3000__NegotiateRequest *r = NULL;
+	if (s->auth && svc_auth_locked(s, peer, note, sizeof(note))) {
+		rc = fail(c, ING_GRPC_RESOURCE_EXHAUSTED, note);   /* the token is not even looked at */
+		svc_peer_put(s, peer);
+		return rc;
+	}
+	r = h3000__negotiate_request__unpack(NULL, len, msg);
+	if (!r) {
+		svc_peer_put(s, peer);
 		return fail(c, ING_GRPC_INVALID_ARGUMENT, "malformed NegotiateRequest");
-	if (s->auth && !svc_auth_token_ok(s, r->authtoken)) {
-		rc = refuse_auth(c, s, "Negotiate", "bad or missing authToken");
-		goto out;
+	}
+	if (s->auth) {
+		size_t tl = r->authtoken ? wire_len(msg, len, 5 /* authToken */) : 0;
+		if (!svc_auth_token_ok(s, r->authtoken, tl)) {
+			svc_auth_failed(s, peer);
+			rc = refuse_auth(c, s, "Negotiate", "bad or missing authToken");
+			goto out;
+		}
+		svc_auth_succeeded(peer);
 	}
 	uint32_t vmin = r->versionmin, vmax = r->versionmax;
 	if (vmin == 0 && vmax == 0)
@@ -131,12 +190,16 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 		goto out;
 	}
 
-	struct svc_session *ss = svc_session_new(s);
+	struct svc_session *ss = svc_session_new(s, peer);
 	if (!ss) {
-		snprintf(note, sizeof(note), "session table full (%u sessions)", s->o.max_sessions);
-		rc = fail(c, ING_GRPC_RESOURCE_EXHAUSTED, note);
+		rc = fail(c, ING_GRPC_RESOURCE_EXHAUSTED, s->sess_why);
 		goto out;
 	}
+	/* the id is bound to who negotiated it: with mTLS the certificate's identity, else
+	 * this connection; anyone else naming it is refused */
+	const char *ident = ing_grpc_call_identity(c);
+	ss->owner_conn = ing_grpc_call_conn_id(c);
+	snprintf(ss->owner_ident, sizeof(ss->owner_ident), "%s", ident ? ident : "");
 	unsigned credits = r->credits ? r->credits : s->o.credits_default;
 	if (credits > s->o.credits_max)
 		credits = s->o.credits_max;
@@ -173,14 +236,16 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.maxchunksize = s->o.max_chunk;
 	rep.message = note;
 	rep.serverversion = (char *)"h3000-ingestd " ING_VERSION;
-	ING_INFO("svc", "session %" PRIu64 " for %s (%s): credits %u, max frame %" PRIu64 ", %s",
-		 ss->id, ss->client[0] ? ss->client : "?", ing_grpc_call_peer(c), ss->credits,
+	ING_INFO("svc", "session %" PRIu64 " for %s (%s%s%s%s): credits %u, max frame %" PRIu64 ", %s",
+		 ss->id, ss->client[0] ? ss->client : "?", ing_grpc_call_peer(c),
+		 ident ? ", identity \"" : "", ident ? ident : "", ident ? "\"" : "", ss->credits,
 		 ss->max_frame, note);
 	rc = reply(c, &rep.base);
 out:
 	if (r->authtoken && r->authtoken[0])   /* the node's secret, or a guess at it */
 		explicit_bzero(r->authtoken, strlen(r->authtoken));
 	h3000__negotiate_request__free_unpacked(r, NULL);
+	svc_peer_put(s, peer);
 	return rc;
 }
 
@@ -193,11 +258,25 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	(void)msg;
 	(void)len;
 	if (s->auth) {
-		/* the one Stats credential: the node's token as a bearer token */
+		/* the one Stats credential: the node's token as a bearer token (nghttp2 refuses
+		 * NUL, CR and LF in header values: strlen is the value's length) */
+		char why[160];
+		struct svc_peer *peer = svc_peer_get(s, ing_grpc_call_peer_addr(c));
 		const char *h = ing_grpc_call_header(c, "authorization");
-		if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !svc_auth_token_ok(s, h + 7))
-			return refuse_auth(c, s, "Stats",
-					   "this node requires the header 'authorization: Bearer <token>' for Stats");
+		int rc = 0;
+		if (svc_auth_locked(s, peer, why, sizeof(why)))
+			rc = fail(c, ING_GRPC_RESOURCE_EXHAUSTED, why);
+		else if (!h || strncasecmp(h, "Bearer ", 7) != 0 ||
+			 !svc_auth_token_ok(s, h + 7, strlen(h + 7))) {
+			svc_auth_failed(s, peer);
+			rc = refuse_auth(c, s, "Stats",
+					 "this node requires the header 'authorization: Bearer <token>' for Stats");
+		} else {
+			svc_auth_succeeded(peer);
+		}
+		svc_peer_put(s, peer);
+		if (rc)
+			return rc;
 	}
 	unsigned rdma = 0, fb = 0;
 	for (unsigned i = 0; i < s->o.max_sessions; i++) {

@@ -845,6 +845,14 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 		snprintf(err, errlen, "auth_token longer than %u characters", PRODUCER_AUTH_TOKEN_MAX);
 		return NULL;
 	}
+	if ((o->tls_cert || o->tls_key || o->tls_server_name) && !o->tls_ca) {
+		snprintf(err, errlen, "TLS options need tls_ca (the CA that signed the node's certificate)");
+		return NULL;
+	}
+	if (!!o->tls_cert != !!o->tls_key) {
+		snprintf(err, errlen, "tls_cert and tls_key go together");
+		return NULL;
+	}
 	if (o->transport > ING_TRANSPORT_GRPC ||
 	    (o->recycle_on != ING_ACK_NONE && o->recycle_on != ING_ACK_RECEIVED &&
 	     o->recycle_on != ING_ACK_DURABLE)) {
@@ -907,6 +915,11 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	ing_grpc_chan_opts_init(&co);
 	co.target = p->server;
 	co.connect_timeout_ms = p->o.connect_timeout_ms;
+	co.tls = p->o.tls_ca != NULL;
+	co.tls_ca = p->o.tls_ca;
+	co.tls_cert = p->o.tls_cert;
+	co.tls_key = p->o.tls_key;
+	co.tls_server_name = p->o.tls_server_name;
 	char cerr[160] = "";
 	p->ch = ing_grpc_chan_connect(&co, cerr, sizeof(cerr));
 	if (!p->ch) {
@@ -1001,6 +1014,7 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 		 ", chunk %u", p->session_id, p->server, p->xport->name, p->note, p->credits,
 		 p->max_frame, p->chunk_size);
 	p->o.auth_token = NULL;   /* the caller's string: not kept past connect */
+	p->o.tls_ca = p->o.tls_cert = p->o.tls_key = p->o.tls_server_name = NULL;
 	return p;
 fail:
 	if (r)

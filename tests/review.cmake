@@ -49,3 +49,21 @@ set_tests_properties(func.review.protocol PROPERTIES LABELS "func;interop" TIMEO
 add_test(NAME func.review.migrate
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/review/migrate.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(func.review.migrate PROPERTIES LABELS func TIMEOUT 180)
+#  - func.review.limits: fair sharing under abuse, a hostile client on 127.0.0.2.. (raw
+#    sockets): idle TCP connections, idle HTTP/2 connections, a full connection table,
+#    1,250 implicit sessions, meta-only frames holding slots; a producer on 127.0.0.1 is
+#    served every time (python3-grpcio + tests/review/h2raw.py).
+add_test(NAME func.review.limits
+         COMMAND ${ING_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/review/limits.py
+                 --ingestd $<TARGET_FILE:ingestd> --proto-dir ${PROJECT_SOURCE_DIR}/proto
+                 --work ${CMAKE_BINARY_DIR}/test-work/review-limits)
+set_tests_properties(func.review.limits PROPERTIES LABELS "func;interop" TIMEOUT 240)
+#  - func.review.creds: token compare length-exact (NUL suffix), session ids bound to their
+#    connection / client certificate, failed-auth back-off, mTLS (no certificate, another
+#    CA, expired: refused; identity logged), ingest-send over TLS (openssl-made certificates).
+add_test(NAME func.review.creds
+         COMMAND ${ING_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/review/creds.py
+                 --ingestd $<TARGET_FILE:ingestd> --ingest-send $<TARGET_FILE:ingest-send>
+                 --proto-dir ${PROJECT_SOURCE_DIR}/proto
+                 --work ${CMAKE_BINARY_DIR}/test-work/review-creds)
+set_tests_properties(func.review.creds PROPERTIES LABELS "func;interop" TIMEOUT 240)

@@ -69,6 +69,14 @@ struct ing_producer_opts {
 	                                sent as NegotiateRequest.authToken (at most 256 chars);
 	                                NULL: none. Read during ing_producer_connect only, not
 	                                kept, never logged */
+	/* TLS (ingestd --tls-cert/--tls-key): on when tls_ca is set. The node's certificate
+	   must chain to tls_ca and name the host of `server` (or tls_server_name); ALPN h2.
+	   tls_cert/tls_key (PEM): the client certificate for a node run with --tls-client-ca.
+	   Paths are read during ing_producer_connect only. */
+	const char *tls_ca;
+	const char *tls_cert;
+	const char *tls_key;
+	const char *tls_server_name; /* NULL: the host part of `server` */
 	/* ABI: new fields go last; zero must mean their default. */
 };
 

@@ -79,6 +79,17 @@ expect_usage 2 --poll-mode --poll-mode spin
 expect_usage 2 --max-sessions --max-sessions 0
 expect_usage 2 --session-idle --session-idle 0
 expect_usage 2 --persist-ring --persist-ring 3
+expect_usage 2 --handshake-timeout-ms --handshake-timeout-ms 5
+expect_usage 2 --idle-timeout --idle-timeout 0
+expect_usage 2 --max-connections --max-connections 0
+expect_usage 2 --max-conns-per-peer --max-conns-per-peer x
+expect_usage 2 --health-reserve --health-reserve 0
+expect_usage 2 --max-sessions-per-peer --max-sessions-per-peer 0
+expect_usage 2 --max-slots-per-peer --max-slots-per-peer -1
+expect_usage 2 --slot-stall-ms --slot-stall-ms 1
+expect_usage 2 --auth-fail-burst --auth-fail-burst 0
+expect_usage 2 --auth-backoff-max --auth-backoff-max 86401
+expect_usage 2 --tls-client-ca --tls-client-ca "$TMP/none.pem"
 expect_usage 2 --tls-cert --tls-cert "$TMP/none.pem" --tls-key "$TMP/none.key"
 expect_usage 2 --tls-cert --tls-cert "$TMP/none.pem"
 expect_usage 2 --bogus --bogus
