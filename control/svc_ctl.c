@@ -56,6 +56,7 @@ static int ctl_admit(struct svc_call *pc, const H3000__FrameMeta *m)
 		snprintf(ack.msg, sizeof(ack.msg),
 			 "no RDMA connection for this session; send the bytes with PushFrames");
 		s->c_refused++;
+		svc_metrics_result(s, ING_XPORT_RDMA, SVC_R_REFUSED, 0);
 		svc_send_ack(pc, &ack);
 	} else if (rc) {
 		svc_nack(pc, F, ING_E_BUSY, true, "frame %" PRIu64 ": cannot queue the RDMA read (%d)", F, rc);

@@ -71,6 +71,8 @@ struct ing_frame {
 	uint64_t t_admit_ns;  /* ing_now_ns() at admission */
 	uint64_t t_received_ns;
 	uint64_t t_durable_ns;
+	uint64_t t_persist_ns;  /* a persistence worker took it (0: never) */
+	uint64_t t_written_ns;  /* its file written and fdatasync'ed (0: not written) */
 	/*
 	 * --- gRPC fallback: crc32c computed by control while it copies the bytes in (one
 	 * pass over cache-hot input), so persistence need not read the frame again ---
@@ -143,6 +145,9 @@ bool ing_pool_on_hugepages(const struct ing_pool *p);
 /* Region of class c (for ibv_reg_mr: once per region). 0 or -ENOENT. */
 int ing_pool_region(const struct ing_pool *p, unsigned c, void **base, size_t *len);
 unsigned ing_pool_nclasses(const struct ing_pool *p);
+/* Class c: slot capacity (bytes), slots, slots free now (approximate). 0 or -ENOENT. */
+int ing_pool_class_stats(const struct ing_pool *p, unsigned c, uint64_t *slot_size,
+			 unsigned *total, unsigned *free_slots);
 
 /* ---------------------------------------------------------------- rings */
 

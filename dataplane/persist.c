@@ -255,6 +255,7 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 			   (unsigned long long)f->frame_id, f->msg);
 		return;
 	}
+	f->t_written_ns = ing_now_ns();
 	row->frame_id = f->frame_id;
 	snprintf(row->wafer_id, sizeof(row->wafer_id), "%s", f->wafer_id);
 	row->timestamp = f->timestamp;
@@ -431,10 +432,11 @@ static void process_burst(struct worker *w, struct ing_frame **fr, unsigned n)
 	struct ing_persist *p = w->p;
 	bool aborting = __atomic_load_n(&p->abort, __ATOMIC_ACQUIRE);
 	unsigned nok = 0, start = 0;
-	uint64_t pending = 0;
+	uint64_t pending = 0, taken = ing_now_ns();
 
 	for (unsigned i = 0; i < n; i++) {
 		struct ing_frame *f = fr[i];
+		f->t_persist_ns = taken;   /* stage timestamps for /metrics, read by control */
 		f->status = ING_E_NONE;
 		f->retryable = false;
 		f->duplicate = false;
