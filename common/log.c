@@ -32,13 +32,47 @@ int ing_log_parse_format(const char *s, enum ing_log_format *out)
 	return 0;
 }
 
-/* Append s as the inside of a JSON string; stops (without splitting an escape) at cap. */
+/* Length of the valid UTF-8 sequence at s (2..4), or 0 (strict: no overlong, surrogate). */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t n;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/*
+ * Append s as the inside of a JSON string; stops (without splitting an escape or a
+ * character) at cap. Valid UTF-8 passes as is; a stray byte becomes \u00XX, so every line
+ * is valid JSON in valid UTF-8.
+ */
 static size_t json_escape(char *out, size_t n, size_t cap, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
-	for (; *s; s++) {
+	while (*s) {
 		unsigned char c = (unsigned char)*s;
 		char e[7];
+		const char *src = e;
 		size_t k;
 		if (c == '"' || c == '\\') {
 			e[0] = '\\';
@@ -48,7 +82,9 @@ static size_t json_escape(char *out, size_t n, size_t cap, const char *s)
 			e[0] = '\\';
 			e[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
 			k = 2;
-		} else if (c < 0x20 || c >= 0x7f) {   /* as \u00XX: always valid JSON and ASCII */
+		} else if (c >= 0x80 && (k = utf8_len((const unsigned char *)s)) > 0) {
+			src = s;
+		} else if (c < 0x20 || c >= 0x7f) {
 			memcpy(e, "\\u00", 4);
 			e[4] = hex[c >> 4];
 			e[5] = hex[c & 15];
@@ -59,8 +95,9 @@ static size_t json_escape(char *out, size_t n, size_t cap, const char *s)
 		}
 		if (n + k > cap)
 			break;
-		memcpy(out + n, e, k);
+		memcpy(out + n, src, k);
 		n += k;
+		s += src == s ? k : 1;
 	}
 	return n;
 }

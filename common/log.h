@@ -20,7 +20,7 @@ int ing_log_parse_level(const char *s, enum ing_log_level *out);
 /*
  * Line format: text (default: "HH:MM:SS.mmm LEVEL comp message") or JSON, one object per
  * line for journald/Loki ({"ts":"<RFC 3339 UTC>","level":"info","comp":"svc","pid":N,
- * "msg":"..."}; control characters and non-ASCII bytes escaped, so every line parses).
+ * "msg":"..."}; control characters and bytes that are not UTF-8 escaped: every line parses).
  * Set once at start-up, before other threads log.
  */
 enum ing_log_format { ING_LOG_TEXT = 0, ING_LOG_JSON };
