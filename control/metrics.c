@@ -218,7 +218,12 @@ static void conn_event(void *arg, uint32_t events)
 			}
 			c->off += (size_t)n;
 		}
+		/* whatever the client still sent (a body, pipelined requests) is read and
+		 * dropped, bounded: closing with unread input would send a RST that may
+		 * destroy the response in the client's receive queue */
 		shutdown(c->fd, SHUT_WR);
+		for (int i = 0; i < 16 && recv(c->fd, c->req, REQ_MAX, MSG_DONTWAIT) > 0; i++)
+			;
 		conn_close(c);
 		return;
 	}
