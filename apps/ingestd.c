@@ -253,7 +253,7 @@ static int set_str(const struct opt_def *d, struct ing_ingestd_opts *o, const ch
 		snprintf(why, whylen, "empty value");
 		return -EINVAL;
 	}
-	*FIELD(o, d, const char *) = v;
+	*FIELD(o, d, const char *) = *v ? v : NULL;   /* "name =" in a file: the default */
 	return 0;
 }
 
