@@ -430,26 +430,32 @@ static int set_poll_mode(const struct opt_def *d, struct ing_ingestd_opts *o, co
 }
 
 #define OFF(f) offsetof(struct ing_ingestd_opts, f)
-#define STR(name, f, arg, help) { name, arg, set_str, OFF(f), 0, 0, help }
-#define PATH(name, f, arg, help) { name, arg, set_str, OFF(f), 1, 0, help }
-#define UINT(name, f, lo, hi, help) { name, "N", set_uint, OFF(f), lo, hi, help }
-#define SECS(name, f, lo, hi, help) { name, "SEC", set_secs, OFF(f), lo, hi, help }
+/* offsetof, and a compile error unless the field has type T (the setters cast to it) */
+#define TOFF(f, T) (OFF(f) + 0 * sizeof(char[_Generic(((struct ing_ingestd_opts *)0)->f, T: 1)]))
+#define STR(name, f, arg, help) { name, arg, set_str, TOFF(f, const char *), 0, 0, help }
+#define PATH(name, f, arg, help) { name, arg, set_str, TOFF(f, const char *), 1, 0, help }
+#define UINT(name, f, lo, hi, help) { name, "N", set_uint, TOFF(f, unsigned), lo, hi, help }
+#define SECS(name, f, lo, hi, help) { name, "SEC", set_secs, TOFF(f, unsigned), lo, hi, help }
+#define SIZE(name, f, help) { name, "SIZE", set_size, TOFF(f, uint64_t), 0, 0, help }
+#define TRISTATE(name, f, help) { name, "MODE", set_tristate, TOFF(f, int), 0, 0, help }
+#define LISTEN(name, f, help) { name, "ADDR", set_listen, TOFF(f, const char *), 0, 0, help }
+/* a setter of its own, which names the field itself */
 #define CUSTOM(name, f, set, arg, help) { name, arg, set, OFF(f), 0, 0, help }
 
 static const struct opt_def opt_table[] = {
-	CUSTOM("listen", listen, set_listen, "ADDR", "gRPC listen address (default 127.0.0.1:50051; port 0: pick one)"),
+	LISTEN("listen", listen, "gRPC listen address (default 127.0.0.1:50051; port 0: pick one)"),
 	PATH("data-dir", data_dir, "DIR", "frames/ and catalog.db go here (default ./ingest-data)"),
 	CUSTOM("pool", pool, set_pool, "SPEC", "MR pool size classes SIZE:COUNT,... (default 4M:16,16M:8,64M:4)"),
-	CUSTOM("hugepages", hugepages, set_tristate, "MODE", "auto|on|off (default off: EAL --no-huge, 4 KiB pages)"),
+	TRISTATE("hugepages", hugepages, "auto|on|off (default off: EAL --no-huge, 4 KiB pages)"),
 	UINT("workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers"),
 	CUSTOM("sink", sink, set_sink, "file|null", "write frames to files (default) or drop them (benchmarks)"),
 	UINT("credits", credits, 1, 65536, "most frames in flight per session"),
-	CUSTOM("max-frame", max_frame, set_size, "SIZE", "largest frame accepted (default: the largest pool slot)"),
+	SIZE("max-frame", max_frame, "largest frame accepted (default: the largest pool slot)"),
 	SECS("frame-timeout", frame_timeout_ms, 1, 86400, "a frame must complete within SEC after its first chunk"),
 	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane (default: the plan)"),
 	CUSTOM("pool-node", pool_node, set_pool_node, "N", "NUMA node of the pool (default: the plan)"),
 	STR("rdma-dev", rdma_dev, "NAME", "RDMA device to place around (default: the first found)"),
-	CUSTOM("rdma", rdma, set_tristate, "MODE", "auto|on|off: RDMA READ data path (default auto: on when a device\n"
+	TRISTATE("rdma", rdma, "auto|on|off: RDMA READ data path (default auto: on when a device\n"
 	       "and an rdma_cm listener work, else gRPC fallback only, logged)"),
 	STR("rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
 	UINT("rdma-port", rdma_port, 0, 65535, "rdma_cm listen port"),
@@ -466,7 +472,7 @@ static const struct opt_def opt_table[] = {
 	PATH("auth-token-file", auth_token_file, "PATH", "require this shared secret (one line, 16..256 printable\n"
 	     "characters, mode 600): Negotiate authToken, a negotiated\n"
 	     "session for streams, 'authorization: Bearer' for Stats"),
-	CUSTOM("metrics-listen", metrics_listen, set_listen, "ADDR", "serve Prometheus metrics at http://ADDR/metrics (default: off)"),
+	LISTEN("metrics-listen", metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (default: off)"),
 	STR("metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
 };
 #define N_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
