@@ -192,7 +192,7 @@ struct svc_call {
 
 /* --- Prometheus counters and histograms (control/svc_metrics.c), control thread only --- */
 enum svc_result { SVC_R_DURABLE = 0, SVC_R_DUPLICATE, SVC_R_FAILED, SVC_R_REFUSED, SVC_R_N };
-enum svc_stage { SVC_ST_QUEUE = 0, SVC_ST_WRITE, SVC_ST_COMMIT, SVC_ST_ACK, SVC_ST_N };
+enum svc_stage { SVC_ST_QUEUE = 0, SVC_ST_WRITE, SVC_ST_SYNC, SVC_ST_COMMIT, SVC_ST_ACK, SVC_ST_N };
 #define SVC_X_N 2                /* transports: [0] gRPC stream, [1] RDMA READ */
 #define SVC_M_LCORES 16          /* == ING_RDMA_MAX_LCORES */
 struct svc_metrics {

@@ -15,7 +15,7 @@
 
 static const char *const xport_name[SVC_X_N] = { "grpc", "rdma" };
 static const char *const result_name[SVC_R_N] = { "durable", "duplicate", "failed", "refused" };
-static const char *const stage_name[SVC_ST_N] = { "queue", "write", "commit", "ack" };
+static const char *const stage_name[SVC_ST_N] = { "queue", "write", "sync", "commit", "ack" };
 
 static unsigned xi(uint8_t transport)
 {
@@ -53,9 +53,10 @@ void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t 
 	if (f->t_durable_ns > f->t_admit_ns)
 		ing_phist_add(&m->ack_durable, f->t_durable_ns - f->t_admit_ns);
 	stage(m, SVC_ST_QUEUE, f->t_received_ns, f->t_persist_ns);
-	if (f->t_written_ns) {   /* written now (not a duplicate, not the null sink) */
+	if (f->t_written_ns && f->t_synced_ns) {   /* written now (not a duplicate, not the null sink) */
 		stage(m, SVC_ST_WRITE, f->t_persist_ns, f->t_written_ns);
-		stage(m, SVC_ST_COMMIT, f->t_written_ns, f->t_durable_ns);
+		stage(m, SVC_ST_SYNC, f->t_written_ns, f->t_synced_ns);
+		stage(m, SVC_ST_COMMIT, f->t_synced_ns, f->t_durable_ns);
 	}
 	stage(m, SVC_ST_ACK, f->t_durable_ns, now);
 }
@@ -121,8 +122,9 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_phist(t, "ingest_ack_latency_seconds", "stage=\"durable\"", &m->ack_durable);
 	ing_mtext_family(t, "ingest_stage_seconds", "histogram",
 			 "Time of a frame in each internal stage after RECEIVED: queue (waiting for a "
-			 "persistence worker), write (file written and fdatasync'ed), commit (directory "
-			 "fsync and catalog transaction), ack (DURABLE to its ack on the control thread).");
+			 "persistence worker), write (bytes written to its file), sync (fdatasync and "
+			 "rename), commit (directory fsync and catalog transaction, shared by a group), "
+			 "ack (DURABLE to its ack on the control thread).");
 	for (unsigned i = 0; i < SVC_ST_N; i++) {
 		snprintf(l, sizeof(l), "stage=\"%s\"", stage_name[i]);
 		ing_mtext_phist(t, "ingest_stage_seconds", l, &m->stage[i]);

@@ -241,10 +241,11 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	r.ctlframesparked = s->c_ctl_parked;
 	/* the /metrics histograms (svc_metrics.c) */
 	static const char *const names[] = { "ack_received", "ack_durable", "queue", "write",
-					     "commit", "ack" };
+					     "sync", "commit", "ack" };
 	const struct ing_phist *hs[] = { &s->m.ack_received, &s->m.ack_durable,
 					 &s->m.stage[SVC_ST_QUEUE], &s->m.stage[SVC_ST_WRITE],
-					 &s->m.stage[SVC_ST_COMMIT], &s->m.stage[SVC_ST_ACK] };
+					 &s->m.stage[SVC_ST_SYNC], &s->m.stage[SVC_ST_COMMIT],
+					 &s->m.stage[SVC_ST_ACK] };
 	enum { NH = sizeof(hs) / sizeof(hs[0]) };
 	H3000__LatencyHistogram lh[NH], *lhp[NH];
 	uint64_t counts[NH][ING_PHIST_NB + 1];

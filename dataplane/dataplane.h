@@ -72,7 +72,8 @@ struct ing_frame {
 	uint64_t t_received_ns;
 	uint64_t t_durable_ns;
 	uint64_t t_persist_ns;  /* a persistence worker took it (0: never) */
-	uint64_t t_written_ns;  /* its file written and fdatasync'ed (0: not written) */
+	uint64_t t_written_ns;  /* its bytes written to the file (0: not written) */
+	uint64_t t_synced_ns;   /* the file fdatasync'ed and renamed into place */
 	/*
 	 * --- gRPC fallback: crc32c computed by control while it copies the bytes in (one
 	 * pass over cache-hot input), so persistence need not read the frame again ---

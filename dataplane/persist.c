@@ -245,7 +245,8 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 	memset(row, 0, sizeof(*row));
 	rc = ing_store_rel_path(row->path, sizeof(row->path), f->wafer_id, f->frame_id);
 	if (rc == 0)
-		rc = dp_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, false);
+		rc = dp_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, false,
+				    &f->t_written_ns);
 	if (rc < 0) {
 		if (rc == -ENOSPC || rc == -EDQUOT)
 			fail(f, ING_E_NO_SPACE, true, "no space left writing %s", row->path);
@@ -255,7 +256,7 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 			   (unsigned long long)f->frame_id, f->msg);
 		return;
 	}
-	f->t_written_ns = ing_now_ns();
+	f->t_synced_ns = ing_now_ns();
 	row->frame_id = f->frame_id;
 	snprintf(row->wafer_id, sizeof(row->wafer_id), "%s", f->wafer_id);
 	row->timestamp = f->timestamp;

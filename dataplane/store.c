@@ -8,6 +8,7 @@
  * fsync'ing their parents. Called by persistence workers only (blocking).
  */
 #include "dataplane/dataplane_internal.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #include <dirent.h>
@@ -153,7 +154,8 @@ static int write_all(int fd, const uint8_t *buf, uint64_t len)
 	return 0;
 }
 
-static int write_file(const char *tmp, const uint8_t *buf, uint64_t len, uint64_t cap)
+static int write_file(const char *tmp, const uint8_t *buf, uint64_t len, uint64_t cap,
+		      uint64_t *t_written)
 {
 	uint64_t dlen = round_up_u64(len, ING_PAGE_4K);
 	bool direct = ((uintptr_t)buf & (ING_PAGE_4K - 1)) == 0 && cap >= dlen;
@@ -197,6 +199,8 @@ static int write_file(const char *tmp, const uint8_t *buf, uint64_t len, uint64_
 		if (rc < 0)
 			goto out;
 	}
+	if (t_written)
+		*t_written = ing_now_ns();   /* bytes handed to the kernel; the sync follows */
 	rc = fdatasync(fd) < 0 ? -errno : 0;
 out:
 	if (close(fd) < 0 && !rc)
@@ -205,7 +209,7 @@ out:
 }
 
 int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
-		   uint64_t cap, bool sync_dir)
+		   uint64_t cap, bool sync_dir, uint64_t *t_written)
 {
 	char final[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX];
 	int rc;
@@ -220,7 +224,7 @@ int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, ui
 	rc = dp_mkdirs(dir, 0755);
 	if (rc < 0)
 		return rc;
-	rc = write_file(tmp, buf, len, cap);
+	rc = write_file(tmp, buf, len, cap, t_written);
 	if (rc == 0 && rename(tmp, final) < 0)
 		rc = -errno;
 	if (rc < 0) {
@@ -244,7 +248,7 @@ int dp_store_sync_dir(const char *data_dir, const char *rel)
 int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
 		    uint64_t cap)
 {
-	return dp_store_write(data_dir, rel, buf, len, cap, true);
+	return dp_store_write(data_dir, rel, buf, len, cap, true, NULL);
 }
 
 /* Wall-clock second at which process pid started, or -1 when unknown. */

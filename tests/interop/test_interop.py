@@ -323,7 +323,8 @@ class T1Basics(unittest.TestCase):
         self.assertGreaterEqual(st.sessionsActive, 0)
         # the /metrics histograms, per stage, with their fixed bucket bounds
         lat = {h.stage: h for h in st.latency}
-        self.assertEqual(set(lat), {"ack_received", "ack_durable", "queue", "write", "commit", "ack"})
+        self.assertEqual(set(lat), {"ack_received", "ack_durable", "queue", "write", "sync",
+                                    "commit", "ack"})
         for h in lat.values():
             self.assertEqual(len(h.bucketCounts), len(h.bucketUpperNs) + 1)
             self.assertEqual(sum(h.bucketCounts), h.count)
