@@ -18,11 +18,14 @@ command -v systemd-analyze >/dev/null || { echo "FAIL: systemd-analyze not insta
 TMP=$(mktemp -d /tmp/ops-systemd.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# the unit as shipped, or its template filled in at install time (@ING_BINDIR@, ...)
 UNIT=$SRC/deploy/ingestd.service
+[ -f "$UNIT" ] || UNIT=$SRC/deploy/ingestd.service.in
 
 step "1. systemd-analyze verify"
 sed -e "s#/usr/local/bin/ingest-doctor#$DOCTOR#g" -e "s#/usr/local/bin/ingestd#$INGESTD#g" \
-	"$UNIT" >"$TMP/ingestd.service"
+	-e "s#@ING_BINDIR@/ingest-doctor#$DOCTOR#g" -e "s#@ING_BINDIR@/ingestd#$INGESTD#g" \
+	-e "s#@ING_SYSCONFDIR@#/etc#g" "$UNIT" >"$TMP/ingestd.service"
 grep -q "$INGESTD" "$TMP/ingestd.service" || fail "no ExecStart=/usr/local/bin/ingestd in $UNIT"
 systemd-analyze verify "$TMP/ingestd.service" >"$TMP/out" 2>&1
 rc=$?
@@ -38,7 +41,7 @@ echo "ok: reported: $(grep WatchdogSecs "$TMP/out" | head -1)"
 step "3. Type=notify, watchdog, ingestd --config with the shipped config"
 grep -qx 'Type=notify' "$UNIT" || fail "the unit is not Type=notify"
 grep -Eqx 'WatchdogSec=[0-9]+s?' "$UNIT" || fail "the unit has no WatchdogSec"
-conf=$(sed -n 's#^ExecStart=.* --config \([^ ]*\).*#\1#p' "$UNIT")
+conf=$(sed -n 's#^ExecStart=.* --config \([^ ]*\).*#\1#p' "$TMP/ingestd.service")
 [ "$conf" = /etc/h3000/ingestd.conf ] || fail "ExecStart does not read /etc/h3000/ingestd.conf"
 "$INGESTD" --config "$SRC/deploy/ingestd.conf" --check-config >"$TMP/out" 2>&1 \
 	|| fail "deploy/ingestd.conf: $(cat "$TMP/out")"
