@@ -2,7 +2,8 @@
 /*
  * ingest-send - send frames to ingestd with libingest: files given as arguments, and/or
  * synthetic frames whose content is a function of (frame id, seed) (producer/synth.h), so
- * ingest-verify can check what was stored without a copy of the data.
+ * ingest-verify can check what was stored without a copy of the data. Frame ids are
+ * strings: --id-prefix plus a counter from --first-id ("frame-1", "frame-2", ...).
  *
  *   ingest-send --count 300 --sizes 1M-16M --seed 7 --server 127.0.0.1:50051
  *   ingest-send --wafer W42 a.tif b.tif
@@ -27,18 +28,20 @@
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/hist.h"
+#include "common/ident.h"
 #include "common/log.h"
 #include "ingest/producer.h"
 #include "producer/synth.h"
 
 #define DEFAULT_SERVER "127.0.0.1:50051"
 #define DEFAULT_WAFER "ingest-send"
+#define DEFAULT_ID_PREFIX "frame-"
 #define BUFFER_BUDGET (512ull << 20)   /* frame buffers held at once, at most */
 
 enum job_state { JOB_PENDING = 0, JOB_SUBMITTED, JOB_DONE_OK, JOB_FAILED };
 
 struct job {
-	uint64_t id;
+	uint64_t n;           /* counter: the frame id is id_prefix + n (job_id) */
 	uint64_t len;
 	uint32_t crc;
 	const char *path;     /* file, or NULL for a synthetic frame */
@@ -53,6 +56,7 @@ struct send_cfg {
 	enum ing_transport transport;
 	unsigned credits;
 	const char *wafer;
+	const char *id_prefix;
 	uint64_t first_id;
 	uint64_t count;
 	struct synth_spec synth;
@@ -91,8 +95,10 @@ static void usage(FILE *f)
 		"  --server ADDR          ingestd gRPC address (default " DEFAULT_SERVER ")\n"
 		"  --transport T          auto|rdma|grpc (default auto)\n"
 		"  --credits N            frames in flight wanted (default: the server's)\n"
-		"  --wafer ID             wafer id of every frame (default " DEFAULT_WAFER ")\n"
-		"  --first-id N           frame id of the first frame (default 1); files follow\n"
+		"  --wafer ID             wafer id of every frame (default " DEFAULT_WAFER "; \"\": the\n"
+		"                         node's default wafer); 1..256 bytes of UTF-8, no control chars\n"
+		"  --id-prefix P          frame ids are P followed by a counter (default " DEFAULT_ID_PREFIX ")\n"
+		"  --first-id N           counter of the first frame (default 1); files follow\n"
 		"                         the synthetic frames\n"
 		"  --count N              synthetic frames to send (default 0)\n"
 		"  --size SIZE            synthetic frame size, e.g. 4M (default 4M)\n"
@@ -136,18 +142,16 @@ static int read_file(const char *path, void *buf, uint64_t len)
 	return rc;
 }
 
-/* The node's rule for wafer ids (a directory name): [A-Za-z0-9._-]{1,128}, not "." or "..". */
-static bool wafer_ok(const char *w)
+/* The frame id of job j: id_prefix + counter. */
+static const char *job_id(const struct send_cfg *c, const struct job *j, char *buf, size_t cap)
 {
-	size_t n = strlen(w);
-	if (n == 0 || n > 128 || !strcmp(w, ".") || !strcmp(w, ".."))
-		return false;
-	return strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+	snprintf(buf, cap, "%s%" PRIu64, c->id_prefix, j->n);
+	return buf;
 }
 
 /* --reuse-buffers: generate a buffer's bytes only the first time (or for another length). */
 static uint32_t reuse_fill(struct filled *fill, unsigned *nfill, unsigned cap, void *b,
-			   const struct job *j, uint64_t seed)
+			   const struct job *j, const char *id, uint64_t seed)
 {
 	unsigned k;
 	for (k = 0; k < *nfill && fill[k].buf != b; k++)
@@ -156,7 +160,7 @@ static uint32_t reuse_fill(struct filled *fill, unsigned *nfill, unsigned cap, v
 		return fill[k].crc;
 	if (k == *nfill && *nfill < cap)
 		(*nfill)++;
-	uint32_t crc = synth_fill_crc(b, j->len, j->id, seed);
+	uint32_t crc = synth_fill_crc(b, j->len, synth_key(id), seed);
 	if (k < *nfill)
 		fill[k] = (struct filled){ .buf = b, .len = j->len, .crc = crc };
 	return crc;
@@ -205,7 +209,11 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* ingest-verify's manifest format: "frame_id wafer length crc32c source" */
+/*
+ * ingest-verify's manifest format (v2): "frame_id wafer length crc32c source", ids
+ * escaped by ing_id_escape (bytes <= 0x20, '%' and >= 0x7f as %XX), the wafer as the node
+ * files it ("default" for an empty --wafer), source "synth:SEED" or "file:PATH".
+ */
 static FILE *manifest_open(const char *path)
 {
 	FILE *f = fopen(path, "w");
@@ -213,18 +221,22 @@ static FILE *manifest_open(const char *path)
 		fprintf(stderr, "ingest-send: %s: %s\n", path, strerror(errno));
 		return NULL;
 	}
-	fprintf(f, "# ingest-send manifest v1: frame_id wafer length crc32c source\n");
+	fprintf(f, "# ingest-send manifest v2: frame_id wafer length crc32c source\n");
 	return f;
 }
 
 static void manifest_line(FILE *f, const struct job *j, const struct send_cfg *c)
 {
+	char id[ING_ID_MAX + 32], eid[3 * sizeof(id)], ew[3 * ING_ID_MAX + 1];
+	const char *w = c->wafer[0] ? c->wafer : ING_DEFAULT_WAFER;
+
+	ing_id_escape(eid, sizeof(eid), job_id(c, j, id, sizeof(id)));
+	ing_id_escape(ew, sizeof(ew), w);
 	if (j->path)
-		fprintf(f, "%" PRIu64 " %s %" PRIu64 " %08x file:%s\n", j->id, c->wafer, j->len,
-			j->crc, j->path);
+		fprintf(f, "%s %s %" PRIu64 " %08x file:%s\n", eid, ew, j->len, j->crc, j->path);
 	else
-		fprintf(f, "%" PRIu64 " %s %" PRIu64 " %08x synth:%" PRIu64 "\n", j->id, c->wafer,
-			j->len, j->crc, c->synth.seed);
+		fprintf(f, "%s %s %" PRIu64 " %08x synth:%" PRIu64 "\n", eid, ew, j->len, j->crc,
+			c->synth.seed);
 }
 
 
@@ -234,7 +246,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 	enum {
 		O_SERVER = 256, O_TRANSPORT, O_CREDITS, O_WAFER, O_FIRST, O_COUNT, O_SIZE, O_SIZES,
 		O_SEED, O_RECYCLE, O_JSON, O_QUIET, O_MANIFEST, O_FTO, O_CTO, O_CHUNK, O_BUFS,
-		O_REUSE, O_RATE, O_DMAN,
+		O_REUSE, O_RATE, O_DMAN, O_PREFIX,
 		O_LOG, O_HELP, O_AUTH,
 	};
 	static const struct option lo[] = {
@@ -243,6 +255,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		{ "credits", required_argument, 0, O_CREDITS },
 		{ "wafer", required_argument, 0, O_WAFER },
 		{ "first-id", required_argument, 0, O_FIRST },
+		{ "id-prefix", required_argument, 0, O_PREFIX },
 		{ "count", required_argument, 0, O_COUNT },
 		{ "size", required_argument, 0, O_SIZE },
 		{ "sizes", required_argument, 0, O_SIZES },
@@ -285,6 +298,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 			c->credits = (unsigned)v;
 			break;
 		case O_WAFER: c->wafer = optarg; break;
+		case O_PREFIX: c->id_prefix = optarg; break;
 		case O_FIRST:
 			if (parse_u64(optarg, &c->first_id))
 				goto bad;
@@ -375,7 +389,7 @@ int main(int argc, char **argv)
 {
 	struct send_cfg c = {
 		.server = DEFAULT_SERVER, .transport = ING_TRANSPORT_AUTO, .wafer = DEFAULT_WAFER,
-		.first_id = 1, .synth = { .seed = 1, .size_min = 4u << 20, .size_max = 4u << 20 },
+		.id_prefix = DEFAULT_ID_PREFIX, .first_id = 1, .synth = { .seed = 1, .size_min = 4u << 20, .size_max = 4u << 20 },
 		.recycle_on = ING_ACK_RECEIVED,
 	};
 	struct ing_producer *p = NULL;
@@ -391,18 +405,31 @@ int main(int argc, char **argv)
 	int rc = parse_args(argc, argv, &c);
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	if (!wafer_ok(c.wafer)) {
-		fprintf(stderr, "ingest-send: bad --wafer '%s': want [A-Za-z0-9._-]{1,128}\n", c.wafer);
+	const char *why;
+	if (c.wafer[0] && (why = ing_id_check(c.wafer, strlen(c.wafer)))) {
+		fprintf(stderr, "ingest-send: bad --wafer: it %s; a wafer id is empty (the node's default wafer) or "
+			ING_ID_RULE "\n", why);
 		return 2;
+	}
+	{
+		/* the longest id this run makes must follow the rule too */
+		char id[ING_ID_MAX + 32];
+		uint64_t last = c.first_id + c.count + (uint64_t)(argc - optind);
+		snprintf(id, sizeof(id), "%s%" PRIu64, c.id_prefix, last > c.first_id ? last - 1 : last);
+		if ((why = ing_id_check(id, strlen(id)))) {
+			fprintf(stderr, "ingest-send: bad --id-prefix: the frame ids it makes (e.g. '%s') must be "
+				ING_ID_RULE "%s%s\n", id, why ? "; this one " : "", why ? why : "");
+			return 2;
+		}
 	}
 	if (c.reuse && c.manifest) {
 		fprintf(stderr, "ingest-send: --reuse-buffers sends bytes that are not the synthetic frames: no --manifest\n");
 		return 2;
 	}
 	if (c.auth_token_file) {
-		char why[4096 + 96];
-		if (ing_token_file_read(c.auth_token_file, token, sizeof(token), why, sizeof(why))) {
-			fprintf(stderr, "ingest-send: --auth-token-file: '%s': %s\n", c.auth_token_file, why);
+		char twhy[4096 + 96];
+		if (ing_token_file_read(c.auth_token_file, token, sizeof(token), twhy, sizeof(twhy))) {
+			fprintf(stderr, "ingest-send: --auth-token-file: '%s': %s\n", c.auth_token_file, twhy);
 			return 2;
 		}
 	}
@@ -421,9 +448,10 @@ int main(int argc, char **argv)
 	uint64_t max_len = 0, total_bytes = 0;
 	for (uint64_t i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
-		j->id = c.first_id + i;
+		char id[ING_ID_MAX + 32];
+		j->n = c.first_id + i;
 		if (i < c.count) {
-			j->len = synth_frame_len(&c.synth, j->id);
+			j->len = synth_frame_len(&c.synth, synth_key(job_id(&c, j, id, sizeof(id))));
 		} else {
 			struct stat st;
 			j->path = argv[optind + (i - c.count)];
@@ -514,6 +542,8 @@ int main(int argc, char **argv)
 		/* submit as many as buffers and credits allow */
 		while (next < njobs && !stop_flag) {
 			struct job *j = &jobs[next];
+			char id[ING_ID_MAX + 32];
+			job_id(&c, j, id, sizeof(id));
 			if (c.rate) {
 				uint64_t due = t0 + next * 1000000000ull / c.rate;
 				if (ing_now_ns() < due)
@@ -538,13 +568,13 @@ int main(int argc, char **argv)
 					}
 					j->crc = ing_crc32c(0, b, j->len);
 				} else if (c.reuse) {
-					j->crc = reuse_fill(fill, &nfill, nbuf, b, j, c.synth.seed);
+					j->crc = reuse_fill(fill, &nfill, nbuf, b, j, id, c.synth.seed);
 				} else {
-					j->crc = synth_fill_crc(b, j->len, j->id, c.synth.seed);
+					j->crc = synth_fill_crc(b, j->len, synth_key(id), c.synth.seed);
 				}
 			}
 			struct ing_frame_desc d = {
-				.frame_id = j->id, .wafer_id = c.wafer, .data = b, .length = j->len,
+				.frame_id = id, .wafer_id = c.wafer, .data = b, .length = j->len,
 				.crc32c = j->crc, .has_crc = 1, .user = j,
 			};
 			rc = ing_producer_submit(p, &d);
@@ -554,7 +584,7 @@ int main(int argc, char **argv)
 			}
 			ready = NULL;
 			if (rc) {
-				fprintf(stderr, "ingest-send: frame %" PRIu64 ": submit: %s\n", j->id,
+				fprintf(stderr, "ingest-send: frame %s: submit: %s\n", id,
 					strerror(-rc));
 				ing_frame_free(p, b);
 				j->state = JOB_FAILED;
@@ -636,8 +666,8 @@ int main(int argc, char **argv)
 				j->state = JOB_FAILED;
 				n_fail++;
 				if (shown++ < 10)
-					fprintf(stderr, "%singest-send: frame %" PRIu64 " failed (code %d%s): %s\n",
-						pg.tty ? "\n" : "", j->id, a->code,
+					fprintf(stderr, "%singest-send: frame %s failed (code %d%s): %s\n",
+						pg.tty ? "\n" : "", a->frame_id, a->code,
 						a->retryable ? ", retryable" : "", a->msg);
 			}
 		}

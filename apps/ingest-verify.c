@@ -3,10 +3,12 @@
  * ingest-verify - check what ingestd stored against what ingest-send sent.
  *
  * Expected frames come from a manifest written by `ingest-send --manifest PATH` (lines
- * "frame_id wafer length crc32c source", source "synth:SEED" or "file:PATH"), or from the
- * same synthetic parameters as the send (--first-id, --count, --size/--sizes, --seed,
- * --wafer). For every frame it checks:
- *   - <data-dir>/frames/<wafer>/<frame_id>.frame exists and has exactly `length` bytes;
+ * "frame_id wafer length crc32c source", ids escaped as common/ident.h's ing_id_escape,
+ * source "synth:SEED" or "file:PATH"; v1 manifests of numeric ids are still read), or
+ * from the same synthetic parameters as the send (--id-prefix, --first-id, --count,
+ * --size/--sizes, --seed, --wafer). For every frame it checks:
+ *   - <data-dir>/frames/<wafer>/<frame>.frame (names from ing_id_file_name) exists and has
+ *     exactly `length` bytes;
  *   - its crc32c equals the expected one, and its bytes equal the regenerated synthetic
  *     content (synth:) or the source file (file:, when that file is still readable);
  *   - catalog.db has the frame's row with the same wafer, length, crc32c and path.
@@ -33,13 +35,16 @@
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
+#include "common/ident.h"
 #include "producer/synth.h"
 
 #define DEFAULT_WAFER "ingest-send"
+#define DEFAULT_ID_PREFIX "frame-"
 
 struct expect {
-	uint64_t id;
-	char wafer[129];
+	char id[ING_ID_MAX + 1];
+	char wafer[ING_ID_MAX + 1];
+	uint64_t key;         /* synthetic content key: synth_key(id), or the number (v1) */
 	uint64_t len;
 	uint32_t crc;
 	bool has_crc;
@@ -71,7 +76,7 @@ static void problem(struct verify *v, const struct expect *e, const char *fmt, .
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "ingest-verify: frame %" PRIu64 " (wafer %s): ", e->id, e->wafer);
+	fprintf(stderr, "ingest-verify: frame %s (wafer %s): ", e->id, e->wafer);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
@@ -119,7 +124,8 @@ static bool check_catalog(struct verify *v, const struct expect *e, const char *
 {
 	bool good = true;
 	sqlite3_reset(v->st);
-	sqlite3_bind_int64(v->st, 1, (sqlite3_int64)e->id);
+	sqlite3_bind_text(v->st, 1, e->wafer, -1, SQLITE_STATIC);
+	sqlite3_bind_text(v->st, 2, e->id, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(v->st);
 	if (rc == SQLITE_DONE) {
 		problem(v, e, "no catalog row");
@@ -156,7 +162,8 @@ static bool check_catalog(struct verify *v, const struct expect *e, const char *
 static int catalog_has(struct verify *v, const struct expect *e)
 {
 	sqlite3_reset(v->st);
-	sqlite3_bind_int64(v->st, 1, (sqlite3_int64)e->id);
+	sqlite3_bind_text(v->st, 1, e->wafer, -1, SQLITE_STATIC);
+	sqlite3_bind_text(v->st, 2, e->id, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(v->st);
 	sqlite3_reset(v->st);
 	if (rc == SQLITE_ROW)
@@ -184,7 +191,14 @@ static bool check_frame(struct verify *v, struct expect *e)
 			return has == 0;
 		}
 	}
-	snprintf(rel, sizeof(rel), "frames/%s/%" PRIu64 ".frame", e->wafer, e->id);
+	char wn[ING_ID_FILE_NAME_MAX + 1], fn[ING_ID_FILE_NAME_MAX + 1];
+	if (ing_id_file_name(wn, sizeof(wn), e->wafer) || ing_id_file_name(fn, sizeof(fn), e->id)) {
+		problem(v, e, "frame or wafer id breaks the id rule (" ING_ID_RULE ")");
+		v->frames++;
+		v->bad++;
+		return false;
+	}
+	snprintf(rel, sizeof(rel), "frames/%s/%s.frame", wn, fn);
 	snprintf(full, sizeof(full), "%s/%s", v->data_dir, rel);
 	int rc = read_exact(full, &v->buf, &v->cap, e->len, &size);
 	if (rc == -EFBIG || rc == -ENODATA) {
@@ -200,7 +214,7 @@ static bool check_frame(struct verify *v, struct expect *e)
 			good = false;
 		}
 		if (e->synth) {
-			uint64_t at = synth_compare(v->buf, e->len, e->id, e->seed);
+			uint64_t at = synth_compare(v->buf, e->len, e->key, e->seed);
 			if (at != UINT64_MAX) {
 				problem(v, e, "content differs from the synthetic frame at byte %" PRIu64, at);
 				good = false;
@@ -212,7 +226,7 @@ static bool check_frame(struct verify *v, struct expect *e)
 				problem(v, e, "content differs from %s", e->src);
 				good = false;
 			} else if (r2 && !v->quiet) {
-				fprintf(stderr, "ingest-verify: frame %" PRIu64 ": source %s not compared (%s)\n",
+				fprintf(stderr, "ingest-verify: frame %s: source %s not compared (%s)\n",
 					e->id, e->src, strerror(-r2));
 			}
 		}
@@ -229,15 +243,23 @@ static bool check_frame(struct verify *v, struct expect *e)
 	return good;
 }
 
-static int parse_manifest_line(char *line, struct expect *e)
+/* One manifest line; version 1 had numeric ids (their synthetic content key is the number). */
+static int parse_manifest_line(char *line, struct expect *e, int version)
 {
-	char src[PATH_MAX + 16];
-	unsigned long long id, len;
+	char src[PATH_MAX + 16], tid[3 * ING_ID_MAX + 1], tw[3 * ING_ID_MAX + 1];
+	unsigned long long len;
 	unsigned crc;
 	memset(e, 0, sizeof(*e));
-	if (sscanf(line, "%llu %128s %llu %x %4111[^\n]", &id, e->wafer, &len, &crc, src) != 5)
+	if (sscanf(line, "%768s %768s %llu %x %4111[^\n]", tid, tw, &len, &crc, src) != 5)
 		return -EINVAL;
-	e->id = id;
+	if (ing_id_unescape(e->id, sizeof(e->id), tid) || ing_id_unescape(e->wafer, sizeof(e->wafer), tw))
+		return -EINVAL;
+	if (version == 1) {
+		if (ing_parse_u64(e->id, UINT64_MAX, &e->key))
+			return -EINVAL;
+	} else {
+		e->key = synth_key(e->id);
+	}
 	e->len = len;
 	e->crc = crc;
 	e->has_crc = true;
@@ -267,6 +289,7 @@ static void usage(FILE *f)
 		"usage: ingest-verify --data-dir DIR (--manifest PATH | synthetic parameters)\n"
 		"  --manifest PATH   written by ingest-send --manifest\n"
 		"  --first-id N --count N --size SIZE | --sizes MIN-MAX --seed S --wafer ID\n"
+		"  [--id-prefix P]   (default " DEFAULT_ID_PREFIX ")\n"
 		"                    the same synthetic parameters as the send\n"
 		"  --no-catalog      do not check catalog.db\n"
 		"  --allow-missing   a frame without a catalog row is missing, not bad (after a\n"
@@ -279,7 +302,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	enum { O_DIR = 256, O_MAN, O_FIRST, O_COUNT, O_SIZE, O_SIZES, O_SEED, O_WAFER, O_NOCAT,
-	       O_MAXERR, O_JSON, O_QUIET, O_HELP, O_MISSING };
+	       O_MAXERR, O_JSON, O_QUIET, O_HELP, O_MISSING, O_PREFIX };
 	static const struct option lo[] = {
 		{ "data-dir", required_argument, 0, O_DIR },
 		{ "manifest", required_argument, 0, O_MAN },
@@ -289,6 +312,7 @@ int main(int argc, char **argv)
 		{ "sizes", required_argument, 0, O_SIZES },
 		{ "seed", required_argument, 0, O_SEED },
 		{ "wafer", required_argument, 0, O_WAFER },
+		{ "id-prefix", required_argument, 0, O_PREFIX },
 		{ "no-catalog", no_argument, 0, O_NOCAT },
 		{ "allow-missing", no_argument, 0, O_MISSING },
 		{ "max-errors", required_argument, 0, O_MAXERR },
@@ -299,7 +323,7 @@ int main(int argc, char **argv)
 	};
 	struct verify v = { .check_catalog = true, .max_errors = 20 };
 	struct synth_spec sp = { .seed = 1, .size_min = 4u << 20, .size_max = 4u << 20 };
-	const char *manifest = NULL, *wafer = DEFAULT_WAFER;
+	const char *manifest = NULL, *wafer = DEFAULT_WAFER, *prefix = DEFAULT_ID_PREFIX;
 	uint64_t first = 1, count = 0;
 	bool json = false;
 	int opt, ret = 2;
@@ -323,6 +347,7 @@ int main(int argc, char **argv)
 			break;
 		case O_SEED: if (!parse_u64(optarg, &sp.seed)) goto bad; break;
 		case O_WAFER: wafer = optarg; break;
+		case O_PREFIX: prefix = optarg; break;
 		case O_NOCAT: v.check_catalog = false; break;
 		case O_MISSING: v.allow_missing = true; break;
 		case O_MAXERR:
@@ -349,8 +374,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ingest-verify: --allow-missing needs the catalog (not --no-catalog)\n");
 		return 2;
 	}
-	if (strlen(wafer) > 128) {
-		fprintf(stderr, "ingest-verify: wafer id too long\n");
+	if (!*wafer)
+		wafer = ING_DEFAULT_WAFER;
+	if (ing_id_check(wafer, strlen(wafer))) {
+		fprintf(stderr, "ingest-verify: bad --wafer: a wafer id is " ING_ID_RULE "\n");
 		return 2;
 	}
 	if (v.check_catalog) {
@@ -365,7 +392,7 @@ int main(int argc, char **argv)
 		if (sqlite3_open_v2(db, &v.db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
 		    sqlite3_busy_timeout(v.db, 5000) != SQLITE_OK ||
 		    sqlite3_prepare_v2(v.db, "SELECT wafer_id, length, crc32c, path FROM frames "
-					     "WHERE frame_id = ?", -1, &v.st, NULL) != SQLITE_OK) {
+					     "WHERE wafer_id = ?1 AND frame_id = ?2", -1, &v.st, NULL) != SQLITE_OK) {
 			fprintf(stderr, "ingest-verify: %s: %s\n", db,
 				v.db ? sqlite3_errmsg(v.db) : "cannot open");
 			goto out;
@@ -383,13 +410,16 @@ int main(int argc, char **argv)
 			free(e);
 			goto out;
 		}
-		char line[PATH_MAX + 256];
+		char line[PATH_MAX + 2048];
 		unsigned lineno = 0;
+		int version = 2;
 		while (fgets(line, sizeof(line), f)) {
 			lineno++;
+			if (lineno == 1 && !strncmp(line, "# ingest-send manifest v1:", 26))
+				version = 1;
 			if (line[0] == '#' || line[0] == '\n')
 				continue;
-			if (parse_manifest_line(line, e)) {
+			if (parse_manifest_line(line, e, version)) {
 				fprintf(stderr, "ingest-verify: %s:%u: bad line\n", manifest, lineno);
 				v.bad++;
 				continue;
@@ -400,9 +430,10 @@ int main(int argc, char **argv)
 	}
 	for (uint64_t i = 0; i < count; i++) {
 		memset(e, 0, sizeof(*e));
-		e->id = first + i;
+		snprintf(e->id, sizeof(e->id), "%s%" PRIu64, prefix, first + i);
 		snprintf(e->wafer, sizeof(e->wafer), "%s", wafer);
-		e->len = synth_frame_len(&sp, e->id);
+		e->key = synth_key(e->id);
+		e->len = synth_frame_len(&sp, e->key);
 		e->synth = true;
 		e->seed = sp.seed;
 		check_frame(&v, e);

@@ -427,11 +427,19 @@ static ssize_t data_read_cb(nghttp2_session *h2, int32_t sid, uint8_t *buf, size
 	return NGHTTP2_ERR_DEFERRED;
 }
 
+/*
+ * Every response names the message encodings the node accepts (only identity): the gRPC
+ * compression spec asks for grpc-accept-encoding with the UNIMPLEMENTED answer to a
+ * compressed message, and sending it always lets a client pick right from the start.
+ */
+#define ACCEPT_ENCODING NV("grpc-accept-encoding", "identity")
+
 static int submit_headers_with_data(struct ing_grpc_call *c)
 {
-	nghttp2_nv nv[] = { NV(":status", "200"), NV("content-type", "application/grpc") };
+	nghttp2_nv nv[] = { NV(":status", "200"), NV("content-type", "application/grpc"),
+			    ACCEPT_ENCODING };
 	nghttp2_data_provider prd = { .source.ptr = c, .read_callback = data_read_cb };
-	int rv = nghttp2_submit_response(c->conn->h2, c->sid, nv, 2, &prd);
+	int rv = nghttp2_submit_response(c->conn->h2, c->sid, nv, 3, &prd);
 	if (rv)
 		return -EIO;
 	c->resp_sent = true;
@@ -443,9 +451,9 @@ static int submit_trailers_only(struct ing_grpc_call *c, const char *http_status
 {
 	char st[16];
 	snprintf(st, sizeof(st), "%d", c->status);
-	nghttp2_nv nv[4] = { NV(":status", http_status), NV("content-type", "application/grpc"),
-			     NV("grpc-status", st) };
-	size_t nn = 3;
+	nghttp2_nv nv[5] = { NV(":status", http_status), NV("content-type", "application/grpc"),
+			     ACCEPT_ENCODING, NV("grpc-status", st) };
+	size_t nn = 4;
 	if (c->status_msg && *c->status_msg)
 		nv[nn++] = (nghttp2_nv)NV("grpc-message", c->status_msg);
 	c->resp_sent = true;

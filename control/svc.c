@@ -13,6 +13,7 @@
  */
 #include "control/svc_internal.h"
 #include "common/clock.h"
+#include "common/ident.h"
 #include "common/log.h"
 #include "h3000.pb-c.h"
 
@@ -74,28 +75,47 @@ void svc_arena_allocator(struct svc_call *pc, struct ProtobufCAllocator *a)
 
 /* ================================================================ frame table */
 
-static inline uint32_t id_hash(uint64_t id)
+/*
+ * Open addressing on the hash of the frame id alone (not the wafer): continuation chunks
+ * name only the frame id, and (wafer, frame) lookups probe the same chain. Entries are
+ * held only while e->f is set, so the strings compared live in the frame descriptor.
+ */
+static inline uint32_t slot_of(const struct ing_svc *s, uint64_t h)
 {
-	id ^= id >> 33;
-	id *= 0xff51afd7ed558ccdull;
-	id ^= id >> 33;
-	return (uint32_t)id;
+	return (uint32_t)(h ^ (h >> 32)) & s->ht_mask;
 }
 
-struct svc_frame *svc_frame_find(struct ing_svc *s, uint64_t frame_id)
+struct svc_frame *svc_frame_find(struct ing_svc *s, const char *wafer_id, const char *frame_id)
 {
-	for (uint32_t i = id_hash(frame_id) & s->ht_mask;; i = (i + 1) & s->ht_mask) {
+	uint64_t h = ing_id_hash(frame_id, strlen(frame_id));
+	for (uint32_t i = slot_of(s, h);; i = (i + 1) & s->ht_mask) {
 		uint32_t v = s->ht[i];
 		if (v == 0)
 			return NULL;
-		if (s->fr[v - 1].frame_id == frame_id)
-			return &s->fr[v - 1];
+		struct svc_frame *e = &s->fr[v - 1];
+		if (e->id_hash == h && strcmp(e->f->frame_id, frame_id) == 0 &&
+		    strcmp(e->f->wafer_id, wafer_id) == 0)
+			return e;
+	}
+}
+
+struct svc_frame *svc_frame_find_call(struct ing_svc *s, const struct svc_call *pc,
+				      const char *frame_id)
+{
+	uint64_t h = ing_id_hash(frame_id, strlen(frame_id));
+	for (uint32_t i = slot_of(s, h);; i = (i + 1) & s->ht_mask) {
+		uint32_t v = s->ht[i];
+		if (v == 0)
+			return NULL;
+		struct svc_frame *e = &s->fr[v - 1];
+		if (e->id_hash == h && e->call == pc && strcmp(e->f->frame_id, frame_id) == 0)
+			return e;
 	}
 }
 
 static void ht_insert(struct ing_svc *s, struct svc_frame *e)
 {
-	uint32_t i = id_hash(e->frame_id) & s->ht_mask;
+	uint32_t i = slot_of(s, e->id_hash);
 	while (s->ht[i] != 0)
 		i = (i + 1) & s->ht_mask;
 	s->ht[i] = e->idx + 1;
@@ -104,7 +124,7 @@ static void ht_insert(struct ing_svc *s, struct svc_frame *e)
 /* Linear probing with backward-shift deletion: no tombstones. */
 static void ht_remove(struct ing_svc *s, struct svc_frame *e)
 {
-	uint32_t i = id_hash(e->frame_id) & s->ht_mask;
+	uint32_t i = slot_of(s, e->id_hash);
 	while (s->ht[i] != e->idx + 1) {
 		if (s->ht[i] == 0)
 			return;
@@ -112,7 +132,7 @@ static void ht_remove(struct ing_svc *s, struct svc_frame *e)
 	}
 	s->ht[i] = 0;
 	for (uint32_t j = (i + 1) & s->ht_mask; s->ht[j] != 0; j = (j + 1) & s->ht_mask) {
-		uint32_t k = id_hash(s->fr[s->ht[j] - 1].frame_id) & s->ht_mask;
+		uint32_t k = slot_of(s, s->fr[s->ht[j] - 1].id_hash);
 		/* leave the entry if its home k lies cyclically in (i, j] */
 		bool stay = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
 		if (stay)
@@ -130,8 +150,8 @@ static void frame_timeout_cb(void *arg)
 		return;
 	struct ing_frame *f = e->f;
 	svc_frame_fail(e, ING_E_DEADLINE, true,
-		       "frame %" PRIu64 ": not complete after %u ms (%" PRIu64 " of %" PRIu64 " bytes)",
-		       e->frame_id, e->svc->o.frame_timeout_ms, f->filled, f->length);
+		       "frame %s: not complete after %u ms (%" PRIu64 " of %" PRIu64 " bytes)",
+		       f->frame_id, e->svc->o.frame_timeout_ms, f->filled, f->length);
 }
 
 struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc, struct ing_frame *f)
@@ -144,7 +164,8 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc, struct
 	e->f = f;
 	e->call = pc;
 	e->sess = pc->sess;
-	e->frame_id = f->frame_id;
+	e->id_hash = ing_id_hash(f->frame_id, strlen(f->frame_id));
+	e->gen = f->gen = ++s->admissions;
 	e->length = f->length;
 	e->state = FE_FILLING;
 	f->cookie = e->idx;
@@ -203,17 +224,19 @@ void svc_frame_release(struct svc_frame *e)
 
 void svc_frame_fail(struct svc_frame *e, int code, bool retryable, const char *fmt, ...)
 {
-	struct svc_ack a = { .frame_id = e->frame_id, .ok = false, .code = (uint8_t)code,
-			     .retryable = retryable };
+	struct svc_ack a = { .ok = false, .code = (uint8_t)code, .retryable = retryable };
 	va_list ap;
+	svc_ack_set_id(&a, e->f->wafer_id, e->f->frame_id);
 	va_start(ap, fmt);
 	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
 	va_end(ap);
 	e->svc->c_failed++;
 	svc_metrics_result(e->svc, e->f ? e->f->transport : ING_XPORT_GRPC, SVC_R_FAILED, e->length);
 	ING_LOG_RL(ING_LOG_WARN, "svc", "%s", a.msg);
-	if (e->call)
+	if (e->call) {
+		svc_refused_add(e->call, e->f->frame_id);
 		svc_send_ack(e->call, &a);
+	}
 	svc_frame_release(e);
 }
 
@@ -248,19 +271,14 @@ void svc_frame_complete(struct svc_frame *e)
 	s->c_received++;
 	s->c_bytes_rx += f->length;
 	svc_metrics_received(s, f->transport, f->length, f->t_received_ns - f->t_admit_ns);
-	if (e->call) {
-		struct svc_ack a = { .frame_id = e->frame_id, .ok = true,
-				     .stage = H3000__ACK_STAGE__ACK_STAGE_RECEIVED,
-				     .latency_ns = f->t_received_ns - f->t_admit_ns };
-		svc_send_ack(e->call, &a);
-	}
+	svc_ack_received(e, f->t_received_ns - f->t_admit_ns);
 	s->persisting++;
 	if (s->retry_len == 0 && ing_persist_submit(s->persist, f) == 0) {
 		e->state = FE_PERSISTING;
 		return;
 	}
-	ING_DBG("svc", "frame %" PRIu64 ": persistence ring full, queued for retry (%u waiting)",
-		e->frame_id, s->retry_len + 1);
+	ING_DBG("svc", "frame %s: persistence ring full, queued for retry (%u waiting)",
+		f->frame_id, s->retry_len + 1);
 	e->state = FE_RETRY;
 	s->retry[(s->retry_head + s->retry_len) % s->nfr] = e->idx;
 	s->retry_len++;
@@ -274,7 +292,7 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 	if (f->transport == ING_XPORT_RDMA && svc_rdma_from_lcore(s, f))
 		return; /* RDMA READ failed: NACKed and released there */
 	if (idx >= s->nfr || s->fr[idx].f != f || s->fr[idx].state != FE_PERSISTING) {
-		ING_ERR("svc", "frame %" PRIu64 ": ack for a frame the service does not hold; slot returned",
+		ING_ERR("svc", "frame %s: ack for a frame the service does not hold; slot returned",
 			f->frame_id);
 		ing_pool_put(f);
 		return;
@@ -283,7 +301,6 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 	uint64_t now = ing_now_ns();
 	uint64_t t_dur = f->t_durable_ns ? f->t_durable_ns : now;
 	struct svc_ack a = {
-		.frame_id = e->frame_id,
 		.ok = f->status == ING_E_NONE,
 		.code = (uint8_t)f->status,
 		.retryable = f->retryable,
@@ -292,15 +309,17 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 		.stage = H3000__ACK_STAGE__ACK_STAGE_DURABLE,
 		.latency_ns = t_dur > f->t_admit_ns ? t_dur - f->t_admit_ns : 0,
 	};
+	svc_ack_set_id(&a, f->wafer_id, f->frame_id);
 	if (f->status != ING_E_NONE) {
 		size_t n = strnlen(f->msg, sizeof(f->msg) - 1);
 		memcpy(a.msg, f->msg, n);
 		a.msg[n] = '\0';
 		if (n == 0)
-			snprintf(a.msg, sizeof(a.msg), "frame %" PRIu64 ": persistence failed (code %d)",
-				 e->frame_id, (int)f->status);
+			snprintf(a.msg, sizeof(a.msg), "frame %s: persistence failed (code %d)",
+				 f->frame_id, (int)f->status);
 		s->c_failed++;
 	} else {
+		memcpy(a.msg, "ok", 3);   /* what the seed's consumer says */
 		s->c_durable++;
 		s->c_bytes_durable += f->length;
 		if (f->duplicate)
@@ -489,8 +508,8 @@ void svc_call_free(struct svc_call *pc)
 			/* the lcore still READs into the slot: it comes back on the ack ring */
 			e->call = NULL;
 		} else if (e->state == FE_FILLING) {
-			ING_LOG_RL(ING_LOG_INFO, "svc", "frame %" PRIu64 ": stream from %s closed after %" PRIu64
-				   " of %" PRIu64 " bytes; partial frame discarded", e->frame_id,
+			ING_LOG_RL(ING_LOG_INFO, "svc", "frame %s: stream from %s closed after %" PRIu64
+				   " of %" PRIu64 " bytes; partial frame discarded", e->f->frame_id,
 				   ing_grpc_call_peer(pc->call), e->f->filled, e->f->length);
 			s->c_failed++;
 			svc_metrics_result(s, ING_XPORT_GRPC, SVC_R_FAILED, e->length);
@@ -637,7 +656,8 @@ void svc_call_check_done(struct svc_call *pc)
 static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
 {
 	H3000__Ack m = H3000__ACK__INIT;
-	m.frameid = a->frame_id;
+	m.frameid = (char *)a->frame_id;
+	m.waferid = (char *)a->wafer_id;
 	m.ok = a->ok;
 	m.msg = (char *)a->msg;
 	m.stage = (H3000__AckStage)a->stage;
@@ -725,11 +745,58 @@ void svc_call_flush(struct svc_call *pc)
 	}
 }
 
-void svc_nack(struct svc_call *pc, uint64_t frame_id, int code, bool retryable, const char *fmt, ...)
+static void copy_utf8(char *dst, const char *src)
 {
-	struct svc_ack a = { .frame_id = frame_id, .ok = false, .code = (uint8_t)code,
-			     .retryable = retryable };
+	size_t n = src ? strnlen(src, ING_ID_MAX) : 0;
+	if (n && ing_utf8_valid(src, n))
+		memcpy(dst, src, n);
+	else
+		n = 0;
+	dst[n] = '\0';
+}
+
+void svc_ack_set_id(struct svc_ack *a, const char *wafer, const char *id)
+{
+	copy_utf8(a->frame_id, id);
+	copy_utf8(a->wafer_id, wafer);
+}
+
+void svc_ack_received(struct svc_frame *e, uint64_t latency_ns)
+{
+	if (!e->call || !e->sess || !e->sess->ack_received)
+		return;
+	struct svc_ack a = { .ok = true, .stage = H3000__ACK_STAGE__ACK_STAGE_RECEIVED,
+			     .latency_ns = latency_ns };
+	svc_ack_set_id(&a, e->f->wafer_id, e->f->frame_id);
+	svc_send_ack(e->call, &a);
+}
+
+void svc_refused_add(struct svc_call *pc, const char *frame_id)
+{
+	if (pc->kind != SVC_CALL_PUSH || !frame_id || svc_refused_take(pc, frame_id, false))
+		return;
+	pc->refused[pc->refused_next].used = true;
+	snprintf(pc->refused[pc->refused_next].id, sizeof(pc->refused[0].id), "%s", frame_id);
+	pc->refused_next = (pc->refused_next + 1) % SVC_REFUSED_MAX;
+}
+
+bool svc_refused_take(struct svc_call *pc, const char *frame_id, bool forget)
+{
+	for (unsigned i = 0; i < SVC_REFUSED_MAX; i++) {
+		if (pc->refused[i].used && strcmp(pc->refused[i].id, frame_id) == 0) {
+			if (forget)
+				pc->refused[i].used = false;
+			return true;
+		}
+	}
+	return false;
+}
+
+void svc_nack(struct svc_call *pc, const char *frame_id, int code, bool retryable, const char *fmt, ...)
+{
+	struct svc_ack a = { .ok = false, .code = (uint8_t)code, .retryable = retryable };
 	va_list ap;
+	svc_ack_set_id(&a, NULL, frame_id);
 	va_start(ap, fmt);
 	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
 	va_end(ap);
@@ -737,33 +804,97 @@ void svc_nack(struct svc_call *pc, uint64_t frame_id, int code, bool retryable, 
 	svc_metrics_result(pc->svc, pc->kind == SVC_CALL_CTL ? ING_XPORT_RDMA : ING_XPORT_GRPC,
 			   SVC_R_REFUSED, 0);
 	ING_LOG_RL(ING_LOG_WARN, "svc", "%s (peer %s)", a.msg, ing_grpc_call_peer(pc->call));
+	svc_refused_add(pc, frame_id);
 	svc_send_ack(pc, &a);
 }
 
-int svc_meta_check(struct ing_svc *s, struct svc_session *ss, uint64_t frame_id,
-		   uint64_t meta_frame_id, uint64_t length, const char *wafer, char *why,
-		   size_t whylen)
+int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_id,
+		   size_t id_len, const char *meta_frame_id, uint64_t length, const char *wafer,
+		   const char **wafer_out, char *why, size_t whylen)
 {
 	uint64_t max = ss ? ss->max_frame : s->max_frame;
-	if (meta_frame_id != frame_id) {
-		snprintf(why, whylen, "frame %" PRIu64 ": meta.frameId %" PRIu64 " differs from the chunk's frameId",
-			 frame_id, meta_frame_id);
+	char idp[96];
+	const char *bad = ing_id_check(frame_id, id_len);
+
+	ing_id_printable(idp, sizeof(idp), frame_id, strnlen(frame_id, ING_ID_MAX));
+	if (bad) {
+		snprintf(why, whylen, "frameId '%s' %s: a frameId must be " ING_ID_RULE, idp, bad);
+		return ING_E_INVALID_ARGUMENT;
+	}
+	if (meta_frame_id && strcmp(meta_frame_id, frame_id) != 0) {
+		snprintf(why, whylen, "frame %s: meta.frameId differs from the chunk's frameId", frame_id);
 		return ING_E_INVALID_ARGUMENT;
 	}
 	if (length == 0) {
-		snprintf(why, whylen, "frame %" PRIu64 ": length 0", frame_id);
+		snprintf(why, whylen, "frame %s: length 0", frame_id);
 		return ING_E_INVALID_ARGUMENT;
 	}
 	if (length > max) {
-		snprintf(why, whylen, "frame %" PRIu64 ": length %" PRIu64 " above the maximum %" PRIu64,
+		snprintf(why, whylen, "frame %s: length %" PRIu64 " above the maximum %" PRIu64,
 			 frame_id, length, max);
 		return ING_E_TOO_LARGE;
 	}
-	if (!wafer || !ing_store_wafer_id_ok(wafer)) {
-		snprintf(why, whylen, "frame %" PRIu64 ": waferId must match [A-Za-z0-9._-]{1,128}", frame_id);
+	if (!wafer || !*wafer) {
+		wafer = ING_DEFAULT_WAFER;
+	} else if ((bad = ing_id_check(wafer, strlen(wafer)))) {
+		char wp[96];
+		ing_id_printable(wp, sizeof(wp), wafer, strlen(wafer));
+		snprintf(why, whylen, "frame %s: waferId '%s' %s: a waferId must be empty (wafer \""
+			 ING_DEFAULT_WAFER "\") or " ING_ID_RULE, frame_id, wp, bad);
 		return ING_E_INVALID_ARGUMENT;
 	}
+	*wafer_out = wafer;
 	return ING_E_NONE;
+}
+
+/*
+ * protobuf-c hands strings over NUL-terminated, so an id with a NUL byte inside would
+ * silently become a shorter, different id. True when a top-level string field of
+ * number f1 or f2 in msg holds a NUL (a malformed msg: false, unpack reports it).
+ */
+bool svc_pb_string_has_nul(const uint8_t *msg, size_t len, uint32_t f1, uint32_t f2)
+{
+	size_t i = 0;
+	while (i < len) {
+		uint64_t key = 0, v = 0;
+		unsigned sh = 0;
+		do {
+			if (i >= len || sh > 63)
+				return false;
+			key |= (uint64_t)(msg[i] & 0x7f) << sh;
+			sh += 7;
+		} while (msg[i++] & 0x80);
+		switch (key & 7) {
+		case 0:
+			while (i < len && (msg[i] & 0x80))
+				i++;
+			i++;
+			break;
+		case 1:
+			i += 8;
+			break;
+		case 5:
+			i += 4;
+			break;
+		case 2:
+			sh = 0;
+			do {
+				if (i >= len || sh > 63)
+					return false;
+				v |= (uint64_t)(msg[i] & 0x7f) << sh;
+				sh += 7;
+			} while (msg[i++] & 0x80);
+			if (v > len - i)
+				return false;
+			if (((key >> 3) == f1 || (key >> 3) == f2) && memchr(msg + i, 0, (size_t)v))
+				return true;
+			i += (size_t)v;
+			break;
+		default:
+			return false;
+		}
+	}
+	return false;
 }
 
 /* ================================================================ waking waiters */
@@ -1040,8 +1171,8 @@ void ing_svc_destroy(struct ing_svc *s)
 			if (e->state == FE_FREE)
 				continue;
 			if (e->state == FE_PERSISTING)
-				ING_WARN("svc", "frame %" PRIu64 ": still in persistence at shutdown; slot not returned",
-					 e->frame_id);
+				ING_WARN("svc", "frame %s: still in persistence at shutdown; slot not returned",
+					 e->f ? e->f->frame_id : "?");
 			else
 				ing_pool_put(e->f);
 			ing_timer_cancel(s->loop, &e->timer);

@@ -3,8 +3,9 @@
  * svc_chunk.c - incremental protobuf wire parser for h3000.FrameChunk.
  *
  * The PushFrames fallback path receives each FrameChunk in the pieces HTTP/2 DATA frames
- * deliver. The small fields are decoded here as they stream past; the meta field is
- * collected (bounded by SVC_META_MAX) for protobuf-c; the data field is never buffered:
+ * deliver. The small fields are decoded here as they stream past; the frameId string is
+ * kept (its first CP_ID_MAX bytes, and its true length); the meta field is collected
+ * (bounded by SVC_META_MAX) for protobuf-c; the data field is never buffered:
  * its bytes go to the cbs->data callback, which copies them straight into the frame's
  * slot. Any field order is accepted; the callbacks learn what came before the data from
  * the parser (p->ordered, p->seen), and what came after it from p->late_fields.
@@ -84,7 +85,7 @@ static int on_key(struct chunk_parser *p, uint64_t key)
 	p->field = field;
 	p->wtype = wt;
 	if (known_field(field)) {
-		bool want_len = field == CP_F_META || field == CP_F_DATA;
+		bool want_len = field == CP_F_META || field == CP_F_DATA || field == CP_F_FRAME_ID;
 		if (want_len ? wt != WT_LEN : wt != WT_VARINT)
 			return bad(p, "wrong wire type for a FrameChunk field");
 		if (field < p->last_field)
@@ -118,9 +119,6 @@ static int on_key(struct chunk_parser *p, uint64_t key)
 static void on_varint(struct chunk_parser *p, uint64_t v)
 {
 	switch (p->field) {
-	case CP_F_FRAME_ID:
-		p->frame_id = v;
-		break;
 	case CP_F_OFFSET:
 		p->offset = v;
 		break;
@@ -143,6 +141,12 @@ static int on_len(struct chunk_parser *p, uint64_t len)
 	p->left = len;
 	p->body_off = 0;
 	p->state = ST_BODY;
+	if (p->field == CP_F_FRAME_ID) {
+		/* a string field seen again replaces the earlier value (protobuf merge) */
+		p->id_len = 0;
+		p->id_oversize = false;
+		p->frame_id[0] = '\0';
+	}
 	if (p->field == CP_F_DATA) {
 		if (p->has_data)
 			return bad(p, "more than one data field");
@@ -213,6 +217,16 @@ int chunk_parser_feed(struct chunk_parser *p, const uint8_t *d, size_t n)
 					if (rc < 0)
 						return rc;
 				}
+			} else if (p->field == CP_F_FRAME_ID) {
+				size_t room = p->id_len < CP_ID_MAX ? CP_ID_MAX - p->id_len : 0;
+				size_t c = k < room ? k : room;
+				if (c) {
+					memcpy(p->frame_id + p->id_len, d, c);
+					p->frame_id[p->id_len + c] = '\0';
+				}
+				p->id_len += k;
+				if (c < k)
+					p->id_oversize = true;
 			} else if (p->field == CP_F_META) {
 				size_t room = SVC_META_MAX - p->meta_len;
 				size_t c = k < room ? k : room;

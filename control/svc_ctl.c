@@ -3,19 +3,23 @@
  * svc_ctl.c - ControlStream, the seed RPC: one FrameMeta per frame the node should pull
  * with RDMA READ from the producer's registered memory. Until an RDMA connection backs
  * the session (svc_rdma_enqueue), every valid descriptor is answered with
- * Ack{ok=false, code=ERROR_NO_TRANSPORT}; invalid ones with INVALID_ARGUMENT/TOO_LARGE.
+ * Ack{ok=false, code=ERROR_NO_TRANSPORT}; invalid ones with INVALID_ARGUMENT/TOO_LARGE;
+ * the stream stays open either way. Each frame gets one final Ack (DURABLE or the
+ * failure), as the seed's consumer gave; RECEIVED first only for sessions that asked.
  * Acks go out in the order the descriptors came in. A descriptor that finds no free slot
  * or credit waits (the call is paused; see "Backpressure" below), it is never refused
  * as busy while the node still makes progress.
  */
 #include "control/svc_internal.h"
 #include "common/clock.h"
+#include "common/ident.h"
 #include "common/log.h"
 #include "h3000.pb-c.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 /* RDMA hook: svc_rdma_enqueue() in control/svc_rdma.c (slot, admission, READ job). */
 
@@ -34,32 +38,35 @@
 
 enum ctl_verdict { CTL_DONE = 0, CTL_WAIT = 1 };
 
+/* The wafer a validated FrameMeta is filed under (empty: the default wafer). */
+static const char *ctl_wafer(const H3000__FrameMeta *m)
+{
+	return m->waferid && *m->waferid ? m->waferid : ING_DEFAULT_WAFER;
+}
+
 /* Try to admit a validated FrameMeta: CTL_DONE when it was queued or answered. */
 static int ctl_admit(struct svc_call *pc, const H3000__FrameMeta *m)
 {
 	struct ing_svc *s = pc->svc;
-	uint64_t F = m->frameid;
+	const char *F = m->frameid, *W = ctl_wafer(m);
 
-	if (svc_frame_find(s, F)) {
-		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, true, "frame %" PRIu64 ": already in flight in this node", F);
+	if (svc_frame_find(s, W, F)) {
+		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, true, "frame %s of wafer %s: already in flight in this node", F, W);
 		return CTL_DONE;
 	}
 	if (ing_svc_stopping(s)) {
-		svc_nack(pc, F, ING_E_SHUTTING_DOWN, true, "frame %" PRIu64 ": ingest node is shutting down", F);
+		svc_nack(pc, F, ING_E_SHUTTING_DOWN, true, "frame %s: ingest node is shutting down", F);
 		return CTL_DONE;
 	}
-	int rc = svc_rdma_enqueue(pc, m);
+	int rc = svc_rdma_enqueue(pc, m, W);
 	if (rc == -EAGAIN || rc == -ENOBUFS)
 		return CTL_WAIT;
 	if (rc == -ENOTCONN) {
-		struct svc_ack ack = { .frame_id = F, .ok = false, .code = ING_E_NO_TRANSPORT };
-		snprintf(ack.msg, sizeof(ack.msg),
-			 "no RDMA connection for this session; send the bytes with PushFrames");
-		s->c_refused++;
-		svc_metrics_result(s, ING_XPORT_RDMA, SVC_R_REFUSED, 0);
-		svc_send_ack(pc, &ack);
+		svc_nack(pc, F, ING_E_NO_TRANSPORT, false,
+			 "frame %s: no RDMA connection for this session, so the node cannot read it; "
+			 "connect RDMA (Negotiate + rdma_cm) or send the bytes with PushFrames", F);
 	} else if (rc) {
-		svc_nack(pc, F, ING_E_BUSY, true, "frame %" PRIu64 ": cannot queue the RDMA read (%d)", F, rc);
+		svc_nack(pc, F, ING_E_BUSY, true, "frame %s: cannot queue the RDMA read (%d)", F, rc);
 	}
 	return CTL_DONE;
 }
@@ -106,7 +113,7 @@ static void ctl_park(struct svc_call *pc, H3000__FrameMeta *m)
 {
 	struct ing_svc *s = pc->svc;
 
-	ING_DBG("svc", "frame %" PRIu64 ": waits for a %s (ControlStream call %" PRIu64 ")", m->frameid,
+	ING_DBG("svc", "frame %s: waits for a %s (ControlStream call %" PRIu64 ")", m->frameid,
 		pc->sess->inflight >= pc->sess->credits ? "credit" : "pool slot", pc->id);
 	pc->ctl_meta = m;
 	pc->ctl_parked_ns = ing_now_ns();
@@ -141,7 +148,7 @@ static bool ctl_retry(struct svc_call *pc, uint64_t now)
 		if (waited < (uint64_t)s->o.frame_timeout_ms * 1000000ull)
 			return false;
 		svc_nack(pc, m->frameid, ING_E_BUSY, true,
-			 "frame %" PRIu64 ": no pool slot or credit for %u ms", m->frameid,
+			 "frame %s: no pool slot or credit for %u ms", m->frameid,
 			 s->o.frame_timeout_ms);
 	}
 	ctl_unpark(pc);
@@ -220,31 +227,47 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 		ING_ERR("svc", "ControlStream call %" PRIu64 ": FrameMeta delivered while one waits", pc->id);
 		return ING_GRPC_INTERNAL;
 	}
+	/*
+	 * Authentication is decided before anything else is said about the message: a
+	 * stream that has no session yet binds one first (the h3000-session-id header was
+	 * tried at start; here FrameMeta.sessionId, or an implicit session when the node
+	 * takes unauthenticated clients). A message that cannot even be parsed names no
+	 * session, so on an authenticating node it ends the call UNAUTHENTICATED.
+	 */
+	H3000__FrameMeta *m = NULL;
+	bool nul = len <= SVC_META_MAX && svc_pb_string_has_nul(msg, len, 1, 5);
+	svc_arena_allocator(pc, &a);
+	if (len <= SVC_META_MAX)
+		m = h3000__frame_meta__unpack(&a, len, msg);
+	if (!pc->sess && svc_call_bind_session(pc, m ? m->sessionid : 0)) {
+		ING_INFO("svc", "ControlStream from %s: %s", ing_grpc_call_peer(c), pc->err_msg);
+		ing_grpc_call_finish(c, pc->err_status, pc->err_msg);
+		return pc->err_status;
+	}
 	if (len > SVC_META_MAX) {
-		svc_nack(pc, 0, ING_E_INVALID_ARGUMENT, false,
+		svc_nack(pc, "", ING_E_INVALID_ARGUMENT, false,
 			 "FrameMeta of %zu bytes is larger than %u", len, SVC_META_MAX);
 		return 0;
 	}
-	svc_arena_allocator(pc, &a);
-	H3000__FrameMeta *m = h3000__frame_meta__unpack(&a, len, msg);
 	if (!m) {
-		svc_nack(pc, 0, ING_E_INVALID_ARGUMENT, false, "malformed FrameMeta (%zu bytes)", len);
+		svc_nack(pc, "", ING_E_INVALID_ARGUMENT, false, "malformed FrameMeta (%zu bytes)", len);
 		return 0;
 	}
-	uint64_t F = m->frameid;
-	if (!pc->sess) {
-		if (svc_call_bind_session(pc, m->sessionid)) {
-			ING_INFO("svc", "ControlStream from %s: %s", ing_grpc_call_peer(c), pc->err_msg);
-			ing_grpc_call_finish(c, pc->err_status, pc->err_msg);
-			return pc->err_status;
-		}
-	} else if (m->sessionid && m->sessionid != pc->sess->id) {
+	const char *F = m->frameid;
+	if (nul) {
 		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
-			 "frame %" PRIu64 ": sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
+			 "frameId or waferId contains a NUL byte: both must be " ING_ID_RULE);
+		return 0;
+	}
+	if (m->sessionid && m->sessionid != pc->sess->id) {
+		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+			 "frame %s: sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
 			 F, m->sessionid, pc->sess->id);
 		return 0;
 	}
-	int code = svc_meta_check(s, pc->sess, F, F, m->length, m->waferid, why, sizeof(why));
+	const char *wafer;
+	int code = svc_meta_check(s, pc->sess, F, strlen(F), NULL, m->length, m->waferid, &wafer,
+				  why, sizeof(why));
 	if (code) {
 		svc_nack(pc, F, code, false, "%s", why);
 		return 0;

@@ -38,9 +38,13 @@ struct chunk_parser_cbs {
 	int (*data)(void *arg, struct chunk_parser *p, uint64_t off, const uint8_t *d, size_t n);
 };
 
+#define CP_ID_MAX 256u              /* frameId bytes kept; longer ids: id_oversize */
+
 struct chunk_parser {
-	/* --- decoded fields of the current message (proto3: absent == 0) --- */
-	uint64_t frame_id;
+	/* --- decoded fields of the current message (proto3: absent == 0 / "") --- */
+	char frame_id[CP_ID_MAX + 1];   /* NUL-terminated copy of the first CP_ID_MAX bytes */
+	size_t id_len;          /* bytes of frameId on the wire (repeated: concatenated) */
+	bool id_oversize;       /* frameId longer than CP_ID_MAX: frame_id[] is cut */
 	uint64_t offset;
 	uint64_t session_id;
 	bool last;
@@ -89,7 +93,8 @@ int chunk_parser_end(struct chunk_parser *p);
 
 #define SVC_ARENA 12288u         /* protobuf-c bump arena per call (FrameMeta <= SVC_META_MAX) */
 #define SVC_ACKQ_MAX 4096u       /* acks a call may hold while its client is not reading */
-#define SVC_ACK_MAX_ENC 320u     /* encoded Ack upper bound (msg <= ING_FRAME_MSG_MAX) */
+#define SVC_ACK_MAX_ENC 1200u    /* encoded Ack upper bound (ids <= 256, msg < ING_FRAME_MSG_MAX) */
+#define SVC_REFUSED_MAX 16u      /* refused PushFrames frames whose later chunks are dropped */
 
 struct svc_session {
 	uint64_t id;
@@ -103,6 +108,7 @@ struct svc_session {
 	uint64_t idle_since_ns;  /* when streams and inflight both reached 0 */
 	char client[64];
 	bool authed;             /* created by a Negotiate that carried the node's authToken */
+	bool ack_received;       /* Negotiate asked for RECEIVED acks too (two-stage) */
 	bool rdma_seen;          /* its RDMA connection was up once (a second one: reconnect) */
 };
 
@@ -114,7 +120,8 @@ struct svc_frame {
 	struct svc_call *call;   /* NULL once the call that sent it is gone */
 	struct svc_session *sess;
 	struct ing_svc *svc;
-	uint64_t frame_id;
+	uint64_t id_hash;        /* ing_id_hash of f->frame_id: the table's key */
+	uint64_t gen;            /* admission number (f->gen) */
 	uint64_t length;         /* declared (immutable after admission) */
 	uint8_t state;           /* enum svc_fstate */
 	uint32_t idx;
@@ -124,7 +131,8 @@ struct svc_frame {
 
 /* An Ack that did not fit into the call's send buffer yet. */
 struct svc_ack {
-	uint64_t frame_id;
+	char frame_id[ING_ID_MAX + 1];   /* empty when the id sent was not UTF-8 */
+	char wafer_id[ING_ID_MAX + 1];   /* empty when not known yet (refused early) */
 	uint64_t latency_ns;
 	uint32_t crc32c;
 	uint8_t stage;
@@ -161,7 +169,15 @@ struct svc_call {
 	struct chunk_parser cp;
 	int mode;                /* enum svc_msg_mode */
 	struct svc_frame *cur;
-	uint64_t snap_frame_id, snap_offset, snap_session;
+	char snap_frame_id[CP_ID_MAX + 1];
+	uint64_t snap_offset, snap_session;
+	/* frames refused or failed on this call whose later chunks are dropped silently (one
+	 * frame, one final answer): a small ring of their ids, forgotten at `last` */
+	struct {
+		bool used;
+		char id[CP_ID_MAX + 1];   /* as the chunk parser keeps it ("" is an id here) */
+	} refused[SVC_REFUSED_MAX];
+	unsigned refused_next;
 	uint32_t msg_crc;        /* crc32c of the frame's bytes through this message's data;
 				  * becomes the frame's crc_run only if the message is accepted */
 	int err_status;          /* call-level failure found inside a parser callback */
@@ -251,6 +267,7 @@ struct ing_svc {
 	unsigned ctl_nparked;
 	struct svc_call *kick_rest;  /* waiters the running kick has not retried yet */
 	uint64_t tickets;            /* waits started so far: first come, first served */
+	uint64_t admissions;         /* frames admitted so far (ing_frame.gen) */
 	struct ing_timer ctl_timer;  /* retries the parked calls; initialised on first use */
 	bool ctl_timer_ready;
 	uint64_t c_ctl_parked;   /* FrameMetas that had to wait */
@@ -288,9 +305,26 @@ void svc_wait(struct svc_call *pc);
  * first served, so a flow of small frames cannot keep a large one waiting forever. */
 bool svc_slot_waiter_ahead(const struct ing_svc *s, const struct svc_call *pc);
 int svc_send_ack(struct svc_call *pc, const struct svc_ack *a);
-void svc_nack(struct svc_call *pc, uint64_t frame_id, int code, bool retryable,
+/* Set a->frame_id to id and a->wafer_id to wafer (NULL: ""); each left empty when it
+ * is not UTF-8, as an Ack's strings must be. */
+void svc_ack_set_id(struct svc_ack *a, const char *wafer, const char *id);
+void svc_nack(struct svc_call *pc, const char *frame_id, int code, bool retryable,
 	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-struct svc_frame *svc_frame_find(struct ing_svc *s, uint64_t frame_id);
+/* The final answer for every frame is the DURABLE ack or a failure; sessions that asked
+ * for it (ack_received) get an Ack{RECEIVED} first, sent here. */
+void svc_ack_received(struct svc_frame *e, uint64_t latency_ns);
+/* Remember that frame_id was refused or failed on PushFrames call pc: its later chunks
+ * are dropped without another Ack. svc_refused_take: true when it was (forget: and
+ * drop it from the ring, at its last chunk or a new first chunk). */
+void svc_refused_add(struct svc_call *pc, const char *frame_id);
+bool svc_refused_take(struct svc_call *pc, const char *frame_id, bool forget);
+/* True when a top-level string field f1 or f2 of the protobuf msg holds a NUL byte. */
+bool svc_pb_string_has_nul(const uint8_t *msg, size_t len, uint32_t f1, uint32_t f2);
+/* The admitted frame (wafer, frame), or NULL. */
+struct svc_frame *svc_frame_find(struct ing_svc *s, const char *wafer_id, const char *frame_id);
+/* The frame frame_id admitted on call pc (PushFrames continuation chunks), or NULL. */
+struct svc_frame *svc_frame_find_call(struct ing_svc *s, const struct svc_call *pc,
+				      const char *frame_id);
 struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc, struct ing_frame *f);
 void svc_frame_release(struct svc_frame *e);
 void svc_frame_fail(struct svc_frame *e, int code, bool retryable, const char *fmt, ...)
@@ -299,10 +333,15 @@ void svc_frame_complete(struct svc_frame *e);
 void *svc_arena_reset(struct svc_call *pc);
 struct ProtobufCAllocator;
 void svc_arena_allocator(struct svc_call *pc, struct ProtobufCAllocator *a);
-/* Validate a FrameMeta: returns an ing_err and writes a reason naming the frame. */
-int svc_meta_check(struct ing_svc *s, struct svc_session *ss, uint64_t frame_id,
-		   uint64_t meta_frame_id, uint64_t length, const char *wafer, char *why,
-		   size_t whylen);
+/*
+ * Validate a FrameMeta: returns an ing_err and writes a reason naming the frame and the
+ * rule. frame_id is the id the frame goes by (the chunk's; id_len its wire length, which
+ * may exceed what was kept), meta_frame_id the meta's own (NULL: the same). An empty
+ * wafer is ING_DEFAULT_WAFER (*wafer_out is set to the wafer to file under).
+ */
+int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_id,
+		   size_t id_len, const char *meta_frame_id, uint64_t length, const char *wafer,
+		   const char **wafer_out, char *why, size_t whylen);
 
 /* svc_metrics.c: count a frame's outcome (transport: enum ing_xport) and its latencies */
 void svc_metrics_result(struct ing_svc *s, uint8_t transport, enum svc_result r, uint64_t bytes);
@@ -329,7 +368,7 @@ void svc_ctl_wake(struct ing_svc *s);
 struct H3000__FrameMeta;
 /* Queue the READ of a validated FrameMeta: 0, -EAGAIN (no slot/credit), -ENOTCONN (no RDMA
  * connection for the session), -ENOBUFS (lcore ring full). */
-int svc_rdma_enqueue(struct svc_call *pc, const struct H3000__FrameMeta *m);
+int svc_rdma_enqueue(struct svc_call *pc, const struct H3000__FrameMeta *m, const char *wafer);
 /* frame_durable(): true when f was an RDMA frame still FILLING and is now handled. */
 bool svc_rdma_from_lcore(struct ing_svc *s, struct ing_frame *f);
 

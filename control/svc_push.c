@@ -24,6 +24,7 @@
 #include "control/svc_internal.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
+#include "common/ident.h"
 #include "common/log.h"
 #include "h3000.pb-c.h"
 
@@ -42,10 +43,11 @@ static int resolve(struct svc_call *pc, uint64_t n)
 {
 	struct ing_svc *s = pc->svc;
 	struct chunk_parser *p = &pc->cp;
-	uint64_t F = p->frame_id, O = p->offset;
+	const char *F = p->frame_id;
+	uint64_t O = p->offset;
 	struct svc_frame *e;
 
-	pc->snap_frame_id = F;
+	memcpy(pc->snap_frame_id, p->frame_id, sizeof(pc->snap_frame_id));
 	pc->snap_offset = O;
 	pc->snap_session = p->session_id;
 	pc->cur = NULL;
@@ -54,52 +56,59 @@ static int resolve(struct svc_call *pc, uint64_t n)
 			return R_FAIL;
 	} else if (p->session_id && p->session_id != pc->sess->id) {
 		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
-			 "frame %" PRIu64 ": sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
+			 "frame %s: sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
 			 F, p->session_id, pc->sess->id);
 		return R_DISCARD;
 	}
-	e = svc_frame_find(s, F);
 
 	if (O == 0 && (p->seen & (1u << CP_F_META))) {
 		/* first chunk */
-		if (e && e->call == pc && e->state == FE_FILLING) {
-			svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
-				       "frame %" PRIu64 ": duplicate first chunk while the frame is in progress; frame dropped",
-				       F);
-			return R_DISCARD;
-		}
-		if (e) {
-			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, true,
-				 "frame %" PRIu64 ": already in flight in this node", F);
-			return R_DISCARD;
-		}
 		if (s->stopping) {
 			svc_nack(pc, F, ING_E_SHUTTING_DOWN, true,
-				 "frame %" PRIu64 ": ingest node is shutting down", F);
+				 "frame %s: ingest node is shutting down", F);
 			return R_DISCARD;
 		}
 		if (p->meta_oversize) {
 			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
-				 "frame %" PRIu64 ": meta larger than %u bytes", F, SVC_META_MAX);
+				 "frame %s: meta larger than %u bytes", F, SVC_META_MAX);
 			return R_DISCARD;
 		}
 		ProtobufCAllocator a;
 		svc_arena_allocator(pc, &a);
 		H3000__FrameMeta *m = h3000__frame_meta__unpack(&a, p->meta_len, p->meta);
 		if (!m) {
-			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false, "frame %" PRIu64 ": malformed meta", F);
+			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false, "frame %s: malformed meta", F);
+			return R_DISCARD;
+		}
+		if (svc_pb_string_has_nul(p->meta, p->meta_len, 1, 5)) {
+			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+				 "frame %s: meta.frameId or meta.waferId contains a NUL byte: both must be "
+				 ING_ID_RULE, F);
 			return R_DISCARD;
 		}
 		char why[ING_FRAME_MSG_MAX];
-		int code = svc_meta_check(s, pc->sess, F, m->frameid, m->length, m->waferid, why,
-					  sizeof(why));
+		const char *wafer;
+		int code = svc_meta_check(s, pc->sess, F, p->id_len, m->frameid, m->length,
+					  m->waferid, &wafer, why, sizeof(why));
 		if (code) {
 			svc_nack(pc, F, code, false, "%s", why);
 			return R_DISCARD;
 		}
+		e = svc_frame_find_call(s, pc, F);
+		if (e && e->state == FE_FILLING) {
+			svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
+				       "frame %s: duplicate first chunk while the frame is in progress; frame dropped",
+				       F);
+			return R_DISCARD;
+		}
+		if (svc_frame_find(s, wafer, F)) {
+			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, true,
+				 "frame %s of wafer %s: already in flight in this node", F, wafer);
+			return R_DISCARD;
+		}
 		if (n > m->length) {
 			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
-				 "frame %" PRIu64 ": chunk of %" PRIu64 " bytes past the declared length %" PRIu64,
+				 "frame %s: chunk of %" PRIu64 " bytes past the declared length %" PRIu64,
 				 F, n, m->length);
 			return R_DISCARD;
 		}
@@ -114,7 +123,8 @@ static int resolve(struct svc_call *pc, uint64_t n)
 		pc->wants_slot = !f;
 		if (!f)
 			return R_WAIT;
-		f->frame_id = F;
+		memcpy(f->frame_id, F, p->id_len + 1);   /* checked: id_len <= ING_ID_MAX */
+		snprintf(f->wafer_id, sizeof(f->wafer_id), "%s", wafer);
 		f->session_id = pc->sess->id;
 		f->length = m->length;
 		f->filled = 0;
@@ -122,26 +132,29 @@ static int resolve(struct svc_call *pc, uint64_t n)
 		f->crc32c = m->crc32c;
 		f->has_crc = m->hascrc32c;
 		f->transport = ING_XPORT_GRPC;
-		snprintf(f->wafer_id, sizeof(f->wafer_id), "%s", m->waferid);
 		f->t_admit_ns = ing_now_ns();
 		e = svc_frame_admit(s, pc, f);
 		if (!e) {
 			ing_pool_put(f);
 			return R_WAIT;
 		}
+		svc_refused_take(pc, F, true);   /* a retry of a frame refused earlier */
 		pc->cur = e;
 		return R_DIRECT;
 	}
 
 	/* continuation */
+	e = svc_frame_find_call(s, pc, F);
+	if (!e && svc_refused_take(pc, F, p->last))
+		return R_DISCARD;   /* the frame was refused or failed: it had its one answer */
 	if (O == 0 && !e) {
 		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
-			 "frame %" PRIu64 ": first chunk (offset 0) carries no meta", F);
+			 "frame %s: first chunk (offset 0) carries no meta", F);
 		return R_DISCARD;
 	}
-	if (!e || e->call != pc) {
+	if (!e) {
 		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
-			 "frame %" PRIu64 ": chunk at offset %" PRIu64
+			 "frame %s: chunk at offset %" PRIu64
 			 " but the frame is not in progress on this stream (missing first chunk?)", F, O);
 		return R_DISCARD;
 	}
@@ -149,18 +162,18 @@ static int resolve(struct svc_call *pc, uint64_t n)
 		if (O == e->length && n == 0)
 			return R_DISCARD; /* an empty closing chunk after the frame completed */
 		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
-			 "frame %" PRIu64 ": chunk at offset %" PRIu64 " after the frame was complete", F, O);
+			 "frame %s: chunk at offset %" PRIu64 " after the frame was complete", F, O);
 		return R_DISCARD;
 	}
 	if (O != e->f->filled) {
 		svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
-			       "frame %" PRIu64 ": chunk at offset %" PRIu64 ", expected %" PRIu64
+			       "frame %s: chunk at offset %" PRIu64 ", expected %" PRIu64
 			       " (gap or overlap); frame dropped", F, O, e->f->filled);
 		return R_DISCARD;
 	}
 	if (n > e->length - O) {
 		svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
-			       "frame %" PRIu64 ": chunk [%" PRIu64 ", %" PRIu64 ") past the declared length %" PRIu64
+			       "frame %s: chunk [%" PRIu64 ", %" PRIu64 ") past the declared length %" PRIu64
 			       "; frame dropped", F, O, O + n, e->length);
 		return R_DISCARD;
 	}
@@ -193,8 +206,8 @@ static void advance(struct svc_call *pc, uint64_t n)
 		svc_frame_complete(e);
 	} else if (pc->cp.last) {
 		svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
-			       "frame %" PRIu64 ": last chunk ends at %" PRIu64 " of %" PRIu64 " bytes; frame dropped",
-			       e->frame_id, f->filled, f->length);
+			       "frame %s: last chunk ends at %" PRIu64 " of %" PRIu64 " bytes; frame dropped",
+			       f->frame_id, f->filled, f->length);
 	}
 }
 
@@ -290,7 +303,7 @@ static int call_error(struct svc_call *pc, int rc)
 
 static void block(struct svc_call *pc)
 {
-	ING_DBG("svc", "frame %" PRIu64 ": waits for a %s (call %" PRIu64 ")", pc->cp.frame_id,
+	ING_DBG("svc", "frame %s: waits for a %s (call %" PRIu64 ")", pc->cp.frame_id,
 		pc->sess && pc->sess->inflight >= pc->sess->credits ? "credit" : "pool slot", pc->id);
 	pc->blocked = true;
 	pc->ticket = ++pc->svc->tickets;   /* retries keep it: see svc_slot_waiter_ahead */
@@ -308,11 +321,11 @@ static int msg_finish(struct svc_call *pc)
 	case MSG_DISCARD:
 		return 0;
 	case MSG_DIRECT:
-		if (p->late_fields && (p->frame_id != pc->snap_frame_id || p->offset != pc->snap_offset ||
-				       p->session_id != pc->snap_session)) {
+		if (p->late_fields && (strcmp(p->frame_id, pc->snap_frame_id) != 0 ||
+				       p->offset != pc->snap_offset || p->session_id != pc->snap_session)) {
 			/* the bytes went to the frame the earlier fields named; refuse the chunk */
 			svc_nack(pc, p->frame_id, ING_E_INVALID_ARGUMENT, false,
-				 "frame %" PRIu64 ": frameId/offset/sessionId after data are not supported",
+				 "frame %s: frameId/offset/sessionId after data are not supported",
 				 p->frame_id);
 			pc->cur = NULL;
 			return 0;
@@ -383,8 +396,8 @@ static void end_of_input(struct svc_call *pc)
 		struct svc_frame *e = &s->fr[i];
 		if (e->state == FE_FILLING && e->call == pc)
 			svc_frame_fail(e, ING_E_CANCELLED, true,
-				       "frame %" PRIu64 ": stream ended after %" PRIu64 " of %" PRIu64 " bytes",
-				       e->frame_id, e->f->filled, e->length);
+				       "frame %s: stream ended after %" PRIu64 " of %" PRIu64 " bytes",
+				       e->f->frame_id, e->f->filled, e->length);
 	}
 	svc_call_check_done(pc);
 }

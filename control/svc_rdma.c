@@ -35,20 +35,15 @@ static void rdma_received(struct ing_svc *s, struct svc_frame *e, uint64_t t_rec
 			     t_received_ns > t_admit ? t_received_ns - t_admit : 0);
 	s->persisting++;
 	e->state = FE_PERSISTING;
-	if (e->call) {
-		struct svc_ack a = { .frame_id = e->frame_id, .ok = true,
-				     .stage = H3000__ACK_STAGE__ACK_STAGE_RECEIVED,
-				     .latency_ns = t_received_ns > t_admit ? t_received_ns - t_admit : 0 };
-		svc_send_ack(e->call, &a);
-	}
+	svc_ack_received(e, t_received_ns > t_admit ? t_received_ns - t_admit : 0);
 }
 
-static struct svc_frame *rdma_entry(struct ing_svc *s, uint64_t idx, uint64_t frame_id)
+static struct svc_frame *rdma_entry(struct ing_svc *s, uint64_t idx, uint64_t gen)
 {
 	if (idx >= s->nfr)
 		return NULL;
 	struct svc_frame *e = &s->fr[idx];
-	if (e->state != FE_FILLING || !e->f || e->frame_id != frame_id ||
+	if (e->state != FE_FILLING || !e->f || e->gen != gen ||
 	    e->f->transport != ING_XPORT_RDMA)
 		return NULL;
 	return e;
@@ -56,7 +51,7 @@ static struct svc_frame *rdma_entry(struct ing_svc *s, uint64_t idx, uint64_t fr
 
 bool svc_rdma_from_lcore(struct ing_svc *s, struct ing_frame *f)
 {
-	struct svc_frame *e = rdma_entry(s, f->cookie, f->frame_id);
+	struct svc_frame *e = rdma_entry(s, f->cookie, f->gen);
 
 	/* its slot and credit are about to come back (frame_durable releases it after us):
 	 * parked ControlStream FrameMetas retry from a zero-delay timer */
@@ -69,12 +64,12 @@ bool svc_rdma_from_lcore(struct ing_svc *s, struct ing_frame *f)
 		return false; /* frame_durable goes on with it (state PERSISTING now) */
 	}
 	s->c_rdma_errors++;
-	svc_frame_fail(e, f->status, f->retryable, "frame %" PRIu64 ": %s", e->frame_id,
+	svc_frame_fail(e, f->status, f->retryable, "frame %s: %s", f->frame_id,
 		       f->msg[0] ? f->msg : "RDMA READ failed");
 	return true;
 }
 
-int svc_rdma_enqueue(struct svc_call *pc, const H3000__FrameMeta *m)
+int svc_rdma_enqueue(struct svc_call *pc, const H3000__FrameMeta *m, const char *wafer)
 {
 	struct ing_svc *s = pc->svc;
 	struct svc_session *ss = pc->sess;
@@ -88,14 +83,14 @@ int svc_rdma_enqueue(struct svc_call *pc, const H3000__FrameMeta *m)
 	struct ing_frame *f = ing_pool_get(s->pool, m->length);
 	if (!f)
 		return -EAGAIN;
-	f->frame_id = m->frameid;
+	snprintf(f->frame_id, sizeof(f->frame_id), "%s", m->frameid);
+	snprintf(f->wafer_id, sizeof(f->wafer_id), "%s", wafer);
 	f->session_id = ss->id;
 	f->length = m->length;
 	f->timestamp = m->timestamp;
 	f->crc32c = m->crc32c;
 	f->has_crc = m->hascrc32c;
 	f->transport = ING_XPORT_RDMA;
-	snprintf(f->wafer_id, sizeof(f->wafer_id), "%s", m->waferid ? m->waferid : "");
 	f->raddr = m->addr;
 	f->rkey = m->rkey;
 	f->t_admit_ns = ing_now_ns();
@@ -145,7 +140,7 @@ static void cb_conn_state(void *arg, uint64_t session_id, bool up)
 static void cb_received(void *arg, const struct ing_rdma_notice *n)
 {
 	struct ing_svc *s = arg;
-	struct svc_frame *e = rdma_entry(s, n->cookie, n->frame_id);
+	struct svc_frame *e = rdma_entry(s, n->cookie, n->gen);
 
 	if (e) /* else: DURABLE (or a failure) got there first */
 		rdma_received(s, e, n->t_ns);

@@ -144,6 +144,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	ss->max_frame = r->maxframesize && r->maxframesize < s->max_frame ? r->maxframesize : s->max_frame;
 	ss->transport = pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ ? ING_XPORT_RDMA : ING_XPORT_GRPC;
 	ss->authed = s->auth;
+	ss->ack_received = r->ackreceived;
 	snprintf(ss->client, sizeof(ss->client), "%s", r->clientname ? r->clientname : "");
 
 	if (pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ)
@@ -168,6 +169,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.rdmaport = rdma ? s->o.rdma.rdma_port : 0;
 	rep.maxframesize = ss->max_frame;
 	rep.credits = ss->credits;
+	rep.ackreceived = ss->ack_received;
 	rep.maxchunksize = s->o.max_chunk;
 	rep.message = note;
 	rep.serverversion = (char *)"h3000-ingestd " ING_VERSION;

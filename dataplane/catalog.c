@@ -2,8 +2,9 @@
 /*
  * catalog.c - the frame catalog in SQLite (WAL, synchronous=FULL). One handle per thread
  * (opened without SQLite's own mutexes); several handles on one file serialise their write
- * transactions through SQLite's locks plus a busy timeout. Frame ids are u64 stored as the
- * same bit pattern in an INTEGER PRIMARY KEY.
+ * transactions through SQLite's locks plus a busy timeout. A frame is (wafer_id, frame_id),
+ * both TEXT as the producer sent them (schema 2, PRAGMA user_version = 2). Schema 1 had
+ * INTEGER frame ids and is migrated on open (migrate_v1).
  */
 #include "dataplane/dataplane_internal.h"
 #include "common/log.h"
@@ -27,18 +28,23 @@ struct ing_catalog {
 	char path[256];
 };
 
+#define SCHEMA_VERSION 2
+
+#define FRAMES_COLUMNS \
+	" wafer_id TEXT NOT NULL," \
+	" frame_id TEXT NOT NULL," \
+	" timestamp INTEGER," \
+	" length INTEGER NOT NULL," \
+	" crc32c INTEGER NOT NULL," \
+	" path TEXT NOT NULL," \
+	" transport INTEGER," \
+	" received_ns INTEGER," \
+	" durable_ns INTEGER," \
+	" PRIMARY KEY (wafer_id, frame_id)) WITHOUT ROWID;"
+
 static const char schema[] =
-	"CREATE TABLE IF NOT EXISTS frames ("
-	" frame_id INTEGER PRIMARY KEY,"
-	" wafer_id TEXT NOT NULL,"
-	" timestamp INTEGER,"
-	" length INTEGER NOT NULL,"
-	" crc32c INTEGER NOT NULL,"
-	" path TEXT NOT NULL,"
-	" transport INTEGER,"
-	" received_ns INTEGER,"
-	" durable_ns INTEGER);"
-	"CREATE INDEX IF NOT EXISTS frames_wafer ON frames(wafer_id);";
+	"CREATE TABLE IF NOT EXISTS frames (" FRAMES_COLUMNS
+	"PRAGMA user_version = 2;";
 
 /*
  * SQLite's message plus the OS error behind it, if any: "disk I/O error" alone does not say
@@ -138,6 +144,90 @@ static int sync_parent(struct ing_catalog *c, const char *path)
 	return rc;
 }
 
+static int64_t query_int(struct ing_catalog *c, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/*
+ * Schema 1 (frame_id INTEGER PRIMARY KEY, ids unique across wafers) to schema 2, in one
+ * transaction: a crash leaves either catalog whole. Ids become their decimal text (the
+ * file names were already the decimal id, so paths stay valid); u64 ids above INT64_MAX
+ * were stored as the same bit pattern and come back unsigned.
+ */
+static int migrate_v1(struct ing_catalog *c)
+{
+	sqlite3_stmt *rd = NULL, *wr = NULL;
+	int64_t n = 0;
+	int rc = exec(c, "BEGIN IMMEDIATE;"
+		      "ALTER TABLE frames RENAME TO frames_v1;"
+		      "DROP INDEX IF EXISTS frames_wafer;"
+		      "CREATE TABLE frames (" FRAMES_COLUMNS);
+	if (rc == 0 &&
+	    (sqlite3_prepare_v2(c->db, "SELECT frame_id, wafer_id, timestamp, length, crc32c, path,"
+				" transport, received_ns, durable_ns FROM frames_v1", -1, &rd, NULL) != SQLITE_OK ||
+	     sqlite3_prepare_v2(c->db, "INSERT INTO frames (frame_id, wafer_id, timestamp, length,"
+				" crc32c, path, transport, received_ns, durable_ns)"
+				" VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)", -1, &wr, NULL) != SQLITE_OK))
+		rc = -EIO;
+	while (rc == 0) {
+		int st = sqlite3_step(rd);
+		if (st == SQLITE_DONE)
+			break;
+		if (st != SQLITE_ROW) {
+			rc = -EIO;
+			break;
+		}
+		char id[24];
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)(uint64_t)sqlite3_column_int64(rd, 0));
+		sqlite3_bind_text(wr, 1, id, -1, SQLITE_TRANSIENT);
+		for (int i = 1; i < 9; i++)
+			sqlite3_bind_value(wr, i + 1, sqlite3_column_value(rd, i));
+		if (sqlite3_step(wr) != SQLITE_DONE)
+			rc = -EIO;
+		sqlite3_reset(wr);
+		n++;
+	}
+	sqlite3_finalize(rd);
+	sqlite3_finalize(wr);
+	if (rc == 0)
+		rc = exec(c, "DROP TABLE frames_v1; PRAGMA user_version = 2; COMMIT;");
+	if (rc < 0) {
+		if (!sqlite3_get_autocommit(c->db))
+			(void)exec(c, "ROLLBACK;");
+		ING_ERR(COMP, "%s: migrating the catalog from numeric frame ids failed (%s); it is unchanged",
+			c->path, sqlite3_errmsg(c->db));
+		return rc;
+	}
+	ING_INFO(COMP, "%s: catalog migrated to string frame ids (schema 1 -> 2, %lld rows)", c->path,
+		 (long long)n);
+	return 0;
+}
+
+/* Bring the file to SCHEMA_VERSION, or say why not. */
+static int schema_init(struct ing_catalog *c)
+{
+	int64_t ver = query_int(c, "PRAGMA user_version");
+	int64_t has = query_int(c, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='frames'");
+	int64_t int_ids = query_int(c, "SELECT count(*) FROM pragma_table_info('frames')"
+				    " WHERE name='frame_id' AND upper(type)='INTEGER'");
+
+	if (ver > SCHEMA_VERSION) {
+		ING_ERR(COMP, "%s: catalog schema %lld is newer than this ingestd (%d); refusing to open it",
+			c->path, (long long)ver, SCHEMA_VERSION);
+		return -EPROTO;
+	}
+	if (has > 0 && int_ids > 0)
+		return migrate_v1(c);
+	return exec(c, schema);
+}
+
 struct ing_catalog *ing_catalog_open(const char *path)
 {
 	struct ing_catalog *c;
@@ -165,10 +255,10 @@ struct ing_catalog *ing_catalog_open(const char *path)
 	sqlite3_extended_result_codes(c->db, 1);
 	sqlite3_busy_timeout(c->db, BUSY_TIMEOUT_MS);
 	if (exec(c, "PRAGMA journal_mode=WAL;") < 0 || exec(c, "PRAGMA synchronous=FULL;") < 0 ||
-	    exec(c, schema) < 0)
+	    schema_init(c) < 0)
 		goto fail;
-	if (prep(c, "SELECT wafer_id, timestamp, length, crc32c, path, transport, received_ns,"
-		    " durable_ns FROM frames WHERE frame_id = ?1", &c->st_lookup) < 0 ||
+	if (prep(c, "SELECT timestamp, length, crc32c, path, transport, received_ns,"
+		    " durable_ns FROM frames WHERE wafer_id = ?1 AND frame_id = ?2", &c->st_lookup) < 0 ||
 	    prep(c, "INSERT INTO frames (frame_id, wafer_id, timestamp, length, crc32c, path,"
 		    " transport, received_ns, durable_ns) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
 		 &c->st_insert) < 0 ||
@@ -209,32 +299,34 @@ static void copy_text(char *dst, size_t n, const unsigned char *s)
 	snprintf(dst, n, "%s", s ? (const char *)s : "");
 }
 
-int ing_catalog_lookup(struct ing_catalog *c, uint64_t frame_id, struct ing_catalog_row *row)
+int ing_catalog_lookup(struct ing_catalog *c, const char *wafer_id, const char *frame_id,
+		       struct ing_catalog_row *row)
 {
 	sqlite3_stmt *st = c->st_lookup;
 	int rc, ret;
 
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)frame_id);
+	sqlite3_bind_text(st, 1, wafer_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, frame_id, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		if (row) {
 			memset(row, 0, sizeof(*row));
-			row->frame_id = frame_id;
-			copy_text(row->wafer_id, sizeof(row->wafer_id), sqlite3_column_text(st, 0));
-			row->timestamp = sqlite3_column_int64(st, 1);
-			row->length = (uint64_t)sqlite3_column_int64(st, 2);
-			row->crc32c = (uint32_t)sqlite3_column_int64(st, 3);
-			copy_text(row->path, sizeof(row->path), sqlite3_column_text(st, 4));
-			row->transport = (uint8_t)sqlite3_column_int(st, 5);
-			row->received_ns = sqlite3_column_int64(st, 6);
-			row->durable_ns = sqlite3_column_int64(st, 7);
+			copy_text(row->frame_id, sizeof(row->frame_id), (const unsigned char *)frame_id);
+			copy_text(row->wafer_id, sizeof(row->wafer_id), (const unsigned char *)wafer_id);
+			row->timestamp = sqlite3_column_int64(st, 0);
+			row->length = (uint64_t)sqlite3_column_int64(st, 1);
+			row->crc32c = (uint32_t)sqlite3_column_int64(st, 2);
+			copy_text(row->path, sizeof(row->path), sqlite3_column_text(st, 3));
+			row->transport = (uint8_t)sqlite3_column_int(st, 4);
+			row->received_ns = sqlite3_column_int64(st, 5);
+			row->durable_ns = sqlite3_column_int64(st, 6);
 		}
 		ret = 0;
 	} else if (rc == SQLITE_DONE) {
 		ret = -ENOENT;
 	} else {
-		ING_LOG_RL(ING_LOG_ERR, COMP, "%s: lookup %llu: %s", c->path,
-			   (unsigned long long)frame_id, sqlite3_errmsg(c->db));
+		ING_LOG_RL(ING_LOG_ERR, COMP, "%s: lookup %s/%s: %s", c->path, wafer_id, frame_id,
+			   sqlite3_errmsg(c->db));
 		ret = -EIO;
 	}
 	sqlite3_reset(st);
@@ -265,7 +357,7 @@ int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows
 	}
 	for (unsigned i = 0; i < n; i++) {
 		const struct ing_catalog_row *r = &rows[i];
-		sqlite3_bind_int64(st, 1, (sqlite3_int64)r->frame_id);
+		sqlite3_bind_text(st, 1, r->frame_id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, r->wafer_id, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 3, r->timestamp);
 		sqlite3_bind_int64(st, 4, (sqlite3_int64)r->length);
@@ -281,8 +373,8 @@ int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows
 			char b[256];
 			ret = map_rc_db(c, rc);
 			if (ret != -EEXIST)
-				ING_LOG_RL(ING_LOG_ERR, COMP, "%s: insert of frame %llu: %s", c->path,
-					   (unsigned long long)r->frame_id,
+				ING_LOG_RL(ING_LOG_ERR, COMP, "%s: insert of frame %s/%s: %s", c->path,
+					   r->wafer_id, r->frame_id,
 					   why(c, rc, sqlite3_errmsg(c->db), b, sizeof(b)));
 			break;
 		}
@@ -293,8 +385,8 @@ int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows
 		if (!rc)
 			return 0;
 		ret = map_rc_db(c, rc) == -EEXIST ? -EIO : map_rc_db(c, rc);
-		ING_LOG_RL(ING_LOG_ERR, COMP, "%s: COMMIT of %u rows (frames %llu..): %s", c->path, n,
-			   (unsigned long long)rows[0].frame_id,
+		ING_LOG_RL(ING_LOG_ERR, COMP, "%s: COMMIT of %u rows (frames %s/%s..): %s", c->path, n,
+			   rows[0].wafer_id, rows[0].frame_id,
 			   why(c, rc, sqlite3_errmsg(c->db), b, sizeof(b)));
 	}
 	/* SQLite may already have rolled back (SQLITE_FULL); ROLLBACK then just fails */

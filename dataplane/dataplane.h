@@ -17,8 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ING_WAFER_ID_MAX 128
-#define ING_FRAME_MSG_MAX 160
+#include "common/ident.h"
+
+#define ING_FRAME_MSG_MAX 512   /* room for a 256-byte id and the reason */
 #define ING_POOL_MAX_CLASSES 8
 #define ING_DEFAULT_MAX_FRAME (64ull << 20)
 #define ING_DEFAULT_CREDITS 64
@@ -55,16 +56,18 @@ enum ing_sink { ING_SINK_FILE = 0, ING_SINK_NULL = 1 };
  */
 struct ing_frame {
 	/* --- set by control at admission (ing_pool_get clears everything below buf) --- */
-	uint64_t frame_id;
+	char frame_id[ING_ID_MAX + 1];   /* checked by ing_id_check */
+	char wafer_id[ING_ID_MAX + 1];   /* checked; never empty (ING_DEFAULT_WAFER) */
 	uint64_t session_id;
 	uint64_t length;      /* declared bytes, 1 .. slot capacity */
 	uint64_t filled;      /* bytes landed so far (fallback: next expected offset) */
-	int64_t timestamp;    /* producer's, ns since epoch */
+	int64_t timestamp;    /* producer's, stored as sent (any unit) */
 	uint32_t crc32c;      /* declared by the producer, valid when has_crc */
 	bool has_crc;
 	uint8_t transport;    /* enum ing_xport */
-	char wafer_id[ING_WAFER_ID_MAX + 1];
-	uint64_t cookie;      /* control's routing handle (stream/session generation) */
+	uint64_t cookie;      /* control's routing handle (index of its frame record) */
+	uint64_t gen;         /* control's admission number: a stale notice about an earlier
+			       * frame in this slot never matches the frame there now */
 	uint64_t raddr;       /* RDMA: producer address */
 	uint32_t rkey;        /* RDMA: producer rkey (never logged) */
 	uint32_t qp_num;      /* RDMA: which connection */
@@ -179,8 +182,8 @@ unsigned ing_fring_count(const struct ing_fring *r);
 
 struct ing_catalog;
 struct ing_catalog_row {
-	uint64_t frame_id;
-	char wafer_id[ING_WAFER_ID_MAX + 1];
+	char frame_id[ING_ID_MAX + 1];
+	char wafer_id[ING_ID_MAX + 1];
 	int64_t timestamp;
 	uint64_t length;
 	uint32_t crc32c;
@@ -189,21 +192,26 @@ struct ing_catalog_row {
 	int64_t received_ns;  /* wall clock */
 	int64_t durable_ns;
 };
-/* Open/create <path> (WAL, synchronous=FULL, busy timeout). One handle per thread. */
+/*
+ * Open/create <path> (WAL, synchronous=FULL, busy timeout). One handle per thread. A
+ * catalog written before frame ids were strings (schema 1: INTEGER frame ids) is
+ * migrated in one transaction on open: the ids become their decimal text, the rows and
+ * paths stay (a decimal id is its own file name).
+ */
 struct ing_catalog *ing_catalog_open(const char *path);
 void ing_catalog_close(struct ing_catalog *c);
-/* 0 found, -ENOENT absent, -EIO on error. */
-int ing_catalog_lookup(struct ing_catalog *c, uint64_t frame_id, struct ing_catalog_row *row);
-/* Insert rows in one transaction. 0, -EEXIST (a frame id already present: nothing inserted), -EIO, -ENOSPC. */
+/* Look up (wafer_id, frame_id). 0 found, -ENOENT absent, -EIO on error. */
+int ing_catalog_lookup(struct ing_catalog *c, const char *wafer_id, const char *frame_id,
+		       struct ing_catalog_row *row);
+/* Insert rows in one transaction. 0, -EEXIST ((wafer, frame) already present: nothing inserted), -EIO, -ENOSPC. */
 int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows, unsigned n);
 int64_t ing_catalog_count(struct ing_catalog *c);
 
 /* ---------------------------------------------------------------- store */
 
-/* "frames/<wafer>/<frame>.frame" relative to data_dir; -ENAMETOOLONG. */
-int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, uint64_t frame_id);
-/* true when id is a safe single path component: [A-Za-z0-9._-]{1,128}, not "." or "..". */
-bool ing_store_wafer_id_ok(const char *id);
+/* "frames/<wafer name>/<frame name>.frame" relative to data_dir, names from
+ * ing_id_file_name (common/ident.h); -EINVAL, -ENAMETOOLONG. */
+int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, const char *frame_id);
 /*
  * Write f->buf[0..length) durably to <data_dir>/<rel> (temp file, O_DIRECT when aligned,
  * fdatasync, rename, directory fsync). 0 or -errno (-ENOSPC, -EIO, ...).
@@ -253,7 +261,8 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 void ing_persist_stop(struct ing_persist *p, int timeout_ms);
 /*
  * Hand a complete frame (length bytes in buf, t_received_ns set) to the worker chosen by
- * frame_id (the same id always lands on the same worker, so duplicates serialise).
+ * ing_id_pair_hash (the same (wafer, frame) always lands on the same worker, so duplicates
+ * serialise).
  * 0 or -ENOBUFS (ring full: retry later; the frame is still the caller's). Any thread.
  */
 int ing_persist_submit(struct ing_persist *p, struct ing_frame *f);

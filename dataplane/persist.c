@@ -111,8 +111,8 @@ static int64_t mono_to_wall(uint64_t mono, uint64_t now_mono, int64_t now_wall)
 static bool check_frame(struct ing_persist *p, struct ing_frame *f)
 {
 	if (!f->length || f->length > f->cap) {
-		fail(f, ING_E_INVALID_ARGUMENT, false, "frame %llu: length %llu outside 1..%llu",
-		     (unsigned long long)f->frame_id, (unsigned long long)f->length,
+		fail(f, ING_E_INVALID_ARGUMENT, false, "frame %s: length %llu outside 1..%llu",
+		     f->frame_id, (unsigned long long)f->length,
 		     (unsigned long long)f->cap);
 		return false;
 	}
@@ -127,9 +127,9 @@ static bool check_frame(struct ing_persist *p, struct ing_frame *f)
 		     f->crc32c, f->crc_computed);
 		return false;
 	}
-	if (p->sink == ING_SINK_FILE && !ing_store_wafer_id_ok(f->wafer_id)) {
-		fail(f, ING_E_INVALID_ARGUMENT, false,
-		     "wafer id must be 1..%d of [A-Za-z0-9._-], not . or ..", ING_WAFER_ID_MAX);
+	if (p->sink == ING_SINK_FILE && (ing_id_check(f->wafer_id, strlen(f->wafer_id)) ||
+					 ing_id_check(f->frame_id, strlen(f->frame_id)))) {
+		fail(f, ING_E_INVALID_ARGUMENT, false, "waferId and frameId must be " ING_ID_RULE);
 		return false;
 	}
 	return true;
@@ -142,15 +142,16 @@ static bool check_frame(struct ing_persist *p, struct ing_frame *f)
 static bool dup_in_group(struct worker *w, unsigned nok, struct ing_frame *f, struct ing_frame **src)
 {
 	for (unsigned i = 0; i < nok; i++) {
-		if (w->ok[i]->frame_id != f->frame_id)
+		if (strcmp(w->ok[i]->frame_id, f->frame_id) != 0 ||
+		    strcmp(w->ok[i]->wafer_id, f->wafer_id) != 0)
 			continue;
 		*src = w->ok[i];
 		if (w->ok[i]->crc_computed == f->crc_computed)
 			f->duplicate = true;
 		else
 			fail(f, ING_E_DUPLICATE_CONFLICT, false,
-			     "frame %llu already stored with crc32c 0x%08x, this one has 0x%08x",
-			     (unsigned long long)f->frame_id, w->ok[i]->crc_computed, f->crc_computed);
+			     "frame %s of wafer %s already stored with crc32c 0x%08x, this one has 0x%08x",
+			     f->frame_id, f->wafer_id, w->ok[i]->crc_computed, f->crc_computed);
 		return true;
 	}
 	return false;
@@ -193,8 +194,8 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 	}
 	if (rc != -ENOENT && rc != -EFBIG) {
 		fail(f, ING_E_IO, true, "checking %s: %s", row->path, strerror(-rc));
-		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %llu: %s", w->idx,
-			   (unsigned long long)f->frame_id, f->msg);
+		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %s: %s", w->idx,
+			   f->frame_id, f->msg);
 		return;
 	}
 	bool missing = rc == -ENOENT;
@@ -204,13 +205,13 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 			fail(f, ING_E_NO_SPACE, true, "no space left rewriting %s", row->path);
 		else
 			fail(f, ING_E_IO, true, "rewriting %s: %s", row->path, strerror(-rc));
-		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %llu: %s", w->idx,
-			   (unsigned long long)f->frame_id, f->msg);
+		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %s: %s", w->idx,
+			   f->frame_id, f->msg);
 		return;
 	}
 	ING_LOG_RL(ING_LOG_WARN, COMP,
-		   "worker %u: frame %llu: catalog row without its file: rewritten %s (it was %s)",
-		   w->idx, (unsigned long long)f->frame_id, row->path,
+		   "worker %u: frame %s/%s: catalog row without its file: rewritten %s (it was %s)",
+		   w->idx, f->wafer_id, f->frame_id, row->path,
 		   missing ? "missing" : "of the wrong length");
 	stat_add(&w->st.fsyncs, 1);
 	stat_add(&w->st.rewrites, 1);
@@ -225,13 +226,13 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 
 	if (dup_in_group(w, *nok, f, src))
 		return;
-	rc = ing_catalog_lookup(w->cat, f->frame_id, row);
+	rc = ing_catalog_lookup(w->cat, f->wafer_id, f->frame_id, row);
 	if (rc == 0) {
 		if (row->crc32c != f->crc_computed || row->length != f->length)
 			fail(f, ING_E_DUPLICATE_CONFLICT, false,
-			     "frame %llu already stored with crc32c 0x%08x (%llu bytes), "
+			     "frame %s of wafer %s already stored with crc32c 0x%08x (%llu bytes), "
 			     "this one has 0x%08x (%llu bytes)",
-			     (unsigned long long)f->frame_id, row->crc32c,
+			     f->frame_id, f->wafer_id, row->crc32c,
 			     (unsigned long long)row->length, f->crc_computed,
 			     (unsigned long long)f->length);
 		else
@@ -252,13 +253,13 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 			fail(f, ING_E_NO_SPACE, true, "no space left writing %s", row->path);
 		else
 			fail(f, ING_E_IO, true, "writing %s: %s", row->path, strerror(-rc));
-		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %llu: %s", w->idx,
-			   (unsigned long long)f->frame_id, f->msg);
+		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %s: %s", w->idx,
+			   f->frame_id, f->msg);
 		return;
 	}
 	f->t_synced_ns = ing_now_ns();
-	row->frame_id = f->frame_id;
-	snprintf(row->wafer_id, sizeof(row->wafer_id), "%s", f->wafer_id);
+	memcpy(row->frame_id, f->frame_id, sizeof(row->frame_id));
+	memcpy(row->wafer_id, f->wafer_id, sizeof(row->wafer_id));
 	row->timestamp = f->timestamp;
 	row->length = f->length;
 	row->crc32c = f->crc_computed;
@@ -340,13 +341,13 @@ static void commit_rows(struct worker *w, unsigned nok)
 			continue;
 		if (r == -EEXIST) {
 			struct ing_catalog_row old;
-			if (ing_catalog_lookup(w->cat, f->frame_id, &old) == 0 &&
+			if (ing_catalog_lookup(w->cat, f->wafer_id, f->frame_id, &old) == 0 &&
 			    old.crc32c == f->crc_computed)
 				f->duplicate = true;
 			else
 				fail(f, ING_E_DUPLICATE_CONFLICT, false,
-				     "frame %llu was stored concurrently with another crc32c",
-				     (unsigned long long)f->frame_id);
+				     "frame %s of wafer %s was stored concurrently with another crc32c",
+				     f->frame_id, f->wafer_id);
 		} else if (r == -ENOSPC) {
 			fail(f, ING_E_NO_SPACE, true, "no space left for the catalog row");
 		} else {
@@ -731,9 +732,9 @@ void ing_persist_stop(struct ing_persist *p, int timeout_ms)
 	persist_free(p);
 }
 
-static inline unsigned route(const struct ing_persist *p, uint64_t id)
+static inline unsigned route(const struct ing_persist *p, const struct ing_frame *f)
 {
-	uint64_t h = id * 0x9e3779b97f4a7c15ull;
+	uint64_t h = ing_id_pair_hash(f->wafer_id, f->frame_id) * 0x9e3779b97f4a7c15ull;
 	return (unsigned)((h >> 32) % p->nworkers);
 }
 
@@ -741,7 +742,7 @@ int ing_persist_submit(struct ing_persist *p, struct ing_frame *f)
 {
 	if (__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
 		return -ESHUTDOWN;
-	return ing_fring_push(p->w[route(p, f->frame_id)].in, &f, 1);
+	return ing_fring_push(p->w[route(p, f)].in, &f, 1);
 }
 
 void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats *s)

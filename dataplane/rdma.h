@@ -151,7 +151,7 @@ int ing_rdma_parse_poll_mode(const char *s, enum ing_rdma_poll_mode *m);
 
 /* Value notices lcore -> control (a per-lcore SP/SC ring, one shared eventfd doorbell). */
 enum ing_rdma_note_kind {
-	ING_RDMA_NOTE_RECEIVED = 1,     /* every byte of frame_id landed: send Ack RECEIVED */
+	ING_RDMA_NOTE_RECEIVED = 1,     /* every byte of the frame landed: send Ack RECEIVED */
 	ING_RDMA_NOTE_CONN_ERROR = 2,   /* a WR of qp_num failed: QP is in ERROR, disconnect it */
 	ING_RDMA_NOTE_CONN_RELEASED = 3,/* the lcore is done with qp_num: control may destroy it */
 };
@@ -159,7 +159,7 @@ struct ing_rdma_notice {
 	uint32_t kind;        /* enum ing_rdma_note_kind */
 	uint32_t qp_num;
 	uint64_t session_id;
-	uint64_t frame_id;
+	uint64_t gen;         /* the frame's admission number (ing_frame.gen) */
 	uint64_t cookie;      /* the frame's control routing handle */
 	uint64_t length;
 	uint64_t t_ns;        /* ing_now_ns() of the event (RECEIVED: t_received_ns) */
@@ -316,7 +316,7 @@ const char *ing_rdma_addr(const struct ing_rdma *r);
 uint16_t ing_rdma_port(const struct ing_rdma *r);
 const char *ing_rdma_device(const struct ing_rdma *r);
 /*
- * Queue the READ of frame f (raddr, rkey, length, frame_id, session_id, cookie set) on the
+ * Queue the READ of frame f (raddr, rkey, length, frame_id, session_id, cookie, gen set) on the
  * session's connection; sets f->qp_num and transport. 0; -ENOTCONN when the session has
  * no RDMA connection (NACK ERROR_NO_TRANSPORT); -ENOBUFS when the lcore's ring is full
  * (retry later: the frame is still the caller's). Control thread.

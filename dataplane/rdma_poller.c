@@ -225,7 +225,7 @@ static void notice(struct ing_rdma_lcore *lc, uint32_t kind, const struct rdma_c
 	bool empty = false;
 
 	if (f) {
-		n.frame_id = f->frame_id;
+		n.gen = f->gen;
 		n.cookie = f->cookie;
 		n.length = f->length;
 		n.t_ns = f->t_received_ns;
@@ -310,8 +310,8 @@ static void fifo_remove(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct i
 		if (c->fifo[i & lc->fmask] == f)
 			break;
 	if (i == c->f_tail) {
-		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x: frame %llu not queued on its connection",
-			   lc->o.lcore_id, c->qp_num, (unsigned long long)f->frame_id);
+		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x: frame %s not queued on its connection",
+			   lc->o.lcore_id, c->qp_num, f->frame_id);
 		return;
 	}
 	if (i == c->f_head) {
@@ -651,16 +651,16 @@ static void handle_wc(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu: READ flushed (QP already in error)",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id);
 	} else if (wc_frame_fault(wc->status)) {
-		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %llu: READ failed: %s (vendor_err 0x%x); failing this frame, reconnecting for the others",
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %s: READ failed: %s (vendor_err 0x%x); failing this frame, reconnecting for the others",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
-			   (unsigned long long)f->frame_id, ibv_wc_status_str(wc->status), wc->vendor_err);
+			   f->frame_id, ibv_wc_status_str(wc->status), wc->vendor_err);
 		fifo_remove(lc, c, f);
 		fail_frame(lc, f, ING_E_TRANSFER, false, "RDMA READ failed: %s (bad addr/rkey/length?)",
 			   ibv_wc_status_str(wc->status));
 	} else {
-		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %llu: READ failed: %s (vendor_err 0x%x); connection lost, frames kept for a reconnect",
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %s: READ failed: %s (vendor_err 0x%x); connection lost, frames kept for a reconnect",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
-			   (unsigned long long)f->frame_id, ibv_wc_status_str(wc->status), wc->vendor_err);
+			   f->frame_id, ibv_wc_status_str(wc->status), wc->vendor_err);
 	}
 	notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, (int32_t)wc->status);
 	conn_enter_draining(lc, c, ibv_wc_status_str(wc->status));
@@ -1037,8 +1037,8 @@ void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc)
 				snprintf(f->msg, sizeof(f->msg), "ingest node shutting down");
 			}
 			if (lc->io.fail && lc->io.fail(lc->io.arg, f))
-				ING_ERR(COMP, "lcore %u: frame %llu lost at shutdown (ack ring full)",
-					lc->o.lcore_id, (unsigned long long)f->frame_id);
+				ING_ERR(COMP, "lcore %u: frame %s lost at shutdown (ack ring full)",
+					lc->o.lcore_id, f->frame_id);
 		}
 	}
 	if (lc->unacked_events && lc->ops && lc->ops->ack_cq_events)

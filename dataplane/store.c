@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * store.c - durable frame files: <data_dir>/frames/<wafer>/<frame>.frame.
+ * store.c - durable frame files: <data_dir>/frames/<wafer>/<frame>.frame (names: see
+ * ing_store_name).
  *
  * Crash safety: the bytes go to "<final>.tmp.<pid>", are fdatasync'ed, the temp file is
  * renamed over the final name and the directory is fsync'ed, so a frame file either
@@ -9,6 +10,7 @@
  */
 #include "dataplane/dataplane_internal.h"
 #include "common/clock.h"
+#include "common/ident.h"
 #include "common/log.h"
 
 #include <dirent.h>
@@ -25,28 +27,15 @@
 #define COMP "store"
 #define WRITE_CHUNK (64u << 20)   /* bytes per pwrite call */
 
-bool ing_store_wafer_id_ok(const char *id)
+int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, const char *frame_id)
 {
-	size_t n = 0;
-
-	if (!id || !*id)
-		return false;
-	for (const char *p = id; *p; p++, n++) {
-		char ch = *p;
-		if (n >= ING_WAFER_ID_MAX)
-			return false;
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      ch == '.' || ch == '_' || ch == '-'))
-			return false;
-	}
-	return strcmp(id, ".") != 0 && strcmp(id, "..") != 0;
-}
-
-int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, uint64_t frame_id)
-{
-	if (!ing_store_wafer_id_ok(wafer_id))
-		return -EINVAL;
-	int n = snprintf(out, outlen, "frames/%s/%llu.frame", wafer_id, (unsigned long long)frame_id);
+	char w[ING_ID_FILE_NAME_MAX + 1], f[ING_ID_FILE_NAME_MAX + 1];
+	int rc = ing_id_file_name(w, sizeof(w), wafer_id);
+	if (rc == 0)
+		rc = ing_id_file_name(f, sizeof(f), frame_id);
+	if (rc)
+		return rc;
+	int n = snprintf(out, outlen, "frames/%s/%s.frame", w, f);
 	if (n < 0 || (size_t)n >= outlen)
 		return -ENAMETOOLONG;
 	return 0;

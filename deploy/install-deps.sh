@@ -13,7 +13,7 @@ PKGS=(
   libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev sqlite3 liburing-dev
   libcmocka-dev libsystemd-dev curl
   # tests: real gRPC client, RDMA tools, Soft-RoCE guest
-  python3 python3-grpcio python3-grpc-tools openssl
+  python3 python3-grpcio python3-grpc-tools python3-h2 openssl
   ibverbs-utils rdmacm-utils perftest
   qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 util-linux
   # tests: a real Prometheus scraping /metrics (+ promtool), systemd-analyze for the unit

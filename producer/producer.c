@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/crc32c.h"
+#include "common/ident.h"
 #include "common/log.h"
 #include "control/grpc.h"
 #include "h3000.pb-c.h"
@@ -60,41 +61,51 @@ static size_t uint_field_len(unsigned field, uint64_t v)
 	return v ? varint_len((uint64_t)field << 3) + varint_len(v) : 0;
 }
 
-static size_t meta_len(uint64_t frame_id, const struct chunk_meta *m, size_t wlen,
+size_t pb_put_string_field(uint8_t *b, unsigned field, const char *s, size_t len)
+{
+	if (!len)
+		return 0;
+	size_t n = pb_put_varint(b, ((uint64_t)field << 3) | 2);
+	n += pb_put_varint(b + n, len);
+	memcpy(b + n, s, len);
+	return n + len;
+}
+
+static size_t string_field_len(size_t len)
+{
+	return len ? 1 + varint_len(len) + len : 0;   /* fields 1..15: one-byte tag */
+}
+
+static size_t meta_len(size_t idlen, const struct chunk_meta *m, size_t wlen,
 		       uint64_t session_id)
 {
-	return uint_field_len(1, frame_id) + uint_field_len(4, m->length) +
-	       (wlen ? 1 + varint_len(wlen) + wlen : 0) +
+	return string_field_len(idlen) + uint_field_len(4, m->length) + string_field_len(wlen) +
 	       uint_field_len(6, (uint64_t)m->timestamp) + uint_field_len(7, m->crc32c) +
 	       uint_field_len(8, m->has_crc) + uint_field_len(9, session_id);
 }
 
-size_t chunk_head_encode(uint8_t *buf, size_t cap, uint64_t frame_id, uint64_t offset, bool last,
+size_t chunk_head_encode(uint8_t *buf, size_t cap, const char *frame_id, uint64_t offset, bool last,
 			 const struct chunk_meta *meta, uint64_t session_id, uint64_t data_len)
 {
-	size_t wlen = meta && meta->wafer_id ? strnlen(meta->wafer_id, PRODUCER_WAFER_MAX + 1) : 0;
-	size_t mlen = meta ? meta_len(frame_id, meta, wlen, session_id) : 0;
-	size_t need = uint_field_len(1, frame_id) + uint_field_len(2, offset) +
+	size_t idlen = frame_id ? strnlen(frame_id, ING_ID_MAX + 1) : 0;
+	size_t wlen = meta && meta->wafer_id ? strnlen(meta->wafer_id, ING_ID_MAX + 1) : 0;
+	size_t mlen = meta ? meta_len(idlen, meta, wlen, session_id) : 0;
+	size_t need = string_field_len(idlen) + uint_field_len(2, offset) +
 		      uint_field_len(3, last) + (meta ? 1 + varint_len(mlen) + mlen : 0) +
 		      uint_field_len(5, session_id) + 1 + varint_len(data_len);
-	if (wlen > PRODUCER_WAFER_MAX || need > cap)
+	if (idlen > ING_ID_MAX || wlen > ING_ID_MAX || need > cap)
 		return 0;
 
 	size_t n = 0;
-	n += pb_put_uint_field(buf + n, 1, frame_id);
+	n += pb_put_string_field(buf + n, 1, frame_id, idlen);
 	n += pb_put_uint_field(buf + n, 2, offset);
 	n += pb_put_uint_field(buf + n, 3, last);
 	if (meta) {
 		buf[n++] = (4 << 3) | 2;
 		n += pb_put_varint(buf + n, mlen);
-		n += pb_put_uint_field(buf + n, 1, frame_id);
+		n += pb_put_string_field(buf + n, 1, frame_id, idlen);
 		n += pb_put_uint_field(buf + n, 4, meta->length);
-		if (wlen) {
-			buf[n++] = (5 << 3) | 2;
-			n += pb_put_varint(buf + n, wlen);
-			memcpy(buf + n, meta->wafer_id, wlen);
-			n += wlen;
-		}
+		n += pb_put_string_field(buf + n, 5, meta->wafer_id, wlen);
 		/* int64 is encoded as the two's complement varint */
 		n += pb_put_uint_field(buf + n, 6, (uint64_t)meta->timestamp);
 		n += pb_put_uint_field(buf + n, 7, meta->crc32c);
@@ -140,7 +151,6 @@ int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a)
 			if (get_varint(&p, end, &v))
 				return -EINVAL;
 			switch (field) {
-			case 1: a->frame_id = v; break;
 			case 2: a->ok = v != 0; break;
 			case 4: a->stage = (uint32_t)v; break;
 			case 5: a->code = (uint32_t)v; break;
@@ -159,10 +169,12 @@ int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a)
 		case 2:
 			if (get_varint(&p, end, &v) || v > (uint64_t)(end - p))
 				return -EINVAL;
-			if (field == 3) {
-				size_t n = v < sizeof(a->msg) - 1 ? (size_t)v : sizeof(a->msg) - 1;
-				memcpy(a->msg, p, n);
-				a->msg[n] = '\0';
+			if (field == 1 || field == 3 || field == 10) {
+				char *dst = field == 1 ? a->frame_id : field == 3 ? a->msg : a->wafer_id;
+				size_t cap = field == 3 ? sizeof(a->msg) : sizeof(a->frame_id);
+				size_t n = v < cap - 1 ? (size_t)v : cap - 1;
+				memcpy(dst, p, n);
+				dst[n] = '\0';
 			}
 			p += v;
 			break;
@@ -178,21 +190,9 @@ int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a)
 	return 0;
 }
 
-bool producer_wafer_ok(const char *w)
+bool producer_id_ok(const char *id)
 {
-	size_t n = 0;
-	if (!w)
-		return false;
-	for (; w[n]; n++) {
-		char c = w[n];
-		if (n >= PRODUCER_WAFER_MAX)
-			return false;
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	/* a directory name on the node: "." and ".." are refused there too */
-	return n > 0 && strcmp(w, ".") && strcmp(w, "..");
+	return id && ing_id_check(id, strnlen(id, ING_ID_MAX + 1)) == NULL;
 }
 
 /* ================================================================ in-flight table */
@@ -205,31 +205,26 @@ static unsigned pow2_at_least(unsigned v)
 	return r;
 }
 
-static unsigned ix_home(const struct ing_producer *p, uint64_t id)
+static unsigned ix_home(const struct ing_producer *p, uint64_t key)
 {
-	id ^= id >> 33;
-	id *= 0xff51afd7ed558ccdull;
-	id ^= id >> 33;
-	return (unsigned)id & p->ix_mask;
+	return (unsigned)(key ^ (key >> 32)) & p->ix_mask;
 }
 
-static void ix_insert(struct ing_producer *p, uint64_t id, int32_t slot)
+static void ix_insert(struct ing_producer *p, uint64_t key, int32_t slot)
 {
-	unsigned i = ix_home(p, id);
+	unsigned i = ix_home(p, key);
 	while (p->ix_val[i] >= 0)
 		i = (i + 1) & p->ix_mask;
-	p->ix_key[i] = id;
+	p->ix_key[i] = key;
 	p->ix_val[i] = slot;
 }
 
-static int ix_lookup(const struct ing_producer *p, uint64_t id)
+/* Index position of the frame in slot, or -1. */
+static int ix_position(const struct ing_producer *p, uint64_t key, int32_t slot)
 {
-	unsigned i = ix_home(p, id);
-	while (p->ix_val[i] >= 0) {
-		if (p->ix_key[i] == id)
+	for (unsigned i = ix_home(p, key); p->ix_val[i] >= 0; i = (i + 1) & p->ix_mask)
+		if (p->ix_val[i] == slot)
 			return (int)i;
-		i = (i + 1) & p->ix_mask;
-	}
 	return -1;
 }
 
@@ -253,10 +248,22 @@ static void ix_delete(struct ing_producer *p, unsigned i)
 	p->ix_val[i] = -1;
 }
 
-struct pframe *producer_frame_find(struct ing_producer *p, uint64_t id)
+struct pframe *producer_frame_find(struct ing_producer *p, const char *wafer, const char *id)
 {
-	int i = ix_lookup(p, id);
-	return i < 0 ? NULL : &p->frames[p->ix_val[i]];
+	if (!wafer) {
+		/* acks without waferId: frames are few (credits), a scan is cheap */
+		for (unsigned i = 0; i < p->credits; i++)
+			if (p->frames[i].used && strcmp(p->frames[i].id, id) == 0)
+				return &p->frames[i];
+		return NULL;
+	}
+	uint64_t key = ing_id_pair_hash(wafer, id);
+	for (unsigned i = ix_home(p, key); p->ix_val[i] >= 0; i = (i + 1) & p->ix_mask) {
+		struct pframe *f = &p->frames[p->ix_val[i]];
+		if (p->ix_key[i] == key && strcmp(f->id, id) == 0 && strcmp(f->wafer, wafer) == 0)
+			return f;
+	}
+	return NULL;
 }
 
 struct pframe *producer_sendq_head(struct ing_producer *p)
@@ -283,7 +290,7 @@ static void ackq_push(struct ing_producer *p, const struct pack_entry *e)
 {
 	/* cannot overflow: <= 2 entries per credit, and a credit returns only on delivery */
 	if (p->aq_len == p->aq_cap) {
-		ING_LOG_RL(ING_LOG_ERR, COMP, "ack queue full (%u): ack of frame %" PRIu64 " lost",
+		ING_LOG_RL(ING_LOG_ERR, COMP, "ack queue full (%u): ack of frame %s lost",
 			   p->aq_cap, e->a.frame_id);
 		return;
 	}
@@ -293,7 +300,7 @@ static void ackq_push(struct ing_producer *p, const struct pack_entry *e)
 
 static void frame_release(struct ing_producer *p, struct pframe *f)
 {
-	int i = ix_lookup(p, f->id);
+	int i = ix_position(p, f->key, (int32_t)producer_frame_slot(p, f));
 	if (i >= 0)
 		ix_delete(p, (unsigned)i);
 	f->used = false;
@@ -336,7 +343,8 @@ static void frame_ack(struct ing_producer *p, struct pframe *f, enum ing_ack_sta
 	struct pack_entry *e = &f->held[f->nheld++];
 	memset(e, 0, sizeof(*e));
 	e->terminal = terminal;
-	e->a.frame_id = f->id;
+	memcpy(e->a.frame_id, f->id, sizeof(e->a.frame_id));
+	memcpy(e->a.wafer_id, f->wafer, sizeof(e->a.wafer_id));
 	e->a.stage = stage;
 	e->a.ok = ok;
 	e->a.code = code;
@@ -372,15 +380,15 @@ static void on_stream_message(struct ing_grpc_ccall *cc, void *arg, const uint8_
 			   p->session_id, len);
 		return;
 	}
-	struct pframe *f = producer_frame_find(p, w.frame_id);
+	struct pframe *f = producer_frame_find(p, w.wafer_id[0] ? w.wafer_id : NULL, w.frame_id);
 	if (!f || f->done) {
 		p->unknown_acks++;
-		ING_LOG_RL(ING_LOG_DEBUG, COMP, "Ack for frame %" PRIu64 " not in flight (ok=%d stage=%u)",
+		ING_LOG_RL(ING_LOG_DEBUG, COMP, "Ack for frame %s not in flight (ok=%d stage=%u)",
 			   w.frame_id, w.ok, w.stage);
 		return;
 	}
 	if (!w.ok) {
-		ING_LOG_RL(ING_LOG_DEBUG, COMP, "frame %" PRIu64 " failed: code %u%s: %s", f->id, w.code,
+		ING_LOG_RL(ING_LOG_DEBUG, COMP, "frame %s failed: code %u%s: %s", f->id, w.code,
 			   w.retryable ? " (retryable)" : "", w.msg);
 		f->node_failed = true;
 		frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, (int)w.code,
@@ -462,7 +470,7 @@ static void check_timeouts(struct ing_producer *p, uint64_t now)
 			continue;
 		char m[96];
 		snprintf(m, sizeof(m), "no DURABLE ack within %d ms", p->o.frame_timeout_ms);
-		ING_LOG_RL(ING_LOG_WARN, COMP, "frame %" PRIu64 ": %s", f->id, m);
+		ING_LOG_RL(ING_LOG_WARN, COMP, "frame %s: %s", f->id, m);
 		frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, PCODE_DEADLINE, 1, 0,
 			  0, 0, m);
 	}
@@ -635,6 +643,7 @@ static int negotiate(struct ing_producer *p, const H3000__Transport *ts, size_t 
 	rq.clientname = p->client_name;
 	rq.maxframesize = p->o.max_frame_size;
 	rq.credits = p->o.credits;
+	rq.ackreceived = true;   /* RECEIVED acks: recycle_on RECEIVED and the latency split */
 	rq.authtoken = (char *)(p->o.auth_token ? p->o.auth_token : "");
 	size_t n = h3000__negotiate_request__get_packed_size(&rq);
 	if (n > sizeof(buf)) {
@@ -930,10 +939,12 @@ int ing_producer_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 		return -EINVAL;
 	if (p->broken || !p->call)
 		return -EPIPE;
-	if (!d->data || d->length == 0 || d->length > p->max_frame || !producer_wafer_ok(d->wafer_id))
+	const char *wafer = d->wafer_id && *d->wafer_id ? d->wafer_id : ING_DEFAULT_WAFER;
+	if (!d->data || d->length == 0 || d->length > p->max_frame || !producer_id_ok(d->frame_id) ||
+	    !producer_id_ok(wafer))
 		return -EINVAL;
-	if (producer_frame_find(p, d->frame_id))
-		return -EINVAL;    /* same id already in flight */
+	if (producer_frame_find(p, wafer, d->frame_id))
+		return -EINVAL;    /* same (wafer, frame) already in flight */
 	if (p->nused + p->undelivered_terminal >= p->credits || !p->nfree)
 		return -EAGAIN;
 	if (p->xport->check) {
@@ -943,7 +954,9 @@ int ing_producer_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	}
 	uint32_t slot = p->free_slots[--p->nfree];
 	struct pframe *f = &p->frames[slot];
-	f->id = d->frame_id;
+	snprintf(f->id, sizeof(f->id), "%s", d->frame_id);
+	snprintf(f->wafer, sizeof(f->wafer), "%s", wafer);
+	f->key = ing_id_pair_hash(f->wafer, f->id);
 	f->data = d->data;
 	f->len = d->length;
 	f->sent = 0;
@@ -954,13 +967,12 @@ int ing_producer_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	f->received = f->done = f->node_failed = false;
 	f->nheld = 0;
 	f->xport_priv = NULL;
-	snprintf(f->wafer, sizeof(f->wafer), "%s", d->wafer_id);
 	f->t_submit_ns = ing_now_ns();
 	f->deadline_ns = f->t_submit_ns + (uint64_t)p->o.frame_timeout_ms * 1000000ull;
 	f->used = true;
 	f->queued = true;
 	p->nused++;
-	ix_insert(p, f->id, (int32_t)slot);
+	ix_insert(p, f->key, (int32_t)slot);
 	p->sendq[(p->sq_head + p->sq_len) % p->sq_cap] = slot;
 	p->sq_len++;
 	p->st.submitted++;

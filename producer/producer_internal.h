@@ -57,9 +57,8 @@ struct ing_producer;
 #define PRODUCER_DEFAULT_CREDITS 64u
 #define PRODUCER_DEFAULT_MAX_FRAME (64ull << 20)
 #define PRODUCER_MAX_CREDITS 4096u
-#define PRODUCER_WAFER_MAX 128
 /* FrameChunk head: fields 1..5 plus the tag and length of field 15 (see chunk_head_encode). */
-#define PRODUCER_CHUNK_HEAD_MAX 320
+#define PRODUCER_CHUNK_HEAD_MAX (3 * ING_ID_MAX + 128)
 #define PRODUCER_PATH_PUSH "/h3000.RDMASvc/PushFrames"
 #define PRODUCER_PATH_CONTROL "/h3000.RDMASvc/ControlStream"
 #define PRODUCER_PATH_NEGOTIATE "/h3000.RDMASvc/Negotiate"
@@ -83,7 +82,9 @@ struct pack_entry {
 
 /* One frame in flight: a slot of p->frames, found by id through p->ix_*. */
 struct pframe {
-	uint64_t id;
+	char id[ING_ID_MAX + 1];
+	char wafer[ING_ID_MAX + 1];   /* "default" for an empty wafer id, as the node files it */
+	uint64_t key;           /* ing_id_pair_hash(wafer, id) */
 	const uint8_t *data;
 	uint64_t len;
 	uint64_t sent;          /* bytes handed to the transport (fallback: chunk offset) */
@@ -102,7 +103,6 @@ struct pframe {
 	struct pack_entry held[2];
 	struct ing_producer *owner;
 	void *xport_priv;       /* transport's per-frame data (e.g. RDMA: the pool slot) */
-	char wafer[PRODUCER_WAFER_MAX + 1];
 };
 
 /* The registered frame pool behind ing_frame_alloc: one mapping, fixed-size slots. */
@@ -201,7 +201,9 @@ struct ing_producer {
 
 /* ---- shared by the transports (producer.c) ---- */
 
-struct pframe *producer_frame_find(struct ing_producer *p, uint64_t id);
+/* The frame (wafer, id) in flight, or NULL. wafer NULL: the first frame named id (acks of
+ * a node that does not send Ack.waferId). */
+struct pframe *producer_frame_find(struct ing_producer *p, const char *wafer, const char *id);
 static inline uint32_t producer_frame_slot(const struct ing_producer *p, const struct pframe *f)
 {
 	return (uint32_t)(f - p->frames);
@@ -227,6 +229,8 @@ struct chunk_meta {
  * nothing for 0 as proto3 does). Return the bytes written. */
 size_t pb_put_varint(uint8_t *b, uint64_t v);
 size_t pb_put_uint_field(uint8_t *b, unsigned field, uint64_t v);
+/* tag + length + bytes of a string field; nothing for "" (proto3). */
+size_t pb_put_string_field(uint8_t *b, unsigned field, const char *s, size_t len);
 /*
  * Encode the head of one FrameChunk message: frameId(1), offset(2), last(3), meta(4, only
  * when meta != NULL: FrameMeta{frameId, length, waferId, timestamp, crc32c, hasCrc32c,
@@ -234,20 +238,22 @@ size_t pb_put_uint_field(uint8_t *b, unsigned field, uint64_t v);
  * bytes that follow. Zero-valued scalars are omitted as proto3 serializers do.
  * Returns the head length, or 0 if cap is too small.
  */
-size_t chunk_head_encode(uint8_t *buf, size_t cap, uint64_t frame_id, uint64_t offset, bool last,
+size_t chunk_head_encode(uint8_t *buf, size_t cap, const char *frame_id, uint64_t offset, bool last,
 			 const struct chunk_meta *meta, uint64_t session_id, uint64_t data_len);
 /*
  * Decode an h3000.Ack without allocating (unknown fields skipped; msg truncated to fit).
  * stage/code are the raw enum values. 0 or -EINVAL (malformed).
  */
 struct wire_ack {
-	uint64_t frame_id, latency_ns;
+	char frame_id[ING_ID_MAX + 1];
+	char wafer_id[ING_ID_MAX + 1];  /* Ack.waferId (10); "" when the node did not send it */
+	uint64_t latency_ns;
 	bool ok, retryable, duplicate;
 	uint32_t stage, code, crc32c;
-	char msg[160];
+	char msg[512];
 };
 int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a);
-/* [A-Za-z0-9._-]{1,128}, not "." or ".." (it names a directory on the node) */
-bool producer_wafer_ok(const char *w);
+/* The id rule of common/ident.h (NULL: false). */
+bool producer_id_ok(const char *id);
 
 #endif

@@ -37,7 +37,7 @@
 
 #define COMP "prod-rdma"
 #define RECONNECT_MAX 8            /* attempts per session before giving up */
-#define FRAME_META_MAX (11 * 9 + PRODUCER_WAFER_MAX + 8)
+#define FRAME_META_MAX (11 * 9 + 2 * (ING_ID_MAX + 3))
 
 struct rprod {
 	struct rdma_event_channel *ech;
@@ -49,30 +49,25 @@ struct rprod {
 	unsigned reconnects;
 	bool connected;
 	/* TEST HOOKS (see test_hooks_load): the frame with this id is announced with a wrong
-	 * rkey / an address range crossing the MR's end. 0: off (always, in production). */
-	uint64_t fault_bad_rkey, fault_beyond_mr;
+	 * rkey / an address range crossing the MR's end. "": off (always, in production). */
+	char fault_bad_rkey[ING_ID_MAX + 1], fault_beyond_mr[ING_ID_MAX + 1];
 	char dev[IBV_SYSFS_NAME_MAX];
 };
 
 /* ---------------------------------------------------------------- FrameMeta encoding */
 
 /* h3000.FrameMeta, proto3 encoding (zero scalars omitted). */
-static size_t frame_meta_encode(uint8_t *b, uint64_t id, uint64_t addr, uint32_t rkey,
+static size_t frame_meta_encode(uint8_t *b, const char *id, uint64_t addr, uint32_t rkey,
 				uint64_t len, const char *wafer, int64_t ts, uint32_t crc,
 				uint64_t session)
 {
-	size_t n = 0, wl = strlen(wafer);
+	size_t n = 0;
 
-	n += pb_put_uint_field(b + n, 1, id);
+	n += pb_put_string_field(b + n, 1, id, strlen(id));
 	n += pb_put_uint_field(b + n, 2, addr);
 	n += pb_put_uint_field(b + n, 3, rkey);
 	n += pb_put_uint_field(b + n, 4, len);
-	if (wl) {
-		n += pb_put_varint(b + n, (5u << 3) | 2);
-		n += pb_put_varint(b + n, wl);
-		memcpy(b + n, wafer, wl);
-		n += wl;
-	}
+	n += pb_put_string_field(b + n, 5, wafer, strlen(wafer));
 	n += pb_put_uint_field(b + n, 6, (uint64_t)ts);
 	n += pb_put_uint_field(b + n, 7, crc);
 	n += pb_put_uint_field(b + n, 8, 1);
@@ -305,20 +300,18 @@ static void rdma_stop(struct ing_producer *p)
 #define TEST_HOOK_BAD_RKEY "ING_TEST_FAULT_RDMA_BAD_RKEY"
 #define TEST_HOOK_BEYOND_MR "ING_TEST_FAULT_RDMA_BEYOND_MR"
 
-static uint64_t test_hook_id(const char *name)
+static void test_hook_id(const char *name, char *out, size_t cap)
 {
 	const char *v = getenv(name);
-	char *end = NULL;
 
+	out[0] = '\0';
 	if (!v || !*v)
-		return 0;
-	errno = 0;
-	unsigned long long id = strtoull(v, &end, 0);
-	if (errno || end == v || *end || id == 0) {
-		ING_ERR(COMP, "TEST HOOK %s=%s is not a frame id: ignored", name, v);
-		return 0;
+		return;
+	if (!producer_id_ok(v)) {
+		ING_ERR(COMP, "TEST HOOK %s is not a valid frame id: ignored", name);
+		return;
 	}
-	return id;
+	snprintf(out, cap, "%s", v);
 }
 
 static void test_hooks_load(struct ing_producer *p, struct rprod *r)
@@ -329,13 +322,13 @@ static void test_hooks_load(struct ing_producer *p, struct rprod *r)
 		if (getenv(old[i]))
 			ING_ERR(COMP, "%s is no longer read: the test hook is ING_TEST_%s", old[i],
 				old[i] + 4);
-	r->fault_bad_rkey = test_hook_id(TEST_HOOK_BAD_RKEY);
-	r->fault_beyond_mr = test_hook_id(TEST_HOOK_BEYOND_MR);
-	if (r->fault_bad_rkey)
-		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%" PRIu64 ": session %" PRIu64 " will announce that frame with a wrong rkey (fault injection, not for production)",
+	test_hook_id(TEST_HOOK_BAD_RKEY, r->fault_bad_rkey, sizeof(r->fault_bad_rkey));
+	test_hook_id(TEST_HOOK_BEYOND_MR, r->fault_beyond_mr, sizeof(r->fault_beyond_mr));
+	if (r->fault_bad_rkey[0])
+		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%s: session %" PRIu64 " will announce that frame with a wrong rkey (fault injection, not for production)",
 			TEST_HOOK_BAD_RKEY, r->fault_bad_rkey, p->session_id);
-	if (r->fault_beyond_mr)
-		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%" PRIu64 ": session %" PRIu64 " will announce that frame beyond its registered pool (fault injection, not for production)",
+	if (r->fault_beyond_mr[0])
+		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%s: session %" PRIu64 " will announce that frame beyond its registered pool (fault injection, not for production)",
 			TEST_HOOK_BEYOND_MR, r->fault_beyond_mr, p->session_id);
 }
 
@@ -378,7 +371,7 @@ static int rdma_check(struct ing_producer *p, const struct ing_frame_desc *d)
 	const uint8_t *b = d->data, *base = p->pool.base;
 
 	if (!base || b < base || b >= base + p->pool.len || d->length > (uint64_t)(base + p->pool.len - b)) {
-		ING_LOG_RL(ING_LOG_ERR, COMP, "frame %" PRIu64 ": %" PRIu64 " bytes at %p are not inside the registered frame pool (%p, %zu bytes): RDMA frames must come from ing_frame_alloc (-EFAULT)",
+		ING_LOG_RL(ING_LOG_ERR, COMP, "frame %s: %" PRIu64 " bytes at %p are not inside the registered frame pool (%p, %zu bytes): RDMA frames must come from ing_frame_alloc (-EFAULT)",
 			   d->frame_id, d->length, d->data, p->pool.base, p->pool.len);
 		return -EFAULT;
 	}
@@ -398,13 +391,13 @@ static int rdma_pump(struct ing_producer *p)
 		}
 		uint64_t addr = (uint64_t)(uintptr_t)f->data;
 		uint32_t rkey = r->mr->rkey;
-		if (r->fault_bad_rkey && f->id == r->fault_bad_rkey) {
+		if (r->fault_bad_rkey[0] && strcmp(f->id, r->fault_bad_rkey) == 0) {
 			rkey ^= 0x00a5a500u;
-			ING_WARN(COMP, "TEST HOOK: frame %" PRIu64 " announced with a wrong rkey", f->id);
+			ING_WARN(COMP, "TEST HOOK: frame %s announced with a wrong rkey", f->id);
 		}
-		if (r->fault_beyond_mr && f->id == r->fault_beyond_mr) {
+		if (r->fault_beyond_mr[0] && strcmp(f->id, r->fault_beyond_mr) == 0) {
 			addr = (uint64_t)(uintptr_t)p->pool.base + p->pool.len - f->len / 2;
-			ING_WARN(COMP, "TEST HOOK: frame %" PRIu64 " announced half beyond the registered pool",
+			ING_WARN(COMP, "TEST HOOK: frame %s announced half beyond the registered pool",
 				 f->id);
 		}
 		size_t n = frame_meta_encode(buf, f->id, addr, rkey, f->len, f->wafer, f->timestamp,

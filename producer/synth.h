@@ -7,14 +7,16 @@
  *              z = (z ^ (z >> 27)) * 0x94d049bb133111eb
  *              return z ^ (z >> 31)                          (splitmix64's finaliser)
  *   G        = 0x9e3779b97f4a7c15
- *   key      = mix64(seed ^ mix64(frame_id + G))
+ *   n        = synth_key(frame id) = 64-bit FNV-1a of the id's bytes
+ *              (offset basis 0xcbf29ce484222325, prime 0x100000001b3)
+ *   key      = mix64(seed ^ mix64(n + G))
  *   word[i]  = mix64(key + (i + 1) * G)                      (i = 0, 1, 2, ...; mod 2^64)
  *   byte[j]  = (word[j / 8] >> (8 * (j % 8))) & 0xff         (little-endian words)
  *
- *   length(frame_id) with sizes [lo, hi]:
- *              lo + mix64(seed ^ 0x5bd1e9955bd1e995 ^ mix64(frame_id)) % (hi - lo + 1)
+ *   length(n) with sizes [lo, hi]:
+ *              lo + mix64(seed ^ 0x5bd1e9955bd1e995 ^ mix64(n)) % (hi - lo + 1)
  *
- * So frame content depends only on (frame_id, seed), a prefix of a longer frame equals the
+ * So frame content depends only on (frame id, seed), a prefix of a longer frame equals the
  * shorter one, and "--sizes 1M-16M --seed S" yields uniformly mixed, mostly unaligned sizes.
  * Internal to the project (not exported from libingest.so).
  */
@@ -22,6 +24,15 @@
 #define ING_PRODUCER_SYNTH_H
 
 #include <stdint.h>
+#include <string.h>
+
+#include "common/ident.h"
+
+/* The number a frame id's synthetic content and length derive from (frame_id below). */
+static inline uint64_t synth_key(const char *frame_id)
+{
+	return ing_id_hash(frame_id, strlen(frame_id));
+}
 
 struct synth_spec {
 	uint64_t seed;
@@ -30,14 +41,14 @@ struct synth_spec {
 };
 
 uint64_t synth_mix64(uint64_t z);
-/* Length of frame frame_id under spec. */
-uint64_t synth_frame_len(const struct synth_spec *s, uint64_t frame_id);
-/* Fill buf[0..len) with the content of frame frame_id. ~ memory speed. */
-void synth_fill(void *buf, uint64_t len, uint64_t frame_id, uint64_t seed);
+/* Length of frame key n (synth_key) under spec. */
+uint64_t synth_frame_len(const struct synth_spec *s, uint64_t n);
+/* Fill buf[0..len) with the content of frame key n (synth_key). ~ memory speed. */
+void synth_fill(void *buf, uint64_t len, uint64_t n, uint64_t seed);
 /* synth_fill, returning ing_crc32c(0, buf, len) computed in the same pass (~2x faster). */
-uint32_t synth_fill_crc(void *buf, uint64_t len, uint64_t frame_id, uint64_t seed);
+uint32_t synth_fill_crc(void *buf, uint64_t len, uint64_t n, uint64_t seed);
 /* Offset of the first byte differing from the generated content, UINT64_MAX if none. */
-uint64_t synth_compare(const void *buf, uint64_t len, uint64_t frame_id, uint64_t seed);
+uint64_t synth_compare(const void *buf, uint64_t len, uint64_t n, uint64_t seed);
 /* "4096", "64K", "4M", "1G" (also "4MiB", "4MB": binary units). 0 or -EINVAL. */
 int synth_parse_size(const char *s, uint64_t *out);
 /* "1M-16M" or a single size. 0 or -EINVAL (also when lo > hi or lo == 0). */

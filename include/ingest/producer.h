@@ -25,6 +25,9 @@ extern "C" {
 
 #define ING_API __attribute__((visibility("default")))
 
+/* Frame and wafer ids: 1 to ING_ID_MAX bytes of UTF-8 without control characters. */
+#define ING_ID_MAX 256
+
 enum ing_transport {
 	ING_TRANSPORT_AUTO = 0,  /* RDMA when both sides can, else the gRPC fallback (logged) */
 	ING_TRANSPORT_RDMA = 1,  /* RDMA or fail */
@@ -59,7 +62,8 @@ struct ing_producer_opts {
 };
 
 struct ing_ack {
-	uint64_t frame_id;
+	char frame_id[ING_ID_MAX + 1];  /* the frame's id (NUL-terminated copy) */
+	char wafer_id[ING_ID_MAX + 1];  /* its wafer as the node filed it ("default" for empty) */
 	enum ing_ack_stage stage;    /* stage reached (NONE with ok=0 for early failures) */
 	int ok;
 	int code;                    /* h3000.ErrorCode */
@@ -71,13 +75,15 @@ struct ing_ack {
 	uint64_t node_latency_ns;    /* the node's own time from admitting the frame to this
 	                                stage (Ack.latencyNs); 0 when the node did not say */
 	void *user;                  /* from struct ing_frame_desc */
-	char msg[160];
+	char msg[512];
 };
 
 struct ing_frame_desc {
-	uint64_t frame_id;           /* unique per frame (the node refuses reuse with other bytes) */
-	const char *wafer_id;        /* [A-Za-z0-9._-]{1,128} */
-	int64_t timestamp;           /* ns since epoch; 0: now */
+	const char *frame_id;        /* 1..ING_ID_MAX bytes of UTF-8, no control characters;
+	                                (wafer_id, frame_id) identifies the frame: the node
+	                                refuses its reuse with other bytes */
+	const char *wafer_id;        /* same rule; NULL or "": the node's wafer "default" */
+	int64_t timestamp;           /* producer clock, any unit, stored as sent; 0: now (ns) */
 	const void *data;
 	uint64_t length;             /* 1 .. ing_producer_max_frame() */
 	uint32_t crc32c;             /* of data; computed by the library when has_crc == 0 */
@@ -112,7 +118,8 @@ ING_API void ing_producer_get_stats(const struct ing_producer *p, struct ing_pro
 
 /*
  * Submit one frame. 0 on success; -EAGAIN when no credit is free (poll, then retry);
- * -EINVAL for a bad descriptor (length 0 or too big, bad wafer id); -EPIPE when the
+ * -EINVAL for a bad descriptor (length 0 or too big, a frame or wafer id outside the
+ * rule, the same (wafer, frame) already in flight); -EPIPE when the
  * connection is gone; -EFAULT when on RDMA the memory is not from ing_frame_alloc.
  */
 ING_API int ing_producer_submit(struct ing_producer *p, const struct ing_frame_desc *d);

@@ -63,20 +63,24 @@ int main(int argc, char **argv)
 	memset(b, 0x3c, FRAME);
 	uint8_t *last = a > b ? a : b;   /* the pool's last buffer: its end is the pool's end */
 
-	struct ing_frame_desc d = { .frame_id = id, .wafer_id = "EFAULT-w", .data = heap,
+	char id0[64], id1[64], id2[64];
+	snprintf(id0, sizeof(id0), "efault/%" PRIu64 "-heap", id);
+	snprintf(id1, sizeof(id1), "efault/%" PRIu64 "-beyond", id);
+	snprintf(id2, sizeof(id2), "efault/%" PRIu64 "-ok", id);
+	struct ing_frame_desc d = { .frame_id = id0, .wafer_id = "EFAULT-w", .data = heap,
 				    .length = FRAME };
 	int rc = ing_producer_submit(p, &d);
 	printf("submit(malloc'd buffer) = %d (%s)\n", rc, rc ? strerror(-rc) : "accepted");
 	expect(rc == -EFAULT, "a buffer not from ing_frame_alloc is refused with -EFAULT");
 
-	d.frame_id = id + 1;
+	d.frame_id = id1;
 	d.data = last + 4096;            /* starts inside the pool, ends 4 KiB past it */
 	rc = ing_producer_submit(p, &d);
 	printf("submit(pool buffer + 4 KiB, %u bytes) = %d (%s)\n", FRAME, rc,
 	       rc ? strerror(-rc) : "accepted");
 	expect(rc == -EFAULT, "a range crossing the end of the registered pool is refused with -EFAULT");
 
-	d.frame_id = id + 2;
+	d.frame_id = id2;
 	d.data = a;
 	rc = ing_producer_submit(p, &d);
 	printf("submit(ing_frame_alloc buffer) = %d\n", rc);
@@ -90,9 +94,9 @@ int main(int argc, char **argv)
 			break;
 		}
 		for (int k = 0; k < n; k++) {
-			printf("ack frame %" PRIu64 " stage %d ok %d %s\n", acks[k].frame_id, acks[k].stage,
+			printf("ack frame %s stage %d ok %d %s\n", acks[k].frame_id, acks[k].stage,
 			       acks[k].ok, acks[k].msg);
-			if (acks[k].frame_id != id + 2)
+			if (strcmp(acks[k].frame_id, id2) != 0)
 				fails++;   /* the refused frames must never be acked: nothing was sent */
 			else if (!acks[k].ok)
 				durable = -1;

@@ -296,7 +296,7 @@ static int run_jobs(struct node *nd, struct prod *p, struct job *j, unsigned n, 
 			printf("  %s: no pool slot for frame %llu\n", what, (unsigned long long)j[i].id);
 			return n;
 		}
-		f->frame_id = j[i].id;
+		snprintf(f->frame_id, sizeof(f->frame_id), "%llu", (unsigned long long)j[i].id);
 		f->session_id = SESSION;
 		f->length = j[i].len;
 		f->raddr = (uintptr_t)p->buf + j[i].off;
@@ -427,7 +427,7 @@ static void bench_stream(struct node *nd, struct prod *p)
 			struct ing_frame *f = ing_pool_get(nd->pool, g_bench_size);
 			if (!f)
 				break;
-			f->frame_id = 10000 + sent;
+			snprintf(f->frame_id, sizeof(f->frame_id), "%llu", (unsigned long long)(10000 + sent));
 			f->session_id = SESSION;
 			f->length = g_bench_size;
 			f->raddr = (uintptr_t)p->buf + (uint64_t)(sent % slots) * g_bench_size;

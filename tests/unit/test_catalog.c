@@ -41,7 +41,7 @@ static struct ing_catalog_row mkrow(uint64_t id, uint32_t crc)
 {
 	struct ing_catalog_row r;
 	memset(&r, 0, sizeof(r));
-	r.frame_id = id;
+	snprintf(r.frame_id, sizeof(r.frame_id), "%llu", (unsigned long long)id);
 	snprintf(r.wafer_id, sizeof(r.wafer_id), "W-%llu", (unsigned long long)(id % 7));
 	r.timestamp = 1700000000000000000ll + (int64_t)id;
 	r.length = 4096 + id;
@@ -53,9 +53,18 @@ static struct ing_catalog_row mkrow(uint64_t id, uint32_t crc)
 	return r;
 }
 
+/* Look up the row mkrow(id, ...) made: its wafer is W-(id % 7), its frame id the number. */
+static int lookup(struct ing_catalog *c, uint64_t id, struct ing_catalog_row *row)
+{
+	char w[32], f[32];
+	snprintf(w, sizeof(w), "W-%llu", (unsigned long long)(id % 7));
+	snprintf(f, sizeof(f), "%llu", (unsigned long long)id);
+	return ing_catalog_lookup(c, w, f, row);
+}
+
 static void assert_row_eq(const struct ing_catalog_row *a, const struct ing_catalog_row *b)
 {
-	assert_true(a->frame_id == b->frame_id);
+	assert_string_equal(a->frame_id, b->frame_id);
 	assert_string_equal(a->wafer_id, b->wafer_id);
 	assert_true(a->timestamp == b->timestamp);
 	assert_true(a->length == b->length);
@@ -78,11 +87,11 @@ static void test_insert_lookup(void **state)
 	assert_int_equal(ing_catalog_count(c), 3);
 	for (int i = 0; i < 3; i++) {
 		struct ing_catalog_row got;
-		assert_int_equal(ing_catalog_lookup(c, rows[i].frame_id, &got), 0);
+		assert_int_equal(ing_catalog_lookup(c, rows[i].wafer_id, rows[i].frame_id, &got), 0);
 		assert_row_eq(&got, &rows[i]);
 	}
-	assert_int_equal(ing_catalog_lookup(c, 3, NULL), -ENOENT);
-	assert_int_equal(ing_catalog_lookup(c, (uint64_t)INT64_MAX + 1, NULL), -ENOENT);
+	assert_int_equal(lookup(c, 3, NULL), -ENOENT);
+	assert_int_equal(lookup(c, (uint64_t)INT64_MAX + 1, NULL), -ENOENT);
 	assert_int_equal(ing_catalog_insert(c, rows, 0), 0);
 	ing_catalog_close(c);
 	ing_catalog_close(NULL);
@@ -99,15 +108,15 @@ static void test_duplicate_rolls_back(void **state)
 	struct ing_catalog_row rows[3] = { mkrow(10, 1), mkrow(11, 2), mkrow(2, 3) };
 	assert_int_equal(ing_catalog_insert(c, rows, 3), -EEXIST);
 	assert_int_equal(ing_catalog_count(c), before);
-	assert_int_equal(ing_catalog_lookup(c, 10, NULL), -ENOENT);
-	assert_int_equal(ing_catalog_lookup(c, 11, NULL), -ENOENT);
+	assert_int_equal(lookup(c, 10, NULL), -ENOENT);
+	assert_int_equal(lookup(c, 11, NULL), -ENOENT);
 	struct ing_catalog_row got;
-	assert_int_equal(ing_catalog_lookup(c, 2, &got), 0);
+	assert_int_equal(lookup(c, 2, &got), 0);
 	assert_int_equal(got.crc32c, 0);   /* the original row is untouched */
 	/* duplicate inside one batch */
 	struct ing_catalog_row twice[2] = { mkrow(20, 1), mkrow(20, 1) };
 	assert_int_equal(ing_catalog_insert(c, twice, 2), -EEXIST);
-	assert_int_equal(ing_catalog_lookup(c, 20, NULL), -ENOENT);
+	assert_int_equal(lookup(c, 20, NULL), -ENOENT);
 	/* the handle still works after a rollback */
 	assert_int_equal(ing_catalog_insert(c, rows, 2), 0);
 	assert_int_equal(ing_catalog_count(c), before + 2);
@@ -121,7 +130,7 @@ static void test_reopen_persists(void **state)
 	assert_non_null(c);
 	assert_int_equal(ing_catalog_count(c), 5);
 	struct ing_catalog_row got, want = mkrow(UINT64_MAX - 5, 0xffffffffu);
-	assert_int_equal(ing_catalog_lookup(c, UINT64_MAX - 5, &got), 0);
+	assert_int_equal(lookup(c, UINT64_MAX - 5, &got), 0);
 	assert_row_eq(&got, &want);
 	ing_catalog_close(c);
 }
@@ -137,8 +146,8 @@ static void test_two_handles(void **state)
 		big[i] = mkrow(1000 + (uint64_t)i, (uint32_t)i);
 	assert_int_equal(ing_catalog_insert(a, big, 100), 0);
 	assert_int_equal(ing_catalog_insert(b, big + 100, 100), 0);
-	assert_int_equal(ing_catalog_lookup(b, 1000, NULL), 0);   /* b sees a's commit */
-	assert_int_equal(ing_catalog_lookup(a, 1199, NULL), 0);
+	assert_int_equal(lookup(b, 1000, NULL), 0);   /* b sees a's commit */
+	assert_int_equal(lookup(a, 1199, NULL), 0);
 	assert_int_equal(ing_catalog_count(a), 205);
 	assert_int_equal(ing_catalog_insert(b, big + 50, 1), -EEXIST);
 	ing_catalog_close(a);
@@ -261,7 +270,7 @@ static void *writer_main(void *arg)
 			rows[i] = mkrow(w->base + k * 4 + (uint64_t)i, 3);
 		w->rc = ing_catalog_insert(c, rows, 4);
 		if (!w->rc)
-			w->rc = ing_catalog_lookup(c, w->base + k * 4, NULL);
+			w->rc = lookup(c, w->base + k * 4, NULL);
 	}
 	ing_catalog_close(c);
 	return NULL;
@@ -289,6 +298,80 @@ static void test_concurrent_writers(void **state)
 	ing_catalog_close(c);
 }
 
+/* (wafer, frame) is the key: the same frame id under two wafers is two frames; string ids
+ * of any shape (a GUID, a path, spaces, non-ASCII) come back as they went in. */
+static void test_string_ids(void **state)
+{
+	(void)state;
+	static const char *ids[] = { "0b5f9c3e-8d1a-4c2e-9f57-3a1d2b4c5e6f", "wafer-12/frame-7",
+				     "../../etc/passwd", "frame with spaces", "fr\xc3\xa4me-\xe6\x97\xa5" };
+	struct ing_catalog *c = ing_catalog_open(db);
+	assert_non_null(c);
+	int64_t before = ing_catalog_count(c);
+	for (unsigned i = 0; i < 5; i++) {
+		struct ing_catalog_row r[2];
+		for (int k = 0; k < 2; k++) {
+			memset(&r[k], 0, sizeof(r[k]));
+			snprintf(r[k].frame_id, sizeof(r[k].frame_id), "%s", ids[i]);
+			snprintf(r[k].wafer_id, sizeof(r[k].wafer_id), k ? "lot 7/w\xc3\xa9" : "A");
+			r[k].length = 10 + (uint64_t)k;
+			r[k].crc32c = 100 * i + (uint32_t)k;
+			snprintf(r[k].path, sizeof(r[k].path), "frames/x/%u-%d.frame", i, k);
+		}
+		assert_int_equal(ing_catalog_insert(c, r, 2), 0);
+		for (int k = 0; k < 2; k++) {
+			struct ing_catalog_row got;
+			assert_int_equal(ing_catalog_lookup(c, r[k].wafer_id, ids[i], &got), 0);
+			assert_string_equal(got.frame_id, ids[i]);
+			assert_int_equal(got.crc32c, r[k].crc32c);
+			assert_true(got.length == r[k].length);
+		}
+		assert_int_equal(ing_catalog_lookup(c, "B", ids[i], NULL), -ENOENT);
+		assert_int_equal(ing_catalog_insert(c, r, 1), -EEXIST);
+	}
+	assert_int_equal(ing_catalog_count(c), before + 10);
+	ing_catalog_close(c);
+}
+
+/* A catalog of schema 1 (INTEGER frame ids, before string ids) is migrated on open. */
+static void test_migrate_v1(void **state)
+{
+	(void)state;
+	char path[160], cmd[1024];
+	snprintf(path, sizeof(path), "%s/v1.db", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "sqlite3 '%s' \"CREATE TABLE frames (frame_id INTEGER PRIMARY KEY, wafer_id TEXT NOT NULL,"
+		 " timestamp INTEGER, length INTEGER NOT NULL, crc32c INTEGER NOT NULL, path TEXT NOT NULL,"
+		 " transport INTEGER, received_ns INTEGER, durable_ns INTEGER);"
+		 " CREATE INDEX frames_wafer ON frames(wafer_id);"
+		 " INSERT INTO frames VALUES (7, 'W1', 5, 4096, 3735928559, 'frames/W1/7.frame', 2, 1, 2);"
+		 " INSERT INTO frames VALUES (-1, 'W2', 6, 10, 1, 'frames/W2/18446744073709551615.frame', 1, 1, 2);\"",
+		 path);
+	assert_int_equal(system(cmd), 0);
+	struct ing_catalog *c = ing_catalog_open(path);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_count(c), 2);
+	struct ing_catalog_row got;
+	assert_int_equal(ing_catalog_lookup(c, "W1", "7", &got), 0);
+	assert_int_equal(got.crc32c, 3735928559u);
+	assert_string_equal(got.path, "frames/W1/7.frame");
+	assert_true(got.length == 4096 && got.timestamp == 5 && got.transport == 2);
+	/* a u64 id above INT64_MAX was stored as the same bit pattern */
+	assert_int_equal(ing_catalog_lookup(c, "W2", "18446744073709551615", &got), 0);
+	assert_string_equal(got.path, "frames/W2/18446744073709551615.frame");
+	/* same frame id under another wafer: allowed now */
+	struct ing_catalog_row r = got;
+	snprintf(r.wafer_id, sizeof(r.wafer_id), "W3");
+	assert_int_equal(ing_catalog_insert(c, &r, 1), 0);
+	ing_catalog_close(c);
+	/* reopening finds schema 2: nothing to migrate, rows intact */
+	c = ing_catalog_open(path);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_count(c), 3);
+	assert_int_equal(ing_catalog_lookup(c, "W3", "18446744073709551615", NULL), 0);
+	ing_catalog_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +383,8 @@ int main(void)
 		cmocka_unit_test(test_disk_full),
 		cmocka_unit_test(test_disk_full_recovers),
 		cmocka_unit_test(test_concurrent_writers),
+		cmocka_unit_test(test_string_ids),
+		cmocka_unit_test(test_migrate_v1),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

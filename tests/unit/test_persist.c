@@ -2,6 +2,7 @@
 /* test_persist.c - dataplane/persist.c end to end: pool -> workers -> files + catalog -> acks. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -85,7 +86,7 @@ static struct ing_frame *mkframe(uint64_t id, const char *wafer, uint64_t len, u
 {
 	struct ing_frame *f = ing_pool_get(pool, len);
 	assert_non_null(f);
-	f->frame_id = id;
+	snprintf(f->frame_id, sizeof(f->frame_id), "%llu", (unsigned long long)id);
 	f->length = len;
 	snprintf(f->wafer_id, sizeof(f->wafer_id), "%s", wafer);
 	f->timestamp = 1700000000000000000ll + (int64_t)id;
@@ -132,14 +133,24 @@ static struct ing_frame *one(struct ing_persist *p, struct ing_frame *f)
 	return r;
 }
 
-static void frame_path(char *out, size_t n, const char *root, const char *wafer, uint64_t id)
+static void frame_path(char *out, size_t n, const char *root, const char *wafer, const char *id)
 {
-	snprintf(out, n, "%s/frames/%s/%llu.frame", root, wafer, (unsigned long long)id);
+	char rel[600];
+	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), wafer, id), 0);
+	snprintf(out, n, "%s/%s", root, rel);
+}
+
+/* The catalog row of the frame mkframe(n, wafer, ...) made. */
+static int cat_lookup(struct ing_catalog *c, const char *wafer, uint64_t n, struct ing_catalog_row *row)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)n);
+	return ing_catalog_lookup(c, wafer, id, row);
 }
 
 static void check_stored(const char *root, const struct ing_frame *f, const uint8_t *want)
 {
-	char path[256];
+	char path[1024];
 	frame_path(path, sizeof(path), root, f->wafer_id, f->frame_id);
 	FILE *fp = fopen(path, "rb");
 	assert_non_null(fp);
@@ -191,7 +202,7 @@ static void test_store_and_catalog(void **state)
 	assert_int_equal(ing_catalog_count(c), N);
 	for (unsigned i = 0; i < N; i++) {
 		struct ing_catalog_row row;
-		assert_int_equal(ing_catalog_lookup(c, f[i]->frame_id, &row), 0);
+		assert_int_equal(ing_catalog_lookup(c, f[i]->wafer_id, f[i]->frame_id, &row), 0);
 		assert_int_equal(row.crc32c, f[i]->crc32c);
 		assert_int_equal(row.length, f[i]->length);
 		assert_string_equal(row.wafer_id, f[i]->wafer_id);
@@ -220,9 +231,9 @@ static void test_crc_mismatch(void **state)
 	assert_non_null(strstr(f->msg, "expected"));
 	assert_non_null(strstr(f->msg, "got"));
 	assert_int_equal(f->crc_computed, f->crc32c ^ 0x1);
-	char path[256];
+	char path[1024];
 	struct stat st;
-	frame_path(path, sizeof(path), dir, "WAF-1", 2000);
+	frame_path(path, sizeof(path), dir, "WAF-1", "2000");
 	assert_int_equal(stat(path, &st), -1);
 	/* no declared crc: accepted, the computed one is recorded */
 	ing_pool_put(f);
@@ -235,7 +246,7 @@ static void test_crc_mismatch(void **state)
 	ing_pool_put(f);
 	/* bad wafer id and bad length: invalid argument, nothing stored */
 	f = mkframe(2002, "WAF-1", 100, 2);
-	strcpy(f->wafer_id, "../../etc");
+	strcpy(f->wafer_id, "bad\x01wafer");   /* a control character: outside the id rule */
 	one(p, f);
 	assert_int_equal(f->status, ING_E_INVALID_ARGUMENT);
 	assert_false(f->retryable);
@@ -250,10 +261,10 @@ static void test_crc_mismatch(void **state)
 	snprintf(db, sizeof(db), "%s/catalog.db", dir);
 	struct ing_catalog *c = ing_catalog_open(db);
 	assert_non_null(c);
-	assert_int_equal(ing_catalog_lookup(c, 2000, NULL), -ENOENT);
-	assert_int_equal(ing_catalog_lookup(c, 2002, NULL), -ENOENT);
+	assert_int_equal(cat_lookup(c, "WAF-1", 2000, NULL), -ENOENT);
+	assert_int_equal(cat_lookup(c, "WAF-1", 2002, NULL), -ENOENT);
 	struct ing_catalog_row row;
-	assert_int_equal(ing_catalog_lookup(c, 2001, &row), 0);
+	assert_int_equal(cat_lookup(c, "WAF-1", 2001, &row), 0);
 	assert_int_equal(row.crc32c, crc);
 	ing_catalog_close(c);
 }
@@ -301,10 +312,10 @@ static void test_crc_precomputed(void **state)
 	struct ing_catalog *c = ing_catalog_open(db);
 	assert_non_null(c);
 	struct ing_catalog_row row;
-	assert_int_equal(ing_catalog_lookup(c, 2100, NULL), -ENOENT);
-	assert_int_equal(ing_catalog_lookup(c, 2101, &row), 0);
+	assert_int_equal(cat_lookup(c, "WAF-1", 2100, NULL), -ENOENT);
+	assert_int_equal(cat_lookup(c, "WAF-1", 2101, &row), 0);
 	assert_int_equal(row.crc32c, crc);
-	assert_int_equal(ing_catalog_lookup(c, 2102, &row), 0);
+	assert_int_equal(cat_lookup(c, "WAF-1", 2102, &row), 0);
 	assert_int_equal(row.crc32c, crc2);
 	ing_catalog_close(c);
 }
@@ -321,9 +332,9 @@ static void test_duplicates(void **state)
 	uint8_t orig[6000];
 	memcpy(orig, f->buf, sizeof(orig));
 	ing_pool_put(f);
-	char path[256];
+	char path[1024];
 	struct stat st1, st2;
-	frame_path(path, sizeof(path), dir, "WAF-D", 3000);
+	frame_path(path, sizeof(path), dir, "WAF-D", "3000");
 	assert_int_equal(stat(path, &st1), 0);
 	struct timespec ts = { 0, 20000000 };
 	nanosleep(&ts, NULL);
@@ -347,7 +358,7 @@ static void test_duplicates(void **state)
 	ing_pool_put(f);
 	assert_int_equal(stat(path, &st2), 0);
 	assert_int_equal(st1.st_ino, st2.st_ino);
-	struct ing_frame tmp = { .frame_id = 3000, .length = 6000 };
+	struct ing_frame tmp = { .frame_id = "3000", .length = 6000 };
 	strcpy(tmp.wafer_id, "WAF-D");
 	check_stored(dir, &tmp, orig);
 
@@ -404,7 +415,7 @@ static struct ing_frame *resend(struct ing_persist *p, uint64_t id, const char *
 static void test_rewrite_lost_file(void **state)
 {
 	(void)state;
-	char rd[128], path[256];
+	char rd[128], path[1024];
 	snprintf(rd, sizeof(rd), "%s/rewrite", dir);
 	struct ing_persist *p = start(rd, ING_SINK_FILE, 2);
 	assert_non_null(p);
@@ -415,9 +426,9 @@ static void test_rewrite_lost_file(void **state)
 	assert_false(f->duplicate);
 	memcpy(orig, f->buf, LEN);
 	ing_pool_put(f);
-	struct ing_frame ref = { .frame_id = 9100, .length = LEN };
+	struct ing_frame ref = { .frame_id = "9100", .length = LEN };
 	strcpy(ref.wafer_id, "WAF-R");
-	frame_path(path, sizeof(path), rd, "WAF-R", 9100);
+	frame_path(path, sizeof(path), rd, "WAF-R", "9100");
 	assert_int_equal(catalog_rows(rd), 1);
 
 	/* 1. file deleted */
@@ -631,7 +642,7 @@ static void test_big_frames(void **state)
 	for (unsigned i = 0; i < 4; i++) {
 		f[i] = ing_pool_get(big, 20u << 20);
 		assert_non_null(f[i]);
-		f[i]->frame_id = 8000 + i;
+		snprintf(f[i]->frame_id, sizeof(f[i]->frame_id), "%u", 8000 + i);
 		f[i]->length = (20u << 20) + 4096 * i + 7;
 		strcpy(f[i]->wafer_id, "WAF-B");
 		memset(f[i]->buf, 0x30 + (int)i, f[i]->length);
@@ -899,10 +910,68 @@ static void test_bad_opts(void **state)
 	assert_null(ing_persist_start(&o, acks));
 }
 
+/*
+ * String ids end to end through persistence: a GUID, a path, a path escape, spaces and
+ * non-ASCII, each under two wafers (the same frame id under two wafers is two frames),
+ * land byte-exact in files inside the data dir and are found in the catalog by their
+ * original ids.
+ */
+static void test_string_ids(void **state)
+{
+	(void)state;
+	static const char *ids[] = { "0b5f9c3e-8d1a-4c2e-9f57-3a1d2b4c5e6f", "wafer-12/frame-7",
+				     "../../etc/passwd", "frame with spaces", "fr\xc3\xa4me-\xe6\x97\xa5", ".." };
+	static const char *wafers[] = { "lot 7/w\xc3\xa9", "A" };
+	enum { NI = sizeof(ids) / sizeof(ids[0]), N = 2 * NI };
+	char sd[128], real_sd[PATH_MAX];
+	snprintf(sd, sizeof(sd), "%s/strings", dir);
+	struct ing_persist *p = start(sd, ING_SINK_FILE, 2);
+	assert_non_null(p);
+	assert_non_null(realpath(sd, real_sd));
+	struct ing_frame *f[N], *r[N];
+	for (unsigned i = 0; i < N; i++) {
+		f[i] = mkframe(7700 + i, wafers[i / NI], 3000 + i, 11);
+		snprintf(f[i]->frame_id, sizeof(f[i]->frame_id), "%s", ids[i % NI]);
+		submit(p, f[i]);
+	}
+	collect(r, N);
+	for (unsigned i = 0; i < N; i++) {
+		assert_int_equal(f[i]->status, ING_E_NONE);
+		assert_false(f[i]->duplicate);
+		check_stored(sd, f[i], f[i]->buf);
+		/* the file is inside the data dir, whatever the id says */
+		char path[1024], real[PATH_MAX];
+		frame_path(path, sizeof(path), sd, f[i]->wafer_id, f[i]->frame_id);
+		assert_non_null(realpath(path, real));
+		assert_memory_equal(real, real_sd, strlen(real_sd));
+		assert_int_equal(real[strlen(real_sd)], '/');
+	}
+	ing_persist_stop(p, 10000);
+	char db[256];
+	snprintf(db, sizeof(db), "%s/catalog.db", sd);
+	struct ing_catalog *c = ing_catalog_open(db);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_count(c), N);
+	for (unsigned i = 0; i < N; i++) {
+		struct ing_catalog_row row;
+		assert_int_equal(ing_catalog_lookup(c, wafers[i / NI], ids[i % NI], &row), 0);
+		assert_string_equal(row.frame_id, ids[i % NI]);
+		assert_int_equal(row.length, f[i]->length);
+		assert_int_equal(row.crc32c, f[i]->crc32c);
+		ing_pool_put(f[i]);
+	}
+	ing_catalog_close(c);
+	/* nothing was written outside: the data dir's parent holds no stray entries */
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "test ! -e '%s/etc' && test ! -e '%s/../etc'", sd, sd);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_store_and_catalog),
+		cmocka_unit_test(test_string_ids),
 		cmocka_unit_test(test_crc_mismatch),
 		cmocka_unit_test(test_crc_precomputed),
 		cmocka_unit_test(test_duplicates),

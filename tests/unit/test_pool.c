@@ -147,7 +147,7 @@ static void test_get_clears_frame_not_slot(void **state)
 	assert_non_null(f);
 	uint8_t *buf = f->buf;
 	uint32_t slot = f->slot;
-	f->frame_id = 42;
+	strcpy(f->frame_id, "42");
 	f->status = 7;
 	f->duplicate = true;
 	strcpy(f->wafer_id, "W1");
@@ -160,7 +160,7 @@ static void test_get_clears_frame_not_slot(void **state)
 		assert_ptr_equal(g->buf, buf);
 		assert_int_equal(g->slot, slot);
 	}
-	assert_int_equal(g->frame_id, 0);
+	assert_int_equal(g->frame_id[0], 0);
 	assert_int_equal(g->status, 0);
 	assert_false(g->duplicate);
 	assert_int_equal(g->wafer_id[0], 0);

@@ -34,20 +34,20 @@ static uint8_t *build_msg(const uint8_t *head, size_t hl, const uint8_t *body, s
 	return m;
 }
 
-static void check_chunk(uint64_t id, uint64_t off, bool last, const struct chunk_meta *meta,
+static void check_chunk(const char *id, uint64_t off, bool last, const struct chunk_meta *meta,
 			uint64_t sid, size_t body_len)
 {
 	uint8_t head[PRODUCER_CHUNK_HEAD_MAX];
 	uint8_t *body = malloc(body_len + 1);
 	assert_non_null(body);
-	synth_fill(body, body_len, id, 99);
+	synth_fill(body, body_len, synth_key(id), 99);
 	size_t hl = chunk_head_encode(head, sizeof(head), id, off, last, meta, sid, body_len);
 	assert_true(hl > 0);
 	uint8_t *m = build_msg(head, hl, body, body_len);
 
 	H3000__FrameChunk *c = h3000__frame_chunk__unpack(NULL, hl + body_len, m);
 	assert_non_null(c);
-	assert_int_equal(c->frameid, id);
+	assert_string_equal(c->frameid, id);
 	assert_int_equal(c->offset, off);
 	assert_int_equal(c->last, last);
 	assert_int_equal(c->sessionid, sid);
@@ -56,7 +56,7 @@ static void check_chunk(uint64_t id, uint64_t off, bool last, const struct chunk
 		assert_memory_equal(c->data.data, body, body_len);
 	if (meta) {
 		assert_non_null(c->meta);
-		assert_int_equal(c->meta->frameid, id);
+		assert_string_equal(c->meta->frameid, id);
 		assert_int_equal(c->meta->length, meta->length);
 		assert_string_equal(c->meta->waferid, meta->wafer_id);
 		assert_true(c->meta->timestamp == meta->timestamp);
@@ -86,14 +86,18 @@ static void test_chunk_first(void **state)
 	(void)state;
 	struct chunk_meta m = { .length = 3u << 20, .wafer_id = "W-42.a_b", .timestamp = 1763770000123456789,
 				.crc32c = 0xdeadbeef, .has_crc = true };
-	check_chunk(7, 0, false, &m, 123456789, 1u << 20);
+	check_chunk("7", 0, false, &m, 123456789, 1u << 20);
+	/* a GUID, a path-like id, spaces and non-ASCII: the bytes go out as they are */
+	check_chunk("0b5f9c3e-8d1a-4c2e-9f57-3a1d2b4c5e6f", 0, false, &m, 1, 4096);
+	check_chunk("wafer-12/frame-7", 0, false, &m, 1, 10);
+	check_chunk("frame \xc3\xa9t\xc3\xa9 7", 0, true, &m, 0, 3);
 }
 
 static void test_chunk_middle_and_last(void **state)
 {
 	(void)state;
-	check_chunk(7, 1u << 20, false, NULL, 5, 1u << 20);
-	check_chunk(7, 2u << 20, true, NULL, 5, 12345);
+	check_chunk("7", 1u << 20, false, NULL, 5, 1u << 20);
+	check_chunk("7", 2u << 20, true, NULL, 5, 12345);
 }
 
 static void test_chunk_single(void **state)
@@ -102,40 +106,44 @@ static void test_chunk_single(void **state)
 	/* a frame that fits one chunk: meta and last together, odd sizes */
 	struct chunk_meta m = { .length = 4097, .wafer_id = "w", .timestamp = 1, .crc32c = 1,
 				.has_crc = true };
-	check_chunk(1, 0, true, &m, 1, 4097);
+	check_chunk("1", 0, true, &m, 1, 4097);
 	m.length = 1;
-	check_chunk(2, 0, true, &m, 0, 1);
+	check_chunk("2", 0, true, &m, 0, 1);
 }
 
 static void test_chunk_extremes(void **state)
 {
 	(void)state;
-	char wafer[129];
-	memset(wafer, 'x', 128);
-	wafer[128] = '\0';
-	/* biggest varints, a negative timestamp (10-byte varint), a 128-byte wafer id */
+	char wafer[ING_ID_MAX + 1], id[ING_ID_MAX + 1];
+	memset(wafer, 'x', ING_ID_MAX);
+	wafer[ING_ID_MAX] = '\0';
+	memset(id, 'i', ING_ID_MAX);
+	id[ING_ID_MAX] = '\0';
+	/* biggest varints, a negative timestamp (10-byte varint), 256-byte ids */
 	struct chunk_meta m = { .length = UINT64_MAX, .wafer_id = wafer, .timestamp = -5,
 				.crc32c = UINT32_MAX, .has_crc = true };
-	check_chunk(UINT64_MAX, 0, false, &m, UINT64_MAX, 300);
-	check_chunk(UINT64_MAX, UINT64_MAX - 1, true, NULL, UINT64_MAX, 1);
+	check_chunk(id, 0, false, &m, UINT64_MAX, 300);
+	check_chunk(id, UINT64_MAX - 1, true, NULL, UINT64_MAX, 1);
 	uint8_t head[PRODUCER_CHUNK_HEAD_MAX];
-	assert_true(chunk_head_encode(head, sizeof(head), UINT64_MAX, 0, true, &m, UINT64_MAX,
+	assert_true(chunk_head_encode(head, sizeof(head), id, 0, true, &m, UINT64_MAX,
 				      64u << 20) <= PRODUCER_CHUNK_HEAD_MAX);
 	/* too small a buffer: 0, nothing written past cap */
-	assert_int_equal(chunk_head_encode(head, 10, 1, 0, false, &m, 1, 100), 0);
-	/* an over-long wafer id is refused */
-	char longw[200];
+	assert_int_equal(chunk_head_encode(head, 10, "1", 0, false, &m, 1, 100), 0);
+	/* an over-long wafer or frame id is refused */
+	char longw[ING_ID_MAX + 2];
 	memset(longw, 'y', sizeof(longw) - 1);
 	longw[sizeof(longw) - 1] = '\0';
+	assert_int_equal(chunk_head_encode(head, sizeof(head), longw, 0, false, NULL, 1, 100), 0);
 	m.wafer_id = longw;
-	assert_int_equal(chunk_head_encode(head, sizeof(head), 1, 0, false, &m, 1, 100), 0);
+	assert_int_equal(chunk_head_encode(head, sizeof(head), "1", 0, false, &m, 1, 100), 0);
 }
 
 static void test_ack_decode(void **state)
 {
 	(void)state;
 	H3000__Ack a = H3000__ACK__INIT;
-	a.frameid = 1ull << 40;
+	a.frameid = "1f0e6c2a-guid-like \xc3\xa9";
+	a.waferid = "W/7";
 	a.ok = 1;
 	a.msg = "stored";
 	a.stage = H3000__ACK_STAGE__ACK_STAGE_DURABLE;
@@ -148,7 +156,8 @@ static void test_ack_decode(void **state)
 	size_t n = h3000__ack__pack(&a, buf);
 	struct wire_ack w;
 	assert_int_equal(ack_decode(buf, n, &w), 0);
-	assert_int_equal(w.frame_id, 1ull << 40);
+	assert_string_equal(w.frame_id, "1f0e6c2a-guid-like \xc3\xa9");
+	assert_string_equal(w.wafer_id, "W/7");
 	assert_true(w.ok);
 	assert_string_equal(w.msg, "stored");
 	assert_int_equal(w.stage, 2);
@@ -159,18 +168,19 @@ static void test_ack_decode(void **state)
 	assert_int_equal(w.latency_ns, 123456789012ull);
 
 	/* failure with a long message: truncated, NUL-terminated */
-	char longmsg[400];
+	char longmsg[700];
 	memset(longmsg, 'm', sizeof(longmsg) - 1);
 	longmsg[sizeof(longmsg) - 1] = '\0';
 	H3000__Ack f = H3000__ACK__INIT;
-	f.frameid = 9;
+	f.frameid = "9";
 	f.msg = longmsg;
 	f.code = H3000__ERROR_CODE__ERROR_NO_SPACE;
 	f.retryable = 1;
-	uint8_t big[600];
+	uint8_t big[800];
 	n = h3000__ack__pack(&f, big);
 	assert_int_equal(ack_decode(big, n, &w), 0);
-	assert_int_equal(w.frame_id, 9);
+	assert_string_equal(w.frame_id, "9");
+	assert_string_equal(w.wafer_id, "");
 	assert_false(w.ok);
 	assert_int_equal(w.code, 8);
 	assert_true(w.retryable);
@@ -179,14 +189,14 @@ static void test_ack_decode(void **state)
 	/* unknown fields of every wire type are skipped */
 	uint8_t u[64];
 	size_t k = 0;
-	u[k++] = 0x08; u[k++] = 0x05;                          /* frameId = 5 */
-	u[k++] = (10 << 3) | 0; u[k++] = 0x80; u[k++] = 0x01;   /* varint */
+	u[k++] = 0x0a; u[k++] = 1; u[k++] = '5';               /* frameId = "5" */
+	u[k++] = (20 << 3) | 0; u[k++] = 0x80; u[k++] = 0x01;   /* varint */
 	u[k++] = (11 << 3) | 1; memset(u + k, 0xaa, 8); k += 8; /* fixed64 */
 	u[k++] = (12 << 3) | 2; u[k++] = 3; memcpy(u + k, "abc", 3); k += 3;
 	u[k++] = (13 << 3) | 5; memset(u + k, 0xbb, 4); k += 4; /* fixed32 */
 	u[k++] = 0x10; u[k++] = 0x01;                          /* ok = true */
 	assert_int_equal(ack_decode(u, k, &w), 0);
-	assert_int_equal(w.frame_id, 5);
+	assert_string_equal(w.frame_id, "5");
 	assert_true(w.ok);
 
 	/* malformed: truncated varint, length past the end, group wire type */
@@ -199,26 +209,28 @@ static void test_ack_decode(void **state)
 	assert_int_equal(ack_decode(NULL, 0, &w), 0);
 }
 
-static void test_wafer_ok(void **state)
+static void test_id_ok(void **state)
 {
 	(void)state;
-	char w[130];
-	assert_true(producer_wafer_ok("W42"));
-	assert_true(producer_wafer_ok("a.b_c-D9"));
-	assert_false(producer_wafer_ok(""));
-	assert_false(producer_wafer_ok(NULL));
-	assert_false(producer_wafer_ok("a/b"));
-	assert_false(producer_wafer_ok("a b"));
-	assert_false(producer_wafer_ok("é"));
-	assert_false(producer_wafer_ok("."));
-	assert_false(producer_wafer_ok(".."));
-	assert_true(producer_wafer_ok("..."));
-	memset(w, 'a', 128);
-	w[128] = '\0';
-	assert_true(producer_wafer_ok(w));
-	w[128] = 'a';
-	w[129] = '\0';
-	assert_false(producer_wafer_ok(w));
+	char w[ING_ID_MAX + 2];
+	assert_true(producer_id_ok("W42"));
+	assert_true(producer_id_ok("a.b_c-D9"));
+	assert_true(producer_id_ok("a/b"));
+	assert_true(producer_id_ok("a b"));
+	assert_true(producer_id_ok("\xc3\xa9"));            /* é */
+	assert_true(producer_id_ok(".."));
+	assert_true(producer_id_ok("../../etc/passwd"));
+	assert_false(producer_id_ok(""));
+	assert_false(producer_id_ok(NULL));
+	assert_false(producer_id_ok("a\tb"));               /* control character */
+	assert_false(producer_id_ok("\xc3"));               /* truncated UTF-8 */
+	assert_false(producer_id_ok("\xc0\xaf"));           /* overlong '/' */
+	memset(w, 'a', ING_ID_MAX);
+	w[ING_ID_MAX] = '\0';
+	assert_true(producer_id_ok(w));
+	w[ING_ID_MAX] = 'a';
+	w[ING_ID_MAX + 1] = '\0';
+	assert_false(producer_id_ok(w));
 }
 
 static void test_synth_vectors(void **state)
@@ -239,6 +251,9 @@ static void test_synth_vectors(void **state)
 	assert_int_equal(synth_frame_len(&s, 2), 11246269);
 	struct synth_spec s2 = { .seed = 7, .size_min = 65536, .size_max = 4u << 20 };
 	assert_int_equal(synth_frame_len(&s2, 300), 2972915);
+	/* the key of a string id: 64-bit FNV-1a of its bytes */
+	assert_true(synth_key("frame-1") == 0xb2ff214a2a8d9180ull);
+	assert_true(synth_key("") == 0xcbf29ce484222325ull);
 	struct synth_spec fixed = { .seed = 3, .size_min = 4096, .size_max = 4096 };
 	assert_int_equal(synth_frame_len(&fixed, 77), 4096);
 }
@@ -316,7 +331,7 @@ int main(void)
 		cmocka_unit_test(test_chunk_single),
 		cmocka_unit_test(test_chunk_extremes),
 		cmocka_unit_test(test_ack_decode),
-		cmocka_unit_test(test_wafer_ok),
+		cmocka_unit_test(test_id_ok),
 		cmocka_unit_test(test_synth_vectors),
 		cmocka_unit_test(test_synth_compare),
 		cmocka_unit_test(test_synth_fill_crc),

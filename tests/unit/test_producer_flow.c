@@ -239,8 +239,10 @@ int ing_grpc_chan_poll(struct ing_grpc_chan *ch, int timeout_ms)
 static void fake_ack(uint64_t id, bool ok, int stage, int code, bool dup)
 {
 	H3000__Ack a = H3000__ACK__INIT;
-	uint8_t buf[256];
-	a.frameid = id;
+	uint8_t buf[1024];
+	char ids[24];
+	snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
+	a.frameid = ids;
 	a.ok = ok;
 	a.stage = (H3000__AckStage)stage;
 	a.code = (H3000__ErrorCode)code;
@@ -286,7 +288,11 @@ static struct ing_producer *connect_default(unsigned credits, int frame_timeout_
 
 static struct ing_frame_desc desc(uint64_t id, const void *data, uint64_t len, void *user)
 {
-	struct ing_frame_desc d = { .frame_id = id, .wafer_id = "W1", .data = data, .length = len,
+	static char ids[8][24];   /* the library copies the id at submit */
+	static unsigned k;
+	char *sid = ids[k++ % 8];
+	snprintf(sid, sizeof(ids[0]), "%llu", (unsigned long long)id);
+	struct ing_frame_desc d = { .frame_id = sid, .wafer_id = "W1", .data = data, .length = len,
 				    .user = user };
 	return d;
 }
@@ -346,16 +352,30 @@ static void test_validation(void **state)
 	d.length = (1u << 20) + 1;
 	assert_int_equal(ing_producer_submit(p, &d), -EINVAL);          /* too big */
 	d.length = 10;
-	d.wafer_id = "bad/wafer";
+	d.wafer_id = "bad\twafer";                                      /* control character */
 	assert_int_equal(ing_producer_submit(p, &d), -EINVAL);
-	d.wafer_id = NULL;
+	char longid[ING_ID_MAX + 2];
+	memset(longid, 'w', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	d.wafer_id = longid;                                             /* 257 bytes */
 	assert_int_equal(ing_producer_submit(p, &d), -EINVAL);
 	d.wafer_id = "ok";
+	d.frame_id = "";                                                 /* empty id */
+	assert_int_equal(ing_producer_submit(p, &d), -EINVAL);
+	d.frame_id = "\xff\xfe";                                         /* not UTF-8 */
+	assert_int_equal(ing_producer_submit(p, &d), -EINVAL);
+	d.frame_id = longid;
+	assert_int_equal(ing_producer_submit(p, &d), -EINVAL);
+	d.frame_id = "1";
 	d.data = NULL;
 	assert_int_equal(ing_producer_submit(p, &d), -EINVAL);
 	d.data = buf;
 	assert_int_equal(ing_producer_submit(p, &d), 0);
-	assert_int_equal(ing_producer_submit(p, &d), -EINVAL);          /* id in flight */
+	assert_int_equal(ing_producer_submit(p, &d), -EINVAL);          /* (wafer, id) in flight */
+	d.wafer_id = "other";                                            /* same id, other wafer: */
+	assert_int_equal(ing_producer_submit(p, &d), 0);                /* another frame */
+	d.wafer_id = NULL;                                               /* the default wafer */
+	assert_int_equal(ing_producer_submit(p, &d), 0);
 	assert_int_equal(ing_producer_submit(NULL, &d), -EINVAL);
 	ing_producer_close(p, 0);
 }
@@ -383,7 +403,7 @@ static void test_chunks_and_acks(void **state)
 		memcpy(whole + m->head_len, m->body, m->body_len);
 		H3000__FrameChunk *c = h3000__frame_chunk__unpack(NULL, m->head_len + m->body_len, whole);
 		assert_non_null(c);
-		assert_int_equal(c->frameid, 77);
+		assert_string_equal(c->frameid, "77");
 		assert_int_equal(c->offset, off);
 		assert_int_equal(c->last, i == 2);
 		assert_int_equal(c->sessionid, 4242);
@@ -410,7 +430,7 @@ static void test_chunks_and_acks(void **state)
 	assert_int_equal(ing_producer_poll(p, acks, 8, 0), 0);
 	release_all();    /* the bytes are on the socket */
 	assert_int_equal(ing_producer_poll(p, acks, 8, 0), 1);
-	assert_int_equal(acks[0].frame_id, 77);
+	assert_string_equal(acks[0].frame_id, "77");
 	assert_int_equal(acks[0].stage, ING_ACK_RECEIVED);
 	assert_true(acks[0].ok);
 	assert_ptr_equal(acks[0].user, &tag);
@@ -452,7 +472,7 @@ static void test_credits_and_failures(void **state)
 	fake_ack(2, false, 0, H3000__ERROR_CODE__ERROR_CRC_MISMATCH, false);
 	assert_int_equal(ing_producer_submit(p, &d5), -EAGAIN);
 	assert_int_equal(ing_producer_poll(p, acks, 8, 0), 1);
-	assert_int_equal(acks[0].frame_id, 2);
+	assert_string_equal(acks[0].frame_id, "2");
 	assert_false(acks[0].ok);
 	assert_int_equal(acks[0].code, 3);
 	assert_int_equal(acks[0].stage, ING_ACK_NONE);
@@ -502,11 +522,11 @@ static void test_node_failure_stops_sending(void **state)
 	H3000__FrameChunk *c = h3000__frame_chunk__unpack(NULL, F.msgs[1].head_len + F.msgs[1].body_len,
 							  whole);
 	assert_non_null(c);
-	assert_int_equal(c->frameid, 22);
+	assert_string_equal(c->frameid, "22");
 	h3000__frame_chunk__free_unpacked(c, NULL);
 	release_all();
 	assert_int_equal(ing_producer_poll(p, acks, 8, 0), 1);
-	assert_int_equal(acks[0].frame_id, 21);
+	assert_string_equal(acks[0].frame_id, "21");
 	assert_false(acks[0].ok);
 	assert_int_equal(acks[0].code, 2);
 	assert_false(acks[0].retryable);

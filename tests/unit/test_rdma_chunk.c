@@ -131,7 +131,7 @@ static void test_sizes(void **state)
 		struct ing_rdma_notice n[4];
 		assert_int_equal(ing_rdma_lcore_notices(lc, n, 4), 1);
 		assert_int_equal(n[0].kind, ING_RDMA_NOTE_RECEIVED);
-		assert_int_equal(n[0].frame_id, k);
+		assert_int_equal(n[0].gen, k);
 		assert_int_equal(n[0].length, sizes[k]);
 		frame_free(f);
 	}

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -352,7 +353,8 @@ static struct ing_frame *frame_new(uint64_t id, uint64_t len, const uint8_t *src
 				   uint32_t qp_num)
 {
 	struct ing_frame *f = calloc(1, sizeof(*f));
-	f->frame_id = id;
+	snprintf(f->frame_id, sizeof(f->frame_id), "%llu", (unsigned long long)id);
+	f->gen = id;
 	f->session_id = 7;
 	f->length = len;
 	f->cap = (len + 4095) & ~4095ull;

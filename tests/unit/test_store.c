@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "common/ident.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/dataplane_internal.h"
 
@@ -57,38 +58,79 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void test_wafer_ids(void **state)
+/* ing_store_rel_path with a numeric frame id, as the older tests wrote them */
+static int relp(char *out, size_t cap, const char *wafer, uint64_t n)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)n);
+	return ing_store_rel_path(out, cap, wafer, id);
+}
+
+static void expect_name(const char *id, const char *want)
+{
+	char out[ING_ID_FILE_NAME_MAX + 1];
+	assert_int_equal(ing_id_file_name(out, sizeof(out), id), 0);
+	assert_string_equal(out, want);
+}
+
+/* File names of ids: safe ones as they are, others percent-encoded, long ones hashed. */
+static void test_file_names(void **state)
 {
 	(void)state;
-	char longid[ING_WAFER_ID_MAX + 2];
-	assert_true(ing_store_wafer_id_ok("W1"));
-	assert_true(ing_store_wafer_id_ok("lot-7.wafer_03"));
-	assert_true(ing_store_wafer_id_ok("..."));
-	assert_true(ing_store_wafer_id_ok(".hidden"));
-	memset(longid, 'a', ING_WAFER_ID_MAX);
-	longid[ING_WAFER_ID_MAX] = 0;
-	assert_true(ing_store_wafer_id_ok(longid));
-	longid[ING_WAFER_ID_MAX] = 'a';
-	longid[ING_WAFER_ID_MAX + 1] = 0;
-	assert_false(ing_store_wafer_id_ok(longid));
-	static const char *const bad[] = { "", ".", "..", "a/b", "../etc", "/abs", "a b", "a\\b",
-					   "w\n", "wé", "a:b", "*" };
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		if (ing_store_wafer_id_ok(bad[i]))
-			fail_msg("wafer id '%s' accepted", bad[i]);
-	assert_false(ing_store_wafer_id_ok(NULL));
+	char out[ING_ID_FILE_NAME_MAX + 1], out2[ING_ID_FILE_NAME_MAX + 1];
+	expect_name("W1", "W1");
+	expect_name("lot-7.wafer_03", "lot-7.wafer_03");
+	expect_name("...", "...");
+	expect_name(".hidden", ".hidden");
+	expect_name("0b5f9c3e-8d1a-4c2e-9f57-3a1d2b4c5e6f", "0b5f9c3e-8d1a-4c2e-9f57-3a1d2b4c5e6f");
+	expect_name(".", "%2E");
+	expect_name("..", "%2E%2E");
+	expect_name("wafer-12/frame-7", "wafer-12%2Fframe-7");
+	expect_name("../../etc/passwd", "%2E%2E%2F%2E%2E%2Fetc%2Fpasswd");
+	expect_name("a b", "a%20b");
+	expect_name("w\xc3\xa9", "w%C3%A9");
+	expect_name("50%", "50%25");
+	/* distinct ids, distinct names: an encoded name never equals a plain one */
+	expect_name("a%2Fb", "a%252Fb");
+	/* the rule is enforced */
+	assert_int_equal(ing_id_file_name(out, sizeof(out), ""), -EINVAL);
+	assert_int_equal(ing_id_file_name(out, sizeof(out), "a\nb"), -EINVAL);
+	assert_int_equal(ing_id_file_name(out, sizeof(out), "\xff"), -EINVAL);
+	assert_int_equal(ing_id_file_name(out, sizeof(out), NULL), -EINVAL);
+	assert_int_equal(ing_id_file_name(out, 3, "abcd"), -ENAMETOOLONG);
+	/* long ids: 256 bytes plain or encoded end in '~' + SHA-256, fit NAME_MAX with room */
+	char id[ING_ID_MAX + 2];
+	memset(id, 'a', ING_ID_MAX);
+	id[ING_ID_MAX] = '\0';
+	assert_int_equal(ing_id_file_name(out, sizeof(out), id), 0);
+	assert_true(strlen(out) <= ING_ID_FILE_NAME_MAX && strchr(out, '~'));
+	id[ING_ID_MAX - 1] = 'b';   /* differs only past the kept prefix */
+	assert_int_equal(ing_id_file_name(out2, sizeof(out2), id), 0);
+	assert_string_not_equal(out, out2);
+	memset(id, '/', 100);       /* 300 bytes encoded, '%2F' not cut in two */
+	id[100] = '\0';
+	assert_int_equal(ing_id_file_name(out, sizeof(out), id), 0);
+	assert_true(strlen(out) <= ING_ID_FILE_NAME_MAX);
+	assert_non_null(strchr(out, '~'));
+	assert_int_equal((int)(strchr(out, '~') - out) % 3, 0);
+	id[ING_ID_MAX + 1] = '\0';
+	memset(id, 'a', ING_ID_MAX + 1);
+	assert_int_equal(ing_id_file_name(out, sizeof(out), id), -EINVAL);   /* 257 bytes */
 }
 
 static void test_rel_path(void **state)
 {
 	(void)state;
 	char out[64];
-	assert_int_equal(ing_store_rel_path(out, sizeof(out), "W1", 42), 0);
+	assert_int_equal(relp(out, sizeof(out), "W1", 42), 0);
 	assert_string_equal(out, "frames/W1/42.frame");
-	assert_int_equal(ing_store_rel_path(out, sizeof(out), "W1", UINT64_MAX), 0);
+	assert_int_equal(relp(out, sizeof(out), "W1", UINT64_MAX), 0);
 	assert_string_equal(out, "frames/W1/18446744073709551615.frame");
-	assert_int_equal(ing_store_rel_path(out, 10, "W1", 42), -ENAMETOOLONG);
-	assert_int_equal(ing_store_rel_path(out, sizeof(out), "../x", 42), -EINVAL);
+	assert_int_equal(relp(out, 10, "W1", 42), -ENAMETOOLONG);
+	assert_int_equal(ing_store_rel_path(out, sizeof(out), "../x", "../../etc/passwd"), 0);
+	assert_string_equal(out, "frames/%2E%2E%2Fx/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd.frame");
+	assert_int_equal(ing_store_rel_path(out, sizeof(out), "", "1"), -EINVAL);
+	assert_int_equal(ing_store_rel_path(out, sizeof(out), "W", "a\x7f"), -EINVAL);
 }
 
 static void check_file(const char *root, const char *rel, const uint8_t *want, uint64_t len)
@@ -122,21 +164,21 @@ static void write_set(const char *root)
 	char rel[128];
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		/* aligned buffer: O_DIRECT path (rounded write + truncate) */
-		assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 100 + i), 0);
+		assert_int_equal(relp(rel, sizeof(rel), "W1", 100 + i), 0);
 		assert_int_equal(ing_store_write(root, rel, buf, lens[i], BUFCAP), 0);
 		check_file(root, rel, buf, lens[i]);
 		/* unaligned buffer: buffered path */
 		uint64_t n = lens[i] < BUFCAP ? lens[i] : BUFCAP - 3;
-		assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W2", 200 + i), 0);
+		assert_int_equal(relp(rel, sizeof(rel), "W2", 200 + i), 0);
 		assert_int_equal(ing_store_write(root, rel, buf + 3, n, BUFCAP - 3), 0);
 		check_file(root, rel, buf + 3, n);
 		/* aligned, but the slot cannot take the rounded length: buffered */
-		assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W3", 300 + i), 0);
+		assert_int_equal(relp(rel, sizeof(rel), "W3", 300 + i), 0);
 		assert_int_equal(ing_store_write(root, rel, buf, lens[i], lens[i]), 0);
 		check_file(root, rel, buf, lens[i]);
 	}
 	/* overwrite keeps exactly the new content */
-	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 100), 0);
+	assert_int_equal(relp(rel, sizeof(rel), "W1", 100), 0);
 	assert_int_equal(ing_store_write(root, rel, buf + 4096, 9000, BUFCAP - 4096), 0);
 	check_file(root, rel, buf + 4096, 9000);
 	check_no_temp(root);
@@ -185,11 +227,11 @@ static void test_enospc(void **state)
 		print_message("cannot mount a small tmpfs (%s): ENOSPC case skipped\n", strerror(errno));
 		skip();
 	}
-	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 1), 0);
+	assert_int_equal(relp(rel, sizeof(rel), "W1", 1), 0);
 	int rc = ing_store_write(mnt, rel, buf, BUFCAP, BUFCAP);
 	int rc2 = ing_store_write(mnt, rel, buf + 1, BUFCAP - 1, BUFCAP - 1);
 	/* a small one still fits afterwards: nothing half-written is left behind */
-	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 2), 0);
+	assert_int_equal(relp(rel, sizeof(rel), "W1", 2), 0);
 	int rc3 = ing_store_write(mnt, rel, buf, 8192, BUFCAP);
 	char cmd[256];
 	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -name '*.tmp.*')\"", mnt);
@@ -220,7 +262,7 @@ static void test_odirect_refused(void **state)
 		close(fd);
 	unlink(probe);
 	char rel[64];
-	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "W1", 7), 0);
+	assert_int_equal(relp(rel, sizeof(rel), "W1", 7), 0);
 	int rc = ing_store_write(mnt, rel, buf, 10000, BUFCAP);
 	if (rc == 0)
 		check_file(mnt, rel, buf, 10000);
@@ -238,11 +280,10 @@ static void test_wafer_dotdot_stored(void **state)
 {
 	(void)state;
 	char rel[64];
-	assert_true(ing_store_wafer_id_ok("lot..7"));
-	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "lot..7", 9), 0);
+	assert_int_equal(relp(rel, sizeof(rel), "lot..7", 9), 0);
 	assert_int_equal(ing_store_write(dir, rel, buf, 5000, BUFCAP), 0);
 	check_file(dir, rel, buf, 5000);
-	assert_int_equal(ing_store_rel_path(rel, sizeof(rel), "..x", 10), 0);
+	assert_int_equal(relp(rel, sizeof(rel), "..x", 10), 0);
 	assert_int_equal(ing_store_write(dir, rel, buf, 10, BUFCAP), 0);
 	/* real escapes are still refused */
 	assert_int_equal(ing_store_write(dir, "frames/../x.frame", buf, 10, BUFCAP), -EINVAL);
@@ -294,7 +335,7 @@ static void test_sweep_reused_pid(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_wafer_ids),
+		cmocka_unit_test(test_file_names),
 		cmocka_unit_test(test_rel_path),
 		cmocka_unit_test(test_write_ext4),
 		cmocka_unit_test(test_write_tmpfs),

@@ -27,7 +27,7 @@ struct cap {
 	uint64_t got;          /* highest off+n seen */
 	int fail_begin;        /* return this from data_begin */
 	bool ordered_at_begin;
-	uint64_t frame_at_begin;
+	char frame_at_begin[CP_ID_MAX + 1];
 };
 
 static int cap_begin(void *arg, struct chunk_parser *p, uint64_t len)
@@ -36,7 +36,7 @@ static int cap_begin(void *arg, struct chunk_parser *p, uint64_t len)
 	c->begins++;
 	c->begin_len = len;
 	c->ordered_at_begin = p->ordered;
-	c->frame_at_begin = p->frame_id;
+	memcpy(c->frame_at_begin, p->frame_id, sizeof(c->frame_at_begin));
 	return c->fail_begin;
 }
 
@@ -78,19 +78,19 @@ static int feed_split(const uint8_t *msg, size_t len, size_t step, size_t split)
 	return rc;
 }
 
-static size_t pack_chunk(uint8_t *buf, uint64_t frame, uint64_t off, bool last, uint64_t sid,
+static size_t pack_chunk(uint8_t *buf, const char *frame, uint64_t off, bool last, uint64_t sid,
 			 const uint8_t *data, size_t dlen, bool with_meta, const char *wafer)
 {
 	H3000__FrameChunk c = H3000__FRAME_CHUNK__INIT;
 	H3000__FrameMeta m = H3000__FRAME_META__INIT;
-	c.frameid = frame;
+	c.frameid = (char *)frame;
 	c.offset = off;
 	c.last = last;
 	c.sessionid = sid;
 	c.data.data = (uint8_t *)data;
 	c.data.len = dlen;
 	if (with_meta) {
-		m.frameid = frame;
+		m.frameid = (char *)frame;
 		m.length = 123456789;
 		m.waferid = (char *)wafer;
 		m.crc32c = 0xdeadbeef;
@@ -114,6 +114,14 @@ static size_t put_varint(uint8_t *p, uint64_t v)
 static size_t put_key(uint8_t *p, uint32_t field, int wt)
 {
 	return put_varint(p, (uint64_t)field << 3 | (unsigned)wt);
+}
+
+static size_t put_str(uint8_t *p, uint32_t field, const char *s)
+{
+	size_t n = put_key(p, field, 2), l = strlen(s);
+	n += put_varint(p + n, l);
+	memcpy(p + n, s, l);
+	return n + l;
 }
 
 static void check_meta(void)
@@ -141,10 +149,10 @@ static void test_every_split(void **state)
 {
 	(void)state;
 	fill_data();
-	size_t len = pack_chunk(msg, 0x1234567890ull, 0, true, 42, data, 3000, true, "wafer-7");
+	size_t len = pack_chunk(msg, "0x1234567890", 0, true, 42, data, 3000, true, "wafer-7");
 	for (size_t split = 0; split <= len; split++) {
 		assert_int_equal(feed_split(msg, len, 0, split), 0);
-		assert_int_equal(P.frame_id, 0x1234567890ull);
+		assert_string_equal(P.frame_id, "0x1234567890");
 		assert_int_equal(P.offset, 0);
 		assert_true(P.last);
 		assert_int_equal(P.session_id, 42);
@@ -157,7 +165,7 @@ static void test_every_split(void **state)
 		assert_int_equal(C.got, 3000);
 		assert_memory_equal(C.data, data, 3000);
 		/* data comes last: everything before it was known at data_begin */
-		assert_int_equal(C.frame_at_begin, 0x1234567890ull);
+		assert_string_equal(C.frame_at_begin, "0x1234567890");
 		check_meta();
 	}
 }
@@ -166,11 +174,11 @@ static void test_byte_steps(void **state)
 {
 	(void)state;
 	fill_data();
-	size_t len = pack_chunk(msg, 7, 1 << 20, false, 0, data, sizeof(data), false, NULL);
+	size_t len = pack_chunk(msg, "7", 1 << 20, false, 0, data, sizeof(data), false, NULL);
 	static const size_t steps[] = { 1, 2, 3, 7, 64, 1000, 4096, 1 << 20 };
 	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
 		assert_int_equal(feed_split(msg, len, steps[i], 0), 0);
-		assert_int_equal(P.frame_id, 7);
+		assert_string_equal(P.frame_id, "7");
 		assert_int_equal(P.offset, 1 << 20);
 		assert_false(P.last);
 		assert_int_equal(P.seen & (1u << CP_F_META), 0);
@@ -182,14 +190,14 @@ static void test_byte_steps(void **state)
 static void test_no_data(void **state)
 {
 	(void)state;
-	size_t len = pack_chunk(msg, 9, 0, true, 0, NULL, 0, true, "w");
+	size_t len = pack_chunk(msg, "9", 0, true, 0, NULL, 0, true, "w");
 	assert_int_equal(feed_split(msg, len, 1, 0), 0);
 	assert_false(P.has_data);
 	assert_int_equal(C.begins, 0);
 	assert_true(P.seen & (1u << CP_F_META));
 	/* empty message: all defaults */
 	assert_int_equal(feed_split(msg, 0, 1, 0), 0);
-	assert_int_equal(P.frame_id, 0);
+	assert_string_equal(P.frame_id, "");
 	assert_int_equal(P.seen, 0);
 }
 
@@ -200,7 +208,7 @@ static void test_any_order(void **state)
 	fill_data();
 	uint8_t meta[256];
 	H3000__FrameMeta m = H3000__FRAME_META__INIT;
-	m.frameid = 77;
+	m.frameid = (char *)"77";
 	m.length = 123456789;
 	m.waferid = (char *)"w";
 	m.crc32c = 0xdeadbeef;
@@ -218,15 +226,14 @@ static void test_any_order(void **state)
 	n += put_varint(msg + n, mlen);
 	memcpy(msg + n, meta, mlen);
 	n += mlen;
-	n += put_key(msg + n, CP_F_FRAME_ID, 0);
-	n += put_varint(msg + n, 77);
+	n += put_str(msg + n, CP_F_FRAME_ID, "77");
 	for (size_t split = 0; split <= n; split++) {
 		assert_int_equal(feed_split(msg, n, 0, split), 0);
-		assert_int_equal(P.frame_id, 77);
+		assert_string_equal(P.frame_id, "77");
 		assert_true(P.last);
 		assert_false(P.ordered);
 		assert_true(P.late_fields);
-		assert_int_equal(C.frame_at_begin, 0);  /* not known yet when data began */
+		assert_string_equal(C.frame_at_begin, "");  /* not known yet when data began */
 		assert_memory_equal(C.data, data, 500);
 		check_meta();
 	}
@@ -235,8 +242,7 @@ static void test_any_order(void **state)
 	n = 0;
 	n += put_key(msg + n, CP_F_OFFSET, 0);
 	n += put_varint(msg + n, 4096);
-	n += put_key(msg + n, CP_F_FRAME_ID, 0);
-	n += put_varint(msg + n, 5);
+	n += put_str(msg + n, CP_F_FRAME_ID, "5");
 	n += put_key(msg + n, CP_F_DATA, 2);
 	n += put_varint(msg + n, 10);
 	memcpy(msg + n, data, 10);
@@ -244,7 +250,7 @@ static void test_any_order(void **state)
 	assert_int_equal(feed_split(msg, n, 3, 0), 0);
 	assert_false(C.ordered_at_begin);
 	assert_int_equal(P.offset, 4096);
-	assert_int_equal(P.frame_id, 5);
+	assert_string_equal(P.frame_id, "5");
 	assert_false(P.late_fields);
 }
 
@@ -254,8 +260,7 @@ static void test_unknown_fields(void **state)
 	(void)state;
 	fill_data();
 	size_t n = 0;
-	n += put_key(msg + n, CP_F_FRAME_ID, 0);
-	n += put_varint(msg + n, 3);
+	n += put_str(msg + n, CP_F_FRAME_ID, "3");
 	n += put_key(msg + n, 6, 0);             /* varint */
 	n += put_varint(msg + n, UINT64_MAX);
 	n += put_key(msg + n, 7, 1);             /* fixed64 */
@@ -274,7 +279,7 @@ static void test_unknown_fields(void **state)
 	n += 20;
 	for (size_t split = 0; split <= n; split++) {
 		assert_int_equal(feed_split(msg, n, 0, split), 0);
-		assert_int_equal(P.frame_id, 3);
+		assert_string_equal(P.frame_id, "3");
 		assert_true(P.ordered);
 		assert_memory_equal(C.data, data, 20);
 	}
@@ -287,17 +292,17 @@ static void test_oversize_meta(void **state)
 	fill_data();
 	static char wafer[SVC_META_MAX + 100];
 	memset(wafer, 'a', sizeof(wafer) - 1);
-	size_t len = pack_chunk(msg, 11, 0, true, 0, data, 100, true, wafer);
+	size_t len = pack_chunk(msg, "11", 0, true, 0, data, 100, true, wafer);
 	assert_int_equal(feed_split(msg, len, 777, 0), 0);
 	assert_true(P.meta_oversize);
 	assert_int_equal(P.meta_len, SVC_META_MAX);
-	assert_int_equal(P.frame_id, 11);
+	assert_string_equal(P.frame_id, "11");
 	assert_memory_equal(C.data, data, 100);
 
 	/* two meta fields are concatenated (protobuf merge) */
 	uint8_t a[64], b[64];
 	H3000__FrameMeta m1 = H3000__FRAME_META__INIT, m2 = H3000__FRAME_META__INIT;
-	m1.frameid = 1;
+	m1.frameid = (char *)"1";
 	m1.waferid = (char *)"x";
 	m2.length = 99;
 	size_t la = h3000__frame_meta__pack(&m1, a), lb = h3000__frame_meta__pack(&m2, b);
@@ -313,7 +318,7 @@ static void test_oversize_meta(void **state)
 	assert_int_equal(feed_split(msg, n, 1, 0), 0);
 	H3000__FrameMeta *m = h3000__frame_meta__unpack(NULL, P.meta_len, P.meta);
 	assert_non_null(m);
-	assert_int_equal(m->frameid, 1);
+	assert_string_equal(m->frameid, "1");
 	assert_int_equal(m->length, 99);
 	assert_string_equal(m->waferid, "x");
 	h3000__frame_meta__free_unpacked(m, NULL);
@@ -337,7 +342,7 @@ static void test_malformed(void **state)
 
 	/* 11-byte varint */
 	n = 0;
-	n += put_key(m + n, CP_F_FRAME_ID, 0);
+	n += put_key(m + n, CP_F_OFFSET, 0);
 	memset(m + n, 0xff, 10);
 	n += 10;
 	m[n++] = 0x01;
@@ -353,7 +358,7 @@ static void test_malformed(void **state)
 
 	/* message ends inside a varint */
 	n = 0;
-	n += put_key(m + n, CP_F_FRAME_ID, 0);
+	n += put_key(m + n, CP_F_OFFSET, 0);
 	m[n++] = 0x80;
 	expect_bad(m, n);
 
@@ -367,7 +372,7 @@ static void test_malformed(void **state)
 
 	/* wrong wire type for a known field */
 	n = 0;
-	n += put_key(m + n, CP_F_FRAME_ID, 2);
+	n += put_key(m + n, CP_F_OFFSET, 2);
 	n += put_varint(m + n, 1);
 	m[n++] = 0;
 	expect_bad(m, n);
@@ -409,11 +414,11 @@ static void test_malformed(void **state)
 	memset(&C, 0, sizeof(C));
 	chunk_parser_init(&P, &cbs, &C);
 	chunk_parser_begin(&P, 2);
-	assert_int_equal(chunk_parser_feed(&P, (const uint8_t *)"\x08\x01\x08", 3), -EBADMSG);
+	assert_int_equal(chunk_parser_feed(&P, (const uint8_t *)"\x10\x01\x10", 3), -EBADMSG);
 
 	/* message longer than what was fed */
 	chunk_parser_begin(&P, 4);
-	assert_int_equal(chunk_parser_feed(&P, (const uint8_t *)"\x08\x01", 2), 0);
+	assert_int_equal(chunk_parser_feed(&P, (const uint8_t *)"\x10\x01", 2), 0);
 	assert_int_equal(chunk_parser_end(&P), -EBADMSG);
 }
 
@@ -421,7 +426,7 @@ static void test_callback_error(void **state)
 {
 	(void)state;
 	fill_data();
-	size_t len = pack_chunk(msg, 1, 0, false, 0, data, 50, false, NULL);
+	size_t len = pack_chunk(msg, "1", 0, false, 0, data, 50, false, NULL);
 	memset(&C, 0, sizeof(C));
 	C.fail_begin = -EPROTO;
 	chunk_parser_init(&P, &cbs, &C);
@@ -436,12 +441,12 @@ static void test_reuse(void **state)
 	(void)state;
 	fill_data();
 	assert_int_equal(feed_split((const uint8_t *)"\x08\xff", 2, 1, 0), -EBADMSG);
-	size_t len = pack_chunk(msg, 2, 8, true, 0, data, 8, false, NULL);
+	size_t len = pack_chunk(msg, "2", 8, true, 0, data, 8, false, NULL);
 	chunk_parser_begin(&P, len);
 	C.begins = 0;
 	assert_int_equal(chunk_parser_feed(&P, msg, len), 0);
 	assert_int_equal(chunk_parser_end(&P), 0);
-	assert_int_equal(P.frame_id, 2);
+	assert_string_equal(P.frame_id, "2");
 	assert_int_equal(P.offset, 8);
 	assert_null(P.err);
 }
@@ -451,7 +456,7 @@ static void test_random_splits(void **state)
 {
 	(void)state;
 	fill_data();
-	size_t len = pack_chunk(msg, 99, 65536, true, 5, data, sizeof(data), true, "W");
+	size_t len = pack_chunk(msg, "99", 65536, true, 5, data, sizeof(data), true, "W");
 	uint64_t x = 88172645463325252ull;
 	for (int round = 0; round < 200; round++) {
 		memset(&C, 0, sizeof(C));
@@ -469,7 +474,7 @@ static void test_random_splits(void **state)
 			off += k;
 		}
 		assert_int_equal(chunk_parser_end(&P), 0);
-		assert_int_equal(P.frame_id, 99);
+		assert_string_equal(P.frame_id, "99");
 		assert_int_equal(P.session_id, 5);
 		assert_memory_equal(C.data, data, sizeof(data));
 		check_meta();
