@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ident.c - the frame/wafer id rule (see ident.h). */
 #include "common/ident.h"
+#include "common/parse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -231,17 +232,6 @@ char *ing_id_escape(char *out, size_t cap, const char *id)
 	return out;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int ing_id_unescape(char *out, size_t cap, const char *tok)
 {
 	size_t o = 0;
@@ -249,7 +239,7 @@ int ing_id_unescape(char *out, size_t cap, const char *tok)
 	for (const char *s = tok; *s; s++) {
 		int c = (unsigned char)*s;
 		if (c == '%') {
-			int hi = hexval(s[1]), lo = hi < 0 ? -1 : hexval(s[2]);
+			int hi = ing_hex_digit(s[1]), lo = hi < 0 ? -1 : ing_hex_digit(s[2]);
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			c = hi * 16 + lo;

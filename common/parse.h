@@ -19,5 +19,7 @@ int ing_parse_size(const char *s, uint64_t *out);
 int ing_parse_size_n(const char *s, size_t n, uint64_t *out);
 /* A whole number, decimal or 0x-hex, at most max. 0, -EINVAL or -ERANGE. */
 int ing_parse_u64(const char *s, uint64_t max, uint64_t *out);
+/* The value of one hex digit (either case), or -1 (percent-decoding: ids, grpc-message). */
+int ing_hex_digit(char c);
 
 #endif

@@ -4,6 +4,7 @@
  */
 #include "control/grpc_internal.h"
 #include "control/grpc.h"
+#include "common/parse.h"
 
 #include <nghttp2/nghttp2.h>
 #include <stdbool.h>
@@ -130,17 +131,6 @@ size_t grpc_pct_encode(const char *in, char *out, size_t outlen)
 	return o;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 size_t grpc_pct_decode(const char *in, size_t inlen, char *out, size_t outlen)
 {
 	size_t o = 0;
@@ -148,8 +138,8 @@ size_t grpc_pct_decode(const char *in, size_t inlen, char *out, size_t outlen)
 		return 0;
 	for (size_t i = 0; i < inlen && o + 1 < outlen; i++) {
 		int hi, lo;
-		if (in[i] == '%' && i + 2 < inlen && (hi = hexval(in[i + 1])) >= 0 &&
-		    (lo = hexval(in[i + 2])) >= 0) {
+		if (in[i] == '%' && i + 2 < inlen && (hi = ing_hex_digit(in[i + 1])) >= 0 &&
+		    (lo = ing_hex_digit(in[i + 2])) >= 0) {
 			out[o++] = (char)(hi << 4 | lo);
 			i += 2;
 		} else {

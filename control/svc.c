@@ -85,7 +85,9 @@ static inline uint32_t slot_of(const struct ing_svc *s, uint64_t h)
 	return (uint32_t)(h ^ (h >> 32)) & s->ht_mask;
 }
 
-struct svc_frame *svc_frame_find(struct ing_svc *s, const char *wafer_id, const char *frame_id)
+/* The admitted frame named frame_id that wafer_id (NULL: any) and call pc (NULL: any) match. */
+static struct svc_frame *frame_lookup(struct ing_svc *s, const char *wafer_id,
+				      const struct svc_call *pc, const char *frame_id)
 {
 	uint64_t h = ing_id_hash(frame_id, strlen(frame_id));
 	for (uint32_t i = slot_of(s, h);; i = (i + 1) & s->ht_mask) {
@@ -93,24 +95,21 @@ struct svc_frame *svc_frame_find(struct ing_svc *s, const char *wafer_id, const 
 		if (v == 0)
 			return NULL;
 		struct svc_frame *e = &s->fr[v - 1];
-		if (e->id_hash == h && strcmp(e->f->frame_id, frame_id) == 0 &&
-		    strcmp(e->f->wafer_id, wafer_id) == 0)
+		if (e->id_hash == h && (!pc || e->call == pc) && strcmp(e->f->frame_id, frame_id) == 0 &&
+		    (!wafer_id || strcmp(e->f->wafer_id, wafer_id) == 0))
 			return e;
 	}
+}
+
+struct svc_frame *svc_frame_find(struct ing_svc *s, const char *wafer_id, const char *frame_id)
+{
+	return frame_lookup(s, wafer_id, NULL, frame_id);
 }
 
 struct svc_frame *svc_frame_find_call(struct ing_svc *s, const struct svc_call *pc,
 				      const char *frame_id)
 {
-	uint64_t h = ing_id_hash(frame_id, strlen(frame_id));
-	for (uint32_t i = slot_of(s, h);; i = (i + 1) & s->ht_mask) {
-		uint32_t v = s->ht[i];
-		if (v == 0)
-			return NULL;
-		struct svc_frame *e = &s->fr[v - 1];
-		if (e->id_hash == h && e->call == pc && strcmp(e->f->frame_id, frame_id) == 0)
-			return e;
-	}
+	return frame_lookup(s, NULL, pc, frame_id);
 }
 
 static void ht_insert(struct ing_svc *s, struct svc_frame *e)

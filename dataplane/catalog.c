@@ -155,6 +155,12 @@ static int64_t query_int(struct ing_catalog *c, const char *sql)
 	return v;
 }
 
+static int64_t int_id_columns(struct ing_catalog *c)
+{
+	return query_int(c, "SELECT count(*) FROM pragma_table_info('frames')"
+			 " WHERE name='frame_id' AND upper(type)='INTEGER'");
+}
+
 /*
  * Schema 1 (frame_id INTEGER PRIMARY KEY, ids unique across wafers) to schema 2, in one
  * transaction: a crash leaves either catalog whole. Ids become their decimal text (the
@@ -165,8 +171,13 @@ static int migrate_v1(struct ing_catalog *c)
 {
 	sqlite3_stmt *rd = NULL, *wr = NULL;
 	int64_t n = 0;
-	int rc = exec(c, "BEGIN IMMEDIATE;"
-		      "ALTER TABLE frames RENAME TO frames_v1;"
+	/* every persistence worker opens its own handle at start: the first to get the
+	 * write lock migrates, the others find schema 2 once they hold it */
+	int rc = exec(c, "BEGIN IMMEDIATE;");
+	if (rc == 0 && int_id_columns(c) <= 0)
+		return exec(c, "COMMIT;");
+	if (rc == 0)
+		rc = exec(c, "ALTER TABLE frames RENAME TO frames_v1;"
 		      "DROP INDEX IF EXISTS frames_wafer;"
 		      "CREATE TABLE frames (" FRAMES_COLUMNS);
 	if (rc == 0 &&
@@ -215,8 +226,7 @@ static int schema_init(struct ing_catalog *c)
 {
 	int64_t ver = query_int(c, "PRAGMA user_version");
 	int64_t has = query_int(c, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='frames'");
-	int64_t int_ids = query_int(c, "SELECT count(*) FROM pragma_table_info('frames')"
-				    " WHERE name='frame_id' AND upper(type)='INTEGER'");
+	int64_t int_ids = int_id_columns(c);
 
 	if (ver > SCHEMA_VERSION) {
 		ING_ERR(COMP, "%s: catalog schema %lld is newer than this ingestd (%d); refusing to open it",

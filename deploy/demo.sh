@@ -30,6 +30,7 @@ done
 SIZES=1M-16M
 SEED=42
 WAFER=demo-wafer
+ID_PREFIX="lot A7/frame-"   # string ids as a line would name them: stored under escaped names
 
 INGESTD=$BUILD/apps/ingestd
 SEND=$BUILD/apps/ingest-send
@@ -123,7 +124,7 @@ echo "ingestd pid $PID listening on 127.0.0.1:$PORT (log: $RUN/ingestd.log)"
 say "ingest-send: $COUNT synthetic frames, sizes $SIZES (seed $SEED), wafer $WAFER"
 rc=0
 "$SEND" --server "127.0.0.1:$PORT" --count "$COUNT" --sizes "$SIZES" --seed "$SEED" \
-	--wafer "$WAFER" --manifest "$RUN/manifest" --json >"$RUN/send.json" || rc=$?
+	--wafer "$WAFER" --id-prefix "$ID_PREFIX" --manifest "$RUN/manifest" --json >"$RUN/send.json" || rc=$?
 if [ "$rc" != 0 ]; then
 	echo "demo: ingest-send exited $rc (some frames not DURABLE); ingestd log tail:" >&2
 	tail -n 20 "$RUN/ingestd.log" >&2
@@ -166,7 +167,15 @@ if d["latency_ms"].get("node_durable", {}).get("count"):
     row("node DURABLE", d["latency_ms"]["node_durable"])
 print("  frames ok       %d (duplicates %d), failed %d" % (d["ok"], d["duplicate"], d["failed"]))
 print("  transport       %s: %s" % (d["transport"], d["transport_note"]))
-print("  stored in       %s/frames/<wafer>/<frame_id>.frame" % data)
+print("  stored in       %s/frames/<wafer>/<frame id, escaped>.frame" % data)
+try:
+    import sqlite3
+    row = sqlite3.connect(os.path.join(data, "catalog.db")).execute(
+        "SELECT wafer_id, frame_id, path FROM frames ORDER BY durable_ns LIMIT 1").fetchone()
+    if row:
+        print("                  e.g. frame %r of wafer %r is %s" % (row[1], row[0], row[2]))
+except Exception as e:  # the catalog is shown as an example only
+    print("                  (catalog example unavailable: %s)" % e)
 if sys.argv[3] != "1":
     print("                  (deleted when the demo ends; pass --keep to keep them)")
 print("  catalog         %s/catalog.db (sqlite3: SELECT * FROM frames)" % data)

@@ -44,3 +44,8 @@ add_test(NAME func.review.protocol
                  --ingestd $<TARGET_FILE:ingestd> --proto-dir ${PROJECT_SOURCE_DIR}/proto
                  --work ${CMAKE_BINARY_DIR}/test-work/review-protocol)
 set_tests_properties(func.review.protocol PROPERTIES LABELS "func;interop" TIMEOUT 120)
+#  - func.review.migrate: a data dir with a schema-1 catalog (INTEGER frame ids) is migrated
+#    on start and served: rows found by decimal id, duplicates, conflicts (tests/review/migrate.sh).
+add_test(NAME func.review.migrate
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/review/migrate.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(func.review.migrate PROPERTIES LABELS func TIMEOUT 180)

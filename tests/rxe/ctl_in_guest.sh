@@ -78,9 +78,9 @@ set -e
 cat "$T/ef.out" "$T/ef.err"
 [ $rc = 0 ] || fail "rdma_efault_check exit $rc"
 grep -q "not inside the registered frame pool" "$T/ef.err" || fail "no clear message for the -EFAULT refusal"
-[ ! -e "$T/data/frames/EFAULT-w/900.frame" ] && [ ! -e "$T/data/frames/EFAULT-w/901.frame" ] ||
+[ ! -e "$T/data/frames/EFAULT-w/efault-900-heap.frame" ] && [ ! -e "$T/data/frames/EFAULT-w/efault-900-beyond.frame" ] ||
 	fail "a refused frame reached the node"
-[ -e "$T/data/frames/EFAULT-w/902.frame" ] || fail "the valid frame was not stored"
+[ -e "$T/data/frames/EFAULT-w/efault-900-ok.frame" ] || fail "the valid frame was not stored"
 
 step "Stats: the RDMA data plane's counters"
 "$STATS" "$SERVER" >"$OUT/stats2.txt"

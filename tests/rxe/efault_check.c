@@ -64,9 +64,9 @@ int main(int argc, char **argv)
 	uint8_t *last = a > b ? a : b;   /* the pool's last buffer: its end is the pool's end */
 
 	char id0[64], id1[64], id2[64];
-	snprintf(id0, sizeof(id0), "efault/%" PRIu64 "-heap", id);
-	snprintf(id1, sizeof(id1), "efault/%" PRIu64 "-beyond", id);
-	snprintf(id2, sizeof(id2), "efault/%" PRIu64 "-ok", id);
+	snprintf(id0, sizeof(id0), "efault-%" PRIu64 "-heap", id);
+	snprintf(id1, sizeof(id1), "efault-%" PRIu64 "-beyond", id);
+	snprintf(id2, sizeof(id2), "efault-%" PRIu64 "-ok", id);
 	struct ing_frame_desc d = { .frame_id = id0, .wafer_id = "EFAULT-w", .data = heap,
 				    .length = FRAME };
 	int rc = ing_producer_submit(p, &d);
