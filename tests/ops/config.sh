@@ -66,6 +66,8 @@ port=$(wait_port "$TMP/port")
 	|| fail "ingest-verify in the file's data dir: $(tail -3 "$TMP/v1")"
 grep -q "credits 8" "$TMP/ingestd.log" || fail "the file's credits = 8 not in force"
 stop_ingestd
+n_file=$(find "$TMP/data-file/frames" -name '*.frame' | wc -l)
+[ "$n_file" = 6 ] || fail "$n_file frame files in the file's data dir, want 6"
 echo "ok: 6 frames stored in the file's data-dir, credits 8 in force"
 
 step "2. a flag overrides the file"
@@ -80,7 +82,8 @@ port=$(wait_port "$TMP/port")
 	|| fail "frames not in the flag's data dir: $(tail -3 "$TMP/v2")"
 grep -q "credits 5" "$TMP/ingestd.log" || fail "--credits 5 did not override credits = 8"
 stop_ingestd
-[ -e "$TMP/data-file/frames/ingest-send/100.frame" ] && fail "frame 100 went to the file's data dir"
+[ "$(find "$TMP/data-file/frames" -name '*.frame' | wc -l)" = 6 ] \
+	|| fail "frames of the second run went to the file's data dir"
 echo "ok: --data-dir and --credits on the command line won over the file"
 
 # expect_conf_error FILE LINE TEXT [ARGS...]: exit 2, exactly one line, naming FILE:LINE and TEXT
