@@ -11,13 +11,13 @@ PKGS=(
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libdpdk-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
   libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev sqlite3 liburing-dev
-  libcmocka-dev libsystemd-dev curl
+  libcmocka-dev libsystemd-dev
   # tests: real gRPC client, RDMA tools, Soft-RoCE guest
   python3 python3-grpcio python3-grpc-tools python3-h2 openssl
   ibverbs-utils rdmacm-utils perftest
   qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 util-linux
-  # tests: a real Prometheus scraping /metrics (+ promtool), systemd-analyze for the unit
-  prometheus systemd
+  # tests: a real Prometheus scraping /metrics (+ promtool), systemd-analyze, curl
+  prometheus systemd curl
   # bench
   iperf3 fio
 )
