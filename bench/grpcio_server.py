@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """grpcio_server.py - baseline for bench/fallback.sh: a stock Python grpcio server that
 implements h3000.RDMASvc Negotiate and PushFrames, counts the bytes of every FrameChunk
-and acks each frame (RECEIVED, then DURABLE) when its last chunk arrives. Nothing is
-stored. It is fed by the same ingest-send client as ingestd, so the ratio between the two
-is the cost of the server side only.
+and acks each frame when its last chunk arrives: string ids echoed, RECEIVED then DURABLE
+to sessions that asked for RECEIVED acks (NegotiateRequest.ackReceived), else one DURABLE,
+as ingestd does. Nothing is stored. It is fed by the same ingest-send client as ingestd,
+so the ratio between the two is the cost of the server side only.
 
 Needs Debian's python3-grpcio and python3-protobuf (/usr/bin/python3) and protoc
 (protobuf-compiler) to generate h3000_pb2 from proto/h3000.proto into a temp dir.
@@ -60,29 +61,43 @@ def main():
     cnt = Counters()
     max_msg = (4 << 20) + (64 << 10)
 
+    two_stage = set()   # sessions that asked for RECEIVED acks (NegotiateRequest.ackReceived)
+
     def negotiate(req, ctx):
         with cnt.lock:
             cnt.sessions += 1
             sid = cnt.sessions
+            if req.ackReceived:
+                two_stage.add(sid)
         credits = min(req.credits or args.credits, args.credits)
         return pb.NegotiateReply(
             version=1, sessionId=sid, transport=pb.TRANSPORT_GRPC_STREAM,
             available=[pb.TRANSPORT_GRPC_STREAM], maxFrameSize=64 << 20, credits=credits,
             maxChunkSize=1 << 20, message="grpcio baseline: counts bytes, stores nothing",
-            serverVersion="grpcio-" + grpc.__version__)
+            serverVersion="grpcio-" + grpc.__version__, ackReceived=req.ackReceived)
 
     def push_frames(req_iter, ctx):
+        # frames by their string id; the wafer comes from the first chunk's meta (empty:
+        # "default"); acks echo both ids, RECEIVED only to sessions that asked for it
+        md = dict(ctx.invocation_metadata())
+        sid = int(md.get("h3000-session-id", "0") or 0)
         got = {}
         for ch in req_iter:
             n = len(ch.data)
-            got[ch.frameId] = got.get(ch.frameId, 0) + n
+            if ch.HasField("meta"):
+                got[ch.frameId] = [0, ch.meta.waferId or "default"]
+            ent = got.setdefault(ch.frameId, [0, "default"])
+            ent[0] += n
             if ch.last:
-                total = got.pop(ch.frameId, 0)
+                total, wafer = got.pop(ch.frameId)
                 with cnt.lock:
                     cnt.frames += 1
                     cnt.bytes += total
-                yield pb.Ack(frameId=ch.frameId, ok=True, stage=pb.ACK_STAGE_RECEIVED)
-                yield pb.Ack(frameId=ch.frameId, ok=True, stage=pb.ACK_STAGE_DURABLE)
+                if (sid or ch.sessionId) in two_stage:
+                    yield pb.Ack(frameId=ch.frameId, waferId=wafer, ok=True,
+                                 stage=pb.ACK_STAGE_RECEIVED)
+                yield pb.Ack(frameId=ch.frameId, waferId=wafer, ok=True, msg="ok",
+                             stage=pb.ACK_STAGE_DURABLE)
 
     def stats(req, ctx):
         with cnt.lock:

@@ -77,7 +77,7 @@ def main():
                             stdout=log, stderr=subprocess.STDOUT)
 
     def stored(fid, wafer=WAFER):
-        return os.path.exists(os.path.join(data_dir, "frames", wafer, "%d.frame" % fid))
+        return os.path.exists(os.path.join(data_dir, "frames", wafer, "%s.frame" % fid))
 
     def chunk(fid, sid=0):
         data = os.urandom(5000)
@@ -125,14 +125,14 @@ def main():
                   "Negotiate with %s token: %s %r" % (name, code, det))
 
         # 3. no session named: no implicit session, nothing stored
-        code, det = code_of(lambda: list(stub.PushFrames(iter([chunk(101)]), timeout=10)))
+        code, det = code_of(lambda: list(stub.PushFrames(iter([chunk("auth-101")]), timeout=10)))
         check(code == grpc.StatusCode.UNAUTHENTICATED and "requires Negotiate with an authToken" in det,
               "PushFrames without a session: %s %r" % (code, det))
         code, det = code_of(lambda: list(stub.PushFrames(
-            iter([chunk(102, sid=12345)]), timeout=10)))
+            iter([chunk("auth-102", sid=12345)]), timeout=10)))
         check(code is not None and code != grpc.StatusCode.OK,
               "PushFrames naming a session never negotiated: refused (%s %r)" % (code, det))
-        meta = PB.FrameMeta(frameId=103, length=5000, waferId=WAFER, addr=4096, rkey=1)
+        meta = PB.FrameMeta(frameId="auth-103", length=5000, waferId=WAFER, addr=4096, rkey=1)
         code, det = code_of(lambda: list(stub.ControlStream(iter([meta]), timeout=10)))
         check(code == grpc.StatusCode.UNAUTHENTICATED and "requires Negotiate with an authToken" in det,
               "ControlStream without a session: %s %r" % (code, det))
@@ -145,19 +145,22 @@ def main():
                                                metadata=(("authorization", "Bearer " + WRONG),)))
         check(code == grpc.StatusCode.UNAUTHENTICATED, "Stats with a wrong bearer token: %s" % code)
         st = stub.Stats(PB.StatsRequest(), timeout=5, metadata=bearer)
-        check(st.framesReceived == 0 and not any(stored(f) for f in (101, 102, 103)),
+        check(st.framesReceived == 0 and
+              not any(stored(f) for f in ("auth-101", "auth-102", "auth-103")),
               "nothing stored from the refused calls (framesReceived %d)" % st.framesReceived)
 
         # 4. the right token
         rep = negotiate(TOKEN)
         check(rep.sessionId != 0, "Negotiate with the token: session %d" % rep.sessionId)
-        acks = list(stub.PushFrames(iter([chunk(201)]), timeout=10,
+        acks = list(stub.PushFrames(iter([chunk("auth-201")]), timeout=10,
                                     metadata=(("h3000-session-id", str(rep.sessionId)),)))
-        check(any(k.frameId == 201 and k.ok and k.stage == PB.ACK_STAGE_DURABLE for k in acks)
-              and stored(201), "frame on the negotiated session (header): DURABLE and stored")
-        acks = list(stub.PushFrames(iter([chunk(202, sid=rep.sessionId)]), timeout=10))
-        check(any(k.frameId == 202 and k.ok and k.stage == PB.ACK_STAGE_DURABLE for k in acks)
-              and stored(202), "frame on the negotiated session (sessionId): DURABLE and stored")
+        check([(k.frameId, k.ok, k.stage) for k in acks] ==
+              [("auth-201", True, PB.ACK_STAGE_DURABLE)] and stored("auth-201"),
+              "frame on the negotiated session (header): one DURABLE ack, stored")
+        acks = list(stub.PushFrames(iter([chunk("auth-202", sid=rep.sessionId)]), timeout=10))
+        check([(k.frameId, k.ok, k.stage) for k in acks] ==
+              [("auth-202", True, PB.ACK_STAGE_DURABLE)] and stored("auth-202"),
+              "frame on the negotiated session (sessionId): one DURABLE ack, stored")
         st = stub.Stats(PB.StatsRequest(), timeout=5, metadata=bearer)
         check(st.framesDurable == 2, "Stats with the bearer token: framesDurable %d" % st.framesDurable)
 
@@ -167,9 +170,9 @@ def main():
         r = subprocess.run(send + ["--first-id", "301", "--auth-token-file", tok],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
         out = (r.stdout + r.stderr).decode(errors="replace")
-        check(r.returncode == 0 and stored(301, "ingest-send") and TOKEN not in out,
+        check(r.returncode == 0 and stored("frame-301", "ingest-send") and TOKEN not in out,
               "ingest-send with the right token: exit %d, stored %s" %
-              (r.returncode, stored(301, "ingest-send")))
+              (r.returncode, stored("frame-301", "ingest-send")))
         if r.returncode != 0:
             print(out)
         for name, extra in (("a wrong token", ["--auth-token-file", wrong]), ("no token", [])):
@@ -177,7 +180,7 @@ def main():
                                stderr=subprocess.PIPE, timeout=60)
             err = r.stderr.decode(errors="replace")
             check(r.returncode != 0 and "UNAUTHENTICATED" in err and
-                  "bad or missing authToken" in err and not stored(302, "ingest-send") and
+                  "bad or missing authToken" in err and not stored("frame-302", "ingest-send") and
                   WRONG not in err,
                   "ingest-send with %s: exit %d, %r" % (name, r.returncode,
                                                         err.strip().splitlines()[-1:]))

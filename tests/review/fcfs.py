@@ -61,7 +61,7 @@ def main():
             for i in range(n_small):
                 if i == 8:
                     s_started.set()
-                yield from chunks(1000 + i, "FCFS-S", small)
+                yield from chunks("s-%d" % (1000 + i), "FCFS-S", small)
 
         def run(label, stub, reqs):
             for ack in stub.PushFrames(reqs, timeout=120):
@@ -72,7 +72,7 @@ def main():
         ts = threading.Thread(target=run, args=("S", stub_s, small_frames()))
         ts.start()
         s_started.wait(30)
-        tl = threading.Thread(target=run, args=("L", stub_l, chunks(7, "FCFS-L", big)))
+        tl = threading.Thread(target=run, args=("L", stub_l, chunks("large-7", "FCFS-L", big)))
         tl.start()
         ts.join(150)
         tl.join(150)
@@ -80,12 +80,16 @@ def main():
         bad = [o for o in order if not o[2]]
         check(not bad, "every frame DURABLE ok (%s)" % (bad[:3],))
         check(len(order) == n_small + 1, "%d acks for %d frames" % (len(order), n_small + 1))
+        check(sorted(o[1] for o in order if o[0] == "S") ==
+              sorted("s-%d" % (1000 + i) for i in range(n_small)) and
+              [o[1] for o in order if o[0] == "L"] == ["large-7"],
+              "each frame acked once, under the string id it was sent with")
         pos = [i for i, o in enumerate(order) if o[0] == "L"]
         small_after = len(order) - 1 - pos[0] if pos else 0
         check(bool(pos) and small_after >= n_small // 2,
               "the large frame became durable with %d of %d small frames still to go "
               "(served in turn, not after the small stream)" % (small_after, n_small))
-        path = os.path.join(data_dir, "frames", "FCFS-L", "7.frame")
+        path = os.path.join(data_dir, "frames", "FCFS-L", "large-7.frame")
         check(os.path.exists(path) and open(path, "rb").read() == big,
               "the large frame is stored byte for byte")
     finally:

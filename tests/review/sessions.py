@@ -74,19 +74,19 @@ def main():
         s3 = negotiate("third")     # table full: s1 (idle longest) makes room
         ok2 = False
         try:
-            ok2 = push_one(9001, s2)
+            ok2 = push_one("ses-9001", s2)
         except grpc.RpcError as e:
             print("  second session:", e.code(), e.details())
         check(ok2, "a session negotiated before the table filled still streams")
         try:
-            push_one(9002, s1)
+            push_one("ses-9002", s1)
             check(False, "the oldest idle session was evicted")
         except grpc.RpcError as e:
             check(e.code() == grpc.StatusCode.FAILED_PRECONDITION,
                   "the oldest idle session was evicted (%s)" % e.code())
         ok3 = False
         try:
-            ok3 = push_one(9003, s3)
+            ok3 = push_one("ses-9003", s3)
         except grpc.RpcError as e:
             print("  third session:", e.code(), e.details())
         check(ok3, "the new session streams")
@@ -95,22 +95,24 @@ def main():
         f1, f2 = Feeder(), Feeder()
         it1 = stub.PushFrames(f1, timeout=30, metadata=(("h3000-session-id", str(s2)),))
         it2 = stub.PushFrames(f2, timeout=30, metadata=(("h3000-session-id", str(s3)),))
-        f1.q.put(frame(9011, s2))
-        f2.q.put(frame(9012, s3))
+        f1.q.put(frame("ses-9011", s2))
+        f2.q.put(frame("ses-9012", s3))
         a1, a2 = next(it1), next(it2)   # the streams are bound to their sessions now
-        check(a1.ok and a2.ok, "two open streams")
+        check(a1.ok and a2.ok and (a1.frameId, a2.frameId) == ("ses-9011", "ses-9012"),
+              "two open streams")
         try:
             negotiate("fourth")
             check(False, "table full of streaming sessions: RESOURCE_EXHAUSTED")
         except grpc.RpcError as e:
             check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
                   "table full of streaming sessions: %s %s" % (e.code(), e.details()))
-        f1.q.put(frame(9021, s2))
+        f1.q.put(frame("ses-9021", s2))
         f1.q.put(Feeder.END)
         f2.q.put(Feeder.END)
         rest = list(it1)
         list(it2)
-        check(any(k.frameId == 9021 and k.ok and k.stage == PB.ACK_STAGE_DURABLE for k in rest),
+        check(any(k.frameId == "ses-9021" and k.ok and k.stage == PB.ACK_STAGE_DURABLE
+                  for k in rest),
               "the streaming session still works")
     except Exception as e:  # noqa: BLE001
         check(False, "no exception: %r" % e)
