@@ -716,7 +716,8 @@ static void shutdown_tick(void *arg)
 		d->deadline_ns = now + CLOSE_MS * 1000000ull;
 	}
 	if (d->phase == PH_CLOSE) {
-		if (ing_grpc_server_ncalls(d->srv) > 0 && now < d->deadline_ns) {
+		if ((ing_grpc_server_ncalls(d->srv) > 0 || !ing_grpc_server_flushed(d->srv)) &&
+		    now < d->deadline_ns) {
 			ing_timer_arm(d->loop, &d->tick, now + TICK_NS);
 			return;
 		}

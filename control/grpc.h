@@ -104,6 +104,9 @@ void ing_grpc_server_shutdown(struct ing_grpc_server *s);
 /* Health/Check answer for service "" and "h3000.RDMASvc". */
 void ing_grpc_server_set_serving(struct ing_grpc_server *s, bool serving);
 unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s);
+/* True when no connection has output waiting for the socket (a stop waits for this, so
+ * the last acks and trailers are out before the connections close). */
+bool ing_grpc_server_flushed(const struct ing_grpc_server *s);
 
 /* Queue one message (copied into the call's bounded outbound buffer). 0, -ENOBUFS when
  * over max_send_buffer (wait for on_writable), -EPIPE when the call is closed. */

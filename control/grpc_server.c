@@ -647,6 +647,14 @@ unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s)
 	return s->ncalls;
 }
 
+bool ing_grpc_server_flushed(const struct ing_grpc_server *s)
+{
+	for (const struct conn *cn = s->conns; cn; cn = cn->next)
+		if (cn->pend_len || (cn->h2 && nghttp2_session_want_write(cn->h2)))
+			return false;
+	return true;
+}
+
 /* ================================================================ nghttp2 callbacks */
 
 static void deadline_cb(void *arg)
@@ -1083,6 +1091,11 @@ static void conn_close(struct conn *cn, const char *why)
 	if (cn->ssl) {
 		SSL_free(cn->ssl);
 	}
+	/* close() with unread input sends RST, and an RST makes the peer's kernel drop what
+	 * the peer has not read yet (the last acks, the trailers): read the input away first */
+	char sink[4096];
+	for (int i = 0; i < 64 && recv(cn->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
 	close(cn->fd);
 	if (cn->prev)
 		cn->prev->next = cn->next;

@@ -746,8 +746,8 @@ void svc_call_flush(struct svc_call *pc)
 
 static void copy_utf8(char *dst, const char *src)
 {
-	size_t n = src ? strnlen(src, ING_ID_MAX) : 0;
-	if (n && ing_utf8_valid(src, n))
+	size_t n = src ? strnlen(src, ING_ID_MAX + 1) : 0;
+	if (n && n <= ING_ID_MAX && ing_utf8_valid(src, n))
 		memcpy(dst, src, n);
 	else
 		n = 0;

@@ -38,7 +38,9 @@ struct chunk_parser_cbs {
 	int (*data)(void *arg, struct chunk_parser *p, uint64_t off, const uint8_t *d, size_t n);
 };
 
-#define CP_ID_MAX 256u              /* frameId bytes kept; longer ids: id_oversize */
+/* frameId bytes kept: one more than an id may have, so an over-long id stays over-long
+ * (it is never answered under its 256-byte prefix, which may be another frame's id) */
+#define CP_ID_MAX 257u
 
 struct chunk_parser {
 	/* --- decoded fields of the current message (proto3: absent == 0 / "") --- */
@@ -131,7 +133,7 @@ struct svc_frame {
 
 /* An Ack that did not fit into the call's send buffer yet. */
 struct svc_ack {
-	char frame_id[ING_ID_MAX + 1];   /* empty when the id sent was not UTF-8 */
+	char frame_id[ING_ID_MAX + 1];   /* empty when the id sent was not UTF-8 or too long */
 	char wafer_id[ING_ID_MAX + 1];   /* empty when not known yet (refused early) */
 	uint64_t latency_ns;
 	uint32_t crc32c;
@@ -306,7 +308,8 @@ void svc_wait(struct svc_call *pc);
 bool svc_slot_waiter_ahead(const struct ing_svc *s, const struct svc_call *pc);
 int svc_send_ack(struct svc_call *pc, const struct svc_ack *a);
 /* Set a->frame_id to id and a->wafer_id to wafer (NULL: ""); each left empty when it
- * is not UTF-8, as an Ack's strings must be. */
+ * is not UTF-8 (an Ack's strings must be) or longer than ING_ID_MAX (its prefix could be
+ * another frame's id). */
 void svc_ack_set_id(struct svc_ack *a, const char *wafer, const char *id);
 void svc_nack(struct svc_call *pc, const char *frame_id, int code, bool retryable,
 	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -273,7 +273,8 @@ int main(int argc, char **argv)
 	/* Graceful: GOAWAY, calls in progress may finish, bounded. */
 	ing_grpc_server_shutdown(g_srv);
 	uint64_t grace = ing_now_ns() + 3000000000ull;
-	while (ing_grpc_server_ncalls(g_srv) && ing_now_ns() < grace)
+	while ((ing_grpc_server_ncalls(g_srv) || !ing_grpc_server_flushed(g_srv)) &&
+	       ing_now_ns() < grace)
 		ing_loop_run_once(g_loop, 50);
 	for (int i = 0; i < 5; i++)
 		ing_loop_run_once(g_loop, 20);   /* let the GOAWAY out */

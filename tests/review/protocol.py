@@ -92,8 +92,8 @@ try:
     check(len(bw) == 1 and not bw[0].ok and "waferId" in bw[0].msg,
           "frame with a bad waferId, 6 chunks: exactly one NACK naming waferId (%d acks: %s)"
           % (len(bw), [(x.ok, x.msg) for x in bw]))
-    long_acks = [k for k in acks if k.frameId.startswith("x")]
-    empty_acks = [k for k in acks if k.frameId == ""]
+    long_acks = [k for k in acks if k.frameId == "" and "longer than 256 bytes" in k.msg]
+    empty_acks = [k for k in acks if k.frameId == "" and "is empty" in k.msg]
     rule = "1 to 256 bytes of UTF-8 without control characters"
     check(len(long_acks) == 1 and not long_acks[0].ok and rule in long_acks[0].msg,
           "257-byte frame id, 6 chunks: exactly one NACK naming the rule (%d acks)" % len(long_acks))
