@@ -2,10 +2,14 @@
 # dpdk::static - DPDK EAL + ring + mempool linked statically, so ingestd carries no
 # runtime dependency on the DPDK shared objects and no driver plugin directory is scanned.
 # The ring mempool driver registers itself from a constructor: it needs --whole-archive.
+# Found through pkg-config only (libdir and include dirs of libdpdk.pc: any architecture).
+# Link it PRIVATE: its include dirs and -include rte_config.h must not reach other targets.
 pkg_check_modules(DPDK REQUIRED libdpdk)
+pkg_get_variable(DPDK_LIBDIR libdpdk libdir)
 set(_dpdk_libs mempool_ring mempool ring eal kvargs telemetry)
 foreach(_l IN LISTS _dpdk_libs)
-  find_library(DPDK_${_l}_A NAMES librte_${_l}.a PATHS ${DPDK_LIBRARY_DIRS} /usr/lib/x86_64-linux-gnu REQUIRED)
+  find_library(DPDK_${_l}_A NAMES librte_${_l}.a PATHS ${DPDK_LIBDIR} ${DPDK_STATIC_LIBRARY_DIRS}
+               NO_DEFAULT_PATH REQUIRED)
 endforeach()
 add_library(dpdk::static INTERFACE IMPORTED)
 # the include dirs only: libdpdk.pc's -march=corei7 and -include rte_config.h are set explicitly
@@ -16,7 +20,8 @@ foreach(_d IN LISTS DPDK_INCLUDE_DIRS)
   endif()
 endforeach()
 target_include_directories(dpdk::static SYSTEM INTERFACE ${_dpdk_inc})
-target_compile_options(dpdk::static INTERFACE -include rte_config.h -msse4.2)
+target_compile_options(dpdk::static INTERFACE -include rte_config.h
+                       $<$<STREQUAL:${CMAKE_SYSTEM_PROCESSOR},x86_64>:-msse4.2>)
 target_link_libraries(dpdk::static INTERFACE
   -Wl,--whole-archive ${DPDK_mempool_ring_A} -Wl,--no-whole-archive
   ${DPDK_mempool_A} ${DPDK_ring_A} ${DPDK_eal_A} ${DPDK_kvargs_A} ${DPDK_telemetry_A}

@@ -14,6 +14,21 @@
 static const char *const level_names[] = { "ERR", "WARN", "INFO", "DEBUG" };
 static const char *const level_json[] = { "error", "warning", "info", "debug" };
 static int log_level = -1; /* resolved from $ING_LOG_LEVEL on first use */
+static int log_default = ING_LOG_INFO;
+static ing_log_fn log_fn;   /* NULL: stderr */
+static void *log_ctx;
+
+void ing_log_set_handler(ing_log_fn fn, void *ctx)
+{
+	log_ctx = ctx;
+	__atomic_store_n(&log_fn, fn, __ATOMIC_RELEASE);
+}
+
+void ing_log_set_default_level(enum ing_log_level lvl)
+{
+	__atomic_store_n(&log_default, (int)lvl, __ATOMIC_RELAXED);
+}
+
 static int log_format = ING_LOG_TEXT;
 
 void ing_log_set_format(enum ing_log_format f)
@@ -142,6 +157,10 @@ int ing_log_parse_level(const char *s, enum ing_log_level *out)
 
 void ing_log_set_level(enum ing_log_level lvl)
 {
+	if ((int)lvl < ING_LOG_ERR)
+		lvl = ING_LOG_ERR;
+	if ((int)lvl > ING_LOG_DEBUG)
+		lvl = ING_LOG_DEBUG;
 	__atomic_store_n(&log_level, (int)lvl, __ATOMIC_RELAXED);
 }
 
@@ -149,7 +168,7 @@ enum ing_log_level ing_log_get_level(void)
 {
 	int l = __atomic_load_n(&log_level, __ATOMIC_RELAXED);
 	if (l < 0) {
-		enum ing_log_level e = ING_LOG_INFO;
+		enum ing_log_level e = (enum ing_log_level)__atomic_load_n(&log_default, __ATOMIC_RELAXED);
 		const char *env = getenv("ING_LOG_LEVEL");
 		if (env)
 			(void)ing_log_parse_level(env, &e);
@@ -165,7 +184,17 @@ void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ..
 	struct timespec ts;
 	struct tm tm;
 	int saved = errno;
+	ing_log_fn fn = __atomic_load_n(&log_fn, __ATOMIC_ACQUIRE);
 
+	if (fn) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(line, sizeof(line), fmt, ap);
+		va_end(ap);
+		fn(log_ctx, lvl, comp, line);
+		errno = saved;
+		return;
+	}
 	if (__atomic_load_n(&log_format, __ATOMIC_RELAXED) == ING_LOG_JSON) {
 		char msg[1024];
 		va_list ap;

@@ -9,11 +9,15 @@
 
 #include <stdint.h>
 
-enum ing_log_level { ING_LOG_ERR = 0, ING_LOG_WARN, ING_LOG_INFO, ING_LOG_DEBUG };
+#include "ingest/ingest.h"   /* enum ing_log_level, ing_log_fn: libingest's public part */
 
-/* Set the global threshold (default INFO, or $ING_LOG_LEVEL: err|warn|info|debug). */
-void ing_log_set_level(enum ing_log_level lvl);
+/*
+ * Set the global threshold (default INFO, or $ING_LOG_LEVEL: err|warn|info|debug).
+ * ing_log_set_level and ing_log_set_handler are libingest's public API (ingest/ingest.h).
+ */
 enum ing_log_level ing_log_get_level(void);
+/* The threshold used when neither ing_log_set_level nor $ING_LOG_LEVEL set one (libingest: WARN). */
+void ing_log_set_default_level(enum ing_log_level lvl);
 /* Parse "err|error|warn|warning|info|debug" (case-insensitive); -EINVAL if unknown. */
 int ing_log_parse_level(const char *s, enum ing_log_level *out);
 

@@ -453,7 +453,7 @@ static void producer_teardown_conn(struct ing_producer *p)
 		f->busy_refs = 0;
 		f->queued = false;
 		if (!f->done)
-			frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, PCODE_TRANSFER,
+			frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, ING_ERR_TRANSFER,
 				  1, 0, 0, 0, p->broken_msg);
 		frame_flush(p, f);
 	}
@@ -471,7 +471,7 @@ static void check_timeouts(struct ing_producer *p, uint64_t now)
 		char m[96];
 		snprintf(m, sizeof(m), "no DURABLE ack within %d ms", p->o.frame_timeout_ms);
 		ING_LOG_RL(ING_LOG_WARN, COMP, "frame %s: %s", f->id, m);
-		frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, PCODE_DEADLINE, 1, 0,
+		frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, ING_ERR_DEADLINE, 1, 0,
 			  0, 0, m);
 	}
 }
@@ -607,14 +607,61 @@ void ing_frame_free(struct ing_producer *p, void *buf)
 
 #define PRODUCER_AUTH_TOKEN_MAX 256u   /* ingestd's ING_AUTH_TOKEN_MAX */
 
-void ing_producer_opts_init(struct ing_producer_opts *o)
+/*
+ * ABI of the sized structs (include/ingest/producer.h): the caller's struct may be smaller
+ * (built against an older 1.x header) or larger (a newer one) than ours. Only
+ * min(theirs, ours) bytes are copied either way; a larger caller's tail must be zero on
+ * input (a field we do not know: refused) and is zeroed on output.
+ */
+#define SIZE_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* struct ing_ack.code carries the wire's h3000.ErrorCode as the public enum ing_error */
+#define SAME_CODE(n) _Static_assert((int)ING_ERR_##n == (int)H3000__ERROR_CODE__ERROR_##n, #n)
+SAME_CODE(INVALID_ARGUMENT);
+SAME_CODE(TOO_LARGE);
+SAME_CODE(CRC_MISMATCH);
+SAME_CODE(DUPLICATE_CONFLICT);
+SAME_CODE(DEADLINE);
+SAME_CODE(TRANSFER);
+SAME_CODE(IO);
+SAME_CODE(NO_SPACE);
+SAME_CODE(NO_TRANSPORT);
+SAME_CODE(BUSY);
+SAME_CODE(CANCELLED);
+SAME_CODE(INTERNAL);
+SAME_CODE(SHUTTING_DOWN);
+
+static bool tail_is_zero(const void *s, size_t ours, size_t theirs)
+{
+	const unsigned char *b = s;
+	for (size_t i = ours; i < theirs; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+static void opts_defaults(struct ing_producer_opts *o)
 {
 	memset(o, 0, sizeof(*o));
+	o->opts_size = sizeof(*o);
 	o->transport = ING_TRANSPORT_AUTO;
 	o->connect_timeout_ms = PRODUCER_DEFAULT_CONNECT_MS;
 	o->frame_timeout_ms = PRODUCER_DEFAULT_FRAME_TIMEOUT_MS;
 	o->recycle_on = ING_ACK_RECEIVED;
 	o->pool_frame_size = PRODUCER_DEFAULT_POOL_FRAME;
+}
+
+void ing_producer_opts_init_sz(struct ing_producer_opts *o, size_t opts_size)
+{
+	struct ing_producer_opts d;
+
+	if (!o || opts_size < sizeof(o->opts_size))
+		return;
+	opts_defaults(&d);
+	memcpy(o, &d, SIZE_MIN(opts_size, sizeof(d)));
+	if (opts_size > sizeof(d))
+		memset((char *)o + sizeof(d), 0, opts_size - sizeof(d));
+	o->opts_size = opts_size;
 }
 
 static const char *transport_name(int t)
@@ -743,10 +790,12 @@ static void producer_free(struct ing_producer *p)
 	free(p);
 }
 
-struct ing_producer *ing_producer_connect(const struct ing_producer_opts *o, char *err,
+struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, char *err,
 					  size_t errlen)
 {
 	char dummy[8];
+	struct ing_producer_opts full;
+	const struct ing_producer_opts *o = NULL;
 	H3000__NegotiateReply *r = NULL;
 	H3000__Transport offer[2];
 	size_t noffer = 0;
@@ -758,6 +807,23 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *o, cha
 		errlen = sizeof(dummy);
 	}
 	*err = '\0';
+	/* the first opts_size bytes of the caller's struct over our defaults */
+	if (uo) {
+		if (uo->opts_size < offsetof(struct ing_producer_opts, server) + sizeof(uo->server)) {
+			snprintf(err, errlen, "opts.opts_size %zu: initialise the options with ing_producer_opts_init",
+				 uo->opts_size);
+			return NULL;
+		}
+		if (!tail_is_zero(uo, sizeof(full), uo->opts_size)) {
+			snprintf(err, errlen, "options set that libingest %s does not know (opts_size %zu > %zu)",
+				 ing_version_string(), uo->opts_size, sizeof(full));
+			return NULL;
+		}
+		opts_defaults(&full);
+		memcpy(&full, uo, SIZE_MIN(uo->opts_size, sizeof(full)));
+		full.opts_size = sizeof(full);
+		o = &full;
+	}
 	if (!o || !o->server || !*o->server) {
 		snprintf(err, errlen, "no server address");
 		return NULL;
@@ -933,10 +999,24 @@ fail:
 
 /* ================================================================ submit / poll */
 
-int ing_producer_submit(struct ing_producer *p, const struct ing_frame_desc *d)
+/* The 1.0 struct ing_frame_desc ends with user: the least a caller can pass. */
+#define DESC_SIZE_1_0 (offsetof(struct ing_frame_desc, user) + sizeof(void *))
+
+int ing_producer_submit_sz(struct ing_producer *p, const struct ing_frame_desc *ud,
+				   size_t desc_size)
 {
-	if (!p || !d)
+	struct ing_frame_desc full;
+	const struct ing_frame_desc *d = ud;
+
+	if (!p || !ud || desc_size < DESC_SIZE_1_0)
 		return -EINVAL;
+	if (desc_size != sizeof(full)) {
+		if (!tail_is_zero(ud, sizeof(full), desc_size))
+			return -EOPNOTSUPP;
+		memset(&full, 0, sizeof(full));
+		memcpy(&full, ud, SIZE_MIN(desc_size, sizeof(full)));
+		d = &full;
+	}
 	if (p->broken || !p->call)
 		return -EPIPE;
 	const char *wafer = d->wafer_id && *d->wafer_id ? d->wafer_id : ING_DEFAULT_WAFER;
@@ -980,13 +1060,18 @@ int ing_producer_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	return 0;
 }
 
-static unsigned deliver(struct ing_producer *p, struct ing_ack *acks, unsigned max)
+/* Acks go out at the caller's stride ack_size: our fields up to it, zeros past ours. */
+static unsigned deliver(struct ing_producer *p, struct ing_ack *acks, size_t ack_size, unsigned max)
 {
 	unsigned n = 0;
 	while (n < max && p->aq_len) {
 		struct pack_entry *e = &p->ackq[p->aq_head];
-		if (acks)
-			acks[n] = e->a;
+		if (acks) {
+			char *dst = (char *)acks + (size_t)n * ack_size;
+			memcpy(dst, &e->a, SIZE_MIN(ack_size, sizeof(e->a)));
+			if (ack_size > sizeof(e->a))
+				memset(dst + sizeof(e->a), 0, ack_size - sizeof(e->a));
+		}
 		n++;
 		if (e->terminal)
 			p->undelivered_terminal--;
@@ -1022,9 +1107,13 @@ static void drive(struct ing_producer *p, int wait_ms)
 	check_timeouts(p, ing_now_ns());
 }
 
-int ing_producer_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, int timeout_ms)
+/* The 1.0 struct ing_ack ends with msg: the least stride a caller can pass. */
+#define ACK_SIZE_1_0 (offsetof(struct ing_ack, msg) + sizeof(((struct ing_ack *)0)->msg))
+
+int ing_producer_poll_sz(struct ing_producer *p, struct ing_ack *acks, unsigned max,
+				 size_t ack_size, int timeout_ms)
 {
-	if (!p)
+	if (!p || (acks && ack_size < ACK_SIZE_1_0))
 		return -EINVAL;
 	if (timeout_ms < 0 || timeout_ms > p->o.frame_timeout_ms)
 		timeout_ms = p->o.frame_timeout_ms;
@@ -1042,7 +1131,7 @@ int ing_producer_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max
 		if (p->broken && !p->nused)
 			break;
 	}
-	unsigned n = deliver(p, acks, max);
+	unsigned n = deliver(p, acks, ack_size, max);
 	if (!n && p->broken && !p->nused)
 		return p->broken_err < 0 ? p->broken_err : -EPIPE;
 	return (int)n;
@@ -1073,7 +1162,7 @@ void ing_producer_close(struct ing_producer *p, int timeout_ms)
 		while (p->call && p->ch && !p->broken && ing_now_ns() < end) {
 			if (ing_grpc_chan_poll(p->ch, 50) < 0)
 				break;
-			deliver(p, NULL, p->aq_len);
+			deliver(p, NULL, 0, p->aq_len);
 		}
 	}
 	if (p->call && p->ch)
@@ -1115,14 +1204,19 @@ unsigned ing_producer_in_flight(const struct ing_producer *p)
 	return p ? p->nused + p->undelivered_terminal : 0;
 }
 
-void ing_producer_get_stats(const struct ing_producer *p, struct ing_producer_stats *s)
+void ing_producer_get_stats_sz(const struct ing_producer *p, struct ing_producer_stats *s,
+				       size_t stats_size)
 {
-	if (!s)
+	struct ing_producer_stats st;
+
+	if (!s || !stats_size)
 		return;
-	if (!p) {
-		memset(s, 0, sizeof(*s));
-		return;
+	memset(&st, 0, sizeof(st));
+	if (p) {
+		st = p->st;
+		st.in_flight = ing_producer_in_flight(p);
 	}
-	*s = p->st;
-	s->in_flight = ing_producer_in_flight(p);
+	memcpy(s, &st, SIZE_MIN(stats_size, sizeof(st)));
+	if (stats_size > sizeof(st))
+		memset((char *)s + sizeof(st), 0, stats_size - sizeof(st));
 }

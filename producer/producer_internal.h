@@ -64,15 +64,7 @@ struct ing_producer;
 #define PRODUCER_PATH_NEGOTIATE "/h3000.RDMASvc/Negotiate"
 #define PRODUCER_SESSION_HEADER "h3000-session-id"
 
-/* h3000.ErrorCode values used locally */
-enum {
-	PCODE_NONE = 0,
-	PCODE_INVALID_ARGUMENT = 1,
-	PCODE_DEADLINE = 5,
-	PCODE_TRANSFER = 6,
-	PCODE_CANCELLED = 11,
-	PCODE_INTERNAL = 12,
-};
+/* Ack codes are the public enum ing_error (ingest/ingest.h), numbered as h3000.ErrorCode. */
 
 /* A queued ack; terminal = the last one of its frame (its credit returns on delivery). */
 struct pack_entry {

@@ -284,8 +284,10 @@ static void rdma_stop(struct ing_producer *p)
 	p->xport_priv = NULL;
 }
 
+#ifdef ING_TEST_HOOKS
 /*
- * TEST HOOKS - fault injection for the Soft-RoCE tests (tests/rxe/rdma_in_guest.sh,
+ * TEST HOOKS (compiled only into the test build ingest_testhooks, never into libingest or
+ * ingest-send: see producer/CMakeLists.txt) - fault injection for the Soft-RoCE tests (tests/rxe/rdma_in_guest.sh,
  * deploy/rxe-vm/README.md). Never set them outside a test: they make the node's READ of
  * one frame fail on purpose.
  *   ING_TEST_FAULT_RDMA_BAD_RKEY=<frame id>   that frame's FrameMeta carries a wrong rkey
@@ -331,6 +333,7 @@ static void test_hooks_load(struct ing_producer *p, struct rprod *r)
 		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%s: session %" PRIu64 " will announce that frame beyond its registered pool (fault injection, not for production)",
 			TEST_HOOK_BEYOND_MR, r->fault_beyond_mr, p->session_id);
 }
+#endif /* ING_TEST_HOOKS */
 
 static int rdma_start(struct ing_producer *p, char *err, size_t errlen)
 {
@@ -355,7 +358,9 @@ static int rdma_start(struct ing_producer *p, char *err, size_t errlen)
 		snprintf(err, errlen, "O_NONBLOCK: %s", strerror(errno));
 		return -errno;
 	}
+#ifdef ING_TEST_HOOKS
 	test_hooks_load(p, r);
+#endif
 	rc = conn_make(p, r, err, errlen);
 	if (rc)
 		return rc;
@@ -391,6 +396,7 @@ static int rdma_pump(struct ing_producer *p)
 		}
 		uint64_t addr = (uint64_t)(uintptr_t)f->data;
 		uint32_t rkey = r->mr->rkey;
+#ifdef ING_TEST_HOOKS
 		if (r->fault_bad_rkey[0] && strcmp(f->id, r->fault_bad_rkey) == 0) {
 			rkey ^= 0x00a5a500u;
 			ING_WARN(COMP, "TEST HOOK: frame %s announced with a wrong rkey", f->id);
@@ -400,6 +406,7 @@ static int rdma_pump(struct ing_producer *p)
 			ING_WARN(COMP, "TEST HOOK: frame %s announced half beyond the registered pool",
 				 f->id);
 		}
+#endif
 		size_t n = frame_meta_encode(buf, f->id, addr, rkey, f->len, f->wafer, f->timestamp,
 					     f->crc, p->session_id);
 		int rc = ing_grpc_ccall_send(p->call, buf, n, false);

@@ -6,7 +6,7 @@
 #  - func.ops.prometheus: a real Prometheus (1 s scrapes) over ingestd /metrics during
 #    ingest-send: rate() of bytes > 0 and histogram_quantile() finite, via its HTTP API.
 #  - func.ops.promtool: `promtool check metrics` clean; the page counts the traffic; HTTP.
-#  - func.ops.systemd: systemd-analyze verify of deploy/ingestd.service is clean.
+#  - func.ops.systemd: systemd-analyze verify of deploy/ingestd.service.in (paths filled in) is clean.
 #  - func.ops.sd_notify: READY=1 once serving, WATCHDOG=1 pings, STOPPING=1 on SIGTERM.
 set(_ops ${CMAKE_CURRENT_LIST_DIR}/ops)
 add_test(NAME func.ops.config COMMAND bash ${_ops}/config.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})

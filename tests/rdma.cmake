@@ -26,3 +26,8 @@ target_link_libraries(rxe_stats PRIVATE ingest_static)
 # libingest's -EFAULT range check on RDMA against a real ingestd (tests/rxe/ctl_in_guest.sh)
 add_executable(rdma_efault_check ${CMAKE_CURRENT_LIST_DIR}/rxe/efault_check.c)
 target_link_libraries(rdma_efault_check PRIVATE ingest_static)
+# ingest-send built against the test build of libingest with its fault-injection hooks
+# (ING_TEST_HOOKS: producer/rdma_producer.c), for tests/rxe/rdma_in_guest.sh only; the
+# shipped ingest-send and libingest.so.1 do not contain them.
+add_executable(ingest_send_testhooks ${PROJECT_SOURCE_DIR}/apps/ingest-send.c)
+target_link_libraries(ingest_send_testhooks PRIVATE ingest_testhooks)

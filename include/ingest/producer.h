@@ -1,9 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * h3000 ingest - producer library (libingest). C ABI: opaque handles, plain structs with
- * an explicit init function, no DPDK or verbs types. Until version 1.0 (soname
- * libingest.so.0) struct ing_producer_opts and struct ing_ack may gain fields at their
- * end: rebuild against the header of the library you link.
+ * h3000 ingest - producer library (libingest.so.1). C ABI: opaque handles and plain structs,
+ * no DPDK or verbs types. Version, error codes and logging: <ingest/ingest.h>.
+ *
+ * ABI (stable within major version 1): every struct that crosses the API travels with the
+ * size the caller was compiled with, so structs can grow at their end in later 1.x
+ * versions. The library reads and writes only that many bytes of the caller's struct
+ * (an older, smaller struct is never overrun), fills defaults for fields the caller does
+ * not know, and refuses (-EOPNOTSUPP / NULL) a non-zero field it does not know itself.
+ * The size is passed for you: ing_producer_opts_init(), ing_producer_submit(),
+ * ing_producer_poll() and ing_producer_get_stats() are macros over the *_sz functions
+ * that add sizeof of your struct (as rdma-core's ibv_query_device_ex does). A field's
+ * zero value always means "default". Acks are returned in a caller-declared array whose
+ * element size is that sizeof (a burst into a stack array, no call per field).
  *
  * Threading: a struct ing_producer is used by one thread at a time (it is driven by
  * ing_producer_poll; nothing runs in the background). Use one producer per thread.
@@ -19,11 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ingest/ingest.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define ING_API __attribute__((visibility("default")))
 
 /* Frame and wafer ids: 1 to ING_ID_MAX bytes of UTF-8 without control characters. */
 #define ING_ID_MAX 256
@@ -41,6 +50,8 @@ enum ing_ack_stage {
 };
 
 struct ing_producer_opts {
+	size_t opts_size;            /* sizeof(struct ing_producer_opts) of the caller: set by
+	                                ing_producer_opts_init (or by hand) */
 	const char *server;          /* "host:port" of ingestd's gRPC listener (required) */
 	enum ing_transport transport;/* default AUTO */
 	unsigned credits;            /* wanted frames in flight; 0: the server's default */
@@ -54,11 +65,11 @@ struct ing_producer_opts {
 	uint64_t pool_frame_size;    /* default 16 MiB */
 	const char *rdma_device;     /* NULL: the device that routes to the server */
 	uint32_t chunk_size;         /* fallback chunk data bytes; 0: the server's maxChunkSize */
-	/* ABI: new fields go last. */
 	const char *auth_token;      /* shared secret of an ingestd run with --auth-token-file,
 	                                sent as NegotiateRequest.authToken (at most 256 chars);
 	                                NULL: none. Read during ing_producer_connect only, not
 	                                kept, never logged */
+	/* ABI: new fields go last; zero must mean their default. */
 };
 
 struct ing_ack {
@@ -66,7 +77,7 @@ struct ing_ack {
 	char wafer_id[ING_ID_MAX + 1];  /* its wafer as the node filed it ("default" for empty) */
 	enum ing_ack_stage stage;    /* stage reached (NONE with ok=0 for early failures) */
 	int ok;
-	int code;                    /* h3000.ErrorCode */
+	int code;                    /* enum ing_error (ing_strerror); 0 when ok */
 	int retryable;
 	int duplicate;               /* already stored with the same crc: not rewritten */
 	uint32_t crc32c;             /* what the node computed (0 if unknown) */
@@ -76,6 +87,7 @@ struct ing_ack {
 	                                stage (Ack.latencyNs); 0 when the node did not say */
 	void *user;                  /* from struct ing_frame_desc */
 	char msg[512];
+	/* ABI: new fields go last. */
 };
 
 struct ing_frame_desc {
@@ -89,19 +101,27 @@ struct ing_frame_desc {
 	uint32_t crc32c;             /* of data; computed by the library when has_crc == 0 */
 	int has_crc;
 	void *user;                  /* returned in every ing_ack of this frame */
+	/* ABI: new fields go last; zero must mean their default. */
 };
 
 struct ing_producer_stats {
 	uint64_t submitted, received, durable, failed, duplicates, bytes;
 	unsigned in_flight;
+	/* ABI: new fields go last. */
 };
 
 struct ing_producer;
 
-ING_API void ing_producer_opts_init(struct ing_producer_opts *o);
 /*
- * Connect, Negotiate, set up RDMA when chosen. NULL with a reason in err on failure; a node
- * that refuses the auth token (UNAUTHENTICATED) puts its own message there.
+ * Defaults into the first opts_size bytes of o (the rest of a larger, newer struct is
+ * zeroed) and o->opts_size = opts_size. Use the macro: ing_producer_opts_init(&o).
+ */
+ING_API void ing_producer_opts_init_sz(struct ing_producer_opts *o, size_t opts_size);
+#define ing_producer_opts_init(o) ing_producer_opts_init_sz((o), sizeof(*(o)))
+/*
+ * Connect, Negotiate, set up RDMA when chosen. Reads o->opts_size bytes of o. NULL with a
+ * reason in err on failure (opts not initialised, an option this library does not know,
+ * ...); a node that refuses the auth token (UNAUTHENTICATED) puts its own message there.
  */
 ING_API struct ing_producer *ing_producer_connect(const struct ing_producer_opts *o, char *err,
 						 size_t errlen);
@@ -114,18 +134,33 @@ ING_API uint64_t ing_producer_session_id(const struct ing_producer *p);
 ING_API uint64_t ing_producer_max_frame(const struct ing_producer *p);
 ING_API unsigned ing_producer_credits(const struct ing_producer *p);
 ING_API unsigned ing_producer_in_flight(const struct ing_producer *p);
-ING_API void ing_producer_get_stats(const struct ing_producer *p, struct ing_producer_stats *s);
+/* Counters into the first stats_size bytes of s. Use the macro: ing_producer_get_stats(p, &s). */
+ING_API void ing_producer_get_stats_sz(const struct ing_producer *p, struct ing_producer_stats *s,
+				       size_t stats_size);
+#define ing_producer_get_stats(p, s) ing_producer_get_stats_sz((p), (s), sizeof(*(s)))
 
 /*
  * Submit one frame. 0 on success; -EAGAIN when no credit is free (poll, then retry);
  * -EINVAL for a bad descriptor (length 0 or too big, a frame or wafer id outside the
  * rule, the same (wafer, frame) already in flight); -EPIPE when the
- * connection is gone; -EFAULT when on RDMA the memory is not from ing_frame_alloc.
+ * connection is gone; -EFAULT when on RDMA the memory is not from ing_frame_alloc;
+ * -EOPNOTSUPP when d sets a field this library does not know. Reads desc_size bytes of d.
+ * Use the macro: ing_producer_submit(p, &d).
  */
-ING_API int ing_producer_submit(struct ing_producer *p, const struct ing_frame_desc *d);
-/* Drive I/O; up to max ACKs into acks. Returns the count, or -errno if the connection broke. */
-ING_API int ing_producer_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max,
-			      int timeout_ms);
+ING_API int ing_producer_submit_sz(struct ing_producer *p, const struct ing_frame_desc *d,
+				   size_t desc_size);
+#define ing_producer_submit(p, d) ing_producer_submit_sz((p), (d), sizeof(*(d)))
+/*
+ * Drive I/O for up to timeout_ms; up to max ACKs into acks, an array of elements of
+ * ack_size bytes (the caller's sizeof(struct ing_ack)): only those bytes of each element
+ * are written, fields this library does not know are zeroed. Returns the count, or -errno
+ * if the connection broke (-EINVAL for an ack_size below the 1.0 struct's).
+ * Use the macro: ing_producer_poll(p, acks, max, timeout_ms).
+ */
+ING_API int ing_producer_poll_sz(struct ing_producer *p, struct ing_ack *acks, unsigned max,
+				 size_t ack_size, int timeout_ms);
+#define ing_producer_poll(p, acks, max, timeout_ms) \
+	ing_producer_poll_sz((p), (acks), (max), sizeof(*(acks)), (timeout_ms))
 
 /* A frame buffer from the registered pool (len <= pool_frame_size), NULL when none free. */
 ING_API void *ing_frame_alloc(struct ing_producer *p, size_t len);

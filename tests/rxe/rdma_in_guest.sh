@@ -5,7 +5,8 @@
 #  2. 24 synthetic frames of 64 KiB-8 MiB with --transport rdma: all ok, transport rdma,
 #     every stored frame byte-identical (ingest-verify: bytes, crc32c, catalog row);
 #  3. AUTO picks RDMA and says so;
-#  4. a bad rkey (test hook ING_TEST_FAULT_RDMA_BAD_RKEY in libingest, logged as
+#  4. a bad rkey (test hook ING_TEST_FAULT_RDMA_BAD_RKEY in the test build of libingest,
+#     tests/ingest_send_testhooks, logged as
 #     "TEST HOOK ACTIVE") fails exactly that frame, the others of
 #     the batch succeed (the QP is re-established with the same session) and are verified;
 #  5. a FrameMeta whose range exceeds the producer's registered region (test hook
@@ -21,7 +22,8 @@ B=$ING_BUILD_DIR
 T=$ING_RXE_TMP
 OUT=$ING_RXE_OUT
 INGESTD=$B/apps/ingestd SEND=$B/apps/ingest-send VERIFY=$B/apps/ingest-verify STATS=$B/tests/rxe_stats
-ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$STATS"
+SEND_HOOKS=$B/tests/ingest_send_testhooks   # ingest-send with libingest's test hooks compiled in
+ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$STATS" "$SEND_HOOKS"
 PID=
 trap ing_kill_pid EXIT
 fail() {
@@ -62,7 +64,7 @@ echo "note: $(json "$T/s2.json" 'transport_note')"
 
 step "bad rkey fails exactly that frame"
 set +e
-ING_TEST_FAULT_RDMA_BAD_RKEY=frame-203 timeout 150 "$SEND" --server "$SERVER" --transport rdma --count 8 \
+ING_TEST_FAULT_RDMA_BAD_RKEY=frame-203 timeout 150 "$SEND_HOOKS" --server "$SERVER" --transport rdma --count 8 \
 	--size 1M --seed 4 --first-id 200 --wafer RXE-w2 --manifest "$T/m3" --json --quiet >"$T/s3.json" \
 	2>"$T/s3.err"
 set -e
@@ -77,7 +79,7 @@ timeout 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/m3.ok" || fail "ingest
 
 step "FrameMeta beyond the producer's registered region fails that frame only (node-side READ error)"
 set +e
-ING_TEST_FAULT_RDMA_BEYOND_MR=frame-302 timeout 150 "$SEND" --server "$SERVER" --transport rdma --count 6 \
+ING_TEST_FAULT_RDMA_BEYOND_MR=frame-302 timeout 150 "$SEND_HOOKS" --server "$SERVER" --transport rdma --count 6 \
 	--size 1M --seed 5 --first-id 300 --wafer RXE-w3 --manifest "$T/m4" --json --quiet >"$T/s4.json" \
 	2>"$T/s4.err"
 set -e

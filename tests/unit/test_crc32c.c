@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_crc32c.c - common/crc32c.c against known vectors and a bitwise reference. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,6 +140,71 @@ static void test_copy(void **state)
 	free(dst);
 }
 
+/*
+ * Every implementation built for this architecture that this CPU can run (sse4.2 or
+ * armv8-crc, and the table) against the bitwise reference: random lengths 0..100 KiB,
+ * random start alignments, random chaining seeds, plain and fused with a copy. The one in
+ * use must be one of them, and the best usable one unless $ING_CRC32C forced another.
+ */
+static void test_variants(void **state)
+{
+	(void)state;
+	size_t max = 100 * 1024 + 64;
+	uint8_t *src = malloc(max), *dst = malloc(max);
+	assert_non_null(src);
+	assert_non_null(dst);
+	for (size_t i = 0; i < max; i++)
+		src[i] = rnd8();
+	size_t nv = ing_crc32c_variants(), ran = 0, first_usable = nv;
+	int in_use = 0;
+	assert_true(nv >= 1);
+	assert_null(ing_crc32c_variant(nv, NULL));
+	for (size_t v = 0; v < nv; v++) {
+		int ok = 0;
+		const char *name = ing_crc32c_variant(v, &ok);
+		assert_non_null(name);
+		if (!strcmp(name, ing_crc32c_impl()))
+			in_use = 1;
+		if (!ok) {
+			uint32_t c = 0;
+			assert_int_equal(ing_crc32c_variant_run(v, &c, NULL, src, 8), -ENOTSUP);
+			printf("crc32c variant %s: not supported by this CPU\n", name);
+			continue;
+		}
+		if (first_usable == nv)
+			first_usable = v;
+		ran++;
+		for (int r = 0; r < 400; r++) {
+			size_t len = (size_t)(((uint32_t)rnd8() << 16 | (uint32_t)rnd8() << 8 | rnd8()) %
+					      (100 * 1024));
+			if (r < 64)
+				len = (size_t)r;          /* every short length */
+			size_t off = rnd8() % 64;
+			uint32_t seed = r & 1 ? ((uint32_t)rnd8() << 24 | rnd8()) : 0;
+			uint32_t want = ref_crc32c(seed, src + off, len), c = seed;
+			assert_int_equal(ing_crc32c_variant_run(v, &c, NULL, src + off, len), 0);
+			assert_int_equal(c, want);
+			size_t doff = rnd8() % 16;
+			memset(dst, 0x5a, max);
+			c = seed;
+			assert_int_equal(ing_crc32c_variant_run(v, &c, dst + doff, src + off, len), 0);
+			assert_int_equal(c, want);
+			assert_memory_equal(dst + doff, src + off, len);
+			for (size_t i = 0; i < doff; i++)
+				assert_int_equal(dst[i], 0x5a);
+			for (size_t i = doff + len; i < max; i++)
+				assert_int_equal(dst[i], 0x5a);
+		}
+		printf("crc32c variant %s: checked against the reference\n", name);
+	}
+	assert_true(ran >= 1);
+	assert_true(in_use);
+	if (!getenv("ING_CRC32C"))
+		assert_string_equal(ing_crc32c_impl(), ing_crc32c_variant(first_usable, NULL));
+	free(src);
+	free(dst);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -146,6 +213,7 @@ int main(void)
 		cmocka_unit_test(test_against_reference),
 		cmocka_unit_test(test_long_buffer),
 		cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_variants),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -550,7 +550,7 @@ static void test_frame_timeout(void **state)
 		got = ing_producer_poll(p, acks, 8, 20);
 	assert_int_equal(got, 1);
 	assert_false(acks[0].ok);
-	assert_int_equal(acks[0].code, PCODE_DEADLINE);
+	assert_int_equal(acks[0].code, ING_ERR_DEADLINE);
 	assert_int_equal(acks[0].stage, ING_ACK_RECEIVED);
 	assert_true(acks[0].retryable);
 	assert_int_equal(ing_producer_in_flight(p), 0);
@@ -575,7 +575,7 @@ static void test_connection_lost(void **state)
 	assert_int_equal(n, 2);
 	for (int i = 0; i < n; i++) {
 		assert_false(acks[i].ok);
-		assert_int_equal(acks[i].code, PCODE_TRANSFER);
+		assert_int_equal(acks[i].code, ING_ERR_TRANSFER);
 		assert_true(acks[i].retryable);
 	}
 	assert_int_equal(ing_producer_poll(p, acks, 8, 0), -ECONNRESET);

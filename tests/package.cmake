@@ -1,0 +1,11 @@
+# SPDX-License-Identifier: Apache-2.0
+# Install, Debian packages and the libingest ABI, label "package" (release tree only: an
+# ASan-built libingest.so cannot be loaded by the uninstrumented downstream programs).
+add_test(NAME package.install_consume
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/package/install_consume.sh ${PROJECT_BINARY_DIR}
+                 ${PROJECT_SOURCE_DIR})
+add_test(NAME package.deb
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/package/deb.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+add_test(NAME package.abi
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/package/abi_check.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(package.install_consume package.deb package.abi PROPERTIES LABELS package TIMEOUT 300)

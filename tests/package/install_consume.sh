@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# install_consume.sh BUILD_DIR SRC_DIR - what an operator and an application developer get
+# from `cmake --install` into a temporary prefix:
+#  1. the layout: 5 programs, libingest.so.1 (SONAME) with its symlinks, the header,
+#     ingest.pc, the CMake package, the systemd unit pointing into the prefix, the example
+#     config, man pages;
+#  2. libingest's DPDK, SQLite and hwloc stay private: not in the .so's DT_NEEDED, not in
+#     `pkg-config --cflags --libs ingest`, and the installed header compiles on its own;
+#  3. a downstream C program (tests/package/consumer) built against the prefix twice, with
+#     pkg-config and with find_package(ingest), sends frames to the installed ingestd
+#     (127.0.0.1, kernel-picked port) and checks every ack DURABLE with the right CRC;
+#  4. abi_compat (same prefix, pkg-config): the 1.x ABI promises, see its header comment;
+#  5. ingestd stops with exit 0 on SIGTERM; no fault-injection hook is in what is installed.
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+BUILD=$(cd "${1:?usage: install_consume.sh BUILD_DIR SRC_DIR}" && pwd)
+SRC=$(cd "${2:?usage: install_consume.sh BUILD_DIR SRC_DIR}" && pwd)
+T=$(mktemp -d /tmp/ing-install.XXXXXX)
+P=$T/prefix
+PID=
+cleanup() { ing_kill_pid; rm -rf "$T"; }
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	tail -n 30 "$T/ingestd.log" >&2 2>/dev/null || true
+	exit 1
+}
+
+step "cmake --install into $P"
+cmake --install "$BUILD" --prefix "$P" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "cmake --install"; }
+for f in bin/ingestd bin/ingest-send bin/ingest-verify bin/ingest-topo bin/ingest-doctor; do
+	[ -x "$P/$f" ] || fail "$f not installed"
+done
+for f in include/ingest/producer.h lib/pkgconfig/ingest.pc lib/cmake/ingest/ingestConfig.cmake \
+	lib/cmake/ingest/ingestConfigVersion.cmake lib/cmake/ingest/ingestTargets.cmake \
+	etc/h3000/ingestd.conf lib/systemd/system/ingestd.service; do
+	[ -f "$P/$f" ] || fail "$f not installed"
+done
+[ "$(readlink "$P/lib/libingest.so")" = libingest.so.1 ] || fail "libingest.so is not a link to libingest.so.1"
+real=$(readlink "$P/lib/libingest.so.1") || fail "libingest.so.1 is not a symlink"
+[[ $real == libingest.so.1.* ]] && [ -f "$P/lib/$real" ] || fail "libingest.so.1 -> $real"
+soname=$(readelf -d "$P/lib/libingest.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+[ "$soname" = libingest.so.1 ] || fail "SONAME is '$soname'"
+grep -qx "ExecStart=$P/bin/ingestd --config $P/etc/h3000/ingestd.conf" \
+	"$P/lib/systemd/system/ingestd.service" ||
+	fail "the unit does not start $P/bin/ingestd --config $P/etc/h3000/ingestd.conf"
+for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor; do
+	zcat "$P/share/man/man1/$m.1.gz" | grep -q '^\.TH' || fail "man page $m.1.gz missing or empty"
+done
+zcat "$P/share/man/man1/ingestd.1.gz" | grep -qF 'data\-dir' || fail "ingestd(1) lacks its options"
+
+step "no test hooks in what is installed"
+for f in "$P/lib/libingest.so.1" "$P"/bin/*; do
+	if strings "$f" | grep -E 'ING_TEST_|TEST HOOK'; then fail "$f carries test hooks"; fi
+done
+
+step "DPDK, SQLite, hwloc stay private"
+needed=$(readelf -d "$P/lib/libingest.so.1" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+echo "libingest.so.1 needs: $needed"
+if grep -Eq 'rte_|dpdk|sqlite|hwloc|numa' <<<"$needed"; then fail "libingest needs $needed"; fi
+export PKG_CONFIG_PATH=$P/lib/pkgconfig PKG_CONFIG_LIBDIR=/nonexistent
+flags=$(pkg-config --cflags --libs ingest) || fail "pkg-config ingest"
+echo "pkg-config --cflags --libs ingest: $flags"
+[ "$(pkg-config --modversion ingest)" = "$(sed -n 's/^Version: //p' "$P/lib/pkgconfig/ingest.pc")" ] || fail "modversion"
+for w in $flags; do
+	case $w in -I*|-L*|-lingest) ;; *) fail "unexpected flag $w from ingest.pc" ;; esac
+done
+printf '#include <ingest/producer.h>\nint main(void) { return ing_crc32c(0, "123456789", 9) == 0xe3069283u ? 0 : 1; }\n' >"$T/alone.c"
+cc -std=c11 -Wall -Wextra -Werror -pedantic "$T/alone.c" $flags -Wl,-rpath,"$P/lib" -o "$T/alone" ||
+	fail "the installed header does not compile on its own"
+"$T/alone" || fail "ing_crc32c from the installed library is wrong"
+
+step "downstream program, built with pkg-config"
+# shellcheck disable=SC2086
+cc -std=c11 -O2 -Wall -Werror "$SRC/tests/package/consumer/consumer.c" $(pkg-config --cflags --libs ingest) \
+	-Wl,-rpath,"$(pkg-config --variable=libdir ingest)" -o "$T/consumer-pc" || fail "cc with pkg-config"
+step "downstream program, built with find_package(ingest)"
+cmake -S "$SRC/tests/package/consumer" -B "$T/cmake-build" -DCMAKE_PREFIX_PATH="$P" \
+	-DCMAKE_BUILD_TYPE=Release >"$T/cmake.log" 2>&1 || { cat "$T/cmake.log"; fail "cmake find_package(ingest)"; }
+cmake --build "$T/cmake-build" >>"$T/cmake.log" 2>&1 || { cat "$T/cmake.log"; fail "cmake --build of the consumer"; }
+for c in "$T/consumer-pc" "$T/cmake-build/consumer"; do
+	got=$(ldd "$c" | awk '$1 == "libingest.so.1" { print $3 }')
+	[ -n "$got" ] && [ "$(realpath "$got")" = "$(realpath "$P/lib/libingest.so.1")" ] ||
+		fail "$c does not load $P/lib/libingest.so.1: $(ldd "$c")"
+done
+
+step "both send frames to the installed ingestd"
+ing_start "$P/bin/ingestd" "$T/port" "$T/ingestd.log" --data-dir "$T/data" --pool 1M:8 --workers 1
+PID=$ING_PID
+timeout 60 "$T/consumer-pc" "$ING_SERVER" PKG-pc 1 12 || fail "consumer (pkg-config) exited $?"
+timeout 60 "$T/cmake-build/consumer" "$ING_SERVER" PKG-cmake 101 12 || fail "consumer (cmake) exited $?"
+[ "$(find "$T/data/frames/PKG-pc" "$T/data/frames/PKG-cmake" -name '*.frame' | wc -l)" = 24 ] ||
+	fail "expected 24 stored frames"
+timeout 60 "$P/bin/ingest-send" --server "$ING_SERVER" --transport grpc --count 5 --size 300K --first-id 501 \
+	--wafer PKG-send --manifest "$T/m" --json --quiet >"$T/send.json" || fail "installed ingest-send exited $?"
+timeout 60 "$P/bin/ingest-verify" --data-dir "$T/data" --manifest "$T/m" --quiet || fail "installed ingest-verify"
+
+step "ABI promises from a downstream program (older and newer struct sizes, version, errors, logs)"
+cc -std=c11 -O2 -Wall -Werror "$SRC/tests/package/consumer/abi_compat.c" $(pkg-config --cflags --libs ingest) \
+	-Wl,-rpath,"$P/lib" -o "$T/abi_compat" || fail "cc abi_compat"
+timeout 60 "$T/abi_compat" "$ING_SERVER" abi 2>"$T/abi.err" || fail "abi_compat exited $? (stderr: $(cat "$T/abi.err"))"
+[ ! -s "$T/abi.err" ] || fail "libingest wrote to stderr despite the log handler: $(cat "$T/abi.err")"
+
+step "SIGTERM: ingestd exits 0"
+kill -TERM "$PID"
+rc=0
+wait "$PID" || rc=$?
+PID=
+[ "$rc" = 0 ] || fail "ingestd exited $rc"
+echo "PASS: installed, consumed with pkg-config and find_package(ingest)"
