@@ -4,6 +4,7 @@
 #               frames, verify them, print throughput and ack latency, stop
 #   make test   unit + functional + interop tests under ASan/UBSan, then the whole suite
 #               (unit, functional, real gRPC clients, RDMA on Soft-RoCE in a qemu guest)
+#   make bench  a short latency sweep with ingest-bench; says where the report is
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
@@ -66,8 +67,11 @@ test: build build-asan
 	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package' --output-on-failure --timeout 300
 	@cd $(BUILD) && ctest --output-on-failure --timeout 1200
 
+# A short latency sweep (gRPC fallback, 4 MiB, 10..90 % of the measured capacity, about
+# a minute): report.md with plots under $(BUILD)/bench-results/; BENCH_ARGS go to ingest-bench.
 bench: build
-	@echo "bench/fallback.sh $(BUILD)   bench/rdma.sh $(BUILD)   bench/numa.sh $(BUILD)"
+	@bench/latency.sh $(BUILD) $(BENCH_ARGS)
+	@echo "more: bench/fallback.sh $(BUILD)   bench/rdma.sh $(BUILD)   bench/numa.sh $(BUILD)"
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -7,18 +7,19 @@ static unsigned bucket_of(uint64_t v)
 {
 	if (v < ING_HIST_SUB)
 		return (unsigned)v;
-	unsigned msb = 63u - (unsigned)__builtin_clzll(v); /* >= 4 */
-	unsigned sub = (unsigned)(v >> (msb - 4)) & (ING_HIST_SUB - 1);
-	return (msb - 3) * ING_HIST_SUB + sub;
+	unsigned msb = 63u - (unsigned)__builtin_clzll(v); /* >= ING_HIST_SUB_BITS */
+	unsigned sh = msb - ING_HIST_SUB_BITS;
+	unsigned sub = (unsigned)(v >> sh) & (ING_HIST_SUB - 1);
+	return (sh + 1) * ING_HIST_SUB + sub;
 }
 
-static uint64_t bucket_upper(unsigned b)
+uint64_t ing_hist_bucket_upper(unsigned b)
 {
 	if (b < ING_HIST_SUB)
 		return b;
-	unsigned msb = b / ING_HIST_SUB + 3, sub = b % ING_HIST_SUB;
-	uint64_t lo = ((uint64_t)(ING_HIST_SUB + sub)) << (msb - 4);
-	return lo + ((1ull << (msb - 4)) - 1);
+	unsigned sh = b / ING_HIST_SUB - 1, sub = b % ING_HIST_SUB;
+	uint64_t lo = ((uint64_t)(ING_HIST_SUB + sub)) << sh;
+	return lo + ((1ull << sh) - 1);
 }
 
 void ing_hist_reset(struct ing_hist *h)
@@ -53,7 +54,7 @@ uint64_t ing_hist_quantile(const struct ing_hist *h, double q)
 	for (unsigned b = 0; b < ING_HIST_BUCKETS; b++) {
 		seen += h->b[b];
 		if (seen >= rank) {
-			uint64_t up = bucket_upper(b);
+			uint64_t up = ing_hist_bucket_upper(b);
 			return up > h->max ? h->max : up;
 		}
 	}

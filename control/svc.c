@@ -284,6 +284,28 @@ void svc_frame_complete(struct svc_frame *e)
 	persist_retry(s);
 }
 
+const char *const svc_stage_name[SVC_NSTAGES + 1] = {
+	"received", "crc", "written", "synced", "catalogued", "ack", "total",
+};
+
+/*
+ * Split admitted -> now into the node's stages; a stage the frame skipped (0 stamp) is 0
+ * and its time goes to the next one reached, so the stages always add up.
+ */
+static void stage_split(const struct ing_frame *f, uint64_t now, uint64_t *out)
+{
+	const uint64_t t[SVC_NSTAGES] = { f->t_received_ns, f->t_crc_ns, f->t_written_ns,
+					  f->t_synced_ns, f->t_durable_ns, now };
+	uint64_t prev = f->t_admit_ns;
+	for (unsigned i = 0; i < SVC_NSTAGES; i++) {
+		out[i] = 0;
+		if (!t[i] || t[i] < prev)
+			continue;
+		out[i] = t[i] - prev;
+		prev = t[i];
+	}
+}
+
 /* One frame back from persistence. */
 static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 {
@@ -324,6 +346,10 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 		if (f->duplicate)
 			s->c_dup++;
 		ing_hist_add(&s->lat, a.latency_ns);
+		stage_split(f, now, a.stage_ns);
+		for (unsigned i = 0; i < SVC_NSTAGES; i++)
+			ing_hist_add(&s->stage_lat[i], a.stage_ns[i]);
+		ing_hist_add(&s->stage_lat[SVC_ST_TOTAL], now - f->t_admit_ns);
 	}
 	s->persisting--;
 	svc_metrics_durable(s, f, now);
@@ -665,6 +691,12 @@ static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
 	m.duplicate = a->duplicate;
 	m.crc32c = a->crc32c;
 	m.latencyns = a->latency_ns;
+	m.stagereceivedns = a->stage_ns[SVC_ST_RECEIVED];
+	m.stagecrcns = a->stage_ns[SVC_ST_CRC];
+	m.stagewrittenns = a->stage_ns[SVC_ST_WRITTEN];
+	m.stagesyncedns = a->stage_ns[SVC_ST_SYNCED];
+	m.stagecataloguedns = a->stage_ns[SVC_ST_CATALOGUED];
+	m.stageackns = a->stage_ns[SVC_ST_ACK];
 	size_t n = h3000__ack__get_packed_size(&m);
 	if (n > cap)
 		return 0;
@@ -1056,6 +1088,8 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->o = *o;
 	s->t_start_ns = ing_now_ns();
 	ing_hist_reset(&s->lat);
+	for (unsigned i = 0; i <= SVC_NSTAGES; i++)
+		ing_hist_reset(&s->stage_lat[i]);
 	ing_timer_init(&s->retry_timer, retry_timer_cb, s);
 	ing_timer_init(&s->sweep_timer, sweep_timer_cb, s);
 	ing_timer_init(&s->kick_timer, kick_timer_cb, s);

@@ -131,11 +131,18 @@ struct svc_frame {
 	struct ing_timer timer;  /* completion deadline while FILLING */
 };
 
+/* The node's stages of a durable frame (Ack.stage*Ns, StatsReply.stageLatency). */
+enum svc_stage { SVC_ST_RECEIVED, SVC_ST_CRC, SVC_ST_WRITTEN, SVC_ST_SYNCED, SVC_ST_CATALOGUED,
+		 SVC_ST_ACK, SVC_NSTAGES };
+#define SVC_ST_TOTAL SVC_NSTAGES   /* index of the admitted -> ack histogram */
+extern const char *const svc_stage_name[SVC_NSTAGES + 1];
+
 /* An Ack that did not fit into the call's send buffer yet. */
 struct svc_ack {
 	char frame_id[ING_ID_MAX + 1];   /* empty when the id sent was not UTF-8 or too long */
 	char wafer_id[ING_ID_MAX + 1];   /* empty when not known yet (refused early) */
 	uint64_t latency_ns;
+	uint64_t stage_ns[SVC_NSTAGES];  /* DURABLE acks: Ack.stage*Ns, enum svc_stage order */
 	uint32_t crc32c;
 	uint8_t stage;
 	uint8_t code;
@@ -210,14 +217,14 @@ struct svc_call {
 
 /* --- Prometheus counters and histograms (control/svc_metrics.c), control thread only --- */
 enum svc_result { SVC_R_DURABLE = 0, SVC_R_DUPLICATE, SVC_R_FAILED, SVC_R_REFUSED, SVC_R_N };
-enum svc_stage { SVC_ST_QUEUE = 0, SVC_ST_WRITE, SVC_ST_SYNC, SVC_ST_COMMIT, SVC_ST_ACK, SVC_ST_N };
+enum svc_mstage { SVC_MS_QUEUE = 0, SVC_MS_WRITE, SVC_MS_SYNC, SVC_MS_COMMIT, SVC_MS_ACK, SVC_MS_N };
 #define SVC_X_N 2                /* transports: [0] gRPC stream, [1] RDMA READ */
 #define SVC_M_LCORES 16          /* == ING_RDMA_MAX_LCORES */
 struct svc_metrics {
 	uint64_t frames[SVC_X_N][SVC_R_N], bytes[SVC_X_N][SVC_R_N];
 	uint64_t rx_frames[SVC_X_N], rx_bytes[SVC_X_N];
 	struct ing_phist ack_received, ack_durable;   /* from admission */
-	struct ing_phist stage[SVC_ST_N];             /* inside the node, after RECEIVED */
+	struct ing_phist stage[SVC_MS_N];             /* inside the node, after RECEIVED */
 	uint64_t rdma_reconnects;
 	uint64_t busy_prev_ns[SVC_M_LCORES], busy_t_prev;  /* lcore busy ratio sampling */
 	double busy_ratio[SVC_M_LCORES];
@@ -260,6 +267,7 @@ struct ing_svc {
 	uint64_t c_received, c_durable, c_failed, c_dup, c_refused;
 	uint64_t c_bytes_rx, c_bytes_durable, c_orphan_acks, c_fallback;
 	struct ing_hist lat;
+	struct ing_hist stage_lat[SVC_NSTAGES + 1];   /* per stage, then the total */
 	char note[192];
 	/* --- RDMA data path (control/svc_rdma.c) --- */
 	struct ing_rdma *rdma;   /* NULL: no RDMA engine */

@@ -15,7 +15,7 @@
 
 static const char *const xport_name[SVC_X_N] = { "grpc", "rdma" };
 static const char *const result_name[SVC_R_N] = { "durable", "duplicate", "failed", "refused" };
-static const char *const stage_name[SVC_ST_N] = { "queue", "write", "sync", "commit", "ack" };
+static const char *const stage_name[SVC_MS_N] = { "queue", "write", "sync", "commit", "ack" };
 
 static unsigned xi(uint8_t transport)
 {
@@ -35,7 +35,7 @@ void svc_metrics_received(struct ing_svc *s, uint8_t transport, uint64_t bytes, 
 	ing_phist_add(&s->m.ack_received, latency_ns);
 }
 
-static void stage(struct svc_metrics *m, enum svc_stage st, uint64_t from, uint64_t to)
+static void stage(struct svc_metrics *m, enum svc_mstage st, uint64_t from, uint64_t to)
 {
 	if (from && to >= from)
 		ing_phist_add(&m->stage[st], to - from);
@@ -52,13 +52,13 @@ void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t 
 		return;
 	if (f->t_durable_ns > f->t_admit_ns)
 		ing_phist_add(&m->ack_durable, f->t_durable_ns - f->t_admit_ns);
-	stage(m, SVC_ST_QUEUE, f->t_received_ns, f->t_persist_ns);
+	stage(m, SVC_MS_QUEUE, f->t_received_ns, f->t_persist_ns);
 	if (f->t_written_ns && f->t_synced_ns) {   /* written now (not a duplicate, not the null sink) */
-		stage(m, SVC_ST_WRITE, f->t_persist_ns, f->t_written_ns);
-		stage(m, SVC_ST_SYNC, f->t_written_ns, f->t_synced_ns);
-		stage(m, SVC_ST_COMMIT, f->t_synced_ns, f->t_durable_ns);
+		stage(m, SVC_MS_WRITE, f->t_persist_ns, f->t_written_ns);
+		stage(m, SVC_MS_SYNC, f->t_written_ns, f->t_synced_ns);
+		stage(m, SVC_MS_COMMIT, f->t_synced_ns, f->t_durable_ns);
 	}
-	stage(m, SVC_ST_ACK, f->t_durable_ns, now);
+	stage(m, SVC_MS_ACK, f->t_durable_ns, now);
 }
 
 /* busy share of each poller since the previous sample (at least 1 s apart) */
@@ -125,7 +125,7 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 			 "persistence worker), write (bytes written to its file), sync (fdatasync and "
 			 "rename), commit (directory fsync and catalog transaction, shared by a group), "
 			 "ack (DURABLE to its ack on the control thread).");
-	for (unsigned i = 0; i < SVC_ST_N; i++) {
+	for (unsigned i = 0; i < SVC_MS_N; i++) {
 		snprintf(l, sizeof(l), "stage=\"%s\"", stage_name[i]);
 		ing_mtext_phist(t, "ingest_stage_seconds", l, &m->stage[i]);
 	}

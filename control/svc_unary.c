@@ -245,9 +245,9 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	static const char *const names[] = { "ack_received", "ack_durable", "queue", "write",
 					     "sync", "commit", "ack" };
 	const struct ing_phist *hs[] = { &s->m.ack_received, &s->m.ack_durable,
-					 &s->m.stage[SVC_ST_QUEUE], &s->m.stage[SVC_ST_WRITE],
-					 &s->m.stage[SVC_ST_SYNC], &s->m.stage[SVC_ST_COMMIT],
-					 &s->m.stage[SVC_ST_ACK] };
+					 &s->m.stage[SVC_MS_QUEUE], &s->m.stage[SVC_MS_WRITE],
+					 &s->m.stage[SVC_MS_SYNC], &s->m.stage[SVC_MS_COMMIT],
+					 &s->m.stage[SVC_MS_ACK] };
 	enum { NH = sizeof(hs) / sizeof(hs[0]) };
 	H3000__LatencyHistogram lh[NH], *lhp[NH];
 	uint64_t counts[NH][ING_PHIST_NB + 1];
@@ -265,6 +265,22 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	}
 	r.n_latency = NH;
 	r.latency = lhp;
+	H3000__StageLatency sl[SVC_NSTAGES + 1], *slp[SVC_NSTAGES + 1];
+	for (unsigned i = 0; i <= SVC_NSTAGES; i++) {
+		const struct ing_hist *h = &s->stage_lat[i];
+		h3000__stage_latency__init(&sl[i]);
+		sl[i].stage = (char *)svc_stage_name[i];
+		sl[i].count = h->count;
+		sl[i].p50ns = ing_hist_quantile(h, 0.50);
+		sl[i].p90ns = ing_hist_quantile(h, 0.90);
+		sl[i].p95ns = ing_hist_quantile(h, 0.95);
+		sl[i].p99ns = ing_hist_quantile(h, 0.99);
+		sl[i].p999ns = ing_hist_quantile(h, 0.999);
+		sl[i].maxns = h->max;
+		slp[i] = &sl[i];
+	}
+	r.n_stagelatency = SVC_NSTAGES + 1;
+	r.stagelatency = slp;
 	return reply(c, &r.base);
 }
 

@@ -73,10 +73,12 @@ struct ing_frame {
 	uint32_t qp_num;      /* RDMA: which connection */
 	uint64_t t_admit_ns;  /* ing_now_ns() at admission */
 	uint64_t t_received_ns;
-	uint64_t t_durable_ns;
-	uint64_t t_persist_ns;  /* a persistence worker took it (0: never) */
-	uint64_t t_written_ns;  /* its bytes written to the file (0: not written) */
-	uint64_t t_synced_ns;   /* the file fdatasync'ed and renamed into place */
+	uint64_t t_durable_ns;   /* group's directory fsync + catalog commit done */
+	/* stage stamps by persistence, one clock read each (Ack.stage*Ns; 0: not reached) */
+	uint64_t t_crc_ns;       /* crc32c checked */
+	uint64_t t_written_ns;   /* written to the temp file, before its fdatasync */
+	uint64_t t_synced_ns;    /* fdatasync'ed and renamed */
+	uint64_t t_persist_ns;   /* a persistence worker took it (0: never; /metrics queue stage) */
 	/*
 	 * --- gRPC fallback: crc32c computed by control while it copies the bytes in (one
 	 * pass over cache-hot input), so persistence need not read the frame again ---

@@ -132,6 +132,7 @@ static bool check_frame(struct ing_persist *p, struct ing_frame *f)
 		fail(f, ING_E_INVALID_ARGUMENT, false, "waferId and frameId must be " ING_ID_RULE);
 		return false;
 	}
+	f->t_crc_ns = ing_now_ns();   /* the end of the Ack's crc stage */
 	return true;
 }
 
@@ -248,6 +249,7 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 	if (rc == 0)
 		rc = dp_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, false,
 				    &f->t_written_ns);
+	f->t_synced_ns = ing_now_ns();
 	if (rc < 0) {
 		if (rc == -ENOSPC || rc == -EDQUOT)
 			fail(f, ING_E_NO_SPACE, true, "no space left writing %s", row->path);
@@ -257,7 +259,6 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 			   f->frame_id, f->msg);
 		return;
 	}
-	f->t_synced_ns = ing_now_ns();
 	memcpy(row->frame_id, f->frame_id, sizeof(row->frame_id));
 	memcpy(row->wafer_id, f->wafer_id, sizeof(row->wafer_id));
 	row->timestamp = f->timestamp;

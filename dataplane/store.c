@@ -144,7 +144,7 @@ static int write_all(int fd, const uint8_t *buf, uint64_t len)
 }
 
 static int write_file(const char *tmp, const uint8_t *buf, uint64_t len, uint64_t cap,
-		      uint64_t *t_written)
+		      uint64_t *t_written_ns)
 {
 	uint64_t dlen = round_up_u64(len, ING_PAGE_4K);
 	bool direct = ((uintptr_t)buf & (ING_PAGE_4K - 1)) == 0 && cap >= dlen;
@@ -188,8 +188,8 @@ static int write_file(const char *tmp, const uint8_t *buf, uint64_t len, uint64_
 		if (rc < 0)
 			goto out;
 	}
-	if (t_written)
-		*t_written = ing_now_ns();   /* bytes handed to the kernel; the sync follows */
+	if (t_written_ns)
+		*t_written_ns = ing_now_ns();
 	rc = fdatasync(fd) < 0 ? -errno : 0;
 out:
 	if (close(fd) < 0 && !rc)
@@ -198,7 +198,7 @@ out:
 }
 
 int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
-		   uint64_t cap, bool sync_dir, uint64_t *t_written)
+		   uint64_t cap, bool sync_dir, uint64_t *t_written_ns)
 {
 	char final[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX];
 	int rc;
@@ -213,7 +213,7 @@ int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, ui
 	rc = dp_mkdirs(dir, 0755);
 	if (rc < 0)
 		return rc;
-	rc = write_file(tmp, buf, len, cap, t_written);
+	rc = write_file(tmp, buf, len, cap, t_written_ns);
 	if (rc == 0 && rename(tmp, final) < 0)
 		rc = -errno;
 	if (rc < 0) {

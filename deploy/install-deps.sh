@@ -23,7 +23,7 @@ PKGS=(
   # tests: a real Prometheus scraping /metrics (+ promtool), systemd-analyze, curl
   prometheus systemd curl
   # bench
-  iperf3 fio
+  iperf3 fio gnuplot-nox
 )
 
 missing=()

@@ -158,6 +158,9 @@ int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a)
 			case 7: a->duplicate = v != 0; break;
 			case 8: a->crc32c = (uint32_t)v; break;
 			case 9: a->latency_ns = v; break;
+			case 11: case 12: case 13: case 14: case 15: case 16:
+				a->stage_ns[field - 11] = v;
+				break;
 			default: break;
 			}
 			break;
@@ -333,9 +336,9 @@ void producer_frame_unref(struct ing_producer *p, struct pframe *f)
 		frame_flush(p, f);
 }
 
-static void frame_ack(struct ing_producer *p, struct pframe *f, enum ing_ack_stage stage, int ok,
-		      int code, int retryable, int duplicate, uint32_t crc, uint64_t node_ns,
-		      const char *msg)
+static void frame_ack_st(struct ing_producer *p, struct pframe *f, enum ing_ack_stage stage,
+			 int ok, int code, int retryable, int duplicate, uint32_t crc,
+			 uint64_t node_ns, const char *msg, const uint64_t *stage_ns)
 {
 	if (f->done || f->nheld >= 2)
 		return;
@@ -353,6 +356,8 @@ static void frame_ack(struct ing_producer *p, struct pframe *f, enum ing_ack_sta
 	e->a.crc32c = crc;
 	e->a.latency_ns = ing_now_ns() - f->t_submit_ns;
 	e->a.node_latency_ns = node_ns;
+	if (stage_ns)
+		memcpy(e->a.node_stage_ns, stage_ns, sizeof(e->a.node_stage_ns));
 	e->a.user = f->user;
 	if (msg)
 		snprintf(e->a.msg, sizeof(e->a.msg), "%s", msg);
@@ -367,6 +372,13 @@ static void frame_ack(struct ing_producer *p, struct pframe *f, enum ing_ack_sta
 		}
 	}
 	frame_flush(p, f);
+}
+
+static void frame_ack(struct ing_producer *p, struct pframe *f, enum ing_ack_stage stage, int ok,
+		      int code, int retryable, int duplicate, uint32_t crc, uint64_t node_ns,
+		      const char *msg)
+{
+	frame_ack_st(p, f, stage, ok, code, retryable, duplicate, crc, node_ns, msg, NULL);
 }
 
 static void on_stream_message(struct ing_grpc_ccall *cc, void *arg, const uint8_t *msg, size_t len)
@@ -408,7 +420,8 @@ static void on_stream_message(struct ing_grpc_ccall *cc, void *arg, const uint8_
 		f->received = true;
 		p->st.received++;
 	}
-	frame_ack(p, f, ING_ACK_DURABLE, 1, 0, 0, w.duplicate, w.crc32c, w.latency_ns, w.msg);
+	frame_ack_st(p, f, ING_ACK_DURABLE, 1, 0, 0, w.duplicate, w.crc32c, w.latency_ns, w.msg,
+		     w.stage_ns);
 }
 
 void producer_set_broken(struct ing_producer *p, int err, const char *msg)

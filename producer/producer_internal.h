@@ -240,6 +240,7 @@ struct wire_ack {
 	char frame_id[ING_ID_MAX + 1];
 	char wafer_id[ING_ID_MAX + 1];  /* Ack.waferId (10); "" when the node did not send it */
 	uint64_t latency_ns;
+	uint64_t stage_ns[ING_NODE_STAGES];  /* Ack.stage*Ns (11..16) */
 	bool ok, retryable, duplicate;
 	uint32_t stage, code, crc32c;
 	char msg[512];

@@ -11,3 +11,6 @@ endforeach()
 add_test(NAME e2e.fallback
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/e2e_fallback.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(e2e.fallback PROPERTIES LABELS func TIMEOUT 300)
+add_test(NAME e2e.bench_sweep
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/bench_sweep.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(e2e.bench_sweep PROPERTIES LABELS func TIMEOUT 300)

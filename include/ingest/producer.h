@@ -72,6 +72,17 @@ struct ing_producer_opts {
 	/* ABI: new fields go last; zero must mean their default. */
 };
 
+/* The ingest node's stages of a frame, each timed from the end of the one before. */
+enum ing_node_stage {
+	ING_NODE_RECEIVED = 0,   /* admitted -> all bytes in the node's slot */
+	ING_NODE_CRC,            /* -> crc32c checked (includes the persistence queue) */
+	ING_NODE_WRITTEN,        /* -> written to the file */
+	ING_NODE_SYNCED,         /* -> fdatasync'ed */
+	ING_NODE_CATALOGUED,     /* -> directory fsync + catalog commit: DURABLE */
+	ING_NODE_ACK,            /* -> the DURABLE ack handed to the stream */
+	ING_NODE_STAGES
+};
+
 struct ing_ack {
 	char frame_id[ING_ID_MAX + 1];  /* the frame's id (NUL-terminated copy) */
 	char wafer_id[ING_ID_MAX + 1];  /* its wafer as the node filed it ("default" for empty) */
@@ -87,6 +98,9 @@ struct ing_ack {
 	                                stage (Ack.latencyNs); 0 when the node did not say */
 	void *user;                  /* from struct ing_frame_desc */
 	char msg[512];
+	/* DURABLE acks: the node's time per stage (Ack.stage*Ns), in enum ing_node_stage
+	   order; all 0 when the node did not say */
+	uint64_t node_stage_ns[ING_NODE_STAGES];
 	/* ABI: new fields go last. */
 };
 

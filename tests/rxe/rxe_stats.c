@@ -60,6 +60,13 @@ int main(int argc, char **argv)
 	       (unsigned long long)r->rdmapolleridlesleeps, (unsigned long long)r->rdmapollerbusyns,
 	       (unsigned long long)r->rdmapollerpolls, (unsigned long long)r->rdmapolleridlepolls,
 	       (unsigned long long)r->rdmaconnsactive, (unsigned long long)r->ctlframesparked);
+	for (size_t i = 0; i < r->n_stagelatency; i++) {   /* stage.<name>.<field> value */
+		const H3000__StageLatency *l = r->stagelatency[i];
+		printf("stage.%s.count %llu\nstage.%s.p50Ns %llu\nstage.%s.p99Ns %llu\n"
+		       "stage.%s.maxNs %llu\n", l->stage, (unsigned long long)l->count, l->stage,
+		       (unsigned long long)l->p50ns, l->stage, (unsigned long long)l->p99ns,
+		       l->stage, (unsigned long long)l->maxns);
+	}
 	h3000__stats_reply__free_unpacked(r, NULL);
 	return 0;
 }
