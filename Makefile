@@ -2,15 +2,25 @@
 # h3000 ingest - the two entry points. Each installs what is missing, configures, builds.
 #   make demo   start ingestd on loopback with the embedded defaults, send a few hundred
 #               frames, verify them, print throughput and ack latency, stop
-#   make test   unit + functional + interop tests under ASan/UBSan, then the whole suite
-#               (unit, functional, real gRPC clients, RDMA on Soft-RoCE in a qemu guest)
+#   make test   unit + functional + interop tests under ASan/UBSan, a short fuzz regression
+#               run, the short fault suite, then the whole suite (unit, functional, real
+#               gRPC clients, packages, RDMA on Soft-RoCE in a qemu guest)
 #   make bench  a short latency sweep with ingest-bench; says where the report is
+#   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang tree build-fuzz/)
+#   make fault  the fault suite, FAULT_ITERATIONS kill -9 rounds (root: loop devices)
+#   make test-tsan  unit + functional tests that run threads, under ThreadSanitizer
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+BUILD_TSAN ?= build-tsan
+FUZZ_SECONDS ?= 60
+FAULT_ITERATIONS ?= 50
+FUZZ_CC    ?= clang-14
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan demo test test-unit test-asan bench clean install deb abi-baseline
+.PHONY: all deps build build-asan build-fuzz build-tsan demo test test-unit test-asan test-tsan \
+	fuzz fault bench clean install deb abi-baseline
 PREFIX     ?= /usr/local
 
 all: build
@@ -38,6 +48,15 @@ install: build
 deb: build
 	@cd $(BUILD) && cpack -G DEB -B $(CURDIR)/$(BUILD)/deb-out >/dev/null && ls $(CURDIR)/$(BUILD)/deb-out/*.deb
 
+# libFuzzer needs clang; the tree holds only the fuzz targets and the libraries they use.
+build-fuzz: deps
+	@$(call CONFIGURE,$(BUILD_FUZZ),-DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DING_FUZZ=ON)
+	@cmake --build $(BUILD_FUZZ) -j$(JOBS) --target fuzz_all
+
+build-tsan: deps
+	@$(call CONFIGURE,$(BUILD_TSAN),-DCMAKE_BUILD_TYPE=Debug -DING_SANITIZE_THREAD=ON)
+	@cmake --build $(BUILD_TSAN) -j$(JOBS)
+
 demo: build
 	@deploy/demo.sh $(BUILD)
 
@@ -50,7 +69,7 @@ SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 test-asan: build-asan
-	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package' --output-on-failure --timeout 300
+	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault' --output-on-failure --timeout 300
 
 test-unit: build
 	@cd $(BUILD) && ctest -L unit --output-on-failure
@@ -62,10 +81,23 @@ abi-baseline: build
 		$(BUILD)/producer/libingest.so.1 && echo "producer/libingest.abi updated: commit it"
 
 # label package (install into a prefix, .debs, ABI check) runs in the release tree only:
-# an ASan-built libingest.so cannot be loaded by an uninstrumented downstream program.
-test: build build-asan
-	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package' --output-on-failure --timeout 300
-	@cd $(BUILD) && ctest --output-on-failure --timeout 1200
+# an ASan-built libingest.so cannot be loaded by an uninstrumented downstream program;
+# the fault suite (kill -9, disk full, frozen fs) too: it times real processes.
+test: build build-asan build-fuzz
+	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault' --output-on-failure --timeout 300
+	@cd $(BUILD_FUZZ) && ctest -L fuzz --output-on-failure
+	@cd $(BUILD) && ctest -LE fuzz --output-on-failure --timeout 1200
+
+fuzz: build-fuzz
+	@tests/fuzz/fuzz-all.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
+
+fault: build
+	@FAULT_ITERATIONS=$(FAULT_ITERATIONS) tests/fault/run_all.sh $(BUILD)
+
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
+
+test-tsan: build-tsan
+	@cd $(BUILD_TSAN) && $(TSAN_ENV) ctest -L tsan --output-on-failure --timeout 600
 
 # A short latency sweep (gRPC fallback, 4 MiB, 10..90 % of the measured capacity, about
 # a minute): report.md with plots under $(BUILD)/bench-results/; BENCH_ARGS go to ingest-bench.
@@ -74,4 +106,4 @@ bench: build
 	@echo "more: bench/fallback.sh $(BUILD)   bench/rdma.sh $(BUILD)   bench/numa.sh $(BUILD)"
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_TSAN)

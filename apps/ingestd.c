@@ -511,7 +511,8 @@ static void usage(FILE *f)
 		fputc('\n', f);
 	}
 	fprintf(f, "  -h, --help           this text\n"
-		   "exit status: 0 stopped cleanly, 1 runtime error, 2 usage error\n");
+		   "exit status: 0 stopped cleanly, 1 runtime error, 2 usage error, 3 stopped but\n"
+		   "  frames in flight at the drain deadline were failed (not durable)\n");
 }
 
 /* Usage error: one line, exit status 2. */
@@ -654,6 +655,7 @@ struct ingestd {
 	int sfd;
 	int phase;
 	uint64_t deadline_ns;
+	uint64_t not_drained;      /* frames still in flight at the drain deadline: exit 3 */
 	struct ing_timer tick;
 	char rdma_note[192];
 	struct ing_rdma *rdma;     /* NULL: gRPC fallback only */
@@ -706,10 +708,11 @@ static void shutdown_tick(void *arg)
 			ing_timer_arm(d->loop, &d->tick, now + TICK_NS);
 			return;
 		}
-		if (!idle)
+		if (!idle) {
+			d->not_drained = ing_svc_in_flight(d->svc);
 			ING_WARN(COMP, "drain deadline: %" PRIu64 " frames still in flight; closing calls",
-				 ing_svc_in_flight(d->svc));
-		else
+				 d->not_drained);
+		} else
 			ING_INFO(COMP, "all frames durable and acked; closing calls");
 		ing_svc_close_calls(d->svc, ING_GRPC_UNAVAILABLE, "ingest node shutting down");
 		d->phase = PH_CLOSE;
@@ -1265,6 +1268,12 @@ int main(int argc, char **argv)
 		goto fail;
 	}
 	teardown(&d);
+	if (d.not_drained) {
+		/* the producer got no DURABLE ack for these: not a clean stop (exit status 3) */
+		ING_ERR(COMP, "stopped with %" PRIu64 " frames not drained (failed, not durable)",
+			d.not_drained);
+		return 3;
+	}
 	ING_INFO(COMP, "stopped");
 	return 0;
 fail:

@@ -90,6 +90,7 @@ struct ing_grpc_server_opts {
 	unsigned max_connections;  /* default 256 */
 	const char *tls_cert;      /* PEM; both set: TLS with ALPN h2, else cleartext h2c */
 	const char *tls_key;
+	bool no_listen;            /* fuzz targets: no socket, bytes come via grpc_server_feed */
 };
 void ing_grpc_server_opts_init(struct ing_grpc_server_opts *o);
 

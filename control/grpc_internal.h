@@ -100,6 +100,12 @@ void grpc_ssl_shutdown(SSL *ssl);
 ssize_t grpc_read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid,
 			    int32_t conn_win, int32_t stream_win, uint32_t remote_max, void *user);
 
+/* Fuzz targets: run one in-memory connection of server s (created with opts.no_listen)
+ * over the bytes in, fed in pieces of at most piece bytes, output dropped, due timers run
+ * between pieces; the connection is closed at the end. 0 or -errno. Loop thread. */
+struct ing_grpc_server;
+int grpc_server_feed(struct ing_grpc_server *s, const uint8_t *in, size_t n, size_t piece);
+
 /* "host:port" or "[v6]:port" split in place into buf (host may be empty). 0 or -EINVAL. */
 int grpc_split_hostport(const char *in, char *buf, size_t buflen, const char **host,
 			const char **port);

@@ -916,12 +916,14 @@ static ssize_t conn_read(struct conn *cn, uint8_t *buf, size_t len)
 
 static ssize_t conn_write(struct conn *cn, const uint8_t *p, size_t len)
 {
+	if (cn->fd < 0)
+		return (ssize_t)len;   /* grpc_server_feed: no socket, the output is dropped */
 	return grpc_sock_write(cn->fd, cn->ssl, p, len);
 }
 
 static void conn_set_epout(struct conn *cn, bool on)
 {
-	if (cn->epout == on)
+	if (cn->epout == on || cn->fd < 0)
 		return;
 	cn->epout = on;
 	(void)ing_loop_mod_fd(cn->srv->loop, cn->fd, EPOLLIN | (on ? EPOLLOUT : 0));
@@ -1079,7 +1081,8 @@ static void conn_close(struct conn *cn, const char *why)
 		ING_INFO("grpc", "%s: connection closed (%s)", cn->peer, why);
 	cn->dying = true;
 	ing_timer_cancel(s->loop, &cn->kick);
-	(void)ing_loop_del_fd(s->loop, cn->fd);
+	if (cn->fd >= 0)
+		(void)ing_loop_del_fd(s->loop, cn->fd);
 	while (cn->calls) {
 		struct ing_grpc_call *c = cn->calls;
 		if (cn->h2)
@@ -1093,10 +1096,12 @@ static void conn_close(struct conn *cn, const char *why)
 	}
 	/* close() with unread input sends RST, and an RST makes the peer's kernel drop what
 	 * the peer has not read yet (the last acks, the trailers): read the input away first */
-	char sink[4096];
-	for (int i = 0; i < 64 && recv(cn->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
-		;
-	close(cn->fd);
+	if (cn->fd >= 0) {
+		char sink[4096];
+		for (int i = 0; i < 64 && recv(cn->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+			;
+		close(cn->fd);
+	}
 	if (cn->prev)
 		cn->prev->next = cn->next;
 	else
@@ -1133,7 +1138,8 @@ static int conn_start(struct ing_grpc_server *s, int fd, const struct sockaddr_s
 	fmt_peer(ss, cn->peer, sizeof(cn->peer));
 	ing_timer_init(&cn->kick, conn_kick_cb, cn);
 	int one = 1;
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (fd >= 0)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
 	if (nghttp2_session_server_new2(&cn->h2, s->cbs, cn, s->h2opt)) {
 		free(cn);
@@ -1161,7 +1167,7 @@ static int conn_start(struct ing_grpc_server *s, int fd, const struct sockaddr_s
 		}
 		SSL_set_accept_state(cn->ssl);
 	}
-	int rc = ing_loop_add_fd(s->loop, fd, EPOLLIN, conn_event, cn);
+	int rc = fd >= 0 ? ing_loop_add_fd(s->loop, fd, EPOLLIN, conn_event, cn) : 0;
 	if (rc < 0) {
 		SSL_free(cn->ssl);
 		nghttp2_session_del(cn->h2);
@@ -1206,6 +1212,52 @@ static void listen_event(void *arg, uint32_t events)
 			close(fd);
 		}
 	}
+}
+
+/* ================================================================ in-memory connections */
+
+/*
+ * The fuzz targets' way in (tests/fuzz/): one connection with no socket. The bytes are fed
+ * to nghttp2 in pieces, what the server writes is dropped, and the loop's due timers run
+ * between pieces (kicks, zero-delay sends, deadlines), as on a real connection.
+ */
+int grpc_server_feed(struct ing_grpc_server *s, const uint8_t *in, size_t n, size_t piece)
+{
+	struct sockaddr_storage ss = { .ss_family = AF_UNSPEC };
+	if (s->nconns)
+		return -EBUSY;
+	int rc = conn_start(s, -1, &ss);
+	if (rc < 0)
+		return rc;
+	if (!piece)
+		piece = n ? n : 1;
+	for (;;) {
+		struct conn *cn = s->conns;   /* the only one; gone when the server closed it */
+		if (!cn)
+			return 0;
+		size_t k = n < piece ? n : piece;
+		if (k) {
+			ssize_t rv = nghttp2_session_mem_recv(cn->h2, in, k);
+			if (rv < 0) {
+				(void)conn_flush(cn);
+				conn_close(cn, NULL);
+				return 0;
+			}
+			in += k;
+			n -= k;
+		}
+		rc = conn_flush(cn);
+		if (rc != 0) {
+			conn_close(cn, NULL);
+			return 0;
+		}
+		(void)ing_loop_run_once(s->loop, 0);
+		if (!n)
+			break;
+	}
+	if (s->conns)
+		conn_close(s->conns, NULL);   /* end of input: the client went away */
+	return 0;
 }
 
 /* ================================================================ server */
@@ -1376,6 +1428,8 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 		if (!s->ssl_ctx)
 			goto fail;
 	}
+	if (s->o.no_listen)
+		return s;
 	if (listen_on(s) < 0)
 		goto fail;
 	int rc = ing_loop_add_fd(loop, s->lfd, EPOLLIN, listen_event, s);

@@ -43,14 +43,40 @@ void ing_svc_opts_init(struct ing_svc_opts *o)
 
 /* ================================================================ protobuf-c arena */
 
+/*
+ * The arena holds any FrameMeta of known fields. One full of unknown fields (a newer
+ * client's) is still valid protobuf, and protobuf-c keeps every unknown field: what does
+ * not fit goes to malloc'ed overflow blocks (bounded per call), freed with the arena. Found
+ * by tests/fuzz/fuzz_proto: such a FrameMeta was NACKed as malformed.
+ */
 static void *arena_alloc(void *data, size_t size)
 {
 	struct svc_call *pc = data;
 	size_t off = (pc->arena_used + 15) & ~(size_t)15;
-	if (size > SVC_ARENA || off > SVC_ARENA - size)
+	if (size <= SVC_ARENA && off <= SVC_ARENA - size) {
+		pc->arena_used = off + size;
+		return pc->arena + off;
+	}
+	if (size > SVC_ARENA_OVF_MAX || pc->arena_ovf_bytes > SVC_ARENA_OVF_MAX - size)
 		return NULL;
-	pc->arena_used = off + size;
-	return pc->arena + off;
+	uint8_t *b = malloc(16 + size);   /* first word: the chain; data 16-aligned */
+	if (!b)
+		return NULL;
+	memcpy(b, &pc->arena_ovf, sizeof(void *));
+	pc->arena_ovf = b;
+	pc->arena_ovf_bytes += size;
+	return b + 16;
+}
+
+static void arena_ovf_free(struct svc_call *pc)
+{
+	while (pc->arena_ovf) {
+		void *nx;
+		memcpy(&nx, pc->arena_ovf, sizeof(void *));
+		free(pc->arena_ovf);
+		pc->arena_ovf = nx;
+	}
+	pc->arena_ovf_bytes = 0;
 }
 
 static void arena_free(void *data, void *p)
@@ -61,6 +87,7 @@ static void arena_free(void *data, void *p)
 
 void *svc_arena_reset(struct svc_call *pc)
 {
+	arena_ovf_free(pc);
 	pc->arena_used = 0;
 	return pc->arena;
 }
@@ -70,6 +97,7 @@ void svc_arena_allocator(struct svc_call *pc, struct ProtobufCAllocator *a)
 	a->alloc = arena_alloc;
 	a->free = arena_free;
 	a->allocator_data = pc;
+	arena_ovf_free(pc);
 	pc->arena_used = 0;
 }
 
@@ -559,6 +587,7 @@ void svc_call_free(struct svc_call *pc)
 		pc->next->prev = pc->prev;
 	s->ncalls--;
 	free(pc->aq);
+	arena_ovf_free(pc);
 	free(pc);
 }
 

@@ -61,6 +61,8 @@ static int varint_byte(struct chunk_parser *p, uint8_t b)
 	if (b & 0x80) {
 		if (p->vbytes >= 10)
 			return bad(p, "varint longer than 10 bytes");
+		if (p->state == ST_KEY && p->vbytes >= 5)   /* as protobuf-c: a key is a varint32 */
+			return bad(p, "field key longer than 5 bytes");
 		return 0;
 	}
 	return 1;

@@ -94,6 +94,8 @@ int chunk_parser_end(struct chunk_parser *p);
 #include "dataplane/dataplane.h"
 
 #define SVC_ARENA 12288u         /* protobuf-c bump arena per call (FrameMeta <= SVC_META_MAX) */
+#define SVC_ARENA_OVF_MAX (256u << 10) /* beyond it: a FrameMeta of <= SVC_META_MAX bytes with
+				* many unknown fields (protobuf-c keeps each one) needs up to ~100 KiB */
 #define SVC_ACKQ_MAX 4096u       /* acks a call may hold while its client is not reading */
 #define SVC_ACK_MAX_ENC 1200u    /* encoded Ack upper bound (ids <= 256, msg < ING_FRAME_MSG_MAX) */
 #define SVC_REFUSED_MAX 16u      /* refused PushFrames frames whose later chunks are dropped */
@@ -210,8 +212,10 @@ struct svc_call {
 	struct H3000__FrameMeta *ctl_meta;
 	uint64_t ctl_parked_ns;
 	struct svc_call *ctl_next;      /* on svc->ctl_wait_head */
-	/* protobuf-c arena */
+	/* protobuf-c arena, and what did not fit in it (svc.c: arena_alloc) */
 	size_t arena_used;
+	void *arena_ovf;         /* malloc'ed blocks, chained through their first word */
+	size_t arena_ovf_bytes;
 	_Alignas(16) uint8_t arena[SVC_ARENA];
 };
 

@@ -32,6 +32,16 @@
 
 #define COMP "rdma"
 
+/*
+ * Statistics: written by the owning lcore only, read by the control thread (Stats) with
+ * relaxed loads (ing_rdma_lcore_get_stats). One writer, so a relaxed load + store is an
+ * exact increment and never a data race.
+ */
+#define STAT_ADD(lc, field, v)                                                          \
+	__atomic_store_n(&(lc)->st.field,                                               \
+			 __atomic_load_n(&(lc)->st.field, __ATOMIC_RELAXED) + (uint64_t)(v), \
+			 __ATOMIC_RELAXED)
+
 /* ---------------------------------------------------------------- SP/SC ring */
 
 struct spsc {
@@ -233,7 +243,7 @@ static void notice(struct ing_rdma_lcore *lc, uint32_t kind, const struct rdma_c
 		n.t_ns = ing_now_ns();
 	}
 	if (spsc_push(&lc->note, &n, &empty)) {
-		lc->st.notices_dropped++;
+		STAT_ADD(lc, notices_dropped, 1);
 		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u: notice ring full, notice %u for qp 0x%x dropped",
 			   lc->o.lcore_id, kind, n.qp_num);
 		return;
@@ -256,7 +266,7 @@ static void handoff(struct ing_rdma_lcore *lc, struct ing_frame *f, int kind)
 			held_add(lc, -1);
 			return;
 		}
-		lc->st.backpressure++;
+		STAT_ADD(lc, backpressure, 1);
 	}
 	/* The outbox holds every frame the lcore can hold: it cannot overflow. */
 	lc->ob[lc->ob_tail & lc->ob_mask] = f;
@@ -291,7 +301,7 @@ fail_frame(struct ing_rdma_lcore *lc, struct ing_frame *f, int err, bool retryab
 	va_start(ap, fmt);
 	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
 	va_end(ap);
-	lc->st.frames_failed++;
+	STAT_ADD(lc, frames_failed, 1);
 	handoff(lc, f, OB_FAIL);
 }
 
@@ -386,7 +396,7 @@ static void conn_free(struct rdma_conn *c)
 static void conn_finish_drain(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 {
 	notice(lc, ING_RDMA_NOTE_CONN_RELEASED, c, NULL, 0);
-	lc->st.conns_released++;
+	STAT_ADD(lc, conns_released, 1);
 	c->gen++; /* any late completion of the old QP is now stale */
 	c->qp = NULL;
 	if (c->qp_num)
@@ -414,7 +424,7 @@ static void conn_enter_draining(struct ing_rdma_lcore *lc, struct rdma_conn *c, 
 		 fifo_count(c));
 	c->state = CONN_DRAINING;
 	conn_reset_progress(c);
-	lc->st.frames_requeued += fifo_count(c);
+	STAT_ADD(lc, frames_requeued, fifo_count(c));
 	if (!c->outstanding) {
 		conn_finish_drain(lc, c);
 		return;
@@ -488,7 +498,7 @@ static void cmd_attach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 	if (sq > REC_CAP)
 		sq = REC_CAP;
 	(void)ing_rdma_plan_init(&c->plan, lc->o.chunk_size, lc->o.max_msg_sz, m->rd_atom, sq);
-	lc->st.conns_attached++;
+	STAT_ADD(lc, conns_attached, 1);
 	ING_INFO(COMP, "lcore %u: qp 0x%x session %llu attached (chunk %u, window %u, signal every %u%s)",
 		 lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, c->plan.chunk,
 		 c->plan.limit, c->plan.sig_every,
@@ -560,20 +570,20 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 	int rc = lc->ops->post_send(c->qp, wrs, &bad);
 	if (rc) {
 		unsigned ok = (bad >= wrs && bad < wrs + n) ? (unsigned)(bad - wrs) : 0;
-		lc->st.post_errors++;
+		STAT_ADD(lc, post_errors, 1);
 		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x session %llu: ibv_post_send failed: %s (%u of %u WRs posted)",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, strerror(rc), ok, n);
 		c->rec_head += ok;
 		c->outstanding += ok;
-		lc->st.reads_posted += ok;
+		STAT_ADD(lc, reads_posted, ok);
 		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, 0);
 		conn_enter_draining(lc, c, "post_send failed");
 		return n;
 	}
 	c->rec_head += n;
 	c->outstanding += n;
-	lc->st.reads_posted += n;
-	lc->st.bytes_posted += bytes;
+	STAT_ADD(lc, reads_posted, n);
+	STAT_ADD(lc, bytes_posted, bytes);
 	return n;
 }
 
@@ -585,7 +595,7 @@ static void frame_done(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct in
 	f->status = ING_E_NONE;
 	f->filled = f->length;
 	f->t_received_ns = ing_now_ns();
-	lc->st.frames_ok++;
+	STAT_ADD(lc, frames_ok, 1);
 	/* notice first: control can then never see DURABLE before RECEIVED was queued */
 	notice(lc, ING_RDMA_NOTE_RECEIVED, c, f, 0);
 	handoff(lc, f, OB_DELIVER);
@@ -616,21 +626,21 @@ static void handle_wc(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 	struct rdma_rec *rec = (struct rdma_rec *)(uintptr_t)wc->wr_id;
 	struct rdma_conn *c = rec ? rec->c : NULL;
 
-	lc->st.completions++;
+	STAT_ADD(lc, completions, 1);
 	if (!c || rec->gen != c->gen || (c->state != CONN_ACTIVE && c->state != CONN_DRAINING)) {
-		lc->st.wc_stale++;
+		STAT_ADD(lc, wc_stale, 1);
 		return;
 	}
 	uint32_t idx = (uint32_t)(rec - c->recs);
 	uint32_t r = c->rec_tail + ((idx - c->rec_tail) & (REC_CAP - 1));
 	if (r - c->rec_tail >= c->rec_head - c->rec_tail) {
-		lc->st.wc_stale++;
+		STAT_ADD(lc, wc_stale, 1);
 		return;
 	}
 	if (c->state == CONN_DRAINING) {
 		/* flushes (or late successes) of a QP we gave up on: only the SQ slots matter */
 		if (wc->status != IBV_WC_SUCCESS)
-			lc->st.wc_flushed++;
+			STAT_ADD(lc, wc_flushed, 1);
 		c->outstanding -= r + 1 - c->rec_tail;
 		c->rec_tail = r + 1;
 		if (!c->outstanding)
@@ -645,7 +655,7 @@ static void handle_wc(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 	retire_ok(lc, c, r);
 	c->rec_tail++;
 	c->outstanding--;
-	lc->st.wc_errors++;
+	STAT_ADD(lc, wc_errors, 1);
 	struct ing_frame *f = rec->f;
 	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
 		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu: READ flushed (QP already in error)",
@@ -727,17 +737,17 @@ static unsigned take_jobs(struct ing_rdma_lcore *lc)
 				}
 		}
 		if (!c) {
-			lc->st.jobs_rejected++;
+			STAT_ADD(lc, jobs_rejected, 1);
 			fail_frame(lc, f, ING_E_NO_TRANSPORT, true, "no RDMA connection for this frame (qp gone)");
 			continue;
 		}
 		if (fifo_count(c) > lc->fmask) {
-			lc->st.jobs_rejected++;
+			STAT_ADD(lc, jobs_rejected, 1);
 			fail_frame(lc, f, ING_E_BUSY, true, "too many frames queued on this RDMA connection");
 			continue;
 		}
 		if (!f->length || f->length > f->cap) {
-			lc->st.jobs_rejected++;
+			STAT_ADD(lc, jobs_rejected, 1);
 			fail_frame(lc, f, ING_E_INVALID_ARGUMENT, false, "READ job length %llu outside slot (cap %llu)",
 				   (unsigned long long)f->length, (unsigned long long)f->cap);
 			continue;
@@ -745,7 +755,7 @@ static unsigned take_jobs(struct ing_rdma_lcore *lc)
 		f->filled = 0;
 		c->fifo[c->f_tail++ & lc->fmask] = f;
 		if (c->state == CONN_PARKED || c->state == CONN_DRAINING)
-			lc->st.frames_requeued++;
+			STAT_ADD(lc, frames_requeued, 1);
 	}
 	return n;
 }
@@ -756,7 +766,7 @@ int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc)
 	struct rdma_cmd m;
 	unsigned work = 0;
 
-	lc->st.polls++;
+	STAT_ADD(lc, polls, 1);
 	while (spsc_pop(&lc->cmd, &m)) {
 		if (m.op == CMD_ATTACH)
 			cmd_attach(lc, &m);
@@ -801,11 +811,11 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
 	int n = ing_rdma_lcore_poll(lc);
 
 	if (n > 0) {
-		lc->st.busy_ns += ing_now_ns() - t0;
+		STAT_ADD(lc, busy_ns, ing_now_ns() - t0);
 		lc->idle = 0;
 		return n;
 	}
-	lc->st.idle_polls++;
+	STAT_ADD(lc, idle_polls, 1);
 	if (lc->o.mode == ING_RDMA_POLL_BUSY) {
 		__builtin_ia32_pause();
 		return 0;
@@ -829,14 +839,14 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
 				   lc->o.lcore_id, strerror(rc));
 		} else {
 			lc->armed = true;
-			lc->st.arms++;
+			STAT_ADD(lc, arms, 1);
 		}
 	}
 	/* A completion that arrived between the last poll and the arm raised no event. */
 	t0 = ing_now_ns();
 	n = ing_rdma_lcore_poll(lc);
 	if (n > 0) {
-		lc->st.busy_ns += ing_now_ns() - t0;
+		STAT_ADD(lc, busy_ns, ing_now_ns() - t0);
 		lc->idle = 0;
 		return n;
 	}
@@ -861,10 +871,10 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
 	pfd[nfd++] = (struct pollfd){ .fd = lc->cmd_efd, .events = POLLIN };
 	if (__atomic_load_n(&lc->stop, __ATOMIC_ACQUIRE))
 		return 0;
-	lc->st.sleeps++;
+	STAT_ADD(lc, sleeps, 1);
 	int r = poll(pfd, (nfds_t)nfd, timeout);
 	if (r <= 0) {
-		lc->st.wake_timeout++;
+		STAT_ADD(lc, wake_timeout, 1);
 		lc->idle = lc->o.busy_polls; /* nothing happened: sleep again on the next step */
 		return 0;
 	}
@@ -873,7 +883,7 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
 		void *ev_ctx = NULL;
 		if (lc->ops->get_cq_event(lc->ch, &ev_cq, &ev_ctx) == 0) {
 			lc->armed = false;
-			lc->st.wake_cq++;
+			STAT_ADD(lc, wake_cq, 1);
 			if (++lc->unacked_events >= 64 && lc->ops->ack_cq_events) {
 				lc->ops->ack_cq_events(lc->cq, lc->unacked_events);
 				lc->unacked_events = 0;
@@ -881,12 +891,12 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
 		}
 	}
 	if (i_job >= 0 && (pfd[i_job].revents & POLLIN)) {
-		lc->st.wake_job++;
+		STAT_ADD(lc, wake_job, 1);
 		if (lc->io.clear_jobs)
 			lc->io.clear_jobs(lc->io.arg);
 	}
 	if (pfd[i_cmd].revents & POLLIN) {
-		lc->st.wake_cmd++;
+		STAT_ADD(lc, wake_cmd, 1);
 		efd_clear(lc->cmd_efd);
 	}
 	lc->idle = 0;

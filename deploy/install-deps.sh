@@ -15,6 +15,8 @@ PKGS=(
   libcmocka-dev help2man libsystemd-dev
   # packaging and ABI checks (make deb, make test)
   abigail-tools lintian dpkg-dev fakeroot
+  # fuzz targets (tests/fuzz, make fuzz): clang + libFuzzer
+  clang-14 libfuzzer-14-dev
   # tests: real gRPC client, RDMA tools, Soft-RoCE guest
   python3 python3-grpcio python3-grpc-tools python3-h2 openssl
   nodejs
@@ -22,6 +24,8 @@ PKGS=(
   qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 util-linux
   # tests: a real Prometheus scraping /metrics (+ promtool), systemd-analyze, curl
   prometheus systemd curl
+  # fault suite (tests/fault): loop-mounted ext4, fsfreeze, catalog checks
+  e2fsprogs mount
   # bench
   iperf3 fio gnuplot-nox
 )

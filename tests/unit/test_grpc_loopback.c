@@ -34,6 +34,15 @@
 #define MAX_RECV (2u * 1024 * 1024)
 #define MIB (1024u * 1024)
 
+/* Deadlines and fill-the-window periods stretch in slow builds: the ThreadSanitizer
+ * tree runs these tests with ING_TEST_TIME_SCALE=10. */
+static uint64_t time_scaled(uint64_t ms)
+{
+	const char *e = getenv("ING_TEST_TIME_SCALE");
+	long k = e ? strtol(e, NULL, 10) : 1;
+	return ms * (uint64_t)(k > 1 ? k : 1);
+}
+
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 #define ADD(x, v) __atomic_add_fetch(&(x), (v), __ATOMIC_ACQ_REL)
@@ -468,7 +477,7 @@ static void c_on_close(struct ing_grpc_ccall *cc, void *arg, int status, const c
 /* Poll until *flag or the deadline; false on timeout. */
 static bool poll_until(struct ing_grpc_chan *ch, const bool *flag, int ms)
 {
-	uint64_t end = ing_now_ns() + (uint64_t)ms * MS;
+	uint64_t end = ing_now_ns() + time_scaled(ms) * MS;
 	while (!*flag && ing_now_ns() < end)
 		if (ing_grpc_chan_poll(ch, 20) < 0)
 			break;
@@ -477,7 +486,7 @@ static bool poll_until(struct ing_grpc_chan *ch, const bool *flag, int ms)
 
 static bool wait_atomic_int(struct ing_grpc_chan *ch, int *v, int want, int ms)
 {
-	uint64_t end = ing_now_ns() + (uint64_t)ms * MS;
+	uint64_t end = ing_now_ns() + time_scaled(ms) * MS;
 	while (LOAD(*v) != want && ing_now_ns() < end) {
 		if (ch)
 			ing_grpc_chan_poll(ch, 10);
@@ -527,7 +536,7 @@ static void test_bidi_1000(void **state)
 	struct ing_grpc_ccall *cc = ing_grpc_chan_call(ch, "/test.Echo/Bidi", NULL, 10000, &cbs);
 	assert_non_null(cc);
 	uint8_t *buf = malloc(5000);
-	uint64_t end = ing_now_ns() + 10000 * MS;
+	uint64_t end = ing_now_ns() + time_scaled(10000) * MS;
 	for (unsigned i = 0; i < 1000 && ing_now_ns() < end;) {
 		size_t len = bidi_len(i);
 		for (size_t k = 0; k < len; k++)
@@ -732,7 +741,7 @@ static void test_pause_resume(void **state)
 	STORE(S.paused_bytes, 0);
 	struct ing_grpc_ccall *cc = ing_grpc_chan_call(ch, "/test.Echo/Paused", NULL, 0, &cbs);
 	unsigned sent = 0;
-	uint64_t end = ing_now_ns() + 800 * MS;
+	uint64_t end = ing_now_ns() + time_scaled(800) * MS;
 	while (ing_now_ns() < end) {
 		while (sent < NMSG && ing_grpc_ccall_send_zc(cc, head, sizeof(head), body, MIB,
 							      sent == NMSG - 1, zc_done, &zs) == 0)
@@ -759,7 +768,7 @@ static void test_pause_resume(void **state)
 
 	STORE(S.resume_req, 1);
 	ing_loop_wake(S.loop);
-	end = ing_now_ns() + 20000 * MS;
+	end = ing_now_ns() + time_scaled(20000) * MS;
 	while (!cs.closed && ing_now_ns() < end) {
 		while (sent < NMSG && ing_grpc_ccall_send_zc(cc, head, sizeof(head), body, MIB,
 							      sent == NMSG - 1, zc_done, &zs) == 0)
@@ -800,7 +809,7 @@ static void test_cancel_paused_returns_window(void **state)
 		struct ing_grpc_ccall *cc = ing_grpc_chan_call(ch, "/test.Echo/Paused", NULL, 0, &cbs);
 		assert_non_null(cc);
 		unsigned sent = 0;
-		uint64_t end = ing_now_ns() + 300 * MS;
+		uint64_t end = ing_now_ns() + time_scaled(300) * MS;
 		while (ing_now_ns() < end) {
 			while (sent < 20 && ing_grpc_ccall_send_zc(cc, head, 1, body, MIB, false, zc_done,
 								    &zs) == 0)
@@ -822,7 +831,7 @@ static void test_cancel_paused_returns_window(void **state)
 	struct ing_grpc_ccall_cbs cbs = { c_on_message, c_on_close, &cs };
 	struct ing_grpc_ccall *cc = ing_grpc_chan_call(ch, "/test.Echo/Sink", NULL, 10000, &cbs);
 	unsigned sent = 0;
-	uint64_t end = ing_now_ns() + 10000 * MS;
+	uint64_t end = ing_now_ns() + time_scaled(10000) * MS;
 	while (!cs.closed && ing_now_ns() < end) {
 		while (sent < 32 && ing_grpc_ccall_send_zc(cc, head, 1, body, MIB, sent == 31, zc_done,
 							    &zs) == 0)
@@ -853,7 +862,7 @@ static void test_stream_throughput(void **state)
 	struct ing_grpc_ccall_cbs cbs = { c_on_message, c_on_close, &cs };
 	struct ing_grpc_ccall *cc = ing_grpc_chan_call(ch, "/test.Echo/Sink", NULL, 0, &cbs);
 	unsigned sent = 0;
-	uint64_t t0 = ing_now_ns(), end = t0 + 60000 * MS;
+	uint64_t t0 = ing_now_ns(), end = t0 + time_scaled(60000) * MS;
 	while (!cs.closed && ing_now_ns() < end) {
 		while (sent < total && ing_grpc_ccall_send_zc(cc, head, sizeof(head), body, MIB,
 							       sent == total - 1, zc_done, &zs) == 0)
@@ -971,7 +980,7 @@ static void test_tls(void **state)
 	struct ing_grpc_ccall *cc = ing_grpc_chan_call(ch, "/test.Echo/Sink", NULL, 20000, &cbs);
 	const uint8_t head[2] = { 1, 2 };
 	unsigned sent = 0;
-	uint64_t end = ing_now_ns() + 20000 * MS;
+	uint64_t end = ing_now_ns() + time_scaled(20000) * MS;
 	while (!cs.closed && ing_now_ns() < end) {
 		while (sent < 32 && ing_grpc_ccall_send_zc(cc, head, 2, big, MIB, sent == 31, zc_done,
 							    &zs) == 0)
@@ -1007,7 +1016,7 @@ static void test_shutdown(void **state)
 	struct ing_grpc_ccall *cc = ing_grpc_chan_call(ch, "/test.Echo/Many", NULL, 20000, &cbs);
 	const char *req = "64 262144";
 	assert_int_equal(ing_grpc_ccall_send(cc, (const uint8_t *)req, strlen(req), true), 0);
-	uint64_t end = ing_now_ns() + 5000 * MS;
+	uint64_t end = ing_now_ns() + time_scaled(5000) * MS;
 	while (m.c.nmsgs == 0 && ing_now_ns() < end)
 		ing_grpc_chan_poll(ch, 20);
 	assert_true(m.c.nmsgs > 0);

@@ -1,0 +1,14 @@
+# SPDX-License-Identifier: Apache-2.0
+# Fault suite, short form (label "fault", release tree; `make fault` runs the long form):
+#  - fault.kill9: kill -9 of ingestd or of ingest-send at random moments, DURABLE
+#    manifests verified (3 rounds here, FAULT_ITERATIONS=50 in make fault);
+#  - fault.disk_full: a small loop-mounted ext4 fills up: retryable NO_SPACE, nothing
+#    partial, resume without a restart;
+#  - fault.freeze: fsfreeze under a stream: memory bounded, health up, all lands after the
+#    thaw; SIGTERM while frozen exits 3.
+# disk_full and freeze need root (loop devices): not root, they FAIL with that message.
+add_test(NAME fault.kill9 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault/kill9.sh ${PROJECT_BINARY_DIR} 3)
+add_test(NAME fault.disk_full COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault/disk_full.sh ${PROJECT_BINARY_DIR})
+add_test(NAME fault.freeze COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault/freeze.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(fault.kill9 fault.disk_full fault.freeze PROPERTIES LABELS fault
+                     TIMEOUT 300 RUN_SERIAL TRUE)
