@@ -11,12 +11,14 @@
  * reverse order. A second signal skips the wait.
  * Exit status: 0 clean stop, 1 runtime error, 2 usage error.
  */
+#include "common/conf.h"
 #include "common/token.h"
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "control/grpc.h"
 #include "control/loop.h"
+#include "control/metrics.h"
 #include "control/service.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma.h"
@@ -30,6 +32,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+
+#include <systemd/sd-daemon.h>
 
 #define COMP "ingestd"
 #define DRAIN_MS 10000u
@@ -77,6 +82,11 @@ struct ing_ingestd_opts {
 	unsigned handshake_timeout_ms, idle_timeout_ms, max_connections, max_conns_per_peer;
 	unsigned health_reserve, max_sessions_per_peer, max_slots_per_peer, slot_stall_ms;
 	unsigned auth_fail_burst, auth_backoff_max_ms;
+	enum ing_log_format log_format;
+	const char *metrics_listen;  /* NULL: no /metrics endpoint */
+	const char *metrics_port_file;
+	const char *config;          /* the --config file, for messages */
+	bool check_only;             /* --check-config: validate, then exit 0 */
 };
 
 static void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
@@ -97,67 +107,6 @@ static void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->poll_mode = ING_RDMA_POLL_ADAPTIVE;
 	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
 	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: ingestd [options]\n"
-		"h3000 ingest node: receives frames over gRPC (RDMA later), stores them durably.\n"
-		"\n"
-		"  --listen ADDR        gRPC listen address (default 127.0.0.1:50051; port 0: pick one)\n"
-		"  --data-dir DIR       frames/ and catalog.db go here (default ./ingest-data)\n"
-		"  --pool SPEC          MR pool size classes SIZE:COUNT,... (default 4M:16,16M:8,64M:4)\n"
-		"  --hugepages MODE     auto|on|off (default off: EAL --no-huge, 4 KiB pages)\n"
-		"  --workers N          persistence workers (default %d)\n"
-		"  --sink file|null     write frames to files (default) or drop them (benchmarks)\n"
-		"  --credits N          most frames in flight per session (default %d)\n"
-		"  --max-frame SIZE     largest frame accepted (default: the largest pool slot)\n"
-		"  --frame-timeout SEC  a frame must complete within SEC after its first chunk (default %u)\n"
-		"  --lcores LIST        EAL lcores: control first, then dataplane (default: the plan)\n"
-		"  --pool-node N        NUMA node of the pool (default: the plan)\n"
-		"  --rdma-dev NAME      RDMA device to place around (default: the first found)\n"
-		"  --rdma MODE          auto|on|off: RDMA READ data path (default auto: on when a device\n"
-		"                       and an rdma_cm listener work, else gRPC fallback only, logged)\n"
-		"  --rdma-addr ADDR     rdma_cm listen address (default: an address of the RDMA netdev)\n"
-		"  --rdma-port N        rdma_cm listen port (default 7472)\n"
-		"  --poll-mode MODE     dataplane lcores: adaptive (default) or busy\n"
-		"  --max-sessions N     session table size (default %u)\n"
-		"  --session-idle SEC   a negotiated session with no stream expires after SEC (default %u)\n"
-		"  --persist-ring N     frames queued per persistence worker, a power of 2 (default %u)\n"
-		"  --log-level LEVEL    err|warn|info|debug (default info)\n"
-		"  --port-file PATH     write the bound TCP port to PATH once listening\n"
-		"  --ready-fd N         write \"READY <port>\\n\" to fd N once serving, then close it\n"
-		"  --tls-cert PEM       TLS certificate (with --tls-key: TLS + ALPN h2, else h2c)\n"
-		"  --tls-key PEM        TLS private key\n"
-		"  --auth-token-file PATH  require this shared secret (one line, %u..%u printable\n"
-		"                       characters, mode 600): Negotiate authToken, a negotiated\n"
-		"                       session for streams, 'authorization: Bearer' for Stats\n"
-		"  --tls-client-ca PEM  mTLS: require a client certificate signed by this CA; its\n"
-		"                       subject is the client's identity (logs, session binding)\n"
-		"limits (fair sharing under abuse):\n"
-		"  --handshake-timeout-ms N  close a connection without TLS handshake, HTTP/2\n"
-		"                       preface and SETTINGS within N ms (default 5000)\n"
-		"  --idle-timeout SEC   close a connection with no open stream after SEC (default 60)\n"
-		"  --max-connections N  connections in total (default 256; when full, the one idle\n"
-		"                       longest is evicted)\n"
-		"  --max-conns-per-peer N  connections per client address (default 32)\n"
-		"  --health-reserve N   extra connections for Health/Check only when all are busy\n"
-		"                       (default 8)\n"
-		"  --max-sessions-per-peer N  sessions per client address (default 64)\n"
-		"  --max-slots-per-peer N  pool slots per client address while another address waits\n"
-		"                       for one (default: 3/4 of the pool)\n"
-		"  --slot-stall-ms N    a frame whose bytes stop for N ms fails (retryable) and frees\n"
-		"                       its slot (default 5000)\n"
-		"  --auth-fail-burst N  failed authentications per address before back-off (default\n"
-		"                       20, one more each second)\n"
-		"  --auth-backoff-max SEC  longest back-off after failed authentication (default 60)\n"
-		"  -h, --help           this text\n"
-		"exit status: 0 stopped cleanly, 1 runtime error, 2 usage error, 3 stopped but\n"
-		"  frames in flight at the drain deadline were failed (not durable)\n",
-		ING_DEFAULT_WORKERS, ING_DEFAULT_CREDITS, ING_DEFAULT_FRAME_TIMEOUT_MS / 1000,
-		ING_DEFAULT_MAX_SESSIONS, ING_DEFAULT_SESSION_IDLE_MS / 1000, ING_DEFAULT_RING_SIZE,
-		ING_AUTH_TOKEN_MIN, ING_AUTH_TOKEN_MAX);
 }
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -282,6 +231,314 @@ static int readable_or_usage(const char *flag, const char *path)
 }
 
 
+/*
+ * ---------------------------------------------------------------- options
+ * One table serves the command line (--name VALUE) and the config file (name = VALUE):
+ * a new option is one entry. Setters return 0, or -EINVAL with the reason in why
+ * ("'x' is not ..."); the caller prefixes "--name: " or "FILE:LINE: name: ".
+ */
+struct opt_def;
+typedef int (*opt_set_fn)(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			  char *why, size_t whylen);
+struct opt_def {
+	const char *name;     /* flag without "--"; the config file key */
+	const char *arg;      /* metavar in --help */
+	opt_set_fn set;
+	size_t off;           /* the field of struct ing_ingestd_opts it sets */
+	uint64_t lo, hi;      /* range (set_uint, set_secs) */
+	const char *help;     /* --help text; '\n' continues on the next line */
+};
+
+#define FIELD(o, d, type) ((type *)(void *)((char *)(o) + (d)->off))
+
+static int set_str(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v, char *why,
+		   size_t whylen)
+{
+	if (d->lo && !*v) {   /* lo = 1: must not be empty */
+		snprintf(why, whylen, "empty value");
+		return -EINVAL;
+	}
+	*FIELD(o, d, const char *) = *v ? v : NULL;   /* "name =" in a file: the default */
+	return 0;
+}
+
+static int set_uint(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v, char *why,
+		    size_t whylen)
+{
+	uint64_t x;
+	if (parse_u64(v, d->hi, &x) || x < d->lo) {
+		snprintf(why, whylen, "'%.64s' is not a number in %" PRIu64 "..%" PRIu64, v, d->lo, d->hi);
+		return -EINVAL;
+	}
+	*FIELD(o, d, unsigned) = (unsigned)x;
+	return 0;
+}
+
+/* seconds on the command line, milliseconds in the field */
+static int set_secs(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v, char *why,
+		    size_t whylen)
+{
+	uint64_t x;
+	if (parse_u64(v, d->hi, &x) || x < d->lo) {
+		snprintf(why, whylen, "'%.64s' is not seconds in %" PRIu64 "..%" PRIu64, v, d->lo, d->hi);
+		return -EINVAL;
+	}
+	*FIELD(o, d, unsigned) = (unsigned)x * 1000u;
+	return 0;
+}
+
+static int set_size(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v, char *why,
+		    size_t whylen)
+{
+	if (parse_size(v, FIELD(o, d, uint64_t))) {
+		snprintf(why, whylen, "'%.64s' is not a size (e.g. 64M)", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* auto|on|off -> -1|1|0 */
+static int set_tristate(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			char *why, size_t whylen)
+{
+	int *f = FIELD(o, d, int);
+	if (!strcasecmp(v, "on"))
+		*f = 1;
+	else if (!strcasecmp(v, "off"))
+		*f = 0;
+	else if (!strcasecmp(v, "auto"))
+		*f = -1;
+	else {
+		snprintf(why, whylen, "'%.64s' is not auto, on or off", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_listen(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+		      char *why, size_t whylen)
+{
+	if (!listen_ok(v)) {
+		snprintf(why, whylen, "'%.128s' is not host:port or [v6]:port (port 0..65535)", v);
+		return -EINVAL;
+	}
+	*FIELD(o, d, const char *) = v;
+	return 0;
+}
+
+static int set_pool(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v, char *why,
+		    size_t whylen)
+{
+	struct ing_pool_opts po;
+	char r[96] = "";
+	(void)d;
+	ing_pool_opts_init(&po);
+	if (!pool_spec_ok(v, r, sizeof(r)) || ing_pool_parse_classes(&po, v)) {
+		snprintf(why, whylen, "'%.120s' is not SIZE:COUNT,... (e.g. 4M:16,16M:8): %s", v, r);
+		return -EINVAL;
+	}
+	o->pool = v;
+	return 0;
+}
+
+static int set_sink(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v, char *why,
+		    size_t whylen)
+{
+	(void)d;
+	if (!strcmp(v, "file"))
+		o->sink = ING_SINK_FILE;
+	else if (!strcmp(v, "null"))
+		o->sink = ING_SINK_NULL;
+	else {
+		snprintf(why, whylen, "'%.64s' is not file or null", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_pool_node(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			 char *why, size_t whylen)
+{
+	uint64_t x;
+	(void)d;
+	if (parse_u64(v, 1023, &x)) {
+		snprintf(why, whylen, "'%.64s' is not a NUMA node number", v);
+		return -EINVAL;
+	}
+	o->pool_node = (int)x;
+	return 0;
+}
+
+static int set_log_level(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			 char *why, size_t whylen)
+{
+	enum ing_log_level l;
+	(void)d;
+	if (ing_log_parse_level(v, &l)) {
+		snprintf(why, whylen, "'%.64s' is not err, warn, info or debug", v);
+		return -EINVAL;
+	}
+	o->log_level = v;
+	return 0;
+}
+
+static int set_log_format(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			  char *why, size_t whylen)
+{
+	(void)d;
+	if (ing_log_parse_format(v, &o->log_format)) {
+		snprintf(why, whylen, "'%.64s' is not text or json", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_ready_fd(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			char *why, size_t whylen)
+{
+	uint64_t x;
+	(void)d;
+	if (parse_u64(v, 65535, &x) || x < 3) {
+		snprintf(why, whylen, "'%.64s' is not a file descriptor >= 3", v);
+		return -EINVAL;
+	}
+	if (fcntl((int)x, F_GETFD) < 0) {
+		snprintf(why, whylen, "'%.64s' is not an open file descriptor", v);
+		return -EINVAL;
+	}
+	o->ready_fd = (int)x;
+	return 0;
+}
+
+static int set_persist_ring(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			    char *why, size_t whylen)
+{
+	uint64_t x;
+	(void)d;
+	if (parse_u64(v, 1u << 20, &x) || x < 2 || (x & (x - 1))) {
+		snprintf(why, whylen, "'%.64s' is not a power of 2 >= 2", v);
+		return -EINVAL;
+	}
+	o->persist_ring = (unsigned)x;
+	return 0;
+}
+
+static int set_poll_mode(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			 char *why, size_t whylen)
+{
+	(void)d;
+	if (ing_rdma_parse_poll_mode(v, &o->poll_mode)) {
+		snprintf(why, whylen, "'%.64s' is not busy or adaptive", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+#define OFF(f) offsetof(struct ing_ingestd_opts, f)
+/* offsetof, and a compile error unless the field has type T (the setters cast to it) */
+#define TOFF(f, T) (OFF(f) + 0 * sizeof(char[_Generic(((struct ing_ingestd_opts *)0)->f, T: 1)]))
+#define STR(name, f, arg, help) { name, arg, set_str, TOFF(f, const char *), 0, 0, help }
+#define PATH(name, f, arg, help) { name, arg, set_str, TOFF(f, const char *), 1, 0, help }
+#define UINT(name, f, lo, hi, help) { name, "N", set_uint, TOFF(f, unsigned), lo, hi, help }
+#define SECS(name, f, lo, hi, help) { name, "SEC", set_secs, TOFF(f, unsigned), lo, hi, help }
+#define SIZE(name, f, help) { name, "SIZE", set_size, TOFF(f, uint64_t), 0, 0, help }
+#define TRISTATE(name, f, help) { name, "MODE", set_tristate, TOFF(f, int), 0, 0, help }
+#define LISTEN(name, f, help) { name, "ADDR", set_listen, TOFF(f, const char *), 0, 0, help }
+/* a setter of its own, which names the field itself */
+#define CUSTOM(name, f, set, arg, help) { name, arg, set, OFF(f), 0, 0, help }
+
+static const struct opt_def opt_table[] = {
+	LISTEN("listen", listen, "gRPC listen address (default 127.0.0.1:50051; port 0: pick one)"),
+	PATH("data-dir", data_dir, "DIR", "frames/ and catalog.db go here (default ./ingest-data)"),
+	CUSTOM("pool", pool, set_pool, "SPEC", "MR pool size classes SIZE:COUNT,... (default 4M:16,16M:8,64M:4)"),
+	TRISTATE("hugepages", hugepages, "auto|on|off (default off: EAL --no-huge, 4 KiB pages)"),
+	UINT("workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers"),
+	CUSTOM("sink", sink, set_sink, "file|null", "write frames to files (default) or drop them (benchmarks)"),
+	UINT("credits", credits, 1, 65536, "most frames in flight per session"),
+	SIZE("max-frame", max_frame, "largest frame accepted (default: the largest pool slot)"),
+	SECS("frame-timeout", frame_timeout_ms, 1, 86400, "a frame must complete within SEC after its first chunk"),
+	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane (default: the plan)"),
+	CUSTOM("pool-node", pool_node, set_pool_node, "N", "NUMA node of the pool (default: the plan)"),
+	STR("rdma-dev", rdma_dev, "NAME", "RDMA device to place around (default: the first found)"),
+	TRISTATE("rdma", rdma, "auto|on|off: RDMA READ data path (default auto: on when a device\n"
+	       "and an rdma_cm listener work, else gRPC fallback only, logged)"),
+	STR("rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
+	UINT("rdma-port", rdma_port, 0, 65535, "rdma_cm listen port"),
+	CUSTOM("poll-mode", poll_mode, set_poll_mode, "MODE", "dataplane lcores: adaptive (default) or busy"),
+	UINT("max-sessions", max_sessions, 1, 1u << 20, "session table size"),
+	SECS("session-idle", session_idle_ms, 1, 7 * 86400, "a negotiated session with no stream expires after SEC"),
+	CUSTOM("persist-ring", persist_ring, set_persist_ring, "N", "frames queued per persistence worker, a power of 2 (default 4096)"),
+	CUSTOM("log-level", log_level, set_log_level, "LEVEL", "err|warn|info|debug (default info)"),
+	CUSTOM("log-format", log_format, set_log_format, "FMT", "text (default) or json: one JSON object per line (journald, Loki)"),
+	STR("port-file", port_file, "PATH", "write the bound TCP port to PATH once listening"),
+	CUSTOM("ready-fd", ready_fd, set_ready_fd, "N", "write \"READY <port>\\n\" to fd N once serving, then close it"),
+	STR("tls-cert", tls_cert, "PEM", "TLS certificate (with --tls-key: TLS + ALPN h2, else h2c)"),
+	STR("tls-key", tls_key, "PEM", "TLS private key"),
+	PATH("auth-token-file", auth_token_file, "PATH", "require this shared secret (one line, 16..256 printable\n"
+	     "characters, mode 600): Negotiate authToken, a negotiated\n"
+	     "session for streams, 'authorization: Bearer' for Stats"),
+	PATH("tls-client-ca", tls_client_ca, "PEM", "mTLS: require a client certificate signed by this CA; its\n"
+	     "subject is the client's identity (logs, session binding)"),
+	/* limits: fair sharing under abuse (docs/ARCHITECTURE.md, "Limits") */
+	UINT("handshake-timeout-ms", handshake_timeout_ms, 10, 600000, "close a connection without TLS handshake, HTTP/2\n"
+	     "preface and SETTINGS within N ms (default 5000)"),
+	SECS("idle-timeout", idle_timeout_ms, 1, 86400, "close a connection with no open stream after SEC (default 60)"),
+	UINT("max-connections", max_connections, 1, 65536, "connections in total (default 256; when full, the one idle\n"
+	     "longest is evicted)"),
+	UINT("max-conns-per-peer", max_conns_per_peer, 1, 65536, "connections per client address (default 32)"),
+	UINT("health-reserve", health_reserve, 1, 1024, "extra connections for Health/Check only when all are busy\n"
+	     "(default 8)"),
+	UINT("max-sessions-per-peer", max_sessions_per_peer, 1, 1u << 20, "sessions per client address (default 64)"),
+	UINT("max-slots-per-peer", max_slots_per_peer, 1, 1u << 20, "pool slots per client address while another address waits\n"
+	     "for one (default: 3/4 of the pool)"),
+	UINT("slot-stall-ms", slot_stall_ms, 10, 86400000, "a frame whose bytes stop for N ms fails (retryable) and frees\n"
+	     "its slot (default 5000)"),
+	UINT("auth-fail-burst", auth_fail_burst, 1, 1000000, "failed authentications per address before back-off (default\n"
+	     "20, one more each second)"),
+	SECS("auth-backoff-max", auth_backoff_max_ms, 1, 86400, "longest back-off after failed authentication (default 60)"),
+	LISTEN("metrics-listen", metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (default: off)"),
+	STR("metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
+};
+#define N_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
+
+static const struct opt_def *opt_find(const char *name)
+{
+	for (size_t i = 0; i < N_OPTS; i++)
+		if (!strcmp(opt_table[i].name, name))
+			return &opt_table[i];
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	struct ing_ingestd_opts def;
+	ing_ingestd_opts_init(&def);
+	fprintf(f,
+		"usage: ingestd [--config FILE] [options]\n"
+		"h3000 ingest node: receives frames over gRPC (RDMA later), stores them durably.\n"
+		"\n"
+		"  --config FILE        read settings from FILE (one 'name = value' a line, names as\n"
+		"                       the flags below without '--'); flags given here win\n"
+		"  --check-config       check the flags and the config file, then exit (0: good)\n");
+	for (size_t i = 0; i < N_OPTS; i++) {
+		const struct opt_def *d = &opt_table[i];
+		char head[64];
+		int n = snprintf(head, sizeof(head), "  --%s %s", d->name, d->arg);
+		fprintf(f, "%s%*s", head, n < 23 ? 23 - n : 1, "");
+		for (const char *h = d->help; *h; h++) {
+			fputc(*h, f);
+			if (*h == '\n')
+				fprintf(f, "%23s", "");
+		}
+		if ((d->set == set_uint || d->set == set_secs) && !strstr(d->help, "default"))
+			fprintf(f, " (default %u)", *FIELD(&def, d, unsigned) / (d->set == set_secs ? 1000u : 1u));
+		fputc('\n', f);
+	}
+	fprintf(f, "  -h, --help           this text\n"
+		   "exit status: 0 stopped cleanly, 1 runtime error, 2 usage error, 3 stopped but\n"
+		   "  frames in flight at the drain deadline were failed (not durable)\n");
+}
+
 /* Usage error: one line, exit status 2. */
 static int bad_usage(const char *fmt, const char *arg)
 {
@@ -291,188 +548,96 @@ static int bad_usage(const char *fmt, const char *arg)
 	return 2;
 }
 
+/* Config file text: the values point into it for the life of the process. */
+static char conf_text[64 << 10];
+
+struct conf_ctx {
+	struct ing_ingestd_opts *o;
+	char why[256];
+};
+
+static int conf_setting(void *arg, const char *key, const char *value, unsigned line)
+{
+	struct conf_ctx *c = arg;
+	const struct opt_def *d = opt_find(key);
+	char why[200] = "";
+	(void)line;
+	if (!d) {
+		snprintf(c->why, sizeof(c->why), "unknown key '%.64s'", key);
+		return -ENOENT;
+	}
+	if (d->set(d, c->o, value, why, sizeof(why))) {
+		snprintf(c->why, sizeof(c->why), "%s: %s", key, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Read --config FILE into o: 0, or 2 after one line "ingestd: FILE:LINE: reason". */
+static int load_config(const char *path, struct ing_ingestd_opts *o)
+{
+	struct conf_ctx c = { .o = o };
+	char why[128] = "";
+	unsigned line = 0;
+	int rc = ing_conf_read(path, conf_text, sizeof(conf_text), conf_setting, &c, &line, why,
+			       sizeof(why));
+	if (rc == 0)
+		return 0;
+	if (line)
+		fprintf(stderr, "ingestd: %s:%u: %s\n", path, line, c.why[0] ? c.why : why);
+	else
+		fprintf(stderr, "ingestd: --config: '%s': %s\n", path, why);
+	return 2;
+}
+
+/* 1: --help (printed), 0: go on, 2: usage error (one line printed). */
 static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 {
-	enum { O_LISTEN = 256, O_DATA, O_POOL, O_HUGE, O_WORKERS, O_SINK, O_CREDITS, O_MAXF,
-	       O_FTO, O_LCORES, O_PNODE, O_LOG, O_PORTF, O_CERT, O_KEY, O_READY, O_RDMA, O_MAXS, O_PRING, O_SIDLE,
-	       O_RDMA_MODE, O_RDMA_ADDR, O_RDMA_PORT, O_POLL, O_AUTH, O_CLIENT_CA, O_HS_TO,
-	       O_IDLE_TO, O_MAXC, O_MAXC_PEER, O_HEALTH_RES, O_MAXS_PEER, O_SLOTS_PEER, O_STALL,
-	       O_AUTH_BURST, O_AUTH_BACKOFF };
-	static const struct option lo[] = {
-		{ "listen", required_argument, NULL, O_LISTEN },
-		{ "data-dir", required_argument, NULL, O_DATA },
-		{ "pool", required_argument, NULL, O_POOL },
-		{ "hugepages", required_argument, NULL, O_HUGE },
-		{ "workers", required_argument, NULL, O_WORKERS },
-		{ "sink", required_argument, NULL, O_SINK },
-		{ "credits", required_argument, NULL, O_CREDITS },
-		{ "max-frame", required_argument, NULL, O_MAXF },
-		{ "frame-timeout", required_argument, NULL, O_FTO },
-		{ "lcores", required_argument, NULL, O_LCORES },
-		{ "pool-node", required_argument, NULL, O_PNODE },
-		{ "log-level", required_argument, NULL, O_LOG },
-		{ "port-file", required_argument, NULL, O_PORTF },
-		{ "tls-cert", required_argument, NULL, O_CERT },
-		{ "tls-key", required_argument, NULL, O_KEY },
-		{ "ready-fd", required_argument, NULL, O_READY },
-		{ "rdma-dev", required_argument, NULL, O_RDMA },
-		{ "max-sessions", required_argument, NULL, O_MAXS },
-		{ "persist-ring", required_argument, NULL, O_PRING },
-		{ "session-idle", required_argument, NULL, O_SIDLE },
-		{ "rdma", required_argument, NULL, O_RDMA_MODE },
-		{ "rdma-addr", required_argument, NULL, O_RDMA_ADDR },
-		{ "rdma-port", required_argument, NULL, O_RDMA_PORT },
-		{ "poll-mode", required_argument, NULL, O_POLL },
-		{ "auth-token-file", required_argument, NULL, O_AUTH },
-		{ "tls-client-ca", required_argument, NULL, O_CLIENT_CA },
-		{ "handshake-timeout-ms", required_argument, NULL, O_HS_TO },
-		{ "idle-timeout", required_argument, NULL, O_IDLE_TO },
-		{ "max-connections", required_argument, NULL, O_MAXC },
-		{ "max-conns-per-peer", required_argument, NULL, O_MAXC_PEER },
-		{ "health-reserve", required_argument, NULL, O_HEALTH_RES },
-		{ "max-sessions-per-peer", required_argument, NULL, O_MAXS_PEER },
-		{ "max-slots-per-peer", required_argument, NULL, O_SLOTS_PEER },
-		{ "slot-stall-ms", required_argument, NULL, O_STALL },
-		{ "auth-fail-burst", required_argument, NULL, O_AUTH_BURST },
-		{ "auth-backoff-max", required_argument, NULL, O_AUTH_BACKOFF },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	uint64_t v;
-	int c;
+	enum { O_CONFIG = 1000, O_CHECK };
+	static struct option lo[N_OPTS + 4];
+	const char *config = NULL;
+	int c, idx;
 
+	for (size_t i = 0; i < N_OPTS; i++)
+		lo[i] = (struct option){ opt_table[i].name, required_argument, NULL, 256 + (int)i };
+	lo[N_OPTS] = (struct option){ "config", required_argument, NULL, O_CONFIG };
+	lo[N_OPTS + 1] = (struct option){ "check-config", no_argument, NULL, O_CHECK };
+	lo[N_OPTS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
+	lo[N_OPTS + 3] = (struct option){ NULL, 0, NULL, 0 };
+
+	/* pass 1: --config and --help only, so that every other flag overrides the file */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		switch (c) {
-		case 'h':
+	while ((c = getopt_long(argc, argv, ":h", lo, &idx)) != -1) {
+		if (c == 'h') {
 			usage(stdout);
 			return 1;
-		case O_LISTEN:
-			if (!listen_ok(optarg))
-				return bad_usage("--listen: '%s' is not host:port or [v6]:port (port 0..65535)",
-						 optarg);
-			o->listen = optarg;
-			break;
-		case O_DATA:
-			if (!*optarg)
-				return bad_usage("--data-dir: empty path%s", "");
-			o->data_dir = optarg;
-			break;
-		case O_POOL:
-			o->pool = optarg;
-			break;
-		case O_HUGE:
-			if (!strcasecmp(optarg, "on"))
-				o->hugepages = 1;
-			else if (!strcasecmp(optarg, "off"))
-				o->hugepages = 0;
-			else if (!strcasecmp(optarg, "auto"))
-				o->hugepages = -1;
-			else
-				return bad_usage("--hugepages: '%s' is not auto, on or off", optarg);
-			break;
-		case O_WORKERS:
-			if (parse_u64(optarg, ING_PLAN_MAX_WORKERS, &v) || v == 0)
-				return bad_usage("--workers: '%s' is not a count in 1..64", optarg);
-			o->workers = (unsigned)v;
-			break;
-		case O_SINK:
-			if (!strcmp(optarg, "file"))
-				o->sink = ING_SINK_FILE;
-			else if (!strcmp(optarg, "null"))
-				o->sink = ING_SINK_NULL;
-			else
-				return bad_usage("--sink: '%s' is not file or null", optarg);
-			break;
-		case O_CREDITS:
-			if (parse_u64(optarg, 65536, &v) || v == 0)
-				return bad_usage("--credits: '%s' is not a count in 1..65536", optarg);
-			o->credits = (unsigned)v;
-			break;
-		case O_MAXF:
-			if (parse_size(optarg, &o->max_frame))
-				return bad_usage("--max-frame: '%s' is not a size (e.g. 64M)", optarg);
-			break;
-		case O_FTO:
-			if (parse_u64(optarg, 86400, &v) || v == 0)
-				return bad_usage("--frame-timeout: '%s' is not seconds in 1..86400", optarg);
-			o->frame_timeout_ms = (unsigned)v * 1000u;
-			break;
-		case O_LCORES:
-			o->lcores = optarg;
-			break;
-		case O_PNODE:
-			if (parse_u64(optarg, 1023, &v))
-				return bad_usage("--pool-node: '%s' is not a NUMA node number", optarg);
-			o->pool_node = (int)v;
-			break;
-		case O_LOG: {
-			enum ing_log_level l;
-			if (ing_log_parse_level(optarg, &l))
-				return bad_usage("--log-level: '%s' is not err, warn, info or debug", optarg);
-			o->log_level = optarg;
-			break;
 		}
-		case O_PORTF:
-			o->port_file = optarg;
+		if (c == O_CONFIG)
+			config = optarg;
+	}
+	if (config) {
+		o->config = config;
+		if (load_config(config, o))
+			return 2;
+	}
+	/* pass 2: the flags */
+	optind = 0;   /* glibc: full re-initialisation */
+	while ((c = getopt_long(argc, argv, ":h", lo, &idx)) != -1) {
+		char why[256] = "";
+		if (c >= 256 && c < 256 + (int)N_OPTS) {
+			const struct opt_def *d = &opt_table[c - 256];
+			if (d->set(d, o, optarg, why, sizeof(why))) {
+				char msg[320];
+				snprintf(msg, sizeof(msg), "--%s: %s", d->name, why);
+				return bad_usage("%s", msg);
+			}
+			continue;
+		}
+		switch (c) {
+		case O_CONFIG:
 			break;
-		case O_CERT:
-			o->tls_cert = optarg;
-			break;
-		case O_KEY:
-			o->tls_key = optarg;
-			break;
-		case O_READY:
-			if (parse_u64(optarg, 65535, &v) || v < 3)
-				return bad_usage("--ready-fd: '%s' is not a file descriptor >= 3", optarg);
-			if (fcntl((int)v, F_GETFD) < 0)
-				return bad_usage("--ready-fd: '%s' is not an open file descriptor", optarg);
-			o->ready_fd = (int)v;
-			break;
-		case O_RDMA:
-			o->rdma_dev = optarg;
-			break;
-		case O_MAXS:
-			if (parse_u64(optarg, 1u << 20, &v) || v == 0)
-				return bad_usage("--max-sessions: '%s' is not a count", optarg);
-			o->max_sessions = (unsigned)v;
-			break;
-		case O_SIDLE:
-			if (parse_u64(optarg, 7 * 86400, &v) || v == 0)
-				return bad_usage("--session-idle: '%s' is not seconds in 1..604800", optarg);
-			o->session_idle_ms = (unsigned)v * 1000u;
-			break;
-		case O_PRING:
-			if (parse_u64(optarg, 1u << 20, &v) || v < 2 || (v & (v - 1)))
-				return bad_usage("--persist-ring: '%s' is not a power of 2 >= 2", optarg);
-			o->persist_ring = (unsigned)v;
-			break;
-		case O_RDMA_MODE:
-			if (!strcasecmp(optarg, "on"))
-				o->rdma = 1;
-			else if (!strcasecmp(optarg, "off"))
-				o->rdma = 0;
-			else if (!strcasecmp(optarg, "auto"))
-				o->rdma = -1;
-			else
-				return bad_usage("--rdma: '%s' is not auto, on or off", optarg);
-			break;
-		case O_RDMA_ADDR:
-			o->rdma_addr = optarg;
-			break;
-		case O_RDMA_PORT:
-			if (parse_u64(optarg, 65535, &v))
-				return bad_usage("--rdma-port: '%s' is not a port", optarg);
-			o->rdma_port = (unsigned)v;
-			break;
-		case O_POLL:
-			if (ing_rdma_parse_poll_mode(optarg, &o->poll_mode))
-				return bad_usage("--poll-mode: '%s' is not busy or adaptive", optarg);
-			break;
-		case O_AUTH:
-			if (!*optarg)
-				return bad_usage("--auth-token-file: empty path%s", "");
-			o->auth_token_file = optarg;
+		case O_CHECK:
+			o->check_only = true;
 			break;
 		case O_CLIENT_CA:
 			o->tls_client_ca = optarg;
@@ -544,8 +709,6 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 		return bad_usage("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS)%s", "");
 	if (o->tls_client_ca && readable_or_usage("--tls-client-ca", o->tls_client_ca))
 		return 2;
-	struct ing_pool_opts po;
-	char why[96] = "", msg[320];
 	if (o->auth_token_file) {
 		char awhy[PATH_MAX + 96];
 		if (ing_token_file_read(o->auth_token_file, o->auth_token, sizeof(o->auth_token), awhy,
@@ -554,12 +717,6 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 				o->auth_token_file, awhy);
 			return 2;
 		}
-	}
-	ing_pool_opts_init(&po);
-	if (!pool_spec_ok(o->pool, why, sizeof(why)) || ing_pool_parse_classes(&po, o->pool)) {
-		snprintf(msg, sizeof(msg), "--pool: '%.120s' is not SIZE:COUNT,... (e.g. 4M:16,16M:8): %s",
-			 o->pool, why);
-		return bad_usage("%s", msg);
 	}
 	return 0;
 }
@@ -583,7 +740,37 @@ struct ingestd {
 	struct ing_timer tick;
 	char rdma_note[192];
 	struct ing_rdma *rdma;     /* NULL: gRPC fallback only */
+	struct ing_metrics_srv *metrics;  /* NULL: no --metrics-listen */
+	struct ing_timer watchdog; /* systemd WATCHDOG=1 pings, when WATCHDOG_USEC is set */
+	uint64_t watchdog_ns;      /* ping period (half the watchdog timeout), 0: off */
 };
+
+/* /metrics: the service's families plus the data dir's file system */
+static void metrics_render(void *arg, struct ing_mtext *t)
+{
+	struct ingestd *d = arg;
+	struct statvfs v;
+
+	ing_svc_metrics(d->svc, t);
+	if (d->o.sink == ING_SINK_FILE && statvfs(d->o.data_dir, &v) == 0) {
+		ing_mtext_family(t, "ingest_disk_free_bytes", "gauge",
+				 "Bytes available to ingestd on the data dir's file system.");
+		ing_mtext_u64(t, "ingest_disk_free_bytes", "", (uint64_t)v.f_bavail * v.f_frsize);
+		ing_mtext_family(t, "ingest_disk_size_bytes", "gauge",
+				 "Size of the data dir's file system.");
+		ing_mtext_u64(t, "ingest_disk_size_bytes", "", (uint64_t)v.f_blocks * v.f_frsize);
+	}
+	ing_mtext_family(t, "ingest_build_info", "gauge", "Version of this ingestd (always 1).");
+	ing_mtext_printf(t, "ingest_build_info{version=\"%s\"} 1\n", ING_VERSION);
+}
+
+/* systemd watchdog: ping from the control loop, so a stuck loop stops the pings */
+static void watchdog_cb(void *arg)
+{
+	struct ingestd *d = arg;
+	(void)sd_notify(0, "WATCHDOG=1");
+	ing_timer_arm(d->loop, &d->watchdog, ing_now_ns() + d->watchdog_ns);
+}
 
 static void rdma_cb(void *arg, uint32_t events)
 {
@@ -633,6 +820,7 @@ static void signal_cb(void *arg, uint32_t events)
 		if (d->phase == PH_RUN) {
 			ING_INFO(COMP, "%s: stopping (health NOT_SERVING, GOAWAY, up to %u s to drain)",
 				 strsignal((int)si.ssi_signo), DRAIN_MS / 1000);
+			(void)sd_notify(0, "STOPPING=1");
 			ing_grpc_server_set_serving(d->srv, false);
 			ing_svc_shutdown_begin(d->svc);
 			ing_grpc_server_shutdown(d->srv);
@@ -819,8 +1007,12 @@ static bool hugepages_free(void)
 
 static void teardown(struct ingestd *d)
 {
-	if (d->loop)
+	if (d->loop) {
 		ing_timer_cancel(d->loop, &d->tick);
+		ing_timer_cancel(d->loop, &d->watchdog);
+	}
+	ing_metrics_srv_destroy(d->metrics);
+	d->metrics = NULL;
 	ing_grpc_server_destroy(d->srv);     /* every call closed: the service lets go of them */
 	d->srv = NULL;
 	if (d->rdma) {                       /* pollers stop; frames they held go to the ack ring */
@@ -892,6 +1084,12 @@ int main(int argc, char **argv)
 		return 0; /* --help */
 	if (rc)
 		return rc;
+	if (d.o.check_only) {
+		printf("ingestd: configuration OK%s%s\n", d.o.config ? ": " : "",
+		       d.o.config ? d.o.config : "");
+		return 0;
+	}
+	ing_log_set_format(d.o.log_format);
 	if (d.o.log_level) {
 		enum ing_log_level l;
 		(void)ing_log_parse_level(d.o.log_level, &l);
@@ -998,6 +1196,7 @@ int main(int argc, char **argv)
 	if (!d.loop)
 		goto fail;
 	ing_timer_init(&d.tick, shutdown_tick, &d);
+	ing_timer_init(&d.watchdog, watchdog_cb, &d);
 
 	struct ing_svc_opts so;
 	ing_svc_opts_init(&so);
@@ -1090,6 +1289,11 @@ int main(int argc, char **argv)
 		goto fail;
 	ing_svc_attach_server(d.svc, d.srv);
 	int port = ing_grpc_server_port(d.srv);
+	if (d.o.metrics_listen) {
+		d.metrics = ing_metrics_srv_create(d.loop, d.o.metrics_listen, metrics_render, &d);
+		if (!d.metrics)
+			goto fail;
+	}
 
 	d.sfd = signalfd(-1, &ss, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (d.sfd < 0) {
@@ -1136,6 +1340,14 @@ int main(int argc, char **argv)
 			goto fail;
 		}
 	}
+	if (d.metrics && d.o.metrics_port_file) {
+		rc = write_port_file(d.o.metrics_port_file, ing_metrics_srv_port(d.metrics));
+		if (rc) {
+			ING_ERR(COMP, "cannot write metrics port file %s: %s", d.o.metrics_port_file,
+				strerror(-rc));
+			goto fail;
+		}
+	}
 	if (d.o.ready_fd >= 0) {
 		char line[32];
 		int n = snprintf(line, sizeof(line), "READY %d\n", port);
@@ -1143,6 +1355,16 @@ int main(int argc, char **argv)
 			ING_WARN(COMP, "--ready-fd %d: %s", d.o.ready_fd, strerror(errno));
 		close(d.o.ready_fd);
 	}
+
+	/* systemd (Type=notify): ready now; watchdog pings at half its timeout */
+	uint64_t wd_usec = 0;
+	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
+		d.watchdog_ns = wd_usec * 1000ull / 2;
+		ing_timer_arm(d.loop, &d.watchdog, ing_now_ns());
+		ING_INFO(COMP, "systemd watchdog: %llu ms, pinging every %llu ms",
+			 (unsigned long long)(wd_usec / 1000), (unsigned long long)(d.watchdog_ns / 1000000));
+	}
+	(void)sd_notifyf(0, "READY=1\nSTATUS=serving gRPC on port %d\nMAINPID=%d", port, (int)getpid());
 
 	rc = ing_loop_run(d.loop);
 	if (rc) {

@@ -74,3 +74,20 @@ void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src)
 	dst->count += src->count;
 	dst->sum += src->sum;
 }
+
+/* 100 us .. 30 s: a frame of 1..64 MiB takes ~1 ms (memory) to seconds (slow disk, queue) */
+const uint64_t ing_phist_le_ns[ING_PHIST_NB] = {
+	100000ull, 250000ull, 500000ull, 1000000ull, 2500000ull, 5000000ull, 10000000ull,
+	25000000ull, 50000000ull, 100000000ull, 250000000ull, 500000000ull, 1000000000ull,
+	2500000000ull, 5000000000ull, 10000000000ull, 20000000000ull, 30000000000ull,
+};
+
+void ing_phist_add(struct ing_phist *h, uint64_t ns)
+{
+	unsigned i = 0;
+	while (i < ING_PHIST_NB && ns > ing_phist_le_ns[i])   /* le: upper bound inclusive */
+		i++;
+	h->b[i]++;
+	h->count++;
+	h->sum_ns += ns;
+}

@@ -33,4 +33,16 @@ void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src);
 /* Largest value that falls into bucket b (b < ING_HIST_BUCKETS): for walking h->b (CDFs). */
 uint64_t ing_hist_bucket_upper(unsigned b);
 
+/*
+ * Fixed Prometheus buckets (seconds: 100 us .. 30 s, then +Inf), for /metrics: the counts
+ * are per bucket (not cumulative), sum in ns. No allocation, one owner thread; ~200 bytes.
+ */
+#define ING_PHIST_NB 18   /* finite upper bounds; b[ING_PHIST_NB] is the +Inf bucket */
+extern const uint64_t ing_phist_le_ns[ING_PHIST_NB];
+struct ing_phist {
+	uint64_t count, sum_ns;
+	uint64_t b[ING_PHIST_NB + 1];
+};
+void ing_phist_add(struct ing_phist *h, uint64_t ns);
+
 #endif

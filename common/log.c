@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 static const char *const level_names[] = { "ERR", "WARN", "INFO", "DEBUG" };
+static const char *const level_json[] = { "error", "warning", "info", "debug" };
 static int log_level = -1; /* resolved from $ING_LOG_LEVEL on first use */
 static int log_default = ING_LOG_INFO;
 static ing_log_fn log_fn;   /* NULL: stderr */
@@ -26,6 +27,117 @@ void ing_log_set_handler(ing_log_fn fn, void *ctx)
 void ing_log_set_default_level(enum ing_log_level lvl)
 {
 	__atomic_store_n(&log_default, (int)lvl, __ATOMIC_RELAXED);
+}
+
+static int log_format = ING_LOG_TEXT;
+
+void ing_log_set_format(enum ing_log_format f)
+{
+	__atomic_store_n(&log_format, (int)f, __ATOMIC_RELAXED);
+}
+
+int ing_log_parse_format(const char *s, enum ing_log_format *out)
+{
+	if (s && strcasecmp(s, "text") == 0)
+		*out = ING_LOG_TEXT;
+	else if (s && strcasecmp(s, "json") == 0)
+		*out = ING_LOG_JSON;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (2..4), or 0 (strict: no overlong, surrogate). */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t n;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/*
+ * Append s as the inside of a JSON string; stops (without splitting an escape or a
+ * character) at cap. Valid UTF-8 passes as is; a stray byte becomes \u00XX, so every line
+ * is valid JSON in valid UTF-8.
+ */
+static size_t json_escape(char *out, size_t n, size_t cap, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	while (*s) {
+		unsigned char c = (unsigned char)*s;
+		char e[7];
+		const char *src = e;
+		size_t k;
+		if (c == '"' || c == '\\') {
+			e[0] = '\\';
+			e[1] = (char)c;
+			k = 2;
+		} else if (c == '\n' || c == '\t' || c == '\r') {
+			e[0] = '\\';
+			e[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+			k = 2;
+		} else if (c >= 0x80 && (k = utf8_len((const unsigned char *)s)) > 0) {
+			src = s;
+		} else if (c < 0x20 || c >= 0x7f) {
+			memcpy(e, "\\u00", 4);
+			e[4] = hex[c >> 4];
+			e[5] = hex[c & 15];
+			k = 6;
+		} else {
+			e[0] = (char)c;
+			k = 1;
+		}
+		if (n + k > cap)
+			break;
+		memcpy(out + n, src, k);
+		n += k;
+		s += src == s ? k : 1;
+	}
+	return n;
+}
+
+static void write_json(enum ing_log_level lvl, const char *comp, const char *msg)
+{
+	char line[2048];
+	struct timespec ts;
+	struct tm tm;
+	size_t cap = sizeof(line) - 4;   /* room for "}\n" and the closing quote */
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	int n = snprintf(line, sizeof(line),
+			 "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ\",\"level\":\"%s\",\"comp\":\"",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec, ts.tv_nsec / 1000, level_json[lvl]);
+	size_t len = json_escape(line, (size_t)n, 200, comp);
+	len += (size_t)snprintf(line + len, sizeof(line) - len, "\",\"pid\":%d,\"msg\":\"",
+				(int)getpid());
+	len = json_escape(line, len, cap, msg);
+	memcpy(line + len, "\"}\n", 3);
+	len += 3;
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
 }
 
 int ing_log_parse_level(const char *s, enum ing_log_level *out)
@@ -80,6 +192,16 @@ void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ..
 		vsnprintf(line, sizeof(line), fmt, ap);
 		va_end(ap);
 		fn(log_ctx, lvl, comp, line);
+		errno = saved;
+		return;
+	}
+	if (__atomic_load_n(&log_format, __ATOMIC_RELAXED) == ING_LOG_JSON) {
+		char msg[1024];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		write_json(lvl, comp, msg);
 		errno = saved;
 		return;
 	}

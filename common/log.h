@@ -21,6 +21,17 @@ void ing_log_set_default_level(enum ing_log_level lvl);
 /* Parse "err|error|warn|warning|info|debug" (case-insensitive); -EINVAL if unknown. */
 int ing_log_parse_level(const char *s, enum ing_log_level *out);
 
+/*
+ * Line format: text (default: "HH:MM:SS.mmm LEVEL comp message") or JSON, one object per
+ * line for journald/Loki ({"ts":"<RFC 3339 UTC>","level":"info","comp":"svc","pid":N,
+ * "msg":"..."}; control characters and bytes that are not UTF-8 escaped: every line parses).
+ * Set once at start-up, before other threads log.
+ */
+enum ing_log_format { ING_LOG_TEXT = 0, ING_LOG_JSON };
+void ing_log_set_format(enum ing_log_format f);
+/* Parse "text|json" (case-insensitive); -EINVAL if unknown. */
+int ing_log_parse_format(const char *s, enum ing_log_format *out);
+
 void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

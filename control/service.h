@@ -112,6 +112,14 @@ void ing_svc_close_calls(struct ing_svc *s, int status, const char *message);
 void ing_svc_destroy(struct ing_svc *s);
 
 /*
+ * Prometheus page of the service (control/svc_metrics.c): frames and bytes by transport
+ * and result, ack latency and per-stage histograms, pool slots per size class,
+ * persistence queue, sessions, RDMA errors/reconnects, lcore busy ratio. Control thread.
+ */
+struct ing_mtext;
+void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t);
+
+/*
  * RDMA data path (control/svc_rdma.c): ControlStream READ jobs go to r, its callbacks
  * (session check of CM connect requests, RECEIVED, device removal) come here. Call after
  * ing_svc_create, before the loop runs; r outlives the service's calls (ingestd destroys

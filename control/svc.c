@@ -415,6 +415,7 @@ void svc_frame_fail(struct svc_frame *e, int code, bool retryable, const char *f
 	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
 	va_end(ap);
 	e->svc->c_failed++;
+	svc_metrics_result(e->svc, e->f ? e->f->transport : ING_XPORT_GRPC, SVC_R_FAILED, e->length);
 	ING_LOG_RL(ING_LOG_WARN, "svc", "%s", a.msg);
 	if (e->call) {
 		svc_refused_add(e->call, e->f->frame_id);
@@ -453,6 +454,7 @@ void svc_frame_complete(struct svc_frame *e)
 	f->t_received_ns = ing_now_ns();
 	s->c_received++;
 	s->c_bytes_rx += f->length;
+	svc_metrics_received(s, f->transport, f->length, f->t_received_ns - f->t_admit_ns);
 	svc_ack_received(e, f->t_received_ns - f->t_admit_ns);
 	s->persisting++;
 	if (s->retry_len == 0 && ing_persist_submit(s->persist, f) == 0) {
@@ -535,6 +537,7 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 		ing_hist_add(&s->stage_lat[SVC_ST_TOTAL], now - f->t_admit_ns);
 	}
 	s->persisting--;
+	svc_metrics_durable(s, f, now);
 	if (e->call)
 		svc_send_ack(e->call, &a);
 	else
@@ -764,6 +767,7 @@ void svc_call_free(struct svc_call *pc)
 				   " of %" PRIu64 " bytes; partial frame discarded", e->f->frame_id,
 				   ing_grpc_call_peer(pc->call), e->f->filled, e->f->length);
 			s->c_failed++;
+			svc_metrics_result(s, ING_XPORT_GRPC, SVC_R_FAILED, e->length);
 			e->call = NULL;
 			svc_frame_release(e);
 		} else {
@@ -1092,6 +1096,8 @@ void svc_nack(struct svc_call *pc, const char *frame_id, int code, bool retryabl
 	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
 	va_end(ap);
 	pc->svc->c_refused++;
+	svc_metrics_result(pc->svc, pc->kind == SVC_CALL_CTL ? ING_XPORT_RDMA : ING_XPORT_GRPC,
+			   SVC_R_REFUSED, 0);
 	ING_LOG_RL(ING_LOG_WARN, "svc", "%s (peer %s)", a.msg, ing_grpc_call_peer(pc->call));
 	svc_refused_add(pc, frame_id);
 	svc_send_ack(pc, &a);

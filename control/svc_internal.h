@@ -133,6 +133,7 @@ struct svc_session {
 	uint64_t owner_conn;
 	char owner_ident[256];   /* "" without a client certificate */
 	bool ack_received;       /* Negotiate asked for RECEIVED acks too (two-stage) */
+	bool rdma_seen;          /* its RDMA connection was up once (a second one: reconnect) */
 };
 
 enum svc_fstate { FE_FREE = 0, FE_FILLING, FE_RETRY, FE_PERSISTING };
@@ -244,6 +245,21 @@ struct svc_call {
 	_Alignas(16) uint8_t arena[SVC_ARENA];
 };
 
+/* --- Prometheus counters and histograms (control/svc_metrics.c), control thread only --- */
+enum svc_result { SVC_R_DURABLE = 0, SVC_R_DUPLICATE, SVC_R_FAILED, SVC_R_REFUSED, SVC_R_N };
+enum svc_mstage { SVC_MS_QUEUE = 0, SVC_MS_WRITE, SVC_MS_SYNC, SVC_MS_COMMIT, SVC_MS_ACK, SVC_MS_N };
+#define SVC_X_N 2                /* transports: [0] gRPC stream, [1] RDMA READ */
+#define SVC_M_LCORES 16          /* == ING_RDMA_MAX_LCORES */
+struct svc_metrics {
+	uint64_t frames[SVC_X_N][SVC_R_N], bytes[SVC_X_N][SVC_R_N];
+	uint64_t rx_frames[SVC_X_N], rx_bytes[SVC_X_N];
+	struct ing_phist ack_received, ack_durable;   /* from admission */
+	struct ing_phist stage[SVC_MS_N];             /* inside the node, after RECEIVED */
+	uint64_t rdma_reconnects;
+	uint64_t busy_prev_ns[SVC_M_LCORES], busy_t_prev;  /* lcore busy ratio sampling */
+	double busy_ratio[SVC_M_LCORES];
+};
+
 struct ing_svc {
 	struct ing_loop *loop;
 	struct ing_pool *pool;
@@ -306,6 +322,7 @@ struct ing_svc {
 	unsigned max_slots_per_peer;
 	uint64_t c_evicted, c_stalled, c_auth_locked;
 	char sess_why[160];      /* why svc_session_new returned NULL */
+	struct svc_metrics m;
 };
 
 /* svc.c: shared helpers */
@@ -386,6 +403,12 @@ void svc_arena_allocator(struct svc_call *pc, struct ProtobufCAllocator *a);
 int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_id,
 		   size_t id_len, const char *meta_frame_id, uint64_t length, const char *wafer,
 		   const char **wafer_out, char *why, size_t whylen);
+
+/* svc_metrics.c: count a frame's outcome (transport: enum ing_xport) and its latencies */
+void svc_metrics_result(struct ing_svc *s, uint8_t transport, enum svc_result r, uint64_t bytes);
+void svc_metrics_received(struct ing_svc *s, uint8_t transport, uint64_t bytes, uint64_t latency_ns);
+/* a frame back from persistence, ok or not; now: when control handles its ack */
+void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now);
 
 /* svc_push.c */
 extern const struct ing_grpc_method svc_push_method;

@@ -31,6 +31,8 @@ static void rdma_received(struct ing_svc *s, struct svc_frame *e, uint64_t t_rec
 
 	s->c_received++;
 	s->c_bytes_rx += e->length;
+	svc_metrics_received(s, ING_XPORT_RDMA, e->length,
+			     t_received_ns > t_admit ? t_received_ns - t_admit : 0);
 	s->persisting++;
 	e->state = FE_PERSISTING;
 	svc_ack_received(e, t_received_ns > t_admit ? t_received_ns - t_admit : 0);
@@ -127,7 +129,11 @@ static int cb_session_check(void *arg, uint64_t session_id)
 static void cb_conn_state(void *arg, uint64_t session_id, bool up)
 {
 	struct ing_svc *s = arg;
-	(void)s;
+	struct svc_session *ss = up ? svc_session_find(s, session_id) : NULL;
+	if (ss && ss->rdma_seen)
+		s->m.rdma_reconnects++;
+	if (ss)
+		ss->rdma_seen = true;
 	ING_INFO(COMP, "session %" PRIu64 ": RDMA connection %s", session_id, up ? "up" : "down");
 }
 

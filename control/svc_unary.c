@@ -320,6 +320,30 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 		r.rdmaconnsactive = rs.conns_active;
 	}
 	r.ctlframesparked = s->c_ctl_parked;
+	/* the /metrics histograms (svc_metrics.c) */
+	static const char *const names[] = { "ack_received", "ack_durable", "queue", "write",
+					     "sync", "commit", "ack" };
+	const struct ing_phist *hs[] = { &s->m.ack_received, &s->m.ack_durable,
+					 &s->m.stage[SVC_MS_QUEUE], &s->m.stage[SVC_MS_WRITE],
+					 &s->m.stage[SVC_MS_SYNC], &s->m.stage[SVC_MS_COMMIT],
+					 &s->m.stage[SVC_MS_ACK] };
+	enum { NH = sizeof(hs) / sizeof(hs[0]) };
+	H3000__LatencyHistogram lh[NH], *lhp[NH];
+	uint64_t counts[NH][ING_PHIST_NB + 1];
+	for (unsigned i = 0; i < NH; i++) {
+		h3000__latency_histogram__init(&lh[i]);
+		lh[i].stage = (char *)names[i];
+		lh[i].n_bucketupperns = ING_PHIST_NB;
+		lh[i].bucketupperns = (uint64_t *)ing_phist_le_ns;
+		memcpy(counts[i], hs[i]->b, sizeof(counts[i]));
+		lh[i].n_bucketcounts = ING_PHIST_NB + 1;
+		lh[i].bucketcounts = counts[i];
+		lh[i].count = hs[i]->count;
+		lh[i].sumns = hs[i]->sum_ns;
+		lhp[i] = &lh[i];
+	}
+	r.n_latency = NH;
+	r.latency = lhp;
 	H3000__StageLatency sl[SVC_NSTAGES + 1], *slp[SVC_NSTAGES + 1];
 	for (unsigned i = 0; i <= SVC_NSTAGES; i++) {
 		const struct ing_hist *h = &s->stage_lat[i];

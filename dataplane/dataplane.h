@@ -78,6 +78,7 @@ struct ing_frame {
 	uint64_t t_crc_ns;       /* crc32c checked */
 	uint64_t t_written_ns;   /* written to the temp file, before its fdatasync */
 	uint64_t t_synced_ns;    /* fdatasync'ed and renamed */
+	uint64_t t_persist_ns;   /* a persistence worker took it (0: never; /metrics queue stage) */
 	/*
 	 * --- gRPC fallback: crc32c computed by control while it copies the bytes in (one
 	 * pass over cache-hot input), so persistence need not read the frame again ---
@@ -150,6 +151,9 @@ bool ing_pool_on_hugepages(const struct ing_pool *p);
 /* Region of class c (for ibv_reg_mr: once per region). 0 or -ENOENT. */
 int ing_pool_region(const struct ing_pool *p, unsigned c, void **base, size_t *len);
 unsigned ing_pool_nclasses(const struct ing_pool *p);
+/* Class c: slot capacity (bytes), slots, slots free now (approximate). 0 or -ENOENT. */
+int ing_pool_class_stats(const struct ing_pool *p, unsigned c, uint64_t *slot_size,
+			 unsigned *total, unsigned *free_slots);
 
 /* ---------------------------------------------------------------- rings */
 

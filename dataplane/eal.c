@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <rte_eal.h>
+#include <rte_log.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
@@ -25,6 +26,46 @@ static pthread_mutex_t eal_lock = PTHREAD_MUTEX_INITIALIZER;
 static int eal_state = EAL_DOWN;
 
 static unsigned name_counter;
+
+/*
+ * DPDK's own log lines go through ing_log_write (component "eal"), so they carry our
+ * format: a --log-format json daemon prints nothing but JSON lines. EAL writes a message
+ * with one or more fputs/fprintf calls; whole lines are logged, a partial one is kept.
+ */
+static char eal_partial[512];
+static size_t eal_partial_len;
+
+static ssize_t eal_log_write(void *cookie, const char *buf, size_t n)
+{
+	(void)cookie;
+	for (size_t i = 0; i < n; i++) {
+		char c = buf[i];
+		if (c != '\n' && eal_partial_len < sizeof(eal_partial) - 1) {
+			eal_partial[eal_partial_len++] = c;
+			continue;
+		}
+		if (c != '\n')
+			continue;   /* an over-long line is cut */
+		eal_partial[eal_partial_len] = 0;
+		if (eal_partial_len)
+			ING_WARN(COMP, "%s", eal_partial);
+		eal_partial_len = 0;
+	}
+	return (ssize_t)n;
+}
+
+static void eal_log_route(void)
+{
+	static FILE *f;
+	cookie_io_functions_t io = { .write = eal_log_write };
+	if (f)
+		return;
+	f = fopencookie(NULL, "w", io);
+	if (!f)
+		return;
+	setvbuf(f, NULL, _IOLBF, 0);
+	rte_openlog_stream(f);
+}
 
 void dp_unique_name(char *out, size_t len, const char *prefix)
 {
@@ -120,6 +161,7 @@ int ing_eal_start(const struct ing_eal_opts *o)
 	}
 	ING_INFO(COMP, "starting EAL: %s", line);
 
+	eal_log_route();
 	rc = rte_eal_init(argc, argv);
 	if (rc < 0) {
 		int err = rte_errno ? rte_errno : EINVAL;

@@ -435,10 +435,11 @@ static void process_burst(struct worker *w, struct ing_frame **fr, unsigned n)
 	struct ing_persist *p = w->p;
 	bool aborting = __atomic_load_n(&p->abort, __ATOMIC_ACQUIRE);
 	unsigned nok = 0, start = 0;
-	uint64_t pending = 0;
+	uint64_t pending = 0, taken = ing_now_ns();
 
 	for (unsigned i = 0; i < n; i++) {
 		struct ing_frame *f = fr[i];
+		f->t_persist_ns = taken;   /* stage timestamps for /metrics, read by control */
 		f->status = ING_E_NONE;
 		f->retryable = false;
 		f->duplicate = false;

@@ -434,3 +434,14 @@ unsigned ing_pool_nclasses(const struct ing_pool *p)
 {
 	return p ? p->nclasses : 0;
 }
+
+int ing_pool_class_stats(const struct ing_pool *p, unsigned c, uint64_t *slot_size,
+			 unsigned *total, unsigned *free_slots)
+{
+	if (!p || c >= p->nclasses)
+		return -ENOENT;
+	*slot_size = p->cls[c].slot_size;
+	*total = p->cls[c].count;
+	*free_slots = p->cls[c].mp ? rte_mempool_avail_count(p->cls[c].mp) : 0;
+	return 0;
+}

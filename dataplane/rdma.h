@@ -331,5 +331,10 @@ struct ing_rdma_stats {
 	uint64_t completions;         /* CQEs polled (success, error, flush) */
 };
 void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s);
+/* Pollers of the engine, and poller i's counters and EAL lcore id (/metrics per lcore).
+ * 0 or -ENOENT. Any thread (relaxed reads). */
+unsigned ing_rdma_nlcores(const struct ing_rdma *r);
+int ing_rdma_lcore_stats(const struct ing_rdma *r, unsigned i, unsigned *lcore_id,
+			 struct ing_rdma_lcore_stats *s);
 
 #endif

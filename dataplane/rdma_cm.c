@@ -965,6 +965,21 @@ int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f)
 	return ing_fring_push(r->lcs[c->lcore].jobs, &f, 1);
 }
 
+unsigned ing_rdma_nlcores(const struct ing_rdma *r)
+{
+	return r ? r->nl : 0;
+}
+
+int ing_rdma_lcore_stats(const struct ing_rdma *r, unsigned i, unsigned *lcore_id,
+			 struct ing_rdma_lcore_stats *s)
+{
+	if (!r || i >= r->nl || !r->lcs[i].lc)
+		return -ENOENT;
+	*lcore_id = r->lcs[i].lcore_id;
+	ing_rdma_lcore_get_stats(r->lcs[i].lc, s);
+	return 0;
+}
+
 void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s)
 {
 	memset(s, 0, sizeof(*s));

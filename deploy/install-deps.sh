@@ -12,7 +12,7 @@ PKGS=(
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libdpdk-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
   libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev sqlite3
-  libcmocka-dev help2man
+  libcmocka-dev help2man libsystemd-dev
   # packaging and ABI checks (make deb, make test)
   abigail-tools lintian dpkg-dev fakeroot
   # fuzz targets (tests/fuzz, make fuzz): clang + libFuzzer
@@ -22,6 +22,8 @@ PKGS=(
   nodejs
   ibverbs-utils rdmacm-utils perftest
   qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 util-linux
+  # tests: a real Prometheus scraping /metrics (+ promtool), systemd-analyze, curl
+  prometheus systemd curl
   # fault suite (tests/fault): loop-mounted ext4, fsfreeze, catalog checks
   e2fsprogs mount
   # bench

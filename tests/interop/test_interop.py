@@ -363,6 +363,16 @@ class T1Basics(unittest.TestCase):
         self.assertGreater(st.ackLatencyP50Ns, 0)
         self.assertGreaterEqual(st.ackLatencyP99Ns, st.ackLatencyP50Ns)
         self.assertGreaterEqual(st.sessionsActive, 0)
+        # the /metrics histograms, per stage, with their fixed bucket bounds
+        lat = {h.stage: h for h in st.latency}
+        self.assertEqual(set(lat), {"ack_received", "ack_durable", "queue", "write", "sync",
+                                    "commit", "ack"})
+        for h in lat.values():
+            self.assertEqual(len(h.bucketCounts), len(h.bucketUpperNs) + 1)
+            self.assertEqual(sum(h.bucketCounts), h.count)
+            self.assertEqual(list(h.bucketUpperNs), sorted(h.bucketUpperNs))
+        self.assertGreaterEqual(lat["ack_durable"].count, 1)
+        self.assertGreater(lat["ack_durable"].sumNs, 0)
 
 
 class T2ControlStream(unittest.TestCase):

@@ -60,9 +60,8 @@ for f in usr/bin/ingestd usr/bin/ingest-send usr/bin/ingest-verify usr/bin/inges
 	usr/share/man/man1/ingestd.1.gz usr/share/doc/h3000-ingest/copyright; do
 	[ -e "$R/$f" ] || fail "/$f not in the packages"
 done
-grep -qx 'ExecStart=/usr/bin/ingestd --data-dir ${INGEST_DATA_DIR} $INGESTD_ARGS' "$R/lib/systemd/system/ingestd.service" ||
-	fail "the unit does not start /usr/bin/ingestd: $(grep Exec "$R/lib/systemd/system/ingestd.service")"
-grep -q 'EnvironmentFile=-/etc/h3000/ingestd.conf' "$R/lib/systemd/system/ingestd.service" || fail "unit config path"
+grep -qx 'ExecStart=/usr/bin/ingestd --config /etc/h3000/ingestd.conf' "$R/lib/systemd/system/ingestd.service" ||
+	fail "the unit does not start /usr/bin/ingestd --config /etc/h3000/ingestd.conf: $(grep Exec "$R/lib/systemd/system/ingestd.service")"
 
 step "the unpacked programs end to end"
 export LD_LIBRARY_PATH=$R/usr/lib

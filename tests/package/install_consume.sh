@@ -42,10 +42,9 @@ real=$(readlink "$P/lib/libingest.so.1") || fail "libingest.so.1 is not a symlin
 [[ $real == libingest.so.1.* ]] && [ -f "$P/lib/$real" ] || fail "libingest.so.1 -> $real"
 soname=$(readelf -d "$P/lib/libingest.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = libingest.so.1 ] || fail "SONAME is '$soname'"
-grep -qx "ExecStart=$P/bin/ingestd --data-dir \${INGEST_DATA_DIR} \$INGESTD_ARGS" \
-	"$P/lib/systemd/system/ingestd.service" || fail "the unit does not start $P/bin/ingestd"
-grep -q "EnvironmentFile=-$P/etc/h3000/ingestd.conf" "$P/lib/systemd/system/ingestd.service" ||
-	fail "the unit does not read $P/etc/h3000/ingestd.conf"
+grep -qx "ExecStart=$P/bin/ingestd --config $P/etc/h3000/ingestd.conf" \
+	"$P/lib/systemd/system/ingestd.service" ||
+	fail "the unit does not start $P/bin/ingestd --config $P/etc/h3000/ingestd.conf"
 for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor; do
 	zcat "$P/share/man/man1/$m.1.gz" | grep -q '^\.TH' || fail "man page $m.1.gz missing or empty"
 done

@@ -88,6 +88,30 @@ static void test_merge(void **state)
 	assert_int_equal(h.count, 1000);
 }
 
+/* Prometheus buckets: "le" is inclusive, above the last bound is +Inf, sum and count kept */
+static void test_phist(void **state)
+{
+	struct ing_phist ph;
+	(void)state;
+	memset(&ph, 0, sizeof(ph));
+	ing_phist_add(&ph, 0);
+	ing_phist_add(&ph, ing_phist_le_ns[0]);         /* on the bound: that bucket */
+	ing_phist_add(&ph, ing_phist_le_ns[0] + 1);     /* just above: the next */
+	ing_phist_add(&ph, 1000000000ull);              /* 1 s */
+	ing_phist_add(&ph, 3600000000000ull);           /* an hour: +Inf */
+	assert_int_equal(ph.b[0], 2);
+	assert_int_equal(ph.b[1], 1);
+	unsigned one_s = 0;
+	while (ing_phist_le_ns[one_s] != 1000000000ull)
+		one_s++;
+	assert_int_equal(ph.b[one_s], 1);
+	assert_int_equal(ph.b[ING_PHIST_NB], 1);
+	assert_int_equal(ph.count, 5);
+	assert_true(ph.sum_ns == 2 * ing_phist_le_ns[0] + 1 + 1000000000ull + 3600000000000ull);
+	for (unsigned i = 1; i < ING_PHIST_NB; i++)
+		assert_true(ing_phist_le_ns[i] > ing_phist_le_ns[i - 1]);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -150,6 +174,7 @@ int main(void)
 		cmocka_unit_test(test_uniform_quantiles),
 		cmocka_unit_test(test_huge_values),
 		cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_phist),
 		cmocka_unit_test(test_random_vs_exact),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

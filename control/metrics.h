@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * metrics.h - Prometheus text exposition (format 0.0.4) over a tiny HTTP/1.1 responder on
+ * the control thread's loop (ingestd --metrics-listen). It never runs on a dataplane lcore:
+ * a scrape reads counters the way Stats does, and the page is built on the control thread
+ * (which may allocate; it is not the hot path).
+ *
+ * HTTP: GET or HEAD /metrics -> 200 text/plain; version=0.0.4; other paths 404, other
+ * methods 405, a malformed or over-long (> 4 KiB) request 400. One request per connection
+ * (Connection: close), at most ING_METRICS_MAX_CONNS at once, each closed after 10 s.
+ * Everything here runs on the loop's thread.
+ */
+#ifndef ING_CONTROL_METRICS_H
+#define ING_CONTROL_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/hist.h"
+#include "control/loop.h"
+
+#define ING_METRICS_MAX_CONNS 16
+
+/* A growing text buffer for one page. */
+struct ing_mtext {
+	char *buf;
+	size_t len, cap;
+	int err;             /* -ENOMEM once an append failed (the page is then a 500) */
+};
+void ing_mtext_printf(struct ing_mtext *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "# HELP name help\n# TYPE name type\n" */
+void ing_mtext_family(struct ing_mtext *t, const char *name, const char *type, const char *help);
+/* One sample: name{labels} value (labels "" for none; a value in base units). */
+void ing_mtext_sample(struct ing_mtext *t, const char *name, const char *labels, double v);
+void ing_mtext_u64(struct ing_mtext *t, const char *name, const char *labels, uint64_t v);
+/* A histogram's series (cumulative _bucket{le=...}, _sum in seconds, _count); labels is
+ * a prefix like `stage="durable"` or "" (the family line is the caller's). */
+void ing_mtext_phist(struct ing_mtext *t, const char *name, const char *labels,
+		     const struct ing_phist *h);
+
+/* Fills t with the whole page (all families). */
+typedef void (*ing_metrics_render_fn)(void *arg, struct ing_mtext *t);
+
+struct ing_metrics_srv;
+/*
+ * Listen on addr (host:port or [v6]:port; port 0: pick one) and serve render's page.
+ * NULL + log on error. Loop thread.
+ */
+struct ing_metrics_srv *ing_metrics_srv_create(struct ing_loop *loop, const char *addr,
+					       ing_metrics_render_fn render, void *arg);
+int ing_metrics_srv_port(const struct ing_metrics_srv *s);
+/* Close the listener and every connection. NULL ok. */
+void ing_metrics_srv_destroy(struct ing_metrics_srv *s);
+
+#endif

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * svc_metrics.c - the service's Prometheus families. Counters and histograms live in
+ * struct svc_metrics (svc_internal.h), written by the control thread as frames finish;
+ * the page reads them there, the pool and the RDMA pollers' relaxed counters. Names
+ * follow Prometheus: ingest_ prefix, _total counters, seconds and bytes, bounded labels
+ * (transport, result, stage, size class, lcore; never a frame or session id).
+ */
+#include "control/svc_internal.h"
+#include "control/metrics.h"
+#include "common/clock.h"
+#include "dataplane/rdma.h"
+
+#include <stdio.h>
+
+static const char *const xport_name[SVC_X_N] = { "grpc", "rdma" };
+static const char *const result_name[SVC_R_N] = { "durable", "duplicate", "failed", "refused" };
+static const char *const stage_name[SVC_MS_N] = { "queue", "write", "sync", "commit", "ack" };
+
+static unsigned xi(uint8_t transport)
+{
+	return transport == ING_XPORT_RDMA ? 1u : 0u;
+}
+
+void svc_metrics_result(struct ing_svc *s, uint8_t transport, enum svc_result r, uint64_t bytes)
+{
+	s->m.frames[xi(transport)][r]++;
+	s->m.bytes[xi(transport)][r] += bytes;
+}
+
+void svc_metrics_received(struct ing_svc *s, uint8_t transport, uint64_t bytes, uint64_t latency_ns)
+{
+	s->m.rx_frames[xi(transport)]++;
+	s->m.rx_bytes[xi(transport)] += bytes;
+	ing_phist_add(&s->m.ack_received, latency_ns);
+}
+
+static void stage(struct svc_metrics *m, enum svc_mstage st, uint64_t from, uint64_t to)
+{
+	if (from && to >= from)
+		ing_phist_add(&m->stage[st], to - from);
+}
+
+void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now)
+{
+	struct svc_metrics *m = &s->m;
+	enum svc_result r = f->status != ING_E_NONE ? SVC_R_FAILED :
+			    f->duplicate ? SVC_R_DUPLICATE : SVC_R_DURABLE;
+
+	svc_metrics_result(s, f->transport, r, f->length);
+	if (r == SVC_R_FAILED)
+		return;
+	if (f->t_durable_ns > f->t_admit_ns)
+		ing_phist_add(&m->ack_durable, f->t_durable_ns - f->t_admit_ns);
+	stage(m, SVC_MS_QUEUE, f->t_received_ns, f->t_persist_ns);
+	if (f->t_written_ns && f->t_synced_ns) {   /* written now (not a duplicate, not the null sink) */
+		stage(m, SVC_MS_WRITE, f->t_persist_ns, f->t_written_ns);
+		stage(m, SVC_MS_SYNC, f->t_written_ns, f->t_synced_ns);
+		stage(m, SVC_MS_COMMIT, f->t_synced_ns, f->t_durable_ns);
+	}
+	stage(m, SVC_MS_ACK, f->t_durable_ns, now);
+}
+
+/* busy share of each poller since the previous sample (at least 1 s apart) */
+static void sample_busy(struct ing_svc *s, uint64_t now)
+{
+	struct svc_metrics *m = &s->m;
+	unsigned n = ing_rdma_nlcores(s->rdma);
+	if (m->busy_t_prev && now - m->busy_t_prev < 1000000000ull)
+		return;
+	for (unsigned i = 0; i < n && i < SVC_M_LCORES; i++) {
+		struct ing_rdma_lcore_stats st;
+		unsigned id;
+		if (ing_rdma_lcore_stats(s->rdma, i, &id, &st))
+			continue;
+		if (m->busy_t_prev && st.busy_ns >= m->busy_prev_ns[i]) {
+			double r = (double)(st.busy_ns - m->busy_prev_ns[i]) / (double)(now - m->busy_t_prev);
+			m->busy_ratio[i] = r > 1.0 ? 1.0 : r;
+		}
+		m->busy_prev_ns[i] = st.busy_ns;
+	}
+	m->busy_t_prev = now;
+}
+
+void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
+{
+	struct svc_metrics *m = &s->m;
+	uint64_t now = ing_now_ns();
+	char l[128];
+
+	ing_mtext_family(t, "ingest_frames_total", "counter",
+			 "Frames finished, by transport and result (durable: stored now; duplicate: "
+			 "already stored; failed: NACKed after admission; refused: NACKed at admission).");
+	for (unsigned x = 0; x < SVC_X_N; x++)
+		for (unsigned r = 0; r < SVC_R_N; r++) {
+			snprintf(l, sizeof(l), "transport=\"%s\",result=\"%s\"", xport_name[x], result_name[r]);
+			ing_mtext_u64(t, "ingest_frames_total", l, m->frames[x][r]);
+		}
+	ing_mtext_family(t, "ingest_frame_bytes_total", "counter",
+			 "Declared bytes of the frames finished, by transport and result.");
+	for (unsigned x = 0; x < SVC_X_N; x++)
+		for (unsigned r = 0; r < SVC_R_N - 1; r++) {   /* refused frames carry no bytes */
+			snprintf(l, sizeof(l), "transport=\"%s\",result=\"%s\"", xport_name[x], result_name[r]);
+			ing_mtext_u64(t, "ingest_frame_bytes_total", l, m->bytes[x][r]);
+		}
+	ing_mtext_family(t, "ingest_received_frames_total", "counter",
+			 "Frames whose bytes all arrived in the node (Ack RECEIVED), by transport.");
+	for (unsigned x = 0; x < SVC_X_N; x++) {
+		snprintf(l, sizeof(l), "transport=\"%s\"", xport_name[x]);
+		ing_mtext_u64(t, "ingest_received_frames_total", l, m->rx_frames[x]);
+	}
+	ing_mtext_family(t, "ingest_received_bytes_total", "counter",
+			 "Bytes of the frames received (Ack RECEIVED), by transport.");
+	for (unsigned x = 0; x < SVC_X_N; x++) {
+		snprintf(l, sizeof(l), "transport=\"%s\"", xport_name[x]);
+		ing_mtext_u64(t, "ingest_received_bytes_total", l, m->rx_bytes[x]);
+	}
+
+	ing_mtext_family(t, "ingest_ack_latency_seconds", "histogram",
+			 "Node-side time from a frame's admission to its RECEIVED or DURABLE ack.");
+	ing_mtext_phist(t, "ingest_ack_latency_seconds", "stage=\"received\"", &m->ack_received);
+	ing_mtext_phist(t, "ingest_ack_latency_seconds", "stage=\"durable\"", &m->ack_durable);
+	ing_mtext_family(t, "ingest_stage_seconds", "histogram",
+			 "Time of a frame in each internal stage after RECEIVED: queue (waiting for a "
+			 "persistence worker), write (bytes written to its file), sync (fdatasync and "
+			 "rename), commit (directory fsync and catalog transaction, shared by a group), "
+			 "ack (DURABLE to its ack on the control thread).");
+	for (unsigned i = 0; i < SVC_MS_N; i++) {
+		snprintf(l, sizeof(l), "stage=\"%s\"", stage_name[i]);
+		ing_mtext_phist(t, "ingest_stage_seconds", l, &m->stage[i]);
+	}
+
+	for (int used = 0; used < 2; used++) {
+		const char *name = used ? "ingest_pool_slots_in_use" : "ingest_pool_slots";
+		ing_mtext_family(t, name, "gauge", used ?
+				 "MR pool slots holding a frame, per size class (slot bytes)." :
+				 "MR pool slots, per size class (slot bytes).");
+		for (unsigned c = 0; c < ing_pool_nclasses(s->pool); c++) {
+			uint64_t size;
+			unsigned total, nfree;
+			if (ing_pool_class_stats(s->pool, c, &size, &total, &nfree))
+				continue;
+			snprintf(l, sizeof(l), "size_class=\"%llu\"", (unsigned long long)size);
+			ing_mtext_u64(t, name, l, !used ? total : nfree <= total ? total - nfree : 0);
+		}
+	}
+	ing_mtext_family(t, "ingest_frames_in_flight", "gauge",
+			 "Frames admitted and not yet DURABLE-acked or failed.");
+	ing_mtext_u64(t, "ingest_frames_in_flight", "", s->nfr_used);
+	ing_mtext_family(t, "ingest_persist_queue_frames", "gauge",
+			 "Frames received and not yet back from persistence (queued or being written).");
+	ing_mtext_u64(t, "ingest_persist_queue_frames", "", s->persisting);
+
+	unsigned ns[SVC_X_N] = { 0, 0 };
+	for (unsigned i = 0; i < s->o.max_sessions; i++)
+		if (s->sess[i].in_use)
+			ns[xi(s->sess[i].transport)]++;
+	ing_mtext_family(t, "ingest_sessions", "gauge", "Open sessions, by negotiated transport.");
+	for (unsigned x = 0; x < SVC_X_N; x++) {
+		snprintf(l, sizeof(l), "transport=\"%s\"", xport_name[x]);
+		ing_mtext_u64(t, "ingest_sessions", l, ns[x]);
+	}
+	ing_mtext_family(t, "ingest_fallback_switches_total", "counter",
+			 "Sessions that asked for RDMA and got the gRPC stream, plus RDMA device losses.");
+	ing_mtext_u64(t, "ingest_fallback_switches_total", "", s->c_fallback);
+	ing_mtext_family(t, "ingest_auth_refused_total", "counter",
+			 "Calls refused UNAUTHENTICATED.");
+	ing_mtext_u64(t, "ingest_auth_refused_total", "", s->c_auth_refused);
+
+	struct ing_rdma_stats rs;
+	ing_rdma_get_stats(s->rdma, &rs);   /* zeros without an RDMA engine */
+	ing_mtext_family(t, "ingest_rdma_read_errors_total", "counter",
+			 "Frames whose RDMA READ failed (error completion or lost connection).");
+	ing_mtext_u64(t, "ingest_rdma_read_errors_total", "", s->c_rdma_errors);
+	ing_mtext_family(t, "ingest_rdma_reconnects_total", "counter",
+			 "RDMA connections established again by a session that had one before.");
+	ing_mtext_u64(t, "ingest_rdma_reconnects_total", "", m->rdma_reconnects);
+	ing_mtext_family(t, "ingest_rdma_connections", "gauge", "Established RDMA connections.");
+	ing_mtext_u64(t, "ingest_rdma_connections", "", rs.conns_active);
+	ing_mtext_family(t, "ingest_rdma_read_bytes_total", "counter", "Bytes of RDMA READs posted.");
+	ing_mtext_u64(t, "ingest_rdma_read_bytes_total", "", rs.bytes_read);
+
+	sample_busy(s, now);
+	ing_mtext_family(t, "ingest_lcore_busy_seconds_total", "counter",
+			 "Time each dataplane lcore spent in poll passes that did work.");
+	unsigned nl = ing_rdma_nlcores(s->rdma);
+	for (unsigned i = 0; i < nl; i++) {
+		struct ing_rdma_lcore_stats st;
+		unsigned id;
+		if (ing_rdma_lcore_stats(s->rdma, i, &id, &st))
+			continue;
+		snprintf(l, sizeof(l), "lcore=\"%u\"", id);
+		ing_mtext_sample(t, "ingest_lcore_busy_seconds_total", l, (double)st.busy_ns / 1e9);
+	}
+	ing_mtext_family(t, "ingest_lcore_busy_ratio", "gauge",
+			 "Share of time each dataplane lcore was busy, since the previous scrape (>= 1 s).");
+	for (unsigned i = 0; i < nl && i < SVC_M_LCORES; i++) {
+		struct ing_rdma_lcore_stats st;
+		unsigned id;
+		if (ing_rdma_lcore_stats(s->rdma, i, &id, &st))
+			continue;
+		snprintf(l, sizeof(l), "lcore=\"%u\"", id);
+		ing_mtext_sample(t, "ingest_lcore_busy_ratio", l, m->busy_ratio[i]);
+	}
+	ing_mtext_family(t, "ingest_uptime_seconds", "gauge", "Seconds since the service started.");
+	ing_mtext_sample(t, "ingest_uptime_seconds", "", (double)(now - s->t_start_ns) / 1e9);
+}

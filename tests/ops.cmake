@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: Apache-2.0
+# Operating ingestd (label func): config file, JSON logs, Prometheus metrics, systemd.
+#  - func.ops.config: --config FILE alone, a flag overriding it, unknown key / bad value /
+#    malformed line -> one line FILE:LINE and exit 2; deploy/ingestd.conf passes.
+#  - func.ops.json_logs: --log-format json: every stderr line parses as a JSON object.
+#  - func.ops.prometheus: a real Prometheus (1 s scrapes) over ingestd /metrics during
+#    ingest-send: rate() of bytes > 0 and histogram_quantile() finite, via its HTTP API.
+#  - func.ops.promtool: `promtool check metrics` clean; the page counts the traffic; HTTP.
+#  - func.ops.systemd: systemd-analyze verify of deploy/ingestd.service.in (paths filled in) is clean.
+#  - func.ops.sd_notify: READY=1 once serving, WATCHDOG=1 pings, STOPPING=1 on SIGTERM.
+set(_ops ${CMAKE_CURRENT_LIST_DIR}/ops)
+add_test(NAME func.ops.config COMMAND bash ${_ops}/config.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+add_test(NAME func.ops.json_logs COMMAND /usr/bin/python3 ${_ops}/json_logs.py ${PROJECT_BINARY_DIR})
+add_test(NAME func.ops.prometheus COMMAND /usr/bin/python3 ${_ops}/prometheus.py ${PROJECT_BINARY_DIR})
+add_test(NAME func.ops.promtool COMMAND bash ${_ops}/promtool.sh ${PROJECT_BINARY_DIR})
+add_test(NAME func.ops.systemd COMMAND bash ${_ops}/systemd.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+add_test(NAME func.ops.sd_notify COMMAND /usr/bin/python3 ${_ops}/sd_notify.py ${PROJECT_BINARY_DIR})
+set_tests_properties(func.ops.config func.ops.json_logs func.ops.prometheus func.ops.promtool
+                     func.ops.systemd func.ops.sd_notify PROPERTIES LABELS func TIMEOUT 120)

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# config.sh BUILD_DIR SRC_DIR - ingestd --config FILE, as an operator uses it:
+#  1. a good file alone: ingestd listens, stores frames where the file says (data-dir,
+#     port-file from the file), ingest-verify finds them;
+#  2. a flag overrides the file: --data-dir on the command line wins, the file's data dir
+#     is never created;
+#  3. errors are one line naming FILE:LINE with exit 2, before anything starts: an
+#     unknown key, a bad value, a line that is not `key = value`, a missing file;
+#  4. the shipped deploy/ingestd.conf passes --check-config.
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+BUILD=$(cd "${1:?usage: config.sh BUILD_DIR SRC_DIR}" && pwd)
+SRC=$(cd "${2:?usage: config.sh BUILD_DIR SRC_DIR}" && pwd)
+INGESTD=$BUILD/apps/ingestd
+SEND=$BUILD/apps/ingest-send
+VERIFY=$BUILD/apps/ingest-verify
+ing_need_built "$INGESTD" "$SEND" "$VERIFY"
+TMP=$(mktemp -d /tmp/ops-config.XXXXXX)
+PID=
+trap 'ing_kill_pid; rm -rf "$TMP"' EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	tail -n 30 "$TMP/ingestd.log" >&2 2>/dev/null
+	exit 1
+}
+
+# wait_port FILE: the port ingestd wrote (30 s at most)
+wait_port() {
+	local i
+	for i in $(seq 1 300); do
+		[ -s "$1" ] && { tr -dc '0-9' <"$1"; return 0; }
+		kill -0 "$PID" 2>/dev/null || fail "ingestd exited during start-up"
+		sleep 0.1
+	done
+	fail "no port file $1 within 30 s"
+}
+
+stop_ingestd() {
+	kill -TERM "$PID"
+	local rc=0
+	wait "$PID" || rc=$?
+	PID=
+	[ "$rc" = 0 ] || fail "ingestd exited $rc after SIGTERM"
+}
+
+cat >"$TMP/good.conf" <<CONF
+# a comment, then settings with and without spaces and quotes
+listen = 127.0.0.1:0
+port-file=$TMP/port
+data-dir = "$TMP/data-file"
+pool = 1M:4,4M:4
+workers = 1
+   credits = 8
+log-level = info
+CONF
+
+step "1. the file alone: frames land in its data dir"
+"$INGESTD" --config "$TMP/good.conf" >"$TMP/ingestd.log" 2>&1 &
+PID=$!
+port=$(wait_port "$TMP/port")
+"$SEND" --server "127.0.0.1:$port" --count 6 --sizes 100K-3M --manifest "$TMP/m1" --quiet \
+	|| fail "ingest-send against the configured node failed"
+"$VERIFY" --data-dir "$TMP/data-file" --manifest "$TMP/m1" >"$TMP/v1" 2>&1 \
+	|| fail "ingest-verify in the file's data dir: $(tail -3 "$TMP/v1")"
+grep -q "credits 8" "$TMP/ingestd.log" || fail "the file's credits = 8 not in force"
+stop_ingestd
+n_file=$(find "$TMP/data-file/frames" -name '*.frame' | wc -l)
+[ "$n_file" = 6 ] || fail "$n_file frame files in the file's data dir, want 6"
+echo "ok: 6 frames stored in the file's data-dir, credits 8 in force"
+
+step "2. a flag overrides the file"
+rm -f "$TMP/port"
+"$INGESTD" --config "$TMP/good.conf" --data-dir "$TMP/data-flag" --credits 5 \
+	>"$TMP/ingestd.log" 2>&1 &
+PID=$!
+port=$(wait_port "$TMP/port")
+"$SEND" --server "127.0.0.1:$port" --count 4 --sizes 100K-1M --first-id 100 \
+	--manifest "$TMP/m2" --quiet || fail "ingest-send failed"
+"$VERIFY" --data-dir "$TMP/data-flag" --manifest "$TMP/m2" >"$TMP/v2" 2>&1 \
+	|| fail "frames not in the flag's data dir: $(tail -3 "$TMP/v2")"
+grep -q "credits 5" "$TMP/ingestd.log" || fail "--credits 5 did not override credits = 8"
+stop_ingestd
+[ "$(find "$TMP/data-file/frames" -name '*.frame' | wc -l)" = 6 ] \
+	|| fail "frames of the second run went to the file's data dir"
+echo "ok: --data-dir and --credits on the command line won over the file"
+
+# expect_conf_error FILE LINE TEXT [ARGS...]: exit 2, exactly one line, naming FILE:LINE and TEXT
+expect_conf_error() {
+	local file=$1 line=$2 text=$3 rc
+	shift 3
+	timeout 20 "$INGESTD" --config "$file" "$@" >"$TMP/out" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] || fail "$file: exit $rc, want 2: $(head -3 "$TMP/out")"
+	[ "$(wc -l <"$TMP/out")" = 1 ] || fail "$file: want one line, got: $(cat "$TMP/out")"
+	grep -qF -- "$file:$line:" "$TMP/out" || fail "$file: the line does not name $file:$line: $(cat "$TMP/out")"
+	grep -qF -- "$text" "$TMP/out" || fail "$file: the line does not say '$text': $(cat "$TMP/out")"
+	echo "ok: $(cat "$TMP/out")"
+}
+
+step "3. errors: one line naming FILE:LINE, exit 2, nothing started"
+printf 'listen = 127.0.0.1:0\ndata-dir = %s\n# fine so far\nworkerz = 2\n' "$TMP/nodata" >"$TMP/unknown.conf"
+expect_conf_error "$TMP/unknown.conf" 4 "unknown key 'workerz'"
+printf 'listen = 127.0.0.1:0\n\nworkers = 0\n' >"$TMP/badval.conf"
+expect_conf_error "$TMP/badval.conf" 3 "workers: '0'"
+printf 'pool = 4M:0\n' >"$TMP/badpool.conf"
+expect_conf_error "$TMP/badpool.conf" 1 "pool: '4M:0'"
+printf 'log-format = xml\n' >"$TMP/badfmt.conf"
+expect_conf_error "$TMP/badfmt.conf" 1 "log-format"
+printf 'listen 127.0.0.1:0\n' >"$TMP/noeq.conf"
+expect_conf_error "$TMP/noeq.conf" 1 "key = value"
+# a bad value in the file is an error even when a flag would override it
+expect_conf_error "$TMP/badval.conf" 3 "workers" --workers 1
+[ -e "$TMP/nodata" ] && fail "a refused config created its data dir"
+timeout 20 "$INGESTD" --config "$TMP/missing.conf" >"$TMP/out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$TMP/out")" = 1 ] && grep -qF "$TMP/missing.conf" "$TMP/out" \
+	|| fail "missing config file: exit $rc: $(cat "$TMP/out")"
+echo "ok: $(cat "$TMP/out")"
+
+step "4. the shipped example config is valid"
+"$INGESTD" --config "$SRC/deploy/ingestd.conf" --check-config >"$TMP/out" 2>&1 \
+	|| fail "deploy/ingestd.conf: $(cat "$TMP/out")"
+echo "ok: $(cat "$TMP/out")"
+echo "PASS: config file"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# systemd.sh BUILD_DIR SRC_DIR - deploy/ingestd.service as systemd sees it:
+#  1. `systemd-analyze verify` on the unit (in a temp copy whose ExecStartPre/ExecStart
+#     point at the built programs, which verify requires to exist) prints nothing, exit 0;
+#  2. the same with a misspelt directive is reported (the check is real, not a no-op);
+#  3. the unit is Type=notify with a WatchdogSec and runs ingestd --config on the
+#     config file that deploy/ ships, which --check-config accepts.
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+BUILD=$(cd "${1:?usage: systemd.sh BUILD_DIR SRC_DIR}" && pwd)
+SRC=$(cd "${2:?usage: systemd.sh BUILD_DIR SRC_DIR}" && pwd)
+INGESTD=$BUILD/apps/ingestd
+DOCTOR=$BUILD/apps/ingest-doctor
+ing_need_built "$INGESTD" "$DOCTOR"
+command -v systemd-analyze >/dev/null || { echo "FAIL: systemd-analyze not installed (Debian package systemd)" >&2; exit 1; }
+TMP=$(mktemp -d /tmp/ops-systemd.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# the unit as shipped, or its template filled in at install time (@ING_BINDIR@, ...)
+UNIT=$SRC/deploy/ingestd.service
+[ -f "$UNIT" ] || UNIT=$SRC/deploy/ingestd.service.in
+
+step "1. systemd-analyze verify"
+sed -e "s#/usr/local/bin/ingest-doctor#$DOCTOR#g" -e "s#/usr/local/bin/ingestd#$INGESTD#g" \
+	-e "s#@ING_BINDIR@/ingest-doctor#$DOCTOR#g" -e "s#@ING_BINDIR@/ingestd#$INGESTD#g" \
+	-e "s#@ING_SYSCONFDIR@#/etc#g" "$UNIT" >"$TMP/ingestd.service"
+grep -q "$INGESTD" "$TMP/ingestd.service" || fail "no ExecStart=/usr/local/bin/ingestd in $UNIT"
+systemd-analyze verify "$TMP/ingestd.service" >"$TMP/out" 2>&1
+rc=$?
+[ "$rc" = 0 ] && [ ! -s "$TMP/out" ] || fail "systemd-analyze verify (exit $rc): $(cat "$TMP/out")"
+echo "ok: systemd-analyze verify is clean"
+
+step "2. a broken copy is caught"
+sed -e 's/^WatchdogSec=/WatchdogSecs=/' "$TMP/ingestd.service" >"$TMP/broken.service"
+systemd-analyze verify "$TMP/broken.service" >"$TMP/out" 2>&1
+grep -q "WatchdogSecs" "$TMP/out" || fail "a misspelt directive went unreported: $(cat "$TMP/out")"
+echo "ok: reported: $(grep WatchdogSecs "$TMP/out" | head -1)"
+
+step "3. Type=notify, watchdog, ingestd --config with the shipped config"
+grep -qx 'Type=notify' "$UNIT" || fail "the unit is not Type=notify"
+grep -Eqx 'WatchdogSec=[0-9]+s?' "$UNIT" || fail "the unit has no WatchdogSec"
+conf=$(sed -n 's#^ExecStart=.* --config \([^ ]*\).*#\1#p' "$TMP/ingestd.service")
+[ "$conf" = /etc/h3000/ingestd.conf ] || fail "ExecStart does not read /etc/h3000/ingestd.conf"
+"$INGESTD" --config "$SRC/deploy/ingestd.conf" --check-config >"$TMP/out" 2>&1 \
+	|| fail "deploy/ingestd.conf: $(cat "$TMP/out")"
+echo "ok: $(cat "$TMP/out")"
+echo "PASS: systemd unit"
