@@ -639,59 +639,6 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 		case O_CHECK:
 			o->check_only = true;
 			break;
-		case O_CLIENT_CA:
-			o->tls_client_ca = optarg;
-			break;
-		case O_HS_TO:
-			if (parse_u64(optarg, 600000, &v) || v < 10)
-				return bad_usage("--handshake-timeout-ms: '%s' is not milliseconds in 10..600000", optarg);
-			o->handshake_timeout_ms = (unsigned)v;
-			break;
-		case O_IDLE_TO:
-			if (parse_u64(optarg, 86400, &v) || v == 0)
-				return bad_usage("--idle-timeout: '%s' is not seconds in 1..86400", optarg);
-			o->idle_timeout_ms = (unsigned)v * 1000u;
-			break;
-		case O_MAXC:
-			if (parse_u64(optarg, 65536, &v) || v == 0)
-				return bad_usage("--max-connections: '%s' is not a count in 1..65536", optarg);
-			o->max_connections = (unsigned)v;
-			break;
-		case O_MAXC_PEER:
-			if (parse_u64(optarg, 65536, &v) || v == 0)
-				return bad_usage("--max-conns-per-peer: '%s' is not a count in 1..65536", optarg);
-			o->max_conns_per_peer = (unsigned)v;
-			break;
-		case O_HEALTH_RES:
-			if (parse_u64(optarg, 1024, &v) || v == 0)
-				return bad_usage("--health-reserve: '%s' is not a count in 1..1024", optarg);
-			o->health_reserve = (unsigned)v;
-			break;
-		case O_MAXS_PEER:
-			if (parse_u64(optarg, 1u << 20, &v) || v == 0)
-				return bad_usage("--max-sessions-per-peer: '%s' is not a count", optarg);
-			o->max_sessions_per_peer = (unsigned)v;
-			break;
-		case O_SLOTS_PEER:
-			if (parse_u64(optarg, 1u << 20, &v) || v == 0)
-				return bad_usage("--max-slots-per-peer: '%s' is not a count", optarg);
-			o->max_slots_per_peer = (unsigned)v;
-			break;
-		case O_STALL:
-			if (parse_u64(optarg, 86400000, &v) || v < 10)
-				return bad_usage("--slot-stall-ms: '%s' is not milliseconds >= 10", optarg);
-			o->slot_stall_ms = (unsigned)v;
-			break;
-		case O_AUTH_BURST:
-			if (parse_u64(optarg, 1000000, &v) || v == 0)
-				return bad_usage("--auth-fail-burst: '%s' is not a count", optarg);
-			o->auth_fail_burst = (unsigned)v;
-			break;
-		case O_AUTH_BACKOFF:
-			if (parse_u64(optarg, 86400, &v) || v == 0)
-				return bad_usage("--auth-backoff-max: '%s' is not seconds in 1..86400", optarg);
-			o->auth_backoff_max_ms = (unsigned)v * 1000u;
-			break;
 		case ':':
 			return bad_usage("option %s needs a value", argv[optind - 1]);
 		default:
