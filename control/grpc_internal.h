@@ -107,6 +107,14 @@ struct ing_grpc_server;
 int grpc_server_feed(struct ing_grpc_server *s, const uint8_t *in, size_t n, size_t piece);
 
 /* "host:port" or "[v6]:port" split in place into buf (host may be empty). 0 or -EINVAL. */
+/*
+ * Listen on host:port (numeric port; host "" = any address): the first address that
+ * binds, non-blocking, close-on-exec, SO_REUSEADDR. The fd (the bound port in *port_out),
+ * or -errno; a host that does not resolve is -EINVAL with the resolver's reason in
+ * *gai_why. Shared by the gRPC server and the /metrics responder.
+ */
+int grpc_tcp_listen(const char *host, const char *port, int backlog, int *port_out,
+		    const char **gai_why);
 int grpc_split_hostport(const char *in, char *buf, size_t buflen, const char **host,
 			const char **port);
 

@@ -1518,37 +1518,16 @@ static int listen_on(struct ing_grpc_server *s)
 			s->o.listen ? s->o.listen : "(null)");
 		return -EINVAL;
 	}
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
-	int gr = getaddrinfo(*host ? host : NULL, port, &hints, &res);
-	if (gr) {
-		ING_ERR("grpc", "listen address '%s': %s", s->o.listen, gai_strerror(gr));
+	const char *gai_why = NULL;
+	int rc = grpc_tcp_listen(host, port, 1024, &s->port, &gai_why);
+	if (gai_why) {
+		ING_ERR("grpc", "listen address '%s': %s", s->o.listen, gai_why);
 		return -EINVAL;
 	}
-	int rc = -EADDRNOTAVAIL;
-	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			rc = -errno;
-			continue;
-		}
-		int one = 1;
-		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
-			rc = -errno;
-			close(fd);
-			continue;
-		}
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		getsockname(fd, (struct sockaddr *)&ss, &sl);
-		s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-						   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-		s->lfd = fd;
+	if (rc >= 0) {
+		s->lfd = rc;
 		rc = 0;
-		break;
 	}
-	freeaddrinfo(res);
 	if (rc < 0)
 		ING_ERR("grpc", "cannot listen on %s: %s", s->o.listen, strerror(-rc));
 	return rc;

@@ -9,6 +9,10 @@
 #include <nghttp2/nghttp2.h>
 #include <stdbool.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -224,4 +228,40 @@ ssize_t grpc_read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid
 	if (stream_win < n)
 		n = stream_win;
 	return n > 0 ? n : 1;
+}
+
+int grpc_tcp_listen(const char *host, const char *port, int backlog, int *port_out,
+		    const char **gai_why)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
+	int gr = getaddrinfo(*host ? host : NULL, port, &hints, &res);
+	if (gr) {
+		*gai_why = gai_strerror(gr);
+		return -EINVAL;
+	}
+	int rc = -EADDRNOTAVAIL;
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			rc = -errno;
+			continue;
+		}
+		int one = 1;
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, backlog) < 0) {
+			rc = -errno;
+			close(fd);
+			continue;
+		}
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		getsockname(fd, (struct sockaddr *)&ss, &sl);
+		*port_out = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+						     : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		rc = fd;
+		break;
+	}
+	freeaddrinfo(res);
+	return rc;
 }

@@ -5,7 +5,7 @@
  * without blocking (EPOLLOUT), close. A deadline timer bounds every connection.
  */
 #include "control/metrics.h"
-#include "control/grpc_internal.h"   /* grpc_split_hostport */
+#include "control/grpc_internal.h"   /* grpc_split_hostport, grpc_tcp_listen */
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -316,38 +316,17 @@ struct ing_metrics_srv *ing_metrics_srv_create(struct ing_loop *loop, const char
 	s->lfd = -1;
 	s->render = render;
 	s->arg = arg;
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
-	int gr = getaddrinfo(*host ? host : NULL, port, &hints, &res);
-	if (gr) {
-		ING_ERR(COMP, "metrics listen address '%s': %s", addr, gai_strerror(gr));
+	const char *gai_why = NULL;
+	int rc = grpc_tcp_listen(host, port, 64, &s->port, &gai_why);
+	if (gai_why) {
+		ING_ERR(COMP, "metrics listen address '%s': %s", addr, gai_why);
 		free(s);
 		return NULL;
 	}
-	int rc = -EADDRNOTAVAIL;
-	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			rc = -errno;
-			continue;
-		}
-		int one = 1;
-		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0) {
-			rc = -errno;
-			close(fd);
-			continue;
-		}
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		getsockname(fd, (struct sockaddr *)&ss, &sl);
-		s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-						   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-		s->lfd = fd;
+	if (rc >= 0) {
+		s->lfd = rc;
 		rc = 0;
-		break;
 	}
-	freeaddrinfo(res);
 	if (rc == 0)
 		rc = ing_loop_add_fd(loop, s->lfd, EPOLLIN, listen_event, s);
 	if (rc) {
