@@ -22,7 +22,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,6 +35,7 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/ident.h"
+#include "dataplane/store/store.h"
 #include "producer/synth.h"
 
 #define DEFAULT_WAFER "ingest-send"
@@ -55,8 +55,7 @@ struct expect {
 
 struct verify {
 	const char *data_dir;
-	sqlite3 *db;
-	sqlite3_stmt *st;
+	struct ing_catalog *cat;   /* read-only (dataplane/store/catalog.c) */
 	bool check_catalog;
 	bool allow_missing;
 	bool quiet;
@@ -122,37 +121,29 @@ static int read_exact(const char *path, uint8_t **b, size_t *cap, uint64_t len, 
 
 static bool check_catalog(struct verify *v, const struct expect *e, const char *rel)
 {
+	struct ing_catalog_row row;
 	bool good = true;
-	sqlite3_reset(v->st);
-	sqlite3_bind_text(v->st, 1, e->wafer, -1, SQLITE_STATIC);
-	sqlite3_bind_text(v->st, 2, e->id, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(v->st);
-	if (rc == SQLITE_DONE) {
+	int rc = ing_catalog_lookup(v->cat, e->wafer, e->id, &row);
+
+	if (rc == -ENOENT) {
 		problem(v, e, "no catalog row");
 		return false;
 	}
-	if (rc != SQLITE_ROW) {
-		problem(v, e, "catalog lookup: %s", sqlite3_errmsg(v->db));
+	if (rc) {
+		problem(v, e, "catalog lookup: %s", strerror(-rc));
 		return false;
 	}
-	const char *w = (const char *)sqlite3_column_text(v->st, 0);
-	uint64_t len = (uint64_t)sqlite3_column_int64(v->st, 1);
-	uint32_t crc = (uint32_t)sqlite3_column_int64(v->st, 2);
-	const char *path = (const char *)sqlite3_column_text(v->st, 3);
-	if (!w || strcmp(w, e->wafer)) {
-		problem(v, e, "catalog wafer_id '%s'", w ? w : "(null)");
+	/* the row was found by (wafer, frame): its key columns match by construction */
+	if (row.length != e->len) {
+		problem(v, e, "catalog length %" PRIu64 ", expected %" PRIu64, row.length, e->len);
 		good = false;
 	}
-	if (len != e->len) {
-		problem(v, e, "catalog length %" PRIu64 ", expected %" PRIu64, len, e->len);
+	if (e->has_crc && row.crc32c != e->crc) {
+		problem(v, e, "catalog crc32c %08x, expected %08x", row.crc32c, e->crc);
 		good = false;
 	}
-	if (e->has_crc && crc != e->crc) {
-		problem(v, e, "catalog crc32c %08x, expected %08x", crc, e->crc);
-		good = false;
-	}
-	if (!path || (strcmp(path, rel) && !(path[0] == '/' && strstr(path, rel)))) {
-		problem(v, e, "catalog path '%s', expected '%s'", path ? path : "(null)", rel);
+	if (strcmp(row.path, rel) && !(row.path[0] == '/' && strstr(row.path, rel))) {
+		problem(v, e, "catalog path '%s', expected '%s'", row.path, rel);
 		good = false;
 	}
 	return good;
@@ -161,16 +152,13 @@ static bool check_catalog(struct verify *v, const struct expect *e, const char *
 /* 1 the catalog has a row for e, 0 it has none, -1 lookup error (reported) */
 static int catalog_has(struct verify *v, const struct expect *e)
 {
-	sqlite3_reset(v->st);
-	sqlite3_bind_text(v->st, 1, e->wafer, -1, SQLITE_STATIC);
-	sqlite3_bind_text(v->st, 2, e->id, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(v->st);
-	sqlite3_reset(v->st);
-	if (rc == SQLITE_ROW)
+	int rc = ing_catalog_lookup(v->cat, e->wafer, e->id, NULL);
+
+	if (rc == 0)
 		return 1;
-	if (rc == SQLITE_DONE)
+	if (rc == -ENOENT)
 		return 0;
-	problem(v, e, "catalog lookup: %s", sqlite3_errmsg(v->db));
+	problem(v, e, "catalog lookup: %s", strerror(-rc));
 	return -1;
 }
 
@@ -389,12 +377,9 @@ int main(int argc, char **argv)
 				strerror(errno));
 			return 2;
 		}
-		if (sqlite3_open_v2(db, &v.db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-		    sqlite3_busy_timeout(v.db, 5000) != SQLITE_OK ||
-		    sqlite3_prepare_v2(v.db, "SELECT wafer_id, length, crc32c, path FROM frames "
-					     "WHERE wafer_id = ?1 AND frame_id = ?2", -1, &v.st, NULL) != SQLITE_OK) {
-			fprintf(stderr, "ingest-verify: %s: %s\n", db,
-				v.db ? sqlite3_errmsg(v.db) : "cannot open");
+		v.cat = ing_catalog_open_ro(db);   /* logs why not */
+		if (!v.cat) {
+			fprintf(stderr, "ingest-verify: %s: cannot open the catalog\n", db);
 			goto out;
 		}
 	}
@@ -455,8 +440,7 @@ int main(int argc, char **argv)
 			v.missing);
 	ret = v.bad || !v.frames ? 1 : 0;
 out:
-	sqlite3_finalize(v.st);
-	sqlite3_close(v.db);
+	ing_catalog_close(v.cat);
 	free(v.buf);
 	free(v.buf2);
 	return ret;

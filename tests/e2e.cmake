@@ -14,3 +14,6 @@ set_tests_properties(e2e.fallback PROPERTIES LABELS func TIMEOUT 300)
 add_test(NAME e2e.bench_sweep
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/bench_sweep.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(e2e.bench_sweep PROPERTIES LABELS func TIMEOUT 300)
+add_test(NAME e2e.verify_catalog
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/verify_catalog.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(e2e.verify_catalog PROPERTIES LABELS func TIMEOUT 300)

@@ -238,6 +238,66 @@ static int schema_init(struct ing_catalog *c)
 	return exec(c, schema);
 }
 
+/* A reader's check: the frames table exists and its schema is one this code reads. */
+static int schema_check_ro(struct ing_catalog *c)
+{
+	int64_t ver = query_int(c, "PRAGMA user_version");
+	int64_t has = query_int(c, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='frames'");
+
+	if (ver < 0 || has < 0) {
+		ING_ERR(COMP, "%s: not readable as a catalog: %s", c->path, sqlite3_errmsg(c->db));
+		return -EIO;
+	}
+	if (ver > SCHEMA_VERSION) {
+		ING_ERR(COMP, "%s: catalog schema %lld is newer than this program (%d)", c->path,
+			(long long)ver, SCHEMA_VERSION);
+		return -EPROTO;
+	}
+	if (has == 0) {
+		ING_ERR(COMP, "%s: no frames table (not a catalog)", c->path);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+struct ing_catalog *ing_catalog_open_ro(const char *path)
+{
+	struct ing_catalog *c;
+	int rc;
+
+	if (!path) {
+		ING_ERR(COMP, "no catalog path");
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		ING_ERR(COMP, "out of memory");
+		return NULL;
+	}
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		char b[256];
+		ING_ERR(COMP, "open %s: %s", path,
+			c->db ? why(c, rc, sqlite3_errmsg(c->db), b, sizeof(b)) : sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_extended_result_codes(c->db, 1);
+	sqlite3_busy_timeout(c->db, BUSY_TIMEOUT_MS);
+	if (schema_check_ro(c) < 0)
+		goto fail;
+	/* the same lookup as the writer's: a schema-1 file (INTEGER ids) matches a decimal id
+	 * through the column's affinity */
+	if (prep(c, "SELECT timestamp, length, crc32c, path, transport, received_ns,"
+		    " durable_ns FROM frames WHERE wafer_id = ?1 AND frame_id = ?2", &c->st_lookup) < 0 ||
+	    prep(c, "SELECT count(*) FROM frames", &c->st_count) < 0)
+		goto fail;
+	return c;
+fail:
+	ing_catalog_close(c);
+	return NULL;
+}
+
 struct ing_catalog *ing_catalog_open(const char *path)
 {
 	struct ing_catalog *c;
@@ -358,6 +418,8 @@ int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows
 
 	if (!n)
 		return 0;
+	if (!st)
+		return -EROFS;   /* opened by ing_catalog_open_ro */
 	rc = step_simple(c->st_begin);
 	if (rc) {
 		char b[256];

@@ -34,11 +34,19 @@ struct ing_catalog_row {
  * paths stay (a decimal id is its own file name).
  */
 struct ing_catalog *ing_catalog_open(const char *path);
+/*
+ * Open an existing catalog read-only (ingest-verify, tools): no create, no migration, no
+ * pragma that writes; a catalog ingestd is writing can be read (WAL). Lookup and count
+ * work, insert returns -EROFS. NULL + log when it is missing, not a catalog, or of a newer
+ * schema. One handle per thread.
+ */
+struct ing_catalog *ing_catalog_open_ro(const char *path);
 void ing_catalog_close(struct ing_catalog *c);
 /* Look up (wafer_id, frame_id). 0 found, -ENOENT absent, -EIO on error. */
 int ing_catalog_lookup(struct ing_catalog *c, const char *wafer_id, const char *frame_id,
 		       struct ing_catalog_row *row);
-/* Insert rows in one transaction. 0, -EEXIST ((wafer, frame) already present: nothing inserted), -EIO, -ENOSPC. */
+/* Insert rows in one transaction. 0, -EEXIST ((wafer, frame) already present: nothing
+ * inserted), -EIO, -ENOSPC, -EROFS (read-only handle). */
 int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows, unsigned n);
 int64_t ing_catalog_count(struct ing_catalog *c);
 
