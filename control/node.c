@@ -1,0 +1,782 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * node.c - the ingest node's start, run and stop (control/node.h), moved out of ingestd's
+ * main so that tests drive the node directly.
+ *
+ * Start order: data dir -> topology + placement plan -> EAL -> pool -> ack ring ->
+ * persistence -> loop -> service -> RDMA -> gRPC server -> /metrics -> run. A stop request
+ * (SIGINT/SIGTERM through the signalfd, or ing_node_stop through an eventfd, both in the
+ * loop): health NOT_SERVING, GOAWAY, up to 10 s for in-flight frames to become durable and
+ * their acks to go out, then every open call is finished and everything is torn down in
+ * reverse order. A second request skips the wait.
+ */
+#include "control/node.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "control/grpc/grpc.h"
+#include "control/grpc/loop.h"
+#include "control/metrics.h"
+#include "control/service.h"
+#include "numa/numa.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#define COMP "ingestd"
+#define DRAIN_MS 10000u
+#define CLOSE_MS 1000u
+#define TICK_NS 20000000ull
+
+void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->listen = "127.0.0.1:50051";
+	o->data_dir = "./ingest-data";
+	o->pool = "4M:16,16M:8,64M:4";
+	o->hugepages = 0;
+	o->workers = ING_DEFAULT_WORKERS;
+	o->sink = ING_SINK_FILE;
+	o->credits = ING_DEFAULT_CREDITS;
+	o->frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
+	o->pool_node = -1;
+	o->ready_fd = -1;
+	o->rdma = -1;
+	o->rdma_port = ING_RDMA_DEFAULT_PORT;
+	o->poll_mode = ING_RDMA_POLL_ADAPTIVE;
+	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
+	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
+}
+
+enum phase { PH_RUN = 0, PH_DRAIN, PH_CLOSE, PH_DONE };
+
+struct ing_node {
+	struct ing_ingestd_opts o;
+	struct ing_loop *loop;
+	struct ing_pool *pool;
+	struct ing_fring *acks;
+	struct ing_persist *persist;
+	struct ing_svc *svc;
+	struct ing_grpc_server *srv;
+	int sfd;
+	int phase;
+	uint64_t deadline_ns;
+	uint64_t not_drained;      /* frames still in flight at the drain deadline: exit 3 */
+	struct ing_timer tick;
+	char rdma_note[192];
+	struct ing_rdma *rdma;     /* NULL: gRPC fallback only */
+	struct ing_metrics_srv *metrics;  /* NULL: no --metrics-listen */
+	struct ing_timer watchdog; /* systemd WATCHDOG=1 pings, when WATCHDOG_USEC is set */
+	uint64_t watchdog_ns;      /* ping period (half the watchdog timeout), 0: off */
+	int stop_fd;               /* eventfd: ing_node_stop from any thread */
+	int port;
+	bool torn_down;
+	int status;                /* ing_node_wait's result */
+	/* the cpus this process could run on before EAL pinned the control thread */
+	int start_cpus[CPU_SETSIZE];
+	unsigned n_start_cpus;
+};
+
+/* /metrics: the service's families plus the data dir's file system */
+static void metrics_render(void *arg, struct ing_mtext *t)
+{
+	struct ing_node *d = arg;
+	struct statvfs v;
+
+	ing_svc_metrics(d->svc, t);
+	if (d->o.sink == ING_SINK_FILE && statvfs(d->o.data_dir, &v) == 0) {
+		ing_mtext_family(t, "ingest_disk_free_bytes", "gauge",
+				 "Bytes available to ingestd on the data dir's file system.");
+		ing_mtext_u64(t, "ingest_disk_free_bytes", "", (uint64_t)v.f_bavail * v.f_frsize);
+		ing_mtext_family(t, "ingest_disk_size_bytes", "gauge",
+				 "Size of the data dir's file system.");
+		ing_mtext_u64(t, "ingest_disk_size_bytes", "", (uint64_t)v.f_blocks * v.f_frsize);
+	}
+	ing_mtext_family(t, "ingest_build_info", "gauge", "Version of this ingestd (always 1).");
+	ing_mtext_printf(t, "ingest_build_info{version=\"%s\"} 1\n", ING_VERSION);
+}
+
+/* systemd watchdog: ping from the control loop, so a stuck loop stops the pings */
+static void watchdog_cb(void *arg)
+{
+	struct ing_node *d = arg;
+	(void)sd_notify(0, "WATCHDOG=1");
+	ing_timer_arm(d->loop, &d->watchdog, ing_now_ns() + d->watchdog_ns);
+}
+
+static void rdma_cb(void *arg, uint32_t events)
+{
+	(void)events;
+	ing_rdma_dispatch(arg);
+}
+
+static void shutdown_tick(void *arg)
+{
+	struct ing_node *d = arg;
+	uint64_t now = ing_now_ns();
+
+	if (d->phase == PH_DRAIN) {
+		bool idle = ing_svc_in_flight(d->svc) == 0 && ing_svc_quiescent(d->svc);
+		if (!idle && now < d->deadline_ns) {
+			ing_timer_arm(d->loop, &d->tick, now + TICK_NS);
+			return;
+		}
+		if (!idle) {
+			d->not_drained = ing_svc_in_flight(d->svc);
+			ING_WARN(COMP, "drain deadline: %" PRIu64 " frames still in flight; closing calls",
+				 d->not_drained);
+		} else
+			ING_INFO(COMP, "all frames durable and acked; closing calls");
+		ing_svc_close_calls(d->svc, ING_GRPC_UNAVAILABLE, "ingest node shutting down");
+		d->phase = PH_CLOSE;
+		d->deadline_ns = now + CLOSE_MS * 1000000ull;
+	}
+	if (d->phase == PH_CLOSE) {
+		if ((ing_grpc_server_ncalls(d->srv) > 0 || !ing_grpc_server_flushed(d->srv)) &&
+		    now < d->deadline_ns) {
+			ing_timer_arm(d->loop, &d->tick, now + TICK_NS);
+			return;
+		}
+		d->phase = PH_DONE;
+		ing_loop_stop(d->loop);
+	}
+}
+
+/* SIGTERM, SIGINT or ing_node_stop: the first begins the drain, the next skips its wait */
+static void stop_request(struct ing_node *d, const char *why)
+{
+	if (d->phase == PH_RUN) {
+		ING_INFO(COMP, "%s: stopping (health NOT_SERVING, GOAWAY, up to %u s to drain)", why,
+			 DRAIN_MS / 1000);
+		(void)sd_notify(0, "STOPPING=1");
+		ing_grpc_server_set_serving(d->srv, false);
+		ing_svc_shutdown_begin(d->svc);
+		ing_grpc_server_shutdown(d->srv);
+		d->phase = PH_DRAIN;
+		d->deadline_ns = ing_now_ns() + DRAIN_MS * 1000000ull;
+		ing_timer_arm(d->loop, &d->tick, ing_now_ns());
+	} else if (d->phase == PH_DRAIN) {
+		ING_WARN(COMP, "%s again: not waiting for in-flight frames", why);
+		d->deadline_ns = 0;
+		ing_timer_arm(d->loop, &d->tick, ing_now_ns());
+	}
+}
+
+static void signal_cb(void *arg, uint32_t events)
+{
+	struct ing_node *d = arg;
+	struct signalfd_siginfo si;
+	(void)events;
+
+	while (read(d->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		stop_request(d, strsignal((int)si.ssi_signo));
+}
+
+static void stop_cb(void *arg, uint32_t events)
+{
+	struct ing_node *d = arg;
+	uint64_t v;
+	(void)events;
+
+	if (read(d->stop_fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
+		return;
+	while (v--)
+		stop_request(d, "stop requested");
+}
+
+static int write_port_file(const char *path, int port)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "%d\n", port);
+	if (fclose(f) != 0) {
+		int e = -errno;
+		unlink(tmp);
+		return e;
+	}
+	if (rename(tmp, path) != 0) {
+		int e = -errno;
+		unlink(tmp);
+		return e;
+	}
+	return 0;
+}
+
+/*
+ * One ingestd per data dir: two would each serialise their own copies of a frame id, not
+ * each other's, and a second copy with other bytes could be renamed over a frame the first
+ * one has already ACKed DURABLE. An flock on <data_dir>/.ingestd.lock, held for the life of
+ * the process (released by the kernel on any exit, kill -9 included). The fd is leaked on
+ * purpose. 0, or -errno after logging.
+ */
+static int data_dir_lock(const char *dir)
+{
+	char path[PATH_MAX], pid[32] = "";
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.ingestd.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int rc = -errno;
+		ING_ERR(COMP, "data dir %s: cannot open %s: %s", dir, path, strerror(-rc));
+		return rc;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int rc = -errno;
+		ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = 0;
+		pid[strcspn(pid, "\n")] = 0;
+		if (rc == -EWOULDBLOCK)
+			ING_ERR(COMP, "data dir %s is in use by another ingestd (pid %s); stop it first",
+				dir, pid[0] ? pid : "?");
+		else
+			ING_ERR(COMP, "data dir %s: locking %s: %s", dir, path, strerror(-rc));
+		close(fd);
+		return rc == -EWOULDBLOCK ? -EBUSY : rc;
+	}
+	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		ING_WARN(COMP, "%s: cannot record the pid: %s", path, strerror(errno));
+	return 0;
+}
+
+/* fsync the directory holding path (best effort: a failure shows at the probe write) */
+static void sync_parent(const char *path)
+{
+	char parent[PATH_MAX];
+	char *slash;
+	int fd;
+
+	snprintf(parent, sizeof(parent), "%s", path);
+	slash = strrchr(parent, '/');
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == parent)
+		parent[1] = 0;
+	else
+		*slash = 0;
+	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+/*
+ * Create the data dir (and its parents) and prove it takes a durable write before anything
+ * else starts, so that a read-only, full or foreign data dir is one clear line naming the
+ * path and the reason rather than a SQLite error later. 0, or -errno after logging.
+ */
+static int data_dir_ready(const char *dir, enum ing_sink sink)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	struct statvfs vfs;
+	int fd, rc = 0;
+
+	if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path)) {
+		ING_ERR(COMP, "data dir %.64s...: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	for (char *p = path + 1; ; p++) {   /* mkdir -p */
+		if (*p != '/' && *p)
+			continue;
+		char c = *p;
+		*p = 0;
+		if (mkdir(path, 0755) == 0) {
+			sync_parent(path);   /* the new entry must survive a power loss too */
+		} else if (errno != EEXIST) {
+			rc = -errno;
+			ING_ERR(COMP, "cannot create data dir %s: %s creating %s", dir, strerror(-rc), path);
+			return rc;
+		}
+		*p = c;
+		if (!c)
+			break;
+	}
+	if (stat(dir, &st) != 0) {
+		rc = -errno;
+		ING_ERR(COMP, "data dir %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		ING_ERR(COMP, "data dir %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (sink != ING_SINK_FILE)
+		return 0;
+	rc = data_dir_lock(dir);
+	if (rc)
+		return rc;
+	/* a probe of one 4 KiB block: creat + write + fdatasync + unlink (a fixed name, so
+	 * one left by a kill -9 right here is reused, not accumulated) */
+	snprintf(path, sizeof(path), "%s/.ingestd-probe", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+	} else {
+		static const char block[4096];
+		ssize_t w = write(fd, block, sizeof(block));
+		if (w != (ssize_t)sizeof(block))
+			rc = w < 0 ? -errno : -ENOSPC;
+		else if (fdatasync(fd) != 0)
+			rc = -errno;
+		close(fd);
+		(void)unlink(path);
+	}
+	if (rc) {
+		ING_ERR(COMP, "data dir %s is not writable: %s%s", dir, strerror(-rc),
+			rc == -ENOSPC || rc == -EDQUOT ? " (free some space first)" :
+			rc == -EROFS ? " (mounted read-only)" : "");
+		return rc;
+	}
+	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < (256ull << 20))
+		ING_WARN(COMP, "data dir %s: only %llu MiB free; frames will be refused (NO_SPACE) "
+			 "when it fills", dir,
+			 (unsigned long long)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20));
+	return 0;
+}
+
+static bool hugepages_free(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	long n = 0;
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "HugePages_Free: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n > 0;
+}
+
+static void teardown(struct ing_node *d)
+{
+	if (d->loop) {
+		ing_timer_cancel(d->loop, &d->tick);
+		ing_timer_cancel(d->loop, &d->watchdog);
+	}
+	ing_metrics_srv_destroy(d->metrics);
+	d->metrics = NULL;
+	ing_grpc_server_destroy(d->srv);     /* every call closed: the service lets go of them */
+	d->srv = NULL;
+	if (d->rdma) {                       /* pollers stop; frames they held go to the ack ring */
+		if (d->loop)
+			ing_loop_del_fd(d->loop, ing_rdma_fd(d->rdma));
+		ing_rdma_destroy(d->rdma);
+		d->rdma = NULL;
+	}
+	ing_persist_stop(d->persist, 10000); /* drains into the ack ring */
+	d->persist = NULL;
+	ing_svc_destroy(d->svc);             /* returns every slot it held */
+	d->svc = NULL;
+	if (d->sfd >= 0) {
+		if (d->loop)
+			ing_loop_del_fd(d->loop, d->sfd);
+		close(d->sfd);
+		d->sfd = -1;
+	}
+	if (d->stop_fd >= 0 && d->loop)   /* the fd itself stays open until ing_node_destroy */
+		ing_loop_del_fd(d->loop, d->stop_fd);
+	ing_loop_destroy(d->loop);
+	d->loop = NULL;
+	ing_fring_destroy(d->acks);
+	d->acks = NULL;
+	ing_pool_destroy(d->pool);
+	d->pool = NULL;
+	ing_eal_stop();
+	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));
+	d->torn_down = true;
+}
+
+int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
+		   struct ing_node **out)
+{
+	struct ing_node *d;
+	char err[256];
+	bool usage = false;
+	int rc = 0;
+
+	*out = NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		ING_ERR(COMP, "out of memory");
+		return -ENOMEM;
+	}
+	d->o = *o;
+	d->sfd = -1;
+	d->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (d->stop_fd < 0) {
+		rc = -errno;
+		ING_ERR(COMP, "eventfd: %s", strerror(-rc));
+		free(d);
+		return rc;
+	}
+	/*
+	 * The cpus this thread may run on, captured before EAL pins it to the control lcore:
+	 * persistence workers the plan leaves unpinned run on these, not on control's one cpu
+	 * (threads inherit their creator's mask). This honours taskset and the cgroup's
+	 * cpuset; the dataplane lcores' cpus stay in the set (on a small machine that is all
+	 * there is, and the scheduler balances).
+	 */
+	cpu_set_t start_set;
+	if (sched_getaffinity(0, sizeof(start_set), &start_set) == 0) {
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &start_set))
+				d->start_cpus[d->n_start_cpus++] = c;
+	}
+
+	rc = data_dir_ready(d->o.data_dir, d->o.sink);
+	if (rc)
+		goto fail;
+
+	/* ---- placement plan */
+	struct ing_plan plan;
+	bool have_plan = false;
+	char lcores[128] = "";
+	int main_lcore = -1;
+	struct ing_topo *topo = ing_topo_load(NULL, err, sizeof(err));
+	if (!topo) {
+		ING_WARN(COMP, "no topology (%s): no placement plan; EAL lcores %s", err,
+			 d->o.lcores ? d->o.lcores : "0");
+	} else {
+		struct ing_plan_opts po;
+		ing_plan_opts_init(&po);
+		po.rdma_dev = d->o.rdma_dev;
+		po.data_dir = d->o.data_dir;
+		po.n_workers = d->o.workers;
+		po.lcores = d->o.lcores;
+		po.pool_node = d->o.pool_node;
+		rc = ing_plan_make(topo, &po, &plan, err, sizeof(err));
+		ing_topo_destroy(topo);
+		if (rc) {
+			/* a flag naming cpus, a node or a device this machine lacks: usage error */
+			if ((rc == -EINVAL && (d->o.lcores || d->o.pool_node >= 0 || d->o.rdma_dev)) ||
+			    (rc == -ENODEV && d->o.rdma_dev)) {
+				fprintf(stderr, "ingestd: %s%s (see --help)\n",
+					rc == -ENODEV ? "--rdma-dev: " : "", err);
+				usage = true;
+				goto fail;
+			}
+			ING_ERR(COMP, "placement plan: %s", err);
+			{ rc = -EIO; goto fail; }
+		}
+		have_plan = true;
+		ing_plan_log(&plan);
+		if (ing_plan_eal_lcores(&plan, lcores, sizeof(lcores), &main_lcore) != 0) {
+			ING_ERR(COMP, "placement plan: EAL lcore list too long");
+			{ rc = -EIO; goto fail; }
+		}
+	}
+
+	/* ---- EAL */
+	struct ing_eal_opts eo;
+	ing_eal_opts_init(&eo);
+	if (have_plan) {
+		eo.lcores = lcores;
+		eo.main_lcore = main_lcore;
+	} else {
+		eo.lcores = d->o.lcores;
+	}
+	eo.no_huge = d->o.hugepages == 0 || (d->o.hugepages < 0 && !hugepages_free());
+	if (d->o.hugepages > 0 && !hugepages_free()) {
+		ING_ERR(COMP, "--hugepages on, but no free hugepages (see /proc/meminfo; deploy/ sets them up)");
+		{ rc = -EIO; goto fail; }
+	}
+	rc = ing_eal_start(&eo);
+	if (rc) {
+		ING_ERR(COMP, "EAL start failed: %s", strerror(-rc));
+		{ rc = -EIO; goto fail; }
+	}
+
+	/* ---- pool, ack ring, persistence */
+	struct ing_pool_opts pool_o;
+	ing_pool_opts_init(&pool_o);
+	pool_o.name = "frames";
+	(void)ing_pool_parse_classes(&pool_o, d->o.pool); /* validated in parse_args */
+	pool_o.hugepages = eo.no_huge ? 0 : (d->o.hugepages > 0 ? 1 : -1);
+	pool_o.numa_node = d->o.pool_node >= 0 ? d->o.pool_node : (have_plan ? plan.pool_node : -1);
+	d->pool = ing_pool_create(&pool_o);
+	if (!d->pool)
+		goto fail;
+	unsigned total = ing_pool_total(d->pool);
+	unsigned ring = 256;
+	while (ring < 2 * total)
+		ring <<= 1;
+	d->acks = ing_fring_create("acks", ring, ING_FRING_SC, true);
+	if (!d->acks)
+		goto fail;
+	struct ing_persist_opts pe;
+	ing_persist_opts_init(&pe);
+	pe.data_dir = d->o.data_dir;
+	pe.workers = d->o.workers;
+	pe.sink = d->o.sink;
+	if (d->o.persist_ring)
+		pe.ring_size = d->o.persist_ring;
+	if (have_plan && plan.n_workers > 0) {
+		pe.worker_cpus = plan.worker_cpus;   /* per worker, -1: not pinned */
+		pe.n_worker_cpus = plan.n_workers;
+	}
+	pe.unpinned_cpus = d->n_start_cpus ? d->start_cpus : NULL;
+	pe.n_unpinned_cpus = d->n_start_cpus;
+	d->persist = ing_persist_start(&pe, d->acks);
+	if (!d->persist)
+		goto fail;
+
+	/* ---- loop, service, server */
+	d->loop = ing_loop_create();
+	if (!d->loop)
+		goto fail;
+	ing_timer_init(&d->tick, shutdown_tick, d);
+	ing_timer_init(&d->watchdog, watchdog_cb, d);
+
+	struct ing_svc_opts so;
+	ing_svc_opts_init(&so);
+	so.credits_default = d->o.credits;
+	so.credits_max = d->o.credits;
+	so.max_frame = d->o.max_frame;
+	so.frame_timeout_ms = d->o.frame_timeout_ms;
+	so.max_sessions = d->o.max_sessions;
+	so.session_idle_ms = d->o.session_idle_ms;
+	so.auth_token = d->o.auth_token_file ? d->o.auth_token : NULL;
+	so.max_sessions_per_peer = d->o.max_sessions_per_peer;
+	so.max_slots_per_peer = d->o.max_slots_per_peer;
+	so.slot_stall_ms = d->o.slot_stall_ms;
+	so.auth_fail_burst = d->o.auth_fail_burst;
+	so.auth_backoff_max_ms = d->o.auth_backoff_max_ms;
+	struct ing_grpc_server_opts gso;
+	ing_grpc_server_opts_init(&gso);
+	if (gso.max_recv_msg < so.max_chunk + (64u << 10))
+		gso.max_recv_msg = so.max_chunk + (64u << 10);
+	so.max_msg = gso.max_recv_msg;
+	if (so.backlog_max < (size_t)gso.window_bytes + gso.max_recv_msg)
+		so.backlog_max = (size_t)gso.window_bytes + gso.max_recv_msg;
+	/* ---- RDMA: rdma_cm listener + dataplane pollers, or a loud gRPC-only fallback */
+	char rdma_why[192] = "";
+	so.rdma.rdma_available = false;
+	if (d->o.rdma != 0) {
+		struct ing_rdma_opts ro;
+		ing_rdma_opts_init(&ro);
+		ro.addr = d->o.rdma_addr;
+		ro.port = (uint16_t)d->o.rdma_port;
+		ro.device = d->o.rdma_dev ? d->o.rdma_dev : (have_plan && plan.rdma_dev[0] ? plan.rdma_dev : NULL);
+		ro.nlcores = 0;             /* one poller per EAL worker lcore */
+		ro.lcore.mode = d->o.poll_mode;
+		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->acks, NULL, rdma_why, sizeof(rdma_why));
+		if (!d->rdma && d->o.rdma > 0) {
+			ING_ERR(COMP, "--rdma on: %s", rdma_why);
+			goto fail;
+		}
+	} else {
+		snprintf(rdma_why, sizeof(rdma_why), "disabled by --rdma off");
+	}
+	if (d->rdma) {
+		snprintf(d->rdma_note, sizeof(d->rdma_note), "rdma_cm %s:%u on %s", ing_rdma_addr(d->rdma),
+			 ing_rdma_port(d->rdma), ing_rdma_device(d->rdma));
+		so.rdma.rdma_available = true;
+		so.rdma.rdma_addr = ing_rdma_addr(d->rdma);
+		so.rdma.rdma_port = ing_rdma_port(d->rdma);
+	} else {
+		snprintf(d->rdma_note, sizeof(d->rdma_note), "%s", rdma_why[0] ? rdma_why : "no RDMA device on this node");
+		ING_WARN(COMP, "RDMA READ not available (%s): producers get the gRPC fallback", d->rdma_note);
+	}
+	so.rdma.note = d->rdma_note;
+	if (d->o.max_frame && d->o.max_frame > ing_pool_max_len(d->pool))
+		ING_WARN(COMP, "--max-frame %" PRIu64 " above the largest pool slot %" PRIu64 "; capped",
+			 d->o.max_frame, ing_pool_max_len(d->pool));
+	d->svc = ing_svc_create(d->loop, d->pool, d->persist, d->acks, &so);
+	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));   /* the service has its copy */
+	so.auth_token = NULL;
+	if (!d->svc)
+		goto fail;
+	if (d->rdma) {
+		ing_svc_attach_rdma(d->svc, d->rdma);
+		rc = ing_loop_add_fd(d->loop, ing_rdma_fd(d->rdma), EPOLLIN, rdma_cb, d->rdma);
+		if (rc == 0)
+			rc = ing_rdma_start(d->rdma);
+		if (rc) {
+			ING_ERR(COMP, "RDMA engine start failed: %s", strerror(-rc));
+			goto fail;
+		}
+	}
+
+	gso.listen = d->o.listen;
+	gso.tls_cert = d->o.tls_cert;
+	gso.tls_key = d->o.tls_key;
+	gso.tls_client_ca = d->o.tls_client_ca;
+	if (d->o.handshake_timeout_ms)
+		gso.handshake_timeout_ms = d->o.handshake_timeout_ms;
+	if (d->o.idle_timeout_ms)
+		gso.idle_timeout_ms = d->o.idle_timeout_ms;
+	if (d->o.max_connections)
+		gso.max_connections = d->o.max_connections;
+	if (d->o.max_conns_per_peer)
+		gso.max_conns_per_peer = d->o.max_conns_per_peer;
+	if (d->o.health_reserve)
+		gso.health_reserve = d->o.health_reserve;
+	unsigned nm;
+	const struct ing_grpc_method *methods = ing_svc_methods(d->svc, &nm);
+	d->srv = ing_grpc_server_create(d->loop, &gso, methods, nm);
+	if (!d->srv)
+		goto fail;
+	ing_svc_attach_server(d->svc, d->srv);
+	int port = ing_grpc_server_port(d->srv);
+	if (d->o.metrics_listen) {
+		d->metrics = ing_metrics_srv_create(d->loop, d->o.metrics_listen, metrics_render, d);
+		if (!d->metrics)
+			goto fail;
+	}
+
+	if (signals) {
+		d->sfd = signalfd(-1, signals, SFD_NONBLOCK | SFD_CLOEXEC);
+		if (d->sfd < 0) {
+			rc = -errno;
+			ING_ERR(COMP, "signalfd: %s", strerror(errno));
+			goto fail;
+		}
+		rc = ing_loop_add_fd(d->loop, d->sfd, EPOLLIN, signal_cb, d);
+		if (rc) {
+			ING_ERR(COMP, "cannot watch signals: %s", strerror(-rc));
+			goto fail;
+		}
+	}
+	rc = ing_loop_add_fd(d->loop, d->stop_fd, EPOLLIN, stop_cb, d);
+	if (rc) {
+		ING_ERR(COMP, "cannot watch the stop doorbell: %s", strerror(-rc));
+		goto fail;
+	}
+	ing_grpc_server_set_serving(d->srv, true);
+
+	ING_INFO(COMP, "h3000 ingestd %s serving gRPC on %s (port %d, %s)", ING_VERSION, d->o.listen,
+		 port, d->o.tls_cert ? "TLS" : "cleartext h2c");
+	ING_INFO(COMP, "pool %s: %u slots, largest %" PRIu64 " bytes, %s, node %d", d->o.pool, total,
+		 ing_pool_max_len(d->pool), ing_pool_on_hugepages(d->pool) ? "hugepages" : "4 KiB pages",
+		 pool_o.numa_node);
+	ING_INFO(COMP, "persistence: %u workers, sink %s, data dir %s", d->o.workers,
+		 d->o.sink == ING_SINK_FILE ? "file" : "null", d->o.data_dir);
+	ING_INFO(COMP, "sessions: credits %u, max frame %" PRIu64 ", frame timeout %u s", d->o.credits,
+		 d->o.max_frame && d->o.max_frame < ing_pool_max_len(d->pool) ? d->o.max_frame :
+									     ing_pool_max_len(d->pool),
+		 d->o.frame_timeout_ms / 1000);
+	ING_INFO(COMP, "limits: connections %u (%u per address, +%u for health), handshake %u ms, idle %u s; "
+		 "sessions %u (%u per address); slot stall %u ms%s",
+		 gso.max_connections, gso.max_conns_per_peer, gso.health_reserve,
+		 gso.handshake_timeout_ms, gso.idle_timeout_ms / 1000, so.max_sessions,
+		 so.max_sessions_per_peer ? so.max_sessions_per_peer : ING_DEFAULT_MAX_SESSIONS_PER_PEER,
+		 so.slot_stall_ms ? so.slot_stall_ms : ING_DEFAULT_SLOT_STALL_MS,
+		 d->o.tls_client_ca ? "; client certificates required" : "");
+	ING_INFO(COMP, "transports: gRPC stream (PushFrames) yes; RDMA READ %s (%s)",
+		 d->rdma ? "yes" : "no", d->rdma_note);
+	if (d->o.auth_token_file)
+		ING_INFO(COMP, "authentication: shared token from %s required (Negotiate authToken; "
+			 "Stats: authorization: Bearer; health open)", d->o.auth_token_file);
+	else
+		ING_INFO(COMP, "authentication: off (any client may stream; see --auth-token-file)");
+
+	if (d->o.port_file) {
+		rc = write_port_file(d->o.port_file, port);
+		if (rc) {
+			ING_ERR(COMP, "cannot write port file %s: %s", d->o.port_file, strerror(-rc));
+			goto fail;
+		}
+	}
+	if (d->metrics && d->o.metrics_port_file) {
+		rc = write_port_file(d->o.metrics_port_file, ing_metrics_srv_port(d->metrics));
+		if (rc) {
+			ING_ERR(COMP, "cannot write metrics port file %s: %s", d->o.metrics_port_file,
+				strerror(-rc));
+			goto fail;
+		}
+	}
+	if (d->o.ready_fd >= 0) {
+		char line[32];
+		int n = snprintf(line, sizeof(line), "READY %d\n", port);
+		if (write(d->o.ready_fd, line, (size_t)n) != n)
+			ING_WARN(COMP, "--ready-fd %d: %s", d->o.ready_fd, strerror(errno));
+		close(d->o.ready_fd);
+	}
+
+	/* systemd (Type=notify): ready now; watchdog pings at half its timeout */
+	uint64_t wd_usec = 0;
+	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
+		d->watchdog_ns = wd_usec * 1000ull / 2;
+		ing_timer_arm(d->loop, &d->watchdog, ing_now_ns());
+		ING_INFO(COMP, "systemd watchdog: %llu ms, pinging every %llu ms",
+			 (unsigned long long)(wd_usec / 1000), (unsigned long long)(d->watchdog_ns / 1000000));
+	}
+	(void)sd_notifyf(0, "READY=1\nSTATUS=serving gRPC on port %d\nMAINPID=%d", port, (int)getpid());
+	d->port = port;
+
+	*out = d;
+	return 0;
+fail:
+	teardown(d);
+	close(d->stop_fd);
+	free(d);
+	/* -EINVAL means a usage error to the caller: only the plan reports one */
+	return usage ? -EINVAL : (rc < 0 && rc != -EINVAL ? rc : -EIO);
+}
+
+int ing_node_port(const struct ing_node *n)
+{
+	return n->port;
+}
+
+void ing_node_stop(struct ing_node *n)
+{
+	uint64_t one = 1;
+
+	if (n && write(n->stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+		ING_WARN(COMP, "stop request: %s", strerror(errno));
+}
+
+int ing_node_wait(struct ing_node *d)
+{
+	int rc;
+
+	if (d->torn_down)
+		return d->status;
+	rc = ing_loop_run(d->loop);
+	teardown(d);
+	if (rc) {
+		ING_ERR(COMP, "event loop failed: %s", strerror(-rc));
+		d->status = 1;
+	} else if (d->not_drained) {
+		/* the producer got no DURABLE ack for these: not a clean stop (exit status 3) */
+		ING_ERR(COMP, "stopped with %" PRIu64 " frames not drained (failed, not durable)",
+			d->not_drained);
+		d->status = 3;
+	} else {
+		ING_INFO(COMP, "stopped");
+		d->status = 0;
+	}
+	return d->status;
+}
+
+void ing_node_destroy(struct ing_node *n)
+{
+	if (!n)
+		return;
+	if (!n->torn_down)
+		teardown(n);
+	close(n->stop_fd);
+	free(n);
+}

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * node.h - the ingest node as a library: start, run, stop. apps/ingestd.c is a thin main
+ * around it (its option table fills struct ing_ingestd_opts); tests drive it directly.
+ *
+ * Threads: ing_node_start and ing_node_wait run on one thread, which becomes the control
+ * thread (EAL main lcore: EAL pins it). ing_node_stop may be called from any thread.
+ * One node per process: DPDK's EAL starts once and cannot be started again after
+ * ing_node_wait has stopped it.
+ */
+#ifndef ING_CONTROL_NODE_H
+#define ING_CONTROL_NODE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/log.h"
+#include "common/token.h"
+#include "dataplane/dataplane.h"
+#include "dataplane/rdma/rdma.h"
+
+/* The node's configuration: every ingestd flag has a field here (apps/ingestd.c). */
+struct ing_ingestd_opts {
+	const char *listen;
+	const char *data_dir;
+	const char *pool;
+	int hugepages;             /* 1 on, 0 off, -1 auto */
+	unsigned workers;
+	enum ing_sink sink;
+	unsigned credits;
+	uint64_t max_frame;        /* 0: the pool's largest slot */
+	unsigned frame_timeout_ms;
+	const char *lcores;
+	int pool_node;             /* -1: from the plan */
+	const char *log_level;
+	const char *port_file;
+	const char *tls_cert, *tls_key;
+	int ready_fd;
+	const char *rdma_dev;
+	/* RDMA data path (dataplane/rdma/rdma.h) */
+	int rdma;                  /* 1 on (error if impossible), 0 off, -1 auto (default) */
+	const char *rdma_addr;     /* rdma_cm listen address; NULL: the RDMA netdev's */
+	unsigned rdma_port;
+	enum ing_rdma_poll_mode poll_mode;
+	unsigned max_sessions;
+	unsigned persist_ring;     /* per worker; 0: ING_DEFAULT_RING_SIZE */
+	unsigned session_idle_ms;
+	const char *auth_token_file; /* NULL: no authentication */
+	char auth_token[ING_AUTH_TOKEN_MAX + 1]; /* read from it by parse_args; never logged */
+	const char *tls_client_ca;   /* mTLS: client certificates must chain to it */
+	/* fair sharing under abuse (0: the library default, see --help) */
+	unsigned handshake_timeout_ms, idle_timeout_ms, max_connections, max_conns_per_peer;
+	unsigned health_reserve, max_sessions_per_peer, max_slots_per_peer, slot_stall_ms;
+	unsigned auth_fail_burst, auth_backoff_max_ms;
+	enum ing_log_format log_format;
+	const char *metrics_listen;  /* NULL: no /metrics endpoint */
+	const char *metrics_port_file;
+	const char *config;          /* the --config file, for messages */
+	bool check_only;             /* --check-config: validate, then exit 0 */
+};
+
+/* Defaults (what ingestd runs with when no flag is given). */
+void ing_ingestd_opts_init(struct ing_ingestd_opts *o);
+
+struct ing_node;
+/*
+ * Bring the node up on the calling thread, in order: data dir (created, locked, probed),
+ * placement plan, EAL, pool, ack ring, persistence, loop, service, RDMA (or the logged
+ * gRPC fallback), gRPC server, /metrics; then the port files, --ready-fd and
+ * sd_notify(READY=1). o is copied (o->auth_token is wiped from the copy once the service
+ * holds it). signals: SIGINT/SIGTERM blocked by the caller in every thread, read through
+ * a signalfd (first: drain, second: stop waiting); NULL: only ing_node_stop stops it.
+ * 0 and *out, -EINVAL for a configuration this machine cannot satisfy (a usage error:
+ * a cpu, node or device it lacks), another -errno on a runtime failure (logged). On
+ * failure everything started is released.
+ */
+int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
+		   struct ing_node **out);
+/* The gRPC port the node listens on (the one picked when the listen port was 0). */
+int ing_node_port(const struct ing_node *n);
+/*
+ * Ask the node to stop, as SIGTERM does: health NOT_SERVING, GOAWAY, up to 10 s for the
+ * frames in flight to become durable and acked; a second call stops waiting. Any thread;
+ * returns at once.
+ */
+void ing_node_stop(struct ing_node *n);
+/*
+ * Run the control loop on the calling thread (the one that called ing_node_start) until
+ * the node has stopped, then tear everything down in reverse order. Returns the exit
+ * status: 0 clean stop, 1 runtime error, 3 stopped with frames not drained (their
+ * producers got no DURABLE ack).
+ */
+int ing_node_wait(struct ing_node *n);
+/* Free the node after ing_node_wait (or instead of it: then it is torn down first). */
+void ing_node_destroy(struct ing_node *n);
+
+#endif
