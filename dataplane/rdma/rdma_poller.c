@@ -20,6 +20,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 
+#include <rte_common.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -42,56 +46,46 @@
 			 __atomic_load_n(&(lc)->st.field, __ATOMIC_RELAXED) + (uint64_t)(v), \
 			 __ATOMIC_RELAXED)
 
-/* ---------------------------------------------------------------- SP/SC ring */
+/* ---------------------------------------------------------------- SP/SC value rings */
 
-struct spsc {
-	uint32_t head __attribute__((aligned(64))); /* producer */
-	uint32_t tail __attribute__((aligned(64))); /* consumer */
-	uint32_t mask;
-	uint32_t esz;
-	uint8_t *data;
-};
-
-static int spsc_init(struct spsc *r, unsigned n, unsigned esz)
+/*
+ * Commands (control -> lcore) and notices (lcore -> control) are values, copied into
+ * DPDK rings of fixed-size elements (rte_ring elem API, single producer / single
+ * consumer). The ring lives in memory of our own (rte_ring_init, not a memzone): the
+ * unit tests run the lcore with fake verbs and no EAL. Capacity: n rounded up to a power
+ * of 2, exactly (RING_F_EXACT_SZ).
+ */
+static struct rte_ring *vring_create(const char *name, unsigned n, unsigned esz)
 {
-	unsigned sz = 1;
+	unsigned cap = 1;
 
-	while (sz < n)
-		sz <<= 1;
-	r->data = calloc(sz, esz);
-	if (!r->data)
-		return -ENOMEM;
-	r->head = r->tail = 0;
-	r->mask = sz - 1;
-	r->esz = esz;
-	return 0;
+	while (cap < n)
+		cap <<= 1;
+	ssize_t sz = rte_ring_get_memsize_elem(esz, rte_align32pow2(cap + 1));
+	if (sz < 0)
+		return NULL;
+	struct rte_ring *r = aligned_alloc(RTE_CACHE_LINE_SIZE,
+					   ((size_t)sz + RTE_CACHE_LINE_SIZE - 1) &
+						   ~(size_t)(RTE_CACHE_LINE_SIZE - 1));
+	if (!r)
+		return NULL;
+	if (rte_ring_init(r, name, cap, RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ)) {
+		free(r);
+		return NULL;
+	}
+	return r;
 }
 
 /* 0, or -ENOBUFS. *was_empty tells the producer to ring the doorbell. */
-static int spsc_push(struct spsc *r, const void *e, bool *was_empty)
+static int vring_push(struct rte_ring *r, const void *e, unsigned esz, bool *was_empty)
 {
-	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
-	uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	unsigned free_after;
 
-	if (h - t > r->mask)
+	if (rte_ring_sp_enqueue_bulk_elem(r, e, esz, 1, &free_after) != 1)
 		return -ENOBUFS;
-	memcpy(r->data + (size_t)(h & r->mask) * r->esz, e, r->esz);
-	__atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
 	if (was_empty)
-		*was_empty = h == t;
+		*was_empty = free_after + 1 == rte_ring_get_capacity(r);
 	return 0;
-}
-
-static bool spsc_pop(struct spsc *r, void *e)
-{
-	uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
-	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-
-	if (t == h)
-		return false;
-	memcpy(e, r->data + (size_t)(t & r->mask) * r->esz, r->esz);
-	__atomic_store_n(&r->tail, t + 1, __ATOMIC_RELEASE);
-	return true;
 }
 
 static void efd_ring(int fd)
@@ -121,6 +115,9 @@ struct rdma_cmd {
 	uint32_t rd_atom;
 	uint32_t sq_depth;
 };
+/* rte_ring elements are whole 32-bit words */
+_Static_assert(sizeof(struct rdma_cmd) % 4 == 0, "rdma_cmd: not a multiple of 4 bytes");
+_Static_assert(sizeof(struct ing_rdma_notice) % 4 == 0, "ing_rdma_notice: not a multiple of 4 bytes");
 
 enum conn_state {
 	CONN_FREE = 0,
@@ -166,8 +163,8 @@ enum { OB_DELIVER = 0, OB_FAIL = 1 };
 struct ing_rdma_lcore {
 	struct ing_rdma_lcore_stats st;
 	/* --- shared with control --- */
-	struct spsc cmd;
-	struct spsc note;
+	struct rte_ring *cmd;     /* struct rdma_cmd, control -> lcore */
+	struct rte_ring *note;    /* struct ing_rdma_notice, lcore -> control */
 	int cmd_efd;
 	bool stop;
 	unsigned held;            /* frames in the lcore (relaxed counter) */
@@ -242,7 +239,7 @@ static void notice(struct ing_rdma_lcore *lc, uint32_t kind, const struct rdma_c
 	} else {
 		n.t_ns = ing_now_ns();
 	}
-	if (spsc_push(&lc->note, &n, &empty)) {
+	if (vring_push(lc->note, &n, sizeof(n), &empty)) {
 		STAT_ADD(lc, notices_dropped, 1);
 		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u: notice ring full, notice %u for qp 0x%x dropped",
 			   lc->o.lcore_id, kind, n.qp_num);
@@ -767,7 +764,7 @@ int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc)
 	unsigned work = 0;
 
 	STAT_ADD(lc, polls, 1);
-	while (spsc_pop(&lc->cmd, &m)) {
+	while (rte_ring_sc_dequeue_elem(lc->cmd, &m, sizeof(m)) == 0) {
 		if (m.op == CMD_ATTACH)
 			cmd_attach(lc, &m);
 		else if (m.op == CMD_DETACH)
@@ -921,7 +918,7 @@ int ing_rdma_lcore_run(void *arg)
 
 static int push_cmd(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 {
-	if (spsc_push(&lc->cmd, m, NULL))
+	if (vring_push(lc->cmd, m, sizeof(*m), NULL))
 		return -ENOBUFS;
 	efd_ring(lc->cmd_efd);
 	return 0;
@@ -951,11 +948,7 @@ void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc)
 
 unsigned ing_rdma_lcore_notices(struct ing_rdma_lcore *lc, struct ing_rdma_notice *n, unsigned max)
 {
-	unsigned k = 0;
-
-	while (k < max && spsc_pop(&lc->note, &n[k]))
-		k++;
-	return k;
+	return rte_ring_sc_dequeue_burst_elem(lc->note, n, sizeof(*n), max, NULL);
 }
 
 void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_lcore_stats *s)
@@ -1010,8 +1003,9 @@ struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o
 	lc->ob_kind = calloc(obn, 1);
 	lc->cmd_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (!lc->conns || !lc->rec_mem || !lc->fifo_mem || !lc->ob || !lc->ob_kind ||
-	    lc->cmd_efd < 0 || spsc_init(&lc->cmd, 256, sizeof(struct rdma_cmd)) ||
-	    spsc_init(&lc->note, 4 * fr + 1024, sizeof(struct ing_rdma_notice))) {
+	    lc->cmd_efd < 0 ||
+	    !(lc->cmd = vring_create("rdma_cmd", 256, sizeof(struct rdma_cmd))) ||
+	    !(lc->note = vring_create("rdma_note", 4 * fr + 1024, sizeof(struct ing_rdma_notice)))) {
 		ING_ERR(COMP, "lcore %u create: out of memory or eventfd: %s", o->lcore_id, strerror(errno));
 		ing_rdma_lcore_destroy(lc);
 		return NULL;
@@ -1055,8 +1049,8 @@ void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc)
 		lc->ops->ack_cq_events(lc->cq, lc->unacked_events);
 	if (lc->cmd_efd >= 0)
 		close(lc->cmd_efd);
-	free(lc->cmd.data);
-	free(lc->note.data);
+	free(lc->cmd);
+	free(lc->note);
 	free(lc->conns);
 	free(lc->rec_mem);
 	free(lc->fifo_mem);
