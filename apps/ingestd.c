@@ -72,6 +72,8 @@ struct ing_ingestd_opts {
 	const char *rdma_addr;     /* rdma_cm listen address; NULL: the RDMA netdev's */
 	unsigned rdma_port;
 	enum ing_rdma_poll_mode poll_mode;
+	enum ing_rdma_push rdma_write; /* push grants: memory windows / pool MR / off */
+	unsigned grant_ms;         /* push: a grant not written within this fails its frame */
 	unsigned max_sessions;
 	unsigned persist_ring;     /* per worker; 0: ING_DEFAULT_RING_SIZE */
 	unsigned session_idle_ms;
@@ -105,6 +107,8 @@ static void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->rdma = -1;
 	o->rdma_port = ING_RDMA_DEFAULT_PORT;
 	o->poll_mode = ING_RDMA_POLL_ADAPTIVE;
+	o->rdma_write = ING_RDMA_PUSH_AUTO;
+	o->grant_ms = ING_RDMA_DEFAULT_GRANT_MS;
 	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
 	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
 }
@@ -434,6 +438,17 @@ static int set_poll_mode(const struct opt_def *d, struct ing_ingestd_opts *o, co
 	return 0;
 }
 
+static int set_rdma_write(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			  char *why, size_t whylen)
+{
+	(void)d;
+	if (ing_rdma_parse_push(v, &o->rdma_write)) {
+		snprintf(why, whylen, "'%.64s' is not auto, mw, mr or off", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 #define OFF(f) offsetof(struct ing_ingestd_opts, f)
 /* offsetof, and a compile error unless the field has type T (the setters cast to it) */
 #define TOFF(f, T) (OFF(f) + 0 * sizeof(char[_Generic(((struct ing_ingestd_opts *)0)->f, T: 1)]))
@@ -465,6 +480,10 @@ static const struct opt_def opt_table[] = {
 	STR("rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
 	UINT("rdma-port", rdma_port, 0, 65535, "rdma_cm listen port"),
 	CUSTOM("poll-mode", poll_mode, set_poll_mode, "MODE", "dataplane lcores: adaptive (default) or busy"),
+	CUSTOM("rdma-write", rdma_write, set_rdma_write, "MODE",
+	       "RDMA WRITE push for producers that ask for it (docs/PUSH.md): auto (default:\n"
+	       "memory windows where the device has type 2, else the pool MR), mw, mr, off"),
+	UINT("grant-ms", grant_ms, 100, 3600000, "push: a granted slot not written within N ms fails its frame"),
 	UINT("max-sessions", max_sessions, 1, 1u << 20, "session table size"),
 	SECS("session-idle", session_idle_ms, 1, 7 * 86400, "a negotiated session with no stream expires after SEC"),
 	CUSTOM("persist-ring", persist_ring, set_persist_ring, "N", "frames queued per persistence worker, a power of 2 (default 4096)"),
@@ -1177,6 +1196,8 @@ int main(int argc, char **argv)
 		ro.device = d.o.rdma_dev ? d.o.rdma_dev : (have_plan && plan.rdma_dev[0] ? plan.rdma_dev : NULL);
 		ro.nlcores = 0;             /* one poller per EAL worker lcore */
 		ro.lcore.mode = d.o.poll_mode;
+		ro.push = d.o.rdma_write;
+		ro.lcore.grant_ms = d.o.grant_ms;
 		d.rdma = ing_rdma_create(&ro, d.pool, d.persist, d.acks, NULL, rdma_why, sizeof(rdma_why));
 		if (!d.rdma && d.o.rdma > 0) {
 			ING_ERR(COMP, "--rdma on: %s", rdma_why);
@@ -1191,6 +1212,7 @@ int main(int argc, char **argv)
 		so.rdma.rdma_available = true;
 		so.rdma.rdma_addr = ing_rdma_addr(d.rdma);
 		so.rdma.rdma_port = ing_rdma_port(d.rdma);
+		so.rdma.grant_ms = d.o.grant_ms;
 	} else {
 		snprintf(d.rdma_note, sizeof(d.rdma_note), "%s", rdma_why[0] ? rdma_why : "no RDMA device on this node");
 		ING_WARN(COMP, "RDMA READ not available (%s): producers get the gRPC fallback", d.rdma_note);

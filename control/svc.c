@@ -961,6 +961,10 @@ static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
 	m.stagesyncedns = a->stage_ns[SVC_ST_SYNCED];
 	m.stagecataloguedns = a->stage_ns[SVC_ST_CATALOGUED];
 	m.stageackns = a->stage_ns[SVC_ST_ACK];
+	m.grantid = a->grant_id;
+	m.grantaddr = a->grant_addr;
+	m.grantrkey = a->grant_rkey;
+	m.grantlength = a->grant_length;
 	size_t n = h3000__ack__get_packed_size(&m);
 	if (n > cap)
 		return 0;

@@ -134,6 +134,7 @@ struct svc_session {
 	char owner_ident[256];   /* "" without a client certificate */
 	bool ack_received;       /* Negotiate asked for RECEIVED acks too (two-stage) */
 	bool rdma_seen;          /* its RDMA connection was up once (a second one: reconnect) */
+	bool push;               /* Negotiate picked RDMA_WRITE: every FrameMeta asks for a grant */
 };
 
 enum svc_fstate { FE_FREE = 0, FE_FILLING, FE_RETRY, FE_PERSISTING };
@@ -172,6 +173,9 @@ struct svc_ack {
 	uint8_t stage;
 	uint8_t code;
 	bool ok, retryable, duplicate;
+	/* stage GRANTED (push) only */
+	uint32_t grant_id, grant_rkey;
+	uint64_t grant_addr, grant_length;
 	char msg[ING_FRAME_MSG_MAX];
 };
 

@@ -93,6 +93,7 @@ int svc_rdma_enqueue(struct svc_call *pc, const H3000__FrameMeta *m, const char 
 	f->transport = ING_XPORT_RDMA;
 	f->raddr = m->addr;
 	f->rkey = m->rkey;
+	f->push = ss->push;   /* the lcore grants the slot instead of reading */
 	f->t_admit_ns = ing_now_ns();
 	struct svc_frame *e = svc_frame_admit(s, pc, f);
 	if (!e) {
@@ -146,6 +147,27 @@ static void cb_received(void *arg, const struct ing_rdma_notice *n)
 		rdma_received(s, e, n->t_ns);
 }
 
+/* Push: the slot is open for the producer's WRITE: Ack{GRANTED} to the frame's call (a
+ * frame whose call is gone is never written: its grant expires in the lcore). */
+static void cb_granted(void *arg, const struct ing_rdma_notice *n)
+{
+	struct ing_svc *s = arg;
+	struct svc_frame *e = rdma_entry(s, n->cookie, n->gen);
+
+	if (!e || !e->call || !e->f->push)
+		return;
+	struct svc_ack a = {
+		.ok = true,
+		.stage = H3000__ACK_STAGE__ACK_STAGE_GRANTED,
+		.grant_id = n->grant_id,
+		.grant_rkey = n->grant_rkey,
+		.grant_addr = (uint64_t)(uintptr_t)e->f->buf,
+		.grant_length = e->f->length,
+	};
+	svc_ack_set_id(&a, e->f->wafer_id, e->f->frame_id);
+	svc_send_ack(e->call, &a);
+}
+
 static void cb_device_lost(void *arg, const char *why)
 {
 	struct ing_svc *s = arg;
@@ -164,6 +186,7 @@ void ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 		.conn_state = cb_conn_state,
 		.received = cb_received,
 		.device_lost = cb_device_lost,
+		.granted = cb_granted,
 	};
 
 	s->rdma = r;
