@@ -965,6 +965,7 @@ static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
 	m.grantaddr = a->grant_addr;
 	m.grantrkey = a->grant_rkey;
 	m.grantlength = a->grant_length;
+	m.grantqpnum = a->grant_qp;
 	size_t n = h3000__ack__get_packed_size(&m);
 	if (n > cap)
 		return 0;

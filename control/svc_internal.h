@@ -174,7 +174,7 @@ struct svc_ack {
 	uint8_t code;
 	bool ok, retryable, duplicate;
 	/* stage GRANTED (push) only */
-	uint32_t grant_id, grant_rkey;
+	uint32_t grant_id, grant_rkey, grant_qp;
 	uint64_t grant_addr, grant_length;
 	char msg[ING_FRAME_MSG_MAX];
 };

@@ -163,6 +163,7 @@ static void cb_granted(void *arg, const struct ing_rdma_notice *n)
 		.grant_rkey = n->grant_rkey,
 		.grant_addr = (uint64_t)(uintptr_t)e->f->buf,
 		.grant_length = e->f->length,
+		.grant_qp = n->qp_num,
 	};
 	svc_ack_set_id(&a, e->f->wafer_id, e->f->frame_id);
 	svc_send_ack(e->call, &a);
