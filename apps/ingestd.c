@@ -1294,8 +1294,10 @@ int main(int argc, char **argv)
 		 so.max_sessions_per_peer ? so.max_sessions_per_peer : ING_DEFAULT_MAX_SESSIONS_PER_PEER,
 		 so.slot_stall_ms ? so.slot_stall_ms : ING_DEFAULT_SLOT_STALL_MS,
 		 d.o.tls_client_ca ? "; client certificates required" : "");
-	ING_INFO(COMP, "transports: gRPC stream (PushFrames) yes; RDMA READ %s (%s)",
-		 d.rdma ? "yes" : "no", d.rdma_note);
+	int pm = d.rdma ? ing_rdma_push_mode(d.rdma) : 0;
+	ING_INFO(COMP, "transports: gRPC stream (PushFrames) yes; RDMA READ %s (%s); RDMA WRITE push %s",
+		 d.rdma ? "yes" : "no", d.rdma_note,
+		 pm == 1 ? "yes (memory window per grant)" : pm == 2 ? "yes (pool MR: grants not bounded)" : "no");
 	if (d.o.auth_token_file)
 		ING_INFO(COMP, "authentication: shared token from %s required (Negotiate authToken; "
 			 "Stats: authorization: Bearer; health open)", d.o.auth_token_file);

@@ -55,7 +55,7 @@
 #define ING_RDMA_CQ_BURST 32
 #define ING_RDMA_POST_BURST 16              /* WRs chained per ibv_post_send */
 #define ING_RDMA_MAX_LCORES 16
-#define ING_RDMA_DEFAULT_GRANT_MS 10000     /* push: a grant not written in time fails */
+#define ING_RDMA_DEFAULT_GRANT_MS 30000     /* push: a grant not written in time fails */
 #define ING_RDMA_DEFAULT_RECV_DEPTH 64      /* push: receive WRs per QP (WRITE WITH IMM) */
 
 /* ---------------------------------------------------------------- verbs ops */

@@ -682,7 +682,8 @@ static void push_recv(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 		c->recvs--;
 	if (wc->status != IBV_WC_SUCCESS) {
 		STAT_ADD(lc, wc_errors, 1);
-		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu: receive completion %s (vendor_err 0x%x): the QP is in error (a write outside its grant?); grants kept for a reconnect",
+		ING_LOG_RL(wc->status == IBV_WC_WR_FLUSH_ERR ? ING_LOG_INFO : ING_LOG_WARN, COMP,
+			   "lcore %u qp 0x%x session %llu: receive completion %s (vendor_err 0x%x): the QP is in error (disconnected, or a write outside its grant); grants kept for a reconnect",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
 			   ibv_wc_status_str(wc->status), wc->vendor_err);
 		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, (int32_t)wc->status);
@@ -868,7 +869,7 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 {
 	struct ibv_send_wr wrs[ING_RDMA_POST_BURST], *bad = NULL;
 	struct ibv_sge sges[ING_RDMA_POST_BURST];
-	unsigned n = 0;
+	unsigned n = 0, nreads = 0;
 	uint64_t bytes = 0;
 
 	if (c->inv_wait) {
@@ -957,26 +958,33 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 			c->post_off = off + len;
 		}
 		bytes += len;
+		nreads++;
 		n++;
 	}
 	if (!n)
 		return 0;
 	int rc = lc->ops->post_send(c->qp, wrs, &bad);
+	unsigned posted = rc ? ((bad >= wrs && bad < wrs + n) ? (unsigned)(bad - wrs) : 0) : n;
+	/* the provider names a window by its current rkey (ibv_mw.rkey, read at post time):
+	 * after a posted bind, that is the key the bind gave it */
+	for (unsigned i = 0; i < posted; i++)
+		if (wrs[i].opcode == IBV_WR_BIND_MW)
+			wrs[i].bind_mw.mw->rkey = wrs[i].bind_mw.rkey;
 	if (rc) {
-		unsigned ok = (bad >= wrs && bad < wrs + n) ? (unsigned)(bad - wrs) : 0;
+		unsigned ok = posted;
 		STAT_ADD(lc, post_errors, 1);
 		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x session %llu: ibv_post_send failed: %s (%u of %u WRs posted)",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, strerror(rc), ok, n);
 		c->rec_head += ok;
 		c->outstanding += ok;
-		STAT_ADD(lc, reads_posted, ok);
+		STAT_ADD(lc, reads_posted, ok < nreads ? ok : nreads);
 		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, 0);
 		conn_enter_draining(lc, c, "post_send failed");
 		return n;
 	}
 	c->rec_head += n;
 	c->outstanding += n;
-	STAT_ADD(lc, reads_posted, n);
+	STAT_ADD(lc, reads_posted, nreads);
 	STAT_ADD(lc, bytes_posted, bytes);
 	return n;
 }
