@@ -41,6 +41,8 @@ enum admit_wait {
 	ADMIT_CREDIT,        /* its session has `credits` frames open: blocks nobody else */
 	ADMIT_SLOT,          /* no free slot in the classes it may take */
 	ADMIT_PEER,          /* its peer is over its slot share while another peer waits */
+	ADMIT_LATER,         /* admitted, but its transport could not start it yet (a full
+			      * job ring): retried like the others, blocks nobody */
 };
 
 /* One frame asking for admission; embedded in its owner's per-call state. */
@@ -94,6 +96,11 @@ void admit_fini(struct admit *a);
  * progress() will be called. -EINVAL: length 0 or above the largest class (never queued).
  */
 int admit_try(struct admit *a, struct admit_req *r, struct ing_frame **f);
+/*
+ * Queue r without trying (its frame was admitted and handed back because the transport
+ * could not start it: admit_put first). Keeps its ticket if still queued. -EAGAIN.
+ */
+int admit_defer(struct admit *a, struct admit_req *r);
 /* Drop a queued request (its frame is refused or its call ended). No-op if not queued. */
 void admit_cancel(struct admit *a, struct admit_req *r);
 /*
