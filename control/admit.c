@@ -79,6 +79,24 @@ static void timer_arm(struct admit *a, uint64_t at)
 		ing_timer_arm(a->loop, &a->timer, at);
 }
 
+/*
+ * When the queue must be looked at again without a put or a cancel: the oldest request's
+ * expiry, a deferred request's retry (nothing signals a job ring that drained), and a
+ * slow backstop for limits that change silently.
+ */
+static uint64_t next_check(const struct admit *a, uint64_t now)
+{
+	uint64_t at = now + ADMIT_BACKSTOP_NS;
+	if (!a->head)
+		return at;
+	if (a->wait_timeout_ns && a->head->since_ns + a->wait_timeout_ns < at)
+		at = a->head->since_ns + a->wait_timeout_ns;
+	for (const struct admit_req *w = a->head; w; w = w->next)
+		if (w->why == ADMIT_LATER && now + ADMIT_RECHECK_NS < at)
+			return now + ADMIT_RECHECK_NS;
+	return at;
+}
+
 /* Queue r at the tail (a new ticket) or leave it where it is; it waits for `why`. */
 static int wait_for(struct admit *a, struct admit_req *r, uint8_t why)
 {
@@ -97,7 +115,7 @@ static int wait_for(struct admit *a, struct admit_req *r, uint8_t why)
 	a->tail = r;
 	a->nqueued++;
 	a->c_waited++;
-	timer_arm(a, r->since_ns + ADMIT_RECHECK_NS);
+	timer_arm(a, next_check(a, r->since_ns));
 	return -EAGAIN;
 }
 
@@ -225,5 +243,5 @@ static void run_cb(void *arg)
 	if (a->run_again)
 		timer_arm(a, ing_now_ns());
 	else if (a->head)
-		timer_arm(a, ing_now_ns() + ADMIT_RECHECK_NS);
+		timer_arm(a, next_check(a, ing_now_ns()));
 }

@@ -15,7 +15,8 @@
  * Waiting: admit_try queues a request it cannot admit (its ticket is kept across retries)
  * and the owner pauses its input. When a slot or credit comes back (admit_put, admit_wake)
  * the layer's timer calls each queued request's xp->progress in ticket order, plus a
- * recheck every ADMIT_RECHECK_NS while anything waits (limits can change without a put).
+ * recheck every ADMIT_BACKSTOP_NS while anything waits (limits can change without a put;
+ * ADMIT_RECHECK_NS while a deferred request waits for its transport).
  * A request that waited wait_timeout_ms is dequeued and handed to progress(expired).
  *
  * Control thread only. No allocation: requests live inside their owner's call state.
@@ -33,7 +34,8 @@ struct svc_session;
 struct svc_peer;
 struct xport_ops;
 
-#define ADMIT_RECHECK_NS 2000000ull
+#define ADMIT_RECHECK_NS 2000000ull     /* retry of a deferred request (ADMIT_LATER) */
+#define ADMIT_BACKSTOP_NS 100000000ull  /* retry of the queue without a put or cancel */
 
 /* What a request waits for (admit_req.why). */
 enum admit_wait {
