@@ -80,6 +80,16 @@ static void timer_arm(struct admit *a, uint64_t at)
 }
 
 /*
+ * A request expires after wait_timeout_ns with nothing given back meanwhile: a queue
+ * that moves is waited out (the caller's own deadline still applies), a node that makes
+ * no progress answers ERROR_BUSY instead of holding the caller for ever.
+ */
+static uint64_t wait_start(const struct admit *a, const struct admit_req *r)
+{
+	return r->since_ns > a->last_put_ns ? r->since_ns : a->last_put_ns;
+}
+
+/*
  * When the queue must be looked at again without a put or a cancel: the oldest request's
  * expiry, a deferred request's retry (nothing signals a job ring that drained), and a
  * slow backstop for limits that change silently.
@@ -89,8 +99,8 @@ static uint64_t next_check(const struct admit *a, uint64_t now)
 	uint64_t at = now + ADMIT_BACKSTOP_NS;
 	if (!a->head)
 		return at;
-	if (a->wait_timeout_ns && a->head->since_ns + a->wait_timeout_ns < at)
-		at = a->head->since_ns + a->wait_timeout_ns;
+	if (a->wait_timeout_ns && wait_start(a, a->head) + a->wait_timeout_ns < at)
+		at = wait_start(a, a->head) + a->wait_timeout_ns;
 	for (const struct admit_req *w = a->head; w; w = w->next)
 		if (w->why == ADMIT_LATER && now + ADMIT_RECHECK_NS < at)
 			return now + ADMIT_RECHECK_NS;
@@ -191,6 +201,7 @@ void admit_put(struct admit *a, struct ing_frame *f, struct svc_session *sess,
 {
 	if (f)
 		ing_pool_put(f);
+	a->last_put_ns = ing_now_ns();
 	if (sess && sess->inflight)
 		sess->inflight--;
 	if (peer) {
@@ -232,7 +243,7 @@ static void run_cb(void *arg)
 		if (!r || r->ticket > last)
 			break;
 		done = r->ticket;
-		bool expired = a->wait_timeout_ns && now - r->since_ns >= a->wait_timeout_ns;
+		bool expired = a->wait_timeout_ns && now >= wait_start(a, r) + a->wait_timeout_ns;
 		if (expired) {
 			queue_remove(a, r);
 			a->c_expired++;

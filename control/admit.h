@@ -17,7 +17,8 @@
  * the layer's timer calls each queued request's xp->progress in ticket order, plus a
  * recheck every ADMIT_BACKSTOP_NS while anything waits (limits can change without a put;
  * ADMIT_RECHECK_NS while a deferred request waits for its transport).
- * A request that waited wait_timeout_ms is dequeued and handed to progress(expired).
+ * A request that waited wait_timeout_ms with nothing given back meanwhile (the node made
+ * no progress) is dequeued and handed to progress(expired).
  *
  * Control thread only. No allocation: requests live inside their owner's call state.
  */
@@ -74,6 +75,7 @@ struct admit {
 	struct admit_req *head, *tail;   /* queued, by ticket */
 	unsigned nqueued;
 	uint64_t tickets;
+	uint64_t last_put_ns;            /* when a slot or credit last came back */
 	struct ing_timer timer;          /* runs the retries (zero delay) and the recheck */
 	bool timer_ready;
 	bool in_run, run_again;

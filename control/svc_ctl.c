@@ -29,8 +29,8 @@
  * HTTP/2 flow control stops the client) and the unpacked FrameMeta stays in the call's
  * arena. At most one parked FrameMeta per call, so memory is bounded by the number of
  * calls. The admission layer retries it (svc_ctl_progress) when a slot or credit comes
- * back; one that waited frame_timeout_ms is answered Ack{ERROR_BUSY, retryable} and the
- * call goes on.
+ * back; one that waited frame_timeout_ms with nothing coming back meanwhile is answered
+ * Ack{ERROR_BUSY, retryable} and the call goes on.
  */
 
 /* A ControlStream call: the core's part first. */

@@ -48,9 +48,9 @@ struct xport_ops {
 	 * The admission request r (queued by admit_try) may go on: a slot or a credit came
 	 * back, or a recheck is due. Called from the admission layer's timer, oldest request
 	 * first, never inside the caller of admit_try/admit_put. The transport calls
-	 * admit_try again (the request keeps its place). expired: r waited longer than the
-	 * frame timeout and is off the queue already; the transport answers it
-	 * ERROR_BUSY (retryable) and carries on with the call.
+	 * admit_try again (the request keeps its place). expired: r waited the frame timeout
+	 * with no slot or credit coming back meanwhile and is off the queue already; the
+	 * transport answers it ERROR_BUSY (retryable) and carries on with the call.
 	 */
 	void (*progress)(struct admit_req *r, bool expired);
 	/*

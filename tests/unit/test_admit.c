@@ -396,6 +396,30 @@ static void test_expiry(void **state)
 	done(&big0);
 }
 
+/* A queue that moves is waited out: the timeout counts from the last slot given back. */
+static void test_expiry_counts_from_progress(void **state)
+{
+	(void)state;
+	struct tframe big0, big, s0;
+
+	admit_fini(&E->a);
+	assert_int_equal(admit_init(&E->a, E->loop, E->pool, 0, 10000), 0);
+	assert_int_equal(arrive(&big0, "big0", &fake_grpc, LARGE), 0);
+	assert_int_equal(arrive(&big, "big", &fake_rdma, LARGE), -EAGAIN);
+	big.r.since_ns -= 20000000000ull;              /* it has waited 20 s */
+	assert_int_equal(arrive(&s0, "s0", &fake_grpc, SMALL), 0);
+	done(&s0);                                      /* ... but a slot came back just now */
+	settle();
+	assert_false(big.expired);
+	assert_true(big.r.queued);
+	E->a.last_put_ns -= 20000000000ull;            /* nothing came back for 20 s */
+	admit_wake(&E->a);
+	settle();
+	assert_true(big.expired);
+	assert_false(big.r.queued);
+	done(&big0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -407,6 +431,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_peer_share, env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_expiry, env_setup, env_teardown),
+		cmocka_unit_test_setup_teardown(test_expiry_counts_from_progress, env_setup, env_teardown),
 	};
 	return cmocka_run_group_tests(tests, eal_setup, eal_teardown);
 }
