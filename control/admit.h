@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "control/loop.h"
+#include "control/grpc/loop.h"
 #include "dataplane/dataplane.h"
 
 struct svc_session;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * svc_rdma.c - transport xport_rdma_read: the node RDMA READs each frame ControlStream
- * describes (svc_ctl.c parks and retries the descriptors), glue to dataplane/rdma.h.
+ * describes (svc_ctl.c parks and retries the descriptors), glue to
+ * dataplane/rdma/rdma.h.
  *   start       hand the admitted frame to its QP's lcore (ing_rdma_submit)
  *   engine cbs  session check, RECEIVED notices, connection state, device removal
  * Ownership: a frame admitted for RDMA belongs to the lcore from ing_rdma_submit until it
@@ -12,7 +13,7 @@
 #include "control/svc_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 #include "h3000.pb-c.h"
 
 #include <errno.h>
