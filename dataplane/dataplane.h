@@ -151,6 +151,9 @@ void ing_pool_destroy(struct ing_pool *p);  /* tolerant of NULL and of half-buil
  * (backpressure: retry after a put). Any thread; lockless.
  */
 struct ing_frame *ing_pool_get(struct ing_pool *p, uint64_t len);
+/* The same, from classes below cls_end only (admission: classes an earlier waiter
+ * could use are left to it). */
+struct ing_frame *ing_pool_get_below(struct ing_pool *p, uint64_t len, unsigned cls_end);
 void ing_pool_put(struct ing_frame *f);   /* any thread */
 uint64_t ing_pool_max_len(const struct ing_pool *p);
 unsigned ing_pool_total(const struct ing_pool *p);
