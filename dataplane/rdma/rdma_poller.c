@@ -675,13 +675,16 @@ static void push_recv(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 	struct rdma_conn *c = (struct rdma_conn *)(uintptr_t)(wc->wr_id & ~(uint64_t)1);
 
 	if (c->state != CONN_ACTIVE || wc->qp_num != c->qp_num) {
-		STAT_ADD(lc, wc_stale, 1);   /* a flushed receive of a QP already given up */
+		STAT_ADD(lc, wc_flushed, 1);   /* a flushed receive of a QP already given up */
 		return;
 	}
 	if (c->recvs)
 		c->recvs--;
 	if (wc->status != IBV_WC_SUCCESS) {
-		STAT_ADD(lc, wc_errors, 1);
+		if (wc->status == IBV_WC_WR_FLUSH_ERR)
+			STAT_ADD(lc, wc_flushed, 1);
+		else
+			STAT_ADD(lc, wc_errors, 1);
 		ING_LOG_RL(wc->status == IBV_WC_WR_FLUSH_ERR ? ING_LOG_INFO : ING_LOG_WARN, COMP,
 			   "lcore %u qp 0x%x session %llu: receive completion %s (vendor_err 0x%x): the QP is in error (disconnected, or a write outside its grant); grants kept for a reconnect",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
@@ -1034,11 +1037,11 @@ static void handle_wc(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 	struct rdma_rec *rec = (struct rdma_rec *)(uintptr_t)wc->wr_id;
 	struct rdma_conn *c = rec ? rec->c : NULL;
 
-	STAT_ADD(lc, completions, 1);
-	if (wc->wr_id & 1u) {
+	if (wc->wr_id & 1u) {   /* receive WRs are counted apart (push_recvs, wc_flushed) */
 		push_recv(lc, wc);
 		return;
 	}
+	STAT_ADD(lc, completions, 1);
 	if (!c || rec->gen != c->gen || (c->state != CONN_ACTIVE && c->state != CONN_DRAINING)) {
 		STAT_ADD(lc, wc_stale, 1);
 		return;
