@@ -97,7 +97,7 @@ void admit_fini(struct admit *a);
  * Take a credit of r->sess and a slot for r->length, in turn. 0: *f is the slot (cleared
  * below its buffer fields), r is off the queue, the session's inflight and the peer's
  * slot count are raised. -EAGAIN: not now; r is queued (r->why says for what) and its
- * progress() will be called. -EINVAL: length 0 or above the largest class (never queued).
+ * progress() will be called. -EINVAL: length above the largest class (never queued).
  */
 int admit_try(struct admit *a, struct admit_req *r, struct ing_frame **f);
 /*

@@ -142,7 +142,9 @@ void svc_ctl_progress(struct admit_req *r, bool expired)
 
 	if (!m)
 		return;
-	if (!pc->finished && !pc->want_finish) {
+	if (pc->finished || pc->want_finish) {
+		admit_cancel(&pc->svc->adm, r);   /* the call is ending: hold nothing back */
+	} else {
 		if (expired)
 			svc_nack(pc, m->frameid, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
 				 m->frameid, pc->svc->o.frame_timeout_ms);

@@ -529,7 +529,11 @@ static void replay(struct push_call *pc)
 static void push_progress(struct admit_req *ar, bool expired)
 {
 	struct push_call *pc = ar->owner;
-	if (!pc->c.blocked || pc->c.finished || pc->c.want_finish)
+	if (pc->c.finished || pc->c.want_finish) {
+		admit_cancel(&pc->c.svc->adm, ar);   /* the call is ending: hold nothing back */
+		return;
+	}
+	if (!pc->c.blocked)
 		return;   /* not parked yet (the message is still arriving): its end retries */
 	struct chunk_parser *p = &pc->cp;
 	int r;

@@ -64,8 +64,8 @@ struct xport_ops {
 	/*
 	 * Call pc of this transport is over (stream closed, connection lost): drop its queued
 	 * admission request and free the transport's own per-call state. The core then
-	 * fails the call's frames that are still filling (through cancel) and detaches the
-	 * rest. NULL: nothing to do.
+	 * discards the call's frames that are still filling (through cancel, no answer: the
+	 * call is gone) and detaches the rest. NULL: nothing to do.
 	 */
 	void (*conn_lost)(struct svc_call *pc);
 };
