@@ -54,6 +54,7 @@ struct job {
 struct send_cfg {
 	const char *server;
 	enum ing_transport transport;
+	enum ing_rdma_mode rdma_mode;
 	unsigned credits;
 	const char *wafer;
 	const char *id_prefix;
@@ -89,12 +90,21 @@ static void on_signal(int sig)
 	stop_flag = 1;
 }
 
+/* "rdma" (READ pull), "rdma-write" (push) or "grpc" */
+static const char *transport_name(const struct ing_producer *p)
+{
+	if (ing_producer_transport(p) != ING_TRANSPORT_RDMA)
+		return "grpc";
+	return strncmp(ing_producer_transport_note(p), "RDMA_WRITE", 10) ? "rdma" : "rdma-write";
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: ingest-send [options] [FILE...]\n"
 		"  --server ADDR          ingestd gRPC address (default " DEFAULT_SERVER ")\n"
-		"  --transport T          auto|rdma|grpc (default auto)\n"
+		"  --transport T          auto|rdma|rdma-read|rdma-write|grpc (default auto; rdma:\n"
+		"                         RDMA READ pull, rdma-write: RDMA WRITE push, docs/PUSH.md)\n"
 		"  --credits N            frames in flight wanted (default: the server's)\n"
 		"  --wafer ID             wafer id of every frame (default " DEFAULT_WAFER "; \"\": the\n"
 		"                         node's default wafer); 1..256 bytes of UTF-8, no control chars\n"
@@ -294,8 +304,12 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		case O_TRANSPORT:
 			if (!strcmp(optarg, "auto"))
 				c->transport = ING_TRANSPORT_AUTO;
-			else if (!strcmp(optarg, "rdma"))
+			else if (!strcmp(optarg, "rdma") || !strcmp(optarg, "rdma-read"))
 				c->transport = ING_TRANSPORT_RDMA;
+			else if (!strcmp(optarg, "rdma-write")) {
+				c->transport = ING_TRANSPORT_RDMA;
+				c->rdma_mode = ING_RDMA_MODE_WRITE;
+			}
 			else if (!strcmp(optarg, "grpc"))
 				c->transport = ING_TRANSPORT_GRPC;
 			else
@@ -489,6 +503,7 @@ int main(int argc, char **argv)
 	ing_producer_opts_init(&o);
 	o.server = c.server;
 	o.transport = c.transport;
+	o.rdma_mode = c.rdma_mode;
 	o.credits = c.credits;
 	o.recycle_on = c.recycle_on;
 	o.client_name = "ingest-send";
@@ -534,8 +549,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ingest-send: %" PRIu64 " frames (%.1f MiB) to %s, session %" PRIu64
 			", transport %s (%s), credits %u, %u buffers\n",
 			njobs, (double)total_bytes / 1048576.0, c.server, ing_producer_session_id(p),
-			ing_producer_transport(p) == ING_TRANSPORT_RDMA ? "rdma" : "grpc",
-			ing_producer_transport_note(p), ing_producer_credits(p), nbuf);
+			transport_name(p), ing_producer_transport_note(p), ing_producer_credits(p), nbuf);
 	if (c.manifest && !(man = manifest_open(c.manifest)))
 		goto out;
 	if (c.durable_manifest && !(dman = manifest_open(c.durable_manifest)))
@@ -705,7 +719,7 @@ int main(int argc, char **argv)
 	double wall = (double)(t1 - t0) / 1e9;
 	double mbs = wall > 0 ? (double)ok_bytes / 1e6 / wall : 0;
 	double mibs = wall > 0 ? (double)ok_bytes / 1048576.0 / wall : 0;
-	const char *tname = ing_producer_transport(p) == ING_TRANSPORT_RDMA ? "rdma" : "grpc";
+	const char *tname = transport_name(p);
 	const char *note = ing_producer_transport_note(p);
 	double q[3] = { 0.50, 0.95, 0.99 };
 

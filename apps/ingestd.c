@@ -370,6 +370,17 @@ static int set_poll_mode(const struct opt_def *d, struct ing_ingestd_opts *o, co
 	return 0;
 }
 
+static int set_rdma_write(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			  char *why, size_t whylen)
+{
+	(void)d;
+	if (ing_rdma_parse_push(v, &o->rdma_write)) {
+		snprintf(why, whylen, "'%.64s' is not auto, mw, mr or off", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 #define OFF(f) offsetof(struct ing_ingestd_opts, f)
 /* offsetof, and a compile error unless the field has type T (the setters cast to it) */
 #define TOFF(f, T) (OFF(f) + 0 * sizeof(char[_Generic(((struct ing_ingestd_opts *)0)->f, T: 1)]))
@@ -401,6 +412,10 @@ static const struct opt_def opt_table[] = {
 	STR("rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
 	UINT("rdma-port", rdma_port, 0, 65535, "rdma_cm listen port"),
 	CUSTOM("poll-mode", poll_mode, set_poll_mode, "MODE", "dataplane lcores: adaptive (default) or busy"),
+	CUSTOM("rdma-write", rdma_write, set_rdma_write, "MODE",
+	       "RDMA WRITE push for producers that ask for it (docs/PUSH.md): auto (default:\n"
+	       "memory windows where the device has type 2, else the pool MR), mw, mr, off"),
+	UINT("grant-ms", grant_ms, 100, 3600000, "push: a granted slot not written within N ms fails its frame"),
 	UINT("max-sessions", max_sessions, 1, 1u << 20, "session table size"),
 	SECS("session-idle", session_idle_ms, 1, 7 * 86400, "a negotiated session with no stream expires after SEC"),
 	CUSTOM("persist-ring", persist_ring, set_persist_ring, "N", "frames queued per persistence worker, a power of 2 (default 4096)"),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench/rdma.sh [BUILD_DIR] - RDMA READ data path vs the device's own READ bandwidth, on
-# Soft-RoCE inside the qemu guest (deploy/rxe-vm). Run on the host: it boots the guest and
-# re-runs itself there. Not a test: it prints numbers and ratios, it asserts nothing.
+# bench/rdma.sh [BUILD_DIR] - RDMA READ (pull) and RDMA WRITE (push) data paths vs the
+# device's own READ and WRITE bandwidth, on Soft-RoCE inside the qemu guest (deploy/rxe-vm).
+# Run on the host: it boots the guest and re-runs itself there. Not a test: it prints
+# numbers and ratios, it asserts nothing.
 #
 #   baseline  ib_read_bw, same device (rxe0), same message size, 1 QP
 #   engine    the node's RDMA engine alone (rdma_verbs_check bench: READs into MR-pool
@@ -10,6 +11,9 @@
 #   ingest    ingest-send --transport rdma -> ingestd --sink null (READs into MR-pool
 #             slots, chunked, adaptive poller), frames of the same size
 #   ratio     ingest MB/s / ib_read_bw MB/s   (target >= 0.9x on real NICs)
+#   push      ib_write_bw (same size, same count), then ingest-send --transport rdma-write
+#             into the same ingestd (a memory window per grant): push MB/s / ib_write_bw MB/s
+#   summary   one line: pull/ib_read_bw and push/ib_write_bw, measured in the same run
 #   CPU       data-plane lcore CPU seconds per GB moved (and the whole ingestd's)
 #
 # Knobs (env): BENCH_SIZE (4M), BENCH_COUNT (256 frames: with --reuse-buffers the producer
@@ -53,23 +57,30 @@ trap cleanup EXIT
 
 echo "== bench/rdma.sh: $RXE_DEV ($RXE_IP, gid $RXE_GID_INDEX), frame/message size $BENCH_SIZE, $BENCH_COUNT frames, poll $BENCH_POLL, reuse-buffers $BENCH_REUSE, $BENCH_WORKERS persistence worker(s), $(nproc) vCPU"
 
+# ib_bw TOOL: the perftest TOOL (ib_read_bw / ib_write_bw) over rxe with this run's size and
+# count; prints its result line and sets BW_MBS (MB/s) and BW_GBPS.
+ib_bw() {
+	local tool=$1 sp ok=0 line
+	timeout 300 "$tool" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$BENCH_ITERS" -F --report_gbits \
+		>"$T/bw-srv.log" 2>&1 &
+	sp=$!
+	for _ in 1 2 3 4 5 6 7 8 9 10; do   # the server needs a moment to listen under TCG
+		sleep 1
+		if timeout 300 "$tool" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$BENCH_ITERS" -F \
+			--report_gbits "$RXE_IP" >"$T/bw-cli.log" 2>&1; then ok=1; break; fi
+		grep -q "Couldn't connect" "$T/bw-cli.log" && kill -0 $sp 2>/dev/null || break
+	done
+	[ $ok = 1 ] || { cat "$T/bw-cli.log" "$T/bw-srv.log"; exit 1; }
+	wait $sp || true
+	line=$(grep -A1 '#bytes' "$T/bw-cli.log" | tail -1)
+	BW_GBPS=$(awk '{print $4}' <<<"$line")
+	BW_MBS=$(awk -v g="$BW_GBPS" 'BEGIN{printf "%.1f", g * 1000 / 8}')
+	printf '%-13s: %s\n' "$tool" "$line"
+}
+
 # ---- baseline: ib_read_bw
-timeout 300 ib_read_bw -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$BENCH_ITERS" -F --report_gbits \
-	>"$T/bw-srv.log" 2>&1 &
-SP=$!
-ok=0
-for _ in 1 2 3 4 5 6 7 8 9 10; do   # the server needs a moment to listen under TCG
-	sleep 1
-	if timeout 300 ib_read_bw -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$BENCH_ITERS" -F \
-		--report_gbits "$RXE_IP" >"$T/bw-cli.log" 2>&1; then ok=1; break; fi
-	grep -q "Couldn't connect" "$T/bw-cli.log" && kill -0 $SP 2>/dev/null || break
-done
-[ $ok = 1 ] || { cat "$T/bw-cli.log" "$T/bw-srv.log"; exit 1; }
-wait $SP || true
-line=$(grep -A1 '#bytes' "$T/bw-cli.log" | tail -1)
-gbps=$(awk '{print $4}' <<<"$line")
-base=$(awk -v g="$gbps" 'BEGIN{printf "%.1f", g * 1000 / 8}')
-echo "ib_read_bw   : $line"
+ib_bw ib_read_bw
+gbps=$BW_GBPS base=$BW_MBS
 echo "baseline     : $base MB/s (BW average $gbps Gb/s)"
 
 # ---- the data plane alone: the RDMA engine reading into pool slots, no gRPC/persistence
@@ -168,5 +179,38 @@ if dl.get("rdmaPollerPolls"):
           f" {dl['rdmaPollerPolls']} passes ({dl.get('rdmaPollerIdlePolls', 0)} idle),"
           f" {dl.get('rdmaPollerIdleSleeps', 0)} sleeps, busy {dl.get('rdmaPollerBusyNs', 0) / 1e9 / gb:.2f} s/GB")
 print(f"ack latency  : RECEIVED p50 {d['latency_ms']['received']['p50']:.1f} ms, DURABLE p50 {d['latency_ms']['durable']['p50']:.1f} ms")
+EOF
+
+# ---- push: ib_write_bw, then ingest-send --transport rdma-write into the same ingestd
+ib_bw ib_write_bw
+wbase=$BW_MBS
+echo "baseline W   : $wbase MB/s (BW average $BW_GBPS Gb/s)"
+"$SEND" --server "$SERVER" --transport rdma-write --count 4 --size "$BENCH_SIZE" --first-id 800000 --quiet
+stats_to "$T/sp0"
+"$SEND" --server "$SERVER" --transport rdma-write --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
+	--first-id 500000 --credits "$BENCH_CREDITS" "${REUSE[@]}" --json --quiet >"$T/push.json" 2>"$T/push.err" \
+	|| { cat "$T/push.err"; exit 1; }
+stats_to "$T/sp1"
+cat "$T/push.json"; echo
+python3 - "$T/send.json" "$base" "$T/push.json" "$wbase" "$T/sp0" "$T/sp1" <<'EOF'
+import json, sys
+pull, base = json.load(open(sys.argv[1])), float(sys.argv[2])
+push, wbase = json.load(open(sys.argv[3])), float(sys.argv[4])
+def stats(path):
+    r = {}
+    for line in open(path):
+        k, _, v = line.strip().partition(" ")
+        try:
+            r[k] = int(v)
+        except ValueError:
+            pass
+    return r
+s0, s1 = stats(sys.argv[5]), stats(sys.argv[6])
+print(f"push         : {push['mb_s']:.1f} MB/s ({push['ok']} frames ok, {push['failed']} failed, transport {push['transport']},"
+      f" {s1.get('pushGrants', 0) - s0.get('pushGrants', 0)} grants, memory windows {s1.get('pushMemoryWindow', 0)})")
+print(f"push ratio   : {push['mb_s'] / wbase:.2f}x of ib_write_bw")
+print(f"ack latency  : push RECEIVED p50 {push['latency_ms']['received']['p50']:.1f} ms, DURABLE p50 {push['latency_ms']['durable']['p50']:.1f} ms")
+print(f"summary      : pull {pull['mb_s']:.1f} MB/s = {pull['mb_s'] / base:.2f}x ib_read_bw ({base:.1f} MB/s);"
+      f" push {push['mb_s']:.1f} MB/s = {push['mb_s'] / wbase:.2f}x ib_write_bw ({wbase:.1f} MB/s)")
 EOF
 kill -TERM "$PID"; wait "$PID" || true; PID=

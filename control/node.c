@@ -58,6 +58,8 @@ void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->rdma = -1;
 	o->rdma_port = ING_RDMA_DEFAULT_PORT;
 	o->poll_mode = ING_RDMA_POLL_ADAPTIVE;
+	o->rdma_write = ING_RDMA_PUSH_AUTO;
+	o->grant_ms = ING_RDMA_DEFAULT_GRANT_MS;
 	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
 	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
 }
@@ -580,6 +582,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		ro.device = d->o.rdma_dev ? d->o.rdma_dev : (have_plan && plan.rdma_dev[0] ? plan.rdma_dev : NULL);
 		ro.nlcores = 0;             /* one poller per EAL worker lcore */
 		ro.lcore.mode = d->o.poll_mode;
+		ro.push = d->o.rdma_write;
+		ro.lcore.grant_ms = d->o.grant_ms;
 		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->acks, NULL, rdma_why, sizeof(rdma_why));
 		if (!d->rdma && d->o.rdma > 0) {
 			ING_ERR(COMP, "--rdma on: %s", rdma_why);
@@ -594,6 +598,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		so.rdma.rdma_available = true;
 		so.rdma.rdma_addr = ing_rdma_addr(d->rdma);
 		so.rdma.rdma_port = ing_rdma_port(d->rdma);
+		so.rdma.grant_ms = d->o.grant_ms;
 	} else {
 		snprintf(d->rdma_note, sizeof(d->rdma_note), "%s", rdma_why[0] ? rdma_why : "no RDMA device on this node");
 		ING_WARN(COMP, "RDMA READ not available (%s): producers get the gRPC fallback", d->rdma_note);
@@ -683,8 +688,10 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		 so.max_sessions_per_peer ? so.max_sessions_per_peer : ING_DEFAULT_MAX_SESSIONS_PER_PEER,
 		 so.slot_stall_ms ? so.slot_stall_ms : ING_DEFAULT_SLOT_STALL_MS,
 		 d->o.tls_client_ca ? "; client certificates required" : "");
-	ING_INFO(COMP, "transports: gRPC stream (PushFrames) yes; RDMA READ %s (%s)",
-		 d->rdma ? "yes" : "no", d->rdma_note);
+	int pm = d->rdma ? ing_rdma_push_mode(d->rdma) : 0;
+	ING_INFO(COMP, "transports: gRPC stream (PushFrames) yes; RDMA READ %s (%s); RDMA WRITE push %s",
+		 d->rdma ? "yes" : "no", d->rdma_note,
+		 pm == 1 ? "yes (memory window per grant)" : pm == 2 ? "yes (pool MR: grants not bounded)" : "no");
 	if (d->o.auth_token_file)
 		ING_INFO(COMP, "authentication: shared token from %s required (Negotiate authToken; "
 			 "Stats: authorization: Bearer; health open)", d->o.auth_token_file);

@@ -43,6 +43,8 @@ struct ing_ingestd_opts {
 	const char *rdma_addr;     /* rdma_cm listen address; NULL: the RDMA netdev's */
 	unsigned rdma_port;
 	enum ing_rdma_poll_mode poll_mode;
+	enum ing_rdma_push rdma_write; /* push grants: memory windows / pool MR / off */
+	unsigned grant_ms;         /* push: a grant not written within this fails its frame */
 	unsigned max_sessions;
 	unsigned persist_ring;     /* per worker; 0: ING_DEFAULT_RING_SIZE */
 	unsigned session_idle_ms;

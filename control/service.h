@@ -44,6 +44,7 @@ struct ing_svc_rdma {
 	const char *rdma_addr;   /* rdma_cm listen address handed to producers */
 	uint16_t rdma_port;
 	const char *note;        /* why RDMA is (not) offered, e.g. "no RDMA device" */
+	unsigned grant_ms;       /* push: grant lifetime (NegotiateReply.grantTimeoutMs) */
 };
 
 struct ing_svc_opts {

@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * svc.c - the ingest service core: sessions, the table of admitted frames, acks (the
- * DURABLE results persistence pushes to the ack fring), the persistence retry list,
- * waiters for slots/credits, and the service's lifetime (Negotiate/Stats: svc_unary.c).
+ * DURABLE results persistence pushes to the ack fring), the persistence retry list and
+ * the service's lifetime (Negotiate/Stats: svc_unary.c).
  *
- * Everything runs on the control thread. A frame is admitted by PushFrames (svc_push.c)
- * with a slot from the pool, gets an entry in svc->fr (found by id through svc->ht),
- * completes, goes to persistence, comes back on the ack fring, is acked DURABLE on the
- * call that sent it and returned to the pool. Credits and slots freed on the way wake
- * the calls waiting for them (svc_kick, run from a zero-delay timer so nothing re-enters
- * a gRPC callback).
+ * Everything runs on the control thread. One life cycle for every transport: a frame
+ * takes its credit and slot from the admission layer (admit.c), gets an entry in svc->fr
+ * (found by id through svc->ht) and its transport is started (xport.h); its bytes land
+ * in the slot (svc_frame_complete when control copied them, svc_frame_received when a
+ * dataplane lcore did), persistence checks the crc and makes it durable, it comes back
+ * on the ack fring, is acked DURABLE on the call that sent it, and admit_put gives slot
+ * and credit back, which wakes the frames waiting for them. One failure path
+ * (svc_frame_fail: the transport's cancel, one Ack, the slot back) serves the deadline,
+ * the stall check, a failed transfer and a bad chunk. The core knows transports only by
+ * their ops tables. Calls finish from svc_kick's zero-delay timer, so nothing re-enters
+ * a gRPC callback.
  */
 #include "control/svc_internal.h"
 #include "common/clock.h"
@@ -84,31 +89,6 @@ void svc_peer_put(struct ing_svc *s, struct svc_peer *p)
 	(void)s;
 	if (p && p->refs)
 		p->refs--;
-}
-
-static bool other_peer_waits(const struct svc_call *w, const struct svc_peer *p, bool ctl)
-{
-	for (; w; w = ctl ? w->ctl_next : w->wnext) {
-		if (w->peer == p)
-			continue;
-		if (ctl ? w->sess && w->sess->inflight < w->sess->credits   /* not a credit wait */
-			: w->wants_slot && !w->peer_capped)
-			return true;
-	}
-	return false;
-}
-
-/*
- * Work-conserving: a peer may go past its share while no other peer waits for a slot (a
- * node with one producer uses its whole pool); once another peer waits, the peer over
- * its share takes no more until it is back under it.
- */
-bool svc_peer_slot_ok(const struct ing_svc *s, const struct svc_peer *p)
-{
-	if (!p || p->slots < s->max_slots_per_peer)
-		return true;
-	return !other_peer_waits(s->wait_head, p, false) && !other_peer_waits(s->kick_rest, p, false) &&
-	       !other_peer_waits(s->ctl_wait_head, p, true);
 }
 
 bool svc_auth_locked(struct ing_svc *s, struct svc_peer *p, char *why, size_t whylen)
@@ -315,32 +295,57 @@ static void frame_timeout_cb(void *arg)
 		       f->filled, f->length);
 }
 
-struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc, struct ing_frame *f)
+struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
+				  const struct xport_ops *xp, struct ing_frame *f, int *rc)
 {
-	if (s->free_head == UINT32_MAX)
+	if (s->free_head == UINT32_MAX) {   /* cannot happen: one entry per pool slot */
+		admit_put(&s->adm, f, pc->sess, pc->peer);
+		*rc = -ENOSPC;
 		return NULL;
+	}
 	struct svc_frame *e = &s->fr[s->free_head];
 	s->free_head = e->next_free;
 	s->nfr_used++;
 	e->f = f;
+	e->xp = xp;
 	e->call = pc;
-	e->sess = pc->sess;
+	e->sess = pc->sess;     /* admit_try counted the credit and the peer's slot */
+	e->peer = pc->peer;
 	e->id_hash = ing_id_hash(f->frame_id, strlen(f->frame_id));
 	e->gen = f->gen = ++s->admissions;
 	e->length = f->length;
 	e->state = FE_FILLING;
 	f->cookie = e->idx;
 	ht_insert(s, e);
-	pc->sess->inflight++;
 	pc->open_frames++;
-	e->peer = pc->peer;
-	if (e->peer) {
-		e->peer->slots++;
-		e->peer->refs++;
-	}
 	e->progress_ns = ing_now_ns();
 	e->deadline_ns = e->progress_ns + (uint64_t)s->o.frame_timeout_ms * 1000000ull;
-	ing_timer_arm(s->loop, &e->timer, frame_check_at(e));
+	/* a dataplane transfer is bounded by its lcore: no timer may free the slot under it */
+	if (!(xp->flags & XPORT_F_DATAPLANE))
+		ing_timer_arm(s->loop, &e->timer, frame_check_at(e));
+	*rc = xp->start ? xp->start(e) : 0;
+	if (*rc) {
+		e->call = NULL;          /* the caller answers the frame */
+		pc->open_frames--;
+		svc_frame_release(e);
+		return NULL;
+	}
+	return e;
+}
+
+void svc_frame_progress(struct svc_frame *e)
+{
+	e->progress_ns = ing_now_ns();   /* frame_timeout_cb reads it */
+}
+
+struct svc_frame *svc_frame_by_cookie(struct ing_svc *s, uint64_t cookie, uint64_t gen,
+				      const struct xport_ops *xp)
+{
+	if (cookie >= s->nfr)
+		return NULL;
+	struct svc_frame *e = &s->fr[cookie];
+	if (e->state != FE_FILLING || !e->f || e->gen != gen || e->xp != xp)
+		return NULL;
 	return e;
 }
 
@@ -373,29 +378,20 @@ void svc_frame_release(struct svc_frame *e)
 	struct ing_svc *s = e->svc;
 	struct svc_call *pc = e->call;
 
+	struct svc_session *ss = e->sess;
+
 	ing_timer_cancel(s->loop, &e->timer);
 	ht_remove(s, e);
-	if (pc && pc->cur == e) {
-		/* the message being received into this slot now goes nowhere */
-		pc->cur = NULL;
-		if (pc->mode == MSG_DIRECT)
-			pc->mode = MSG_DISCARD;
-	}
-	if (e->f)
-		ing_pool_put(e->f);
+	/* slot, credit and the peer's count go back through admission, which wakes waiters */
+	admit_put(&s->adm, e->f, ss, e->peer);
 	e->f = NULL;
+	e->xp = NULL;
 	e->call = NULL;
 	e->state = FE_FREE;
-	if (e->peer) {
-		e->peer->slots--;
-		svc_peer_put(s, e->peer);
-		e->peer = NULL;
-	}
-	if (e->sess) {
-		e->sess->inflight--;
-		session_maybe_idle(s, e->sess);
-		e->sess = NULL;
-	}
+	e->peer = NULL;
+	e->sess = NULL;
+	if (ss)
+		session_maybe_idle(s, ss);
 	e->next_free = s->free_head;
 	s->free_head = e->idx;
 	s->nfr_used--;
@@ -415,10 +411,11 @@ void svc_frame_fail(struct svc_frame *e, int code, bool retryable, const char *f
 	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
 	va_end(ap);
 	e->svc->c_failed++;
-	svc_metrics_result(e->svc, e->f ? e->f->transport : ING_XPORT_GRPC, SVC_R_FAILED, e->length);
+	svc_metrics_result(e->svc, e->xp->xport, SVC_R_FAILED, e->length);
 	ING_LOG_RL(ING_LOG_WARN, "svc", "%s", a.msg);
 	if (e->call) {
-		svc_refused_add(e->call, e->f->frame_id);
+		if (e->xp->cancel)
+			e->xp->cancel(e);
 		svc_send_ack(e->call, &a);
 	}
 	svc_frame_release(e);
@@ -442,6 +439,20 @@ static void persist_retry(struct ing_svc *s)
 static void retry_timer_cb(void *arg)
 {
 	persist_retry(arg);
+}
+
+void svc_frame_received(struct svc_frame *e, uint64_t t_ns)
+{
+	struct ing_svc *s = e->svc;
+	uint64_t t_admit = e->f->t_admit_ns;
+	uint64_t lat = t_ns > t_admit ? t_ns - t_admit : 0;
+
+	s->c_received++;
+	s->c_bytes_rx += e->length;
+	svc_metrics_received(s, e->xp->xport, e->length, lat);
+	s->persisting++;
+	e->state = FE_PERSISTING;
+	svc_ack_received(e, lat);
 }
 
 /* All bytes are in: ack RECEIVED, hand the frame to persistence (never dropped). */
@@ -495,8 +506,18 @@ static void stage_split(const struct ing_frame *f, uint64_t now, uint64_t *out)
 static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 {
 	uint64_t idx = f->cookie;
-	if (f->transport == ING_XPORT_RDMA && svc_rdma_from_lcore(s, f))
-		return; /* RDMA READ failed: NACKed and released there */
+	if (idx < s->nfr && s->fr[idx].f == f && s->fr[idx].state == FE_FILLING &&
+	    s->fr[idx].gen == f->gen) {
+		/* a dataplane transfer came back before its RECEIVED notice was handled */
+		struct svc_frame *e = &s->fr[idx];
+		if (f->status != ING_E_NONE) {
+			s->c_rdma_errors++;
+			svc_frame_fail(e, f->status, f->retryable, "frame %s: %s", f->frame_id,
+				       f->msg[0] ? f->msg : "transfer failed");
+			return;
+		}
+		svc_frame_received(e, f->t_received_ns);   /* DURABLE overtook RECEIVED */
+	}
 	if (idx >= s->nfr || s->fr[idx].f != f || s->fr[idx].state != FE_PERSISTING) {
 		ING_ERR("svc", "frame %s: ack for a frame the service does not hold; slot returned",
 			f->frame_id);
@@ -608,7 +629,7 @@ static bool stream_idle(const struct svc_session *ss, uint64_t now)
 	const struct svc_call *pc = ss->icall;
 	if (!ss->implicit || ss->inflight || now - ss->idle_since_ns < EVICT_STREAM_IDLE_NS)
 		return false;
-	return !pc || !(pc->blocked || pc->waiting || pc->finished || pc->want_finish);
+	return !pc || !(pc->blocked || pc->finished || pc->want_finish);
 }
 
 /*
@@ -706,9 +727,10 @@ struct svc_session *svc_session_implicit(struct ing_svc *s, struct svc_peer *pee
 
 /* ================================================================ calls */
 
-struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c, uint8_t kind)
+struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c,
+			      const struct xport_ops *xp, size_t size)
 {
-	struct svc_call *pc = calloc(1, sizeof(*pc));
+	struct svc_call *pc = size >= sizeof(*pc) ? calloc(1, size) : NULL;
 	if (!pc) {
 		ING_ERR("svc", "out of memory for a call from %s", ing_grpc_call_peer(c));
 		return NULL;
@@ -716,7 +738,7 @@ struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c, uint8_
 	pc->svc = s;
 	pc->call = c;
 	pc->id = ing_grpc_call_id(c);
-	pc->kind = kind;
+	pc->xp = xp;
 	pc->peer = svc_peer_get(s, ing_grpc_call_peer_addr(c));
 	pc->next = s->calls;
 	if (s->calls)
@@ -724,24 +746,6 @@ struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c, uint8_
 	s->calls = pc;
 	s->ncalls++;
 	return pc;
-}
-
-static void waiters_remove(struct ing_svc *s, struct svc_call *pc)
-{
-	if (!pc->waiting)
-		return;
-	struct svc_call **pp = &s->wait_head, *prev = NULL;
-	while (*pp && *pp != pc) {
-		prev = *pp;
-		pp = &(*pp)->wnext;
-	}
-	if (*pp) {
-		*pp = pc->wnext;
-		if (s->wait_tail == pc)
-			s->wait_tail = prev;
-	}
-	pc->wnext = NULL;
-	pc->waiting = false;
 }
 
 /* The call is over (on_close): partial frames are discarded, persisted ones finish alone. */
@@ -755,28 +759,27 @@ void svc_call_free(struct svc_call *pc)
 		s->want_finish--;
 	pc->want_finish = false;
 	pc->finished = true;
+	if (pc->xp->conn_lost)
+		pc->xp->conn_lost(pc);   /* its queued admission request, its own state */
 	for (uint32_t i = 0; i < s->nfr; i++) {
 		struct svc_frame *e = &s->fr[i];
 		if (e->state == FE_FREE || e->call != pc)
 			continue;
-		if (e->state == FE_FILLING && e->f && e->f->transport == ING_XPORT_RDMA) {
-			/* the lcore still READs into the slot: it comes back on the ack ring */
-			e->call = NULL;
-		} else if (e->state == FE_FILLING) {
+		if (e->state == FE_FILLING && !(e->xp->flags & XPORT_F_DATAPLANE)) {
 			ING_LOG_RL(ING_LOG_INFO, "svc", "frame %s: stream from %s closed after %" PRIu64
 				   " of %" PRIu64 " bytes; partial frame discarded", e->f->frame_id,
 				   ing_grpc_call_peer(pc->call), e->f->filled, e->f->length);
 			s->c_failed++;
-			svc_metrics_result(s, ING_XPORT_GRPC, SVC_R_FAILED, e->length);
+			svc_metrics_result(s, e->xp->xport, SVC_R_FAILED, e->length);
+			if (e->xp->cancel)
+				e->xp->cancel(e);
 			e->call = NULL;
 			svc_frame_release(e);
 		} else {
+			/* persisting, or a dataplane transfer (back on the ack ring): detach */
 			e->call = NULL;
 		}
 	}
-	waiters_remove(s, pc);
-	if (pc->kind == SVC_CALL_PUSH)
-		svc_push_close(pc);
 	if (pc->sess) {
 		if (pc->sess->icall == pc)
 			pc->sess->icall = NULL;
@@ -917,8 +920,7 @@ void svc_call_unpause(struct svc_call *pc, unsigned why)
 
 static bool call_done(const struct svc_call *pc)
 {
-	return pc->half_closed && pc->open_frames == 0 && !pc->blocked && pc->bl_len == 0 &&
-	       pc->aq_len == 0;
+	return pc->half_closed && pc->open_frames == 0 && !pc->blocked && pc->aq_len == 0;
 }
 
 /* Finish from the loop (svc_kick), never inside a chain of callbacks. */
@@ -961,6 +963,11 @@ static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
 	m.stagesyncedns = a->stage_ns[SVC_ST_SYNCED];
 	m.stagecataloguedns = a->stage_ns[SVC_ST_CATALOGUED];
 	m.stageackns = a->stage_ns[SVC_ST_ACK];
+	m.grantid = a->grant_id;
+	m.grantaddr = a->grant_addr;
+	m.grantrkey = a->grant_rkey;
+	m.grantlength = a->grant_length;
+	m.grantqpnum = a->grant_qp;
 	size_t n = h3000__ack__get_packed_size(&m);
 	if (n > cap)
 		return 0;
@@ -1066,41 +1073,24 @@ void svc_ack_received(struct svc_frame *e, uint64_t latency_ns)
 	svc_send_ack(e->call, &a);
 }
 
-void svc_refused_add(struct svc_call *pc, const char *frame_id)
+void svc_vnack(struct svc_call *pc, const char *frame_id, int code, bool retryable,
+	       const char *fmt, va_list ap)
 {
-	if (pc->kind != SVC_CALL_PUSH || !frame_id || svc_refused_take(pc, frame_id, false))
-		return;
-	pc->refused[pc->refused_next].used = true;
-	snprintf(pc->refused[pc->refused_next].id, sizeof(pc->refused[0].id), "%s", frame_id);
-	pc->refused_next = (pc->refused_next + 1) % SVC_REFUSED_MAX;
-}
-
-bool svc_refused_take(struct svc_call *pc, const char *frame_id, bool forget)
-{
-	for (unsigned i = 0; i < SVC_REFUSED_MAX; i++) {
-		if (pc->refused[i].used && strcmp(pc->refused[i].id, frame_id) == 0) {
-			if (forget)
-				pc->refused[i].used = false;
-			return true;
-		}
-	}
-	return false;
+	struct svc_ack a = { .ok = false, .code = (uint8_t)code, .retryable = retryable };
+	svc_ack_set_id(&a, NULL, frame_id);
+	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
+	pc->svc->c_refused++;
+	svc_metrics_result(pc->svc, pc->xp->xport, SVC_R_REFUSED, 0);
+	ING_LOG_RL(ING_LOG_WARN, "svc", "%s (peer %s)", a.msg, ing_grpc_call_peer(pc->call));
+	svc_send_ack(pc, &a);
 }
 
 void svc_nack(struct svc_call *pc, const char *frame_id, int code, bool retryable, const char *fmt, ...)
 {
-	struct svc_ack a = { .ok = false, .code = (uint8_t)code, .retryable = retryable };
 	va_list ap;
-	svc_ack_set_id(&a, NULL, frame_id);
 	va_start(ap, fmt);
-	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
+	svc_vnack(pc, frame_id, code, retryable, fmt, ap);
 	va_end(ap);
-	pc->svc->c_refused++;
-	svc_metrics_result(pc->svc, pc->kind == SVC_CALL_CTL ? ING_XPORT_RDMA : ING_XPORT_GRPC,
-			   SVC_R_REFUSED, 0);
-	ING_LOG_RL(ING_LOG_WARN, "svc", "%s (peer %s)", a.msg, ing_grpc_call_peer(pc->call));
-	svc_refused_add(pc, frame_id);
-	svc_send_ack(pc, &a);
 }
 
 int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_id,
@@ -1209,22 +1199,7 @@ static void kick_timer_cb(void *arg)
 	s->in_kick = true;
 	for (int round = 0; round < 8; round++) {
 		s->kick_again = false;
-		/* calls blocked on a slot or a credit, oldest first */
-		struct svc_call *w = s->wait_head;
-		s->wait_head = s->wait_tail = NULL;
-		while (w) {
-			struct svc_call *nx = w->wnext;
-			w->wnext = NULL;
-			w->waiting = false;
-			s->kick_rest = nx;   /* still waiting: ahead of any new message w replays */
-			svc_push_retry(w); /* re-queues itself when still blocked */
-			w = nx;
-		}
-		s->kick_rest = NULL;
 		persist_retry(s);
-		/* ControlStream calls parked on a slot/credit: a slot freed by any frame
-		 * (PushFrames or RDMA) is worth a retry now, not at the next recheck */
-		svc_ctl_wake(s);
 		for (struct svc_call *pc = s->calls, *nx; pc && s->want_finish; pc = nx) {
 			nx = pc->next;
 			if (pc->want_finish && !pc->finished)
@@ -1246,42 +1221,6 @@ void svc_kick(struct ing_svc *s)
 	}
 	if (!ing_timer_armed(&s->kick_timer))
 		ing_timer_arm(s->loop, &s->kick_timer, ing_now_ns());
-}
-
-/* Put a blocked call at the tail of the waiter list. */
-void svc_wait(struct svc_call *pc)
-{
-	struct ing_svc *s = pc->svc;
-	if (pc->waiting)
-		return;
-	pc->waiting = true;
-	pc->wnext = NULL;
-	if (s->wait_tail)
-		s->wait_tail->wnext = pc;
-	else
-		s->wait_head = pc;
-	s->wait_tail = pc;
-}
-
-/*
- * Order is by ticket, not by list position: a kick detaches the list and re-queues calls
- * as it goes, and a call it admits may start waiting again with a newer message before
- * the calls behind it are re-queued. A parked message keeps the ticket it got when it
- * started waiting; a new message is behind every call already waiting.
- */
-static bool slot_waiter_before(const struct svc_call *w, const struct svc_call *pc, uint64_t t)
-{
-	for (; w; w = w->wnext)
-		if (w != pc && w->wants_slot && w->ticket < t &&
-		    (!w->peer_capped || w->peer == pc->peer))   /* capped: ahead of its own peer only */
-			return true;
-	return false;
-}
-
-bool svc_slot_waiter_ahead(const struct ing_svc *s, const struct svc_call *pc)
-{
-	uint64_t t = pc->retrying ? pc->ticket : UINT64_MAX;
-	return slot_waiter_before(s->wait_head, pc, t) || slot_waiter_before(s->kick_rest, pc, t);
 }
 
 /* ================================================================ lifetime */
@@ -1413,6 +1352,10 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 		s->o.auth_backoff_max_ms = ING_DEFAULT_AUTH_BACKOFF_MAX_MS;
 	s->max_slots_per_peer = s->o.max_slots_per_peer ? s->o.max_slots_per_peer :
 				(s->nfr * 3 + 3) / 4;
+	if (admit_init(&s->adm, loop, pool, s->max_slots_per_peer, s->o.frame_timeout_ms)) {
+		ING_ERR("svc", "the pool's size classes are unusable");
+		goto fail;
+	}
 	if (!s->fr || !s->ht || !s->retry || !s->sess || !s->peers) {
 		ING_ERR("svc", "out of memory for %u frame entries / %u sessions", s->nfr, s->o.max_sessions);
 		goto fail;
@@ -1463,8 +1406,6 @@ void ing_svc_destroy(struct ing_svc *s)
 {
 	if (!s)
 		return;
-	/* calls parked by ControlStream are freed below without their on_close */
-	s->ctl_wait_head = s->ctl_wait_tail = NULL;
 	while (s->calls) /* normally none: the server closed them */
 		svc_call_free(s->calls);
 	if (s->acks) {
@@ -1489,12 +1430,11 @@ void ing_svc_destroy(struct ing_svc *s)
 			ing_timer_cancel(s->loop, &e->timer);
 		}
 	}
+	admit_fini(&s->adm);   /* its timer callback would find s freed */
 	if (s->loop) {
 		ing_timer_cancel(s->loop, &s->retry_timer);
 		ing_timer_cancel(s->loop, &s->sweep_timer);
 		ing_timer_cancel(s->loop, &s->kick_timer);
-		if (s->ctl_timer_ready)   /* its callback would find s freed */
-			ing_timer_cancel(s->loop, &s->ctl_timer);
 	}
 	free(s->fr);
 	free(s->ht);

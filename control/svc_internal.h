@@ -7,6 +7,7 @@
 #ifndef ING_CONTROL_SVC_INTERNAL_H
 #define ING_CONTROL_SVC_INTERNAL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,10 +89,12 @@ int chunk_parser_end(struct chunk_parser *p);
 /* ================================================================ service state */
 
 #include "common/hist.h"
+#include "control/admit.h"
 #include "control/grpc/grpc.h"
 #include "control/grpc/loop.h"
 #include "control/service.h"
 #include "dataplane/dataplane.h"
+#include "control/xport.h"
 
 #define SVC_ARENA 12288u         /* protobuf-c bump arena per call (FrameMeta <= SVC_META_MAX) */
 #define SVC_ARENA_OVF_MAX (256u << 10) /* beyond it: a FrameMeta of <= SVC_META_MAX bytes with
@@ -134,6 +137,7 @@ struct svc_session {
 	char owner_ident[256];   /* "" without a client certificate */
 	bool ack_received;       /* Negotiate asked for RECEIVED acks too (two-stage) */
 	bool rdma_seen;          /* its RDMA connection was up once (a second one: reconnect) */
+	bool push;               /* Negotiate picked RDMA_WRITE: every FrameMeta asks for a grant */
 };
 
 enum svc_fstate { FE_FREE = 0, FE_FILLING, FE_RETRY, FE_PERSISTING };
@@ -141,6 +145,7 @@ enum svc_fstate { FE_FREE = 0, FE_FILLING, FE_RETRY, FE_PERSISTING };
 /* Control's record of one admitted frame (one per pool slot, never moves). */
 struct svc_frame {
 	struct ing_frame *f;     /* NULL when free */
+	const struct xport_ops *xp;   /* the transport moving its bytes */
 	struct svc_call *call;   /* NULL once the call that sent it is gone */
 	struct svc_session *sess;
 	struct svc_peer *peer;   /* the peer whose slot count it is in */
@@ -172,27 +177,32 @@ struct svc_ack {
 	uint8_t stage;
 	uint8_t code;
 	bool ok, retryable, duplicate;
+	/* stage GRANTED (push) only */
+	uint32_t grant_id, grant_rkey, grant_qp;
+	uint64_t grant_addr, grant_length;
 	char msg[ING_FRAME_MSG_MAX];
 };
 
-enum svc_call_kind { SVC_CALL_PUSH = 1, SVC_CALL_CTL = 2 };
-enum svc_msg_mode { MSG_UNDECIDED = 0, MSG_DIRECT, MSG_STAGE, MSG_DISCARD };
-#define SVC_PAUSE_BLOCKED 1u     /* a chunk waits for a slot or a credit */
+#define SVC_PAUSE_BLOCKED 1u     /* a frame waits for a slot or a credit */
 #define SVC_PAUSE_SEND 2u        /* the client is not reading its acks */
 
-struct H3000__FrameMeta;
-
+/*
+ * One streaming call (PushFrames, ControlStream). The transport that owns the call embeds
+ * this at the start of its own per-call state (svc_call_new(..., size)): the core sees
+ * only what is here.
+ */
 struct svc_call {
 	struct ing_svc *svc;
 	struct ing_grpc_call *call;
+	const struct xport_ops *xp;   /* the transport whose stream this is */
 	struct svc_session *sess;
 	struct svc_peer *peer;   /* the client's address; NULL if the peer table was full */
 	bool evicted;            /* its implicit session was given to another client */
 	uint64_t id;
-	uint8_t kind;
 	bool half_closed;
 	bool finished;           /* trailers queued: nothing more is sent */
 	bool want_finish;        /* finish from the loop (kick) */
+	bool blocked;            /* the transport holds input back (a frame waits for admission) */
 	int fin_status;
 	const char *fin_msg;
 	unsigned pause_why;
@@ -201,43 +211,8 @@ struct svc_call {
 	/* acks waiting for send room (ring, allocated on first -ENOBUFS) */
 	struct svc_ack *aq;
 	unsigned aq_head, aq_len, aq_cap;
-	/* PushFrames: the message being parsed */
-	struct chunk_parser cp;
-	int mode;                /* enum svc_msg_mode */
-	struct svc_frame *cur;
-	char snap_frame_id[CP_ID_MAX + 1];
-	uint64_t snap_offset, snap_session;
-	/* frames refused or failed on this call whose later chunks are dropped silently (one
-	 * frame, one final answer): a small ring of their ids, forgotten at `last` */
-	struct {
-		bool used;
-		char id[CP_ID_MAX + 1];   /* as the chunk parser keeps it ("" is an id here) */
-	} refused[SVC_REFUSED_MAX];
-	unsigned refused_next;
-	uint32_t msg_crc;        /* crc32c of the frame's bytes through this message's data;
-				  * becomes the frame's crc_run only if the message is accepted */
-	int err_status;          /* call-level failure found inside a parser callback */
+	int err_status;          /* call-level failure found inside a callback */
 	char err_msg[160];
-	/* a message waiting for a slot/credit; its data is in stage */
-	bool blocked;
-	bool waiting;            /* on svc's waiter list */
-	bool wants_slot;         /* waiting for a pool slot (not for a credit of its session) */
-	bool peer_capped;        /* ... because its peer holds max_slots_per_peer already */
-	bool retrying;           /* svc_push_retry is resolving the message it parked */
-	uint64_t ticket;         /* when its parked message started waiting (svc->tickets) */
-	struct svc_call *wnext;
-	uint8_t *stage;
-	size_t stage_cap;
-	/* messages that arrive while blocked: [u32 len][payload]... */
-	uint8_t *bl;
-	size_t bl_len, bl_cap;
-	size_t bl_open;          /* 1 + offset of the open (incomplete) record, 0 none */
-	/* ControlStream (svc_ctl.c): the one FrameMeta waiting for a slot or a credit. It
-	 * lives in the arena, which no other message touches while the call is paused (the
-	 * gRPC layer delivers nothing to a paused call). blocked is set while it waits. */
-	struct H3000__FrameMeta *ctl_meta;
-	uint64_t ctl_parked_ns;
-	struct svc_call *ctl_next;      /* on svc->ctl_wait_head */
 	/* protobuf-c arena, and what did not fit in it (svc.c: arena_alloc) */
 	size_t arena_used;
 	void *arena_ovf;         /* malloc'ed blocks, chained through their first word */
@@ -289,7 +264,7 @@ struct ing_svc {
 	/* calls */
 	struct svc_call *calls;
 	unsigned ncalls;
-	struct svc_call *wait_head, *wait_tail;
+	struct admit adm;        /* credits and slots, for every transport (admit.h) */
 	struct ing_timer kick_timer;
 	bool in_kick, kick_again;
 	unsigned want_finish;    /* calls with want_finish set */
@@ -301,16 +276,9 @@ struct ing_svc {
 	char note[192];
 	/* --- RDMA data path (control/svc_rdma.c) --- */
 	struct ing_rdma *rdma;   /* NULL: no RDMA engine */
-	uint64_t c_rdma_errors;
-	/* --- ControlStream calls parked on a slot/credit (control/svc_ctl.c), FIFO --- */
-	struct svc_call *ctl_wait_head, *ctl_wait_tail;
-	unsigned ctl_nparked;
-	struct svc_call *kick_rest;  /* waiters the running kick has not retried yet */
-	uint64_t tickets;            /* waits started so far: first come, first served */
-	uint64_t admissions;         /* frames admitted so far (ing_frame.gen) */
-	struct ing_timer ctl_timer;  /* retries the parked calls; initialised on first use */
-	bool ctl_timer_ready;
-	uint64_t c_ctl_parked;   /* FrameMetas that had to wait */
+	uint64_t c_rdma_errors;  /* dataplane transfers that failed (frames back while filling) */
+	uint64_t admissions;     /* frames admitted so far (ing_frame.gen) */
+	uint64_t c_ctl_parked;   /* ControlStream FrameMetas that had to wait */
 	/* --- shared-secret authentication (opts.auth_token; never logged) --- */
 	bool auth;               /* a token is required */
 	size_t auth_len;
@@ -334,8 +302,6 @@ struct svc_session *svc_session_implicit(struct ing_svc *s, struct svc_peer *pee
 /* Find or take the entry of a peer address (a ref is taken); NULL when the table is full. */
 struct svc_peer *svc_peer_get(struct ing_svc *s, const char *ip);
 void svc_peer_put(struct ing_svc *s, struct svc_peer *p);
-/* The peer may take one more pool slot: under max_slots_per_peer, or no other peer waits. */
-bool svc_peer_slot_ok(const struct ing_svc *s, const struct svc_peer *p);
 /*
  * Failed-authentication back-off. svc_auth_locked: true (and why) while the peer is refused
  * after too many failures; nothing it sends is checked then. svc_auth_failed counts one
@@ -349,7 +315,10 @@ int svc_call_bind_session(struct svc_call *pc, uint64_t sid);
 /* True when t[0..n) is exactly the node's token (no shorter, no longer: a NUL inside is a
  * mismatch); the time depends on the lengths only. False when authentication is off. */
 bool svc_auth_token_ok(const struct ing_svc *s, const char *t, size_t n);
-struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c, uint8_t kind);
+/* A call of transport xp; size: the transport's per-call struct, which starts with a
+ * struct svc_call (zeroed). NULL + log when out of memory. */
+struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c,
+			      const struct xport_ops *xp, size_t size);
 void svc_call_free(struct svc_call *pc);
 void svc_call_pause(struct svc_call *pc, unsigned why);
 void svc_call_unpause(struct svc_call *pc, unsigned why);
@@ -360,10 +329,6 @@ void svc_call_flush(struct svc_call *pc);
  * flush held acks when the client reads again; free the call state when the call ends. */
 void svc_on_writable(struct ing_grpc_call *c);
 void svc_on_close(struct ing_grpc_call *c, int status);
-void svc_wait(struct svc_call *pc);
-/* A call earlier on the waiter list is waiting for a pool slot: slots go first come,
- * first served, so a flow of small frames cannot keep a large one waiting forever. */
-bool svc_slot_waiter_ahead(const struct ing_svc *s, const struct svc_call *pc);
 int svc_send_ack(struct svc_call *pc, const struct svc_ack *a);
 /* Set a->frame_id to id and a->wafer_id to wafer (NULL: ""); each left empty when it
  * is not UTF-8 (an Ack's strings must be) or longer than ING_ID_MAX (its prefix could be
@@ -371,14 +336,11 @@ int svc_send_ack(struct svc_call *pc, const struct svc_ack *a);
 void svc_ack_set_id(struct svc_ack *a, const char *wafer, const char *id);
 void svc_nack(struct svc_call *pc, const char *frame_id, int code, bool retryable,
 	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void svc_vnack(struct svc_call *pc, const char *frame_id, int code, bool retryable,
+	       const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 /* The final answer for every frame is the DURABLE ack or a failure; sessions that asked
  * for it (ack_received) get an Ack{RECEIVED} first, sent here. */
 void svc_ack_received(struct svc_frame *e, uint64_t latency_ns);
-/* Remember that frame_id was refused or failed on PushFrames call pc: its later chunks
- * are dropped without another Ack. svc_refused_take: true when it was (forget: and
- * drop it from the ring, at its last chunk or a new first chunk). */
-void svc_refused_add(struct svc_call *pc, const char *frame_id);
-bool svc_refused_take(struct svc_call *pc, const char *frame_id, bool forget);
 /* True when a top-level string field f1 or f2 of the protobuf msg holds a NUL byte. */
 bool svc_pb_string_has_nul(const uint8_t *msg, size_t len, uint32_t f1, uint32_t f2);
 /* The admitted frame (wafer, frame), or NULL. */
@@ -386,11 +348,8 @@ struct svc_frame *svc_frame_find(struct ing_svc *s, const char *wafer_id, const 
 /* The frame frame_id admitted on call pc (PushFrames continuation chunks), or NULL. */
 struct svc_frame *svc_frame_find_call(struct ing_svc *s, const struct svc_call *pc,
 				      const char *frame_id);
-struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc, struct ing_frame *f);
+/* (svc_frame_admit, _complete, _received, _fail, _by_cookie: control/xport.h) */
 void svc_frame_release(struct svc_frame *e);
-void svc_frame_fail(struct svc_frame *e, int code, bool retryable, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-void svc_frame_complete(struct svc_frame *e);
 void *svc_arena_reset(struct svc_call *pc);
 struct ProtobufCAllocator;
 void svc_arena_allocator(struct svc_call *pc, struct ProtobufCAllocator *a);
@@ -410,27 +369,26 @@ void svc_metrics_received(struct ing_svc *s, uint8_t transport, uint64_t bytes, 
 /* a frame back from persistence, ok or not; now: when control handles its ack */
 void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now);
 
-/* svc_push.c */
+/* svc_push.c (transport xport_grpc_stream) */
 extern const struct ing_grpc_method svc_push_method;
-void svc_push_retry(struct svc_call *pc);      /* a blocked call may proceed now */
-void svc_push_close(struct svc_call *pc);      /* free PushFrames state */
 
 /* svc_unary.c */
 extern const struct ing_grpc_method svc_negotiate_method;
 extern const struct ing_grpc_method svc_stats_method;
 
-/* svc_ctl.c */
+/*
+ * svc_ctl.c: ControlStream, the descriptor stream of the RDMA transports (a FrameMeta per
+ * frame). Its halves of their ops tables: a parked FrameMeta's admission request may go
+ * on; the call is over.
+ */
 extern const struct ing_grpc_method svc_ctl_method;
-/* A slot or credit may have come back: retry the parked ControlStream calls (from a
- * zero-delay timer, never inside the caller's stack). Cheap when nothing is parked. */
-void svc_ctl_wake(struct ing_svc *s);
+void svc_ctl_progress(struct admit_req *r, bool expired);
+void svc_ctl_conn_lost(struct svc_call *pc);
 
-/* svc_rdma.c (RDMA data path) */
-struct H3000__FrameMeta;
-/* Queue the READ of a validated FrameMeta: 0, -EAGAIN (no slot/credit), -ENOTCONN (no RDMA
- * connection for the session), -ENOBUFS (lcore ring full). */
-int svc_rdma_enqueue(struct svc_call *pc, const struct H3000__FrameMeta *m, const char *wafer);
-/* frame_durable(): true when f was an RDMA frame still FILLING and is now handled. */
-bool svc_rdma_from_lcore(struct ing_svc *s, struct ing_frame *f);
+/* svc_rdma.c: transport xport_rdma_read (ops table, engine callbacks) */
+
+struct ing_rdma_notice;
+/* svc_rdma_write.c: transport xport_rdma_write; the engine's GRANTED notice (Ack GRANTED). */
+void svc_rdma_write_granted(void *svc, const struct ing_rdma_notice *n);
 
 #endif

@@ -166,6 +166,15 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_family(t, "ingest_auth_refused_total", "counter",
 			 "Calls refused UNAUTHENTICATED.");
 	ing_mtext_u64(t, "ingest_auth_refused_total", "", s->c_auth_refused);
+	ing_mtext_family(t, "ingest_admission_waits_total", "counter",
+			 "Frames (any transport) that had to wait for a session credit or a pool slot.");
+	ing_mtext_u64(t, "ingest_admission_waits_total", "", s->adm.c_waited);
+	ing_mtext_family(t, "ingest_admission_timeouts_total", "counter",
+			 "Frames answered ERROR_BUSY after waiting the frame timeout for admission.");
+	ing_mtext_u64(t, "ingest_admission_timeouts_total", "", s->adm.c_expired);
+	ing_mtext_family(t, "ingest_admission_waiting", "gauge",
+			 "Frames waiting for admission now.");
+	ing_mtext_u64(t, "ingest_admission_waiting", "", s->adm.nqueued);
 
 	struct ing_rdma_stats rs;
 	ing_rdma_get_stats(s->rdma, &rs);   /* zeros without an RDMA engine */

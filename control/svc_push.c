@@ -30,18 +30,85 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum resolve_result { R_DIRECT, R_DISCARD, R_WAIT, R_FAIL };
+enum msg_mode { MSG_UNDECIDED = 0, MSG_DIRECT, MSG_STAGE, MSG_DISCARD };
 
-#define E_CALLFAIL (-EPROTO)   /* a callback failed the call: pc->err_status/err_msg */
+#define E_CALLFAIL (-EPROTO)   /* a callback failed the call: pc->c.err_status/err_msg */
+
+/* A PushFrames call: the core's part first, then what only this transport needs. */
+struct push_call {
+	struct svc_call c;
+	/* the message being parsed */
+	struct chunk_parser cp;
+	int mode;                /* enum msg_mode */
+	struct svc_frame *cur;   /* the frame its data goes to (MSG_DIRECT) */
+	char snap_frame_id[CP_ID_MAX + 1];
+	uint64_t snap_offset, snap_session;
+	uint32_t msg_crc;        /* crc32c of the frame's bytes through this message's data;
+				  * becomes the frame's crc_run only if the message is accepted */
+	/* frames refused or failed on this call whose later chunks are dropped silently (one
+	 * frame, one final answer): a small ring of their ids, forgotten at `last` */
+	struct {
+		bool used;
+		char id[CP_ID_MAX + 1];   /* as the chunk parser keeps it ("" is an id here) */
+	} refused[SVC_REFUSED_MAX];
+	unsigned refused_next;
+	/* a first chunk waiting for admission (c.blocked); its data is in stage */
+	struct admit_req req;
+	uint8_t *stage;
+	size_t stage_cap;
+	/* messages that arrive while blocked: [u32 len][payload]... */
+	uint8_t *bl;
+	size_t bl_len, bl_cap;
+	size_t bl_open;          /* 1 + offset of the open (incomplete) record, 0 none */
+};
+
+/* Remember that frame_id was refused or failed: its later chunks are dropped without
+ * another Ack. refused_take: true when it was (forget: and drop it from the ring, at its
+ * last chunk or a new first chunk). */
+static bool refused_take(struct push_call *pc, const char *frame_id, bool forget)
+{
+	for (unsigned i = 0; i < SVC_REFUSED_MAX; i++) {
+		if (pc->refused[i].used && strcmp(pc->refused[i].id, frame_id) == 0) {
+			if (forget)
+				pc->refused[i].used = false;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void refused_add(struct push_call *pc, const char *frame_id)
+{
+	if (!frame_id || refused_take(pc, frame_id, false))
+		return;
+	pc->refused[pc->refused_next].used = true;
+	snprintf(pc->refused[pc->refused_next].id, sizeof(pc->refused[0].id), "%s", frame_id);
+	pc->refused_next = (pc->refused_next + 1) % SVC_REFUSED_MAX;
+}
+
+/* Refuse a frame: its one answer; its later chunks are dropped. */
+static void push_nack(struct push_call *pc, const char *frame_id, int code, bool retryable,
+		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void push_nack(struct push_call *pc, const char *frame_id, int code, bool retryable,
+		      const char *fmt, ...)
+{
+	va_list ap;
+	refused_add(pc, frame_id);
+	va_start(ap, fmt);
+	svc_vnack(&pc->c, frame_id, code, retryable, fmt, ap);
+	va_end(ap);
+}
 
 /* Decide where the current message's data goes; NACKs per-frame errors itself. */
-static int resolve(struct svc_call *pc, uint64_t n)
+static int resolve_msg(struct push_call *pc, uint64_t n)
 {
-	struct ing_svc *s = pc->svc;
+	struct ing_svc *s = pc->c.svc;
 	struct chunk_parser *p = &pc->cp;
 	const char *F = p->frame_id;
 	uint64_t O = p->offset;
@@ -51,50 +118,50 @@ static int resolve(struct svc_call *pc, uint64_t n)
 	pc->snap_offset = O;
 	pc->snap_session = p->session_id;
 	pc->cur = NULL;
-	if (!pc->sess) {
-		if (svc_call_bind_session(pc, p->session_id))
+	if (!pc->c.sess) {
+		if (svc_call_bind_session(&pc->c, p->session_id))
 			return R_FAIL;
-	} else if (p->session_id && p->session_id != pc->sess->id) {
-		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+	} else if (p->session_id && p->session_id != pc->c.sess->id) {
+		push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
-			 F, p->session_id, pc->sess->id);
+			 F, p->session_id, pc->c.sess->id);
 		return R_DISCARD;
 	}
 
 	if (O == 0 && (p->seen & (1u << CP_F_META))) {
 		/* first chunk */
 		if (s->stopping) {
-			svc_nack(pc, F, ING_E_SHUTTING_DOWN, true,
+			push_nack(pc, F, ING_E_SHUTTING_DOWN, true,
 				 "frame %s: ingest node is shutting down", F);
 			return R_DISCARD;
 		}
 		if (p->meta_oversize) {
-			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+			push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: meta larger than %u bytes", F, SVC_META_MAX);
 			return R_DISCARD;
 		}
 		ProtobufCAllocator a;
-		svc_arena_allocator(pc, &a);
+		svc_arena_allocator(&pc->c, &a);
 		H3000__FrameMeta *m = h3000__frame_meta__unpack(&a, p->meta_len, p->meta);
 		if (!m) {
-			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false, "frame %s: malformed meta", F);
+			push_nack(pc, F, ING_E_INVALID_ARGUMENT, false, "frame %s: malformed meta", F);
 			return R_DISCARD;
 		}
 		if (svc_pb_string_has_nul(p->meta, p->meta_len, 1, 5)) {
-			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+			push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: meta.frameId or meta.waferId contains a NUL byte: both must be "
 				 ING_ID_RULE, F);
 			return R_DISCARD;
 		}
 		char why[ING_FRAME_MSG_MAX];
 		const char *wafer;
-		int code = svc_meta_check(s, pc->sess, F, p->id_len, m->frameid, m->length,
+		int code = svc_meta_check(s, pc->c.sess, F, p->id_len, m->frameid, m->length,
 					  m->waferid, &wafer, why, sizeof(why));
 		if (code) {
-			svc_nack(pc, F, code, false, "%s", why);
+			push_nack(pc, F, code, false, "%s", why);
 			return R_DISCARD;
 		}
-		e = svc_frame_find_call(s, pc, F);
+		e = svc_frame_find_call(s, &pc->c, F);
 		if (e && e->state == FE_FILLING) {
 			svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
 				       "frame %s: duplicate first chunk while the frame is in progress; frame dropped",
@@ -102,33 +169,36 @@ static int resolve(struct svc_call *pc, uint64_t n)
 			return R_DISCARD;
 		}
 		if (svc_frame_find(s, wafer, F)) {
-			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, true,
+			push_nack(pc, F, ING_E_INVALID_ARGUMENT, true,
 				 "frame %s of wafer %s: already in flight in this node", F, wafer);
 			return R_DISCARD;
 		}
 		if (n > m->length) {
-			svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+			push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: chunk of %" PRIu64 " bytes past the declared length %" PRIu64,
 				 F, n, m->length);
 			return R_DISCARD;
 		}
-		if (pc->sess->inflight >= pc->sess->credits) {
-			pc->wants_slot = false;     /* its own session's limit: blocks nobody else */
+		/* credit and slot through the admission queue (first come, first served per
+		 * size class, shared with the other transports); a retry keeps its place */
+		struct admit_req *r = &pc->req;
+		struct ing_frame *f;
+		r->xp = &xport_grpc_stream;
+		r->owner = pc;
+		r->sess = pc->c.sess;
+		r->peer = pc->c.peer;
+		r->length = m->length;
+		int rc = admit_try(&s->adm, r, &f);
+		if (rc == -EAGAIN)
 			return R_WAIT;
+		if (rc) {
+			push_nack(pc, F, ING_E_TOO_LARGE, false, "frame %s: %" PRIu64 " bytes fit no slot",
+				  F, m->length);
+			return R_DISCARD;
 		}
-		/* Slots are first come, first served: smaller frames fall back to larger
-		 * classes, so without the queue a steady flow of them could take every slot a
-		 * waiting large frame needs, for ever. A peer at its slot limit waits too, in
-		 * turn among its own calls, but ahead of no other peer's. */
-		pc->peer_capped = !svc_peer_slot_ok(s, pc->peer);
-		struct ing_frame *f = pc->peer_capped || svc_slot_waiter_ahead(s, pc) ? NULL :
-				      ing_pool_get(s->pool, m->length);
-		pc->wants_slot = !f;
-		if (!f)
-			return R_WAIT;
 		memcpy(f->frame_id, F, p->id_len + 1);   /* checked: id_len <= ING_ID_MAX */
 		snprintf(f->wafer_id, sizeof(f->wafer_id), "%s", wafer);
-		f->session_id = pc->sess->id;
+		f->session_id = pc->c.sess->id;
 		f->length = m->length;
 		f->filled = 0;
 		f->timestamp = m->timestamp;
@@ -136,27 +206,27 @@ static int resolve(struct svc_call *pc, uint64_t n)
 		f->has_crc = m->hascrc32c;
 		f->transport = ING_XPORT_GRPC;
 		f->t_admit_ns = ing_now_ns();
-		e = svc_frame_admit(s, pc, f);
+		e = svc_frame_admit(s, &pc->c, &xport_grpc_stream, f, &rc);
 		if (!e) {
-			ing_pool_put(f);
-			return R_WAIT;
+			push_nack(pc, F, ING_E_BUSY, true, "frame %s: cannot be admitted (%d)", F, rc);
+			return R_DISCARD;
 		}
-		svc_refused_take(pc, F, true);   /* a retry of a frame refused earlier */
+		refused_take(pc, F, true);   /* a retry of a frame refused earlier */
 		pc->cur = e;
 		return R_DIRECT;
 	}
 
 	/* continuation */
-	e = svc_frame_find_call(s, pc, F);
-	if (!e && svc_refused_take(pc, F, p->last))
+	e = svc_frame_find_call(s, &pc->c, F);
+	if (!e && refused_take(pc, F, p->last))
 		return R_DISCARD;   /* the frame was refused or failed: it had its one answer */
 	if (O == 0 && !e) {
-		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+		push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: first chunk (offset 0) carries no meta", F);
 		return R_DISCARD;
 	}
 	if (!e) {
-		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+		push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: chunk at offset %" PRIu64
 			 " but the frame is not in progress on this stream (missing first chunk?)", F, O);
 		return R_DISCARD;
@@ -164,7 +234,7 @@ static int resolve(struct svc_call *pc, uint64_t n)
 	if (e->state != FE_FILLING) {
 		if (O == e->length && n == 0)
 			return R_DISCARD; /* an empty closing chunk after the frame completed */
-		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+		push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: chunk at offset %" PRIu64 " after the frame was complete", F, O);
 		return R_DISCARD;
 	}
@@ -184,8 +254,17 @@ static int resolve(struct svc_call *pc, uint64_t n)
 	return R_DIRECT;
 }
 
+/* Every outcome but waiting ends the message's admission request. */
+static int resolve(struct push_call *pc, uint64_t n)
+{
+	int r = resolve_msg(pc, n);
+	if (r != R_WAIT)
+		admit_cancel(&pc->c.svc->adm, &pc->req);
+	return r;
+}
+
 /* A staged message's data goes to its frame, which resolve() just chose (R_DIRECT). */
-static void copy_staged(struct svc_call *pc)
+static void copy_staged(struct push_call *pc)
 {
 	struct ing_frame *f = pc->cur->f;
 	pc->msg_crc = ing_crc32c_copy(f->crc_run, f->buf + pc->snap_offset, pc->stage,
@@ -193,7 +272,7 @@ static void copy_staged(struct svc_call *pc)
 }
 
 /* The message's n bytes are in the slot: advance, complete or fail on an early `last`. */
-static void advance(struct svc_call *pc, uint64_t n)
+static void advance(struct push_call *pc, uint64_t n)
 {
 	struct svc_frame *e = pc->cur;
 	struct ing_frame *f;
@@ -205,7 +284,7 @@ static void advance(struct svc_call *pc, uint64_t n)
 	f->filled += n;
 	f->crc_run = pc->msg_crc;
 	if (n)
-		e->progress_ns = ing_now_ns();   /* the stall check (frame_timeout_cb) reads it */
+		svc_frame_progress(e);
 	if (f->filled == f->length) {
 		f->crc_done = true;
 		svc_frame_complete(e);
@@ -217,12 +296,12 @@ static void advance(struct svc_call *pc, uint64_t n)
 }
 
 /* The stage buffer grows to the largest data field staged on this call (<= max_msg). */
-static int stage_prepare(struct svc_call *pc, uint64_t len)
+static int stage_prepare(struct push_call *pc, uint64_t len)
 {
-	size_t max = pc->svc->o.max_msg;
+	size_t max = pc->c.svc->o.max_msg;
 	if (len > max) {
-		pc->err_status = ING_GRPC_RESOURCE_EXHAUSTED;
-		snprintf(pc->err_msg, sizeof(pc->err_msg), "chunk data of %" PRIu64 " bytes above %zu",
+		pc->c.err_status = ING_GRPC_RESOURCE_EXHAUSTED;
+		snprintf(pc->c.err_msg, sizeof(pc->c.err_msg), "chunk data of %" PRIu64 " bytes above %zu",
 			 len, max);
 		return E_CALLFAIL;
 	}
@@ -234,8 +313,8 @@ static int stage_prepare(struct svc_call *pc, uint64_t len)
 			cap = max;
 		uint8_t *n = realloc(pc->stage, cap);
 		if (!n) {
-			pc->err_status = ING_GRPC_RESOURCE_EXHAUSTED;
-			snprintf(pc->err_msg, sizeof(pc->err_msg), "out of memory for the stage buffer");
+			pc->c.err_status = ING_GRPC_RESOURCE_EXHAUSTED;
+			snprintf(pc->c.err_msg, sizeof(pc->c.err_msg), "out of memory for the stage buffer");
 			return E_CALLFAIL;
 		}
 		pc->stage = n;
@@ -249,7 +328,7 @@ static int stage_prepare(struct svc_call *pc, uint64_t len)
 
 static int cb_data_begin(void *arg, struct chunk_parser *p, uint64_t len)
 {
-	struct svc_call *pc = arg;
+	struct push_call *pc = arg;
 
 	/* Data first, or fields out of order: what follows may still change the target. */
 	if (!p->ordered || p->seen == (1u << CP_F_DATA))
@@ -271,7 +350,7 @@ static int cb_data_begin(void *arg, struct chunk_parser *p, uint64_t len)
 
 static int cb_data(void *arg, struct chunk_parser *p, uint64_t off, const uint8_t *d, size_t n)
 {
-	struct svc_call *pc = arg;
+	struct push_call *pc = arg;
 	(void)p;
 	if (pc->mode == MSG_DIRECT)
 		pc->msg_crc = ing_crc32c_copy(pc->msg_crc, pc->cur->f->buf + pc->snap_offset + off,
@@ -288,7 +367,7 @@ static const struct chunk_parser_cbs parser_cbs = {
 
 /* ---------------------------------------------------------------- messages */
 
-static void msg_begin(struct svc_call *pc, size_t len)
+static void msg_begin(struct push_call *pc, size_t len)
 {
 	chunk_parser_begin(&pc->cp, len);
 	pc->mode = MSG_UNDECIDED;
@@ -296,28 +375,27 @@ static void msg_begin(struct svc_call *pc, size_t len)
 }
 
 /* A parse error becomes the call's status. */
-static int call_error(struct svc_call *pc, int rc)
+static int call_error(struct push_call *pc, int rc)
 {
-	if (rc == E_CALLFAIL && pc->err_status)
-		return pc->err_status;
-	pc->err_status = ING_GRPC_INVALID_ARGUMENT;
-	snprintf(pc->err_msg, sizeof(pc->err_msg), "malformed FrameChunk: %s",
+	if (rc == E_CALLFAIL && pc->c.err_status)
+		return pc->c.err_status;
+	pc->c.err_status = ING_GRPC_INVALID_ARGUMENT;
+	snprintf(pc->c.err_msg, sizeof(pc->c.err_msg), "malformed FrameChunk: %s",
 		 pc->cp.err ? pc->cp.err : "parse error");
-	return pc->err_status;
+	return pc->c.err_status;
 }
 
-static void block(struct svc_call *pc)
+/* The message waits for admission (its request is queued): stop the input. */
+static void block(struct push_call *pc)
 {
 	ING_DBG("svc", "frame %s: waits for a %s (call %" PRIu64 ")", pc->cp.frame_id,
-		pc->sess && pc->sess->inflight >= pc->sess->credits ? "credit" : "pool slot", pc->id);
-	pc->blocked = true;
-	pc->ticket = ++pc->svc->tickets;   /* retries keep it: see svc_slot_waiter_ahead */
-	svc_call_pause(pc, SVC_PAUSE_BLOCKED);
-	svc_wait(pc);
+		pc->req.why == ADMIT_CREDIT ? "credit" : "pool slot", pc->c.id);
+	pc->c.blocked = true;
+	svc_call_pause(&pc->c, SVC_PAUSE_BLOCKED);
 }
 
 /* The whole message is in. 0, or a gRPC status that fails the call. */
-static int msg_finish(struct svc_call *pc)
+static int msg_finish(struct push_call *pc)
 {
 	struct chunk_parser *p = &pc->cp;
 	int r;
@@ -329,7 +407,7 @@ static int msg_finish(struct svc_call *pc)
 		if (p->late_fields && (strcmp(p->frame_id, pc->snap_frame_id) != 0 ||
 				       p->offset != pc->snap_offset || p->session_id != pc->snap_session)) {
 			/* the bytes went to the frame the earlier fields named; refuse the chunk */
-			svc_nack(pc, p->frame_id, ING_E_INVALID_ARGUMENT, false,
+			push_nack(pc, p->frame_id, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: frameId/offset/sessionId after data are not supported",
 				 p->frame_id);
 			pc->cur = NULL;
@@ -358,26 +436,26 @@ static int msg_finish(struct svc_call *pc)
 
 /* ---------------------------------------------------------------- backlog */
 
-static int bl_reserve(struct svc_call *pc, size_t need)
+static int bl_reserve(struct push_call *pc, size_t need)
 {
 	if (pc->bl_len + need <= pc->bl_cap)
 		return 0;
 	size_t cap = pc->bl_cap ? pc->bl_cap : 65536;
 	while (cap < pc->bl_len + need)
 		cap *= 2;
-	if (cap > pc->svc->o.backlog_max) {
-		if (pc->bl_len + need > pc->svc->o.backlog_max) {
-			pc->err_status = ING_GRPC_RESOURCE_EXHAUSTED;
-			snprintf(pc->err_msg, sizeof(pc->err_msg),
-				 "more than %zu bytes sent while the stream was paused", pc->svc->o.backlog_max);
+	if (cap > pc->c.svc->o.backlog_max) {
+		if (pc->bl_len + need > pc->c.svc->o.backlog_max) {
+			pc->c.err_status = ING_GRPC_RESOURCE_EXHAUSTED;
+			snprintf(pc->c.err_msg, sizeof(pc->c.err_msg),
+				 "more than %zu bytes sent while the stream was paused", pc->c.svc->o.backlog_max);
 			return -ENOBUFS;
 		}
-		cap = pc->svc->o.backlog_max;
+		cap = pc->c.svc->o.backlog_max;
 	}
 	uint8_t *n = realloc(pc->bl, cap);
 	if (!n) {
-		pc->err_status = ING_GRPC_RESOURCE_EXHAUSTED;
-		snprintf(pc->err_msg, sizeof(pc->err_msg), "out of memory for the stream backlog");
+		pc->c.err_status = ING_GRPC_RESOURCE_EXHAUSTED;
+		snprintf(pc->c.err_msg, sizeof(pc->c.err_msg), "out of memory for the stream backlog");
 		return -ENOMEM;
 	}
 	pc->bl = n;
@@ -386,33 +464,33 @@ static int bl_reserve(struct svc_call *pc, size_t need)
 }
 
 /* Fail the call from the loop (not inside a gRPC callback). */
-static void fail_later(struct svc_call *pc, int status)
+static void fail_later(struct push_call *pc, int status)
 {
-	svc_call_finish_later(pc, status, pc->err_msg);
+	svc_call_finish_later(&pc->c, status, pc->c.err_msg);
 }
 
 /* Input is done and nothing is held: frames still partial can never complete. */
-static void end_of_input(struct svc_call *pc)
+static void end_of_input(struct push_call *pc)
 {
-	struct ing_svc *s = pc->svc;
-	if (!pc->half_closed || pc->blocked || pc->bl_len)
+	struct ing_svc *s = pc->c.svc;
+	if (!pc->c.half_closed || pc->c.blocked || pc->bl_len)
 		return;
-	for (uint32_t i = 0; i < s->nfr && pc->open_frames; i++) {
+	for (uint32_t i = 0; i < s->nfr && pc->c.open_frames; i++) {
 		struct svc_frame *e = &s->fr[i];
-		if (e->state == FE_FILLING && e->call == pc)
+		if (e->state == FE_FILLING && e->call == &pc->c)
 			svc_frame_fail(e, ING_E_CANCELLED, true,
 				       "frame %s: stream ended after %" PRIu64 " of %" PRIu64 " bytes",
 				       e->f->frame_id, e->f->filled, e->length);
 	}
-	svc_call_check_done(pc);
+	svc_call_check_done(&pc->c);
 }
 
-static void replay(struct svc_call *pc)
+static void replay(struct push_call *pc)
 {
 	size_t pos = 0;
 	int rc;
 
-	while (pos < pc->bl_len && !pc->blocked && !pc->want_finish && !pc->finished) {
+	while (pos < pc->bl_len && !pc->c.blocked && !pc->c.want_finish && !pc->c.finished) {
 		uint32_t len;
 		memcpy(&len, pc->bl + pos, sizeof(len));
 		bool open = pc->bl_open == pos + 1;
@@ -439,7 +517,7 @@ static void replay(struct svc_call *pc)
 			break;
 		}
 	}
-	if (pc->want_finish || pc->finished)
+	if (pc->c.want_finish || pc->c.finished)
 		pos = pc->bl_len;
 	memmove(pc->bl, pc->bl + pos, pc->bl_len - pos);
 	pc->bl_len -= pos;
@@ -447,20 +525,28 @@ static void replay(struct svc_call *pc)
 		pc->bl_open -= pos;
 }
 
-/* From the service's kick: a slot or credit came back. */
-void svc_push_retry(struct svc_call *pc)
+/* The blocked message may go on (its admission request's turn), or waited too long. */
+static void push_progress(struct admit_req *ar, bool expired)
 {
-	if (!pc->blocked || pc->finished || pc->want_finish)
-		return;
-	struct chunk_parser *p = &pc->cp;
-	pc->retrying = true;
-	int r = resolve(pc, p->data_len);
-	pc->retrying = false;
-	if (r == R_WAIT) {
-		svc_wait(pc);
+	struct push_call *pc = ar->owner;
+	if (pc->c.finished || pc->c.want_finish) {
+		admit_cancel(&pc->c.svc->adm, ar);   /* the call is ending: hold nothing back */
 		return;
 	}
-	pc->blocked = false;
+	if (!pc->c.blocked)
+		return;   /* not parked yet (the message is still arriving): its end retries */
+	struct chunk_parser *p = &pc->cp;
+	int r;
+	if (expired) {
+		push_nack(pc, p->frame_id, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
+			  p->frame_id, pc->c.svc->o.frame_timeout_ms);
+		r = R_DISCARD;
+	} else {
+		r = resolve(pc, p->data_len);
+		if (r == R_WAIT)
+			return;
+	}
+	pc->c.blocked = false;
 	if (r == R_FAIL) {
 		fail_later(pc, call_error(pc, E_CALLFAIL));
 		return;
@@ -471,21 +557,44 @@ void svc_push_retry(struct svc_call *pc)
 	}
 	if (pc->bl_len)
 		replay(pc);
-	if (!pc->blocked && !pc->want_finish) {
-		svc_call_unpause(pc, SVC_PAUSE_BLOCKED);
+	if (!pc->c.blocked && !pc->c.want_finish) {
+		svc_call_unpause(&pc->c, SVC_PAUSE_BLOCKED);
 		end_of_input(pc);
-		svc_call_check_done(pc);
+		svc_call_check_done(&pc->c);
 	}
 }
 
-void svc_push_close(struct svc_call *pc)
+/* The frame is failed by the core: its message goes nowhere, its later chunks are dropped. */
+static void push_cancel(struct svc_frame *e)
 {
+	struct push_call *pc = (struct push_call *)e->call;
+	refused_add(pc, e->f->frame_id);
+	if (pc->cur == e) {
+		pc->cur = NULL;
+		if (pc->mode == MSG_DIRECT)
+			pc->mode = MSG_DISCARD;
+	}
+}
+
+static void push_conn_lost(struct svc_call *c)
+{
+	struct push_call *pc = (struct push_call *)c;
+	admit_cancel(&c->svc->adm, &pc->req);
 	free(pc->stage);
 	pc->stage = NULL;
 	free(pc->bl);
 	pc->bl = NULL;
 	pc->bl_len = pc->bl_cap = 0;
 }
+
+/* The fallback: bytes in FrameChunk messages, copied by control into the slot. */
+const struct xport_ops xport_grpc_stream = {
+	.name = "grpc-stream",
+	.xport = ING_XPORT_GRPC,
+	.progress = push_progress,
+	.cancel = push_cancel,
+	.conn_lost = push_conn_lost,
+};
 
 /* ---------------------------------------------------------------- gRPC hooks */
 
@@ -496,17 +605,18 @@ static int push_start(struct ing_grpc_call *c, void *ctx)
 		ing_grpc_call_finish(c, ING_GRPC_UNAVAILABLE, "ingest node is shutting down");
 		return ING_GRPC_UNAVAILABLE;
 	}
-	struct svc_call *pc = svc_call_new(s, c, SVC_CALL_PUSH);
+	struct push_call *pc = (struct push_call *)svc_call_new(s, c, &xport_grpc_stream,
+								 sizeof(struct push_call));
 	if (!pc) {
 		ing_grpc_call_finish(c, ING_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return ING_GRPC_RESOURCE_EXHAUSTED;
 	}
 	chunk_parser_init(&pc->cp, &parser_cbs, pc);
-	if (svc_call_bind_header(pc)) {
-		int st = pc->err_status;
-		ING_INFO("svc", "PushFrames from %s refused: %s", ing_grpc_call_peer(c), pc->err_msg);
-		ing_grpc_call_finish(c, st, pc->err_msg);
-		svc_call_free(pc);
+	if (svc_call_bind_header(&pc->c)) {
+		int st = pc->c.err_status;
+		ING_INFO("svc", "PushFrames from %s refused: %s", ing_grpc_call_peer(c), pc->c.err_msg);
+		ing_grpc_call_finish(c, st, pc->c.err_msg);
+		svc_call_free(&pc->c);
 		return st;
 	}
 	ing_grpc_call_set_user(c, pc);
@@ -515,10 +625,10 @@ static int push_start(struct ing_grpc_call *c, void *ctx)
 
 static int push_msg_begin(struct ing_grpc_call *c, size_t len)
 {
-	struct svc_call *pc = ing_grpc_call_user(c);
-	if (!pc || pc->finished)
+	struct push_call *pc = ing_grpc_call_user(c);
+	if (!pc || pc->c.finished)
 		return 0;
-	if (pc->blocked || pc->bl_len) {
+	if (pc->c.blocked || pc->bl_len) {
 		/* paused but the layer still delivers: keep it, in order, bounded */
 		if (bl_reserve(pc, 4))
 			goto fail;
@@ -531,20 +641,20 @@ static int push_msg_begin(struct ing_grpc_call *c, size_t len)
 	msg_begin(pc, len);
 	return 0;
 fail:
-	ing_grpc_call_finish(c, pc->err_status, pc->err_msg);
-	return pc->err_status;
+	ing_grpc_call_finish(c, pc->c.err_status, pc->c.err_msg);
+	return pc->c.err_status;
 }
 
 static int push_msg_data(struct ing_grpc_call *c, const uint8_t *d, size_t n)
 {
-	struct svc_call *pc = ing_grpc_call_user(c);
+	struct push_call *pc = ing_grpc_call_user(c);
 	int rc;
-	if (!pc || pc->finished)
+	if (!pc || pc->c.finished)
 		return 0;
 	if (pc->bl_open) {
 		if (bl_reserve(pc, n)) {
-			ing_grpc_call_finish(c, pc->err_status, pc->err_msg);
-			return pc->err_status;
+			ing_grpc_call_finish(c, pc->c.err_status, pc->c.err_msg);
+			return pc->c.err_status;
 		}
 		memcpy(pc->bl + pc->bl_len, d, n);
 		pc->bl_len += n;
@@ -553,8 +663,8 @@ static int push_msg_data(struct ing_grpc_call *c, const uint8_t *d, size_t n)
 	rc = chunk_parser_feed(&pc->cp, d, n);
 	if (rc < 0) {
 		int st = call_error(pc, rc);
-		ING_LOG_RL(ING_LOG_WARN, "svc", "PushFrames from %s: %s", ing_grpc_call_peer(c), pc->err_msg);
-		ing_grpc_call_finish(c, st, pc->err_msg);
+		ING_LOG_RL(ING_LOG_WARN, "svc", "PushFrames from %s: %s", ing_grpc_call_peer(c), pc->c.err_msg);
+		ing_grpc_call_finish(c, st, pc->c.err_msg);
 		return st;
 	}
 	return 0;
@@ -562,9 +672,9 @@ static int push_msg_data(struct ing_grpc_call *c, const uint8_t *d, size_t n)
 
 static int push_msg_end(struct ing_grpc_call *c)
 {
-	struct svc_call *pc = ing_grpc_call_user(c);
+	struct push_call *pc = ing_grpc_call_user(c);
 	int rc;
-	if (!pc || pc->finished)
+	if (!pc || pc->c.finished)
 		return 0;
 	if (pc->bl_open) {
 		pc->bl_open = 0;
@@ -576,8 +686,8 @@ static int push_msg_end(struct ing_grpc_call *c)
 	else
 		rc = call_error(pc, rc);
 	if (rc) {
-		ING_LOG_RL(ING_LOG_WARN, "svc", "PushFrames from %s: %s", ing_grpc_call_peer(c), pc->err_msg);
-		ing_grpc_call_finish(c, rc, pc->err_msg);
+		ING_LOG_RL(ING_LOG_WARN, "svc", "PushFrames from %s: %s", ing_grpc_call_peer(c), pc->c.err_msg);
+		ing_grpc_call_finish(c, rc, pc->c.err_msg);
 		return rc;
 	}
 	return 0;
@@ -585,10 +695,10 @@ static int push_msg_end(struct ing_grpc_call *c)
 
 static void push_half_close(struct ing_grpc_call *c)
 {
-	struct svc_call *pc = ing_grpc_call_user(c);
+	struct push_call *pc = ing_grpc_call_user(c);
 	if (!pc)
 		return;
-	pc->half_closed = true;
+	pc->c.half_closed = true;
 	end_of_input(pc);
 }
 

@@ -165,10 +165,14 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	}
 
 	bool rdma = s->o.rdma.rdma_available;
-	H3000__Transport avail[2];
+	/* push (RDMA WRITE): 1 with memory windows, 2 with the pool MR (docs/PUSH.md) */
+	int push = rdma && s->rdma ? ing_rdma_push_mode(s->rdma) : 0;
+	H3000__Transport avail[3];
 	size_t navail = 0;
 	if (rdma)
 		avail[navail++] = H3000__TRANSPORT__TRANSPORT_RDMA_READ;
+	if (push)
+		avail[navail++] = H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
 	avail[navail++] = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
 
 	H3000__Transport pick = H3000__TRANSPORT__TRANSPORT_UNSPECIFIED;
@@ -177,15 +181,16 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	} else {
 		for (size_t i = 0; i < r->n_transports && !pick; i++) {
 			if (r->transports[i] == H3000__TRANSPORT__TRANSPORT_GRPC_STREAM ||
-			    (rdma && r->transports[i] == H3000__TRANSPORT__TRANSPORT_RDMA_READ))
+			    (rdma && r->transports[i] == H3000__TRANSPORT__TRANSPORT_RDMA_READ) ||
+			    (push && r->transports[i] == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE))
 				pick = r->transports[i];
 		}
 	}
 	const char *why_not = s->o.rdma.note && s->o.rdma.note[0] ? s->o.rdma.note :
 			      "this node has no RDMA listener";
 	if (!pick) {
-		snprintf(note, sizeof(note), "no common transport: the client offers only RDMA_READ and %s",
-			 why_not);
+		snprintf(note, sizeof(note), "no common transport: the client offers only RDMA (%s)",
+			 rdma ? "this node has RDMA WRITE push off" : why_not);
 		rc = fail(c, ING_GRPC_FAILED_PRECONDITION, note);
 		goto out;
 	}
@@ -205,7 +210,9 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 		credits = s->o.credits_max;
 	ss->credits = credits;
 	ss->max_frame = r->maxframesize && r->maxframesize < s->max_frame ? r->maxframesize : s->max_frame;
-	ss->transport = pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ ? ING_XPORT_RDMA : ING_XPORT_GRPC;
+	ss->transport = pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ ||
+			pick == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE ? ING_XPORT_RDMA : ING_XPORT_GRPC;
+	ss->push = pick == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
 	ss->authed = s->auth;
 	ss->ack_received = r->ackreceived;
 	snprintf(ss->client, sizeof(ss->client), "%s", r->clientname ? r->clientname : "");
@@ -213,6 +220,10 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	if (pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ)
 		snprintf(note, sizeof(note), "rdma read from %s:%u", s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "",
 			 s->o.rdma.rdma_port);
+	else if (ss->push)
+		snprintf(note, sizeof(note), "rdma write push to %s:%u (grants: %s)",
+			 s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "", s->o.rdma.rdma_port,
+			 push == 1 ? "memory windows" : "pool MR, not bounded per grant");
 	else if (!rdma && has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ))
 		snprintf(note, sizeof(note), "fallback to gRPC stream: %s", why_not);
 	else if (!rdma)
@@ -233,6 +244,10 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.maxframesize = ss->max_frame;
 	rep.credits = ss->credits;
 	rep.ackreceived = ss->ack_received;
+	if (ss->push) {
+		rep.pushmemorywindow = push == 1;
+		rep.granttimeoutms = s->o.rdma.grant_ms;
+	}
 	rep.maxchunksize = s->o.max_chunk;
 	rep.message = note;
 	rep.serverversion = (char *)"h3000-ingestd " ING_VERSION;
@@ -278,10 +293,11 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 		if (rc)
 			return rc;
 	}
-	unsigned rdma = 0, fb = 0;
+	unsigned rdma = 0, fb = 0, npush = 0;
 	for (unsigned i = 0; i < s->o.max_sessions; i++) {
 		if (!s->sess[i].in_use)
 			continue;
+		npush += s->sess[i].push;
 		if (s->sess[i].transport == ING_XPORT_RDMA)
 			rdma++;
 		else
@@ -318,7 +334,12 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 		r.rdmapollerpolls = rs.polls;
 		r.rdmapolleridlepolls = rs.idle_polls;
 		r.rdmaconnsactive = rs.conns_active;
+		r.pushgrants = rs.push_grants;
+		r.pushframesreceived = rs.push_frames_ok;
+		r.pushgranterrors = rs.push_grant_errors;
+		r.pushmemorywindow = ing_rdma_push_mode(s->rdma) == 1;
 	}
+	r.sessionspush = npush;
 	r.ctlframesparked = s->c_ctl_parked;
 	/* the /metrics histograms (svc_metrics.c) */
 	static const char *const names[] = { "ack_received", "ack_durable", "queue", "write",

@@ -71,6 +71,14 @@ struct ing_frame {
 	uint64_t raddr;       /* RDMA: producer address */
 	uint32_t rkey;        /* RDMA: producer rkey (never logged) */
 	uint32_t qp_num;      /* RDMA: which connection */
+	/* RDMA WRITE push (docs/PUSH.md): the producer writes into buf under a grant. The
+	 * grant fields are owned by the dataplane lcore while it holds the frame. */
+	bool push;            /* set by control at admission */
+	uint8_t push_state;   /* lcore: enum push_state in dataplane/rdma_poller.c */
+	uint32_t grant_id;    /* lcore: immediate the write must carry (0: none yet) */
+	uint32_t grant_rkey;  /* lcore: rkey handed out in the grant (never logged) */
+	void *grant_mw;       /* lcore: the memory window bound over the slot (MW mode) */
+	uint64_t grant_deadline_ns;
 	uint64_t t_admit_ns;  /* ing_now_ns() at admission */
 	uint64_t t_received_ns;
 	uint64_t t_durable_ns;   /* group's directory fsync + catalog commit done */
@@ -143,6 +151,9 @@ void ing_pool_destroy(struct ing_pool *p);  /* tolerant of NULL and of half-buil
  * (backpressure: retry after a put). Any thread; lockless.
  */
 struct ing_frame *ing_pool_get(struct ing_pool *p, uint64_t len);
+/* The same, from classes below cls_end only (admission: classes an earlier waiter
+ * could use are left to it). */
+struct ing_frame *ing_pool_get_below(struct ing_pool *p, uint64_t len, unsigned cls_end);
 void ing_pool_put(struct ing_frame *f);   /* any thread */
 uint64_t ing_pool_max_len(const struct ing_pool *p);
 unsigned ing_pool_total(const struct ing_pool *p);

@@ -358,11 +358,16 @@ void __tsan_release(void *addr);
 
 struct ing_frame *ing_pool_get(struct ing_pool *p, uint64_t len)
 {
+	return ing_pool_get_below(p, len, ING_POOL_MAX_CLASSES);
+}
+
+struct ing_frame *ing_pool_get_below(struct ing_pool *p, uint64_t len, unsigned cls_end)
+{
 	void *obj;
 
 	if (!p)
 		return NULL;
-	for (unsigned c = 0; c < p->nclasses; c++) {
+	for (unsigned c = 0; c < p->nclasses && c < cls_end; c++) {
 		struct pool_class *pc = &p->cls[c];
 		if (pc->slot_size < len)
 			continue;

@@ -280,6 +280,42 @@ static void check_port_gid_mtu(struct ctx *c, const char *dev, int port, const c
 		    r->active_mtu, r->active_mtu_estimated ? " (estimated)" : "", r->netdev, nmtu);
 }
 
+/*
+ * RDMA WRITE push (docs/PUSH.md): with type-2 memory windows each grant opens exactly its
+ * slot; without them ingestd --rdma-write auto hands out the pool MR's rkey. Asked of the
+ * live device (ibv_query_device_ex); a device that does not open (a test's sysfs root)
+ * gets no line.
+ */
+static void check_mw(struct ctx *c, const char *dev)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_context *ctx = NULL;
+
+	for (int i = 0; list && i < n && !ctx; i++)
+		if (strcmp(ibv_get_device_name(list[i]), dev) == 0)
+			ctx = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	if (!ctx)
+		return;
+	struct ibv_device_attr_ex a;
+	memset(&a, 0, sizeof(a));
+	int rc = ibv_query_device_ex(ctx, NULL, &a);
+	ibv_close_device(ctx);
+	bool mw2 = rc == 0 && (a.orig_attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+	if (mw2)
+		add(c, "rdma", "rdma.mw", ING_CHECK_PASS, NULL,
+		    "%s has type-2 memory windows: each RDMA WRITE push grant opens only its slot", dev);
+	else
+		add(c, "rdma", "rdma.mw", ING_CHECK_WARN,
+		    "use a device with type-2 memory windows, or run ingestd --rdma-write off (or mw) "
+		    "where producers are not trusted",
+		    "%s has no type-2 memory windows%s: RDMA WRITE push grants carry the pool MR's rkey, "
+		    "so a producer could write anywhere in the pool", dev,
+		    rc ? " (ibv_query_device_ex failed)" : "");
+}
+
 static void check_rdma(struct ctx *c)
 {
 	struct ing_doctor_report *r = c->r;
@@ -342,6 +378,7 @@ static void check_rdma(struct ctx *c)
 	if (read_line(ll, sizeof(ll), "%s/%d/link_layer", path, use))
 		snprintf(ll, sizeof(ll), "Ethernet");
 	check_port_gid_mtu(c, dev, use, ll);
+	check_mw(c, dev);
 }
 
 /* ------------------------------------------------------------------ memory */

@@ -161,6 +161,11 @@ int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a)
 			case 11: case 12: case 13: case 14: case 15: case 16:
 				a->stage_ns[field - 11] = v;
 				break;
+			case 20: a->grant_id = (uint32_t)v; break;
+			case 21: a->grant_addr = v; break;
+			case 22: a->grant_rkey = (uint32_t)v; break;
+			case 23: a->grant_length = v; break;
+			case 24: a->grant_qp = (uint32_t)v; break;
 			default: break;
 			}
 			break;
@@ -407,6 +412,14 @@ static void on_stream_message(struct ing_grpc_ccall *cc, void *arg, const uint8_
 			  w.retryable, 0, w.crc32c, w.latency_ns, w.msg);
 		return;
 	}
+	if (w.stage == H3000__ACK_STAGE__ACK_STAGE_GRANTED) {
+		if (p->push && p->xport->grant)
+			p->xport->grant(p, f, &w);
+		else
+			ING_LOG_RL(ING_LOG_WARN, COMP, "session %" PRIu64 ": a grant for frame %s on a session that did not negotiate push: ignored",
+				   p->session_id, f->id);
+		return;
+	}
 	/* ok without a stage: a seed-protocol server acks once, when stored */
 	if (w.stage == H3000__ACK_STAGE__ACK_STAGE_RECEIVED) {
 		if (f->received)
@@ -422,6 +435,16 @@ static void on_stream_message(struct ing_grpc_ccall *cc, void *arg, const uint8_
 	}
 	frame_ack_st(p, f, ING_ACK_DURABLE, 1, 0, 0, w.duplicate, w.crc32c, w.latency_ns, w.msg,
 		     w.stage_ns);
+}
+
+void producer_frame_fail(struct ing_producer *p, struct pframe *f, int code, int retryable,
+			 const char *msg)
+{
+	if (f->done)
+		return;
+	f->node_failed = true;    /* nothing more of it is sent */
+	frame_ack(p, f, f->received ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, code, retryable, 0, 0, 0,
+		  msg);
 }
 
 void producer_set_broken(struct ing_producer *p, int err, const char *msg)
@@ -682,6 +705,7 @@ static const char *transport_name(int t)
 	switch (t) {
 	case H3000__TRANSPORT__TRANSPORT_RDMA_READ: return "RDMA_READ";
 	case H3000__TRANSPORT__TRANSPORT_GRPC_STREAM: return "GRPC_STREAM";
+	case H3000__TRANSPORT__TRANSPORT_RDMA_WRITE: return "RDMA_WRITE";
 	default: return "UNSPECIFIED";
 	}
 }
@@ -810,7 +834,7 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	struct ing_producer_opts full;
 	const struct ing_producer_opts *o = NULL;
 	H3000__NegotiateReply *r = NULL;
-	H3000__Transport offer[2];
+	H3000__Transport offer[3];
 	size_t noffer = 0;
 	const struct producer_xport *rdma = PRODUCER_RDMA_XPORT; /* NULL: not built in */
 	char why[160] = "";
@@ -853,7 +877,7 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 		snprintf(err, errlen, "tls_cert and tls_key go together");
 		return NULL;
 	}
-	if (o->transport > ING_TRANSPORT_GRPC ||
+	if (o->transport > ING_TRANSPORT_GRPC || o->rdma_mode > ING_RDMA_MODE_WRITE ||
 	    (o->recycle_on != ING_ACK_NONE && o->recycle_on != ING_ACK_RECEIVED &&
 	     o->recycle_on != ING_ACK_DURABLE)) {
 		snprintf(err, errlen, "bad options (transport %d, recycle_on %d)", o->transport,
@@ -906,6 +930,8 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 			goto fail;
 		}
 	}
+	if (offer_rdma && p->o.rdma_mode == ING_RDMA_MODE_WRITE)
+		offer[noffer++] = H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
 	if (offer_rdma)
 		offer[noffer++] = H3000__TRANSPORT__TRANSPORT_RDMA_READ;
 	if (p->o.transport != ING_TRANSPORT_RDMA)
@@ -932,16 +958,21 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	if (negotiate(p, offer, noffer, &r, err, errlen))
 		goto fail;
 
-	if (r->transport == H3000__TRANSPORT__TRANSPORT_RDMA_READ && offer_rdma) {
+	if ((r->transport == H3000__TRANSPORT__TRANSPORT_RDMA_READ ||
+	     (r->transport == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE &&
+	      p->o.rdma_mode == ING_RDMA_MODE_WRITE)) && offer_rdma) {
 		apply_reply(p, r);
 		p->xport = rdma;
+		p->push = r->transport == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
+		p->push_mw = r->pushmemorywindow;
 		char rerr[160] = "";
 		int rc = rdma->start ? rdma->start(p, rerr, sizeof(rerr)) : 0;
 		if (rc == 0) {
-			snprintf(p->note, sizeof(p->note), "RDMA_READ negotiated, ingest node at %s:%u%s%s",
-				 p->rdma_addr, p->rdma_port, r->message && *r->message ? " - " : "",
-				 r->message ? r->message : "");
+			snprintf(p->note, sizeof(p->note), "%s negotiated, ingest node at %s:%u%s%s",
+				 transport_name(r->transport), p->rdma_addr, p->rdma_port,
+				 r->message && *r->message ? " - " : "", r->message ? r->message : "");
 		} else {
+			p->push = false;
 			if (rdma->stop)
 				rdma->stop(p);
 			p->xport = &grpc_xport;

@@ -49,6 +49,7 @@
 struct ing_grpc_chan;
 struct ing_grpc_ccall;
 struct ing_producer;
+struct wire_ack;
 
 #define PRODUCER_DEFAULT_CONNECT_MS 5000
 #define PRODUCER_DEFAULT_FRAME_TIMEOUT_MS 60000
@@ -129,6 +130,8 @@ struct producer_xport {
 	int (*poll)(struct ing_producer *p);
 	/* Tear down (tolerant of a half-built start). */
 	void (*stop)(struct ing_producer *p);
+	/* Push: the node granted frame f a slot (Ack stage GRANTED). NULL: not a push transport. */
+	void (*grant)(struct ing_producer *p, struct pframe *f, const struct wire_ack *w);
 };
 
 extern const struct producer_xport grpc_xport;
@@ -164,6 +167,8 @@ struct ing_producer {
 	uint32_t version;
 	char rdma_addr[64];
 	uint32_t rdma_port;
+	bool push;                      /* TRANSPORT_RDMA_WRITE negotiated */
+	bool push_mw;                   /* the node's grants are memory windows */
 	char note[256];                 /* why this transport */
 
 	/* in flight: credits slots, id -> slot by open addressing (linear probe, backward shift) */
@@ -205,6 +210,9 @@ struct pframe *producer_sendq_head(struct ing_producer *p);
 void producer_sendq_pop(struct ing_producer *p);
 /* A transport reference on a frame's bytes dropped (e.g. a zero-copy body was written). */
 void producer_frame_unref(struct ing_producer *p, struct pframe *f);
+/* Fail one frame locally (its final ack: code, msg); the others go on. */
+void producer_frame_fail(struct ing_producer *p, struct pframe *f, int code, int retryable,
+			 const char *msg);
 /* Mark the connection broken: pending frames fail with code/msg, submit returns -EPIPE. */
 void producer_set_broken(struct ing_producer *p, int err, const char *msg);
 
@@ -243,6 +251,9 @@ struct wire_ack {
 	uint64_t stage_ns[ING_NODE_STAGES];  /* Ack.stage*Ns (11..16) */
 	bool ok, retryable, duplicate;
 	uint32_t stage, code, crc32c;
+	/* stage GRANTED (push): Ack.grant* (20..24) */
+	uint32_t grant_id, grant_rkey, grant_qp;
+	uint64_t grant_addr, grant_length;
 	char msg[512];
 };
 int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a);

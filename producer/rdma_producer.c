@@ -15,6 +15,15 @@
  * it keeps the session's other frames parked; we reconnect with the same session id (same
  * PD, same MR, same rkey) and the node re-reads them. Bounded: a few attempts, each within
  * connect_timeout_ms.
+ *
+ * Push (TRANSPORT_RDMA_WRITE negotiated, opts.rdma_mode WRITE; docs/PUSH.md): FrameMeta
+ * carries no addr/rkey; the node answers Ack{GRANTED, grantId, grantAddr, grantRkey,
+ * grantLength, grantQpNum} and we post one IBV_WR_RDMA_WRITE_WITH_IMM (immediate =
+ * grantId) of the whole frame; the frame's bytes are referenced (busy_refs) until its
+ * completion. A write that fails with an access/length error fails that frame only; then
+ * (our QP is in ERROR) we reconnect, and the node grants the other frames again on the
+ * new QP. A grant for another QP than the current one is void (it was issued before a
+ * reconnect): it is ignored, a new grant follows.
  */
 #include "producer/producer_internal.h"
 
@@ -48,9 +57,19 @@ struct rprod {
 	struct ibv_cq *cq;
 	unsigned reconnects;
 	bool connected;
+	/* push */
+	uint32_t remote_qpn;       /* the node's QP of the current connection */
+	unsigned writes_out;       /* WRITEs posted, not completed */
+	uint32_t *slot_grant;      /* per in-flight slot: grant id of its outstanding WRITE */
+	bool need_reconnect;       /* a WRITE failed: the QP is in ERROR */
+	uint64_t grants, grants_void, writes_failed;
 	/* TEST HOOKS (see test_hooks_load): the frame with this id is announced with a wrong
-	 * rkey / an address range crossing the MR's end. "": off (always, in production). */
+	 * rkey / an address range crossing the MR's end. "": off (always, in production).
+	 * Push: the frame is written with a wrong immediate / one byte short / across the
+	 * grant's end. */
 	char fault_bad_rkey[ING_ID_MAX + 1], fault_beyond_mr[ING_ID_MAX + 1];
+	char fault_push_stale[ING_ID_MAX + 1], fault_push_short[ING_ID_MAX + 1];
+	char fault_push_outside[ING_ID_MAX + 1];
 	char dev[IBV_SYSFS_NAME_MAX];
 };
 
@@ -189,16 +208,19 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 			return -ENOMEM;
 		}
 		/* the whole pool, once: every frame's rkey is this MR's */
+		/* pull: the node READs it; push: only we touch it (the node is written to) */
 		r->mr = ibv_reg_mr(r->pd, p->pool.base, p->pool.len,
-				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+				   IBV_ACCESS_LOCAL_WRITE | (p->push ? 0 : IBV_ACCESS_REMOTE_READ));
 		if (!r->mr) {
 			snprintf(err, errlen, "ibv_reg_mr(frame pool, %zu bytes): %s (ulimit -l?)",
 				 p->pool.len, strerror(errno));
 			return -errno ? -errno : -ENOMEM;
 		}
 	}
-	/* The QP only answers READs: no WRs of its own, a minimal CQ. */
-	r->cq = ibv_create_cq(r->ctx, 2, NULL, NULL, 0);
+	/* Pull: the QP only answers READs, no WRs of its own, a minimal CQ. Push: one WRITE
+	 * per frame in flight. */
+	unsigned sq = p->push ? p->credits + 1 : 1;
+	r->cq = ibv_create_cq(r->ctx, (int)sq + 1, NULL, NULL, 0);
 	if (!r->cq) {
 		snprintf(err, errlen, "ibv_create_cq: %s", strerror(errno));
 		return -ENOMEM;
@@ -206,7 +228,7 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 	struct ibv_qp_init_attr qa = {
 		.send_cq = r->cq,
 		.recv_cq = r->cq,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = sq, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC,
 	};
 	if (rdma_create_qp(r->id, r->pd, &qa)) {
@@ -234,6 +256,17 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 	if ((rc = expect(r, tmo + 1000, RDMA_CM_EVENT_ESTABLISHED, "connect", err, errlen)))
 		return rc;
 	r->connected = true;
+	r->need_reconnect = false;
+	r->writes_out = 0;
+	if (p->push) {
+		struct ibv_qp_attr qa2;
+		struct ibv_qp_init_attr qi;
+		if (ibv_query_qp(r->id->qp, &qa2, IBV_QP_DEST_QPN, &qi)) {
+			snprintf(err, errlen, "ibv_query_qp: %s", strerror(errno));
+			return -EIO;
+		}
+		r->remote_qpn = qa2.dest_qp_num;
+	}
 	return 0;
 }
 
@@ -280,6 +313,10 @@ static void rdma_stop(struct ing_producer *p)
 		ibv_dealloc_pd(r->pd);
 	if (r->ech)
 		rdma_destroy_event_channel(r->ech);
+	if (r->grants)
+		ING_INFO(COMP, "session %" PRIu64 ": push: %" PRIu64 " grants, %" PRIu64 " void (older QP), %" PRIu64 " writes failed",
+			 p->session_id, r->grants, r->grants_void, r->writes_failed);
+	free(r->slot_grant);
 	free(r);
 	p->xport_priv = NULL;
 }
@@ -301,6 +338,9 @@ static void rdma_stop(struct ing_producer *p)
  */
 #define TEST_HOOK_BAD_RKEY "ING_TEST_FAULT_RDMA_BAD_RKEY"
 #define TEST_HOOK_BEYOND_MR "ING_TEST_FAULT_RDMA_BEYOND_MR"
+#define TEST_HOOK_PUSH_STALE "ING_TEST_FAULT_PUSH_STALE_GRANT"     /* immediate names no grant */
+#define TEST_HOOK_PUSH_SHORT "ING_TEST_FAULT_PUSH_SHORT_WRITE"     /* one byte less than granted */
+#define TEST_HOOK_PUSH_OUTSIDE "ING_TEST_FAULT_PUSH_OUTSIDE_GRANT" /* starts mid-grant, runs past it */
 
 static void test_hook_id(const char *name, char *out, size_t cap)
 {
@@ -326,6 +366,16 @@ static void test_hooks_load(struct ing_producer *p, struct rprod *r)
 				old[i] + 4);
 	test_hook_id(TEST_HOOK_BAD_RKEY, r->fault_bad_rkey, sizeof(r->fault_bad_rkey));
 	test_hook_id(TEST_HOOK_BEYOND_MR, r->fault_beyond_mr, sizeof(r->fault_beyond_mr));
+	test_hook_id(TEST_HOOK_PUSH_STALE, r->fault_push_stale, sizeof(r->fault_push_stale));
+	test_hook_id(TEST_HOOK_PUSH_SHORT, r->fault_push_short, sizeof(r->fault_push_short));
+	test_hook_id(TEST_HOOK_PUSH_OUTSIDE, r->fault_push_outside, sizeof(r->fault_push_outside));
+	const char *push_hooks[][2] = { { TEST_HOOK_PUSH_STALE, r->fault_push_stale },
+					{ TEST_HOOK_PUSH_SHORT, r->fault_push_short },
+					{ TEST_HOOK_PUSH_OUTSIDE, r->fault_push_outside } };
+	for (unsigned i = 0; i < 3; i++)
+		if (push_hooks[i][1][0])
+			ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%s: session %" PRIu64 " will write that frame wrongly (fault injection, not for production)",
+				push_hooks[i][0], push_hooks[i][1], p->session_id);
 	if (r->fault_bad_rkey[0])
 		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%s: session %" PRIu64 " will announce that frame with a wrong rkey (fault injection, not for production)",
 			TEST_HOOK_BAD_RKEY, r->fault_bad_rkey, p->session_id);
@@ -348,6 +398,13 @@ static int rdma_start(struct ing_producer *p, char *err, size_t errlen)
 	if (!p->rdma_addr[0] || !p->rdma_port) {
 		snprintf(err, errlen, "the ingest node announced no rdma_cm address");
 		return -EINVAL;
+	}
+	if (p->push) {
+		r->slot_grant = calloc(p->credits ? p->credits : 1, sizeof(*r->slot_grant));
+		if (!r->slot_grant) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
 	}
 	r->ech = rdma_create_event_channel();
 	if (!r->ech) {
@@ -396,6 +453,8 @@ static int rdma_pump(struct ing_producer *p)
 		}
 		uint64_t addr = (uint64_t)(uintptr_t)f->data;
 		uint32_t rkey = r->mr->rkey;
+		if (p->push)   /* push: the node grants a slot; nothing of ours is remote-readable */
+			addr = rkey = 0;
 #ifdef ING_TEST_HOOKS
 		if (r->fault_bad_rkey[0] && strcmp(f->id, r->fault_bad_rkey) == 0) {
 			rkey ^= 0x00a5a500u;
@@ -422,12 +481,167 @@ static int rdma_pump(struct ing_producer *p)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- push */
+
+/* Push: the node granted frame f a slot: one RDMA WRITE WITH IMM of the whole frame. */
+static void rdma_grant(struct ing_producer *p, struct pframe *f, const struct wire_ack *w)
+{
+	struct rprod *r = p->xport_priv;
+	uint32_t slot = producer_frame_slot(p, f);
+	char msg[200];
+
+	r->grants++;
+	if (!r->connected || !r->id || w->grant_qp != r->remote_qpn) {
+		r->grants_void++;
+		ING_LOG_RL(ING_LOG_DEBUG, COMP, "session %" PRIu64 ": grant %u for frame %s names qp 0x%x, ours is 0x%x: void (a new grant follows)",
+			   p->session_id, w->grant_id, f->id, w->grant_qp, r->remote_qpn);
+		return;
+	}
+	if (f->node_failed || f->done)
+		return;
+	if (r->slot_grant[slot]) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "session %" PRIu64 ": second grant for frame %s while its write is in flight: ignored",
+			   p->session_id, f->id);
+		return;
+	}
+	if (w->grant_length != f->len || !w->grant_id) {
+		snprintf(msg, sizeof(msg), "the ingest node granted %" PRIu64 " bytes (grant %u) for a frame of %" PRIu64,
+			 w->grant_length, w->grant_id, f->len);
+		producer_frame_fail(p, f, ING_ERR_INTERNAL, 0, msg);
+		return;
+	}
+	uint64_t raddr = w->grant_addr;
+	uint32_t len = (uint32_t)f->len, imm = w->grant_id;
+#ifdef ING_TEST_HOOKS
+	if (r->fault_push_stale[0] && !strcmp(f->id, r->fault_push_stale)) {
+		imm ^= 0x40000000u;
+		ING_WARN(COMP, "TEST HOOK: frame %s written with a stale grant id", f->id);
+	}
+	if (r->fault_push_short[0] && !strcmp(f->id, r->fault_push_short) && len > 1) {
+		len -= 1;
+		ING_WARN(COMP, "TEST HOOK: frame %s written one byte short of its grant", f->id);
+	}
+	if (r->fault_push_outside[0] && !strcmp(f->id, r->fault_push_outside)) {
+		raddr += (len + 1) / 2;
+		ING_WARN(COMP, "TEST HOOK: frame %s written across the end of its grant", f->id);
+	}
+#endif
+	struct ibv_sge sge = { .addr = (uintptr_t)f->data, .length = len, .lkey = r->mr->lkey };
+	struct ibv_send_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = ((uint64_t)slot << 32) | w->grant_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htobe32(imm);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = w->grant_rkey;
+	int rc = ibv_post_send(r->id->qp, &wr, &bad);
+	if (rc) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "session %" PRIu64 " frame %s: ibv_post_send(RDMA WRITE WITH IMM): %s",
+			   p->session_id, f->id, strerror(rc));
+		snprintf(msg, sizeof(msg), "posting the RDMA WRITE failed: %s", strerror(rc));
+		producer_frame_fail(p, f, ING_ERR_TRANSFER, 1, msg);
+		return;
+	}
+	r->slot_grant[slot] = w->grant_id;
+	r->writes_out++;
+	f->busy_refs++;
+	f->sent = f->len;
+}
+
+/* Completions of our WRITEs. A frame's own error (access, length) fails that frame; any
+ * error means the QP is in ERROR: reconnect once the rest flushed. */
+static void push_poll_cq(struct ing_producer *p, struct rprod *r)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	while (r->cq && (n = ibv_poll_cq(r->cq, 16, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			uint32_t slot = (uint32_t)(wc[i].wr_id >> 32), gid = (uint32_t)wc[i].wr_id;
+			if (r->writes_out)
+				r->writes_out--;
+			if (wc[i].status != IBV_WC_SUCCESS)
+				r->need_reconnect = true;
+			if (slot >= p->credits || r->slot_grant[slot] != gid)
+				continue;
+			struct pframe *f = &p->frames[slot];
+			r->slot_grant[slot] = 0;
+			if (wc[i].status != IBV_WC_SUCCESS && wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+				char msg[200];
+				r->writes_failed++;
+				ING_LOG_RL(ING_LOG_WARN, COMP, "session %" PRIu64 " frame %s: RDMA WRITE failed: %s (vendor_err 0x%x); failing this frame, reconnecting for the others",
+					   p->session_id, f->id, ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+				snprintf(msg, sizeof(msg), "RDMA WRITE into grant %u failed: %s", gid,
+					 ibv_wc_status_str(wc[i].status));
+				producer_frame_fail(p, f, ING_ERR_TRANSFER, 0, msg);
+			}
+			producer_frame_unref(p, f);
+		}
+	}
+}
+
+/* Before the QP goes: wait (bounded) for the flushes of our WRITEs, then let go of any
+ * frame whose completion never came (the node grants it again on the next QP). */
+static void push_forget_writes(struct ing_producer *p, struct rprod *r)
+{
+	uint64_t end = ing_now_ns() + 1000000000ull;
+
+	if (!p->push || !r->slot_grant)
+		return;
+	while (r->writes_out && ing_now_ns() < end) {
+		push_poll_cq(p, r);
+		if (r->writes_out)
+			poll(NULL, 0, 1);
+	}
+	for (unsigned s = 0; s < p->credits; s++) {
+		if (!r->slot_grant[s])
+			continue;
+		r->slot_grant[s] = 0;
+		producer_frame_unref(p, &p->frames[s]);
+	}
+	r->writes_out = 0;
+}
+
+/* Drop the connection and make a new one with the same session (bounded attempts). */
+static int reconnect(struct ing_producer *p, struct rprod *r, const char *why)
+{
+	char err[160] = "";
+
+	ING_WARN(COMP, "session %" PRIu64 ": %s; reconnecting", p->session_id, why);
+	push_forget_writes(p, r);
+	conn_drop(r);
+	if (++r->reconnects > RECONNECT_MAX) {
+		ING_ERR(COMP, "session %" PRIu64 ": %u RDMA reconnects: giving up", p->session_id,
+			r->reconnects - 1);
+		return -ENOTCONN;
+	}
+	int rc = conn_make(p, r, err, sizeof(err));
+	if (rc) {
+		ING_ERR(COMP, "session %" PRIu64 ": RDMA reconnect failed: %s", p->session_id, err);
+		conn_drop(r);
+		return rc;
+	}
+	ING_INFO(COMP, "session %" PRIu64 ": RDMA reconnected (qp 0x%x)", p->session_id,
+		 r->id->qp->qp_num);
+	return 0;
+}
+
 static int rdma_poll(struct ing_producer *p)
 {
 	struct rprod *r = p->xport_priv;
 
 	if (!r || !r->ech)
 		return 0;
+	if (p->push) {
+		push_poll_cq(p, r);
+		if (r->need_reconnect && r->connected) {
+			/* our QP is in ERROR: tell the node (it parks the grants) and start over */
+			return reconnect(p, r, "an RDMA WRITE failed, the QP is in error");
+		}
+	}
 	for (int k = 0; k < 16; k++) {
 		struct rdma_cm_event *ev;
 		if (rdma_get_cm_event(r->ech, &ev)) {
@@ -443,25 +657,11 @@ static int rdma_poll(struct ing_producer *p)
 		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_CONNECT_ERROR:
 		case RDMA_CM_EVENT_UNREACHABLE: {
-			char err[160] = "";
-			ING_WARN(COMP, "session %" PRIu64 ": RDMA connection closed by the ingest node (%s, status %d); reconnecting",
-				 p->session_id, rdma_event_str(t), st);
+			char why[96];
+			snprintf(why, sizeof(why), "RDMA connection closed by the ingest node (%s, status %d)",
+				 rdma_event_str(t), st);
 			r->connected = false;
-			conn_drop(r);
-			if (++r->reconnects > RECONNECT_MAX) {
-				ING_ERR(COMP, "session %" PRIu64 ": %u RDMA reconnects: giving up",
-					p->session_id, r->reconnects - 1);
-				return -ENOTCONN;
-			}
-			int rc = conn_make(p, r, err, sizeof(err));
-			if (rc) {
-				ING_ERR(COMP, "session %" PRIu64 ": RDMA reconnect failed: %s", p->session_id, err);
-				conn_drop(r);
-				return rc;
-			}
-			ING_INFO(COMP, "session %" PRIu64 ": RDMA reconnected (qp 0x%x)", p->session_id,
-				 r->id->qp->qp_num);
-			return 0; /* events of the old id are gone with it */
+			return reconnect(p, r, why); /* events of the old id are gone with it */
 		}
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
 			ING_ERR(COMP, "session %" PRIu64 ": RDMA device %s removed", p->session_id, r->dev);
@@ -487,4 +687,5 @@ const struct producer_xport rdma_xport = {
 	.pump = rdma_pump,
 	.poll = rdma_poll,
 	.stop = rdma_stop,
+	.grant = rdma_grant,
 };

@@ -56,6 +56,8 @@
 #define ING_RDMA_CQ_BURST 32
 #define ING_RDMA_POST_BURST 16              /* WRs chained per ibv_post_send */
 #define ING_RDMA_MAX_LCORES 16
+#define ING_RDMA_DEFAULT_GRANT_MS 30000     /* push: a grant not written in time fails */
+#define ING_RDMA_DEFAULT_RECV_DEPTH 64      /* push: receive WRs per QP (WRITE WITH IMM) */
 
 /* ---------------------------------------------------------------- verbs ops */
 
@@ -70,6 +72,8 @@ struct ing_rdma_ops {
 	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
 	int (*get_cq_event)(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_ctx);
 	void (*ack_cq_events)(struct ibv_cq *cq, unsigned n);
+	/* push only (never called on a lcore without ing_rdma_lcore_set_push) */
+	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 };
 extern const struct ing_rdma_ops ing_rdma_verbs_ops;
 
@@ -119,6 +123,8 @@ enum ing_rdma_note_kind {
 	ING_RDMA_NOTE_RECEIVED = 1,     /* every byte of the frame landed: send Ack RECEIVED */
 	ING_RDMA_NOTE_CONN_ERROR = 2,   /* a WR of qp_num failed: QP is in ERROR, disconnect it */
 	ING_RDMA_NOTE_CONN_RELEASED = 3,/* the lcore is done with qp_num: control may destroy it */
+	ING_RDMA_NOTE_GRANTED = 4,      /* push: the frame's slot is open for the producer's
+					 * WRITE: send Ack{GRANTED, grant_id, grant_rkey} */
 };
 struct ing_rdma_notice {
 	uint32_t kind;        /* enum ing_rdma_note_kind */
@@ -130,6 +136,8 @@ struct ing_rdma_notice {
 	uint64_t t_ns;        /* ing_now_ns() of the event (RECEIVED: t_received_ns) */
 	int32_t status;       /* CONN_ERROR: enum ibv_wc_status of the failing WR */
 	uint32_t lcore;
+	uint32_t grant_id;    /* GRANTED: the immediate the producer's write must carry */
+	uint32_t grant_rkey;  /* GRANTED: memory window (or pool MR) rkey */
 };
 
 /*
@@ -166,6 +174,8 @@ struct ing_rdma_lcore_opts {
 	unsigned park_ms;             /* default ING_RDMA_DEFAULT_PARK_MS */
 	unsigned drain_ms;            /* default ING_RDMA_DEFAULT_DRAIN_MS */
 	const struct ing_rdma_ops *ops; /* default &ing_rdma_verbs_ops */
+	unsigned grant_ms;            /* push: default ING_RDMA_DEFAULT_GRANT_MS */
+	unsigned recv_depth;          /* push: default ING_RDMA_DEFAULT_RECV_DEPTH */
 };
 void ing_rdma_lcore_opts_init(struct ing_rdma_lcore_opts *o);
 
@@ -178,6 +188,7 @@ struct ing_rdma_lcore_stats {
 	uint64_t polls, idle_polls, busy_ns;
 	uint64_t arms, sleeps, wake_cq, wake_job, wake_cmd, wake_timeout;
 	uint64_t conns_attached, conns_released;
+	uint64_t push_grants, push_frames_ok, push_grant_errors, push_recvs, push_mw_replaced;
 } __attribute__((aligned(64)));
 
 struct ing_rdma_lcore;
@@ -193,6 +204,17 @@ struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o
 /* After the lcore stopped (or never ran). Frames still held are failed through io->fail
  * (ING_E_SHUTTING_DOWN) first. Tolerant of NULL. Does not destroy the CQ. */
 void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc);
+
+/*
+ * Enable RDMA WRITE push on this lcore (control thread, before the lcore runs). mrs[c]:
+ * the pool MR of class c (registered with IBV_ACCESS_MW_BIND in MW mode, with
+ * IBV_ACCESS_REMOTE_WRITE in MR mode). nmw > 0: MW mode, nmw type-2 memory windows are
+ * allocated in pd (one per grant in flight: the pool's slot count is enough); 0: MR mode
+ * (grants carry the pool MR's rkey). Every QP attached afterwards gets recv_depth receive
+ * WRs for the producers' WRITE WITH IMM. 0 or -errno (logged).
+ */
+int ing_rdma_lcore_set_push(struct ing_rdma_lcore *lc, struct ibv_pd *pd,
+			    struct ibv_mr *const *mrs, unsigned nmr, unsigned nmw);
 
 /* Control thread -> lcore commands (SP/SC ring + doorbell). 0 or -ENOBUFS. */
 int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint32_t qp_num,
@@ -232,7 +254,22 @@ struct ing_rdma_cbs {
 	void (*received)(void *arg, const struct ing_rdma_notice *n);
 	/* The RDMA device went away (DEVICE_REMOVAL): stop offering RDMA. */
 	void (*device_lost)(void *arg, const char *why);
+	/* push: the frame's slot is granted (n->grant_id, n->grant_rkey). May be NULL. */
+	void (*granted)(void *arg, const struct ing_rdma_notice *n);
 };
+
+/* RDMA WRITE push (ingestd --rdma-write). */
+enum ing_rdma_push {
+	ING_RDMA_PUSH_AUTO = 0,  /* memory windows when the device has type 2, else the pool MR */
+	ING_RDMA_PUSH_MW = 1,    /* memory windows or no push */
+	ING_RDMA_PUSH_MR = 2,    /* the pool MR's rkey for every grant (no per-grant bound) */
+	ING_RDMA_PUSH_OFF = 3,
+};
+/* "auto" | "mw" | "mr" | "off". 0 or -EINVAL. */
+int ing_rdma_parse_push(const char *s, enum ing_rdma_push *m);
+/* Whether the device supports type-2 memory windows (IBV_DEVICE_MEM_WINDOW_TYPE_2B, via
+ * ibv_query_device_ex). */
+bool ing_rdma_device_has_mw2(struct ibv_context *ctx);
 
 struct ing_rdma_opts {
 	const char *addr;             /* listen IPv4/IPv6 of an RDMA netdev; NULL: first
@@ -247,6 +284,7 @@ struct ing_rdma_opts {
 	unsigned sq_depth;
 	unsigned cq_size;
 	unsigned job_ring_size;       /* per lcore, default ING_DEFAULT_RING_SIZE */
+	enum ing_rdma_push push;      /* default ING_RDMA_PUSH_AUTO */
 	struct ing_rdma_lcore_opts lcore; /* template for every poller */
 };
 void ing_rdma_opts_init(struct ing_rdma_opts *o);
@@ -287,6 +325,8 @@ const char *ing_rdma_device(const struct ing_rdma *r);
  * (retry later: the frame is still the caller's). Control thread.
  */
 int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f);
+/* Push (RDMA WRITE) offered: 0 none, 1 with memory windows, 2 with the pool MR. */
+int ing_rdma_push_mode(const struct ing_rdma *r);
 /* Whether session_id has an established RDMA connection. */
 bool ing_rdma_session_connected(const struct ing_rdma *r, uint64_t session_id);
 struct ing_rdma_stats {
@@ -294,6 +334,7 @@ struct ing_rdma_stats {
 	uint64_t reads_posted, bytes_read, frames_ok, frames_failed, wc_errors;
 	uint64_t busy_ns, polls, idle_polls, sleeps;
 	uint64_t completions;         /* CQEs polled (success, error, flush) */
+	uint64_t push_grants, push_frames_ok, push_grant_errors;
 };
 void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s);
 /* Pollers of the engine, and poller i's counters and EAL lcore id (/metrics per lcore).

@@ -86,6 +86,7 @@ struct ing_rdma {
 	struct ibv_mr *mrs[ING_POOL_MAX_CLASSES];
 	uint32_t lkeys[ING_POOL_MAX_CLASSES];
 	unsigned nmr;
+	int push_mode;     /* 0 off, 1 memory windows, 2 pool MR (ing_rdma_push_mode) */
 	int note_efd;
 	bool device_lost;
 	char addr[INET6_ADDRSTRLEN];
@@ -282,7 +283,10 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 	struct ibv_qp_init_attr qa = {
 		.send_cq = el->cq,
 		.recv_cq = el->cq,
-		.cap = { .max_send_wr = r->o.sq_depth, .max_recv_wr = 1, .max_send_sge = 1,
+		.cap = { .max_send_wr = r->o.sq_depth,
+			 .max_recv_wr = !r->push_mode ? 1 : r->o.lcore.recv_depth ? r->o.lcore.recv_depth
+								    : ING_RDMA_DEFAULT_RECV_DEPTH,
+			 .max_send_sge = 1,
 			 .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 0,
@@ -519,6 +523,10 @@ static int note_drain(struct ing_rdma *r)
 					if (r->cbs.received)
 						r->cbs.received(r->cbs.arg, &n[j]);
 					break;
+				case ING_RDMA_NOTE_GRANTED:
+					if (r->cbs.granted)
+						r->cbs.granted(r->cbs.arg, &n[j]);
+					break;
 				case ING_RDMA_NOTE_CONN_ERROR:
 					r->st.conn_errors++;
 					c = conn_by_qp(r, n[j].qp_num);
@@ -718,6 +726,36 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 		snprintf(why, whylen, "ibv_alloc_pd(%s) failed", r->devname);
 		goto fail;
 	}
+	/*
+	 * Push (RDMA WRITE): with type-2 memory windows every grant opens exactly its slot, so
+	 * the pool MR only gets MW_BIND; without them the pool MR itself takes remote writes
+	 * (any connected producer of a push session can write anywhere in the pool: ingest-doctor
+	 * warns). --rdma-write decides.
+	 */
+	bool mw2 = ing_rdma_device_has_mw2(r->ctx);
+	int access = IBV_ACCESS_LOCAL_WRITE;
+	switch (o->push) {
+	case ING_RDMA_PUSH_AUTO:
+		r->push_mode = mw2 ? 1 : 2;
+		break;
+	case ING_RDMA_PUSH_MW:
+		r->push_mode = mw2 ? 1 : 0;
+		break;
+	case ING_RDMA_PUSH_MR:
+		r->push_mode = 2;
+		break;
+	default:
+		r->push_mode = 0;
+		break;
+	}
+	if (r->push_mode == 1)
+		access |= IBV_ACCESS_MW_BIND;
+	else if (r->push_mode == 2)
+		access |= IBV_ACCESS_REMOTE_WRITE;
+	if (o->push != ING_RDMA_PUSH_OFF && !mw2)
+		ING_WARN(COMP, "device %s has no type-2 memory windows: %s", r->devname,
+			 r->push_mode ? "RDMA WRITE push grants carry the pool MR's rkey (writes are not bounded to the granted slot)"
+				      : "RDMA WRITE push is off (--rdma-write mw)");
 	/* the pool's regions, once per PD: slots are addressed by lkey of their class */
 	r->nmr = ing_pool_nclasses(pool);
 	for (unsigned c = 0; c < r->nmr; c++) {
@@ -727,7 +765,7 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 			snprintf(why, whylen, "pool region %u missing", c);
 			goto fail;
 		}
-		r->mrs[c] = ibv_reg_mr(r->pd, base, len, IBV_ACCESS_LOCAL_WRITE);
+		r->mrs[c] = ibv_reg_mr(r->pd, base, len, access);
 		if (!r->mrs[c]) {
 			snprintf(why, whylen, "ibv_reg_mr(pool class %u, %zu bytes): %s (memlock limit?)", c,
 				 len, strerror(errno));
@@ -788,6 +826,14 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 			snprintf(why, whylen, "lcore poller %u", el->lcore_id);
 			goto fail;
 		}
+		/* one window per pool slot: a grant holds a slot, so they never run out */
+		if (r->push_mode &&
+		    ing_rdma_lcore_set_push(el->lc, r->pd, r->mrs, r->nmr,
+					    r->push_mode == 1 ? ing_pool_total(pool) : 0)) {
+			snprintf(why, whylen, "RDMA WRITE push set-up on lcore %u failed (--rdma-write off to run without it)",
+				 el->lcore_id);
+			goto fail;
+		}
 	}
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -797,9 +843,10 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 		snprintf(why, whylen, "epoll/timerfd: %s", strerror(errno));
 		goto fail;
 	}
-	ING_INFO(COMP, "RDMA listener on %s:%u (device %s, max_qp_rd_atom %d, max_qp_init_rd_atom %d, max_msg_sz %u, %u pool region(s) registered, %u poller(s))",
+	ING_INFO(COMP, "RDMA listener on %s:%u (device %s, max_qp_rd_atom %d, max_qp_init_rd_atom %d, max_msg_sz %u, %u pool region(s) registered, %u poller(s), push %s)",
 		 r->addr, r->port, r->devname, r->dattr.max_qp_rd_atom, r->dattr.max_qp_init_rd_atom,
-		 r->max_msg_sz, r->nmr, r->nl);
+		 r->max_msg_sz, r->nmr, r->nl,
+		 r->push_mode == 1 ? "memory windows" : r->push_mode == 2 ? "pool MR" : "off");
 	return r;
 fail:
 	ING_WARN(COMP, "RDMA not available: %s", why);
@@ -1001,5 +1048,13 @@ void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s)
 		s->idle_polls += ls.idle_polls;
 		s->sleeps += ls.sleeps;
 		s->completions += ls.completions;
+		s->push_grants += ls.push_grants;
+		s->push_frames_ok += ls.push_frames_ok;
+		s->push_grant_errors += ls.push_grant_errors;
 	}
+}
+
+int ing_rdma_push_mode(const struct ing_rdma *r)
+{
+	return r && !r->device_lost ? r->push_mode : 0;
 }

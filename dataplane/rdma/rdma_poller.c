@@ -128,6 +128,34 @@ enum conn_state {
 
 #define REC_LAST 1u
 #define REC_SIGNALED 2u
+#define REC_BIND 4u     /* push: the memory window bind of a grant */
+#define REC_INV 8u      /* push: the invalidation that ends a grant (also REC_LAST) */
+
+/*
+ * RDMA WRITE push (docs/PUSH.md). A push frame sits in its connection's FIFO like a READ
+ * job, but instead of READs the lcore posts one IBV_WR_BIND_MW (a type-2 memory window
+ * over exactly [buf, buf+length), remote write) and, when that completes, tells control
+ * GRANTED (grant id + rkey). The producer writes with IMM = grant id; the receive
+ * completion (IBV_WC_RECV_RDMA_WITH_IMM) on this lcore's CQ names the grant; byte_len must
+ * be the frame's length. Then IBV_WR_LOCAL_INV ends remote access, and only its
+ * completion hands the frame on (persistence checks the crc32c). MR mode (no type-2 MWs):
+ * no bind/invalidate, the grant carries the pool MR's rkey. Receive WRs carry no SGE
+ * (a WRITE WITH IMM consumes one and writes no data into it); wr_id = connection | 1.
+ * Remote access never outlives the grant: on a dead QP the lcore deallocates the bound
+ * windows (ibv_dealloc_mw, error path only) and allocates fresh ones.
+ */
+enum push_state {
+	PS_NEW = 0,     /* needs a grant (bind) */
+	PS_BINDING,     /* bind WR posted */
+	PS_GRANTED,     /* announced; waiting for the producer's WRITE WITH IMM */
+	PS_INV_WAIT,    /* grant over (written, or expired): invalidate when the window has room */
+	PS_INV,         /* invalidate posted: its completion ends the frame */
+};
+
+struct push_mw {
+	struct ibv_mw *mw;
+	uint32_t rkey;  /* current key of the window (ibv_inc_rkey per bind) */
+};
 #define REC_CAP 256u  /* records per connection: the window can never exceed this */
 
 struct rdma_conn;
@@ -156,6 +184,8 @@ struct rdma_conn {
 	uint64_t post_off;        /* next byte of fifo[post_idx] */
 	struct ing_frame **fifo;
 	uint64_t deadline_ns;     /* DRAINING: give up on flushes; PARKED: give up on reconnect */
+	unsigned recvs;           /* push: receive WRs posted on the current QP */
+	unsigned inv_wait;        /* push: frames in PS_INV_WAIT */
 };
 
 enum { OB_DELIVER = 0, OB_FAIL = 1 };
@@ -190,6 +220,16 @@ struct ing_rdma_lcore {
 	uint64_t next_timer_ns;   /* earliest conn deadline, 0: none */
 	struct rdma_rec *rec_mem;
 	struct ing_frame **fifo_mem;
+	/* push (ing_rdma_lcore_set_push) */
+	bool push;
+	struct ibv_pd *pd;
+	struct ibv_mr *mrs[ING_POOL_MAX_CLASSES];
+	unsigned nmr;
+	struct push_mw *mws;      /* all windows (MW mode) */
+	unsigned nmw;
+	struct push_mw **mw_free; /* free stack */
+	unsigned nmw_free;
+	uint32_t next_grant;
 };
 
 void ing_rdma_lcore_opts_init(struct ing_rdma_lcore_opts *o)
@@ -205,6 +245,8 @@ void ing_rdma_lcore_opts_init(struct ing_rdma_lcore_opts *o)
 	o->park_ms = ING_RDMA_DEFAULT_PARK_MS;
 	o->drain_ms = ING_RDMA_DEFAULT_DRAIN_MS;
 	o->ops = &ing_rdma_verbs_ops;
+	o->grant_ms = ING_RDMA_DEFAULT_GRANT_MS;
+	o->recv_depth = ING_RDMA_DEFAULT_RECV_DEPTH;
 }
 
 static inline void held_add(struct ing_rdma_lcore *lc, int d)
@@ -236,6 +278,8 @@ static void notice(struct ing_rdma_lcore *lc, uint32_t kind, const struct rdma_c
 		n.cookie = f->cookie;
 		n.length = f->length;
 		n.t_ns = f->t_received_ns;
+		n.grant_id = f->grant_id;
+		n.grant_rkey = f->grant_rkey;
 	} else {
 		n.t_ns = ing_now_ns();
 	}
@@ -390,8 +434,12 @@ static void conn_free(struct rdma_conn *c)
 }
 
 /* The QP is no longer used by this lcore: tell control, keep or drop the frames. */
+static void push_conn_reset(struct ing_rdma_lcore *lc, struct rdma_conn *c);
+
 static void conn_finish_drain(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 {
+	if (lc->push)
+		push_conn_reset(lc, c);
 	notice(lc, ING_RDMA_NOTE_CONN_RELEASED, c, NULL, 0);
 	STAT_ADD(lc, conns_released, 1);
 	c->gen++; /* any late completion of the old QP is now stale */
@@ -439,6 +487,301 @@ static void conn_fail_all(struct ing_rdma_lcore *lc, struct rdma_conn *c, int er
 		fail_frame(lc, f, err, retryable, "%s", why);
 	}
 	conn_reset_progress(c);
+}
+
+static void frame_done(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_frame *f);
+
+/* ---------------------------------------------------------------- push (RDMA WRITE) */
+
+/* Receive WRs for WRITE WITH IMM: no SGE, wr_id = connection | 1 (records are aligned). */
+static void push_post_recvs(struct ing_rdma_lcore *lc, struct rdma_conn *c, unsigned k)
+{
+	struct ibv_recv_wr wrs[16], *bad = NULL;
+
+	while (k) {
+		unsigned n = k < 16 ? k : 16;
+		memset(wrs, 0, n * sizeof(wrs[0]));
+		for (unsigned i = 0; i < n; i++) {
+			wrs[i].wr_id = (uintptr_t)c | 1u;
+			wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
+		}
+		int rc = lc->ops->post_recv(c->qp, wrs, &bad);
+		unsigned ok = rc ? ((bad >= wrs && bad < wrs + n) ? (unsigned)(bad - wrs) : 0) : n;
+		c->recvs += ok;
+		if (rc) {
+			STAT_ADD(lc, post_errors, 1);
+			ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x session %llu: ibv_post_recv failed: %s (%u of %u posted)",
+				   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
+				   strerror(rc), ok, n);
+			return;
+		}
+		k -= n;
+	}
+}
+
+static void push_mw_put(struct ing_rdma_lcore *lc, struct push_mw *m)
+{
+	lc->mw_free[lc->nmw_free++] = m;
+}
+
+/*
+ * A window that may still be bound (its QP died or its bind failed): deallocate it, which
+ * ends any remote access through it, and allocate a fresh one in its place. Error path
+ * only (two uverbs calls), never per frame on a healthy connection.
+ */
+static void push_mw_replace(struct ing_rdma_lcore *lc, struct push_mw *m)
+{
+	if (m->mw && ibv_dealloc_mw(m->mw))
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u: ibv_dealloc_mw failed", lc->o.lcore_id);
+	m->mw = ibv_alloc_mw(lc->pd, IBV_MW_TYPE_2);
+	STAT_ADD(lc, push_mw_replaced, 1);
+	if (!m->mw) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: ibv_alloc_mw failed: %s; one grant fewer can be in flight",
+			   lc->o.lcore_id, strerror(errno));
+		return;
+	}
+	m->rkey = m->mw->rkey;
+	push_mw_put(lc, m);
+}
+
+/* f gives its window back: unbound (after a completed invalidate) or maybe bound. */
+static void push_release_mw(struct ing_rdma_lcore *lc, struct ing_frame *f, bool maybe_bound)
+{
+	struct push_mw *m = f->grant_mw;
+
+	f->grant_mw = NULL;
+	if (!m)
+		return;
+	if (maybe_bound)
+		push_mw_replace(lc, m);
+	else
+		push_mw_put(lc, m);
+}
+
+static void __attribute__((format(printf, 4, 5)))
+push_set_fail(struct ing_frame *f, int err, bool retryable, const char *fmt, ...)
+{
+	va_list ap;
+
+	f->status = err;
+	f->retryable = retryable;
+	va_start(ap, fmt);
+	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
+	va_end(ap);
+}
+
+/* The slot is open for the producer: tell control (Ack GRANTED). */
+static void push_granted(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_frame *f)
+{
+	if (++lc->next_grant == 0)
+		lc->next_grant = 1;
+	f->grant_id = lc->next_grant;
+	f->push_state = PS_GRANTED;
+	f->grant_deadline_ns = ing_now_ns() + (uint64_t)lc->o.grant_ms * 1000000ull;
+	arm_timer(lc, f->grant_deadline_ns);
+	STAT_ADD(lc, push_grants, 1);
+	notice(lc, ING_RDMA_NOTE_GRANTED, c, f, 0);
+}
+
+/* Grant over and remote access ended: hand the frame on (f->status says how). */
+static void push_finish(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_frame *f)
+{
+	push_release_mw(lc, f, false);
+	f->grant_id = 0;
+	if (f->status == ING_E_NONE) {
+		frame_done(lc, c, f);
+		return;
+	}
+	fifo_remove(lc, c, f);
+	STAT_ADD(lc, frames_failed, 1);
+	handoff(lc, f, OB_FAIL);
+}
+
+/* Post the invalidate of f's window. 0; -ENOSPC (window full: retried from conn_post);
+ * -EIO (post failed: the connection is draining). */
+static int push_post_inv(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_frame *f)
+{
+	struct push_mw *m = f->grant_mw;
+	struct ibv_send_wr wr, *bad = NULL;
+
+	if (c->outstanding >= c->plan.limit)
+		return -ENOSPC;
+	struct rdma_rec *rec = &c->recs[c->rec_head & (REC_CAP - 1)];
+	rec->f = f;
+	rec->c = c;
+	rec->len = 0;
+	rec->gen = c->gen;
+	rec->flags = REC_LAST | REC_INV | REC_SIGNALED;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uintptr_t)rec;
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.invalidate_rkey = m->rkey;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	int rc = lc->ops->post_send(c->qp, &wr, &bad);
+	if (rc) {
+		STAT_ADD(lc, post_errors, 1);
+		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x session %llu frame %s: posting the invalidate failed: %s",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, f->frame_id,
+			   strerror(rc));
+		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, 0);
+		conn_enter_draining(lc, c, "post_send (invalidate) failed");
+		return -EIO;
+	}
+	c->rec_head++;
+	c->outstanding++;
+	c->unsig_run = 0;
+	f->push_state = PS_INV;
+	return 0;
+}
+
+/* The grant of f ends (written, wrong length or expired; f->status set): close the window,
+ * then finish. MR mode: nothing to close. */
+static void push_end(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_frame *f)
+{
+	if (!f->grant_mw) {
+		push_finish(lc, c, f);
+		return;
+	}
+	if (push_post_inv(lc, c, f) == -ENOSPC) {
+		f->push_state = PS_INV_WAIT;
+		c->inv_wait++;
+	}
+}
+
+/* Invalidates that waited for room in the send window. Returns WRs posted. */
+static unsigned push_post_waiting(struct ing_rdma_lcore *lc, struct rdma_conn *c)
+{
+	unsigned n = 0;
+
+	for (uint32_t i = c->f_head; i != c->f_tail && c->inv_wait; i++) {
+		struct ing_frame *f = c->fifo[i & lc->fmask];
+		if (!f->push || f->push_state != PS_INV_WAIT)
+			continue;
+		int rc = push_post_inv(lc, c, f);
+		if (rc)
+			break;
+		c->inv_wait--;
+		n++;
+	}
+	return n;
+}
+
+/* A WRITE WITH IMM (or a flushed receive) on connection c. */
+static void push_recv(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
+{
+	struct rdma_conn *c = (struct rdma_conn *)(uintptr_t)(wc->wr_id & ~(uint64_t)1);
+
+	if (c->state != CONN_ACTIVE || wc->qp_num != c->qp_num) {
+		STAT_ADD(lc, wc_flushed, 1);   /* a flushed receive of a QP already given up */
+		return;
+	}
+	if (c->recvs)
+		c->recvs--;
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (wc->status == IBV_WC_WR_FLUSH_ERR)
+			STAT_ADD(lc, wc_flushed, 1);
+		else
+			STAT_ADD(lc, wc_errors, 1);
+		ING_LOG_RL(wc->status == IBV_WC_WR_FLUSH_ERR ? ING_LOG_INFO : ING_LOG_WARN, COMP,
+			   "lcore %u qp 0x%x session %llu: receive completion %s (vendor_err 0x%x): the QP is in error (disconnected, or a write outside its grant); grants kept for a reconnect",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
+			   ibv_wc_status_str(wc->status), wc->vendor_err);
+		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, (int32_t)wc->status);
+		conn_enter_draining(lc, c, ibv_wc_status_str(wc->status));
+		return;
+	}
+	STAT_ADD(lc, push_recvs, 1);
+	push_post_recvs(lc, c, 1);
+	if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
+		STAT_ADD(lc, push_grant_errors, 1);
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu: a SEND (opcode %d) where only RDMA WRITE WITH IMM is expected: ignored",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, (int)wc->opcode);
+		return;
+	}
+	uint32_t gid = be32toh(wc->imm_data);
+	struct ing_frame *f = NULL;
+	for (uint32_t i = c->f_head; i != c->f_tail; i++) {
+		struct ing_frame *x = c->fifo[i & lc->fmask];
+		if (x->push && x->push_state == PS_GRANTED && x->grant_id == gid) {
+			f = x;
+			break;
+		}
+	}
+	if (!f) {
+		STAT_ADD(lc, push_grant_errors, 1);
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu: RDMA WRITE (%u bytes) names grant %u, which is not open on this connection (stale or unknown): ignored; the frame it wrote into fails when its grant expires",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, wc->byte_len, gid);
+		return;
+	}
+	if (wc->byte_len != f->length) {
+		STAT_ADD(lc, push_grant_errors, 1);
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %s: RDMA WRITE of %u bytes for a grant of %llu: failing this frame",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, f->frame_id,
+			   wc->byte_len, (unsigned long long)f->length);
+		push_set_fail(f, ING_E_INVALID_ARGUMENT, false,
+			      "RDMA WRITE of %u bytes for grant %u of %llu bytes", wc->byte_len, gid,
+			      (unsigned long long)f->length);
+	} else {
+		f->status = ING_E_NONE;
+		f->filled = f->length;
+		STAT_ADD(lc, push_frames_ok, 1);
+	}
+	push_end(lc, c, f);
+}
+
+/* Grants past their deadline fail (retryable): the producer never wrote them. */
+static void push_timers(struct ing_rdma_lcore *lc, struct rdma_conn *c, uint64_t now)
+{
+	struct ing_frame *exp[ING_RDMA_CQ_BURST];
+	unsigned n = 0;
+
+	for (uint32_t i = c->f_head; i != c->f_tail; i++) {
+		struct ing_frame *f = c->fifo[i & lc->fmask];
+		if (!f->push || f->push_state != PS_GRANTED)
+			continue;
+		if (now >= f->grant_deadline_ns && n < ING_RDMA_CQ_BURST)
+			exp[n++] = f;
+		else
+			arm_timer(lc, now >= f->grant_deadline_ns ? now : f->grant_deadline_ns);
+	}
+	for (unsigned k = 0; k < n && c->state == CONN_ACTIVE; k++) {
+		struct ing_frame *f = exp[k];
+		STAT_ADD(lc, push_grant_errors, 1);
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %s: grant %u not written within %u ms: failing this frame",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, f->frame_id,
+			   f->grant_id, lc->o.grant_ms);
+		push_set_fail(f, ING_E_DEADLINE, true, "grant %u not written within %u ms",
+			      f->grant_id, lc->o.grant_ms);
+		push_end(lc, c, f);
+	}
+}
+
+/*
+ * The QP of c is gone: windows bound on it are deallocated (remote access ends), grants
+ * whose write was already judged finish now, the others wait for the session's next QP
+ * (bound again, announced with a new grant id).
+ */
+static void push_conn_reset(struct ing_rdma_lcore *lc, struct rdma_conn *c)
+{
+	struct ing_frame *judged[256];
+	unsigned n = 0;
+
+	c->recvs = 0;
+	c->inv_wait = 0;
+	for (uint32_t i = c->f_head; i != c->f_tail; i++) {
+		struct ing_frame *f = c->fifo[i & lc->fmask];
+		if (!f->push)
+			continue;
+		push_release_mw(lc, f, true);
+		if ((f->push_state == PS_INV || f->push_state == PS_INV_WAIT) && n < 256) {
+			judged[n++] = f;
+			continue;
+		}
+		f->push_state = PS_NEW;
+		f->grant_id = 0;
+	}
+	for (unsigned k = 0; k < n; k++)
+		push_finish(lc, c, judged[k]);
 }
 
 static void cmd_attach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
@@ -495,6 +838,10 @@ static void cmd_attach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 	if (sq > REC_CAP)
 		sq = REC_CAP;
 	(void)ing_rdma_plan_init(&c->plan, lc->o.chunk_size, lc->o.max_msg_sz, m->rd_atom, sq);
+	c->recvs = 0;
+	c->inv_wait = 0;
+	if (lc->push)
+		push_post_recvs(lc, c, lc->o.recv_depth);
 	STAT_ADD(lc, conns_attached, 1);
 	ING_INFO(COMP, "lcore %u: qp 0x%x session %llu attached (chunk %u, window %u, signal every %u%s)",
 		 lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, c->plan.chunk,
@@ -522,12 +869,63 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 {
 	struct ibv_send_wr wrs[ING_RDMA_POST_BURST], *bad = NULL;
 	struct ibv_sge sges[ING_RDMA_POST_BURST];
-	unsigned n = 0;
+	unsigned n = 0, nreads = 0;
 	uint64_t bytes = 0;
 
+	if (c->inv_wait) {
+		unsigned k = push_post_waiting(lc, c);
+		if (c->state != CONN_ACTIVE)
+			return k;
+		n = 0;
+	}
 	while (c->post_idx != c->f_tail && c->outstanding + n < c->plan.limit &&
 	       n < ING_RDMA_POST_BURST) {
 		struct ing_frame *f = c->fifo[c->post_idx & lc->fmask];
+		if (f->push) {
+			if (f->push_state != PS_NEW) {
+				c->post_idx++;
+				c->post_off = 0;
+				continue;
+			}
+			if (!lc->nmw) {          /* MR mode: the pool MR's rkey, granted now */
+				f->grant_rkey = f->cls < lc->nmr ? lc->mrs[f->cls]->rkey : 0;
+				c->post_idx++;
+				c->post_off = 0;
+				push_granted(lc, c, f);
+				continue;
+			}
+			if (!lc->nmw_free)
+				break;           /* every window is in a grant: wait for one */
+			struct push_mw *mw = lc->mw_free[--lc->nmw_free];
+			struct rdma_rec *brec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
+			uint32_t key = ibv_inc_rkey(mw->rkey);
+			brec->f = f;
+			brec->c = c;
+			brec->len = 0;
+			brec->gen = c->gen;
+			brec->flags = REC_BIND | REC_SIGNALED;
+			memset(&wrs[n], 0, sizeof(wrs[n]));
+			wrs[n].wr_id = (uintptr_t)brec;
+			wrs[n].opcode = IBV_WR_BIND_MW;
+			wrs[n].send_flags = IBV_SEND_SIGNALED;
+			wrs[n].bind_mw.mw = mw->mw;
+			wrs[n].bind_mw.rkey = key;
+			wrs[n].bind_mw.bind_info.mr = lc->mrs[f->cls];
+			wrs[n].bind_mw.bind_info.addr = (uintptr_t)f->buf;
+			wrs[n].bind_mw.bind_info.length = f->length;
+			wrs[n].bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+			if (n)
+				wrs[n - 1].next = &wrs[n];
+			mw->rkey = key;
+			f->grant_mw = mw;
+			f->grant_rkey = key;
+			f->push_state = PS_BINDING;
+			c->unsig_run = 0;
+			c->post_idx++;
+			c->post_off = 0;
+			n++;
+			continue;
+		}
 		uint64_t off = c->post_off, left = f->length - off;
 		uint32_t len = left < c->plan.chunk ? (uint32_t)left : c->plan.chunk;
 		bool last = off + len == f->length;
@@ -560,26 +958,33 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 			c->post_off = off + len;
 		}
 		bytes += len;
+		nreads++;
 		n++;
 	}
 	if (!n)
 		return 0;
 	int rc = lc->ops->post_send(c->qp, wrs, &bad);
+	unsigned posted = rc ? ((bad >= wrs && bad < wrs + n) ? (unsigned)(bad - wrs) : 0) : n;
+	/* the provider names a window by its current rkey (ibv_mw.rkey, read at post time):
+	 * after a posted bind, that is the key the bind gave it */
+	for (unsigned i = 0; i < posted; i++)
+		if (wrs[i].opcode == IBV_WR_BIND_MW)
+			wrs[i].bind_mw.mw->rkey = wrs[i].bind_mw.rkey;
 	if (rc) {
-		unsigned ok = (bad >= wrs && bad < wrs + n) ? (unsigned)(bad - wrs) : 0;
+		unsigned ok = posted;
 		STAT_ADD(lc, post_errors, 1);
 		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x session %llu: ibv_post_send failed: %s (%u of %u WRs posted)",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, strerror(rc), ok, n);
 		c->rec_head += ok;
 		c->outstanding += ok;
-		STAT_ADD(lc, reads_posted, ok);
+		STAT_ADD(lc, reads_posted, ok < nreads ? ok : nreads);
 		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, 0);
 		conn_enter_draining(lc, c, "post_send failed");
 		return n;
 	}
 	c->rec_head += n;
 	c->outstanding += n;
-	STAT_ADD(lc, reads_posted, n);
+	STAT_ADD(lc, reads_posted, nreads);
 	STAT_ADD(lc, bytes_posted, bytes);
 	return n;
 }
@@ -605,8 +1010,14 @@ static void retire_ok(struct ing_rdma_lcore *lc, struct rdma_conn *c, uint32_t u
 		struct rdma_rec *rec = &c->recs[c->rec_tail & (REC_CAP - 1)];
 		c->rec_tail++;
 		c->outstanding--;
-		if (rec->flags & REC_LAST)
+		if (rec->flags & REC_BIND) {
+			if (rec->f->push_state == PS_BINDING)
+				push_granted(lc, c, rec->f);
+		} else if (rec->flags & REC_INV) {
+			push_finish(lc, c, rec->f);
+		} else if (rec->flags & REC_LAST) {
 			frame_done(lc, c, rec->f);
+		}
 	}
 }
 
@@ -614,7 +1025,7 @@ static void retire_ok(struct ing_rdma_lcore *lc, struct rdma_conn *c, uint32_t u
 static bool wc_frame_fault(enum ibv_wc_status s)
 {
 	return s == IBV_WC_REM_ACCESS_ERR || s == IBV_WC_REM_INV_REQ_ERR ||
-	       s == IBV_WC_LOC_PROT_ERR || s == IBV_WC_LOC_LEN_ERR || s == IBV_WC_REM_OP_ERR ||
+	       s == IBV_WC_MW_BIND_ERR || s == IBV_WC_LOC_PROT_ERR || s == IBV_WC_LOC_LEN_ERR || s == IBV_WC_REM_OP_ERR ||
 	       s == IBV_WC_LOC_ACCESS_ERR;
 }
 
@@ -623,6 +1034,10 @@ static void handle_wc(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 	struct rdma_rec *rec = (struct rdma_rec *)(uintptr_t)wc->wr_id;
 	struct rdma_conn *c = rec ? rec->c : NULL;
 
+	if (wc->wr_id & 1u) {   /* receive WRs are counted apart (push_recvs, wc_flushed) */
+		push_recv(lc, wc);
+		return;
+	}
 	STAT_ADD(lc, completions, 1);
 	if (!c || rec->gen != c->gen || (c->state != CONN_ACTIVE && c->state != CONN_DRAINING)) {
 		STAT_ADD(lc, wc_stale, 1);
@@ -657,6 +1072,16 @@ static void handle_wc(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
 		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu: READ flushed (QP already in error)",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id);
+	} else if (f->push && wc_frame_fault(wc->status)) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %s: %s failed: %s (vendor_err 0x%x); failing this frame",
+			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, f->frame_id,
+			   rec->flags & REC_BIND ? "memory window bind" : "invalidate",
+			   ibv_wc_status_str(wc->status), wc->vendor_err);
+		fifo_remove(lc, c, f);
+		push_release_mw(lc, f, true);
+		fail_frame(lc, f, ING_E_INTERNAL, true, "push grant: %s failed: %s",
+			   rec->flags & REC_BIND ? "memory window bind" : "invalidate",
+			   ibv_wc_status_str(wc->status));
 	} else if (wc_frame_fault(wc->status)) {
 		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u qp 0x%x session %llu frame %s: READ failed: %s (vendor_err 0x%x); failing this frame, reconnecting for the others",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
@@ -680,6 +1105,8 @@ static void run_timers(struct ing_rdma_lcore *lc, uint64_t now)
 	lc->next_timer_ns = 0;
 	for (unsigned i = 0; i < lc->nconns; i++) {
 		struct rdma_conn *c = &lc->conns[i];
+		if (lc->push && c->state == CONN_ACTIVE)
+			push_timers(lc, c, now);
 		if (c->state == CONN_DRAINING) {
 			if (now >= c->deadline_ns) {
 				ING_WARN(COMP, "lcore %u qp 0x%x: %u WR(s) never flushed in %u ms; releasing the QP anyway",
@@ -776,7 +1203,7 @@ int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc)
 	work += take_jobs(lc);
 	for (unsigned i = 0; i < lc->nconns; i++) {
 		struct rdma_conn *c = &lc->conns[i];
-		if (c->state == CONN_ACTIVE && c->post_idx != c->f_tail)
+		if (c->state == CONN_ACTIVE && (c->post_idx != c->f_tail || c->inv_wait))
 			work += conn_post(lc, c);
 	}
 	int n = lc->ops->poll_cq(lc->cq, ING_RDMA_CQ_BURST, wc);
@@ -790,7 +1217,7 @@ int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc)
 		if (n)
 			for (unsigned i = 0; i < lc->nconns; i++) {
 				struct rdma_conn *c = &lc->conns[i];
-				if (c->state == CONN_ACTIVE && c->post_idx != c->f_tail)
+				if (c->state == CONN_ACTIVE && (c->post_idx != c->f_tail || c->inv_wait))
 					work += conn_post(lc, c);
 			}
 	}
@@ -957,7 +1384,7 @@ void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_l
 	uint64_t *dst = (uint64_t *)s;
 
 	memset(s, 0, sizeof(*s));
-	for (size_t i = 0; i < offsetof(struct ing_rdma_lcore_stats, conns_released) / 8 + 1; i++)
+	for (size_t i = 0; i < offsetof(struct ing_rdma_lcore_stats, push_mw_replaced) / 8 + 1; i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
 
@@ -1018,6 +1445,44 @@ struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o
 	return lc;
 }
 
+int ing_rdma_lcore_set_push(struct ing_rdma_lcore *lc, struct ibv_pd *pd,
+			    struct ibv_mr *const *mrs, unsigned nmr, unsigned nmw)
+{
+	if (!lc || !mrs || !nmr || nmr > ING_POOL_MAX_CLASSES || (nmw && !pd) || lc->push ||
+	    !lc->ops->post_recv)
+		return -EINVAL;
+	lc->pd = pd;
+	memcpy(lc->mrs, mrs, nmr * sizeof(*mrs));
+	lc->nmr = nmr;
+	if (nmw) {
+		lc->mws = calloc(nmw, sizeof(*lc->mws));
+		lc->mw_free = calloc(nmw, sizeof(*lc->mw_free));
+		if (!lc->mws || !lc->mw_free) {
+			ING_ERR(COMP, "lcore %u: out of memory for %u memory windows", lc->o.lcore_id, nmw);
+			return -ENOMEM;
+		}
+		for (unsigned i = 0; i < nmw; i++) {
+			lc->mws[i].mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+			if (!lc->mws[i].mw) {
+				int e = errno ? errno : ENOMEM;
+				ING_ERR(COMP, "lcore %u: ibv_alloc_mw(type 2) #%u failed: %s", lc->o.lcore_id,
+					i, strerror(e));
+				lc->nmw = i;
+				return -e;
+			}
+			lc->mws[i].rkey = lc->mws[i].mw->rkey;
+			lc->nmw = i + 1;
+			push_mw_put(lc, &lc->mws[i]);
+		}
+	}
+	if (!lc->o.recv_depth)
+		lc->o.recv_depth = ING_RDMA_DEFAULT_RECV_DEPTH;
+	if (!lc->o.grant_ms)
+		lc->o.grant_ms = ING_RDMA_DEFAULT_GRANT_MS;
+	lc->push = true;
+	return 0;
+}
+
 void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc)
 {
 	if (!lc)
@@ -1056,5 +1521,10 @@ void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc)
 	free(lc->fifo_mem);
 	free(lc->ob);
 	free(lc->ob_kind);
+	for (unsigned i = 0; lc->mws && i < lc->nmw; i++)
+		if (lc->mws[i].mw && ibv_dealloc_mw(lc->mws[i].mw))
+			ING_WARN(COMP, "lcore %u: ibv_dealloc_mw failed", lc->o.lcore_id);
+	free(lc->mws);
+	free(lc->mw_free);
 	free(lc);
 }

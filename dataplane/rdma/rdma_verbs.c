@@ -36,13 +36,41 @@ static void verbs_ack_cq_events(struct ibv_cq *cq, unsigned n)
 	ibv_ack_cq_events(cq, n);
 }
 
+static int verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	return ibv_post_recv(qp, wr, bad);
+}
+
 const struct ing_rdma_ops ing_rdma_verbs_ops = {
 	.post_send = verbs_post_send,
 	.poll_cq = verbs_poll_cq,
 	.req_notify_cq = verbs_req_notify_cq,
 	.get_cq_event = verbs_get_cq_event,
 	.ack_cq_events = verbs_ack_cq_events,
+	.post_recv = verbs_post_recv,
 };
+
+int ing_rdma_parse_push(const char *s, enum ing_rdma_push *m)
+{
+	static const char *const names[] = { "auto", "mw", "mr", "off" };
+
+	for (unsigned i = 0; s && i < 4; i++)
+		if (!strcasecmp(s, names[i])) {
+			*m = (enum ing_rdma_push)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+bool ing_rdma_device_has_mw2(struct ibv_context *ctx)
+{
+	struct ibv_device_attr_ex a;
+
+	memset(&a, 0, sizeof(a));
+	if (!ctx || ibv_query_device_ex(ctx, NULL, &a))
+		return false;
+	return (a.orig_attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
+}
 
 int ing_rdma_plan_init(struct ing_rdma_plan *p, uint32_t chunk, uint32_t max_msg_sz,
 		       unsigned rd_atom, unsigned sq_depth)

@@ -43,6 +43,14 @@ enum ing_transport {
 	ING_TRANSPORT_GRPC = 2,  /* always the gRPC fallback */
 };
 
+/* How the bytes move on RDMA (opts.rdma_mode; docs/PUSH.md). */
+enum ing_rdma_mode {
+	ING_RDMA_MODE_DEFAULT = 0, /* pull (RDMA READ by the node): see README for why */
+	ING_RDMA_MODE_READ = 1,    /* pull: the node READs from the registered frame pool */
+	ING_RDMA_MODE_WRITE = 2,   /* push: the node grants a slot, the library RDMA WRITEs the
+	                              frame into it (pull when the node has push off) */
+};
+
 enum ing_ack_stage {
 	ING_ACK_NONE = 0,        /* failure reported before any stage */
 	ING_ACK_RECEIVED = 1,    /* all bytes are in the ingest node */
@@ -77,6 +85,7 @@ struct ing_producer_opts {
 	const char *tls_cert;
 	const char *tls_key;
 	const char *tls_server_name; /* NULL: the host part of `server` */
+	enum ing_rdma_mode rdma_mode;/* default ING_RDMA_MODE_DEFAULT (pull) */
 	/* ABI: new fields go last; zero must mean their default. */
 };
 

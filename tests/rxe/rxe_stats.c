@@ -60,6 +60,10 @@ int main(int argc, char **argv)
 	       (unsigned long long)r->rdmapolleridlesleeps, (unsigned long long)r->rdmapollerbusyns,
 	       (unsigned long long)r->rdmapollerpolls, (unsigned long long)r->rdmapolleridlepolls,
 	       (unsigned long long)r->rdmaconnsactive, (unsigned long long)r->ctlframesparked);
+	printf("pushGrants %llu\npushFramesReceived %llu\npushGrantErrors %llu\n"
+	       "pushMemoryWindow %d\nsessionsPush %u\n",
+	       (unsigned long long)r->pushgrants, (unsigned long long)r->pushframesreceived,
+	       (unsigned long long)r->pushgranterrors, r->pushmemorywindow ? 1 : 0, r->sessionspush);
 	for (size_t i = 0; i < r->n_stagelatency; i++) {   /* stage.<name>.<field> value */
 		const H3000__StageLatency *l = r->stagelatency[i];
 		printf("stage.%s.count %llu\nstage.%s.p50Ns %llu\nstage.%s.p99Ns %llu\n"

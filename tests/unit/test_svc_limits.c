@@ -2,7 +2,7 @@
 /*
  * test_svc_limits.c - control/svc.c: the credential and per-peer pieces that need no
  * loop, pool or network: the length-exact token compare, the failed-authentication
- * bucket and back-off, the peer table and the work-conserving slot share. A bare
+ * bucket and back-off, the peer table and the work-conserving slot share (control/admit.c). A bare
  * struct ing_svc with only the fields these functions read.
  */
 #include <errno.h>
@@ -144,38 +144,42 @@ static void test_peer_table(void **state)
 	svc_free(s);
 }
 
+/* The slot share lives in the admission layer (control/admit.c) now; the peers here. */
 static void test_slot_share(void **state)
 {
 	(void)state;
 	struct ing_svc *s = svc_with_token(NULL);
 	struct svc_peer *hog = svc_peer_get(s, "10.0.0.1");
 	struct svc_peer *other = svc_peer_get(s, "10.0.0.2");
-	struct svc_call w;
+	struct admit a;
+	struct admit_req w;
 
+	memset(&a, 0, sizeof(a));
+	a.max_slots_per_peer = s->max_slots_per_peer;
 	hog->slots = 3;   /* at its share (max_slots_per_peer 3) */
 	/* nobody else waits: work-conserving, it may take more */
-	assert_true(svc_peer_slot_ok(s, hog));
+	assert_true(admit_peer_slot_ok(&a, hog));
 	/* another address waits for a slot: no more for the hog */
 	memset(&w, 0, sizeof(w));
 	w.peer = other;
-	w.wants_slot = true;
-	s->wait_head = s->wait_tail = &w;
-	assert_false(svc_peer_slot_ok(s, hog));
-	assert_true(svc_peer_slot_ok(s, other));
+	w.why = ADMIT_SLOT;
+	w.queued = true;
+	a.head = a.tail = &w;
+	assert_false(admit_peer_slot_ok(&a, hog));
+	assert_true(admit_peer_slot_ok(&a, other));
 	/* a waiter of its own address does not hold it back */
 	w.peer = hog;
-	assert_true(svc_peer_slot_ok(s, hog));
+	assert_true(admit_peer_slot_ok(&a, hog));
 	/* nor another address's call waiting for a credit of its own session */
 	w.peer = other;
-	w.wants_slot = false;
-	assert_true(svc_peer_slot_ok(s, hog));
+	w.why = ADMIT_CREDIT;
+	assert_true(admit_peer_slot_ok(&a, hog));
 	/* under its share: always */
-	w.wants_slot = true;
+	w.why = ADMIT_SLOT;
 	hog->slots = 2;
-	assert_true(svc_peer_slot_ok(s, hog));
+	assert_true(admit_peer_slot_ok(&a, hog));
 	/* untracked peer: no limit */
-	assert_true(svc_peer_slot_ok(s, NULL));
-	s->wait_head = s->wait_tail = NULL;
+	assert_true(admit_peer_slot_ok(&a, NULL));
 	svc_peer_put(s, hog);
 	svc_peer_put(s, other);
 	svc_free(s);
