@@ -56,6 +56,7 @@ struct ing_ingestd_opts {
 	const char *pool;
 	int hugepages;             /* 1 on, 0 off, -1 auto */
 	unsigned workers;
+	unsigned worker_nice;      /* 0: normal priority; else SCHED_BATCH at this nice */
 	enum ing_sink sink;
 	unsigned credits;
 	uint64_t max_frame;        /* 0: the pool's largest slot */
@@ -97,6 +98,7 @@ static void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->pool = "4M:16,16M:8,64M:4";
 	o->hugepages = 0;
 	o->workers = ING_DEFAULT_WORKERS;
+	o->worker_nice = ING_DEFAULT_WORKER_NICE;
 	o->sink = ING_SINK_FILE;
 	o->credits = ING_DEFAULT_CREDITS;
 	o->frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
@@ -453,6 +455,8 @@ static const struct opt_def opt_table[] = {
 	CUSTOM("pool", pool, set_pool, "SPEC", "MR pool size classes SIZE:COUNT,... (default 4M:16,16M:8,64M:4)"),
 	TRISTATE("hugepages", hugepages, "auto|on|off (default off: EAL --no-huge, 4 KiB pages)"),
 	UINT("workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers"),
+	UINT("worker-nice", worker_nice, 0, 19, "persistence workers run SCHED_BATCH at this nice level, below\n"
+	     "control and the RDMA pollers (default 5; 0: normal priority)"),
 	CUSTOM("sink", sink, set_sink, "file|null", "write frames to files (default) or drop them (benchmarks)"),
 	UINT("credits", credits, 1, 65536, "most frames in flight per session"),
 	SIZE("max-frame", max_frame, "largest frame accepted (default: the largest pool slot)"),
@@ -1125,6 +1129,7 @@ int main(int argc, char **argv)
 	ing_persist_opts_init(&pe);
 	pe.data_dir = d.o.data_dir;
 	pe.workers = d.o.workers;
+	pe.nice = d.o.worker_nice;
 	pe.sink = d.o.sink;
 	if (d.o.persist_ring)
 		pe.ring_size = d.o.persist_ring;
