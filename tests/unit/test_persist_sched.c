@@ -114,13 +114,15 @@ static struct ing_persist *start(unsigned nice)
 	return ing_persist_start(&o, acks);
 }
 
-/* wait until the worker has applied its settings (it names itself first) */
-static void worker_sched_settled(unsigned idx, int want_policy, int *policy, int *nice)
+/* wait until the worker has applied its settings (it names itself first, then sets its
+ * policy, then its nice) */
+static void worker_sched_settled(unsigned idx, int want_policy, int want_nice, int *policy,
+				 int *nice)
 {
 	uint64_t deadline = ing_now_ns() + 5000000000ull;
 	for (;;) {
 		worker_sched(idx, policy, nice);
-		if (*policy == want_policy || ing_now_ns() >= deadline)
+		if ((*policy == want_policy && *nice == want_nice) || ing_now_ns() >= deadline)
 			return;
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);
@@ -145,7 +147,7 @@ static void test_nice_workers(void **state)
 	assert_non_null(p);
 	for (unsigned i = 0; i < 2; i++) {
 		int policy = -1, nice = -100;
-		worker_sched_settled(i, SCHED_BATCH, &policy, &nice);
+		worker_sched_settled(i, SCHED_BATCH, want, &policy, &nice);
 		print_message("worker %u: policy %d nice %d (control: policy %d nice %d)\n", i,
 			      policy, nice, sched_getscheduler(0), base);
 		assert_int_equal(policy, SCHED_BATCH);
@@ -165,7 +167,7 @@ static void test_nice_zero_leaves_workers_alone(void **state)
 	assert_non_null(p);
 	for (unsigned i = 0; i < 2; i++) {
 		int policy = -1, nice = -100;
-		worker_sched_settled(i, SCHED_OTHER, &policy, &nice);
+		worker_sched_settled(i, SCHED_OTHER, base, &policy, &nice);
 		assert_int_equal(policy, SCHED_OTHER);
 		assert_int_equal(nice, base);
 	}
