@@ -16,8 +16,8 @@
  *
  * Workers run at a lower cpu priority than control (SCHED_BATCH, nice o->nice): on a
  * small machine they share cpus with the control thread, and a worker copying 4 MiB into
- * the page cache or waking from fdatasync used to take the cpu from control while it was
- * receiving the next frame, which is where the RECEIVED tail at half load came from
+ * the page cache or waking from fdatasync could take the cpu from control while it was
+ * receiving the next frame, delaying that frame's RECEIVED ack and every ack behind it
  * (docs/LATENCY.md). Persistence only needs throughput; backpressure (pool slots) bounds
  * how far it may fall behind.
  *
