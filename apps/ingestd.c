@@ -400,6 +400,8 @@ static const struct opt_def opt_table[] = {
 	CUSTOM("pool", pool, set_pool, "SPEC", "MR pool size classes SIZE:COUNT,... (default 4M:16,16M:8,64M:4)"),
 	TRISTATE("hugepages", hugepages, "auto|on|off (default off: EAL --no-huge, 4 KiB pages)"),
 	UINT("workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers"),
+	UINT("worker-nice", worker_nice, 0, 19, "persistence workers run SCHED_BATCH at this nice level, below\n"
+	     "control and the RDMA pollers (default 5; 0: normal priority)"),
 	CUSTOM("sink", sink, set_sink, "file|null", "write frames to files (default) or drop them (benchmarks)"),
 	UINT("credits", credits, 1, 65536, "most frames in flight per session"),
 	SIZE("max-frame", max_frame, "largest frame accepted (default: the largest pool slot)"),

@@ -50,6 +50,7 @@ void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->pool = "4M:16,16M:8,64M:4";
 	o->hugepages = 0;
 	o->workers = ING_DEFAULT_WORKERS;
+	o->worker_nice = ING_DEFAULT_WORKER_NICE;
 	o->sink = ING_SINK_FILE;
 	o->credits = ING_DEFAULT_CREDITS;
 	o->frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
@@ -530,6 +531,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	ing_persist_opts_init(&pe);
 	pe.data_dir = d->o.data_dir;
 	pe.workers = d->o.workers;
+	pe.nice = d->o.worker_nice;
 	pe.sink = d->o.sink;
 	if (d->o.persist_ring)
 		pe.ring_size = d->o.persist_ring;

@@ -27,6 +27,7 @@ struct ing_ingestd_opts {
 	const char *pool;
 	int hugepages;             /* 1 on, 0 off, -1 auto */
 	unsigned workers;
+	unsigned worker_nice;      /* 0: normal priority; else SCHED_BATCH at this nice */
 	enum ing_sink sink;
 	unsigned credits;
 	uint64_t max_frame;        /* 0: the pool's largest slot */

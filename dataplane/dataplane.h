@@ -25,6 +25,8 @@
 #define ING_DEFAULT_CREDITS 64
 #define ING_DEFAULT_WORKERS 2
 #define ING_DEFAULT_RING_SIZE 4096
+/* persistence workers: SCHED_BATCH at this nice level (see ing_persist_opts.nice) */
+#define ING_DEFAULT_WORKER_NICE 5
 
 /* Mirrors h3000.ErrorCode in proto/h3000.proto (same numeric values). */
 enum ing_err {
@@ -201,6 +203,13 @@ struct ing_persist_opts {
 	int cpu;               /* legacy, used when worker_cpus is NULL: -1 not pinned, else
 				  worker i on cpu (cpu + i) % online cpus */
 	bool verify_crc;       /* default true: compute crc32c and compare when declared */
+	/*
+	 * 1..19: each worker runs SCHED_BATCH at this nice level, so a worker waking from
+	 * fdatasync or busy copying a frame into the page cache never preempts the control
+	 * thread (which serves HTTP/2 and sends the RECEIVED acks) or an RDMA poller on a
+	 * shared cpu; 0: plain SCHED_OTHER threads. Default ING_DEFAULT_WORKER_NICE.
+	 */
+	unsigned nice;
 	/*
 	 * Per-worker placement (a plan's worker_cpus): worker i runs on
 	 * worker_cpus[i % n_worker_cpus], or is not pinned where that is -1. NULL/0: see cpu.

@@ -14,6 +14,13 @@
  * Workers get their cpu affinity set explicitly at start (planned cpu, or the unpinned
  * set): inherited, it would be the EAL main thread's single control cpu.
  *
+ * Workers run at a lower cpu priority than control (SCHED_BATCH, nice o->nice): on a
+ * small machine they share cpus with the control thread, and a worker copying 4 MiB into
+ * the page cache or waking from fdatasync could take the cpu from control while it was
+ * receiving the next frame, delaying that frame's RECEIVED ack and every ack behind it
+ * (docs/LATENCY.md). Persistence only needs throughput; backpressure (pool slots) bounds
+ * how far it may fall behind.
+ *
  * The crc32c of a gRPC fallback frame arrives computed (crc_done: control computed it as
  * it copied the bytes in); it is still compared with the declared one here. Other frames
  * (RDMA) are read once more to compute it.
@@ -32,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +70,7 @@ struct ing_persist {
 	char data_dir[PATH_MAX - 64];
 	enum ing_sink sink;
 	bool verify_crc;
+	unsigned nice;        /* 0: leave the workers' scheduling alone */
 	cpu_set_t unpinned;   /* where workers that are not pinned run */
 	unsigned nworkers;
 	struct ing_fring *acks;
@@ -79,6 +88,7 @@ void ing_persist_opts_init(struct ing_persist_opts *o)
 	o->sink = ING_SINK_FILE;
 	o->cpu = -1;
 	o->verify_crc = true;
+	o->nice = ING_DEFAULT_WORKER_NICE;
 }
 
 static inline void stat_add(uint64_t *c, uint64_t v)
@@ -463,6 +473,29 @@ static void process_burst(struct worker *w, struct ing_frame **fr, unsigned n)
 	}
 }
 
+/*
+ * Called by the worker itself: SCHED_BATCH (no wake-up preemption of other threads) and
+ * nice p->nice for this thread only (Linux: setpriority on a tid), unless it already runs
+ * at that nice or lower. A failure is logged and the worker runs at the normal priority.
+ */
+static void lower_priority(struct worker *w)
+{
+	struct sched_param sp = { .sched_priority = 0 };
+	int rc;
+
+	if (!w->p->nice)
+		return;
+	rc = pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+	if (rc)
+		ING_WARN(COMP, "worker %u: SCHED_BATCH: %s", w->idx, strerror(rc));
+	errno = 0;
+	int cur = getpriority(PRIO_PROCESS, (id_t)gettid());
+	if (errno == 0 && cur >= (int)w->p->nice)
+		return;   /* already that low (ingestd run under nice): never raise it */
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), (int)w->p->nice) < 0)
+		ING_WARN(COMP, "worker %u: nice %u: %s", w->idx, w->p->nice, strerror(errno));
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -471,6 +504,7 @@ static void *worker_main(void *arg)
 
 	snprintf(name, sizeof(name), "ing-persist%u", w->idx);
 	pthread_setname_np(pthread_self(), name);
+	lower_priority(w);
 	for (;;) {
 		unsigned n = ing_fring_pop(w->in, w->burst, BURST);
 		if (n) {
@@ -627,6 +661,7 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 	}
 	p->sink = o->sink;
 	p->verify_crc = o->verify_crc;
+	p->nice = o->nice > 19 ? 19 : o->nice;
 	p->acks = acks;
 	if (o->data_dir &&
 	    (size_t)snprintf(p->data_dir, sizeof(p->data_dir), "%s", o->data_dir) >= sizeof(p->data_dir)) {
@@ -676,9 +711,10 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 		p->w[i].started = true;
 		place_worker(p, &p->w[i]);
 	}
-	ING_INFO(COMP, "%u workers, sink %s%s%s, crc check %s", p->nworkers,
+	ING_INFO(COMP, "%u workers, sink %s%s, crc check %s, %s%u", p->nworkers,
 		 p->sink == ING_SINK_FILE ? "file " : "null", p->sink == ING_SINK_FILE ? p->data_dir : "",
-		 "", p->verify_crc ? "on" : "off");
+		 p->verify_crc ? "on" : "off", p->nice ? "SCHED_BATCH nice " : "normal priority, nice ",
+		 p->nice);
 	log_placement(p);
 	return p;
 fail:

@@ -118,6 +118,7 @@ struct conn {
 	bool epout;
 	bool dying;
 	bool writable_due;
+	bool out_now;             /* a handler queued a message during this read burst */
 	nghttp2_session *h2;
 	const uint8_t *pend;      /* mem_send output not yet written */
 	size_t pend_len;
@@ -563,6 +564,7 @@ int ing_grpc_call_send(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 		c->data_deferred = false;
 		(void)nghttp2_session_resume_data(c->conn->h2, c->sid);
 	}
+	c->conn->out_now = true;
 	conn_kick(c->conn);
 	return 0;
 }
@@ -987,6 +989,7 @@ static void conn_set_epout(struct conn *cn, bool on)
 static int conn_flush(struct conn *cn)
 {
 	bool blocked = false;
+	cn->out_now = false;
 	for (int i = 0; i < SRV_WRITES_PER_FLUSH; i++) {
 		if (!cn->pend_len) {
 			const uint8_t *d;
@@ -1113,6 +1116,15 @@ static bool conn_service(struct conn *cn, bool readable)
 		}
 		if ((size_t)n < SRV_RBUF && !(cn->ssl && SSL_pending(cn->ssl)))
 			break;
+		if (cn->out_now) {
+			/* A handler answered (a RECEIVED ack) while input is still coming: write it
+			 * now, not after up to SRV_READS_PER_EVENT more reads of the next frame. */
+			int frc = conn_flush(cn);
+			if (frc != 0) {
+				conn_close(cn, frc < 0 ? "write error" : NULL);
+				return false;
+			}
+		}
 		if (i == SRV_READS_PER_EVENT - 1 && cn->ssl && SSL_pending(cn->ssl))
 			conn_kick(cn);   /* decrypted bytes epoll cannot see */
 	}

@@ -91,6 +91,18 @@ hdr=$(head -1 "$OUT/points.csv" | tr ',' '\n' | wc -l)
 awk -F, -v n="$hdr" 'NR > 1 && NF != n { exit 1 }' "$OUT/points.csv" || fail "points.csv: ragged rows"
 grep -q '^## grpc, 1.0 MiB frames' "$OUT/report.md" || fail "report.md: no section for the sweep"
 grep -q 'TCP loopback round trip' "$OUT/report.md" || fail "report.md: no floors"
+grep -q 'Bar (RECEIVED P99 at 50% load.*RECEIVED P99.9 at 50%' "$OUT/report.md" ||
+	fail "report.md: no RECEIVED bar (P99 at 50 % vs 3x the unloaded P50, P99.9)"
+/usr/bin/python3 - "$OUT/results.json" <<'PY' || fail "results.json: RECEIVED taken apart"
+import json, sys
+for p in json.load(open(sys.argv[1]))["points"]:
+    st = p["stages"]
+    for s in ("received.lag", "received.outside"):   # one sample per RECEIVED ack
+        if st[s]["count"] != st["received"]["count"] or st[s]["max_ms"] > st["received"]["max_ms"]:
+            sys.exit("%s: %s counts %d of %d RECEIVED acks, max %.3f ms vs %.3f" % (
+                p["load_pct"], s, st[s]["count"], st["received"]["count"], st[s]["max_ms"],
+                st["received"]["max_ms"]))
+PY
 
 step "Stats: the node's stage histograms, live"
 durable=$(stat_of framesDurable)

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_persist_sched.c - dataplane/persist.c: the workers' cpu priority. With a nice
+ * level the workers run SCHED_BATCH at that nice (below the control thread that starts
+ * them); with 0 they are left as the control thread's peers. Read back the way an
+ * operator would: /proc/self/task/<tid>/stat of the thread named ing-persist<i>.
+ */
+#include <dirent.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/clock.h"
+#include "dataplane/dataplane.h"
+
+static struct ing_fring *acks;
+
+static int setup(void **state)
+{
+	(void)state;
+	struct ing_eal_opts eo;
+	ing_eal_opts_init(&eo);
+	eo.lcores = "0";
+	if (ing_eal_start(&eo) != 0)
+		return -1;
+	acks = ing_fring_create("acks", 256, ING_FRING_SC, true);
+	return acks ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	ing_fring_destroy(acks);
+	return 0;
+}
+
+/* policy and nice of the thread named ing-persist<idx> (/proc stat fields 41 and 19) */
+static void worker_sched(unsigned idx, int *policy, int *nice)
+{
+	char want[32];
+	snprintf(want, sizeof(want), "ing-persist%u\n", idx);
+	uint64_t deadline = ing_now_ns() + 5000000000ull;
+	for (;;) {
+		DIR *d = opendir("/proc/self/task");
+		assert_non_null(d);
+		struct dirent *e;
+		bool found = false;
+		while (!found && (e = readdir(d)) != NULL) {
+			char path[300], buf[4096];
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+			FILE *fp = fopen(path, "r");
+			if (!fp)
+				continue;
+			bool match = fgets(buf, sizeof(buf), fp) && strcmp(buf, want) == 0;
+			fclose(fp);
+			if (!match)
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+			fp = fopen(path, "r");
+			assert_non_null(fp);
+			assert_non_null(fgets(buf, sizeof(buf), fp));
+			fclose(fp);
+			/* fields after the ")" of comm: 3 state ... 19 nice ... 41 policy */
+			char *p = strrchr(buf, ')');
+			assert_non_null(p);
+			p += 2;
+			long v[64];
+			int n = 1;
+			v[0] = 0;   /* field 3, the state, is a letter */
+			p += strcspn(p, " ");
+			while (n < 64 && *p && *p != '\n') {
+				char *end;
+				v[n++] = strtol(p, &end, 10);
+				if (end == p)
+					break;
+				p = end;
+			}
+			assert_true(n >= 39);
+			*nice = (int)v[19 - 3];
+			*policy = (int)v[41 - 3];
+			found = true;
+		}
+		closedir(d);
+		if (found)
+			return;
+		/* the worker names itself (then lowers its priority) when it starts */
+		assert_true(ing_now_ns() < deadline);
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static struct ing_persist *start(unsigned nice)
+{
+	struct ing_persist_opts o;
+	ing_persist_opts_init(&o);
+	o.sink = ING_SINK_NULL;
+	o.workers = 2;
+	o.ring_size = 64;
+	o.nice = nice;
+	return ing_persist_start(&o, acks);
+}
+
+/* wait until the worker has applied its settings (it names itself first, then sets its
+ * policy, then its nice) */
+static void worker_sched_settled(unsigned idx, int want_policy, int want_nice, int *policy,
+				 int *nice)
+{
+	uint64_t deadline = ing_now_ns() + 5000000000ull;
+	for (;;) {
+		worker_sched(idx, policy, nice);
+		if ((*policy == want_policy && *nice == want_nice) || ing_now_ns() >= deadline)
+			return;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void test_default_is_batch_below_control(void **state)
+{
+	(void)state;
+	struct ing_persist_opts o;
+	ing_persist_opts_init(&o);
+	assert_int_equal(o.nice, ING_DEFAULT_WORKER_NICE);
+	assert_true(ING_DEFAULT_WORKER_NICE > 0);
+}
+
+static void test_nice_workers(void **state)
+{
+	(void)state;
+	int base = getpriority(PRIO_PROCESS, 0);
+	int want = base > 7 ? base : 7;   /* a level, never above the process's priority */
+	struct ing_persist *p = start(7);
+	assert_non_null(p);
+	for (unsigned i = 0; i < 2; i++) {
+		int policy = -1, nice = -100;
+		worker_sched_settled(i, SCHED_BATCH, want, &policy, &nice);
+		print_message("worker %u: policy %d nice %d (control: policy %d nice %d)\n", i,
+			      policy, nice, sched_getscheduler(0), base);
+		assert_int_equal(policy, SCHED_BATCH);
+		assert_int_equal(nice, want);
+	}
+	/* the caller (the control thread) is left alone */
+	assert_int_equal(sched_getscheduler(0), SCHED_OTHER);
+	assert_int_equal(getpriority(PRIO_PROCESS, 0), base);
+	ing_persist_stop(p, 2000);
+}
+
+static void test_nice_zero_leaves_workers_alone(void **state)
+{
+	(void)state;
+	int base = getpriority(PRIO_PROCESS, 0);
+	struct ing_persist *p = start(0);
+	assert_non_null(p);
+	for (unsigned i = 0; i < 2; i++) {
+		int policy = -1, nice = -100;
+		worker_sched_settled(i, SCHED_OTHER, base, &policy, &nice);
+		assert_int_equal(policy, SCHED_OTHER);
+		assert_int_equal(nice, base);
+	}
+	ing_persist_stop(p, 2000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_default_is_batch_below_control),
+		cmocka_unit_test(test_nice_workers),
+		cmocka_unit_test(test_nice_zero_leaves_workers_alone),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
