@@ -12,3 +12,9 @@ add_test(NAME fault.disk_full COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault/dis
 add_test(NAME fault.freeze COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault/freeze.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(fault.kill9 fault.disk_full fault.freeze PROPERTIES LABELS fault
                      TIMEOUT 300 RUN_SERIAL TRUE)
+
+
+# Power-loss harness (docs/POWERLOSS.md): its replay tool for dm-log-writes logs.
+add_executable(lw_replay ${CMAKE_CURRENT_LIST_DIR}/fault/lw_replay.c ${CMAKE_CURRENT_LIST_DIR}/fault/lw_log.c)
+target_sources(test_lw_log PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fault/lw_log.c)
+target_include_directories(test_lw_log PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fault)
