@@ -27,4 +27,4 @@ add_executable(pl_probe ${CMAKE_CURRENT_LIST_DIR}/fault/pl_probe.c)
 target_link_libraries(pl_probe PRIVATE ingest_static)
 add_test(NAME fault.powerloss
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault/powerloss.sh ${PROJECT_BINARY_DIR} short)
-set_tests_properties(fault.powerloss PROPERTIES LABELS "fault;guest" TIMEOUT 420 RUN_SERIAL TRUE)
+set_tests_properties(fault.powerloss PROPERTIES LABELS "fault;guest" TIMEOUT 960 RUN_SERIAL TRUE)

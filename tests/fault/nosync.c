@@ -9,7 +9,8 @@
  * send they sit in the device's volatile cache (dm-log-writes logs a write only once a
  * later FLUSH or its own FUA made it durable), and the rename of the temp file, the
  * directory entry and the catalog's WAL commit are never forced out at all: ext4 commits
- * them with its next periodic journal commit (5 s), long after the ack.
+ * them with its next periodic journal commit (every 5 s by default; the harness mounts with
+ * commit=600 so no timer does ingestd's job), long after the ack.
  * Every call is counted; with NOSYNC_LOG=1 the count is printed at exit on stderr.
  */
 #include <stdio.h>

@@ -15,7 +15,7 @@ OUT=$BUILD/powerloss-results/$MODE
 rm -rf "$OUT"
 mkdir -p "$OUT"
 # the guest needs ~1 GiB of tmpfs scratch at most (images, logs, replays)
-RXE_VM_RW=$OUT RXE_VM_TIMEOUT=${PL_VM_TIMEOUT:-$([ "$MODE" = long ] && echo 1800 || echo 280)} \
+RXE_VM_RW=$OUT RXE_VM_TIMEOUT=${PL_VM_TIMEOUT:-$([ "$MODE" = long ] && echo 3600 || echo 900)} \
 	ING_BUILD_DIR=$BUILD ING_SRC_DIR=$SRC PL_OUT=$OUT \
 	"$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" bash "$HERE/powerloss_in_guest.sh" "$MODE" 2>&1 | tee "$OUT/run.log"
 rc=${PIPESTATUS[0]}

@@ -18,7 +18,7 @@
 #     (ingest-verify --no-catalog against the manifest of every frame sent);
 #   - SQLite PRAGMA integrity_check is ok;
 #   - ingestd starts on it, answers Health (SERVING) and Stats, leaves no temp file, and
-#     exits 0 on SIGTERM (short form: at every 4th point and the last, PL_RESTART_EVERY;
+#     exits 0 on SIGTERM (short form: at every 6th point and the last, PL_RESTART_EVERY;
 #     long form: at every point); unmount; e2fsck -fn is clean.
 # Negative control: the same run with tests/fault/nosync.so preloaded into ingestd
 # (fsync/fdatasync are no-ops): the same check must report lost frames at ack marks, or
@@ -33,7 +33,7 @@ MODE=${1:-short}
 : "${ING_BUILD_DIR:?}" "${PL_OUT:?}"
 B=$ING_BUILD_DIR
 case "$MODE" in
-short) FRAMES=${PL_FRAMES:-8} MAXPTS=${PL_POINTS:-24} NEGPTS=${PL_NEG_POINTS:-4} RESTART_EVERY=${PL_RESTART_EVERY:-4} ;;
+short) FRAMES=${PL_FRAMES:-8} MAXPTS=${PL_POINTS:-24} NEGPTS=${PL_NEG_POINTS:-4} RESTART_EVERY=${PL_RESTART_EVERY:-6} ;;
 long) FRAMES=${PL_FRAMES:-16} MAXPTS=0 NEGPTS=0 RESTART_EVERY=${PL_RESTART_EVERY:-1} ;;
 *) echo "usage: powerloss_in_guest.sh short|long" >&2; exit 2 ;;
 esac
