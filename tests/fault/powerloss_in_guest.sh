@@ -210,7 +210,7 @@ check_point() {
 		rc=0
 		out=$(timeout 120 "$VERIFY" --data-dir "$T/mnt/data" --manifest "$T/cut.man" --json --quiet 2>"$T/verify.err") || rc=$?
 		if [ "$rc" != 0 ]; then
-			WHY="$n frames acked before, ingest-verify: ${out:-exit $rc} $(head -c 400 "$T/verify.err")"
+			WHY="$n frames acked before, ingest-verify: ${out:-exit $rc}: $(grep -c 'No such file' "$T/verify.err" || true) frame files and $(grep -c 'no catalog row' "$T/verify.err" || true) catalog rows missing; first: $(head -n 1 "$T/verify.err")"
 			umount "$T/mnt"
 			return 1
 		fi
