@@ -16,11 +16,14 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/token.h"
@@ -37,6 +40,9 @@
 #define DEFAULT_WAFER "ingest-send"
 #define DEFAULT_ID_PREFIX "frame-"
 #define BUFFER_BUDGET (512ull << 20)   /* frame buffers held at once, at most */
+#define HOOK_TIMEOUT_MS 30000          /* --durable-hook: a hook still running is killed */
+
+extern char **environ;
 
 enum job_state { JOB_PENDING = 0, JOB_SUBMITTED, JOB_DONE_OK, JOB_FAILED };
 
@@ -65,6 +71,7 @@ struct send_cfg {
 	bool json, quiet;
 	const char *manifest;
 	const char *durable_manifest; /* lines for frames ACKed DURABLE ok, flushed per ack */
+	const char *durable_hook;     /* sh -c command run (and waited for) per DURABLE ok ack */
 	int frame_timeout_ms;
 	int connect_timeout_ms;
 	uint32_t chunk_size;
@@ -119,6 +126,11 @@ static void usage(FILE *f)
 		"  --manifest PATH        write 'frame_id wafer length crc32c source' per frame\n"
 		"  --durable-manifest PATH  the same, only for frames ACKed DURABLE ok, each line\n"
 		"                         flushed as its ack arrives (what the node promised to keep)\n"
+		"  --durable-hook CMD     run 'sh -c CMD' after each DURABLE ok ack (after its\n"
+		"                         --durable-manifest line) and wait for it, with\n"
+		"                         ING_DURABLE_SEQ (1, 2, ...), ING_FRAME_ID, ING_WAFER_ID in\n"
+		"                         its environment; a hook that fails or runs 30 s stops the\n"
+		"                         run (exit 1). E.g. a block-device log mark per ack\n"
 		"  --frame-timeout-ms N   a frame not DURABLE after N ms fails (default 60000)\n"
 		"  --connect-timeout-ms N (default 5000)\n"
 		"  --auth-token-file PATH shared secret of an ingestd run with --auth-token-file (one\n"
@@ -256,12 +268,80 @@ static void manifest_line(FILE *f, const struct job *j, const struct send_cfg *c
 
 
 
+/*
+ * --durable-hook: run the command for DURABLE ack number `seq` and wait for it (bounded).
+ * posix_spawn, not fork: the process holds the (registered) frame pool. Returns 0 when the
+ * hook exited 0, else -1 after saying why.
+ */
+static int run_durable_hook(const struct send_cfg *c, const struct job *j, uint64_t seq)
+{
+	char id[ING_ID_MAX + 32], v_seq[48], v_id[sizeof(id) + 16], v_wafer[ING_ID_MAX + 16];
+	size_t n = 0;
+	int rc = -1, status;
+	pid_t pid;
+
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 4, sizeof(*env));
+	if (!env) {
+		fprintf(stderr, "ingest-send: --durable-hook: out of memory\n");
+		return -1;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "ING_DURABLE_SEQ=", 16) && strncmp(environ[i], "ING_FRAME_ID=", 13) &&
+		    strncmp(environ[i], "ING_WAFER_ID=", 13))
+			env[k++] = environ[i];
+	snprintf(v_seq, sizeof(v_seq), "ING_DURABLE_SEQ=%" PRIu64, seq);
+	snprintf(v_id, sizeof(v_id), "ING_FRAME_ID=%s", job_id(c, j, id, sizeof(id)));
+	snprintf(v_wafer, sizeof(v_wafer), "ING_WAFER_ID=%s", c->wafer[0] ? c->wafer : ING_DEFAULT_WAFER);
+	env[k++] = v_seq;
+	env[k++] = v_id;
+	env[k++] = v_wafer;
+	env[k] = NULL;
+	char *argv[] = { "sh", "-c", (char *)c->durable_hook, NULL };
+	int e = posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, env);
+	free(env);
+	if (e) {
+		fprintf(stderr, "ingest-send: --durable-hook: cannot start /bin/sh: %s\n", strerror(e));
+		return -1;
+	}
+	uint64_t deadline = ing_now_ns() + HOOK_TIMEOUT_MS * 1000000ull;
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR) {
+			fprintf(stderr, "ingest-send: --durable-hook: waitpid: %s\n", strerror(errno));
+			return -1;
+		}
+		if (ing_now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			fprintf(stderr, "ingest-send: --durable-hook: still running after %d ms for "
+				"ack %" PRIu64 ": killed\n", HOOK_TIMEOUT_MS, seq);
+			return -1;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		rc = 0;
+	else if (WIFEXITED(status))
+		fprintf(stderr, "ingest-send: --durable-hook exited %d for ack %" PRIu64 " (frame %s)\n",
+			WEXITSTATUS(status), seq, id);
+	else
+		fprintf(stderr, "ingest-send: --durable-hook killed by signal %d for ack %" PRIu64 "\n",
+			WTERMSIG(status), seq);
+	return rc;
+}
+
 static int parse_args(int argc, char **argv, struct send_cfg *c)
 {
 	enum {
 		O_SERVER = 256, O_TRANSPORT, O_CREDITS, O_WAFER, O_FIRST, O_COUNT, O_SIZE, O_SIZES,
 		O_SEED, O_RECYCLE, O_JSON, O_QUIET, O_MANIFEST, O_FTO, O_CTO, O_CHUNK, O_BUFS,
-		O_REUSE, O_RATE, O_DMAN, O_PREFIX,
+		O_REUSE, O_RATE, O_DMAN, O_PREFIX, O_DHOOK,
 		O_LOG, O_HELP, O_AUTH, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_TLS_NAME,
 	};
 	static const struct option lo[] = {
@@ -286,6 +366,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		{ "reuse-buffers", no_argument, 0, O_REUSE },
 		{ "rate", required_argument, 0, O_RATE },
 		{ "durable-manifest", required_argument, 0, O_DMAN },
+		{ "durable-hook", required_argument, 0, O_DHOOK },
 		{ "log-level", required_argument, 0, O_LOG },
 		{ "help", no_argument, 0, O_HELP },
 		{ "auth-token-file", required_argument, 0, O_AUTH },
@@ -355,6 +436,13 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		case O_QUIET: c->quiet = true; break;
 		case O_MANIFEST: c->manifest = optarg; break;
 		case O_DMAN: c->durable_manifest = optarg; break;
+		case O_DHOOK:
+			if (!*optarg) {
+				fprintf(stderr, "ingest-send: --durable-hook needs a command\n");
+				return -EINVAL;
+			}
+			c->durable_hook = optarg;
+			break;
 		case O_FTO:
 			if (parse_u64(optarg, &v) || v == 0 || v > 3600000)
 				goto bad;
@@ -563,7 +651,7 @@ int main(int argc, char **argv)
 	struct ing_ack acks[64];
 	uint64_t next = 0, done = 0, n_ok = 0, n_fail = 0, n_dup = 0, ok_bytes = 0, shown = 0;
 	void *ready = NULL;   /* a filled buffer whose submit got -EAGAIN */
-	bool broken = false;
+	bool broken = false, hook_failed = false;
 	uint64_t max_lag = 0; /* --rate: how far submits fell behind the schedule */
 	struct progress pg = { .tty = isatty(STDERR_FILENO) && !c.quiet, .t0 = ing_now_ns() };
 	pg.last_ns = pg.t0;
@@ -691,6 +779,12 @@ int main(int argc, char **argv)
 					fflush(dman);  /* a reader (or a crash) sees every ACKed frame */
 				}
 				n_ok++;
+				/* the ack counts as recorded once its hook has run (power-loss
+				 * harness: a log mark after every recorded DURABLE ack) */
+				if (c.durable_hook && !hook_failed && run_durable_hook(&c, j, n_ok)) {
+					hook_failed = true;
+					broken = true;
+				}
 				n_dup += a->duplicate ? 1 : 0;
 				ok_bytes += j->len;
 			} else {
@@ -769,7 +863,7 @@ int main(int argc, char **argv)
 					ms(ing_hist_quantile(hs[k], q[1])),
 					ms(ing_hist_quantile(hs[k], q[2])));
 	}
-	ret = n_fail || n_ok != njobs ? 1 : 0;
+	ret = n_fail || n_ok != njobs || hook_failed ? 1 : 0;
 out:
 	if (man && fclose(man)) {
 		fprintf(stderr, "ingest-send: %s: %s\n", c.manifest, strerror(errno));

@@ -12,3 +12,19 @@ add_test(NAME fault.disk_full COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault/dis
 add_test(NAME fault.freeze COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault/freeze.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(fault.kill9 fault.disk_full fault.freeze PROPERTIES LABELS fault
                      TIMEOUT 300 RUN_SERIAL TRUE)
+
+# Power-loss harness (docs/POWERLOSS.md): its replay tool for dm-log-writes logs, the
+# no-sync LD_PRELOAD of its negative control and its Health+Stats probe. fault.powerloss
+# boots the Soft-RoCE qemu guest once (dm-log-writes needs a kernel with it; the host's
+# may not have it) and runs tests/fault/powerloss_in_guest.sh there; `make fault` runs
+# the long form (every replay point).
+add_executable(lw_replay ${CMAKE_CURRENT_LIST_DIR}/fault/lw_replay.c ${CMAKE_CURRENT_LIST_DIR}/fault/lw_log.c)
+target_sources(test_lw_log PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fault/lw_log.c)
+target_include_directories(test_lw_log PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fault)
+add_library(ing_nosync MODULE ${CMAKE_CURRENT_LIST_DIR}/fault/nosync.c)
+set_target_properties(ing_nosync PROPERTIES PREFIX "" OUTPUT_NAME nosync)
+add_executable(pl_probe ${CMAKE_CURRENT_LIST_DIR}/fault/pl_probe.c)
+target_link_libraries(pl_probe PRIVATE ingest_static)
+add_test(NAME fault.powerloss
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault/powerloss.sh ${PROJECT_BINARY_DIR} short)
+set_tests_properties(fault.powerloss PROPERTIES LABELS "fault;guest" TIMEOUT 960 RUN_SERIAL TRUE)
