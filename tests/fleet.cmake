@@ -1,0 +1,14 @@
+# SPDX-License-Identifier: Apache-2.0
+# Fleet mode (docs/FLEET.md): HRW placement agreed by C and Python, and three real ingestd
+# on loopback with ingest-send --servers (label "fleet"; each bounded, started and stopped
+# by the test itself).
+if(TARGET test_producer_hrw)
+  target_link_libraries(test_producer_hrw PRIVATE ingest_static)
+endif()
+#  - fleet.hrw_python: the vectors of tests/fleet/hrw_vectors.tsv recomputed with hashlib
+#    (the spec, the way any producer computes it); unit.test_producer_hrw checks the C side
+#    against the same file.
+add_test(NAME fleet.hrw_python
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/fleet/hrw.py
+                 --check ${CMAKE_CURRENT_SOURCE_DIR}/fleet/hrw_vectors.tsv)
+set_tests_properties(fleet.hrw_python PROPERTIES LABELS "fleet;unit" TIMEOUT 60)
