@@ -70,6 +70,7 @@ struct fframe {
 	bool recv_delivered;   /* RECEIVED ack given to the application */
 	bool on_node;          /* handed to nodes[node].sub */
 	bool rerouted;
+	bool recv_here;        /* the current node acked RECEIVED */
 	char id[ING_ID_MAX + 1];
 	char wafer[ING_ID_MAX + 1];
 	const void *data;
@@ -343,6 +344,7 @@ static void frame_unplace(struct fleet *f, struct fframe *ff, bool refused)
 	}
 	ff->node = -1;
 	ff->on_node = false;
+	ff->recv_here = false;
 }
 
 /*
@@ -363,8 +365,7 @@ static void node_fail(struct fleet *f, unsigned i, const char *why)
 		if (ff->on_node) {
 			moved++;
 			/* a RECEIVED frame may be stored there too: same bytes, same crc32c */
-			struct pframe *pf = n->sub ? producer_frame_find(n->sub, ff->wafer, ff->id) : NULL;
-			if (pf && pf->received) {
+			if (ff->recv_here) {
 				recv++;
 				p->st.resent_after_received++;
 			}
@@ -690,6 +691,7 @@ static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 		return;
 	}
 	if (a->ok && a->stage == ING_ACK_RECEIVED) {
+		ff->recv_here = true;
 		if (!ff->recv_delivered) {
 			ff->recv_delivered = true;
 			p->st.received++;
