@@ -12,3 +12,13 @@ add_test(NAME fleet.hrw_python
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/fleet/hrw.py
                  --check ${CMAKE_CURRENT_SOURCE_DIR}/fleet/hrw_vectors.tsv)
 set_tests_properties(fleet.hrw_python PROPERTIES LABELS "fleet;unit" TIMEOUT 60)
+#  - fleet.failover_kill9: kill -9 of one of three nodes mid-stream: every frame DURABLE
+#    somewhere, frames re-sent, each node holds what it acked byte for byte, a second send
+#    of the same frames is all ok (duplicates, never a conflict).
+#  - fleet.failover_sigstop: one node hung (SIGSTOP): failover by missed PING / ack
+#    deadline while it is still stopped; after SIGCONT it takes its wafers again.
+foreach(_t failover_kill9 failover_sigstop)
+  add_test(NAME fleet.${_t}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fleet/${_t}.sh ${PROJECT_BINARY_DIR})
+  set_tests_properties(fleet.${_t} PROPERTIES LABELS fleet TIMEOUT 300 RUN_SERIAL TRUE)
+endforeach()
