@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""fleet_rpc.py - ask an ingest node with a stock gRPC client (python3-grpcio).
+
+  fleet_rpc.py members HOST:PORT   rpc Members, as JSON
+  fleet_rpc.py stats HOST:PORT     rpc Stats (the fleet fields and frame counters), as JSON
+  fleet_rpc.py negotiate HOST:PORT rpc Negotiate (nodeId, nodeState), as JSON
+
+Stubs are generated from proto/h3000.proto with grpc_tools.protoc into a temp dir.
+Exit 0 with the JSON on stdout; 1 and the gRPC status on stderr when the call fails.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROTO_DIR = os.path.join(HERE, "..", "..", "proto")
+
+
+def load_stubs():
+    out = tempfile.mkdtemp(prefix="fleet-rpc-")
+    rc = subprocess.call([sys.executable, "-m", "grpc_tools.protoc", "-I", PROTO_DIR,
+                          "--python_out", out, "--grpc_python_out", out,
+                          os.path.join(PROTO_DIR, "h3000.proto")])
+    if rc:
+        sys.exit("fleet_rpc: grpc_tools.protoc failed")
+    sys.path.insert(0, out)
+    import h3000_pb2
+    import h3000_pb2_grpc
+    return h3000_pb2, h3000_pb2_grpc
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("members", "stats", "negotiate"):
+        sys.exit(__doc__)
+    import grpc
+    from google.protobuf import json_format
+    pb, pbg = load_stubs()
+    ch = grpc.insecure_channel(sys.argv[2])
+    stub = pbg.RDMASvcStub(ch)
+    try:
+        if sys.argv[1] == "members":
+            r = stub.Members(pb.MembersRequest(), timeout=10)
+        elif sys.argv[1] == "stats":
+            r = stub.Stats(pb.StatsRequest(), timeout=10)
+            r.ClearField("latency")
+            r.ClearField("stageLatency")
+        else:
+            r = stub.Negotiate(pb.NegotiateRequest(versionMin=1, versionMax=1, clientName="fleet_rpc",
+                                                   transports=[pb.TRANSPORT_GRPC_STREAM]), timeout=10)
+    except grpc.RpcError as e:
+        print("fleet_rpc: %s: %s %s" % (sys.argv[1], e.code(), e.details()), file=sys.stderr)
+        return 1
+    print(json.dumps(json_format.MessageToDict(r, preserving_proto_field_name=True,
+                                               always_print_fields_with_no_presence=True)
+                     if _has_new_kw() else
+                     json_format.MessageToDict(r, preserving_proto_field_name=True,
+                                               including_default_value_fields=True)))
+    return 0
+
+
+def _has_new_kw():
+    import inspect
+    from google.protobuf import json_format
+    return "always_print_fields_with_no_presence" in inspect.signature(json_format.MessageToDict).parameters
+
+
+if __name__ == "__main__":
+    sys.exit(main())
