@@ -260,11 +260,24 @@ unsigned ing_fleet_members(struct ing_fleet *f, struct ing_fleet_member *out, un
 
 /* ---------------------------------------------------------------- PostgreSQL */
 
+/* libpq's message on one line: it ends in '\n' and may hold more lines (DETAIL, HINT) */
+static const char *one_line(const char *m, char *buf, size_t n)
+{
+	size_t k = 0;
+	for (; *m && k + 1 < n; m++)
+		buf[k++] = *m == '\n' || *m == '\t' ? ' ' : *m;
+	while (k && buf[k - 1] == ' ')
+		k--;
+	buf[k] = 0;
+	return buf;
+}
+
 static void pg_drop(struct ing_fleet *f, const char *what)
 {
 	if (f->pg) {
+		char b[512];
 		ING_LOG_RL(ING_LOG_WARN, COMP, "fleet catalog: %s: %s; reconnecting", what,
-			   PQerrorMessage(f->pg));
+			   one_line(PQerrorMessage(f->pg), b, sizeof(b)));
 		PQfinish(f->pg);
 		f->pg = NULL;
 	}
@@ -285,8 +298,9 @@ static bool pg_exec(struct ing_fleet *f, const char *what, const char *sql, int 
 	PGresult *r = n ? PQexecParams(f->pg, sql, n, NULL, vals, NULL, NULL, 0) : PQexec(f->pg, sql);
 	bool ok = pg_ok(r);
 	if (!ok) {
+		char b[512];
 		ING_LOG_RL(ING_LOG_WARN, COMP, "fleet catalog: %s: %s", what,
-			   r ? PQresultErrorMessage(r) : PQerrorMessage(f->pg));
+			   one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(f->pg), b, sizeof(b)));
 		PQclear(r);
 		pg_drop(f, what);
 		return false;
@@ -304,8 +318,9 @@ static bool pg_connect(struct ing_fleet *f)
 	const char *vals[] = { "3", "ingestd", "5", "2", "3", "10000", f->conninfo, NULL };
 	PGconn *c = PQconnectdbParams(keys, vals, 1);
 	if (!c || PQstatus(c) != CONNECTION_OK) {
+		char b[512];
 		ING_LOG_RL(ING_LOG_WARN, COMP, "fleet catalog: cannot connect: %s",
-			   c ? PQerrorMessage(c) : "out of memory");
+			   c ? one_line(PQerrorMessage(c), b, sizeof(b)) : "out of memory");
 		PQfinish(c);
 		atomic_fetch_add(&f->errors, 1);
 		atomic_store(&f->pg_up, false);
@@ -346,7 +361,9 @@ static bool pg_heartbeat(struct ing_fleet *f)
 				   " FROM fleet_members ORDER BY node_id COLLATE \"C\" LIMIT 256",
 				   1, NULL, mv, NULL, NULL, 0);
 	if (!pg_ok(r)) {
-		ING_LOG_RL(ING_LOG_WARN, COMP, "fleet catalog: members: %s", PQresultErrorMessage(r));
+		char b[512];
+		ING_LOG_RL(ING_LOG_WARN, COMP, "fleet catalog: members: %s",
+			   one_line(PQresultErrorMessage(r), b, sizeof(b)));
 		PQclear(r);
 		pg_drop(f, "members");
 		return false;

@@ -5,6 +5,10 @@
   fleet_rpc.py members HOST:PORT   rpc Members, as JSON
   fleet_rpc.py stats HOST:PORT     rpc Stats (the fleet fields and frame counters), as JSON
   fleet_rpc.py negotiate HOST:PORT rpc Negotiate (nodeId, nodeState), as JSON
+  fleet_rpc.py wait HOST:PORT EXPR SECONDS
+                                   poll Stats every 0.1 s until the Python expression
+                                   EXPR over its fields (ints and floats) is true; print
+                                   the last Stats as JSON; exit 1 when SECONDS pass first
 
 Stubs are generated from proto/h3000.proto with grpc_tools.protoc into a temp dir.
 Exit 0 with the JSON on stdout; 1 and the gRPC status on stderr when the call fails.
@@ -20,7 +24,17 @@ PROTO_DIR = os.path.join(HERE, "..", "..", "proto")
 
 
 def load_stubs():
-    out = tempfile.mkdtemp(prefix="fleet-rpc-")
+    # $FLEET_RPC_STUBS: a dir to generate the stubs into once and reuse (tests poll often)
+    out = os.environ.get("FLEET_RPC_STUBS")
+    if out and os.path.exists(os.path.join(out, "h3000_pb2_grpc.py")):
+        sys.path.insert(0, out)
+        import h3000_pb2
+        import h3000_pb2_grpc
+        return h3000_pb2, h3000_pb2_grpc
+    if out:
+        os.makedirs(out, exist_ok=True)
+    else:
+        out = tempfile.mkdtemp(prefix="fleet-rpc-")
     rc = subprocess.call([sys.executable, "-m", "grpc_tools.protoc", "-I", PROTO_DIR,
                           "--python_out", out, "--grpc_python_out", out,
                           os.path.join(PROTO_DIR, "h3000.proto")])
@@ -33,6 +47,8 @@ def load_stubs():
 
 
 def main():
+    if sys.argv[1:2] == ["wait"] and len(sys.argv) == 5:
+        return wait(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     if len(sys.argv) != 3 or sys.argv[1] not in ("members", "stats", "negotiate"):
         sys.exit(__doc__)
     import grpc
@@ -59,6 +75,37 @@ def main():
                      json_format.MessageToDict(r, preserving_proto_field_name=True,
                                                including_default_value_fields=True)))
     return 0
+
+
+def stats_dict(pb, stub):
+    r = stub.Stats(pb.StatsRequest(), timeout=10)
+    d = {}
+    for f in r.DESCRIPTOR.fields:
+        if f.label != f.LABEL_REPEATED:
+            d[f.name] = getattr(r, f.name)
+    return d
+
+
+def wait(addr, expr, seconds):
+    import time
+    import grpc
+    pb, pbg = load_stubs()
+    stub = pbg.RDMASvcStub(grpc.insecure_channel(addr))
+    end = time.monotonic() + seconds
+    d = {}
+    while True:
+        try:
+            d = stats_dict(pb, stub)
+            if eval(expr, {}, d):
+                print(json.dumps(d))
+                return 0
+        except grpc.RpcError as e:
+            d = {"error": str(e.code())}
+        if time.monotonic() > end:
+            print(json.dumps(d))
+            print("fleet_rpc: wait: '%s' still false after %.0f s" % (expr, seconds), file=sys.stderr)
+            return 1
+        time.sleep(0.1)
 
 
 def _has_new_kw():
