@@ -93,7 +93,14 @@ struct outbox *outbox_open(const char *catalog_path)
 		return NULL;
 	}
 	sqlite3_busy_timeout(o->db, BUSY_TIMEOUT_MS);
-	if (exec(o, "PRAGMA journal_mode=WAL;") < 0 || exec(o, "PRAGMA synchronous=FULL;") < 0) {
+	/*
+	 * NORMAL, not FULL, on this connection only: its commits (outbox deletes after an
+	 * export, the trigger set-up) need no fsync of their own. Lost by a power cut, they
+	 * undo themselves: deleted rows come back and are exported again (PostgreSQL ignores
+	 * them), a lost trigger set-up is done again at the next start. The rows themselves
+	 * are written by the persistence workers' FULL commits.
+	 */
+	if (exec(o, "PRAGMA journal_mode=WAL;") < 0 || exec(o, "PRAGMA synchronous=NORMAL;") < 0) {
 		outbox_close(o);
 		return NULL;
 	}

@@ -9,6 +9,9 @@
                                    poll Stats every 0.1 s until the Python expression
                                    EXPR over its fields (ints and floats) is true; print
                                    the last Stats as JSON; exit 1 when SECONDS pass first
+  fleet_rpc.py export-rate HOST:PORT ROWS SECONDS
+                                   poll Stats every 20 ms: from the first exported row to
+                                   ROWS exported; print {rows, seconds, rows_per_s}
 
 Stubs are generated from proto/h3000.proto with grpc_tools.protoc into a temp dir.
 Exit 0 with the JSON on stdout; 1 and the gRPC status on stderr when the call fails.
@@ -47,6 +50,8 @@ def load_stubs():
 
 
 def main():
+    if sys.argv[1:2] == ["export-rate"] and len(sys.argv) == 5:
+        return export_rate(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
     if sys.argv[1:2] == ["wait"] and len(sys.argv) == 5:
         return wait(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     if len(sys.argv) != 3 or sys.argv[1] not in ("members", "stats", "negotiate"):
@@ -106,6 +111,30 @@ def wait(addr, expr, seconds):
             print("fleet_rpc: wait: '%s' still false after %.0f s" % (expr, seconds), file=sys.stderr)
             return 1
         time.sleep(0.1)
+
+
+def export_rate(addr, rows, seconds):
+    import time
+    import grpc
+    pb, pbg = load_stubs()
+    stub = pbg.RDMASvcStub(grpc.insecure_channel(addr))
+    end = time.monotonic() + seconds
+    t0 = e0 = None
+    while time.monotonic() < end:
+        d = stats_dict(pb, stub)
+        now = time.monotonic()
+        ex = d["fleetExportedRows"]
+        if t0 is None and ex > 0:
+            t0, e0 = now, ex
+        if ex >= rows:
+            dt = now - t0
+            n = ex - e0
+            print(json.dumps({"rows": n, "seconds": round(dt, 3),
+                              "rows_per_s": round(n / dt, 1) if dt > 0 else 0}))
+            return 0
+        time.sleep(0.02)
+    print("fleet_rpc: export-rate: %d rows not exported within %.0f s" % (rows, seconds), file=sys.stderr)
+    return 1
 
 
 def _has_new_kw():
