@@ -17,13 +17,13 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/ident.h"
-#include "control/grpc.h"
-#include "control/loop.h"
+#include "control/grpc/grpc.h"
+#include "control/grpc/loop.h"
 #include "control/metrics.h"
 #include "control/service.h"
 #include "fleet/fleet.h"
 #include "dataplane/dataplane.h"
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -69,7 +69,7 @@ struct ing_ingestd_opts {
 	const char *tls_cert, *tls_key;
 	int ready_fd;
 	const char *rdma_dev;
-	/* RDMA data path (dataplane/rdma.h) */
+	/* RDMA data path (dataplane/rdma/rdma.h) */
 	int rdma;                  /* 1 on (error if impossible), 0 off, -1 auto (default) */
 	const char *rdma_addr;     /* rdma_cm listen address; NULL: the RDMA netdev's */
 	unsigned rdma_port;

@@ -19,9 +19,14 @@ foreach(_d IN LISTS DPDK_INCLUDE_DIRS)
     list(APPEND _dpdk_inc ${_d})
   endif()
 endforeach()
-target_include_directories(dpdk::static SYSTEM INTERFACE ${_dpdk_inc})
-target_compile_options(dpdk::static INTERFACE -include rte_config.h
+# dpdk::headers: include dirs and flags only, for a library whose archives come through
+# another target that links dpdk::static (linking the archives twice would duplicate the
+# --whole-archive mempool driver).
+add_library(dpdk::headers INTERFACE IMPORTED)
+target_include_directories(dpdk::headers SYSTEM INTERFACE ${_dpdk_inc})
+target_compile_options(dpdk::headers INTERFACE -include rte_config.h
                        $<$<STREQUAL:${CMAKE_SYSTEM_PROCESSOR},x86_64>:-msse4.2>)
+target_link_libraries(dpdk::static INTERFACE dpdk::headers)
 target_link_libraries(dpdk::static INTERFACE
   -Wl,--whole-archive ${DPDK_mempool_ring_A} -Wl,--no-whole-archive
   ${DPDK_mempool_A} ${DPDK_ring_A} ${DPDK_eal_A} ${DPDK_kvargs_A} ${DPDK_telemetry_A}

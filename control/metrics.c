@@ -5,7 +5,7 @@
  * without blocking (EPOLLOUT), close. A deadline timer bounds every connection.
  */
 #include "control/metrics.h"
-#include "control/grpc_internal.h"   /* grpc_split_hostport, grpc_tcp_listen */
+#include "control/grpc/grpc_internal.h"   /* grpc_split_hostport, grpc_tcp_listen */
 #include "common/clock.h"
 #include "common/log.h"
 

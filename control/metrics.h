@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "common/hist.h"
-#include "control/loop.h"
+#include "control/grpc/loop.h"
 
 #define ING_METRICS_MAX_CONNS 16
 

@@ -88,8 +88,8 @@ int chunk_parser_end(struct chunk_parser *p);
 /* ================================================================ service state */
 
 #include "common/hist.h"
-#include "control/grpc.h"
-#include "control/loop.h"
+#include "control/grpc/grpc.h"
+#include "control/grpc/loop.h"
 #include "control/service.h"
 #include "dataplane/dataplane.h"
 

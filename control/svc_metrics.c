@@ -9,7 +9,7 @@
 #include "control/svc_internal.h"
 #include "control/metrics.h"
 #include "common/clock.h"
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 
 #include <stdio.h>
 

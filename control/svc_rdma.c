@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc_rdma.c - the service's side of the RDMA data path (glue to dataplane/rdma.h), kept
+ * svc_rdma.c - the service's side of the RDMA data path (glue to dataplane/rdma/rdma.h), kept
  * in one file so the rest of the service only calls three hooks:
  *   svc_rdma_enqueue()     ControlStream FrameMeta -> slot -> admission -> READ job
  *   svc_rdma_from_lcore()  frame_durable(): a frame the lcore returned while FILLING
@@ -14,7 +14,7 @@
 #include "control/svc_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 #include "h3000.pb-c.h"
 
 #include <errno.h>

@@ -7,7 +7,7 @@
 #include "control/svc_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 #include "h3000.pb-c.h"
 
 #include <inttypes.h>

@@ -2,7 +2,7 @@
 /*
  * dataplane.h - the ingest node's data plane as seen by the control thread and ingestd:
  * frame descriptors, the MR pool of frame buffers, the rings between threads, the
- * persistence workers (store + catalog), and EAL start-up.
+ * persistence workers, and EAL start-up. Files and catalog: dataplane/store/store.h.
  *
  * Ownership rule: a struct ing_frame is owned by exactly one thread at a time; it moves
  * between threads only through rte_rings (pointer hand-off). Control takes it from the
@@ -179,47 +179,6 @@ void ing_fring_clear(struct ing_fring *r);
 /* Sleep until the doorbell rings or timeout_ms passes. 1 rung, 0 timeout, -errno. */
 int ing_fring_wait(struct ing_fring *r, int timeout_ms);
 unsigned ing_fring_count(const struct ing_fring *r);
-
-/* ---------------------------------------------------------------- catalog */
-
-struct ing_catalog;
-struct ing_catalog_row {
-	char frame_id[ING_ID_MAX + 1];
-	char wafer_id[ING_ID_MAX + 1];
-	int64_t timestamp;
-	uint64_t length;
-	uint32_t crc32c;
-	char path[512];
-	uint8_t transport;
-	int64_t received_ns;  /* wall clock */
-	int64_t durable_ns;
-};
-/*
- * Open/create <path> (WAL, synchronous=FULL, busy timeout). One handle per thread. A
- * catalog written before frame ids were strings (schema 1: INTEGER frame ids) is
- * migrated in one transaction on open: the ids become their decimal text, the rows and
- * paths stay (a decimal id is its own file name).
- */
-struct ing_catalog *ing_catalog_open(const char *path);
-void ing_catalog_close(struct ing_catalog *c);
-/* Look up (wafer_id, frame_id). 0 found, -ENOENT absent, -EIO on error. */
-int ing_catalog_lookup(struct ing_catalog *c, const char *wafer_id, const char *frame_id,
-		       struct ing_catalog_row *row);
-/* Insert rows in one transaction. 0, -EEXIST ((wafer, frame) already present: nothing inserted), -EIO, -ENOSPC. */
-int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows, unsigned n);
-int64_t ing_catalog_count(struct ing_catalog *c);
-
-/* ---------------------------------------------------------------- store */
-
-/* "frames/<wafer name>/<frame name>.frame" relative to data_dir, names from
- * ing_id_file_name (common/ident.h); -EINVAL, -ENAMETOOLONG. */
-int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, const char *frame_id);
-/*
- * Write f->buf[0..length) durably to <data_dir>/<rel> (temp file, O_DIRECT when aligned,
- * fdatasync, rename, directory fsync). 0 or -errno (-ENOSPC, -EIO, ...).
- */
-int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
-		    uint64_t cap);
 
 /* ---------------------------------------------------------------- persistence */
 

@@ -19,6 +19,7 @@
  * (RDMA) are read once more to compute it.
  */
 #include "dataplane/dataplane_internal.h"
+#include "dataplane/store/store.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"

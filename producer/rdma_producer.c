@@ -32,8 +32,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "control/grpc.h"
-#include "dataplane/rdma.h"
+#include "control/grpc/grpc.h"
+#include "proto/rdma_conn.h"
 
 #define COMP "prod-rdma"
 #define RECONNECT_MAX 8            /* attempts per session before giving up */

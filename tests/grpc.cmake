@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-# gRPC transport (control/loop.c, control/grpc_*.c) against a stock client (label "func").
+# gRPC transport (control/grpc/loop.c, control/grpc/grpc_*.c) against a stock client (label "func").
 #  - grpc_testsrv: the transport with test methods only (tests/func/grpc_testsrv.c); links
 #    just the transport objects, so it builds without the service code.
 #  - func.grpc.interop_py: Debian's python3-grpcio drives it over h2c and TLS (ALPN h2):
 #    unary, metadata, 1 MiB, health, UNIMPLEMENTED, RESOURCE_EXHAUSTED, deadlines, cancel,
 #    bidi/client/server streaming, graceful shutdown. Fails with a clear message when
 #    grpcio is missing.
-#  - grpc_testcli + func.grpc.client_interop_py: our client (control/grpc_client.c) against
+#  - grpc_testcli + func.grpc.client_interop_py: our client (control/grpc/grpc_client.c) against
 #    a stock grpcio server: unary, 1 MiB, UNIMPLEMENTED, status + percent-encoded message,
 #    deadline, bidi, zero-copy client streaming through 16 KiB frames, server streaming,
 #    cancel.

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * grpc_testcli - our gRPC client (control/grpc_client.c) against a stock server:
+ * grpc_testcli - our gRPC client (control/grpc/grpc_client.c) against a stock server:
  * tests/func/grpc_client_interop.py starts a grpcio server with the test.Echo methods and
  * runs this program against it. One line per check; exit status = number of failures.
  *
  *   grpc_testcli HOST:PORT
  */
-#include "control/grpc.h"
+#include "control/grpc/grpc.h"
 #include "common/clock.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * grpc_testsrv - the gRPC transport (control/grpc_server.c) with test methods only, for
+ * grpc_testsrv - the gRPC transport (control/grpc/grpc_server.c) with test methods only, for
  * interop tests with stock clients (tests/func/grpc_interop.py drives it with grpcio).
  *
  *   grpc_testsrv [--listen 127.0.0.1:0] [--tls CERT KEY] [--max-seconds N]
@@ -15,8 +15,8 @@
  *   Hold    accept and never answer; Slow: never answer (for deadlines)
  *   Stats   "hold_started=<n> hold_close=<status> slow_close=<status> calls=<n>"
  */
-#include "control/grpc.h"
-#include "control/loop.h"
+#include "control/grpc/grpc.h"
+#include "control/grpc/loop.h"
 #include "common/clock.h"
 #include "common/log.h"
 

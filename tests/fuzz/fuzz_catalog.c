@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_catalog - the catalog's input (dataplane/catalog.c): batches of rows built from the
+ * fuzz_catalog - the catalog's input (dataplane/store/catalog.c): batches of rows built from the
  * bytes (frame ids that collide, any length/crc/timestamp, wafer ids and paths of any
  * bytes; keys are (wafer, frame) pairs), inserted in transactions into a fresh catalog file. Oracle: a shadow
  * table. An insert either adds the whole batch or (-EEXIST: an id already there or twice
  * in the batch) nothing; every lookup returns exactly the row inserted; the count agrees.
  */
-#include "dataplane/dataplane.h"
+#include "dataplane/store/store.h"
 #include "common/log.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_grpc_server - the gRPC server's request path (control/grpc_server.c + nghttp2 +
+ * fuzz_grpc_server - the gRPC server's request path (control/grpc/grpc_server.c + nghttp2 +
  * the message deframer) fed whole client byte streams through grpc_server_feed(): no
  * socket, the server's output is dropped. The methods stand in for the service: a unary
  * one that decodes NegotiateRequest, a streaming one that runs every message through the
@@ -10,9 +10,9 @@
  * preface and SETTINGS. Oracles: ASan/UBSan, every accepted call closed exactly once,
  * no call or connection left when the input ends.
  */
-#include "control/grpc.h"
-#include "control/grpc_internal.h"
-#include "control/loop.h"
+#include "control/grpc/grpc.h"
+#include "control/grpc/grpc_internal.h"
+#include "control/grpc/loop.h"
 #include "control/svc_internal.h"
 #include "common/clock.h"
 #include "common/log.h"

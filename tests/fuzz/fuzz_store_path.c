@@ -2,14 +2,14 @@
 /*
  * fuzz_store_path - frame file names from what a producer sends: the id rule
  * (common/ident.c: ing_id_check, ing_id_file_name) and the store's public path function
- * ing_store_rel_path (dataplane/store.c). Input: "wafer\0frame\0wafer2\0frame2" (missing
+ * ing_store_rel_path (dataplane/store/store.c). Input: "wafer\0frame\0wafer2\0frame2" (missing
  * parts empty). Oracles: an accepted pair, joined to a data dir and resolved lexically
  * (".", "..", "//"), names a file exactly two levels below <data_dir>/frames, ending in
  * ".frame", made of one component per id; an id the rule refuses is never given a path;
  * two different pairs never share a path (one file per frame).
  */
 #include "common/ident.h"
-#include "dataplane/dataplane.h"
+#include "dataplane/store/store.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -34,9 +34,9 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "control/loop.h"
+#include "control/grpc/loop.h"
 #include "dataplane/dataplane.h"
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 
 static int failures;
 static const char *g_ip, *g_dev;

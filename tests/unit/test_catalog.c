@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_catalog.c - dataplane/catalog.c on a real SQLite file in /tmp. */
+/* test_catalog.c - dataplane/store/catalog.c on a real SQLite file in /tmp. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -15,7 +15,8 @@
 
 #include <cmocka.h>
 
-#include "dataplane/dataplane.h"
+#include "dataplane/dataplane.h"   /* ING_XPORT_* */
+#include "dataplane/store/store.h"
 
 static char dir[64], db[128];
 

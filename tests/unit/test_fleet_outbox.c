@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "dataplane/dataplane.h"
+#include "dataplane/store/store.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_internal.h"
 

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for control/grpc_wire.c: message framing, grpc-timeout, grpc-message. */
+/* Unit tests for control/grpc/grpc_wire.c: message framing, grpc-timeout, grpc-message. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/grpc.h"
-#include "control/grpc_internal.h"
+#include "control/grpc/grpc.h"
+#include "control/grpc/grpc_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

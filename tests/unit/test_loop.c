@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for control/loop.c: timers (order, cancel, re-arm), fd callbacks, wake, stop. */
+/* Unit tests for control/grpc/loop.c: timers (order, cancel, re-arm), fd callbacks, wake, stop. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/loop.h"
+#include "control/grpc/loop.h"
 #include "common/clock.h"
 
 #include <errno.h>

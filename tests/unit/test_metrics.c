@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "control/metrics.h"
-#include "control/loop.h"
+#include "control/grpc/loop.h"
 #include "common/clock.h"
 
 #include <arpa/inet.h>

@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "dataplane/dataplane.h"
+#include "dataplane/store/store.h"
 
 #define SLOTS 64
 

@@ -21,7 +21,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 
 #define FAKE_MAX_WR 8192
 #define FAKE_MAX_QP 8

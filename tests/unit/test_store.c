@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_store.c - dataplane/store.c: real files in /tmp (ext4) and /dev/shm (tmpfs). */
+/* test_store.c - dataplane/store/store.c: real files in /tmp (ext4) and /dev/shm (tmpfs). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +18,7 @@
 #include <cmocka.h>
 
 #include "common/ident.h"
-#include "dataplane/dataplane.h"
-#include "dataplane/dataplane_internal.h"
+#include "dataplane/store/store.h"
 
 static char dir[64], shm[64];
 static uint8_t *buf;

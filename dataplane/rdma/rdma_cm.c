@@ -12,7 +12,7 @@
  * Every CM event is acked before it is acted on, so destroying an id never waits on an
  * unacked event of our own.
  */
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 
 #include "common/clock.h"
 #include "common/log.h"

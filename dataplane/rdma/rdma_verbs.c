@@ -3,7 +3,7 @@
  * rdma_verbs.c - the real verbs behind struct ing_rdma_ops, the READ plan arithmetic and
  * the CM private data codec. No state.
  */
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -38,6 +38,7 @@
 #include <infiniband/verbs.h>
 
 #include "dataplane/dataplane.h"
+#include "proto/rdma_conn.h"   /* the CONNECT_REQUEST private data (shared with producer/) */
 
 #define ING_RDMA_DEFAULT_PORT 7472
 #define ING_RDMA_DEFAULT_CHUNK (1u << 20)   /* bytes per READ */
@@ -71,42 +72,6 @@ struct ing_rdma_ops {
 	void (*ack_cq_events)(struct ibv_cq *cq, unsigned n);
 };
 extern const struct ing_rdma_ops ing_rdma_verbs_ops;
-
-/* ---------------------------------------------------------------- CM private data */
-
-/*
- * Carried in the CONNECT_REQUEST private data (producer -> ingestd). Big-endian on the
- * wire. 16 bytes: fits every transport's private-data limit (RoCE/IB REQ: 56 bytes).
- */
-#define ING_RDMA_CM_MAGIC 0x48334b52u       /* "H3KR" */
-#define ING_RDMA_CM_VERSION 1
-struct ing_rdma_cm_priv {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t flags;
-	uint64_t session_id;
-} __attribute__((packed));
-/* Header-only: the producer library (no ing_dataplane) uses them too. */
-static inline void ing_rdma_cm_priv_pack(struct ing_rdma_cm_priv *p, uint64_t session_id)
-{
-	memset(p, 0, sizeof(*p));
-	p->magic = htobe32(ING_RDMA_CM_MAGIC);
-	p->version = htobe16(ING_RDMA_CM_VERSION);
-	p->session_id = htobe64(session_id);
-}
-/* 0 and *session_id, or -EPROTO (short, bad magic/version). */
-static inline int ing_rdma_cm_priv_parse(const void *data, size_t len, uint64_t *session_id)
-{
-	struct ing_rdma_cm_priv p;
-
-	if (!data || len < sizeof(p))
-		return -EPROTO;
-	memcpy(&p, data, sizeof(p));
-	if (be32toh(p.magic) != ING_RDMA_CM_MAGIC || be16toh(p.version) != ING_RDMA_CM_VERSION)
-		return -EPROTO;
-	*session_id = be64toh(p.session_id);
-	return 0;
-}
 
 /* ---------------------------------------------------------------- chunking */
 

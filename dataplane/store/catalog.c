@@ -6,7 +6,7 @@
  * both TEXT as the producer sent them (schema 2, PRAGMA user_version = 2). Schema 1 had
  * INTEGER frame ids and is migrated on open (migrate_v1).
  */
-#include "dataplane/dataplane_internal.h"
+#include "dataplane/store/store.h"
 #include "common/log.h"
 
 #include <errno.h>

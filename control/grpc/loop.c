@@ -12,7 +12,7 @@
  * nothing; if an application ever arms more timers than that, the heap doubles once
  * (logged) rather than losing a deadline.
  */
-#include "control/loop.h"
+#include "control/grpc/loop.h"
 #include "common/clock.h"
 #include "common/log.h"
 

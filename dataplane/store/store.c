@@ -8,7 +8,7 @@
  * exists complete or not at all. Directories created on the way are made durable by
  * fsync'ing their parents. Called by persistence workers only (blocking).
  */
-#include "dataplane/dataplane_internal.h"
+#include "dataplane/store/store.h"
 #include "common/clock.h"
 #include "common/ident.h"
 #include "common/log.h"
@@ -26,6 +26,12 @@
 
 #define COMP "store"
 #define WRITE_CHUNK (64u << 20)   /* bytes per pwrite call */
+#define ING_PAGE_4K 4096ull
+
+static inline uint64_t round_up_u64(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
 
 int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, const char *frame_id)
 {

@@ -15,7 +15,7 @@
  * the WRs before it. Records outlive QPs (they belong to the lcore), and a generation
  * number makes completions of a QP the lcore already gave up on harmless.
  */
-#include "dataplane/rdma.h"
+#include "dataplane/rdma/rdma.h"
 
 #include "common/clock.h"
 #include "common/log.h"
