@@ -16,10 +16,12 @@
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/ident.h"
 #include "control/grpc/grpc.h"
 #include "control/grpc/loop.h"
 #include "control/metrics.h"
 #include "control/service.h"
+#include "fleet/fleet.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
 #include "numa/numa.h"
@@ -86,6 +88,14 @@ struct ing_ingestd_opts {
 	const char *metrics_listen;  /* NULL: no /metrics endpoint */
 	const char *metrics_port_file;
 	const char *config;          /* the --config file, for messages */
+	/* fleet (fleet/fleet.h, docs/FLEET_NODE.md) */
+	const char *node_id;         /* NULL: the advertised address */
+	const char *advertise;       /* NULL: the listen address (with the bound port) */
+	const char *fleet_db;        /* libpq conninfo; NULL: no fleet catalog */
+	const char *fleet_peers;     /* static membership "id=host:port,..." */
+	unsigned fleet_heartbeat_ms;
+	unsigned fleet_batch;
+	bool drain;                  /* start DRAINING */
 	bool check_only;             /* --check-config: validate, then exit 0 */
 };
 
@@ -107,6 +117,8 @@ static void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->poll_mode = ING_RDMA_POLL_ADAPTIVE;
 	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
 	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
+	o->fleet_heartbeat_ms = ING_DEFAULT_FLEET_HEARTBEAT_MS;
+	o->fleet_batch = ING_DEFAULT_FLEET_BATCH;
 }
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -434,6 +446,70 @@ static int set_poll_mode(const struct opt_def *d, struct ing_ingestd_opts *o, co
 	return 0;
 }
 
+static int set_node_id(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+		       char *why, size_t whylen)
+{
+	(void)d;
+	size_t n = strlen(v);
+	if (n == 0 || n > ING_FLEET_ID_MAX || ing_id_check(v, n)) {
+		snprintf(why, whylen, "a node id is 1..%d bytes of UTF-8 without control characters",
+			 ING_FLEET_ID_MAX);
+		return -EINVAL;
+	}
+	o->node_id = v;
+	return 0;
+}
+
+static int set_advertise(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			 char *why, size_t whylen)
+{
+	(void)d;
+	if (!*v) {
+		o->advertise = NULL;
+		return 0;
+	}
+	if (!listen_ok(v) || strlen(v) > ING_FLEET_ADDR_MAX) {
+		snprintf(why, whylen, "'%.128s' is not host:port or [v6]:port", v);
+		return -EINVAL;
+	}
+	o->advertise = v;
+	return 0;
+}
+
+static int set_fleet_peers(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			   char *why, size_t whylen)
+{
+	(void)d;
+	if (!*v) {
+		o->fleet_peers = NULL;
+		return 0;
+	}
+	static struct ing_fleet_member m[ING_FLEET_MAX_MEMBERS];
+	unsigned n;
+	if (ing_fleet_parse_peers(v, m, ING_FLEET_MAX_MEMBERS, &n, why, whylen))
+		return -EINVAL;
+	o->fleet_peers = v;
+	return 0;
+}
+
+/* --drain (no value: on), --drain=off; "drain = on|off" in a config file */
+static int set_drain(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+		     char *why, size_t whylen)
+{
+	(void)d;
+	if (!v || !strcasecmp(v, "on") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
+	    !strcmp(v, "1"))
+		o->drain = true;
+	else if (!strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcasecmp(v, "false") ||
+		 !strcmp(v, "0"))
+		o->drain = false;
+	else {
+		snprintf(why, whylen, "'%.64s' is not on or off", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 #define OFF(f) offsetof(struct ing_ingestd_opts, f)
 /* offsetof, and a compile error unless the field has type T (the setters cast to it) */
 #define TOFF(f, T) (OFF(f) + 0 * sizeof(char[_Generic(((struct ing_ingestd_opts *)0)->f, T: 1)]))
@@ -498,6 +574,21 @@ static const struct opt_def opt_table[] = {
 	SECS("auth-backoff-max", auth_backoff_max_ms, 1, 86400, "longest back-off after failed authentication (default 60)"),
 	LISTEN("metrics-listen", metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (default: off)"),
 	STR("metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
+	/* fleet: identity, membership, catalog export (docs/FLEET_NODE.md) */
+	CUSTOM("node-id", node_id, set_node_id, "ID", "this node's id in the fleet, what producers hash wafers\n"
+	       "over (default: the advertised address)"),
+	CUSTOM("advertise", advertise, set_advertise, "HOST:PORT", "address producers dial for this node (default: the listen\n"
+	       "address with the bound port)"),
+	STR("fleet-db", fleet_db, "CONNINFO", "fleet catalog in PostgreSQL (libpq conninfo, e.g.\n"
+	    "'host=db dbname=fleet'): export catalog rows, heartbeat the\n"
+	    "membership (default: off)"),
+	CUSTOM("fleet-peers", fleet_peers, set_fleet_peers, "LIST", "static membership id=host:port,... answered by Members\n"
+	       "when there is no fleet catalog (default: none)"),
+	UINT("fleet-heartbeat-ms", fleet_heartbeat_ms, 50, 600000, "membership heartbeat period; a member silent for 3 periods\n"
+	     "is DOWN (default 1000)"),
+	UINT("fleet-batch", fleet_batch, 1, 5000, "catalog rows per export transaction (default 500)"),
+	CUSTOM("drain", drain, set_drain, "[=on|off]", "start DRAINING: producers send no new wafers here (SIGUSR2\n"
+	       "toggles ACTIVE/DRAINING at run time)"),
 };
 #define N_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
 
@@ -523,7 +614,8 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < N_OPTS; i++) {
 		const struct opt_def *d = &opt_table[i];
 		char head[64];
-		int n = snprintf(head, sizeof(head), "  --%s %s", d->name, d->arg);
+		int n = snprintf(head, sizeof(head), d->set == set_drain ? "  --%s%s" : "  --%s %s",
+				 d->name, d->arg);
 		fprintf(f, "%s%*s", head, n < 23 ? 23 - n : 1, "");
 		for (const char *h = d->help; *h; h++) {
 			fputc(*h, f);
@@ -599,7 +691,9 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 	int c, idx;
 
 	for (size_t i = 0; i < N_OPTS; i++)
-		lo[i] = (struct option){ opt_table[i].name, required_argument, NULL, 256 + (int)i };
+		lo[i] = (struct option){ opt_table[i].name,
+					 opt_table[i].set == set_drain ? optional_argument : required_argument,
+					 NULL, 256 + (int)i };
 	lo[N_OPTS] = (struct option){ "config", required_argument, NULL, O_CONFIG };
 	lo[N_OPTS + 1] = (struct option){ "check-config", no_argument, NULL, O_CHECK };
 	lo[N_OPTS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
@@ -689,6 +783,7 @@ struct ingestd {
 	struct ing_rdma *rdma;     /* NULL: gRPC fallback only */
 	struct ing_metrics_srv *metrics;  /* NULL: no --metrics-listen */
 	struct ing_timer watchdog; /* systemd WATCHDOG=1 pings, when WATCHDOG_USEC is set */
+	struct ing_fleet *fleet;   /* node identity, membership, catalog export */
 	uint64_t watchdog_ns;      /* ping period (half the watchdog timeout), 0: off */
 };
 
@@ -764,6 +859,12 @@ static void signal_cb(void *arg, uint32_t events)
 	(void)events;
 
 	while (read(d->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGUSR2) {   /* toggle ACTIVE <-> DRAINING */
+			if (d->fleet)
+				ing_fleet_set_draining(d->fleet,
+						       ing_fleet_state(d->fleet) != ING_MEMBER_DRAINING);
+			continue;
+		}
 		if (d->phase == PH_RUN) {
 			ING_INFO(COMP, "%s: stopping (health NOT_SERVING, GOAWAY, up to %u s to drain)",
 				 strsignal((int)si.ssi_signo), DRAIN_MS / 1000);
@@ -972,6 +1073,8 @@ static void teardown(struct ingestd *d)
 	d->persist = NULL;
 	ing_svc_destroy(d->svc);             /* returns every slot it held */
 	d->svc = NULL;
+	ing_fleet_stop(d->fleet);            /* after the calls that read it */
+	d->fleet = NULL;
 	if (d->sfd >= 0) {
 		if (d->loop)
 			ing_loop_del_fd(d->loop, d->sfd);
@@ -986,6 +1089,42 @@ static void teardown(struct ingestd *d)
 	d->pool = NULL;
 	ing_eal_stop();
 	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));
+}
+
+/* host:port of the listen address with the bound port (--listen 127.0.0.1:0) */
+static void bound_address(const char *listen, int port, char *out, size_t n)
+{
+	const char *colon = strrchr(listen, ':');
+	size_t hl = colon ? (size_t)(colon - listen) : strlen(listen);
+	snprintf(out, n, "%.*s:%d", (int)hl, listen, port);
+}
+
+/* Node identity, membership and (with --fleet-db) the catalog export. 0 or -1 (logged). */
+static int fleet_start(struct ingestd *d, int port)
+{
+	static char advertise[ING_FLEET_ADDR_MAX + 1], catalog[PATH_MAX];
+	struct ing_fleet_opts fo;
+	ing_fleet_opts_init(&fo);
+	if (d->o.advertise)
+		snprintf(advertise, sizeof(advertise), "%s", d->o.advertise);
+	else
+		bound_address(d->o.listen, port, advertise, sizeof(advertise));
+	fo.advertise = advertise;
+	fo.node_id = d->o.node_id ? d->o.node_id : advertise;
+	fo.conninfo = d->o.fleet_db;
+	fo.peers = d->o.fleet_peers;
+	fo.heartbeat_ms = d->o.fleet_heartbeat_ms;
+	fo.batch = d->o.fleet_batch;
+	fo.draining = d->o.drain;
+	if (d->o.sink == ING_SINK_FILE) {
+		snprintf(catalog, sizeof(catalog), "%s/catalog.db", d->o.data_dir);
+		fo.catalog = catalog;
+	}
+	d->fleet = ing_fleet_start(&fo);
+	if (!d->fleet)
+		return -1;
+	ing_svc_attach_fleet(d->svc, d->fleet);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -1004,6 +1143,7 @@ int main(int argc, char **argv)
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGINT);
 	sigaddset(&ss, SIGTERM);
+	sigaddset(&ss, SIGUSR2);   /* fleet: toggle DRAINING */
 	pthread_sigmask(SIG_BLOCK, &ss, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -1236,6 +1376,8 @@ int main(int argc, char **argv)
 		goto fail;
 	ing_svc_attach_server(d.svc, d.srv);
 	int port = ing_grpc_server_port(d.srv);
+	if (fleet_start(&d, port))
+		goto fail;
 	if (d.o.metrics_listen) {
 		d.metrics = ing_metrics_srv_create(d.loop, d.o.metrics_listen, metrics_render, &d);
 		if (!d.metrics)
