@@ -8,6 +8,9 @@
 # bad copy; a frame stored twice (acked RECEIVED, maybe stored, by the killed node, then
 # re-sent) is counted, never a conflict: sending the whole run again gives 0 failures
 # (frames that moved during the outage are new to their owner again; the rest duplicates).
+# The nodes export to a temporary PostgreSQL (the fleet catalog, node ids node0..2): once
+# the restarted node's export has caught up, ingest-verify --fleet finds 0 missing and
+# every copy intact, and counts the copies stored twice.
 # Prints the failover figures: kill -> first re-sent frame DURABLE, frames re-sent,
 # copies stored twice. Bounded: every wait has a limit; the EXIT trap stops every process.
 set -euo pipefail
@@ -15,6 +18,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 BUILD=$(cd "${1:?usage: failover_kill9.sh BUILD_DIR}" && pwd)
 TMP=$(mktemp -d /tmp/fleet-kill9.XXXXXX)
+FLEET_PG=1
+. "$HERE/pg_lib.sh"
 . "$HERE/fleet_lib.sh"
 ing_need_built "$INGESTD" "$SEND" "$VERIFY"
 trap fleet_cleanup EXIT
@@ -28,7 +33,8 @@ fail() {
 	exit 1
 }
 
-step "three nodes"
+step "temporary PostgreSQL, three nodes"
+fleet_pg_start
 for i in 0 1 2; do node_start "$i"; done
 SERVERS=$(nodes_servers)
 echo "servers $SERVERS"
@@ -76,6 +82,9 @@ PY
 
 step "restart the killed node on its data dir; check every node"
 node_start 1
+fleet_pg_verify "$TMP/all.man"
+[ "$F_MISSING" = 0 ] && [ "$F_BAD" = 0 ] || fail "ingest-verify --fleet: $F_MISSING missing, $F_BAD bad"
+echo "ingest-verify --fleet: 0 missing, 0 bad, $F_COPIES copies, $F_DUPLICATES frames on two nodes"
 for i in 0 1 2; do node_stop "$i"; done
 check_placement "$TMP/placement" "$TMP/all.man"
 echo "copies stored twice: $COPIES_TWICE (at most the $RECV re-sent frames node 1 had RECEIVED)"
@@ -105,4 +114,4 @@ echo "second send: 900 ok, $DUP duplicates (same crc32c, not rewritten)"
 for i in 0 1 2; do node_stop "$i"; done
 
 echo "fleet failover kill -9: 900/900 DURABLE; kill -> first re-sent frame DURABLE ${KILL_TO_DURABLE} ms;" \
-	"frames re-sent $REROUTED; failovers $FAILOVERS; copies stored twice $COPIES_TWICE; PASS"
+	"frames re-sent $REROUTED; failovers $FAILOVERS; copies stored twice $COPIES_TWICE (fleet catalog: $F_DUPLICATES); PASS"

@@ -9,6 +9,11 @@
 #   node_of_addr ADDR        I of the node with that address
 #   verify_node I MANIFEST [--allow-missing]  ingest-verify of node I's data dir: sets
 #                            V_OK V_BAD V_MISSING (the JSON summary)
+# With FLEET_PG=1 (set before sourcing; tests/fleet/pg_lib.sh sourced too) the nodes run
+# with --node-id nodeI and the fleet catalog of a temporary PostgreSQL (fleet_pg_start):
+#   fleet_pg_verify MANIFEST  every running node's export lag drains to 0, then
+#                            ingest-verify --fleet over every node's data dir: sets
+#                            F_MISSING F_BAD F_DUPLICATES F_COPIES
 INGESTD=$BUILD/apps/ingestd SEND=$BUILD/apps/ingest-send VERIFY=$BUILD/apps/ingest-verify
 declare -a NODE_PID NODE_ADDR NODE_PORT NODE_ID
 NODE_N=0
@@ -17,6 +22,7 @@ NODE_ARGS=${NODE_ARGS:-}
 
 fleet_cleanup() {
 	local i
+	[ "${FLEET_PG:-0}" = 1 ] && { pg_cleanup || true; }
 	for i in "${!NODE_PID[@]}"; do
 		local p=${NODE_PID[$i]}
 		[ -n "$p" ] || continue
@@ -32,10 +38,15 @@ node_start() {
 	local i=$1
 	shift
 	local listen=127.0.0.1:${NODE_PORT[$i]:-0} pf=$TMP/port$i log=$TMP/node$i.log
+	local -a fleet=()
+	if [ "${FLEET_PG:-0}" = 1 ]; then
+		NODE_ID[$i]=node$i
+		fleet=(--node-id "node$i" --fleet-db "$PG_CONNINFO" --fleet-heartbeat-ms 500)
+	fi
 	rm -f "$pf"
 	# shellcheck disable=SC2086
 	"$INGESTD" --listen "$listen" --port-file "$pf" --data-dir "$TMP/data$i" \
-		--pool 1M:16,4M:8 --workers 1 --log-level info $NODE_ARGS "$@" >>"$log" 2>&1 &
+		--pool 1M:16,4M:8 --workers 1 --log-level info "${fleet[@]}" $NODE_ARGS "$@" >>"$log" 2>&1 &
 	NODE_PID[$i]=$!
 	local k
 	for k in $(seq 1 300); do
@@ -157,4 +168,27 @@ PY
 		total=$((total + V_OK))
 	done
 	COPIES_TWICE=$((total - $(grep -vc '^#' "$man")))
+}
+
+RPC="/usr/bin/python3 $(dirname "${BASH_SOURCE[0]}")/fleet_rpc.py"
+export FLEET_RPC_STUBS=$TMP/stubs
+
+fleet_pg_start() {
+	pg_start
+	echo "PostgreSQL on 127.0.0.1:$PG_PORT"
+}
+
+fleet_pg_verify() {
+	local man=$1 i
+	local -a dirs=()
+	for i in $(seq 0 $((NODE_N - 1))); do
+		dirs+=(--data-dir "${NODE_ID[$i]}=$TMP/data$i")
+		[ -n "${NODE_PID[$i]:-}" ] || continue
+		$RPC wait "${NODE_ADDR[$i]}" "fleetExportLagRows == 0 and fleetPgUp" 60 >"$TMP/lag$i.json" ||
+			fail "node $i: export lag not 0 after 60 s: $(cat "$TMP/lag$i.json")"
+	done
+	"$VERIFY" --fleet "$PG_CONNINFO" --manifest "$man" "${dirs[@]}" --json >"$TMP/fleet-verify.json" \
+		2>"$TMP/fleet-verify.err" || fail "ingest-verify --fleet: $(cat "$TMP/fleet-verify.json" "$TMP/fleet-verify.err")"
+	{ read -r F_MISSING; read -r F_BAD; read -r F_DUPLICATES; read -r F_COPIES; } < <(
+		jfields "$TMP/fleet-verify.json" missing bad duplicates copies)
 }
