@@ -30,7 +30,9 @@ set_tests_properties(fleet.hrw_python PROPERTIES LABELS "fleet;unit" TIMEOUT 60)
 #    of the same frames is all ok (duplicates, never a conflict).
 #  - fleet.failover_sigstop: one node hung (SIGSTOP): failover by missed PING / ack
 #    deadline while it is still stopped; after SIGCONT it takes its wafers again.
-foreach(_t failover_kill9 failover_sigstop)
+#  - fleet.join_drain: membership learned from one node (PostgreSQL); a node joins and one
+#    drains mid-stream: every frame on its HRW owner for what the producer knew.
+foreach(_t failover_kill9 failover_sigstop join_drain)
   add_test(NAME fleet.${_t}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fleet/${_t}.sh ${PROJECT_BINARY_DIR})
   set_tests_properties(fleet.${_t} PROPERTIES LABELS fleet TIMEOUT 300 RUN_SERIAL TRUE)
