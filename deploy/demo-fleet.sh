@@ -71,7 +71,7 @@ rc=0
 wait "$SEND_PID" || rc=$?
 SEND_PID=
 [ "$rc" = 0 ] || fail "ingest-send exited $rc (see $TMP/send.err)"
-grep -E "^ingest-send: [0-9]+ frames|^  fleet|^  node|first failover" "$TMP/send.err" || true
+grep -E "^ingest-send: [0-9]+ frames|^  fleet|^  node node|first failover" "$TMP/send.err" || true
 
 step "where every frame ended up"
 FIRST=$(json "$TMP/send.json" 'fleet["first_rerouted_durable_unix_ms"]')

@@ -470,10 +470,15 @@ static void members_refresh(struct fleet *f, uint64_t now)
 	}
 }
 
-/* At connect: Members from the first server that answers (a blocking call, bounded). */
-static void members_learn(struct fleet *f, char (*addrs)[256], unsigned naddr, int timeout_ms)
+/*
+ * At connect: Members from every server given (blocking calls, bounded). A server that
+ * answers is the node it calls itself (selfId), whatever address it advertises: answered[k]
+ * is set. One that answers UNIMPLEMENTED or not at all is left to the caller.
+ */
+static void members_learn(struct fleet *f, char (*addrs)[256], unsigned naddr, int timeout_ms,
+			  bool *answered)
 {
-	for (unsigned k = 0; k < naddr && !f->learned; k++) {
+	for (unsigned k = 0; k < naddr; k++) {
 		struct ing_grpc_chan_opts co;
 		char cerr[160] = "", gmsg[160] = "";
 		uint8_t *resp = NULL;
@@ -499,6 +504,14 @@ static void members_learn(struct fleet *f, char (*addrs)[256], unsigned naddr, i
 				ING_INFO(COMP, "membership from %s: %zu member(s), source %s, epoch %" PRIu64,
 					 addrs[k], r->n_members, r->source ? r->source : "?", r->epoch);
 				apply_members(f, NULL, r);
+				int j = r->selfid && *r->selfid ? node_find_id(f, r->selfid) : -1;
+				if (j < 0 && r->selfid && *r->selfid)
+					j = node_add(f, r->selfid, addrs[k], ING_MEMBER_ACTIVE);
+				if (j >= 0) {
+					answered[k] = true;
+					/* dial it where the producer was told it is: known to be reachable */
+					snprintf(f->nodes[j].addr, sizeof(f->nodes[j].addr), "%s", addrs[k]);
+				}
 				h3000__members_reply__free_unpacked(r, NULL);
 			}
 		} else if (st != ING_GRPC_UNIMPLEMENTED) {
@@ -615,10 +628,12 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 	f->sub_o.auth_token = f->sub_o.tls_ca = f->sub_o.tls_cert = f->sub_o.tls_key = NULL;
 	f->sub_o.tls_server_name = NULL;
 
-	members_learn(f, addrs, naddr, p->o.connect_timeout_ms);
-	/* a server not in the membership (or with no Members rpc): its id is its address */
+	bool answered[FLEET_MAX_NODES] = { false };
+	members_learn(f, addrs, naddr, p->o.connect_timeout_ms, answered);
+	/* a server with no Members rpc, or unreachable and not in the membership: its id is
+	 * its address as given */
 	for (unsigned k = 0; k < naddr; k++)
-		if (node_find_addr(f, addrs[k]) < 0 && node_find_id(f, addrs[k]) < 0)
+		if (!answered[k] && node_find_addr(f, addrs[k]) < 0 && node_find_id(f, addrs[k]) < 0)
 			(void)node_add(f, addrs[k], addrs[k], ING_MEMBER_UNKNOWN);
 
 	unsigned up = 0, credits = 0;
@@ -834,13 +849,13 @@ static void fleet_pass(struct fleet *f)
 		if (!n->sub)
 			continue;
 		int got = ing_producer_poll(n->sub, acks, FLEET_SUB_ACKS, 0);
+		/* acks first: DURABLE acks that came in before a break count */
+		for (int k = 0; k < got && n->sub; k++)
+			handle_ack(f, i, &acks[k]);
 		if (n->sub && (n->sub->broken || !n->sub->call)) {
 			/* broken, or the node ended the stream (GOAWAY on shutdown) */
 			node_fail(f, i, n->sub->broken ? n->sub->broken_msg : "the node closed the stream");
-			continue;
 		}
-		for (int k = 0; k < got; k++)
-			handle_ack(f, i, &acks[k]);
 	}
 	check_timers(f, ing_now_ns());
 	place_and_send(f);
