@@ -14,7 +14,9 @@
 #   fleet_pg_verify MANIFEST  every running node's export lag drains to 0, then
 #                            ingest-verify --fleet over every node's data dir: sets
 #                            F_MISSING F_BAD F_DUPLICATES F_COPIES
-INGESTD=$BUILD/apps/ingestd SEND=$BUILD/apps/ingest-send VERIFY=$BUILD/apps/ingest-verify
+INGESTD=$BUILD/apps/ingestd VERIFY=$BUILD/apps/ingest-verify
+# FLEET_SEND: another ingest-send (e.g. the ASan tree's) against these nodes
+SEND=${FLEET_SEND:-$BUILD/apps/ingest-send}
 declare -a NODE_PID NODE_ADDR NODE_PORT NODE_ID
 NODE_N=0
 # extra ingestd flags for every node (e.g. the fleet catalog), set by the test
