@@ -7,7 +7,8 @@
 #
 # The node's catalog is filled with ROWS synthetic rows (default 20000) while it has no
 # fleet catalog; started with --fleet-db, it queues them all into its outbox and exports
-# them. The rate runs from the first exported row to the last (Stats, polled every 20 ms).
+# them. PostgreSQL is stopped while the node starts and the poller (Stats every 20 ms)
+# gets going, then started: the rate runs from the first exported row seen to the last.
 # Not a test: no assertion on the figures; the machine's load changes them.
 set -uo pipefail
 BUILD=${1:?usage: fleet_export.sh BUILD_DIR [ROWS]}
@@ -43,10 +44,17 @@ run() {
 	rm -rf "$W/d"
 	cp -a "$W/d$2" "$W/d"
 	pg_sql "TRUNCATE fleet_frames" 2>/dev/null
+	pg_stop
 	ing_start "$B/ingestd" "$W/port" "$W/n.log" --data-dir "$W/d" --pool 1M:4 --node-id bench \
 		--fleet-db "$PG_CONNINFO" --fleet-batch "$1"
 	PID=$ING_PID
-	$RPC export-rate "$ING_SERVER" "$2" 600 || fail "batch $1: export did not finish"
+	rm -f "$W/ready"
+	$RPC export-rate "$ING_SERVER" "$2" 600 "$W/ready" >"$W/rate.json" &
+	local poller=$! i
+	for i in $(seq 1 300); do [ -e "$W/ready" ] && break; sleep 0.1; done
+	pg_start_again
+	wait $poller || fail "batch $1: export did not finish"
+	cat "$W/rate.json"
 	kill -TERM "$PID"; wait "$PID"; PID=
 	local got
 	got=$(pg_sql "SELECT count(*) FROM fleet_frames")

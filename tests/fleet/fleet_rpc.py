@@ -9,9 +9,10 @@
                                    poll Stats every 0.1 s until the Python expression
                                    EXPR over its fields (ints and floats) is true; print
                                    the last Stats as JSON; exit 1 when SECONDS pass first
-  fleet_rpc.py export-rate HOST:PORT ROWS SECONDS
+  fleet_rpc.py export-rate HOST:PORT ROWS SECONDS [READY_FILE]
                                    poll Stats every 20 ms: from the first exported row to
-                                   ROWS exported; print {rows, seconds, rows_per_s}
+                                   ROWS exported; print {rows, seconds, rows_per_s};
+                                   READY_FILE is created once polling has started
 
 Stubs are generated from proto/h3000.proto with grpc_tools.protoc into a temp dir.
 Exit 0 with the JSON on stdout; 1 and the gRPC status on stderr when the call fails.
@@ -50,8 +51,9 @@ def load_stubs():
 
 
 def main():
-    if sys.argv[1:2] == ["export-rate"] and len(sys.argv) == 5:
-        return export_rate(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    if sys.argv[1:2] == ["export-rate"] and len(sys.argv) in (5, 6):
+        return export_rate(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]),
+                           sys.argv[5] if len(sys.argv) == 6 else None)
     if sys.argv[1:2] == ["wait"] and len(sys.argv) == 5:
         return wait(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     if len(sys.argv) != 3 or sys.argv[1] not in ("members", "stats", "negotiate"):
@@ -113,7 +115,7 @@ def wait(addr, expr, seconds):
         time.sleep(0.1)
 
 
-def export_rate(addr, rows, seconds):
+def export_rate(addr, rows, seconds, ready=None):
     import time
     import grpc
     pb, pbg = load_stubs()
@@ -123,6 +125,9 @@ def export_rate(addr, rows, seconds):
     while time.monotonic() < end:
         d = stats_dict(pb, stub)
         now = time.monotonic()
+        if ready:
+            open(ready, "w").close()
+            ready = None
         ex = d["fleetExportedRows"]
         if t0 is None and ex > 0:
             t0, e0 = now, ex
