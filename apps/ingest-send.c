@@ -577,6 +577,13 @@ int main(int argc, char **argv)
 	/* frame buffers come from the library's pool (registered memory on RDMA) */
 	o.pool_frame_size = (max_len + 4095) & ~4095ull;
 	unsigned nbuf = c.buffers ? c.buffers : (c.credits ? c.credits : 64);
+	if (c.servers && !c.buffers) {
+		/* fleet: a window per node (the frames stay until DURABLE) */
+		unsigned nsrv = 1;
+		for (const char *q = c.servers; *q; q++)
+			nsrv += *q == ',';
+		nbuf *= nsrv;
+	}
 	if (!c.buffers && (uint64_t)nbuf * o.pool_frame_size > BUFFER_BUDGET)
 		nbuf = (unsigned)(BUFFER_BUDGET / o.pool_frame_size);
 	if (nbuf < 2)
