@@ -2,6 +2,8 @@
 # h3000 ingest - the two entry points. Each installs what is missing, configures, builds.
 #   make demo   start ingestd on loopback with the embedded defaults, send a few hundred
 #               frames, verify them, print throughput and ack latency, stop
+#   make demo-fleet  PostgreSQL + three ingestd, ingest-send --servers, kill -9 one node
+#               mid-stream, print where every frame ended up and that none was lost
 #   make test   unit + functional + interop tests under ASan/UBSan, a short fuzz regression
 #               run, the short fault suite, then the whole suite (unit, functional, real
 #               gRPC clients, packages, RDMA on Soft-RoCE in a qemu guest)
@@ -19,7 +21,7 @@ FUZZ_CC    ?= clang-14
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-fuzz build-tsan demo test test-unit test-asan test-tsan \
+.PHONY: all deps build build-asan build-fuzz build-tsan demo demo-fleet test test-unit test-asan test-tsan \
 	fuzz fault bench clean install deb abi-baseline
 PREFIX     ?= /usr/local
 
@@ -59,6 +61,10 @@ build-tsan: deps
 
 demo: build
 	@deploy/demo.sh $(BUILD)
+
+# PostgreSQL + three ingestd on this machine, one killed mid-stream (docs/FLEET.md)
+demo-fleet: build
+	@deploy/demo-fleet.sh $(BUILD)
 
 # Everything but the guest run goes through the sanitized tree first (ingestd, ingest-send
 # and the libraries under ASan/UBSan, driven by the real gRPC clients; a sanitizer report

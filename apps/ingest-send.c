@@ -7,6 +7,7 @@
  *
  *   ingest-send --count 300 --sizes 1M-16M --seed 7 --server 127.0.0.1:50051
  *   ingest-send --wafer W42 a.tif b.tif
+ *   ingest-send --servers 127.0.0.1:50061,127.0.0.1:50062 --wafer LOT7 --wafers 40 --count 400
  *
  * Exit status: 0 when every frame reached DURABLE ok (a duplicate with the same bytes is
  * ok), 1 when some frame failed, 2 on usage or connection errors.
@@ -80,6 +81,11 @@ struct send_cfg {
 	uint64_t rate;        /* open loop: frames per second (0: as fast as credits allow) */
 	const char *auth_token_file;  /* NULL: no token */
 	const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;  /* TLS when tls_ca is set */
+	/* fleet mode */
+	const char *servers;  /* several nodes: routing by wafer, failover */
+	uint64_t wafers;      /* > 0: frame n goes to wafer "<wafer>-<n mod wafers>" */
+	int ack_deadline_ms, keepalive_ms, node_cooldown_ms, membership_refresh_ms;
+	const char *placement; /* "frame_id wafer node resends" per DURABLE ack */
 };
 
 /* --reuse-buffers: what a pool buffer already holds */
@@ -139,6 +145,21 @@ static void usage(FILE *f)
 		"                         name against --server's host (ALPN h2)\n"
 		"  --tls-cert PEM, --tls-key PEM  client certificate for a node with --tls-client-ca\n"
 		"  --tls-server-name NAME name to verify instead of --server's host\n"
+		"  --servers LIST         fleet mode: several ingestd, \"host:port,host:port,...\";\n"
+		"                         membership from the nodes, each wafer to its HRW owner,\n"
+		"                         frames kept until DURABLE and re-sent to the next node\n"
+		"                         when one fails (docs/FLEET.md); the summary says where\n"
+		"                         frames went and how many were re-sent\n"
+		"  --wafers N             spread frames over N wafers: frame n goes to wafer\n"
+		"                         <wafer>-<n mod N> (default: all in --wafer)\n"
+		"  --ack-deadline-ms N    fleet: a node holding a frame this long without its\n"
+		"                         DURABLE ack is failed over (default 10000)\n"
+		"  --keepalive-ms N       HTTP/2 PING period; unanswered for 2N ms: connection dead\n"
+		"                         (default 1000 with --servers, off with --server)\n"
+		"  --node-cooldown-ms N   fleet: a failed node is left alone this long (default 5000)\n"
+		"  --membership-refresh-ms N  fleet: ask the nodes for Members this often (default 2000)\n"
+		"  --placement PATH       fleet: 'frame_id wafer node resends' per DURABLE frame,\n"
+		"                         flushed per ack (where each frame ended up)\n"
 		"  --chunk-size SIZE      fallback chunk size (default: the server's)\n"
 		"  --buffers N            frame buffers (default: credits, within 512 MiB)\n"
 		"  --rate FPS             open loop: start frame i at i/FPS s, whatever the acks do,\n"
@@ -252,10 +273,21 @@ static FILE *manifest_open(const char *path)
 	return f;
 }
 
+/* The wafer of job j: --wafer, or with --wafers N "<wafer>-<n mod N>". */
+static const char *job_wafer(const struct send_cfg *c, const struct job *j, char *buf, size_t cap)
+{
+	if (!c->wafers)
+		return c->wafer;
+	snprintf(buf, cap, "%s-%" PRIu64, c->wafer, j->n % c->wafers);
+	return buf;
+}
+
 static void manifest_line(FILE *f, const struct job *j, const struct send_cfg *c)
 {
-	char id[ING_ID_MAX + 32], eid[3 * sizeof(id)], ew[3 * ING_ID_MAX + 1];
-	const char *w = c->wafer[0] ? c->wafer : ING_DEFAULT_WAFER;
+	char id[ING_ID_MAX + 32], eid[3 * sizeof(id)], ew[3 * ING_ID_MAX + 1], wb[ING_ID_MAX + 32];
+	const char *w = job_wafer(c, j, wb, sizeof(wb));
+	if (!w[0])
+		w = ING_DEFAULT_WAFER;
 
 	ing_id_escape(eid, sizeof(eid), job_id(c, j, id, sizeof(id)));
 	ing_id_escape(ew, sizeof(ew), w);
@@ -343,6 +375,7 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		O_SEED, O_RECYCLE, O_JSON, O_QUIET, O_MANIFEST, O_FTO, O_CTO, O_CHUNK, O_BUFS,
 		O_REUSE, O_RATE, O_DMAN, O_PREFIX, O_DHOOK,
 		O_LOG, O_HELP, O_AUTH, O_TLS_CA, O_TLS_CERT, O_TLS_KEY, O_TLS_NAME,
+		O_SERVERS, O_WAFERS, O_ACKDL, O_KEEPALIVE, O_COOLDOWN, O_REFRESH, O_PLACEMENT,
 	};
 	static const struct option lo[] = {
 		{ "server", required_argument, 0, O_SERVER },
@@ -374,6 +407,13 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		{ "tls-cert", required_argument, 0, O_TLS_CERT },
 		{ "tls-key", required_argument, 0, O_TLS_KEY },
 		{ "tls-server-name", required_argument, 0, O_TLS_NAME },
+		{ "servers", required_argument, 0, O_SERVERS },
+		{ "wafers", required_argument, 0, O_WAFERS },
+		{ "ack-deadline-ms", required_argument, 0, O_ACKDL },
+		{ "keepalive-ms", required_argument, 0, O_KEEPALIVE },
+		{ "node-cooldown-ms", required_argument, 0, O_COOLDOWN },
+		{ "membership-refresh-ms", required_argument, 0, O_REFRESH },
+		{ "placement", required_argument, 0, O_PLACEMENT },
 		{ 0, 0, 0, 0 },
 	};
 	uint64_t v;
@@ -473,6 +513,25 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 		case O_TLS_CERT: c->tls_cert = optarg; break;
 		case O_TLS_KEY: c->tls_key = optarg; break;
 		case O_TLS_NAME: c->tls_server_name = optarg; break;
+		case O_SERVERS:
+			if (!*optarg)
+				goto bad;
+			c->servers = optarg;
+			break;
+		case O_WAFERS:
+			if (parse_u64(optarg, &c->wafers) || c->wafers == 0 || c->wafers > 10000000)
+				goto bad;
+			break;
+		case O_ACKDL:
+		case O_KEEPALIVE:
+		case O_COOLDOWN:
+		case O_REFRESH:
+			if (parse_u64(optarg, &v) || v == 0 || v > 3600000)
+				goto bad;
+			*(opt == O_ACKDL ? &c->ack_deadline_ms : opt == O_KEEPALIVE ? &c->keepalive_ms :
+			  opt == O_COOLDOWN ? &c->node_cooldown_ms : &c->membership_refresh_ms) = (int)v;
+			break;
+		case O_PLACEMENT: c->placement = optarg; break;
 		case O_RATE:
 			if (parse_u64(optarg, &v) || v == 0 || v > 1000000)
 				goto bad;
@@ -496,7 +555,9 @@ static int parse_args(int argc, char **argv, struct send_cfg *c)
 	}
 	return 0;
 bad:
-	fprintf(stderr, "ingest-send: bad value for --%s: '%s'\n", lo[opt - O_SERVER].name, optarg);
+	for (const struct option *l = lo; l->name; l++)
+		if (l->val == opt)
+			fprintf(stderr, "ingest-send: bad value for --%s: '%s'\n", l->name, optarg);
 	return -EINVAL;
 }
 
@@ -511,7 +572,7 @@ int main(int argc, char **argv)
 	struct job *jobs = NULL;
 	struct filled *fill = NULL;   /* --reuse-buffers */
 	unsigned nfill = 0;
-	FILE *man = NULL, *dman = NULL;
+	FILE *man = NULL, *dman = NULL, *pman = NULL;
 	int ret = 2;
 	static char token[ING_AUTH_TOKEN_MAX + 1];
 
@@ -537,6 +598,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (c.wafers && !c.wafer[0]) {
+		fprintf(stderr, "ingest-send: --wafers needs a non-empty --wafer (the wafer ids' prefix)\n");
+		return 2;
+	}
+	if (c.servers)
+		c.recycle_on = ING_ACK_DURABLE;   /* fleet: a re-send reads the bytes again */
 	if (c.reuse && c.manifest) {
 		fprintf(stderr, "ingest-send: --reuse-buffers sends bytes that are not the synthetic frames: no --manifest\n");
 		return 2;
@@ -590,6 +657,11 @@ int main(int argc, char **argv)
 	struct ing_producer_opts o;
 	ing_producer_opts_init(&o);
 	o.server = c.server;
+	o.servers = c.servers;
+	o.ack_deadline_ms = c.ack_deadline_ms;
+	o.keepalive_ms = c.keepalive_ms;
+	o.node_cooldown_ms = c.node_cooldown_ms;
+	o.membership_refresh_ms = c.membership_refresh_ms;
 	o.transport = c.transport;
 	o.rdma_mode = c.rdma_mode;
 	o.credits = c.credits;
@@ -608,6 +680,13 @@ int main(int argc, char **argv)
 	/* frame buffers come from the library's pool (registered memory on RDMA) */
 	o.pool_frame_size = (max_len + 4095) & ~4095ull;
 	unsigned nbuf = c.buffers ? c.buffers : (c.credits ? c.credits : 64);
+	if (c.servers && !c.buffers) {
+		/* fleet: a window per node (the frames stay until DURABLE) */
+		unsigned nsrv = 1;
+		for (const char *q = c.servers; *q; q++)
+			nsrv += *q == ',';
+		nbuf *= nsrv;
+	}
 	if (!c.buffers && (uint64_t)nbuf * o.pool_frame_size > BUFFER_BUDGET)
 		nbuf = (unsigned)(BUFFER_BUDGET / o.pool_frame_size);
 	if (nbuf < 2)
@@ -636,12 +715,27 @@ int main(int argc, char **argv)
 	if (!c.quiet)
 		fprintf(stderr, "ingest-send: %" PRIu64 " frames (%.1f MiB) to %s, session %" PRIu64
 			", transport %s (%s), credits %u, %u buffers\n",
-			njobs, (double)total_bytes / 1048576.0, c.server, ing_producer_session_id(p),
+			njobs, (double)total_bytes / 1048576.0, c.servers ? c.servers : c.server,
+			ing_producer_session_id(p),
 			transport_name(p), ing_producer_transport_note(p), ing_producer_credits(p), nbuf);
 	if (c.manifest && !(man = manifest_open(c.manifest)))
 		goto out;
 	if (c.durable_manifest && !(dman = manifest_open(c.durable_manifest)))
 		goto out;
+	if (c.placement) {
+		if (!(pman = fopen(c.placement, "w"))) {
+			fprintf(stderr, "ingest-send: %s: %s\n", c.placement, strerror(errno));
+			goto out;
+		}
+		fprintf(pman, "# ingest-send placement: frame_id wafer node resends\n");
+	}
+	/* where frames ended up: DURABLE acks per node id (fleet) */
+	struct node_count {
+		char id[ING_ID_MAX + 1];
+		uint64_t durable, resent;
+	} nodes_seen[64];
+	unsigned n_nodes_seen = 0;
+	uint64_t first_rerouted_durable_ms = 0;   /* wall clock of the first re-sent frame's DURABLE */
 
 	static struct ing_hist h_recv, h_dur, h_node_recv, h_node_dur;
 	ing_hist_reset(&h_recv);
@@ -692,8 +786,10 @@ int main(int argc, char **argv)
 					j->crc = synth_fill_crc(b, j->len, synth_key(id), c.synth.seed);
 				}
 			}
+			char wb[ING_ID_MAX + 32];
 			struct ing_frame_desc d = {
-				.frame_id = id, .wafer_id = c.wafer, .data = b, .length = j->len,
+				.frame_id = id, .wafer_id = job_wafer(&c, j, wb, sizeof(wb)), .data = b,
+				.length = j->len,
 				.crc32c = j->crc, .has_crc = 1, .user = j,
 			};
 			rc = ing_producer_submit(p, &d);
@@ -787,6 +883,28 @@ int main(int argc, char **argv)
 				}
 				n_dup += a->duplicate ? 1 : 0;
 				ok_bytes += j->len;
+				if (a->resends && !first_rerouted_durable_ms)
+					first_rerouted_durable_ms = ing_wall_ns() / 1000000;
+				if (a->node_id[0]) {
+					unsigned k2;
+					for (k2 = 0; k2 < n_nodes_seen && strcmp(nodes_seen[k2].id, a->node_id); k2++)
+						;
+					if (k2 == n_nodes_seen && n_nodes_seen < 64)
+						snprintf(nodes_seen[n_nodes_seen++].id, sizeof(nodes_seen[0].id), "%s",
+							 a->node_id);
+					if (k2 < n_nodes_seen) {
+						nodes_seen[k2].durable++;
+						nodes_seen[k2].resent += a->resends ? 1 : 0;
+					}
+				}
+				if (pman) {
+					char e1[3 * ING_ID_MAX + 1], e2[3 * ING_ID_MAX + 1], e3[3 * ING_ID_MAX + 1];
+					ing_id_escape(e1, sizeof(e1), a->frame_id);
+					ing_id_escape(e2, sizeof(e2), a->wafer_id);
+					ing_id_escape(e3, sizeof(e3), a->node_id[0] ? a->node_id : "-");
+					fprintf(pman, "%s %s %s %u\n", e1, e2, e3, a->resends);
+					fflush(pman);
+				}
 			} else {
 				j->state = JOB_FAILED;
 				n_fail++;
@@ -826,6 +944,34 @@ int main(int argc, char **argv)
 		json_str(stdout, note);
 		printf(",\"rate_fps\":%" PRIu64 ",\"max_schedule_lag_ms\":%.3f", c.rate,
 		       ms(max_lag));
+		if (c.servers) {
+			printf(",\"fleet\":{\"nodes_known\":%u,\"nodes_up\":%u,\"rerouted\":%" PRIu64
+			       ",\"failovers\":%" PRIu64 ",\"resent_after_received\":%" PRIu64
+			       ",\"late_acks\":%" PRIu64 ",\"first_failover_to_durable_ms\":%.3f"
+			       ",\"first_rerouted_durable_unix_ms\":%" PRIu64 ",\"durable_by_node\":{",
+			       st.nodes, st.nodes_up, st.rerouted, st.failovers, st.resent_after_received,
+			       st.late_acks, ms(st.first_failover_to_durable_ns), first_rerouted_durable_ms);
+			for (unsigned k = 0; k < n_nodes_seen; k++) {
+				printf("%s", k ? "," : "");
+				json_str(stdout, nodes_seen[k].id);
+				printf(":%" PRIu64, nodes_seen[k].durable);
+			}
+			printf("},\"nodes\":[");
+			struct ing_fleet_node fn;
+			for (unsigned k = 0; ing_producer_fleet_node(p, k, &fn) == 0; k++) {
+				static const char *const sn[] = { "unknown", "active", "draining", "down" };
+				printf("%s{\"id\":", k ? "," : "");
+				json_str(stdout, fn.node_id);
+				printf(",\"address\":");
+				json_str(stdout, fn.address);
+				printf(",\"state\":\"%s\",\"connected\":%s,\"durable\":%" PRIu64
+				       ",\"rerouted_away\":%" PRIu64 ",\"failovers\":%" PRIu64 "}",
+				       sn[fn.state <= ING_MEMBER_DOWN ? fn.state : 0],
+				       fn.connected ? "true" : "false", fn.durable, fn.rerouted_away,
+				       fn.failovers);
+			}
+			printf("]}");
+		}
 		printf(",\"latency_ms\":{");
 		/* received/durable: submit -> ack at the producer; node_*: the node's own time
 		 * from admission to that stage (Ack.latencyNs), without producer-side queueing */
@@ -845,6 +991,24 @@ int main(int argc, char **argv)
 			"  transport %s: %s\n",
 			njobs, n_ok, n_dup, n_fail, (double)ok_bytes / 1048576.0, wall, mbs, mibs, tname,
 			note);
+		if (c.servers) {
+			fprintf(stderr, "  fleet: %u node(s) known, %u up; %" PRIu64 " frame re-send(s) after "
+				"%" PRIu64 " failover(s), %" PRIu64 " of them RECEIVED by the failed node "
+				"(possibly stored twice, same crc32c); %" PRIu64 " late ack(s) ignored\n",
+				st.nodes, st.nodes_up, st.rerouted, st.failovers, st.resent_after_received,
+				st.late_acks);
+			if (st.first_failover_to_durable_ns)
+				fprintf(stderr, "  first failover -> first re-sent frame DURABLE: %.1f ms\n",
+					ms(st.first_failover_to_durable_ns));
+			struct ing_fleet_node fn;
+			for (unsigned k = 0; ing_producer_fleet_node(p, k, &fn) == 0; k++) {
+				static const char *const sn[] = { "unknown", "active", "draining", "down" };
+				fprintf(stderr, "  node %-24s %-22s %-8s %8" PRIu64 " DURABLE  %6" PRIu64
+					" taken away  %" PRIu64 " failover(s)\n", fn.node_id, fn.address,
+					sn[fn.state <= ING_MEMBER_DOWN ? fn.state : 0], fn.durable,
+					fn.rerouted_away, fn.failovers);
+			}
+		}
 		if (c.rate)
 			fprintf(stderr,
 				"  open loop at %" PRIu64 " frames/s (achieved %.1f); latency from each "
@@ -867,6 +1031,10 @@ int main(int argc, char **argv)
 out:
 	if (man && fclose(man)) {
 		fprintf(stderr, "ingest-send: %s: %s\n", c.manifest, strerror(errno));
+		ret = ret ? ret : 1;
+	}
+	if (pman && fclose(pman)) {
+		fprintf(stderr, "ingest-send: %s: %s\n", c.placement, strerror(errno));
 		ret = ret ? ret : 1;
 	}
 	if (dman && fclose(dman)) {

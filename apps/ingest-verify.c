@@ -15,6 +15,10 @@
  * With --allow-missing (after a crash: the manifest lists what was sent, not what was
  * acked) a frame without a catalog row counts as missing, not bad; a frame that has a row
  * must still pass every check, since its row is what a DURABLE ack promised.
+ * With --fleet CONNINFO (a fleet of nodes, docs/FLEET_NODE.md): every manifest frame must
+ * have a row in the fleet catalog (PostgreSQL) on at least one node, and every such copy
+ * must be intact in that node's catalog and file (--data-dir NODE=DIR, once per node);
+ * copies on two nodes with the same CRC are counted as duplicates, not errors.
  * Exit: 0 all good, 1 some frame bad, 2 usage or setup error.
  */
 #include <errno.h>
@@ -37,6 +41,9 @@
 #include "common/ident.h"
 #include "dataplane/store/store.h"
 #include "producer/synth.h"
+#include "fleet/fleet.h"
+
+#define MAX_FLEET_NODES 64
 
 #define DEFAULT_WAFER "ingest-send"
 #define DEFAULT_ID_PREFIX "frame-"
@@ -284,13 +291,57 @@ static void usage(FILE *f)
 		"                    crash: a manifest of sent frames; rows must still be intact)\n"
 		"  --max-errors N    problems printed (default 20)\n"
 		"  --json            summary as JSON on stdout\n"
-		"  --quiet           only problems and the exit status\n");
+		"  --quiet           only problems and the exit status\n"
+		"       ingest-verify --fleet CONNINFO --manifest PATH --data-dir NODE=DIR...\n"
+		"  --fleet CONNINFO  a fleet: every frame in the fleet catalog (PostgreSQL, libpq\n"
+		"                    conninfo) on >= 1 node, each copy intact in that node's\n"
+		"                    catalog and file (--data-dir NODE=DIR once per node); copies\n"
+		"                    on two nodes with the same crc32c are counted, not errors\n");
+}
+
+/* --fleet CONNINFO --manifest PATH --data-dir NODE=DIR...: ing_fleet_verify */
+static int fleet_main(const char *conninfo, const char *manifest, const char *const *dirs,
+		      unsigned ndirs, unsigned max_errors, bool json, bool quiet)
+{
+	static struct ing_fleet_verify_node nodes[MAX_FLEET_NODES];
+	static char ids[MAX_FLEET_NODES][ING_FLEET_ID_MAX + 1];
+	if (!manifest || !ndirs) {
+		fprintf(stderr, "ingest-verify: --fleet needs --manifest PATH and --data-dir NODE=DIR for each node\n");
+		return 2;
+	}
+	for (unsigned i = 0; i < ndirs; i++) {
+		const char *eq = strchr(dirs[i], '=');
+		if (!eq || eq == dirs[i] || !eq[1] || (size_t)(eq - dirs[i]) > ING_FLEET_ID_MAX) {
+			fprintf(stderr, "ingest-verify: --fleet: --data-dir '%s' is not NODE=DIR\n", dirs[i]);
+			return 2;
+		}
+		snprintf(ids[i], sizeof(ids[i]), "%.*s", (int)(eq - dirs[i]), dirs[i]);
+		nodes[i].node_id = ids[i];
+		nodes[i].data_dir = eq + 1;
+	}
+	struct ing_fleet_verify_result r;
+	uint64_t t0 = ing_now_ns();
+	if (ing_fleet_verify(conninfo, manifest, nodes, ndirs, max_errors, &r))
+		return 2;
+	double s = (double)(ing_now_ns() - t0) / 1e9;
+	if (json)
+		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"missing\":%" PRIu64 ",\"bad\":%" PRIu64
+		       ",\"copies\":%" PRIu64 ",\"duplicates\":%" PRIu64 ",\"unknown_node\":%" PRIu64
+		       ",\"nodes\":%u,\"seconds\":%.3f}\n", r.frames, r.ok, r.missing, r.bad, r.copies,
+		       r.duplicates, r.unknown_node, ndirs, s);
+	else if (!quiet)
+		fprintf(stderr, "ingest-verify --fleet: %" PRIu64 " frames in %.2f s: %" PRIu64 " ok, %" PRIu64
+			" missing, %" PRIu64 " bad; %" PRIu64 " copies on %u nodes, %" PRIu64
+			" frames stored twice or more (same crc32c: allowed)%s\n", r.frames, s, r.ok,
+			r.missing, r.bad, r.copies, ndirs, r.duplicates,
+			r.unknown_node ? "; some copies on nodes not given with --data-dir" : "");
+	return r.missing || r.bad || !r.frames ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
 	enum { O_DIR = 256, O_MAN, O_FIRST, O_COUNT, O_SIZE, O_SIZES, O_SEED, O_WAFER, O_NOCAT,
-	       O_MAXERR, O_JSON, O_QUIET, O_HELP, O_MISSING, O_PREFIX };
+	       O_MAXERR, O_JSON, O_QUIET, O_HELP, O_MISSING, O_PREFIX, O_FLEET };
 	static const struct option lo[] = {
 		{ "data-dir", required_argument, 0, O_DIR },
 		{ "manifest", required_argument, 0, O_MAN },
@@ -307,6 +358,7 @@ int main(int argc, char **argv)
 		{ "json", no_argument, 0, O_JSON },
 		{ "quiet", no_argument, 0, O_QUIET },
 		{ "help", no_argument, 0, O_HELP },
+		{ "fleet", required_argument, 0, O_FLEET },
 		{ 0, 0, 0, 0 },
 	};
 	struct verify v = { .check_catalog = true, .max_errors = 20 };
@@ -314,13 +366,24 @@ int main(int argc, char **argv)
 	const char *manifest = NULL, *wafer = DEFAULT_WAFER, *prefix = DEFAULT_ID_PREFIX;
 	uint64_t first = 1, count = 0;
 	bool json = false;
+	const char *fleet = NULL;
+	static const char *dirs[MAX_FLEET_NODES];
+	unsigned ndirs = 0;
 	int opt, ret = 2;
 	uint64_t n;
 
 	int li = 0;
 	while ((opt = getopt_long(argc, argv, "h", lo, &li)) != -1) {
 		switch (opt) {
-		case O_DIR: v.data_dir = optarg; break;
+		case O_DIR:
+			v.data_dir = optarg;
+			if (ndirs == MAX_FLEET_NODES) {
+				fprintf(stderr, "ingest-verify: more than %d --data-dir\n", MAX_FLEET_NODES);
+				return 2;
+			}
+			dirs[ndirs++] = optarg;
+			break;
+		case O_FLEET: fleet = optarg; break;
 		case O_MAN: manifest = optarg; break;
 		case O_FIRST: if (!parse_u64(optarg, &first)) goto bad; break;
 		case O_COUNT: if (!parse_u64(optarg, &count) || count > (1ull << 40)) goto bad; break;
@@ -354,6 +417,8 @@ int main(int argc, char **argv)
 			" passes the largest frame id\n", first, count);
 		return 2;
 	}
+	if (fleet)
+		return fleet_main(fleet, manifest, dirs, ndirs, v.max_errors, json, v.quiet);
 	if (!v.data_dir || (!manifest && !count) || optind != argc) {
 		usage(stderr);
 		return 2;

@@ -15,11 +15,13 @@
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/ident.h"
 #include "control/grpc/grpc.h"
 #include "control/grpc/loop.h"
 #include "control/metrics.h"
 #include "control/node.h"
 #include "control/service.h"
+#include "fleet/fleet.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
 #include "numa/numa.h"
@@ -381,6 +383,70 @@ static int set_rdma_write(const struct opt_def *d, struct ing_ingestd_opts *o, c
 	return 0;
 }
 
+static int set_node_id(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+		       char *why, size_t whylen)
+{
+	(void)d;
+	size_t n = strlen(v);
+	if (n == 0 || n > ING_FLEET_ID_MAX || ing_id_check(v, n)) {
+		snprintf(why, whylen, "a node id is 1..%d bytes of UTF-8 without control characters",
+			 ING_FLEET_ID_MAX);
+		return -EINVAL;
+	}
+	o->node_id = v;
+	return 0;
+}
+
+static int set_advertise(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			 char *why, size_t whylen)
+{
+	(void)d;
+	if (!*v) {
+		o->advertise = NULL;
+		return 0;
+	}
+	if (!listen_ok(v) || strlen(v) > ING_FLEET_ADDR_MAX) {
+		snprintf(why, whylen, "'%.128s' is not host:port or [v6]:port", v);
+		return -EINVAL;
+	}
+	o->advertise = v;
+	return 0;
+}
+
+static int set_fleet_peers(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			   char *why, size_t whylen)
+{
+	(void)d;
+	if (!*v) {
+		o->fleet_peers = NULL;
+		return 0;
+	}
+	static struct ing_fleet_member m[ING_FLEET_MAX_MEMBERS];
+	unsigned n;
+	if (ing_fleet_parse_peers(v, m, ING_FLEET_MAX_MEMBERS, &n, why, whylen))
+		return -EINVAL;
+	o->fleet_peers = v;
+	return 0;
+}
+
+/* --drain (no value: on), --drain=off; "drain = on|off" in a config file */
+static int set_drain(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+		     char *why, size_t whylen)
+{
+	(void)d;
+	if (!v || !strcasecmp(v, "on") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
+	    !strcmp(v, "1"))
+		o->drain = true;
+	else if (!strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcasecmp(v, "false") ||
+		 !strcmp(v, "0"))
+		o->drain = false;
+	else {
+		snprintf(why, whylen, "'%.64s' is not on or off", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 #define OFF(f) offsetof(struct ing_ingestd_opts, f)
 /* offsetof, and a compile error unless the field has type T (the setters cast to it) */
 #define TOFF(f, T) (OFF(f) + 0 * sizeof(char[_Generic(((struct ing_ingestd_opts *)0)->f, T: 1)]))
@@ -451,6 +517,21 @@ static const struct opt_def opt_table[] = {
 	SECS("auth-backoff-max", auth_backoff_max_ms, 1, 86400, "longest back-off after failed authentication (default 60)"),
 	LISTEN("metrics-listen", metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (default: off)"),
 	STR("metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
+	/* fleet: identity, membership, catalog export (docs/FLEET_NODE.md) */
+	CUSTOM("node-id", node_id, set_node_id, "ID", "this node's id in the fleet, what producers hash wafers\n"
+	       "over (default: the advertised address)"),
+	CUSTOM("advertise", advertise, set_advertise, "HOST:PORT", "address producers dial for this node (default: the listen\n"
+	       "address with the bound port)"),
+	STR("fleet-db", fleet_db, "CONNINFO", "fleet catalog in PostgreSQL (libpq conninfo, e.g.\n"
+	    "'host=db dbname=fleet'): export catalog rows, heartbeat the\n"
+	    "membership (default: off)"),
+	CUSTOM("fleet-peers", fleet_peers, set_fleet_peers, "LIST", "static membership id=host:port,... answered by Members\n"
+	       "when there is no fleet catalog (default: none)"),
+	UINT("fleet-heartbeat-ms", fleet_heartbeat_ms, 50, 600000, "membership heartbeat period; a member silent for 3 periods\n"
+	     "is DOWN (default 1000)"),
+	UINT("fleet-batch", fleet_batch, 1, 5000, "catalog rows per export transaction (default 500)"),
+	CUSTOM("drain", drain, set_drain, "[=on|off]", "start DRAINING: producers send no new wafers here (SIGUSR2\n"
+	       "toggles ACTIVE/DRAINING at run time)"),
 };
 #define N_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
 
@@ -476,7 +557,8 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < N_OPTS; i++) {
 		const struct opt_def *d = &opt_table[i];
 		char head[64];
-		int n = snprintf(head, sizeof(head), "  --%s %s", d->name, d->arg);
+		int n = snprintf(head, sizeof(head), d->set == set_drain ? "  --%s%s" : "  --%s %s",
+				 d->name, d->arg);
 		fprintf(f, "%s%*s", head, n < 23 ? 23 - n : 1, "");
 		for (const char *h = d->help; *h; h++) {
 			fputc(*h, f);
@@ -552,7 +634,9 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 	int c, idx;
 
 	for (size_t i = 0; i < N_OPTS; i++)
-		lo[i] = (struct option){ opt_table[i].name, required_argument, NULL, 256 + (int)i };
+		lo[i] = (struct option){ opt_table[i].name,
+					 opt_table[i].set == set_drain ? optional_argument : required_argument,
+					 NULL, 256 + (int)i };
 	lo[N_OPTS] = (struct option){ "config", required_argument, NULL, O_CONFIG };
 	lo[N_OPTS + 1] = (struct option){ "check-config", no_argument, NULL, O_CHECK };
 	lo[N_OPTS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
@@ -637,6 +721,7 @@ int main(int argc, char **argv)
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGINT);
 	sigaddset(&ss, SIGTERM);
+	sigaddset(&ss, SIGUSR2);   /* fleet: toggle DRAINING */
 	pthread_sigmask(SIG_BLOCK, &ss, NULL);
 	signal(SIGPIPE, SIG_IGN);
 

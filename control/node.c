@@ -17,6 +17,7 @@
 #include "control/grpc/loop.h"
 #include "control/metrics.h"
 #include "control/service.h"
+#include "fleet/fleet.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -63,6 +64,8 @@ void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->grant_ms = ING_RDMA_DEFAULT_GRANT_MS;
 	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
 	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
+	o->fleet_heartbeat_ms = ING_DEFAULT_FLEET_HEARTBEAT_MS;
+	o->fleet_batch = ING_DEFAULT_FLEET_BATCH;
 }
 
 enum phase { PH_RUN = 0, PH_DRAIN, PH_CLOSE, PH_DONE };
@@ -84,6 +87,7 @@ struct ing_node {
 	struct ing_rdma *rdma;     /* NULL: gRPC fallback only */
 	struct ing_metrics_srv *metrics;  /* NULL: no --metrics-listen */
 	struct ing_timer watchdog; /* systemd WATCHDOG=1 pings, when WATCHDOG_USEC is set */
+	struct ing_fleet *fleet;   /* node identity, membership, catalog export */
 	uint64_t watchdog_ns;      /* ping period (half the watchdog timeout), 0: off */
 	int stop_fd;               /* eventfd: ing_node_stop from any thread */
 	int port;
@@ -185,8 +189,15 @@ static void signal_cb(void *arg, uint32_t events)
 	struct signalfd_siginfo si;
 	(void)events;
 
-	while (read(d->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+	while (read(d->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGUSR2) {   /* fleet: toggle ACTIVE <-> DRAINING */
+			if (d->fleet)
+				ing_fleet_set_draining(d->fleet,
+						       ing_fleet_state(d->fleet) != ING_MEMBER_DRAINING);
+			continue;
+		}
 		stop_request(d, strsignal((int)si.ssi_signo));
+	}
 }
 
 static void stop_cb(void *arg, uint32_t events)
@@ -391,6 +402,8 @@ static void teardown(struct ing_node *d)
 	d->persist = NULL;
 	ing_svc_destroy(d->svc);             /* returns every slot it held */
 	d->svc = NULL;
+	ing_fleet_stop(d->fleet);            /* after the calls that read it */
+	d->fleet = NULL;
 	if (d->sfd >= 0) {
 		if (d->loop)
 			ing_loop_del_fd(d->loop, d->sfd);
@@ -408,6 +421,42 @@ static void teardown(struct ing_node *d)
 	ing_eal_stop();
 	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));
 	d->torn_down = true;
+}
+
+/* host:port of the listen address with the bound port (--listen 127.0.0.1:0) */
+static void bound_address(const char *listen, int port, char *out, size_t n)
+{
+	const char *colon = strrchr(listen, ':');
+	size_t hl = colon ? (size_t)(colon - listen) : strlen(listen);
+	snprintf(out, n, "%.*s:%d", (int)hl, listen, port);
+}
+
+/* Node identity, membership and (with --fleet-db) the catalog export. 0 or -1 (logged). */
+static int fleet_start(struct ing_node *d, int port)
+{
+	char advertise[ING_FLEET_ADDR_MAX + 1], catalog[PATH_MAX];
+	struct ing_fleet_opts fo;
+	ing_fleet_opts_init(&fo);
+	if (d->o.advertise)
+		snprintf(advertise, sizeof(advertise), "%s", d->o.advertise);
+	else
+		bound_address(d->o.listen, port, advertise, sizeof(advertise));
+	fo.advertise = advertise;
+	fo.node_id = d->o.node_id ? d->o.node_id : advertise;
+	fo.conninfo = d->o.fleet_db;
+	fo.peers = d->o.fleet_peers;
+	fo.heartbeat_ms = d->o.fleet_heartbeat_ms;
+	fo.batch = d->o.fleet_batch;
+	fo.draining = d->o.drain;
+	if (d->o.sink == ING_SINK_FILE) {
+		snprintf(catalog, sizeof(catalog), "%s/catalog.db", d->o.data_dir);
+		fo.catalog = catalog;
+	}
+	d->fleet = ing_fleet_start(&fo);
+	if (!d->fleet)
+		return -1;
+	ing_svc_attach_fleet(d->svc, d->fleet);
+	return 0;
 }
 
 int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
@@ -646,6 +695,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		goto fail;
 	ing_svc_attach_server(d->svc, d->srv);
 	int port = ing_grpc_server_port(d->srv);
+	if (fleet_start(d, port))
+		goto fail;
 	if (d->o.metrics_listen) {
 		d->metrics = ing_metrics_srv_create(d->loop, d->o.metrics_listen, metrics_render, d);
 		if (!d->metrics)

@@ -129,4 +129,12 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t);
 struct ing_rdma;
 void ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r);
 
+/*
+ * Fleet identity and export (fleet/fleet.h): rpc Members answers from f, NegotiateReply
+ * carries its node id and state, Stats and /metrics its export counters. Without one,
+ * Members answers UNIMPLEMENTED. f outlives the service's calls. Before the loop runs.
+ */
+struct ing_fleet;
+void ing_svc_attach_fleet(struct ing_svc *s, struct ing_fleet *f);
+
 #endif

@@ -1227,7 +1227,7 @@ void svc_kick(struct ing_svc *s)
 
 const struct ing_grpc_method *ing_svc_methods(struct ing_svc *s, unsigned *n)
 {
-	*n = 4;
+	*n = sizeof(s->methods) / sizeof(s->methods[0]);
 	return s->methods;
 }
 
@@ -1396,6 +1396,8 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->methods[2].ctx = s;
 	s->methods[3] = svc_ctl_method;
 	s->methods[3].ctx = s;
+	s->methods[4] = svc_members_method;
+	s->methods[4].ctx = s;
 	return s;
 fail:
 	ing_svc_destroy(s);

@@ -242,7 +242,7 @@ struct ing_svc {
 	struct ing_fring *acks;
 	struct ing_grpc_server *srv;
 	struct ing_svc_opts o;
-	struct ing_grpc_method methods[4];
+	struct ing_grpc_method methods[5];
 	uint64_t max_frame;
 	bool stopping;
 	bool acks_fd_added;
@@ -291,6 +291,7 @@ struct ing_svc {
 	uint64_t c_evicted, c_stalled, c_auth_locked;
 	char sess_why[160];      /* why svc_session_new returned NULL */
 	struct svc_metrics m;
+	struct ing_fleet *fleet;     /* node identity and fleet export (NULL: none) */
 };
 
 /* svc.c: shared helpers */
@@ -375,6 +376,15 @@ extern const struct ing_grpc_method svc_push_method;
 /* svc_unary.c */
 extern const struct ing_grpc_method svc_negotiate_method;
 extern const struct ing_grpc_method svc_stats_method;
+
+/* svc_fleet.c: rpc Members, the fleet fields of NegotiateReply/StatsReply, /metrics */
+extern const struct ing_grpc_method svc_members_method;
+struct H3000__NegotiateReply;
+struct H3000__StatsReply;
+struct ing_mtext;
+void svc_fleet_negotiate(struct ing_svc *s, struct H3000__NegotiateReply *rep);
+void svc_fleet_stats(struct ing_svc *s, struct H3000__StatsReply *r);
+void svc_fleet_metrics(struct ing_svc *s, struct ing_mtext *t);
 
 /*
  * svc_ctl.c: ControlStream, the descriptor stream of the RDMA transports (a FrameMeta per

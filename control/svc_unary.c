@@ -251,6 +251,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.maxchunksize = s->o.max_chunk;
 	rep.message = note;
 	rep.serverversion = (char *)"h3000-ingestd " ING_VERSION;
+	svc_fleet_negotiate(s, &rep);
 	ING_INFO("svc", "session %" PRIu64 " for %s (%s%s%s%s): credits %u, max frame %" PRIu64 ", %s",
 		 ss->id, ss->client[0] ? ss->client : "?", ing_grpc_call_peer(c),
 		 ident ? ", identity \"" : "", ident ? ident : "", ident ? "\"" : "", ss->credits,
@@ -381,6 +382,7 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	}
 	r.n_stagelatency = SVC_NSTAGES + 1;
 	r.stagelatency = slp;
+	svc_fleet_stats(s, &r);
 	return reply(c, &r.base);
 }
 

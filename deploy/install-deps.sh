@@ -13,6 +13,8 @@ PKGS=(
   libdpdk-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
   libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev sqlite3
   libcmocka-dev help2man libsystemd-dev
+  # fleet catalog (ingestd --fleet-db, ingest-verify --fleet) and its tests' PostgreSQL
+  libpq-dev postgresql postgresql-client
   # packaging and ABI checks (make deb, make test)
   abigail-tools lintian dpkg-dev fakeroot
   # fuzz targets (tests/fuzz, make fuzz): clang + libFuzzer

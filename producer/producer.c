@@ -364,6 +364,7 @@ static void frame_ack_st(struct ing_producer *p, struct pframe *f, enum ing_ack_
 	if (stage_ns)
 		memcpy(e->a.node_stage_ns, stage_ns, sizeof(e->a.node_stage_ns));
 	e->a.user = f->user;
+	memcpy(e->a.node_id, p->node_id, sizeof(e->a.node_id));
 	if (msg)
 		snprintf(e->a.msg, sizeof(e->a.msg), "%s", msg);
 	if (terminal) {
@@ -584,7 +585,7 @@ static void pool_destroy(struct ppool *pl)
 	memset(pl, 0, sizeof(*pl));
 }
 
-static int pool_create(struct ppool *pl, unsigned nslots, uint64_t slot_size)
+int producer_pool_create(struct ppool *pl, unsigned nslots, uint64_t slot_size)
 {
 	slot_size = (slot_size + 4095) & ~4095ull;
 	if (!nslots || !slot_size || slot_size > (SIZE_MAX / 2) / nslots)
@@ -676,7 +677,7 @@ static bool tail_is_zero(const void *s, size_t ours, size_t theirs)
 	return true;
 }
 
-static void opts_defaults(struct ing_producer_opts *o)
+void producer_opts_defaults(struct ing_producer_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->opts_size = sizeof(*o);
@@ -693,7 +694,7 @@ void ing_producer_opts_init_sz(struct ing_producer_opts *o, size_t opts_size)
 
 	if (!o || opts_size < sizeof(o->opts_size))
 		return;
-	opts_defaults(&d);
+	producer_opts_defaults(&d);
 	memcpy(o, &d, SIZE_MIN(opts_size, sizeof(d)));
 	if (opts_size > sizeof(d))
 		memset((char *)o + sizeof(d), 0, opts_size - sizeof(d));
@@ -784,6 +785,8 @@ static void apply_reply(struct ing_producer *p, const H3000__NegotiateReply *r)
 	p->chunk_size = p->o.chunk_size && p->o.chunk_size < mc ? p->o.chunk_size : mc;
 	snprintf(p->rdma_addr, sizeof(p->rdma_addr), "%s", r->rdmaaddr ? r->rdmaaddr : "");
 	p->rdma_port = r->rdmaport;
+	snprintf(p->node_id, sizeof(p->node_id), "%s", r->nodeid ? r->nodeid : "");
+	p->node_state = (int)r->nodestate;
 }
 
 static int alloc_tables(struct ing_producer *p)
@@ -827,6 +830,14 @@ static void producer_free(struct ing_producer *p)
 	free(p);
 }
 
+void producer_destroy(struct ing_producer *p)
+{
+	if (!p)
+		return;
+	p->closing = true;
+	producer_free(p);
+}
+
 struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, char *err,
 					  size_t errlen)
 {
@@ -856,12 +867,13 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 				 ing_version_string(), uo->opts_size, sizeof(full));
 			return NULL;
 		}
-		opts_defaults(&full);
+		producer_opts_defaults(&full);
 		memcpy(&full, uo, SIZE_MIN(uo->opts_size, sizeof(full)));
 		full.opts_size = sizeof(full);
 		o = &full;
 	}
-	if (!o || !o->server || !*o->server) {
+	bool fleet = o && o->servers && *o->servers;
+	if (!o || (!fleet && (!o->server || !*o->server))) {
 		snprintf(err, errlen, "no server address");
 		return NULL;
 	}
@@ -883,6 +895,14 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 		snprintf(err, errlen, "bad options (transport %d, recycle_on %d)", o->transport,
 			 o->recycle_on);
 		return NULL;
+	}
+	if (fleet) {
+		if (o->transport == ING_TRANSPORT_RDMA) {
+			snprintf(err, errlen, "fleet mode (servers) uses the gRPC stream transport; "
+				 "transport rdma is not available with servers");
+			return NULL;
+		}
+		return fleet_connect(o, err, errlen);
 	}
 	struct ing_producer *p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -908,7 +928,7 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	p->xport = &grpc_xport;
 
 	if (p->o.pool_frames) {
-		int rc = pool_create(&p->pool, p->o.pool_frames, p->o.pool_frame_size);
+		int rc = producer_pool_create(&p->pool, p->o.pool_frames, p->o.pool_frame_size);
 		if (rc) {
 			snprintf(err, errlen, "frame pool %u x %" PRIu64 " bytes: %s", p->o.pool_frames,
 				 p->o.pool_frame_size, strerror(-rc));
@@ -946,6 +966,7 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	co.tls_cert = p->o.tls_cert;
 	co.tls_key = p->o.tls_key;
 	co.tls_server_name = p->o.tls_server_name;
+	co.keepalive_ms = p->o.keepalive_ms > 0 ? p->o.keepalive_ms : 0;
 	char cerr[160] = "";
 	p->ch = ing_grpc_chan_connect(&co, cerr, sizeof(cerr));
 	if (!p->ch) {
@@ -1075,6 +1096,8 @@ int ing_producer_submit_sz(struct ing_producer *p, const struct ing_frame_desc *
 		memcpy(&full, ud, SIZE_MIN(desc_size, sizeof(full)));
 		d = &full;
 	}
+	if (p->fleet)
+		return fleet_submit(p, d);
 	if (p->broken || !p->call)
 		return -EPIPE;
 	const char *wafer = d->wafer_id && *d->wafer_id ? d->wafer_id : ING_DEFAULT_WAFER;
@@ -1173,6 +1196,8 @@ int ing_producer_poll_sz(struct ing_producer *p, struct ing_ack *acks, unsigned 
 {
 	if (!p || (acks && ack_size < ACK_SIZE_1_0))
 		return -EINVAL;
+	if (p->fleet)
+		return fleet_poll(p, acks, max, ack_size, timeout_ms);
 	if (timeout_ms < 0 || timeout_ms > p->o.frame_timeout_ms)
 		timeout_ms = p->o.frame_timeout_ms;
 	uint64_t deadline = ing_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -1201,6 +1226,10 @@ void ing_producer_close(struct ing_producer *p, int timeout_ms)
 
 	if (!p)
 		return;
+	if (p->fleet) {
+		fleet_close(p, timeout_ms);
+		return;
+	}
 	if (timeout_ms < 0)
 		timeout_ms = 0;
 	uint64_t deadline = ing_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -1259,6 +1288,8 @@ unsigned ing_producer_credits(const struct ing_producer *p)
 
 unsigned ing_producer_in_flight(const struct ing_producer *p)
 {
+	if (p && p->fleet)
+		return fleet_in_flight(p);
 	return p ? p->nused + p->undelivered_terminal : 0;
 }
 
@@ -1273,6 +1304,8 @@ void ing_producer_get_stats_sz(const struct ing_producer *p, struct ing_producer
 	if (p) {
 		st = p->st;
 		st.in_flight = ing_producer_in_flight(p);
+		if (p->fleet)
+			fleet_stats(p, &st);
 	}
 	memcpy(s, &st, SIZE_MIN(stats_size, sizeof(st)));
 	if (stats_size > sizeof(st))

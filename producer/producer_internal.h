@@ -194,6 +194,13 @@ struct ing_producer {
 
 	struct ppool pool;
 	struct ing_producer_stats st;
+
+	/* fleet (NegotiateReply 20/21): this node's id and state, "" / 0 when not said */
+	char node_id[ING_ID_MAX + 1];
+	int node_state;                 /* enum ing_member_state */
+	/* fleet mode (opts.servers): the producer the application holds routes over one
+	 * producer per node (producer/fleet.c); NULL for a one-node producer */
+	struct fleet *fleet;
 };
 
 /* ---- shared by the transports (producer.c) ---- */
@@ -215,6 +222,28 @@ void producer_frame_fail(struct ing_producer *p, struct pframe *f, int code, int
 			 const char *msg);
 /* Mark the connection broken: pending frames fail with code/msg, submit returns -EPIPE. */
 void producer_set_broken(struct ing_producer *p, int err, const char *msg);
+
+/* The producer's defaults into o (the library's own struct size). */
+void producer_opts_defaults(struct ing_producer_opts *o);
+/* Frame pool behind ing_frame_alloc: 0 or -errno. */
+int producer_pool_create(struct ppool *pl, unsigned nslots, uint64_t slot_size);
+/* Free without waiting: channel closed at once (fleet: a failed node's session). NULL ok. */
+void producer_destroy(struct ing_producer *p);
+
+/* ---- fleet mode (producer/fleet.c), behind the public functions ---- */
+
+#define PRODUCER_PATH_MEMBERS "/h3000.RDMASvc/Members"
+/* opts (already validated, defaults applied) with servers set. */
+struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err, size_t errlen);
+void fleet_close(struct ing_producer *p, int timeout_ms);
+int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d);
+int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_t ack_size,
+	       int timeout_ms);
+unsigned fleet_in_flight(const struct ing_producer *p);
+void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st);
+/* HRW over node ids (lengths given): the score, and the winner of a comparison. */
+uint64_t fleet_hrw_score(const char *node, size_t nlen, const char *wafer, size_t wlen);
+bool fleet_hrw_better(uint64_t score_a, const char *id_a, uint64_t score_b, const char *id_b);
 
 /* ---- wire encoding (producer.c; unit-tested in tests/unit/test_producer_encode.c) ---- */
 

@@ -173,6 +173,10 @@ struct ing_grpc_chan_opts {
 	const char *tls_cert;      /* client certificate + key (PEM) for a node with mTLS */
 	const char *tls_key;
 	const char *tls_server_name; /* name to verify and send as SNI; NULL: the target's host */
+	/* HTTP/2 PING every keepalive_ms (0: never); a PING not ACKed within twice that
+	 * makes ing_grpc_chan_poll fail with -ETIMEDOUT (a hung or unreachable peer whose
+	 * TCP connection stays open). */
+	int keepalive_ms;
 };
 void ing_grpc_chan_opts_init(struct ing_grpc_chan_opts *o);
 /* Connect (blocking, bounded by connect_timeout_ms) and exchange SETTINGS. NULL + err text. */

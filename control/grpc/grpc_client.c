@@ -30,6 +30,7 @@
 #include "common/log.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -112,6 +113,11 @@ struct ing_grpc_chan {
 	/* released small messages, reused so a zero-copy chunk send does not malloc */
 	struct cmsg *free_msgs;
 	unsigned nfree;
+	/* keepalive (opts.keepalive_ms): one PING outstanding at a time */
+	uint64_t keepalive_ns;   /* 0: off */
+	uint64_t next_ping_ns;
+	uint64_t ping_sent_ns;
+	bool ping_out;
 };
 
 void ing_grpc_chan_opts_init(struct ing_grpc_chan_opts *o)
@@ -384,6 +390,10 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user
 	(void)h2;
 	if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK))
 		ch->got_settings = true;
+	if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK) && ch->ping_out) {
+		ch->ping_out = false;
+		ch->next_ping_ns = ing_now_ns() + ch->keepalive_ns;
+	}
 	return 0;
 }
 
@@ -581,17 +591,49 @@ static int expire_deadlines(struct ing_grpc_chan *ch, uint64_t now)
 	return n;
 }
 
+/* Keepalive: queue a PING when one is due; -ETIMEDOUT when the last one went unanswered
+ * for twice the period. Sets *wait_ms to at most the time until the next check. */
+static int keepalive_tick(struct ing_grpc_chan *ch, uint64_t now, int *wait_ms)
+{
+	if (!ch->keepalive_ns)
+		return 0;
+	uint64_t due;
+	if (ch->ping_out) {
+		due = ch->ping_sent_ns + 2 * ch->keepalive_ns;
+		if (now >= due) {
+			ING_WARN("grpc", "client: %s did not answer a PING within %" PRIu64 " ms",
+				 ch->authority, 2 * ch->keepalive_ns / 1000000);
+			return -ETIMEDOUT;
+		}
+	} else if (now >= ch->next_ping_ns) {
+		if (nghttp2_submit_ping(ch->h2, NGHTTP2_FLAG_NONE, NULL) == 0) {
+			ch->ping_out = true;
+			ch->ping_sent_ns = now;
+		}
+		due = now + 2 * ch->keepalive_ns;
+	} else {
+		due = ch->next_ping_ns;
+	}
+	uint64_t ms = due > now ? (due - now + 999999) / 1000000 : 0;
+	if (*wait_ms < 0 || (uint64_t)*wait_ms > ms)
+		*wait_ms = (int)ms;
+	return 0;
+}
+
 int ing_grpc_chan_poll(struct ing_grpc_chan *ch, int timeout_ms)
 {
 	if (ch->dead)
 		return ch->dead_err;
 	ch->handled = 0;
-	int rc = chan_flush(ch);
+	int wait = timeout_ms < 0 ? -1 : timeout_ms;
+	uint64_t now = ing_now_ns();
+	int rc = keepalive_tick(ch, now, &wait);
+	if (rc < 0)
+		goto fail;
+	rc = chan_flush(ch);
 	if (rc < 0)
 		goto fail;
 
-	uint64_t now = ing_now_ns();
-	int wait = timeout_ms < 0 ? -1 : timeout_ms;
 	for (struct ing_grpc_ccall *cc = ch->calls; cc; cc = cc->next) {
 		if (cc->closed || !cc->deadline_ns)
 			continue;
@@ -1039,6 +1081,11 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 				       "does it require a client certificate?", o->target, strerror(-r));
 			goto fail;
 		}
+	}
+	/* keepalive starts once the connection is up */
+	if (o->keepalive_ms > 0) {
+		ch->keepalive_ns = (uint64_t)o->keepalive_ms * 1000000ull;
+		ch->next_ping_ns = ing_now_ns() + ch->keepalive_ns;
 	}
 	return ch;
 fail:

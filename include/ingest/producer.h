@@ -86,6 +86,22 @@ struct ing_producer_opts {
 	const char *tls_key;
 	const char *tls_server_name; /* NULL: the host part of `server` */
 	enum ing_rdma_mode rdma_mode;/* default ING_RDMA_MODE_DEFAULT (pull) */
+	/* 1.2: fleet mode (docs/FLEET.md) */
+	/* "host:port,host:port,...": several ingest nodes. The producer learns the live
+	   membership from any of them (rpc Members), sends each wafer to its owner by HRW
+	   hashing of the wafer id over the node ids (ing_producer_hrw_score), keeps every
+	   frame until DURABLE (recycle_on is DURABLE in fleet mode, whatever was asked) and
+	   re-sends the frames of a failed node to the wafer's next node. `server` may then be
+	   NULL. Fleet mode uses the gRPC stream transport. NULL: one node, `server`. */
+	const char *servers;
+	int ack_deadline_ms;         /* fleet: a node that holds a frame this long without its
+	                                DURABLE ack is failed over (hung); default 10000 */
+	int keepalive_ms;            /* HTTP/2 PING period; a PING not answered within twice
+	                                this breaks the connection. Default: 1000 in fleet mode,
+	                                off (0) with one server; negative: off */
+	int node_cooldown_ms;        /* fleet: a failed node is not used (nor redialled) for
+	                                this long; default 5000 */
+	int membership_refresh_ms;   /* fleet: ask the nodes for Members this often; default 2000 */
 	/* ABI: new fields go last; zero must mean their default. */
 };
 
@@ -118,6 +134,10 @@ struct ing_ack {
 	/* DURABLE acks: the node's time per stage (Ack.stage*Ns), in enum ing_node_stage
 	   order; all 0 when the node did not say */
 	uint64_t node_stage_ns[ING_NODE_STAGES];
+	/* 1.2 */
+	char node_id[ING_ID_MAX + 1];   /* the node that sent this ack (fleet mode; with one
+	                                   server: its NegotiateReply.nodeId, or "") */
+	unsigned resends;            /* fleet: times the frame was re-sent to another node */
 	/* ABI: new fields go last. */
 };
 
@@ -138,6 +158,36 @@ struct ing_frame_desc {
 struct ing_producer_stats {
 	uint64_t submitted, received, durable, failed, duplicates, bytes;
 	unsigned in_flight;
+	/* 1.2: fleet mode; 0 with one server */
+	uint64_t rerouted;           /* frame re-sends to another node after a node failed */
+	uint64_t failovers;          /* times a node was declared failed (connection reset,
+	                                GOAWAY, missed PING, ack deadline) */
+	uint64_t resent_after_received; /* re-sent frames the failed node had RECEIVED: it may
+	                                   have stored them too (same bytes, same crc32c) */
+	uint64_t late_acks;          /* acks for a frame no longer placed on that node: ignored */
+	uint64_t first_failover_to_durable_ns; /* first failover -> first DURABLE ack of a
+	                                          re-sent frame (0: none yet) */
+	unsigned nodes;              /* nodes known */
+	unsigned nodes_up;           /* of those, connected and taking new wafers */
+	/* ABI: new fields go last. */
+};
+
+/* A fleet member as the producer sees it (ing_producer_fleet_node). */
+enum ing_member_state {
+	ING_MEMBER_UNKNOWN = 0,
+	ING_MEMBER_ACTIVE = 1,       /* takes new wafers */
+	ING_MEMBER_DRAINING = 2,     /* finishes what it has, gets no new wafers */
+	ING_MEMBER_DOWN = 3,         /* failed (cooling down) or reported down */
+};
+
+struct ing_fleet_node {
+	char node_id[ING_ID_MAX + 1];
+	char address[256];
+	enum ing_member_state state;
+	int connected;
+	uint64_t durable;            /* DURABLE acks this node sent to this producer */
+	uint64_t rerouted_away;      /* frames taken from it when it failed */
+	uint64_t failovers;          /* times it was declared failed */
 	/* ABI: new fields go last. */
 };
 
@@ -196,6 +246,26 @@ ING_API int ing_producer_poll_sz(struct ing_producer *p, struct ing_ack *acks, u
 /* A frame buffer from the registered pool (len <= pool_frame_size), NULL when none free. */
 ING_API void *ing_frame_alloc(struct ing_producer *p, size_t len);
 ING_API void ing_frame_free(struct ing_producer *p, void *buf);
+
+/*
+ * Fleet mode: node i (0 .. nodes-1, see ing_producer_stats.nodes) into the first
+ * node_size bytes of n. 0, or -ENOENT past the last node (or not in fleet mode).
+ * Use the macro: ing_producer_fleet_node(p, i, &n).
+ */
+ING_API int ing_producer_fleet_node_sz(const struct ing_producer *p, unsigned i,
+				       struct ing_fleet_node *n, size_t node_size);
+#define ing_producer_fleet_node(p, i, n) ing_producer_fleet_node_sz((p), (i), (n), sizeof(*(n)))
+
+/*
+ * Rendezvous (HRW) placement, the same in every language (docs/FLEET.md): the score of
+ * node_id for wafer_id is the first 8 bytes, big-endian, of SHA-256(node_id || 0x00 ||
+ * wafer_id) over the UTF-8 bytes; NULL or "" wafer_id is "default". The owner of a wafer
+ * is the node with the highest score, equal scores going to the bytewise smaller id.
+ * Any thread.
+ */
+ING_API uint64_t ing_producer_hrw_score(const char *node_id, const char *wafer_id);
+/* Index of the owner of wafer_id among node_ids[0..n), or -EINVAL (n == 0, a NULL id). */
+ING_API int ing_producer_hrw_owner(const char *const *node_ids, unsigned n, const char *wafer_id);
 
 /* CRC-32C (Castagnoli) as the ingest node checks it; chainable (pass 0 to start). */
 ING_API uint32_t ing_crc32c(uint32_t crc, const void *buf, size_t len);

@@ -1,0 +1,1015 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fleet.c - libingest's fleet mode (opts.servers, docs/FLEET.md): one producer object in
+ * front of one ordinary producer session per ingest node.
+ *
+ *   submit -> fleet frame (kept until DURABLE) -> HRW owner among the nodes that take new
+ *             wafers -> that node's session (ing_producer_submit, user = the fleet frame)
+ *   poll   -> every node session polled without waiting, then one poll(2) over their
+ *             sockets; acks are matched to the fleet frame AND to the node it is placed on
+ *             (an ack from anywhere else is late: counted, ignored)
+ *          -> failure detection: the session broke (reset, GOAWAY, PING unanswered for
+ *             2 x keepalive_ms) or a frame sat on a node longer than ack_deadline_ms:
+ *             the node's session is destroyed (nothing late can arrive from it), the node
+ *             cools down for node_cooldown_ms, and every frame it held that is not
+ *             DURABLE goes to the wafer's next node in HRW order
+ *          -> Members refresh (each connected node, every membership_refresh_ms): joins,
+ *             draining; a node's own answer about itself wins while it is connected
+ *          -> redial of cooled-down nodes, frame deadlines, acks out.
+ *
+ * Everything runs on the thread that drives the producer; the node sessions are private
+ * (never returned to the application). Memory: the application keeps a frame's bytes
+ * until its DURABLE ack (recycle_on is DURABLE here), since a re-send reads them again.
+ */
+#include "producer/producer_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/ident.h"
+#include "common/log.h"
+#include "control/grpc/grpc.h"
+#include "h3000.pb-c.h"
+
+#define COMP "fleet"
+
+#define FLEET_MAX_NODES 64
+#define FLEET_MAX_FRAMES 4096u
+#define FLEET_SUB_ACKS 64
+#define FLEET_DEFAULT_ACK_DEADLINE_MS 10000
+#define FLEET_DEFAULT_KEEPALIVE_MS 1000
+#define FLEET_DEFAULT_COOLDOWN_MS 5000
+#define FLEET_DEFAULT_REFRESH_MS 2000
+#define FLEET_REDIAL_TIMEOUT_MS 500     /* a redial blocks the producer's thread this long at most */
+#define FLEET_MEMBERS_TIMEOUT_MS 2000
+#define FLEET_POLL_SLICE_MS 20          /* timers (deadlines, refresh, redial) between waits */
+
+struct fleet;
+
+struct fnode {
+	char id[ING_ID_MAX + 1];
+	char addr[256];
+	enum ing_member_state member;  /* reported state (its own answer wins while connected) */
+	struct ing_producer *sub;      /* the session; NULL: not connected */
+	bool failed;                   /* cooling down after a failure */
+	uint64_t down_until_ns;
+	struct ing_grpc_ccall *mcall;  /* Members call in flight on sub's channel */
+	bool members_unimpl;           /* answered UNIMPLEMENTED: not asked again */
+	struct fleet *f;
+	uint64_t durable, rerouted_away, failovers;
+};
+
+struct fframe {
+	bool used;
+	bool recv_delivered;   /* RECEIVED ack given to the application */
+	bool on_node;          /* handed to nodes[node].sub */
+	bool rerouted;
+	bool recv_here;        /* the current node acked RECEIVED */
+	char id[ING_ID_MAX + 1];
+	char wafer[ING_ID_MAX + 1];
+	const void *data;
+	uint64_t len;
+	uint32_t crc;
+	int64_t ts;
+	void *user;
+	int node;              /* placed on this node; -1: waiting for one */
+	uint64_t seq;          /* submit order: sends keep it per node */
+	uint64_t t_submit_ns, t_sent_ns, deadline_ns;
+	uint64_t refused;      /* bit per node that refused it for node-local reasons */
+	unsigned resends;
+};
+
+struct fleet {
+	struct ing_producer *top;
+	struct fnode nodes[FLEET_MAX_NODES];
+	unsigned nnodes;
+	struct fframe *fr;
+	unsigned cap, nused;
+	uint64_t seq;
+	uint32_t *order;       /* scratch: unsent frames in submit order */
+	struct pack_entry *ackq;
+	unsigned aq_cap, aq_head, aq_len, undelivered_terminal;
+	struct ing_producer_opts sub_o;   /* template of a node session's options */
+	char *s_auth, *s_ca, *s_cert, *s_key, *s_sni;
+	int ack_deadline_ms, cooldown_ms, refresh_ms;
+	uint64_t next_refresh_ns;
+	uint64_t first_failover_ns;
+	bool learned;          /* some node answered Members */
+};
+
+/* ================================================================ HRW */
+
+uint64_t fleet_hrw_score(const char *node, size_t nlen, const char *wafer, size_t wlen)
+{
+	uint8_t md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	static const uint8_t zero = 0;
+
+	if (!wlen) {
+		wafer = ING_DEFAULT_WAFER;
+		wlen = strlen(ING_DEFAULT_WAFER);
+	}
+	if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL) || !EVP_DigestUpdate(c, node, nlen) ||
+	    !EVP_DigestUpdate(c, &zero, 1) || !EVP_DigestUpdate(c, wafer, wlen) ||
+	    !EVP_DigestFinal_ex(c, md, &mdlen) || mdlen < 8) {
+		EVP_MD_CTX_free(c);
+		return 0;    /* OpenSSL out of memory: every node scores 0, ties go by id */
+	}
+	EVP_MD_CTX_free(c);
+	uint64_t s = 0;
+	for (int i = 0; i < 8; i++)
+		s = (s << 8) | md[i];
+	return s;
+}
+
+bool fleet_hrw_better(uint64_t score_a, const char *id_a, uint64_t score_b, const char *id_b)
+{
+	if (score_a != score_b)
+		return score_a > score_b;
+	return strcmp(id_a, id_b) < 0;   /* strcmp compares as unsigned char: bytewise */
+}
+
+uint64_t ing_producer_hrw_score(const char *node_id, const char *wafer_id)
+{
+	if (!node_id)
+		return 0;
+	return fleet_hrw_score(node_id, strlen(node_id), wafer_id ? wafer_id : "",
+			       wafer_id ? strlen(wafer_id) : 0);
+}
+
+int ing_producer_hrw_owner(const char *const *node_ids, unsigned n, const char *wafer_id)
+{
+	int best = -1;
+	uint64_t bs = 0;
+	if (!node_ids || !n)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		if (!node_ids[i])
+			return -EINVAL;
+		uint64_t s = ing_producer_hrw_score(node_ids[i], wafer_id);
+		if (best < 0 || fleet_hrw_better(s, node_ids[i], bs, node_ids[best])) {
+			best = (int)i;
+			bs = s;
+		}
+	}
+	return best;
+}
+
+/* ================================================================ nodes */
+
+static uint64_t ms_ns(int ms)
+{
+	return (uint64_t)ms * 1000000ull;
+}
+
+static const char *member_name(enum ing_member_state s)
+{
+	switch (s) {
+	case ING_MEMBER_ACTIVE: return "active";
+	case ING_MEMBER_DRAINING: return "draining";
+	case ING_MEMBER_DOWN: return "down";
+	default: return "unknown";
+	}
+}
+
+static enum ing_member_state member_from_wire(int s)
+{
+	switch (s) {
+	case H3000__MEMBER_STATE__MEMBER_ACTIVE: return ING_MEMBER_ACTIVE;
+	case H3000__MEMBER_STATE__MEMBER_DRAINING: return ING_MEMBER_DRAINING;
+	case H3000__MEMBER_STATE__MEMBER_DOWN: return ING_MEMBER_DOWN;
+	default: return ING_MEMBER_UNKNOWN;
+	}
+}
+
+static int node_find_id(const struct fleet *f, const char *id)
+{
+	for (unsigned i = 0; i < f->nnodes; i++)
+		if (strcmp(f->nodes[i].id, id) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int node_find_addr(const struct fleet *f, const char *addr)
+{
+	for (unsigned i = 0; i < f->nnodes; i++)
+		if (strcmp(f->nodes[i].addr, addr) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int node_add(struct fleet *f, const char *id, const char *addr, enum ing_member_state st)
+{
+	if (f->nnodes == FLEET_MAX_NODES || !producer_id_ok(id) || !addr || !*addr ||
+	    strlen(addr) >= sizeof(f->nodes[0].addr)) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "member '%.64s' at '%.64s' not added (%s)", id ? id : "",
+			   addr ? addr : "", f->nnodes == FLEET_MAX_NODES ? "too many nodes" : "bad id or address");
+		return -1;
+	}
+	struct fnode *n = &f->nodes[f->nnodes];
+	memset(n, 0, sizeof(*n));
+	snprintf(n->id, sizeof(n->id), "%s", id);
+	snprintf(n->addr, sizeof(n->addr), "%s", addr);
+	n->member = st;
+	n->f = f;
+	return (int)f->nnodes++;
+}
+
+/* Takes new wafers: connected, not cooling down, not draining or reported down. */
+static bool node_eligible(const struct fnode *n)
+{
+	return n->sub && !n->failed && !n->sub->broken && n->member != ING_MEMBER_DRAINING &&
+	       n->member != ING_MEMBER_DOWN;
+}
+
+/* The wafer's owner among the eligible nodes, skipping those in `skip`; -1: none. */
+static int route_pick(const struct fleet *f, const char *wafer, uint64_t skip)
+{
+	int best = -1;
+	uint64_t bs = 0;
+	size_t wl = strlen(wafer);
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		const struct fnode *n = &f->nodes[i];
+		if (!node_eligible(n) || (i < 64 && (skip >> i) & 1))
+			continue;
+		uint64_t s = fleet_hrw_score(n->id, strlen(n->id), wafer, wl);
+		if (best < 0 || fleet_hrw_better(s, n->id, bs, f->nodes[best].id)) {
+			best = (int)i;
+			bs = s;
+		}
+	}
+	return best;
+}
+
+static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
+{
+	struct fnode *n = &f->nodes[i];
+	struct ing_producer_opts so = f->sub_o;
+	char err[256] = "";
+
+	so.server = n->addr;
+	so.connect_timeout_ms = timeout_ms;
+	so.auth_token = f->s_auth;
+	so.tls_ca = f->s_ca;
+	so.tls_cert = f->s_cert;
+	so.tls_key = f->s_key;
+	so.tls_server_name = f->s_sni;
+	struct ing_producer *sub = ing_producer_connect(&so, err, sizeof(err));
+	if (!sub) {
+		n->failed = true;
+		n->down_until_ns = ing_now_ns() + ms_ns(f->cooldown_ms);
+		ING_LOG_RL(ING_LOG_WARN, COMP, "node %s (%s) not reachable: %s; next try in %d ms",
+			   n->id, n->addr, err, f->cooldown_ms);
+		return -ECONNREFUSED;
+	}
+	n->sub = sub;
+	n->failed = false;
+	n->members_unimpl = false;
+	if (sub->node_state == H3000__MEMBER_STATE__MEMBER_DRAINING)
+		n->member = ING_MEMBER_DRAINING;
+	else if (sub->node_state == H3000__MEMBER_STATE__MEMBER_ACTIVE || n->member == ING_MEMBER_DOWN)
+		n->member = ING_MEMBER_ACTIVE;
+	if (sub->node_id[0] && strcmp(sub->node_id, n->id) != 0)
+		ING_LOG_RL(ING_LOG_WARN, COMP, "node at %s calls itself '%s', the membership says '%s'",
+			   n->addr, sub->node_id, n->id);
+	ING_INFO(COMP, "node %s (%s) connected, session %" PRIu64 ", %s", n->id, n->addr,
+		 sub->session_id, member_name(n->member));
+	return 0;
+}
+
+/* ================================================================ acks to the application */
+
+static void fack(struct fleet *f, struct fframe *ff, enum ing_ack_stage stage, int ok, int code,
+		 int retryable, const struct ing_ack *from, const char *node_id, const char *msg)
+{
+	struct ing_producer *p = f->top;
+	bool terminal = !ok || stage == ING_ACK_DURABLE;
+	if (f->aq_len == f->aq_cap) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "ack queue full (%u): ack of frame %s lost", f->aq_cap,
+			   ff->id);
+		return;
+	}
+	struct pack_entry *e = &f->ackq[(f->aq_head + f->aq_len) % f->aq_cap];
+	memset(e, 0, sizeof(*e));
+	if (from)
+		e->a = *from;
+	e->terminal = terminal;
+	memcpy(e->a.frame_id, ff->id, sizeof(e->a.frame_id));
+	memcpy(e->a.wafer_id, ff->wafer, sizeof(e->a.wafer_id));
+	e->a.stage = stage;
+	e->a.ok = ok;
+	e->a.code = code;
+	e->a.retryable = retryable;
+	e->a.latency_ns = ing_now_ns() - ff->t_submit_ns;
+	e->a.user = ff->user;
+	e->a.resends = ff->resends;
+	snprintf(e->a.node_id, sizeof(e->a.node_id), "%s", node_id ? node_id : "");
+	if (msg)
+		snprintf(e->a.msg, sizeof(e->a.msg), "%s", msg);
+	f->aq_len++;
+	if (!terminal)
+		return;
+	if (ok) {
+		p->st.durable++;
+		p->st.bytes += ff->len;
+		p->st.duplicates += e->a.duplicate ? 1 : 0;
+	} else {
+		p->st.failed++;
+	}
+	ff->used = false;
+	f->nused--;
+	f->undelivered_terminal++;
+}
+
+/* Take a frame off its node and queue it for the next one. */
+static void frame_unplace(struct fleet *f, struct fframe *ff, bool refused)
+{
+	struct ing_producer *p = f->top;
+	if (ff->node >= 0) {
+		if (ff->on_node) {
+			f->nodes[ff->node].rerouted_away++;
+			ff->resends++;
+			ff->rerouted = true;
+			p->st.rerouted++;
+		}
+		if (refused && ff->node < 64)
+			ff->refused |= 1ull << ff->node;
+	}
+	ff->node = -1;
+	ff->on_node = false;
+	ff->recv_here = false;
+}
+
+/*
+ * Node i failed: its session is destroyed at once (no late ack can come from it), it
+ * cools down, and every frame on it or queued for it goes to its wafer's next node.
+ */
+static void node_fail(struct fleet *f, unsigned i, const char *why)
+{
+	struct fnode *n = &f->nodes[i];
+	struct ing_producer *p = f->top;
+	uint64_t now = ing_now_ns();
+	unsigned moved = 0, recv = 0;
+
+	for (unsigned k = 0; k < f->cap; k++) {
+		struct fframe *ff = &f->fr[k];
+		if (!ff->used || ff->node != (int)i)
+			continue;
+		if (ff->on_node) {
+			moved++;
+			/* a RECEIVED frame may be stored there too: same bytes, same crc32c */
+			if (ff->recv_here) {
+				recv++;
+				p->st.resent_after_received++;
+			}
+		}
+		frame_unplace(f, ff, false);
+	}
+	ING_WARN(COMP, "node %s (%s) failed: %s; %u frame(s) re-sent to the next nodes (%u had "
+		 "reached RECEIVED there); cooldown %d ms", n->id, n->addr, why, moved, recv,
+		 f->cooldown_ms);
+	if (!f->first_failover_ns)
+		f->first_failover_ns = now;
+	n->failovers++;
+	p->st.failovers++;
+	struct ing_producer *sub = n->sub;
+	n->sub = NULL;
+	n->failed = true;
+	n->down_until_ns = now + ms_ns(f->cooldown_ms);
+	producer_destroy(sub);   /* cancels an open Members call: its on_close clears mcall */
+	n->mcall = NULL;
+}
+
+/* ================================================================ membership */
+
+static void apply_members(struct fleet *f, struct fnode *from, const H3000__MembersReply *r)
+{
+	f->learned = true;
+	for (size_t k = 0; k < r->n_members; k++) {
+		const H3000__Member *m = r->members[k];
+		if (!m || !m->nodeid || !*m->nodeid)
+			continue;
+		enum ing_member_state st = member_from_wire(m->state);
+		bool self = r->selfid && strcmp(r->selfid, m->nodeid) == 0;
+		int j = node_find_id(f, m->nodeid);
+		if (j < 0) {
+			/* a node listed by its address before its id was known */
+			j = m->address ? node_find_addr(f, m->address) : -1;
+			if (j >= 0 && strcmp(f->nodes[j].id, f->nodes[j].addr) == 0 && !f->nodes[j].sub) {
+				snprintf(f->nodes[j].id, sizeof(f->nodes[j].id), "%s", m->nodeid);
+			} else {
+				j = node_add(f, m->nodeid, m->address, st);
+				if (j >= 0)
+					ING_INFO(COMP, "node %s (%s) joined the fleet (%s, told by %s)",
+						 m->nodeid, m->address, member_name(st), from ? from->id : "?");
+				continue;
+			}
+		}
+		struct fnode *n = &f->nodes[j];
+		/* while connected, only the node's own word about itself counts */
+		if ((self || !n->sub) && st != ING_MEMBER_UNKNOWN && st != n->member) {
+			ING_INFO(COMP, "node %s: %s -> %s", n->id, member_name(n->member), member_name(st));
+			n->member = st;
+		}
+		if (!n->sub && m->address && *m->address && strcmp(m->address, n->addr) != 0 &&
+		    strlen(m->address) < sizeof(n->addr))
+			snprintf(n->addr, sizeof(n->addr), "%s", m->address);
+	}
+}
+
+static void members_on_message(struct ing_grpc_ccall *cc, void *arg, const uint8_t *msg, size_t len)
+{
+	struct fnode *n = arg;
+	(void)cc;
+	H3000__MembersReply *r = h3000__members_reply__unpack(NULL, len, msg);
+	if (!r) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "node %s: Members reply does not parse", n->id);
+		return;
+	}
+	apply_members(n->f, n, r);
+	h3000__members_reply__free_unpacked(r, NULL);
+}
+
+static void members_on_close(struct ing_grpc_ccall *cc, void *arg, int status, const char *message)
+{
+	struct fnode *n = arg;
+	(void)cc;
+	n->mcall = NULL;
+	if (status == ING_GRPC_UNIMPLEMENTED) {
+		n->members_unimpl = true;   /* an older node: its id is its address */
+		ING_DBG(COMP, "node %s has no Members rpc: static membership", n->id);
+	} else if (status != ING_GRPC_OK && status != ING_GRPC_CANCELLED) {
+		ING_LOG_RL(ING_LOG_DEBUG, COMP, "node %s: Members: grpc-status %d %s", n->id, status,
+			   message ? message : "");
+	}
+}
+
+static void members_refresh(struct fleet *f, uint64_t now)
+{
+	if (now < f->next_refresh_ns)
+		return;
+	f->next_refresh_ns = now + ms_ns(f->refresh_ms);
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		struct fnode *n = &f->nodes[i];
+		if (!n->sub || !n->sub->ch || n->sub->broken || n->mcall || n->members_unimpl)
+			continue;
+		struct ing_grpc_ccall_cbs cbs = {
+			.on_message = members_on_message, .on_close = members_on_close, .arg = n,
+		};
+		n->mcall = ing_grpc_chan_call(n->sub->ch, PRODUCER_PATH_MEMBERS, NULL,
+					      FLEET_MEMBERS_TIMEOUT_MS, &cbs);
+		if (n->mcall && ing_grpc_ccall_send(n->mcall, (const uint8_t *)"", 0, true) < 0)
+			ing_grpc_ccall_cancel(n->mcall);   /* on_close clears mcall */
+	}
+}
+
+/*
+ * At connect: Members from every server given (blocking calls, bounded). A server that
+ * answers is the node it calls itself (selfId), whatever address it advertises: answered[k]
+ * is set. One that answers UNIMPLEMENTED or not at all is left to the caller.
+ */
+static void members_learn(struct fleet *f, char (*addrs)[256], unsigned naddr, int timeout_ms,
+			  bool *answered)
+{
+	for (unsigned k = 0; k < naddr; k++) {
+		struct ing_grpc_chan_opts co;
+		char cerr[160] = "", gmsg[160] = "";
+		uint8_t *resp = NULL;
+		size_t rlen = 0;
+
+		ing_grpc_chan_opts_init(&co);
+		co.target = addrs[k];
+		co.connect_timeout_ms = timeout_ms;
+		co.tls = f->s_ca != NULL;
+		co.tls_ca = f->s_ca;
+		co.tls_cert = f->s_cert;
+		co.tls_key = f->s_key;
+		co.tls_server_name = f->s_sni;
+		struct ing_grpc_chan *ch = ing_grpc_chan_connect(&co, cerr, sizeof(cerr));
+		if (!ch)
+			continue;
+		int st = ing_grpc_unary(ch, PRODUCER_PATH_MEMBERS, NULL, (const uint8_t *)"", 0, &resp,
+					&rlen, timeout_ms, gmsg, sizeof(gmsg));
+		ing_grpc_chan_close(ch);
+		if (st == ING_GRPC_OK) {
+			H3000__MembersReply *r = h3000__members_reply__unpack(NULL, rlen, resp);
+			if (r) {
+				ING_INFO(COMP, "membership from %s: %zu member(s), source %s, epoch %" PRIu64,
+					 addrs[k], r->n_members, r->source ? r->source : "?", r->epoch);
+				apply_members(f, NULL, r);
+				int j = r->selfid && *r->selfid ? node_find_id(f, r->selfid) : -1;
+				if (j < 0 && r->selfid && *r->selfid)
+					j = node_add(f, r->selfid, addrs[k], ING_MEMBER_ACTIVE);
+				if (j >= 0) {
+					answered[k] = true;
+					/* dial it where the producer was told it is: known to be reachable */
+					snprintf(f->nodes[j].addr, sizeof(f->nodes[j].addr), "%s", addrs[k]);
+				}
+				h3000__members_reply__free_unpacked(r, NULL);
+			}
+		} else if (st != ING_GRPC_UNIMPLEMENTED) {
+			ING_LOG_RL(ING_LOG_WARN, COMP, "Members from %s: grpc-status %d %s", addrs[k], st,
+				   gmsg);
+		}
+		free(resp);
+	}
+}
+
+/* ================================================================ connect / close */
+
+static char *dup_opt(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void fleet_free(struct ing_producer *p)
+{
+	struct fleet *f = p->fleet;
+	if (f) {
+		for (unsigned i = 0; i < f->nnodes; i++)
+			if (f->nodes[i].sub)
+				producer_destroy(f->nodes[i].sub);
+		if (f->s_auth) {
+			explicit_bzero(f->s_auth, strlen(f->s_auth));
+			free(f->s_auth);
+		}
+		free(f->s_ca);
+		free(f->s_cert);
+		free(f->s_key);
+		free(f->s_sni);
+		free(f->fr);
+		free(f->order);
+		free(f->ackq);
+		free(f);
+	}
+	p->fleet = NULL;
+	producer_destroy(p);
+}
+
+struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err, size_t errlen)
+{
+	char (*addrs)[256] = calloc(FLEET_MAX_NODES, sizeof(*addrs));
+	unsigned naddr = 0;
+	struct ing_producer *p = calloc(1, sizeof(*p));
+	struct fleet *f = calloc(1, sizeof(*f));
+
+	if (!p || !f || !addrs) {
+		free(p);
+		free(f);
+		free(addrs);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	p->fleet = f;
+	f->top = p;
+	p->o = *o;
+	p->o.recycle_on = ING_ACK_DURABLE;   /* a re-send reads the bytes again */
+	snprintf(p->client_name, sizeof(p->client_name), "%s",
+		 o->client_name ? o->client_name : "libingest");
+	p->o.client_name = p->client_name;
+	p->o.servers = NULL;
+	p->o.server = NULL;
+	if (p->o.connect_timeout_ms <= 0)
+		p->o.connect_timeout_ms = PRODUCER_DEFAULT_CONNECT_MS;
+	if (p->o.frame_timeout_ms <= 0)
+		p->o.frame_timeout_ms = PRODUCER_DEFAULT_FRAME_TIMEOUT_MS;
+	if (!p->o.pool_frame_size)
+		p->o.pool_frame_size = PRODUCER_DEFAULT_POOL_FRAME;
+	f->ack_deadline_ms = o->ack_deadline_ms > 0 ? o->ack_deadline_ms : FLEET_DEFAULT_ACK_DEADLINE_MS;
+	f->cooldown_ms = o->node_cooldown_ms > 0 ? o->node_cooldown_ms : FLEET_DEFAULT_COOLDOWN_MS;
+	f->refresh_ms = o->membership_refresh_ms > 0 ? o->membership_refresh_ms : FLEET_DEFAULT_REFRESH_MS;
+
+	/* the servers list: "a:p,b:p, c:p" */
+	const char *s = o->servers;
+	while (*s) {
+		while (*s == ',' || *s == ' ')
+			s++;
+		size_t l = strcspn(s, ", ");
+		if (!l)
+			break;
+		if (naddr == FLEET_MAX_NODES || l >= sizeof(addrs[0])) {
+			snprintf(err, errlen, "servers: %s", naddr == FLEET_MAX_NODES ?
+				 "more than 64 nodes" : "an address longer than 255 characters");
+			goto fail;
+		}
+		memcpy(addrs[naddr], s, l);
+		addrs[naddr][l] = '\0';
+		naddr++;
+		s += l;
+	}
+	if (!naddr) {
+		snprintf(err, errlen, "servers: no address in '%s'", o->servers);
+		goto fail;
+	}
+
+	/* node sessions: gRPC stream, keep until DURABLE, no pool of their own */
+	f->sub_o = p->o;
+	f->sub_o.transport = ING_TRANSPORT_GRPC;
+	f->sub_o.pool_frames = 0;
+	f->sub_o.keepalive_ms = o->keepalive_ms ? o->keepalive_ms : FLEET_DEFAULT_KEEPALIVE_MS;
+	f->sub_o.servers = NULL;
+	f->s_auth = dup_opt(o->auth_token);
+	f->s_ca = dup_opt(o->tls_ca);
+	f->s_cert = dup_opt(o->tls_cert);
+	f->s_key = dup_opt(o->tls_key);
+	f->s_sni = dup_opt(o->tls_server_name);
+	if ((o->auth_token && !f->s_auth) || (o->tls_ca && !f->s_ca) || (o->tls_cert && !f->s_cert) ||
+	    (o->tls_key && !f->s_key) || (o->tls_server_name && !f->s_sni)) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	f->sub_o.auth_token = f->sub_o.tls_ca = f->sub_o.tls_cert = f->sub_o.tls_key = NULL;
+	f->sub_o.tls_server_name = NULL;
+
+	bool answered[FLEET_MAX_NODES] = { false };
+	members_learn(f, addrs, naddr, p->o.connect_timeout_ms, answered);
+	/* a server with no Members rpc, or unreachable and not in the membership: its id is
+	 * its address as given */
+	for (unsigned k = 0; k < naddr; k++)
+		if (!answered[k] && node_find_addr(f, addrs[k]) < 0 && node_find_id(f, addrs[k]) < 0)
+			(void)node_add(f, addrs[k], addrs[k], ING_MEMBER_UNKNOWN);
+
+	unsigned up = 0, credits = 0;
+	uint64_t max_frame = 0;
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		if (f->nodes[i].member == ING_MEMBER_DOWN)
+			continue;
+		if (node_dial(f, i, p->o.connect_timeout_ms) == 0) {
+			struct ing_producer *sub = f->nodes[i].sub;
+			up++;
+			credits += sub->credits;
+			if (!max_frame || sub->max_frame < max_frame)
+				max_frame = sub->max_frame;
+		}
+	}
+	if (!up) {
+		snprintf(err, errlen, "no ingest node reachable of %u (servers '%.160s')", f->nnodes,
+			 o->servers);
+		goto fail;
+	}
+	/* the window: what the nodes give together, room for the ones not up yet */
+	f->cap = credits + credits / up * (f->nnodes - up);
+	if (f->cap > FLEET_MAX_FRAMES)
+		f->cap = FLEET_MAX_FRAMES;
+	f->fr = calloc(f->cap, sizeof(*f->fr));
+	f->order = calloc(f->cap, sizeof(*f->order));
+	f->aq_cap = 2 * f->cap + 2;
+	f->ackq = calloc(f->aq_cap, sizeof(*f->ackq));
+	if (!f->fr || !f->order || !f->ackq) {
+		snprintf(err, errlen, "out of memory (%u frames)", f->cap);
+		goto fail;
+	}
+	p->credits = f->cap;
+	p->max_frame = max_frame;
+	if (p->o.pool_frames) {
+		int rc = producer_pool_create(&p->pool, p->o.pool_frames, p->o.pool_frame_size);
+		if (rc) {
+			snprintf(err, errlen, "frame pool %u x %" PRIu64 " bytes: %s", p->o.pool_frames,
+				 p->o.pool_frame_size, strerror(-rc));
+			goto fail;
+		}
+	}
+	snprintf(p->note, sizeof(p->note), "fleet of %u node(s), %u up, membership %s; gRPC stream "
+		 "per node", f->nnodes, up, f->learned ? "from Members" : "static (servers list)");
+	f->next_refresh_ns = ing_now_ns() + ms_ns(f->refresh_ms);
+	p->o.auth_token = NULL;
+	p->o.tls_ca = p->o.tls_cert = p->o.tls_key = p->o.tls_server_name = NULL;
+	ING_INFO(COMP, "%s; window %u frames, max frame %" PRIu64, p->note, f->cap, p->max_frame);
+	free(addrs);
+	return p;
+fail:
+	ING_ERR(COMP, "connect: %s", err);
+	free(addrs);
+	fleet_free(p);
+	return NULL;
+}
+
+/* ================================================================ the work */
+
+static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
+{
+	struct ing_producer *p = f->top;
+	struct fnode *n = &f->nodes[i];
+	struct fframe *ff = a->user;
+
+	/* matched per node and per frame state: anything else is late (or stale) */
+	if (!ff || ff < f->fr || ff >= f->fr + f->cap || !ff->used || ff->node != (int)i ||
+	    !ff->on_node || strcmp(ff->id, a->frame_id) != 0 || strcmp(ff->wafer, a->wafer_id) != 0) {
+		p->st.late_acks++;
+		return;
+	}
+	if (a->ok && a->stage == ING_ACK_RECEIVED) {
+		ff->recv_here = true;
+		if (!ff->recv_delivered) {
+			ff->recv_delivered = true;
+			p->st.received++;
+			fack(f, ff, ING_ACK_RECEIVED, 1, 0, 0, a, n->id, a->msg);
+		}
+		return;
+	}
+	if (a->ok) {
+		if (!ff->recv_delivered) {
+			ff->recv_delivered = true;
+			p->st.received++;
+		}
+		n->durable++;
+		if (ff->rerouted && f->first_failover_ns && !p->st.first_failover_to_durable_ns)
+			p->st.first_failover_to_durable_ns = ing_now_ns() - f->first_failover_ns;
+		fack(f, ff, ING_ACK_DURABLE, 1, 0, 0, a, n->id, a->msg);
+		return;
+	}
+	switch (a->code) {
+	case ING_ERR_TRANSFER:
+	case ING_ERR_DEADLINE:
+	case ING_ERR_SHUTTING_DOWN:
+	case ING_ERR_CANCELLED:
+		/* the node, not the frame: all its frames move (node_fail re-places this one) */
+		node_fail(f, i, a->msg[0] ? a->msg : ing_strerror(a->code));
+		return;
+	case ING_ERR_IO:
+	case ING_ERR_NO_SPACE:
+	case ING_ERR_BUSY:
+		ING_LOG_RL(ING_LOG_WARN, COMP, "node %s refused frame %s (%s): trying the next node",
+			   n->id, ff->id, ing_strerror(a->code));
+		frame_unplace(f, ff, true);
+		return;
+	default:
+		/* the frame itself (crc, conflict, size, ...): every node would say the same */
+		fack(f, ff, ff->recv_delivered ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, a->code,
+		     a->retryable, a, n->id, a->msg);
+	}
+}
+
+static int cmp_seq(const void *x, const void *y, void *arg)
+{
+	const struct fframe *fr = arg;
+	uint64_t a = fr[*(const uint32_t *)x].seq, b = fr[*(const uint32_t *)y].seq;
+	return a < b ? -1 : a > b;
+}
+
+/* Place waiting frames on their wafer's owner and hand them to its session, in submit order. */
+static void place_and_send(struct fleet *f)
+{
+	struct ing_producer *p = f->top;
+	bool blocked[FLEET_MAX_NODES] = { false };
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < f->cap; k++) {
+		struct fframe *ff = &f->fr[k];
+		if (!ff->used || ff->on_node)
+			continue;
+		/* queued for a node that stopped taking wafers (draining, failed): re-place */
+		if (ff->node >= 0 && !node_eligible(&f->nodes[ff->node]))
+			ff->node = -1;
+		if (ff->node < 0) {
+			ff->node = route_pick(f, ff->wafer, ff->refused);
+			if (ff->node < 0 && ff->refused)
+				ff->node = route_pick(f, ff->wafer, 0);   /* all refused: ask again */
+		}
+		if (ff->node >= 0)
+			f->order[n++] = k;
+	}
+	if (n > 1)
+		qsort_r(f->order, n, sizeof(*f->order), cmp_seq, f->fr);
+	for (unsigned k = 0; k < n; k++) {
+		struct fframe *ff = &f->fr[f->order[k]];
+		struct fnode *nd = &f->nodes[ff->node];
+		if (blocked[ff->node] || !nd->sub)
+			continue;
+		struct ing_frame_desc d = {
+			.frame_id = ff->id, .wafer_id = ff->wafer, .timestamp = ff->ts, .data = ff->data,
+			.length = ff->len, .crc32c = ff->crc, .has_crc = 1, .user = ff,
+		};
+		int rc = ing_producer_submit(nd->sub, &d);
+		if (rc == 0) {
+			ff->on_node = true;
+			ff->t_sent_ns = ing_now_ns();
+		} else if (rc == -EAGAIN || rc == -EPIPE) {
+			blocked[ff->node] = true;   /* no credit there now / failure seen on poll */
+		} else if (rc == -EINVAL && ff->len <= nd->sub->max_frame) {
+			blocked[ff->node] = true;   /* an earlier copy of it still there: wait */
+		} else {
+			fack(f, ff, ING_ACK_NONE, 0, ING_ERR_INVALID_ARGUMENT, 0, NULL, nd->id,
+			     rc == -EINVAL ? "frame larger than the node's maximum" : strerror(-rc));
+		}
+	}
+	(void)p;
+}
+
+static void check_timers(struct fleet *f, uint64_t now)
+{
+	/* a frame on a node for longer than the ack deadline: the node is hung */
+	for (unsigned k = 0; k < f->cap; k++) {
+		struct fframe *ff = &f->fr[k];
+		if (ff->used && ff->on_node && now - ff->t_sent_ns > ms_ns(f->ack_deadline_ms)) {
+			char why[ING_ID_MAX + 96];
+			snprintf(why, sizeof(why), "no DURABLE ack for frame %s within %d ms", ff->id,
+				 f->ack_deadline_ms);
+			node_fail(f, (unsigned)ff->node, why);
+		}
+	}
+	/* the application's own deadline: the frame fails wherever it is */
+	for (unsigned k = 0; k < f->cap; k++) {
+		struct fframe *ff = &f->fr[k];
+		if (!ff->used || now < ff->deadline_ns)
+			continue;
+		char m[96];
+		snprintf(m, sizeof(m), "no DURABLE ack within %d ms (%u re-send(s))",
+			 f->top->o.frame_timeout_ms, ff->resends);
+		fack(f, ff, ff->recv_delivered ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, ING_ERR_DEADLINE, 1,
+		     NULL, ff->node >= 0 ? f->nodes[ff->node].id : "", m);
+	}
+	/* cooled-down nodes (and new members): dial */
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		struct fnode *n = &f->nodes[i];
+		if (n->sub || now < n->down_until_ns)
+			continue;
+		int tmo = f->top->o.connect_timeout_ms < FLEET_REDIAL_TIMEOUT_MS ?
+				  f->top->o.connect_timeout_ms : FLEET_REDIAL_TIMEOUT_MS;
+		(void)node_dial(f, i, tmo);
+	}
+	members_refresh(f, now);
+}
+
+/* One pass without waiting: sends, every node's I/O and acks, failures, timers. */
+static void fleet_pass(struct fleet *f)
+{
+	struct ing_ack acks[FLEET_SUB_ACKS];
+
+	place_and_send(f);
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		struct fnode *n = &f->nodes[i];
+		if (!n->sub)
+			continue;
+		int got = ing_producer_poll(n->sub, acks, FLEET_SUB_ACKS, 0);
+		/* acks first: DURABLE acks that came in before a break count */
+		for (int k = 0; k < got && n->sub; k++)
+			handle_ack(f, i, &acks[k]);
+		if (n->sub && (n->sub->broken || !n->sub->call)) {
+			/* broken, or the node ended the stream (GOAWAY on shutdown) */
+			node_fail(f, i, n->sub->broken ? n->sub->broken_msg : "the node closed the stream");
+		}
+	}
+	check_timers(f, ing_now_ns());
+	place_and_send(f);
+}
+
+/* Wait for any node's socket, at most wait_ms. */
+static void fleet_wait(struct fleet *f, int wait_ms)
+{
+	struct pollfd pfd[FLEET_MAX_NODES];
+	nfds_t n = 0;
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		struct ing_producer *s = f->nodes[i].sub;
+		if (!s || !s->ch)
+			continue;
+		pfd[n].fd = ing_grpc_chan_fd(s->ch);
+		pfd[n].events = POLLIN | (ing_grpc_chan_pending(s->ch) ? POLLOUT : 0);
+		pfd[n].revents = 0;
+		n++;
+	}
+	(void)poll(pfd, n, wait_ms);
+}
+
+int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
+{
+	struct fleet *f = p->fleet;
+	const char *wafer = d->wafer_id && *d->wafer_id ? d->wafer_id : ING_DEFAULT_WAFER;
+
+	if (!d->data || d->length == 0 || d->length > p->max_frame || !producer_id_ok(d->frame_id) ||
+	    !producer_id_ok(wafer))
+		return -EINVAL;
+	int free_k = -1;
+	for (unsigned k = 0; k < f->cap; k++) {
+		struct fframe *ff = &f->fr[k];
+		if (!ff->used) {
+			if (free_k < 0)
+				free_k = (int)k;
+			continue;
+		}
+		if (strcmp(ff->id, d->frame_id) == 0 && strcmp(ff->wafer, wafer) == 0)
+			return -EINVAL;    /* same (wafer, frame) already in flight */
+	}
+	if (f->nused + f->undelivered_terminal >= f->cap || free_k < 0)
+		return -EAGAIN;
+	struct fframe *ff = &f->fr[free_k];
+	memset(ff, 0, sizeof(*ff));
+	ff->used = true;
+	snprintf(ff->id, sizeof(ff->id), "%s", d->frame_id);
+	snprintf(ff->wafer, sizeof(ff->wafer), "%s", wafer);
+	ff->data = d->data;
+	ff->len = d->length;
+	ff->crc = d->has_crc ? d->crc32c : ing_crc32c(0, d->data, d->length);
+	ff->ts = d->timestamp ? d->timestamp : ing_wall_ns();
+	ff->user = d->user;
+	ff->node = -1;
+	ff->seq = ++f->seq;
+	ff->t_submit_ns = ing_now_ns();
+	ff->deadline_ns = ff->t_submit_ns + ms_ns(p->o.frame_timeout_ms);
+	f->nused++;
+	p->st.submitted++;
+	place_and_send(f);
+	return 0;
+}
+
+int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_t ack_size,
+	       int timeout_ms)
+{
+	struct fleet *f = p->fleet;
+	if (timeout_ms < 0 || timeout_ms > p->o.frame_timeout_ms)
+		timeout_ms = p->o.frame_timeout_ms;
+	uint64_t deadline = ing_now_ns() + ms_ns(timeout_ms);
+
+	for (;;) {
+		fleet_pass(f);
+		uint64_t now = ing_now_ns();
+		if ((f->aq_len && max) || now >= deadline)
+			break;
+		uint64_t left = (deadline - now + 999999) / 1000000;
+		fleet_wait(f, left > FLEET_POLL_SLICE_MS ? FLEET_POLL_SLICE_MS : (int)left);
+	}
+	unsigned n = 0;
+	while (n < max && f->aq_len) {
+		struct pack_entry *e = &f->ackq[f->aq_head];
+		if (acks) {
+			char *dst = (char *)acks + (size_t)n * ack_size;
+			memcpy(dst, &e->a, ack_size < sizeof(e->a) ? ack_size : sizeof(e->a));
+			if (ack_size > sizeof(e->a))
+				memset(dst + sizeof(e->a), 0, ack_size - sizeof(e->a));
+		}
+		n++;
+		if (e->terminal)
+			f->undelivered_terminal--;
+		f->aq_head = (f->aq_head + 1) % f->aq_cap;
+		f->aq_len--;
+	}
+	return (int)n;
+}
+
+void fleet_close(struct ing_producer *p, int timeout_ms)
+{
+	struct fleet *f = p->fleet;
+	struct ing_ack scratch[16];
+	if (timeout_ms < 0)
+		timeout_ms = 0;
+	uint64_t deadline = ing_now_ns() + ms_ns(timeout_ms);
+	while (f->nused && ing_now_ns() < deadline) {
+		uint64_t left = (deadline - ing_now_ns()) / 1000000;
+		(void)fleet_poll(p, scratch, 16, sizeof(scratch[0]), (int)(left ? left : 1));
+	}
+	if (f->nused)
+		ING_WARN(COMP, "closing with %u frame(s) not DURABLE", f->nused);
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		if (f->nodes[i].sub) {
+			ing_producer_close(f->nodes[i].sub, 0);
+			f->nodes[i].sub = NULL;
+		}
+	}
+	ING_DBG(COMP, "closed: %" PRIu64 " submitted, %" PRIu64 " durable, %" PRIu64 " failed, %" PRIu64
+		" re-sent, %" PRIu64 " failovers", p->st.submitted, p->st.durable, p->st.failed,
+		p->st.rerouted, p->st.failovers);
+	fleet_free(p);
+}
+
+unsigned fleet_in_flight(const struct ing_producer *p)
+{
+	return p->fleet->nused + p->fleet->undelivered_terminal;
+}
+
+void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st)
+{
+	const struct fleet *f = p->fleet;
+	st->nodes = f->nnodes;
+	st->nodes_up = 0;
+	for (unsigned i = 0; i < f->nnodes; i++)
+		st->nodes_up += node_eligible(&f->nodes[i]);
+}
+
+int ing_producer_fleet_node_sz(const struct ing_producer *p, unsigned i, struct ing_fleet_node *out,
+			       size_t node_size)
+{
+	struct ing_fleet_node n;
+	if (!p || !p->fleet || !out || i >= p->fleet->nnodes)
+		return -ENOENT;
+	const struct fnode *fn = &p->fleet->nodes[i];
+	memset(&n, 0, sizeof(n));
+	snprintf(n.node_id, sizeof(n.node_id), "%s", fn->id);
+	snprintf(n.address, sizeof(n.address), "%s", fn->addr);
+	n.state = fn->failed ? ING_MEMBER_DOWN : fn->member == ING_MEMBER_UNKNOWN ? ING_MEMBER_ACTIVE
+										  : fn->member;
+	n.connected = fn->sub != NULL;
+	n.durable = fn->durable;
+	n.rerouted_away = fn->rerouted_away;
+	n.failovers = fn->failovers;
+	memcpy(out, &n, node_size < sizeof(n) ? node_size : sizeof(n));
+	if (node_size > sizeof(n))
+		memset((char *)out + sizeof(n), 0, node_size - sizeof(n));
+	return 0;
+}
