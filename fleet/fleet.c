@@ -533,7 +533,7 @@ static void *exporter(void *arg)
 {
 	struct ing_fleet *f = arg;
 	unsigned backoff = BACKOFF_MIN_MS;
-	uint64_t next_hb = 0, next_lag = 0;
+	uint64_t next_hb = 0, next_lag = 0, next_connect = 0;
 	int last_state = -1;
 
 	while (!stopping(f)) {
@@ -549,9 +549,16 @@ static void *exporter(void *arg)
 			update_lag(f);
 			next_lag = now + LAG_EVERY_MS * 1000000ull;
 		}
-		if (!f->pg && !pg_connect(f)) {
-			if (wait_ms(f, backoff))
+		if (!f->pg && now < next_connect) {
+			/* waiting to redial: keep the lag in Stats fresh meanwhile (an outage is when
+			 * it matters), so sleep in slices of the lag period */
+			uint64_t left_ms = (next_connect - now) / 1000000ull + 1;
+			if (wait_ms(f, (unsigned)(left_ms < LAG_EVERY_MS ? left_ms : LAG_EVERY_MS)))
 				break;
+			continue;
+		}
+		if (!f->pg && !pg_connect(f)) {
+			next_connect = ing_now_ns() + (uint64_t)backoff * 1000000ull;
 			backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 			continue;
 		}

@@ -1031,13 +1031,13 @@ static bool wc_frame_fault(enum ibv_wc_status s)
 
 static void handle_wc(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 {
-	struct rdma_rec *rec = (struct rdma_rec *)(uintptr_t)wc->wr_id;
-	struct rdma_conn *c = rec ? rec->c : NULL;
-
-	if (wc->wr_id & 1u) {   /* receive WRs are counted apart (push_recvs, wc_flushed) */
+	if (wc->wr_id & 1u) {   /* receive WRs are counted apart (push_recvs, wc_flushed); their
+				 * wr_id is a tagged value, never a record to dereference */
 		push_recv(lc, wc);
 		return;
 	}
+	struct rdma_rec *rec = (struct rdma_rec *)(uintptr_t)wc->wr_id;
+	struct rdma_conn *c = rec ? rec->c : NULL;
 	STAT_ADD(lc, completions, 1);
 	if (!c || rec->gen != c->gen || (c->state != CONN_ACTIVE && c->state != CONN_DRAINING)) {
 		STAT_ADD(lc, wc_stale, 1);

@@ -59,7 +59,8 @@ wait "$SEND"; rc=$?; SEND=
 [ $rc = 0 ] || fail "ingest-send exited $rc during the outage: $(cat "$W/send.log")"
 [ "$(json "$W/send.json" ok)" = $N ] && [ "$(json "$W/send.json" failed)" = 0 ] ||
 	fail "not every frame ACKed DURABLE ok during the outage: $(cat "$W/send.json")"
-wait_stats "framesDurable == $N and not fleetPgUp and fleetExportErrors > 0" 30 "after the stream"
+# the lag is the exporter's count, refreshed every 200 ms: wait for it to cover the last frames
+wait_stats "framesDurable == $N and not fleetPgUp and fleetExportErrors > 0 and fleetExportLagRows + fleetExportedRows == $N" 30 "after the stream"
 lag=$(field fleetExportLagRows) ex=$(field fleetExportedRows) lags=$(field fleetExportLagSeconds)
 echo "all $N frames DURABLE, $((N - d_stop)) of them with PostgreSQL down; lag $lag rows ($lags s), $ex exported"
 [ "$lag" = $((N - ex)) ] || fail "lag $lag rows, want $N durable - $ex exported"
