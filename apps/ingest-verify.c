@@ -41,7 +41,7 @@
 #include "common/ident.h"
 #include "dataplane/store/store.h"
 #include "producer/synth.h"
-#include "fleet/fleet.h"
+#include "control/fleet/fleet.h"
 
 #define MAX_FLEET_NODES 64
 

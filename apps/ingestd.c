@@ -21,7 +21,7 @@
 #include "control/metrics.h"
 #include "control/node.h"
 #include "control/service.h"
-#include "fleet/fleet.h"
+#include "control/fleet/fleet.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
 #include "numa/numa.h"

@@ -17,7 +17,7 @@
 #include "control/grpc/loop.h"
 #include "control/metrics.h"
 #include "control/service.h"
-#include "fleet/fleet.h"
+#include "control/fleet/fleet.h"
 #include "numa/numa.h"
 
 #include <errno.h>

@@ -60,7 +60,7 @@ struct ing_ingestd_opts {
 	const char *metrics_listen;  /* NULL: no /metrics endpoint */
 	const char *metrics_port_file;
 	const char *config;          /* the --config file, for messages */
-	/* fleet (fleet/fleet.h, docs/FLEET_NODE.md) */
+	/* fleet (control/fleet/fleet.h, docs/FLEET_NODE.md) */
 	const char *node_id;         /* NULL: the advertised address */
 	const char *advertise;       /* NULL: the listen address (with the bound port) */
 	const char *fleet_db;        /* libpq conninfo; NULL: no fleet catalog */

@@ -130,7 +130,7 @@ struct ing_rdma;
 void ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r);
 
 /*
- * Fleet identity and export (fleet/fleet.h): rpc Members answers from f, NegotiateReply
+ * Fleet identity and export (control/fleet/fleet.h): rpc Members answers from f, NegotiateReply
  * carries its node id and state, Stats and /metrics its export counters. Without one,
  * Members answers UNIMPLEMENTED. f outlives the service's calls. Before the loop runs.
  */

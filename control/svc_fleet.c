@@ -12,7 +12,7 @@
 #include "control/svc_internal.h"
 #include "control/metrics.h"
 #include "common/log.h"
-#include "fleet/fleet.h"
+#include "control/fleet/fleet.h"
 #include "h3000.pb-c.h"
 
 #include <stdio.h>

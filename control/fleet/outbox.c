@@ -9,7 +9,7 @@
  * has committed them; a crash in between sends them again, which PostgreSQL ignores
  * (ON CONFLICT DO NOTHING on (wafer_id, frame_id, node_id)).
  */
-#include "fleet/fleet_internal.h"
+#include "control/fleet/fleet_internal.h"
 #include "common/log.h"
 
 #include <errno.h>

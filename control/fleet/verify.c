@@ -10,7 +10,7 @@
  * (a frame re-sent after a failover whose first copy did become durable): allowed and
  * counted. A copy with another CRC is bad (a conflict).
  */
-#include "fleet/fleet.h"
+#include "control/fleet/fleet.h"
 #include "common/crc32c.h"
 #include "common/ident.h"
 #include "common/io.h"

@@ -10,8 +10,8 @@
  * the outbox. A full batch is followed at once by the next; otherwise it waits 100 ms
  * (or until stopped). No libpq call is made on any other thread.
  */
-#include "fleet/fleet.h"
-#include "fleet/fleet_internal.h"
+#include "control/fleet/fleet.h"
+#include "control/fleet/fleet_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
 
