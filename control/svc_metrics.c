@@ -188,6 +188,10 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_u64(t, "ingest_rdma_connections", "", rs.conns_active);
 	ing_mtext_family(t, "ingest_rdma_read_bytes_total", "counter", "Bytes of RDMA READs posted.");
 	ing_mtext_u64(t, "ingest_rdma_read_bytes_total", "", rs.bytes_read);
+	ing_mtext_family(t, "ingest_rdma_device_events_total", "counter",
+			 "RDMA device removals seen, and re-opens of the engine after one.");
+	ing_mtext_u64(t, "ingest_rdma_device_events_total", "event=\"removed\"", rs.device_removals);
+	ing_mtext_u64(t, "ingest_rdma_device_events_total", "event=\"reopened\"", rs.device_reopens);
 
 	sample_busy(s, now);
 	ing_mtext_family(t, "ingest_lcore_busy_seconds_total", "counter",

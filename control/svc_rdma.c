@@ -87,6 +87,17 @@ static void cb_device_lost(void *arg, const char *why)
 	ING_ERR(COMP, "%s: Negotiate offers only the gRPC stream from now on", why);
 }
 
+static void cb_device_back(void *arg, const char *addr, uint16_t port)
+{
+	struct ing_svc *s = arg;
+
+	s->o.rdma.rdma_available = true;
+	s->o.rdma.rdma_addr = addr;
+	s->o.rdma.rdma_port = port;
+	snprintf(s->note, sizeof(s->note), "rdma: %s:%u; fallback available", addr, port);
+	ING_WARN(COMP, "RDMA is back on %s:%u: Negotiate offers RDMA again", addr, port);
+}
+
 void ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 {
 	struct ing_rdma_cbs cbs = {
@@ -95,6 +106,7 @@ void ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 		.conn_state = cb_conn_state,
 		.received = cb_received,
 		.device_lost = cb_device_lost,
+		.device_back = cb_device_back,
 		.granted = svc_rdma_write_granted,
 	};
 

@@ -254,6 +254,8 @@ struct ing_rdma_cbs {
 	void (*received)(void *arg, const struct ing_rdma_notice *n);
 	/* The RDMA device went away (DEVICE_REMOVAL): stop offering RDMA. */
 	void (*device_lost)(void *arg, const char *why);
+	/* The engine is set up again after a removal (listening on addr:port): offer RDMA. */
+	void (*device_back)(void *arg, const char *addr, uint16_t port);
 	/* push: the frame's slot is granted (n->grant_id, n->grant_rkey). May be NULL. */
 	void (*granted)(void *arg, const struct ing_rdma_notice *n);
 };
@@ -335,6 +337,7 @@ struct ing_rdma_stats {
 	uint64_t busy_ns, polls, idle_polls, sleeps;
 	uint64_t completions;         /* CQEs polled (success, error, flush) */
 	uint64_t push_grants, push_frames_ok, push_grant_errors;
+	uint64_t device_removals, device_reopens; /* DEVICE_REMOVAL seen; engine set up again */
 };
 void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s);
 /* Pollers of the engine, and poller i's counters and EAL lcore id (/metrics per lcore).

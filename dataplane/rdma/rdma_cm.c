@@ -39,6 +39,7 @@
 #define COMP "rdma-cm"
 #define CM_EVENTS_PER_WAKE 64
 #define CONN_DESTROY_TIMEOUT_MS 10000
+#define REOPEN_NS 1000000000ull   /* after DEVICE_REMOVAL: look for the device once a second */
 
 struct rdma_engine_lcore {
 	struct ing_rdma *r;
@@ -89,6 +90,7 @@ struct ing_rdma {
 	int push_mode;     /* 0 off, 1 memory windows, 2 pool MR (ing_rdma_push_mode) */
 	int note_efd;
 	bool device_lost;
+	uint64_t reopen_at_ns;   /* device_lost: next re-open attempt */
 	char addr[INET6_ADDRSTRLEN];
 	uint16_t port;
 	char devname[IBV_SYSFS_NAME_MAX];
@@ -350,12 +352,30 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 }
 
 static void release_device(struct ing_rdma *r, const char *why);
+static void add_lcore_stats(struct ing_rdma_stats *s, const struct ing_rdma_lcore_stats *ls);
+
+/* librdmacm lists the devices again and closes its context of any that is gone and unused
+ * (it cannot do so while no device at all is listed: see docs/ARCHITECTURE.md). Returns the
+ * number of devices listed. */
+static int sync_cm_devices(void)
+{
+	int n = 0;
+	struct ibv_context **l = rdma_get_devices(&n);
+
+	if (l)
+		rdma_free_devices(l);
+	return l ? n : 0;
+}
+
+static void try_reopen(struct ing_rdma *r);
+static int device_open(struct ing_rdma *r, char *why, size_t whylen);
 
 static void on_device_removal(struct ing_rdma *r)
 {
 	if (r->device_lost)
 		return;
 	r->device_lost = true;
+	r->st.device_removals++;
 	ING_ERR(COMP, "RDMA device %s removed: failing its connections; new sessions use the gRPC fallback",
 		r->devname);
 	for (struct rconn *c = r->conns; c; c = c->next)
@@ -366,7 +386,43 @@ static void on_device_removal(struct ing_rdma *r)
 	char why[96];
 	snprintf(why, sizeof(why), "RDMA device %s removed", r->devname);
 	release_device(r, why);
-	ING_WARN(COMP, "RDMA device %s released; RDMA stays off until ingestd restarts", r->devname);
+	/* and for librdmacm to close its cached context of it: it does so when it next lists
+	 * the devices and the removed one is gone (rdma_get_devices; the timer repeats it) */
+	sync_cm_devices();
+	r->reopen_at_ns = ing_now_ns() + REOPEN_NS;
+	ING_WARN(COMP, "RDMA device %s released; RDMA re-opens when a device is back (checked every %u s)",
+		 r->devname, (unsigned)(REOPEN_NS / 1000000000ull));
+}
+
+/*
+ * After DEVICE_REMOVAL, once a second: let librdmacm drop removed devices (so the kernel's
+ * removal completes) and, when a device is listed, set the engine up again on the same
+ * address and port. The service then offers RDMA again (cbs.device_back).
+ */
+static void try_reopen(struct ing_rdma *r)
+{
+	char why[192] = "";
+	int n = sync_cm_devices();
+
+	r->reopen_at_ns = ing_now_ns() + REOPEN_NS;
+	if (n <= 0)
+		return;
+	if (device_open(r, why, sizeof(why)) == 0) {
+		int rc = ing_rdma_start(r);
+		if (rc == 0) {
+			r->device_lost = false;
+			r->st.device_reopens++;
+			ING_WARN(COMP, "RDMA device %s is back: listener on %s:%u re-opened", r->devname,
+				 r->addr, r->port);
+			if (r->cbs.device_back)
+				r->cbs.device_back(r->cbs.arg, r->addr, r->port);
+			return;
+		}
+		snprintf(why, sizeof(why), "lcore start: %s", strerror(-rc));
+	}
+	release_device(r, "RDMA re-open failed");
+	ING_LOG_RL(ING_LOG_WARN, COMP, "RDMA re-open: %s (next try in %u s)", why,
+		   (unsigned)(REOPEN_NS / 1000000000ull));
 }
 
 static int cm_drain(struct ing_rdma *r)
@@ -463,6 +519,8 @@ static void timers(struct ing_rdma *r)
 
 	if (read(r->tfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		ING_LOG_RL(ING_LOG_WARN, COMP, "timerfd: %s", strerror(errno));
+	if (r->device_lost && now >= r->reopen_at_ns)
+		try_reopen(r);
 	for (struct rconn *c = r->conns, *nx; c; c = nx) {
 		nx = c->next;
 		if (c->destroy_deadline_ns && now >= c->destroy_deadline_ns) {
@@ -613,6 +671,162 @@ static int ep_add(struct ing_rdma *r, int fd)
 	return epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
+/*
+ * Everything on the device: the listening id (bound to the configured address, or the first
+ * local address on an RDMA device), its verbs context, the PD, the pool's MRs and each
+ * lcore's channel, CQ, job ring and poller. Used at start and again after DEVICE_REMOVAL
+ * (timers: reopen); on failure the caller releases what was made (release_device).
+ */
+static int device_open(struct ing_rdma *r, char *why, size_t whylen)
+{
+	struct ing_pool *pool = r->pool;
+
+	if (rdma_create_id(r->ech, &r->listen_id, r, RDMA_PS_TCP)) {
+		snprintf(why, whylen, "rdma_create_id: %s", strerror(errno));
+		return -1;
+	}
+	if (r->o.addr && *r->o.addr) {
+		int rc = bind_addr(r, r->listen_id, r->o.addr, r->o.port);
+		if (rc) {
+			snprintf(why, whylen, "rdma_bind_addr(%s:%u): %s", r->o.addr, r->o.port, strerror(-rc));
+			return -1;
+		}
+		if (!dev_ok(r, r->listen_id)) {
+			snprintf(why, whylen, "address %s is not on an RDMA device%s%s", r->o.addr,
+				 r->o.device ? " named " : "", r->o.device ? r->o.device : "");
+			return -1;
+		}
+		snprintf(r->addr, sizeof(r->addr), "%s", r->o.addr);
+	} else if (bind_auto(r, why, whylen)) {
+		return -1;
+	}
+	if (rdma_listen(r->listen_id, 64)) {
+		snprintf(why, whylen, "rdma_listen(%s:%u): %s", r->addr, r->o.port, strerror(errno));
+		return -1;
+	}
+	r->port = ntohs(rdma_get_src_port(r->listen_id));
+	r->ctx = r->listen_id->verbs;
+	snprintf(r->devname, sizeof(r->devname), "%s", ibv_get_device_name(r->ctx->device));
+	if (ibv_query_device(r->ctx, &r->dattr)) {
+		snprintf(why, whylen, "ibv_query_device(%s) failed", r->devname);
+		return -1;
+	}
+	struct ibv_port_attr pa;
+	r->max_msg_sz = 0;
+	if (ibv_query_port(r->ctx, r->listen_id->port_num ? r->listen_id->port_num : 1, &pa) == 0)
+		r->max_msg_sz = pa.max_msg_sz;
+	r->pd = ibv_alloc_pd(r->ctx);
+	if (!r->pd) {
+		snprintf(why, whylen, "ibv_alloc_pd(%s) failed", r->devname);
+		return -1;
+	}
+	/*
+	 * Push (RDMA WRITE): with type-2 memory windows every grant opens exactly its slot, so
+	 * the pool MR only gets MW_BIND; without them the pool MR itself takes remote writes
+	 * (any connected producer of a push session can write anywhere in the pool: ingest-doctor
+	 * warns). --rdma-write decides.
+	 */
+	bool mw2 = ing_rdma_device_has_mw2(r->ctx);
+	int access = IBV_ACCESS_LOCAL_WRITE;
+	switch (r->o.push) {
+	case ING_RDMA_PUSH_AUTO:
+		r->push_mode = mw2 ? 1 : 2;
+		break;
+	case ING_RDMA_PUSH_MW:
+		r->push_mode = mw2 ? 1 : 0;
+		break;
+	case ING_RDMA_PUSH_MR:
+		r->push_mode = 2;
+		break;
+	default:
+		r->push_mode = 0;
+		break;
+	}
+	if (r->push_mode == 1)
+		access |= IBV_ACCESS_MW_BIND;
+	else if (r->push_mode == 2)
+		access |= IBV_ACCESS_REMOTE_WRITE;
+	if (r->o.push != ING_RDMA_PUSH_OFF && !mw2)
+		ING_WARN(COMP, "device %s has no type-2 memory windows: %s", r->devname,
+			 r->push_mode ? "RDMA WRITE push grants carry the pool MR's rkey (writes are not bounded to the granted slot)"
+				      : "RDMA WRITE push is off (--rdma-write mw)");
+	/* the pool's regions, once per PD: slots are addressed by lkey of their class */
+	r->nmr = ing_pool_nclasses(pool);
+	for (unsigned c = 0; c < r->nmr; c++) {
+		void *base;
+		size_t len;
+		if (ing_pool_region(pool, c, &base, &len)) {
+			snprintf(why, whylen, "pool region %u missing", c);
+			return -1;
+		}
+		r->mrs[c] = ibv_reg_mr(r->pd, base, len, access);
+		if (!r->mrs[c]) {
+			snprintf(why, whylen, "ibv_reg_mr(pool class %u, %zu bytes): %s (memlock limit?)", c,
+				 len, strerror(errno));
+			return -1;
+		}
+		r->lkeys[c] = r->mrs[c]->lkey;
+	}
+	r->nl = r->o.nlcores;
+	for (unsigned i = 0; i < r->nl; i++) {
+		struct rdma_engine_lcore *el = &r->lcs[i];
+		struct ing_rdma_lcore_opts lo = r->o.lcore;
+		el->r = r;
+		el->idx = i;
+		el->lcore_id = r->o.lcore_ids[i];
+		el->ch = ibv_create_comp_channel(r->ctx);
+		if (!el->ch) {
+			snprintf(why, whylen, "ibv_create_comp_channel: %s", strerror(errno));
+			return -1;
+		}
+		if (fcntl(el->ch->fd, F_SETFL, fcntl(el->ch->fd, F_GETFL) | O_NONBLOCK)) {
+			snprintf(why, whylen, "O_NONBLOCK on the completion channel: %s", strerror(errno));
+			return -1;
+		}
+		int cqe = (int)r->o.cq_size;
+		if (cqe > r->dattr.max_cqe)
+			cqe = r->dattr.max_cqe;
+		el->cq = ibv_create_cq(r->ctx, cqe, el, el->ch, 0);
+		if (!el->cq) {
+			snprintf(why, whylen, "ibv_create_cq(%d): %s", cqe, strerror(errno));
+			return -1;
+		}
+		el->jobs = ing_fring_create("rdmajobs", r->o.job_ring_size, ING_FRING_SC, true);
+		if (!el->jobs) {
+			snprintf(why, whylen, "job ring for lcore %u", el->lcore_id);
+			return -1;
+		}
+		lo.lcore_id = el->lcore_id;
+		if (!lo.max_msg_sz || (r->max_msg_sz && lo.max_msg_sz > r->max_msg_sz))
+			lo.max_msg_sz = r->max_msg_sz;
+		if (!lo.ops)
+			lo.ops = &ing_rdma_verbs_ops;
+		struct ing_rdma_lcore_io io = {
+			.arg = el,
+			.pop_jobs = io_pop,
+			.clear_jobs = io_clear,
+			.job_fd = ing_fring_fd(el->jobs),
+			.deliver = io_deliver,
+			.fail = io_fail,
+			.note_fd = r->note_efd,
+		};
+		el->lc = ing_rdma_lcore_create(&lo, el->cq, el->ch, el->ch->fd, &io, r->lkeys, r->nmr);
+		if (!el->lc) {
+			snprintf(why, whylen, "lcore poller %u", el->lcore_id);
+			return -1;
+		}
+		/* one window per pool slot: a grant holds a slot, so they never run out */
+		if (r->push_mode &&
+		    ing_rdma_lcore_set_push(el->lc, r->pd, r->mrs, r->nmr,
+					    r->push_mode == 1 ? ing_pool_total(pool) : 0)) {
+			snprintf(why, whylen, "RDMA WRITE push set-up on lcore %u failed (--rdma-write off to run without it)",
+				 el->lcore_id);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool *pool,
 				 struct ing_persist *persist, struct ing_fring *acks,
 				 const struct ing_rdma_cbs *cbs, char *why, size_t whylen)
@@ -687,154 +901,14 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 		snprintf(why, whylen, "O_NONBLOCK on the CM channel: %s", strerror(errno));
 		goto fail;
 	}
-	if (rdma_create_id(r->ech, &r->listen_id, r, RDMA_PS_TCP)) {
-		snprintf(why, whylen, "rdma_create_id: %s", strerror(errno));
-		goto fail;
-	}
-	if (o->addr && *o->addr) {
-		int rc = bind_addr(r, r->listen_id, o->addr, o->port);
-		if (rc) {
-			snprintf(why, whylen, "rdma_bind_addr(%s:%u): %s", o->addr, o->port, strerror(-rc));
-			goto fail;
-		}
-		if (!dev_ok(r, r->listen_id)) {
-			snprintf(why, whylen, "address %s is not on an RDMA device%s%s", o->addr,
-				 o->device ? " named " : "", o->device ? o->device : "");
-			goto fail;
-		}
-		snprintf(r->addr, sizeof(r->addr), "%s", o->addr);
-	} else if (bind_auto(r, why, whylen)) {
-		goto fail;
-	}
-	if (rdma_listen(r->listen_id, 64)) {
-		snprintf(why, whylen, "rdma_listen(%s:%u): %s", r->addr, o->port, strerror(errno));
-		goto fail;
-	}
-	r->port = ntohs(rdma_get_src_port(r->listen_id));
-	r->ctx = r->listen_id->verbs;
-	snprintf(r->devname, sizeof(r->devname), "%s", ibv_get_device_name(r->ctx->device));
-	if (ibv_query_device(r->ctx, &r->dattr)) {
-		snprintf(why, whylen, "ibv_query_device(%s) failed", r->devname);
-		goto fail;
-	}
-	struct ibv_port_attr pa;
-	r->max_msg_sz = 0;
-	if (ibv_query_port(r->ctx, r->listen_id->port_num ? r->listen_id->port_num : 1, &pa) == 0)
-		r->max_msg_sz = pa.max_msg_sz;
-	r->pd = ibv_alloc_pd(r->ctx);
-	if (!r->pd) {
-		snprintf(why, whylen, "ibv_alloc_pd(%s) failed", r->devname);
-		goto fail;
-	}
-	/*
-	 * Push (RDMA WRITE): with type-2 memory windows every grant opens exactly its slot, so
-	 * the pool MR only gets MW_BIND; without them the pool MR itself takes remote writes
-	 * (any connected producer of a push session can write anywhere in the pool: ingest-doctor
-	 * warns). --rdma-write decides.
-	 */
-	bool mw2 = ing_rdma_device_has_mw2(r->ctx);
-	int access = IBV_ACCESS_LOCAL_WRITE;
-	switch (o->push) {
-	case ING_RDMA_PUSH_AUTO:
-		r->push_mode = mw2 ? 1 : 2;
-		break;
-	case ING_RDMA_PUSH_MW:
-		r->push_mode = mw2 ? 1 : 0;
-		break;
-	case ING_RDMA_PUSH_MR:
-		r->push_mode = 2;
-		break;
-	default:
-		r->push_mode = 0;
-		break;
-	}
-	if (r->push_mode == 1)
-		access |= IBV_ACCESS_MW_BIND;
-	else if (r->push_mode == 2)
-		access |= IBV_ACCESS_REMOTE_WRITE;
-	if (o->push != ING_RDMA_PUSH_OFF && !mw2)
-		ING_WARN(COMP, "device %s has no type-2 memory windows: %s", r->devname,
-			 r->push_mode ? "RDMA WRITE push grants carry the pool MR's rkey (writes are not bounded to the granted slot)"
-				      : "RDMA WRITE push is off (--rdma-write mw)");
-	/* the pool's regions, once per PD: slots are addressed by lkey of their class */
-	r->nmr = ing_pool_nclasses(pool);
-	for (unsigned c = 0; c < r->nmr; c++) {
-		void *base;
-		size_t len;
-		if (ing_pool_region(pool, c, &base, &len)) {
-			snprintf(why, whylen, "pool region %u missing", c);
-			goto fail;
-		}
-		r->mrs[c] = ibv_reg_mr(r->pd, base, len, access);
-		if (!r->mrs[c]) {
-			snprintf(why, whylen, "ibv_reg_mr(pool class %u, %zu bytes): %s (memlock limit?)", c,
-				 len, strerror(errno));
-			goto fail;
-		}
-		r->lkeys[c] = r->mrs[c]->lkey;
-	}
 	r->note_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (r->note_efd < 0) {
 		snprintf(why, whylen, "eventfd: %s", strerror(errno));
 		goto fail;
 	}
-	r->nl = r->o.nlcores;
-	for (unsigned i = 0; i < r->nl; i++) {
-		struct rdma_engine_lcore *el = &r->lcs[i];
-		struct ing_rdma_lcore_opts lo = o->lcore;
-		el->r = r;
-		el->idx = i;
-		el->lcore_id = r->o.lcore_ids[i];
-		el->ch = ibv_create_comp_channel(r->ctx);
-		if (!el->ch) {
-			snprintf(why, whylen, "ibv_create_comp_channel: %s", strerror(errno));
-			goto fail;
-		}
-		if (fcntl(el->ch->fd, F_SETFL, fcntl(el->ch->fd, F_GETFL) | O_NONBLOCK)) {
-			snprintf(why, whylen, "O_NONBLOCK on the completion channel: %s", strerror(errno));
-			goto fail;
-		}
-		int cqe = (int)r->o.cq_size;
-		if (cqe > r->dattr.max_cqe)
-			cqe = r->dattr.max_cqe;
-		el->cq = ibv_create_cq(r->ctx, cqe, el, el->ch, 0);
-		if (!el->cq) {
-			snprintf(why, whylen, "ibv_create_cq(%d): %s", cqe, strerror(errno));
-			goto fail;
-		}
-		el->jobs = ing_fring_create("rdmajobs", r->o.job_ring_size, ING_FRING_SC, true);
-		if (!el->jobs) {
-			snprintf(why, whylen, "job ring for lcore %u", el->lcore_id);
-			goto fail;
-		}
-		lo.lcore_id = el->lcore_id;
-		if (!lo.max_msg_sz || (r->max_msg_sz && lo.max_msg_sz > r->max_msg_sz))
-			lo.max_msg_sz = r->max_msg_sz;
-		if (!lo.ops)
-			lo.ops = &ing_rdma_verbs_ops;
-		struct ing_rdma_lcore_io io = {
-			.arg = el,
-			.pop_jobs = io_pop,
-			.clear_jobs = io_clear,
-			.job_fd = ing_fring_fd(el->jobs),
-			.deliver = io_deliver,
-			.fail = io_fail,
-			.note_fd = r->note_efd,
-		};
-		el->lc = ing_rdma_lcore_create(&lo, el->cq, el->ch, el->ch->fd, &io, r->lkeys, r->nmr);
-		if (!el->lc) {
-			snprintf(why, whylen, "lcore poller %u", el->lcore_id);
-			goto fail;
-		}
-		/* one window per pool slot: a grant holds a slot, so they never run out */
-		if (r->push_mode &&
-		    ing_rdma_lcore_set_push(el->lc, r->pd, r->mrs, r->nmr,
-					    r->push_mode == 1 ? ing_pool_total(pool) : 0)) {
-			snprintf(why, whylen, "RDMA WRITE push set-up on lcore %u failed (--rdma-write off to run without it)",
-				 el->lcore_id);
-			goto fail;
-		}
-	}
+	if (device_open(r, why, whylen))
+		goto fail;
+	r->o.port = r->port; /* a re-open after DEVICE_REMOVAL listens where producers were told */
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
@@ -926,6 +1000,11 @@ static void release_device(struct ing_rdma *r, const char *why)
 	r->st.conns_active = 0;
 	for (unsigned i = 0; i < ING_RDMA_MAX_LCORES; i++) {
 		struct rdma_engine_lcore *el = &r->lcs[i];
+		if (el->lc) { /* its counters go on in the engine's (totals never go back) */
+			struct ing_rdma_lcore_stats ls;
+			ing_rdma_lcore_get_stats(el->lc, &ls);
+			add_lcore_stats(&r->st, &ls);
+		}
 		ing_rdma_lcore_destroy(el->lc); /* fails frames it still held to the ack ring */
 		el->lc = NULL;
 		if (el->jobs) {
@@ -1027,30 +1106,35 @@ int ing_rdma_lcore_stats(const struct ing_rdma *r, unsigned i, unsigned *lcore_i
 	return 0;
 }
 
+static void add_lcore_stats(struct ing_rdma_stats *s, const struct ing_rdma_lcore_stats *ls)
+{
+	s->reads_posted += ls->reads_posted;
+	s->bytes_read += ls->bytes_posted;
+	s->frames_ok += ls->frames_ok;
+	s->frames_failed += ls->frames_failed;
+	s->wc_errors += ls->wc_errors;
+	s->busy_ns += ls->busy_ns;
+	s->polls += ls->polls;
+	s->idle_polls += ls->idle_polls;
+	s->sleeps += ls->sleeps;
+	s->completions += ls->completions;
+	s->push_grants += ls->push_grants;
+	s->push_frames_ok += ls->push_frames_ok;
+	s->push_grant_errors += ls->push_grant_errors;
+}
+
 void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s)
 {
 	memset(s, 0, sizeof(*s));
 	if (!r)
 		return;
-	*s = r->st;
+	*s = r->st; /* with the counts of pollers released by a device removal */
 	for (unsigned i = 0; i < r->nl; i++) {
 		struct ing_rdma_lcore_stats ls;
 		if (!r->lcs[i].lc)
 			continue;
 		ing_rdma_lcore_get_stats(r->lcs[i].lc, &ls);
-		s->reads_posted += ls.reads_posted;
-		s->bytes_read += ls.bytes_posted;
-		s->frames_ok += ls.frames_ok;
-		s->frames_failed += ls.frames_failed;
-		s->wc_errors += ls.wc_errors;
-		s->busy_ns += ls.busy_ns;
-		s->polls += ls.polls;
-		s->idle_polls += ls.idle_polls;
-		s->sleeps += ls.sleeps;
-		s->completions += ls.completions;
-		s->push_grants += ls.push_grants;
-		s->push_frames_ok += ls.push_frames_ok;
-		s->push_grant_errors += ls.push_grant_errors;
+		add_lcore_stats(s, &ls);
 	}
 }
 
