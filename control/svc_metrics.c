@@ -166,6 +166,30 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_family(t, "ingest_auth_refused_total", "counter",
 			 "Calls refused UNAUTHENTICATED.");
 	ing_mtext_u64(t, "ingest_auth_refused_total", "", s->c_auth_refused);
+	struct ing_grpc_server_limits gl;
+	ing_grpc_server_get_limits(s->srv, &gl);
+	static const char lim_help[] =
+		"What the fair-sharing limits did: connections closed at the handshake timeout or "
+		"the idle timeout, evicted (idle longest) for a newcomer, refused, taken on the "
+		"health reserve; sessions evicted; frames whose slot was released after "
+		"--slot-stall-ms; calls refused while their address was locked out after failed "
+		"authentications.";
+	const struct { const char *ev; uint64_t v; } lims[] = {
+		{ "conn_handshake_timeout", gl.handshake_timeouts },
+		{ "conn_idle_closed", gl.idle_closed },
+		{ "conn_evicted", gl.evicted },
+		{ "conn_refused", gl.refused },
+		{ "conn_health_reserve", gl.health_reserve },
+		{ "session_evicted", s->c_evicted },
+		{ "slot_stalled", s->c_stalled },
+		{ "auth_locked_out", s->c_auth_locked },
+	};
+	ing_mtext_family(t, "ingest_limit_events_total", "counter", lim_help);
+	for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
+		char lab[48];
+		snprintf(lab, sizeof(lab), "event=\"%s\"", lims[i].ev);
+		ing_mtext_u64(t, "ingest_limit_events_total", lab, lims[i].v);
+	}
 	ing_mtext_family(t, "ingest_admission_waits_total", "counter",
 			 "Frames (any transport) that had to wait for a session credit or a pool slot.");
 	ing_mtext_u64(t, "ingest_admission_waits_total", "", s->adm.c_waited);

@@ -122,6 +122,15 @@ void ing_grpc_server_shutdown(struct ing_grpc_server *s);
 /* Health/Check answer for service "" and "h3000.RDMASvc". */
 void ing_grpc_server_set_serving(struct ing_grpc_server *s, bool serving);
 unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s);
+/* What the connection limits did since start (loop thread). */
+struct ing_grpc_server_limits {
+	uint64_t handshake_timeouts; /* closed: no (TLS handshake,) preface and SETTINGS in time */
+	uint64_t idle_closed;        /* GOAWAY + close: no open stream for --idle-timeout */
+	uint64_t evicted;            /* closed (idle longest) to make room for a newcomer */
+	uint64_t refused;            /* newcomer refused: every connection busy */
+	uint64_t health_reserve;     /* newcomer taken on the health reserve (Health/Check only) */
+};
+void ing_grpc_server_get_limits(const struct ing_grpc_server *s, struct ing_grpc_server_limits *l);
 /* True when no connection has output waiting for the socket (a stop waits for this, so
  * the last acks and trailers are out before the connections close). */
 bool ing_grpc_server_flushed(const struct ing_grpc_server *s);

@@ -147,6 +147,7 @@ struct ing_grpc_server {
 	bool serving;
 	unsigned nconns, ncalls;
 	unsigned nhealth;         /* connections in the health reserve */
+	struct ing_grpc_server_limits lim; /* what the fair-sharing limits did (counters) */
 	uint64_t next_conn_id;
 	struct conn *conns;
 	SSL_CTX *ssl_ctx;
@@ -675,6 +676,14 @@ static void health_on_close(struct ing_grpc_call *c, int status)
 void ing_grpc_server_set_serving(struct ing_grpc_server *s, bool serving)
 {
 	s->serving = serving;
+}
+
+void ing_grpc_server_get_limits(const struct ing_grpc_server *s, struct ing_grpc_server_limits *l)
+{
+	if (s)
+		*l = s->lim;
+	else
+		memset(l, 0, sizeof(*l));
 }
 
 unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s)
@@ -1229,6 +1238,7 @@ static void conn_limit_cb(void *arg)
 		snprintf(why, sizeof(why), "no %sHTTP/2 preface and SETTINGS within %u ms",
 			 cn->ssl && !cn->handshake_done ? "TLS handshake, " : "",
 			 s->o.handshake_timeout_ms);
+		s->lim.handshake_timeouts++;
 		conn_close(cn, why);
 		return;
 	}
@@ -1239,6 +1249,8 @@ static void conn_limit_cb(void *arg)
 			 s->o.handshake_timeout_ms);
 	else
 		snprintf(why, sizeof(why), "idle: no open stream for %u ms", s->o.idle_timeout_ms);
+	if (!cn->health_only)
+		s->lim.idle_closed++;
 	(void)nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
 				    nghttp2_session_get_last_proc_stream_id(cn->h2), NGHTTP2_NO_ERROR,
 				    NULL, 0);
@@ -1283,6 +1295,7 @@ static void evict(struct conn *cn, const char *why, const char *newcomer)
 	char b[160];
 	snprintf(b, sizeof(b), "evicted, idle for %" PRIu64 " ms: %s (new connection from %s)",
 		 (ing_now_ns() - cn->t_idle_ns) / 1000000u, why, newcomer);
+	cn->srv->lim.evicted++;
 	(void)nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
 				    nghttp2_session_get_last_proc_stream_id(cn->h2), NGHTTP2_NO_ERROR,
 				    NULL, 0);
@@ -1302,6 +1315,7 @@ static int admit_conn(struct ing_grpc_server *s, const char *ip, const char *pee
 		if (!v) {
 			ING_LOG_RL(ING_LOG_WARN, "grpc", "connection from %s refused: %u connections of %s open, all busy (--max-conns-per-peer)",
 				   peer, s->o.max_conns_per_peer, ip);
+			s->lim.refused++;
 			return -1;
 		}
 		evict(v, "its peer is at --max-conns-per-peer", peer);
@@ -1316,9 +1330,11 @@ static int admit_conn(struct ing_grpc_server *s, const char *ip, const char *pee
 	if (s->nhealth < s->o.health_reserve) {
 		ING_LOG_RL(ING_LOG_WARN, "grpc", "%s: %u connections open, all busy: accepted for Health/Check only",
 			   peer, s->nconns);
+		s->lim.health_reserve++;
 		return 1;
 	}
 	ING_LOG_RL(ING_LOG_WARN, "grpc", "connection refused: %u connections open, all busy", s->nconns);
+	s->lim.refused++;
 	return -1;
 }
 

@@ -134,7 +134,7 @@ def main():
     # ------------------------------------------------------------ 1-3: token, cleartext
     data_dir = os.path.join(a.work, "data1")
     node = rtlib.Ingestd(a, base + ["--data-dir", data_dir, "--auth-token-file", tok,
-                                    "--auth-fail-burst", "5"], log="ingestd1.log")
+                                    "--auth-fail-burst", "5"], log="ingestd1.log", metrics=True)
     try:
         addr = node.wait_ready()
         ch = plain(addr)
@@ -174,6 +174,12 @@ def main():
         r, code, det = negotiate(ch)
         check(code == grpc.StatusCode.RESOURCE_EXHAUSTED and "retry in" in det,
               "during the back-off even the right token is refused, unchecked: %s %r" % (code, det))
+        locked = node.metric("ingest_limit_events_total", '{event="auth_locked_out"}')
+        refused = node.metric("ingest_auth_refused_total")
+        check(locked is not None and locked >= codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) + 1
+              and refused is not None and refused >= 2,
+              "/metrics counts the calls refused during the back-off (%r) and the wrong tokens (%r)"
+              % (locked, refused))
         ch.close()
         # another address is not locked out (raw HTTP/2 from 127.0.0.2: the reply message)
         c = h2raw.H2(addr, "127.0.0.2")

@@ -41,6 +41,9 @@ def main():
     crc32c = rtlib.crc32c
     push_path = "/h3000.RDMASvc/PushFrames"
 
+    def lim(node, event):
+        return node.metric("ingest_limit_events_total", '{event="%s"}' % event)
+
     def channel(addr):
         # a connection of its own (no subchannel shared with another channel of the test)
         ch = grpc.insecure_channel(addr, options=(("grpc.use_local_subchannel_pool", 1),))
@@ -92,7 +95,7 @@ def main():
     # ------------------------------------------------------------ 1. connections, defaults
     data_dir = os.path.join(a.work, "data1")
     node = rtlib.Ingestd(a, ["--data-dir", data_dir, "--pool", "1M:4", "--workers", "1",
-                             "--rdma", "off"], log="ingestd1.log")
+                             "--rdma", "off"], log="ingestd1.log", metrics=True)
     socks = []
     try:
         addr = node.wait_ready()
@@ -113,6 +116,10 @@ def main():
                      if not h2raw.closed_by_peer(s, max(0.01, deadline - time.time()))]
         check(not open_left, "every idle connection without an HTTP/2 preface is closed by the node (%d still open)"
               % len(open_left))
+        ev = {k: lim(node, k) for k in ("conn_handshake_timeout", "conn_evicted", "conn_refused")}
+        check(ev["conn_handshake_timeout"] > 0 and ev["conn_evicted"] > 0
+              and sum(ev.values()) == 300,
+              "/metrics counts each of the 300: closed at the handshake timeout, evicted (per-peer limit) or refused: %r" % ev)
     finally:
         for s in socks:
             s.close()
@@ -123,7 +130,7 @@ def main():
     data_dir = os.path.join(a.work, "data2")
     node = rtlib.Ingestd(a, ["--data-dir", data_dir, "--pool", "1M:4", "--workers", "1",
                              "--rdma", "off", "--idle-timeout", "1",
-                             "--handshake-timeout-ms", "1000"], log="ingestd2.log")
+                             "--handshake-timeout-ms", "1000"], log="ingestd2.log", metrics=True)
     try:
         addr = node.wait_ready()
         # 2. idle timeout: preface + SETTINGS, no stream: GOAWAY and close
@@ -138,6 +145,9 @@ def main():
         s = h2raw.tcp(addr, "127.0.0.2")
         check(h2raw.closed_by_peer(s, 10), "a connection that sends nothing is closed after --handshake-timeout-ms 1000")
         s.close()
+        ev = {k: lim(node, k) for k in ("conn_idle_closed", "conn_handshake_timeout")}
+        check(ev["conn_idle_closed"] >= 1 and ev["conn_handshake_timeout"] >= 1,
+              "/metrics counts the idle close and the handshake timeout: %r" % ev)
     finally:
         rc = node.stop()
         check(rc == 0, "ingestd exit status %d" % rc)
@@ -145,7 +155,7 @@ def main():
     data_dir = os.path.join(a.work, "data2b")
     node = rtlib.Ingestd(a, ["--data-dir", data_dir, "--pool", "1M:4", "--workers", "1",
                              "--rdma", "off", "--max-connections", "4", "--max-conns-per-peer", "4",
-                             "--health-reserve", "2"], log="ingestd2b.log")
+                             "--health-reserve", "2"], log="ingestd2b.log", metrics=True)
     conns = []
     try:
         addr = node.wait_ready()
@@ -184,6 +194,9 @@ def main():
             hold.pump(0.2)
         check(hold.eof, "a health-reserve connection holding an open call is closed after the handshake timeout")
         hold.close()
+        ev = {k: lim(node, k) for k in ("conn_evicted", "conn_health_reserve")}
+        check(ev["conn_evicted"] >= 1 and ev["conn_health_reserve"] >= 1,
+              "/metrics counts the eviction and the health-reserve connections: %r" % ev)
     finally:
         for c in conns:
             c.close()
@@ -193,7 +206,7 @@ def main():
     # ------------------------------------------------------------ 4. sessions, defaults
     data_dir = os.path.join(a.work, "data3")
     node = rtlib.Ingestd(a, ["--data-dir", data_dir, "--pool", "1M:4", "--workers", "1",
-                             "--rdma", "off"], log="ingestd3.log")
+                             "--rdma", "off"], log="ingestd3.log", metrics=True)
     conns = []
     try:
         addr = node.wait_ready()
@@ -230,6 +243,8 @@ def main():
         check(r is True, "session table full of idle streams from 16 hosts: another client's Negotiate and frame work: %r" % (r,))
         log = node.log_tail(200000)
         check("evicted for a new session" in log, "ingestd logs the eviction")
+        n = lim(node, "session_evicted")
+        check(n >= 1, "/metrics counts the session evictions: %r" % n)
     finally:
         for c in conns:
             c.close()
@@ -240,7 +255,7 @@ def main():
     data_dir = os.path.join(a.work, "data4")
     node = rtlib.Ingestd(a, ["--data-dir", data_dir, "--pool", "1M:4", "--workers", "1",
                              "--rdma", "off", "--frame-timeout", "60"],
-                         log="ingestd4.log")
+                         log="ingestd4.log", metrics=True)
     conns = []
     try:
         addr = node.wait_ready()
@@ -266,6 +281,8 @@ def main():
         failed = [x for x in acks if not x.ok and x.retryable and x.code == PB.ERROR_DEADLINE]
         check(len(failed) >= 3, "the stalled meta-only frames fail retryable ERROR_DEADLINE after --slot-stall-ms (default 5 s): %r"
               % [(x.frameId, x.code, x.retryable, x.msg) for x in acks])
+        n = lim(node, "slot_stalled")
+        check(n >= len(failed), "/metrics counts the stalled slots: %r" % n)
     finally:
         for c in conns:
             c.close()

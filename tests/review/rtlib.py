@@ -63,13 +63,26 @@ class Checks:
 class Ingestd:
     """ingestd --listen 127.0.0.1:0 with extra args; its log in --work/<log>."""
 
-    def __init__(self, a, args, log="ingestd.log"):
+    def __init__(self, a, args, log="ingestd.log", metrics=False):
         self.port_file = os.path.join(a.work, log + ".port")
+        self.mport_file = os.path.join(a.work, log + ".mport") if metrics else None
         self.log_path = os.path.join(a.work, log)
         self.log = open(self.log_path, "wb")
+        extra = ["--metrics-listen", "127.0.0.1:0", "--metrics-port-file", self.mport_file] if metrics else []
         self.proc = subprocess.Popen([a.ingestd, "--listen", "127.0.0.1:0",
-                                      "--port-file", self.port_file] + args,
+                                      "--port-file", self.port_file] + extra + args,
                                      stdout=self.log, stderr=subprocess.STDOUT)
+
+    def metric(self, name, labels=""):
+        """The value of NAME{LABELS} on /metrics (started with metrics=True); None if absent."""
+        import urllib.request
+        port = open(self.mport_file).read().strip()
+        text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5).read().decode()
+        for line in text.splitlines():
+            k, _, v = line.rpartition(" ")
+            if k == name + labels:
+                return float(v)
+        return None
 
     def wait_ready(self, timeout=15):
         """'127.0.0.1:PORT' once the port file is written; RuntimeError if it exits first."""
