@@ -75,9 +75,12 @@ static const double pq[] = { 0.50, 0.90, 0.95, 0.99, 0.999 };
 static const char *const pq_name[] = { "p50", "p90", "p95", "p99", "p999" };
 #define NPQ 5
 
+/* What a sweep runs over: the gRPC stream, RDMA READ pull, RDMA WRITE push (docs/PUSH.md). */
+enum bx { BX_GRPC, BX_RDMA, BX_RDMA_WRITE };
+
 struct cfg {
 	const char *server, *out, *data_dir, *git_rev, *auth_token_file, *wafer;
-	enum ing_transport xport[MAX_XPORTS];
+	enum bx xport[MAX_XPORTS];
 	unsigned nxport;
 	uint64_t size[MAX_SIZES];
 	unsigned nsize;
@@ -94,7 +97,7 @@ struct cfg {
 };
 
 struct point {
-	enum ing_transport xport;
+	enum bx xport;
 	uint64_t size;
 	double load;               /* fraction; 0 for the capacity run */
 	double offered_fps, achieved_fps, mb_s;
@@ -149,9 +152,17 @@ static double ms(uint64_t ns)
 	return (double)ns / 1e6;
 }
 
-static const char *xname(enum ing_transport t)
+static const char *xname(enum bx t)
 {
-	return t == ING_TRANSPORT_RDMA ? "rdma" : "grpc";
+	return t == BX_RDMA ? "rdma" : t == BX_RDMA_WRITE ? "rdma-write" : "grpc";
+}
+
+/* What the producer got from Negotiate, in the same terms. */
+static enum bx bx_of(struct ing_producer *p)
+{
+	if (ing_producer_transport(p) != ING_TRANSPORT_RDMA)
+		return BX_GRPC;
+	return strncmp(ing_producer_transport_note(p), "RDMA_WRITE", 10) ? BX_RDMA : BX_RDMA_WRITE;
 }
 
 static void usage(FILE *f)
@@ -160,7 +171,8 @@ static void usage(FILE *f)
 		"usage: ingest-bench [options]\n"
 		"  --server ADDR        ingestd gRPC address (default " DEFAULT_SERVER ")\n"
 		"  --out DIR            results directory (created; default bench-results)\n"
-		"  --transport LIST     grpc,rdma (default grpc)\n"
+		"  --transport LIST     grpc,rdma,rdma-write (default grpc; rdma: READ pull,\n"
+		"                       rdma-write: WRITE push)\n"
 		"  --sizes LIST         frame sizes, e.g. 4M,16M (default 4M)\n"
 		"  --loads LIST         percent of the measured capacity (default " DEFAULT_LOADS ")\n"
 		"  --duration S         measured seconds per load point (default 5)\n"
@@ -227,7 +239,7 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 	c->out = "bench-results";
 	c->wafer = "ingest-bench";
 	c->git_rev = "unknown";
-	c->xport[0] = ING_TRANSPORT_GRPC;
+	c->xport[0] = BX_GRPC;
 	c->nxport = 1;
 	c->size[0] = 4ull << 20;
 	c->nsize = 1;
@@ -260,11 +272,13 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 			c->nxport = (unsigned)n;
 			for (int i = 0; i < n; i++) {
 				if (!strcmp(items[i], "grpc"))
-					c->xport[i] = ING_TRANSPORT_GRPC;
-				else if (!strcmp(items[i], "rdma"))
-					c->xport[i] = ING_TRANSPORT_RDMA;
+					c->xport[i] = BX_GRPC;
+				else if (!strcmp(items[i], "rdma") || !strcmp(items[i], "rdma-read"))
+					c->xport[i] = BX_RDMA;
+				else if (!strcmp(items[i], "rdma-write"))
+					c->xport[i] = BX_RDMA_WRITE;
 				else {
-					fprintf(stderr, "ingest-bench: --transport: '%s' is not grpc or rdma\n",
+					fprintf(stderr, "ingest-bench: --transport: '%s' is not grpc, rdma or rdma-write\n",
 						items[i]);
 					return -EINVAL;
 				}
@@ -894,11 +908,14 @@ static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
 		if (fr && fr->disk.count)
 			snprintf(diskf, sizeof(diskf), "write+fdatasync %.2f / %.2f (written+synced)",
 				 ms(ing_hist_quantile(&fr->disk, 0.5)), ms(ing_hist_quantile(&fr->disk, 0.99)));
-		char rdmaf[128] = "";
-		for (unsigned k = 0; k < c->nxfloor; k++)
-			if (!strncmp(c->xfloor[k].name, "ib_read_lat", 11))
-				snprintf(rdmaf, sizeof(rdmaf), "%s %.2f / %.2f", c->xfloor[k].name,
+		char rdmaf[128] = "", rdmawf[128] = "";
+		for (unsigned k = 0; k < c->nxfloor; k++) {
+			char *dst = !strncmp(c->xfloor[k].name, "ib_read_lat", 11) ? rdmaf
+				    : !strncmp(c->xfloor[k].name, "ib_write_lat", 12) ? rdmawf : NULL;
+			if (dst)
+				snprintf(dst, sizeof(rdmaf), "%s %.2f / %.2f", c->xfloor[k].name,
 					 c->xfloor[k].p50_ms, c->xfloor[k].p99_ms);
+		}
 		tag_of(p0, tag, sizeof(tag));
 		fprintf(f, "## %s, %.1f MiB frames\n\nCapacity (closed loop): **%.1f frames/s, "
 			"%.1f MB/s**.\n\n| load | offered fps | achieved fps | MB/s | frames | failed | "
@@ -950,7 +967,8 @@ static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
 			for (unsigned k = 0; k < H_N; k++) {
 				const char *floor = "";
 				if (k == H_RECEIVED || k == H_NODE0 + ING_NODE_RECEIVED)
-					floor = p->xport == ING_TRANSPORT_RDMA && rdmaf[0] ? rdmaf : tcpf;
+					floor = p->xport == BX_RDMA && rdmaf[0] ? rdmaf
+					      : p->xport == BX_RDMA_WRITE && rdmawf[0] ? rdmawf : tcpf;
 				else if (k == H_NODE0 + ING_NODE_SYNCED)
 					floor = diskf;
 				md_hist_row(f, h_name[k], h_what[k], &p->h[k], floor);
@@ -1015,14 +1033,15 @@ static int write_csv(const struct cfg *c, const struct point *pts, unsigned npts
 
 /* ------------------------------------------------------------------ main */
 
-static struct ing_producer *connect_for(const struct cfg *c, enum ing_transport t, uint64_t size,
+static struct ing_producer *connect_for(const struct cfg *c, enum bx t, uint64_t size,
 					struct run *r, const char *token)
 {
 	struct ing_producer_opts o;
 	char err[256];
 	ing_producer_opts_init(&o);
 	o.server = c->server;
-	o.transport = t;
+	o.transport = t == BX_GRPC ? ING_TRANSPORT_GRPC : ING_TRANSPORT_RDMA;
+	o.rdma_mode = t == BX_RDMA_WRITE ? ING_RDMA_MODE_WRITE : ING_RDMA_MODE_DEFAULT;
 	o.credits = c->credits;
 	o.client_name = "ingest-bench";
 	o.auth_token = token;
@@ -1098,13 +1117,13 @@ static void print_point(const struct run *r, const struct point *p)
 /* The whole sweep per stage, for the terminal (report.md has it with the floors). */
 static void print_stages(const struct point *pts, unsigned npts)
 {
-	fprintf(stderr, "\n%-5s %-6s %5s  %-16s %6s %9s %9s %9s %9s %9s %9s\n", "xport", "size",
+	fprintf(stderr, "\n%-10s %-6s %5s  %-16s %6s %9s %9s %9s %9s %9s %9s\n", "xport", "size",
 		"load", "stage (ms)", "n", "P50", "P90", "P95", "P99", "P99.9", "max");
 	for (unsigned i = 0; i < npts; i++) {
 		const struct point *p = &pts[i];
 		for (unsigned k = 0; k < H_N; k++) {
 			const struct ing_hist *h = &p->h[k];
-			fprintf(stderr, "%-5s %5.1fM %4.0f%%  %-16s %6" PRIu64, xname(p->xport),
+			fprintf(stderr, "%-10s %5.1fM %4.0f%%  %-16s %6" PRIu64, xname(p->xport),
 				(double)p->size / 1048576.0, p->load * 100, h_name[k], h->count);
 			for (unsigned q = 0; q < NPQ; q++)
 				fprintf(stderr, " %9.2f", ms(ing_hist_quantile(h, pq[q])));
@@ -1206,9 +1225,9 @@ int main(int argc, char **argv)
 				rc = -ECONNREFUSED;
 				break;
 			}
-			if (ing_producer_transport(r.p) != c.xport[x]) {
+			if (bx_of(r.p) != c.xport[x]) {
 				fprintf(stderr, "ingest-bench: asked for %s, got %s (%s)\n", xname(c.xport[x]),
-					xname(ing_producer_transport(r.p)), ing_producer_transport_note(r.p));
+					xname(bx_of(r.p)), ing_producer_transport_note(r.p));
 				disconnect(&r);
 				rc = -ENOTSUP;
 				break;

@@ -10,7 +10,7 @@
 # nothing. RDMA transports run only inside the Soft-RoCE guest: --guest boots it
 # (deploy/rxe-vm, qemu TCG: slow and CPU-heavy, minutes), measures the RDMA floors there
 # (ib_read_lat / ib_write_lat of the frame size, passed to ingest-bench as --floor) and
-# sweeps grpc and rdma against an ingestd with --rdma on (1 MiB frames, 2 s per point,
+# sweeps grpc, rdma (READ pull) and rdma-write (WRITE push) against an ingestd with --rdma on (1 MiB frames, 2 s per point,
 # unless given); the results land in --out on the host.
 # Bounded: ingest-bench refuses sweeps longer than --max-time, and the whole script runs
 # under a timeout.
@@ -73,7 +73,7 @@ if [ "$GUEST" = 1 ]; then
 		[ "${ARGS[$i]}" = --sizes ] && SIZE=${ARGS[$((i + 1))]%%,*}
 	done
 	SZ=$(numfmt --from=iec "$SIZE")
-	EXTRA=(--transport grpc,rdma --sizes "$SIZE" --duration 2 --warmup 1 --capacity-s 3)
+	EXTRA=(--transport grpc,rdma,rdma-write --sizes "$SIZE" --duration 2 --warmup 1 --capacity-s 3)
 	NODE=(--rdma on --pool "$SIZE:40" --credits 16 --workers 1)
 	for t in ib_read_lat ib_write_lat; do   # the RDMA floor: one message of the frame size
 		timeout 120 "$t" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n 100 -F >"$TMP/$t-srv.log" 2>&1 &
