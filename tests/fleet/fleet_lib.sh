@@ -175,6 +175,20 @@ PY
 RPC="/usr/bin/python3 $(dirname "${BASH_SOURCE[0]}")/fleet_rpc.py"
 export FLEET_RPC_STUBS=$TMP/stubs
 
+# wait_members ADDR N [SECONDS]: until rpc Members of the node at ADDR lists N ACTIVE
+# members (PostgreSQL membership: a node is listed after its first heartbeat).
+wait_members() {
+	local addr=$1 n=$2 secs=${3:-30} k got=
+	for k in $(seq 1 $((secs * 5))); do
+		got=$($RPC members "$addr" 2>/dev/null | /usr/bin/python3 -c "
+import json, sys
+print(sum(1 for m in json.load(sys.stdin)['members'] if m['state'] == 'MEMBER_ACTIVE'))" 2>/dev/null) || got=
+		[ "$got" = "$n" ] && return 0
+		sleep 0.2
+	done
+	fail "Members of $addr lists ${got:-no} ACTIVE member(s) after $secs s, want $n"
+}
+
 fleet_pg_start() {
 	pg_start
 	echo "PostgreSQL on 127.0.0.1:$PG_PORT"

@@ -37,6 +37,8 @@ fail() {
 step "temporary PostgreSQL, three nodes"
 fleet_pg_start
 for i in 0 1 2; do node_start "$i"; done
+# the producer learns the fleet from node0 at connect: start it once node0 lists all three
+wait_members "${NODE_ADDR[0]}" 3
 
 step "1200 frames at 100/s, given node0 only; node3 joins after 300, node1 drains after 700"
 "$SEND" --servers "${NODE_ADDR[0]}" --wafer LOT3 --wafers 60 --count 1200 --size 16K --seed 3 \
