@@ -12,6 +12,7 @@
 # (ib_read_lat / ib_write_lat of the frame size, passed to ingest-bench as --floor) and
 # sweeps grpc, rdma (READ pull) and rdma-write (WRITE push) against an ingestd with --rdma on (1 MiB frames, 2 s per point,
 # unless given); the results land in --out on the host.
+# BENCH_NODE_ARGS="..." adds ingestd options (word-split), for A/B runs of one option.
 # Bounded: ingest-bench refuses sweeps longer than --max-time, and the whole script runs
 # under a timeout.
 set -euo pipefail
@@ -92,6 +93,9 @@ if [ "$GUEST" = 1 ]; then
 		wait "$sp" 2>/dev/null || true
 	done
 fi
+# BENCH_NODE_ARGS (env): more ingestd options, e.g. "--worker-nice 0" for an A/B run
+# shellcheck disable=SC2206
+NODE+=(${BENCH_NODE_ARGS:-})
 "$INGESTD" --listen 127.0.0.1:0 --port-file "$TMP/port" --data-dir "$DATA/d" "${NODE[@]}" \
 	>"$TMP/ingestd.log" 2>&1 &
 PID=$!
