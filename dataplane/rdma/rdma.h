@@ -146,7 +146,7 @@ struct ing_rdma_notice {
  * deliver/fail return 0 or -ENOBUFS (the lcore keeps the frame in its bounded outbox and
  * retries: backpressure, no loss). Notices go to the lcore's own SP/SC notice ring
  * (ing_rdma_lcore_notices); note_fd (an eventfd, may be shared by all lcores, -1: none) is
- * written when a notice lands in an empty ring.
+ * written on the first notice after the consumer last found the ring empty.
  */
 struct ing_rdma_lcore_io {
 	void *arg;
@@ -235,7 +235,8 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc);
 /* The loop: step until ing_rdma_lcore_stop. Signature of lcore_function_t (EAL). */
 int ing_rdma_lcore_run(void *lc);
 void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_lcore_stats *s);
-/* Pop value notices (control thread; one consumer per lcore). Returns the count. */
+/* Pop value notices (control thread; one consumer per lcore). Returns the count; 0 only
+ * after re-arming the doorbell: read note_fd, then call this until it returns 0. */
 unsigned ing_rdma_lcore_notices(struct ing_rdma_lcore *lc, struct ing_rdma_notice *n,
 				unsigned max);
 /* Frames currently held (queued, in flight, parked, in the outbox). Any thread, approx. */

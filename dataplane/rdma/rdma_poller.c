@@ -76,16 +76,10 @@ static struct rte_ring *vring_create(const char *name, unsigned n, unsigned esz)
 	return r;
 }
 
-/* 0, or -ENOBUFS. *was_empty tells the producer to ring the doorbell. */
-static int vring_push(struct rte_ring *r, const void *e, unsigned esz, bool *was_empty)
+/* 0, or -ENOBUFS. */
+static int vring_push(struct rte_ring *r, const void *e, unsigned esz)
 {
-	unsigned free_after;
-
-	if (rte_ring_sp_enqueue_bulk_elem(r, e, esz, 1, &free_after) != 1)
-		return -ENOBUFS;
-	if (was_empty)
-		*was_empty = free_after + 1 == rte_ring_get_capacity(r);
-	return 0;
+	return rte_ring_sp_enqueue_bulk_elem(r, e, esz, 1, NULL) == 1 ? 0 : -ENOBUFS;
 }
 
 static void efd_ring(int fd)
@@ -195,6 +189,8 @@ struct ing_rdma_lcore {
 	/* --- shared with control --- */
 	struct rte_ring *cmd;     /* struct rdma_cmd, control -> lcore */
 	struct rte_ring *note;    /* struct ing_rdma_notice, lcore -> control */
+	int note_rung;            /* the doorbell was rung since control last found the ring
+				   * empty (ing_rdma_lcore_notices): 0 or 1, seq_cst */
 	int cmd_efd;
 	bool stop;
 	unsigned held;            /* frames in the lcore (relaxed counter) */
@@ -271,8 +267,6 @@ static void notice(struct ing_rdma_lcore *lc, uint32_t kind, const struct rdma_c
 		.status = status,
 		.lcore = lc->o.lcore_id,
 	};
-	bool empty = false;
-
 	if (f) {
 		n.gen = f->gen;
 		n.cookie = f->cookie;
@@ -283,13 +277,21 @@ static void notice(struct ing_rdma_lcore *lc, uint32_t kind, const struct rdma_c
 	} else {
 		n.t_ns = ing_now_ns();
 	}
-	if (vring_push(lc->note, &n, sizeof(n), &empty)) {
+	if (vring_push(lc->note, &n, sizeof(n))) {
 		STAT_ADD(lc, notices_dropped, 1);
 		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u: notice ring full, notice %u for qp 0x%x dropped",
 			   lc->o.lcore_id, kind, n.qp_num);
 		return;
 	}
-	if (empty)
+	/*
+	 * Doorbell, at most once until control finds the ring empty again. The fence pairs with
+	 * the one in ing_rdma_lcore_notices: either control's last look sees this notice, or
+	 * this exchange sees its re-arm (0) and rings. ("Was the ring empty before this
+	 * enqueue?" cannot decide it: control may empty the ring between that look and the
+	 * enqueue, find nothing more and go to sleep with this notice in the ring.)
+	 */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_exchange_n(&lc->note_rung, 1, __ATOMIC_SEQ_CST) == 0)
 		efd_ring(lc->io.note_fd);
 }
 
@@ -1345,7 +1347,7 @@ int ing_rdma_lcore_run(void *arg)
 
 static int push_cmd(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 {
-	if (vring_push(lc->cmd, m, sizeof(*m), NULL))
+	if (vring_push(lc->cmd, m, sizeof(*m)))
 		return -ENOBUFS;
 	efd_ring(lc->cmd_efd);
 	return 0;
@@ -1375,6 +1377,13 @@ void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc)
 
 unsigned ing_rdma_lcore_notices(struct ing_rdma_lcore *lc, struct ing_rdma_notice *n, unsigned max)
 {
+	unsigned k = rte_ring_sc_dequeue_burst_elem(lc->note, n, sizeof(*n), max, NULL);
+
+	if (k)
+		return k;
+	/* empty: re-arm the doorbell, then look once more (see notice()) */
+	__atomic_store_n(&lc->note_rung, 0, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return rte_ring_sc_dequeue_burst_elem(lc->note, n, sizeof(*n), max, NULL);
 }
 
