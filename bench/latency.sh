@@ -44,7 +44,10 @@ done
 if [ "$GUEST" = 1 ] && [ "${RXE_VM:-0}" != 1 ]; then
 	mkdir -p "$OUT"
 	OUT=$(cd "$OUT" && pwd)
-	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW="$OUT" "$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
+	# 4 GiB: the guest's writes (the stored frames of three transports' sweeps, over 1 GiB
+	# at the default durations) live in a tmpfs of half its memory
+	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW="$OUT" RXE_VM_MEM="${RXE_VM_MEM:-4096}" \
+		"$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
 		bash "$SRC/bench/latency.sh" "$BUILD" --guest --out "$OUT" "${ARGS[@]}"
 fi
 # in the guest only the dirs of RXE_VM_RW are kept; the data dir is scratch: /tmp there
