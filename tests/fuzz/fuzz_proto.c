@@ -25,6 +25,8 @@ static const ProtobufCMessageDescriptor *const descs[] = {
 	&h3000__stats_request__descriptor,
 	&h3000__stats_reply__descriptor,
 	&grpc__health__v1__health_check_request__descriptor,
+	&h3000__members_request__descriptor,   /* fleet: rpc Members (node and producer) */
+	&h3000__members_reply__descriptor,
 };
 #define NDESCS (sizeof(descs) / sizeof(descs[0]))
 

@@ -133,6 +133,10 @@ def main():
     write("fuzz_proto", "stats-reply", b"\x06" + b"".join(fv(i, i * 1000) for i in range(1, 12)))
     write("fuzz_proto", "health", b"\x07" + fb(1, "h3000.RDMASvc"))
     write("fuzz_proto", "frame-meta-packed-repeats", b"\x00" + frame_meta(1, 5) * 20)
+    member = lambda nid, addr, st: fb(1, nid) + fb(2, addr) + fv(3, st) + fv(4, 1764000000000)
+    write("fuzz_proto", "members-request", b"\x08")
+    write("fuzz_proto", "members-reply", b"\x09" + fb(1, member("node0", "127.0.0.1:7471", 1))
+          + fb(1, member("node1", "[::1]:7471", 2)) + fb(2, "node0") + fv(3, 7) + fb(4, "postgresql"))
     # store path: wafer \0 frame \0 wafer2 \0 frame2
     write("fuzz_store_path", "plain", b"W1\x0042\x00W1\x0043")
     write("fuzz_store_path", "dots", b"lot..7\x00..\x00lot..7\x00%2E%2E")
