@@ -284,13 +284,13 @@ static void notice(struct ing_rdma_lcore *lc, uint32_t kind, const struct rdma_c
 		return;
 	}
 	/*
-	 * Doorbell, at most once until control finds the ring empty again. The fence pairs with
-	 * the one in ing_rdma_lcore_notices: either control's last look sees this notice, or
-	 * this exchange sees its re-arm (0) and rings. ("Was the ring empty before this
+	 * Doorbell, at most once until control finds the ring empty again: the protocol of
+	 * dataplane/fring.c. Both sides use seq_cst read-modify-writes on note_rung, so either
+	 * control's last look (after its re-arm in ing_rdma_lcore_notices) sees this notice, or
+	 * this exchange sees the re-arm (0) and rings. ("Was the ring empty before this
 	 * enqueue?" cannot decide it: control may empty the ring between that look and the
 	 * enqueue, find nothing more and go to sleep with this notice in the ring.)
 	 */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_exchange_n(&lc->note_rung, 1, __ATOMIC_SEQ_CST) == 0)
 		efd_ring(lc->io.note_fd);
 }
@@ -1382,8 +1382,7 @@ unsigned ing_rdma_lcore_notices(struct ing_rdma_lcore *lc, struct ing_rdma_notic
 	if (k)
 		return k;
 	/* empty: re-arm the doorbell, then look once more (see notice()) */
-	__atomic_store_n(&lc->note_rung, 0, __ATOMIC_SEQ_CST);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	(void)__atomic_exchange_n(&lc->note_rung, 0, __ATOMIC_SEQ_CST);
 	return rte_ring_sc_dequeue_burst_elem(lc->note, n, sizeof(*n), max, NULL);
 }
 
