@@ -1073,11 +1073,11 @@ void svc_ack_received(struct svc_frame *e, uint64_t latency_ns)
 	svc_send_ack(e->call, &a);
 }
 
-void svc_vnack(struct svc_call *pc, const char *frame_id, int code, bool retryable,
-	       const char *fmt, va_list ap)
+void svc_vnack(struct svc_call *pc, const char *wafer, const char *frame_id, int code,
+	       bool retryable, const char *fmt, va_list ap)
 {
 	struct svc_ack a = { .ok = false, .code = (uint8_t)code, .retryable = retryable };
-	svc_ack_set_id(&a, NULL, frame_id);
+	svc_ack_set_id(&a, wafer, frame_id);
 	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
 	pc->svc->c_refused++;
 	svc_metrics_result(pc->svc, pc->xp->xport, SVC_R_REFUSED, 0);
@@ -1085,11 +1085,12 @@ void svc_vnack(struct svc_call *pc, const char *frame_id, int code, bool retryab
 	svc_send_ack(pc, &a);
 }
 
-void svc_nack(struct svc_call *pc, const char *frame_id, int code, bool retryable, const char *fmt, ...)
+void svc_nack(struct svc_call *pc, const char *wafer, const char *frame_id, int code,
+	      bool retryable, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	svc_vnack(pc, frame_id, code, retryable, fmt, ap);
+	svc_vnack(pc, wafer, frame_id, code, retryable, fmt, ap);
 	va_end(ap);
 }
 

@@ -61,11 +61,11 @@ static int ctl_admit(struct ctl_call *cc, const H3000__FrameMeta *m)
 	int rc;
 
 	if (svc_frame_find(s, W, F)) {
-		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, true, "frame %s of wafer %s: already in flight in this node", F, W);
+		svc_nack(pc, W, F, ING_E_INVALID_ARGUMENT, true, "frame %s of wafer %s: already in flight in this node", F, W);
 		goto done;
 	}
 	if (ing_svc_stopping(s)) {
-		svc_nack(pc, F, ING_E_SHUTTING_DOWN, true, "frame %s: ingest node is shutting down", F);
+		svc_nack(pc, W, F, ING_E_SHUTTING_DOWN, true, "frame %s: ingest node is shutting down", F);
 		goto done;
 	}
 	if (!s->rdma) {
@@ -99,11 +99,11 @@ static int ctl_admit(struct ctl_call *cc, const H3000__FrameMeta *m)
 		return admit_defer(&s->adm, r) == -EAGAIN ? CTL_WAIT : CTL_DONE;
 refused:
 	if (rc == -ENOTCONN) {
-		svc_nack(pc, F, ING_E_NO_TRANSPORT, false,
+		svc_nack(pc, W, F, ING_E_NO_TRANSPORT, false,
 			 "frame %s: no RDMA connection for this session, so the node cannot read it; "
 			 "connect RDMA (Negotiate + rdma_cm) or send the bytes with PushFrames", F);
 	} else {
-		svc_nack(pc, F, ING_E_BUSY, true, "frame %s: cannot queue the RDMA read (%d)", F, rc);
+		svc_nack(pc, W, F, ING_E_BUSY, true, "frame %s: cannot queue the RDMA read (%d)", F, rc);
 	}
 done:
 	admit_cancel(&s->adm, r);
@@ -146,7 +146,7 @@ void svc_ctl_progress(struct admit_req *r, bool expired)
 		admit_cancel(&pc->svc->adm, r);   /* the call is ending: hold nothing back */
 	} else {
 		if (expired)
-			svc_nack(pc, m->frameid, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
+			svc_nack(pc, ctl_wafer(m), m->frameid, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
 				 m->frameid, pc->svc->o.frame_timeout_ms);
 		else if (ctl_admit(cc, m) == CTL_WAIT)
 			return;
@@ -216,22 +216,22 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 		return pc->err_status;
 	}
 	if (len > SVC_META_MAX) {
-		svc_nack(pc, "", ING_E_INVALID_ARGUMENT, false,
+		svc_nack(pc, NULL, "", ING_E_INVALID_ARGUMENT, false,
 			 "FrameMeta of %zu bytes is larger than %u", len, SVC_META_MAX);
 		return 0;
 	}
 	if (!m) {
-		svc_nack(pc, "", ING_E_INVALID_ARGUMENT, false, "malformed FrameMeta (%zu bytes)", len);
+		svc_nack(pc, NULL, "", ING_E_INVALID_ARGUMENT, false, "malformed FrameMeta (%zu bytes)", len);
 		return 0;
 	}
 	const char *F = m->frameid;
 	if (nul) {
-		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+		svc_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frameId or waferId contains a NUL byte: both must be " ING_ID_RULE);
 		return 0;
 	}
 	if (m->sessionid && m->sessionid != pc->sess->id) {
-		svc_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+		svc_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
 			 F, m->sessionid, pc->sess->id);
 		return 0;
@@ -240,7 +240,7 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	int code = svc_meta_check(s, pc->sess, F, strlen(F), NULL, m->length, m->waferid, &wafer,
 				  why, sizeof(why));
 	if (code) {
-		svc_nack(pc, F, code, false, "%s", why);
+		svc_nack(pc, NULL, F, code, false, "%s", why);
 		return 0;
 	}
 	if (ctl_admit(cc, m) == CTL_WAIT)

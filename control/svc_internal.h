@@ -335,10 +335,12 @@ int svc_send_ack(struct svc_call *pc, const struct svc_ack *a);
  * is not UTF-8 (an Ack's strings must be) or longer than ING_ID_MAX (its prefix could be
  * another frame's id). */
 void svc_ack_set_id(struct svc_ack *a, const char *wafer, const char *id);
-void svc_nack(struct svc_call *pc, const char *frame_id, int code, bool retryable,
-	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-void svc_vnack(struct svc_call *pc, const char *frame_id, int code, bool retryable,
-	       const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+/* A frame refused before admission: its one answer. wafer: the validated wafer it names
+ * (NULL: not known, or not valid), echoed in Ack.waferId as in every other Ack. */
+void svc_nack(struct svc_call *pc, const char *wafer, const char *frame_id, int code,
+	      bool retryable, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void svc_vnack(struct svc_call *pc, const char *wafer, const char *frame_id, int code,
+	       bool retryable, const char *fmt, va_list ap) __attribute__((format(printf, 6, 0)));
 /* The final answer for every frame is the DURABLE ack or a failure; sessions that asked
  * for it (ack_received) get an Ack{RECEIVED} first, sent here. */
 void svc_ack_received(struct svc_frame *e, uint64_t latency_ns);

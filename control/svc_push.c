@@ -93,15 +93,15 @@ static void refused_add(struct push_call *pc, const char *frame_id)
 }
 
 /* Refuse a frame: its one answer; its later chunks are dropped. */
-static void push_nack(struct push_call *pc, const char *frame_id, int code, bool retryable,
-		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void push_nack(struct push_call *pc, const char *frame_id, int code, bool retryable,
-		      const char *fmt, ...)
+static void push_nack(struct push_call *pc, const char *wafer, const char *frame_id, int code,
+		      bool retryable, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void push_nack(struct push_call *pc, const char *wafer, const char *frame_id, int code,
+		      bool retryable, const char *fmt, ...)
 {
 	va_list ap;
 	refused_add(pc, frame_id);
 	va_start(ap, fmt);
-	svc_vnack(&pc->c, frame_id, code, retryable, fmt, ap);
+	svc_vnack(&pc->c, wafer, frame_id, code, retryable, fmt, ap);
 	va_end(ap);
 }
 
@@ -122,7 +122,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		if (svc_call_bind_session(&pc->c, p->session_id))
 			return R_FAIL;
 	} else if (p->session_id && p->session_id != pc->c.sess->id) {
-		push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+		push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
 			 F, p->session_id, pc->c.sess->id);
 		return R_DISCARD;
@@ -131,12 +131,12 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 	if (O == 0 && (p->seen & (1u << CP_F_META))) {
 		/* first chunk */
 		if (s->stopping) {
-			push_nack(pc, F, ING_E_SHUTTING_DOWN, true,
+			push_nack(pc, NULL, F, ING_E_SHUTTING_DOWN, true,
 				 "frame %s: ingest node is shutting down", F);
 			return R_DISCARD;
 		}
 		if (p->meta_oversize) {
-			push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+			push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: meta larger than %u bytes", F, SVC_META_MAX);
 			return R_DISCARD;
 		}
@@ -144,11 +144,11 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		svc_arena_allocator(&pc->c, &a);
 		H3000__FrameMeta *m = h3000__frame_meta__unpack(&a, p->meta_len, p->meta);
 		if (!m) {
-			push_nack(pc, F, ING_E_INVALID_ARGUMENT, false, "frame %s: malformed meta", F);
+			push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false, "frame %s: malformed meta", F);
 			return R_DISCARD;
 		}
 		if (svc_pb_string_has_nul(p->meta, p->meta_len, 1, 5)) {
-			push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+			push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: meta.frameId or meta.waferId contains a NUL byte: both must be "
 				 ING_ID_RULE, F);
 			return R_DISCARD;
@@ -158,7 +158,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		int code = svc_meta_check(s, pc->c.sess, F, p->id_len, m->frameid, m->length,
 					  m->waferid, &wafer, why, sizeof(why));
 		if (code) {
-			push_nack(pc, F, code, false, "%s", why);
+			push_nack(pc, NULL, F, code, false, "%s", why);
 			return R_DISCARD;
 		}
 		e = svc_frame_find_call(s, &pc->c, F);
@@ -169,12 +169,12 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 			return R_DISCARD;
 		}
 		if (svc_frame_find(s, wafer, F)) {
-			push_nack(pc, F, ING_E_INVALID_ARGUMENT, true,
+			push_nack(pc, wafer, F, ING_E_INVALID_ARGUMENT, true,
 				 "frame %s of wafer %s: already in flight in this node", F, wafer);
 			return R_DISCARD;
 		}
 		if (n > m->length) {
-			push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+			push_nack(pc, wafer, F, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: chunk of %" PRIu64 " bytes past the declared length %" PRIu64,
 				 F, n, m->length);
 			return R_DISCARD;
@@ -192,7 +192,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		if (rc == -EAGAIN)
 			return R_WAIT;
 		if (rc) {
-			push_nack(pc, F, ING_E_TOO_LARGE, false, "frame %s: %" PRIu64 " bytes fit no slot",
+			push_nack(pc, wafer, F, ING_E_TOO_LARGE, false, "frame %s: %" PRIu64 " bytes fit no slot",
 				  F, m->length);
 			return R_DISCARD;
 		}
@@ -208,7 +208,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		f->t_admit_ns = ing_now_ns();
 		e = svc_frame_admit(s, &pc->c, &xport_grpc_stream, f, &rc);
 		if (!e) {
-			push_nack(pc, F, ING_E_BUSY, true, "frame %s: cannot be admitted (%d)", F, rc);
+			push_nack(pc, wafer, F, ING_E_BUSY, true, "frame %s: cannot be admitted (%d)", F, rc);
 			return R_DISCARD;
 		}
 		refused_take(pc, F, true);   /* a retry of a frame refused earlier */
@@ -221,12 +221,12 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 	if (!e && refused_take(pc, F, p->last))
 		return R_DISCARD;   /* the frame was refused or failed: it had its one answer */
 	if (O == 0 && !e) {
-		push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+		push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: first chunk (offset 0) carries no meta", F);
 		return R_DISCARD;
 	}
 	if (!e) {
-		push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+		push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: chunk at offset %" PRIu64
 			 " but the frame is not in progress on this stream (missing first chunk?)", F, O);
 		return R_DISCARD;
@@ -234,7 +234,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 	if (e->state != FE_FILLING) {
 		if (O == e->length && n == 0)
 			return R_DISCARD; /* an empty closing chunk after the frame completed */
-		push_nack(pc, F, ING_E_INVALID_ARGUMENT, false,
+		push_nack(pc, e->f->wafer_id, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: chunk at offset %" PRIu64 " after the frame was complete", F, O);
 		return R_DISCARD;
 	}
@@ -407,7 +407,7 @@ static int msg_finish(struct push_call *pc)
 		if (p->late_fields && (strcmp(p->frame_id, pc->snap_frame_id) != 0 ||
 				       p->offset != pc->snap_offset || p->session_id != pc->snap_session)) {
 			/* the bytes went to the frame the earlier fields named; refuse the chunk */
-			push_nack(pc, p->frame_id, ING_E_INVALID_ARGUMENT, false,
+			push_nack(pc, NULL, p->frame_id, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: frameId/offset/sessionId after data are not supported",
 				 p->frame_id);
 			pc->cur = NULL;
@@ -538,7 +538,7 @@ static void push_progress(struct admit_req *ar, bool expired)
 	struct chunk_parser *p = &pc->cp;
 	int r;
 	if (expired) {
-		push_nack(pc, p->frame_id, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
+		push_nack(pc, NULL, p->frame_id, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
 			  p->frame_id, pc->c.svc->o.frame_timeout_ms);
 		r = R_DISCARD;
 	} else {

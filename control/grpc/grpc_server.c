@@ -37,6 +37,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
+#include <poll.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -129,6 +130,8 @@ struct conn {
 	uint64_t id;
 	unsigned nstreams;        /* calls (streams) open on it */
 	bool preface_done;        /* client SETTINGS received (and TLS handshake done) */
+	bool linger;              /* closing because the HTTP/2 session is done: FIN, then wait
+				   * for the client's close before close() (linger_start) */
 	bool health_only;         /* accepted in the health reserve: Health/Check only */
 	uint64_t t_idle_ns;       /* when it last became idle (accepted, or last stream ended) */
 	struct ing_timer limit;   /* handshake deadline, then idle deadline */
@@ -150,6 +153,7 @@ struct ing_grpc_server {
 	struct ing_grpc_server_limits lim; /* what the fair-sharing limits did (counters) */
 	uint64_t next_conn_id;
 	struct conn *conns;
+	struct lconn *lingers;   /* connections half-closed, waiting for the client's close */
 	SSL_CTX *ssl_ctx;
 	nghttp2_session_callbacks *cbs;
 	nghttp2_option *h2opt;
@@ -1130,6 +1134,7 @@ static bool conn_service(struct conn *cn, bool readable)
 			 * now, not after up to SRV_READS_PER_EVENT more reads of the next frame. */
 			int frc = conn_flush(cn);
 			if (frc != 0) {
+				cn->linger = frc > 0;
 				conn_close(cn, frc < 0 ? "write error" : NULL);
 				return false;
 			}
@@ -1139,6 +1144,7 @@ static bool conn_service(struct conn *cn, bool readable)
 	}
 	int rc = conn_flush(cn);
 	if (rc != 0) {
+		cn->linger = rc > 0;
 		conn_close(cn, rc < 0 ? "write error" : NULL);
 		return false;
 	}
@@ -1167,6 +1173,95 @@ static void conn_kick(struct conn *cn)
 		ing_timer_arm(cn->srv->loop, &cn->kick, 0);
 }
 
+/*
+ * Lingering close. When the HTTP/2 session is over (GOAWAY sent, no stream left) the
+ * client may still be reading the last messages and sending WINDOW_UPDATEs for them; a
+ * close() with such input unread answers with RST, and an RST makes the client's kernel
+ * drop what the client had not read yet (the last messages, the trailers). So: FIN
+ * (shutdown SHUT_WR), read and discard until the client closes too or LINGER_MS pass,
+ * then close(). At most MAX_LINGERS at once (beyond: drain and close at once, as before).
+ */
+#define LINGER_MS 2000
+#define MAX_LINGERS 256
+struct lconn {
+	struct ing_grpc_server *s;
+	int fd;
+	struct ing_timer t;
+	struct lconn *prev, *next;
+};
+static unsigned nlingers(const struct ing_grpc_server *s)
+{
+	unsigned n = 0;
+	for (const struct lconn *l = s->lingers; l; l = l->next)
+		n++;
+	return n;
+}
+
+static void linger_end(struct lconn *l)
+{
+	struct ing_grpc_server *s = l->s;
+	(void)ing_loop_del_fd(s->loop, l->fd);
+	ing_timer_cancel(s->loop, &l->t);
+	close(l->fd);
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		s->lingers = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	free(l);
+}
+
+/* Read what came; true once the client has closed (or the connection is gone). */
+static bool linger_drain(int fd)
+{
+	char sink[4096];
+	ssize_t r;
+	for (int i = 0; i < 64; i++) {
+		r = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (r > 0)
+			continue;
+		return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+	}
+	return false;
+}
+
+static void linger_event(void *arg, uint32_t events)
+{
+	struct lconn *l = arg;
+	(void)events;
+	if (linger_drain(l->fd))
+		linger_end(l);
+}
+
+static void linger_timeout(void *arg)
+{
+	linger_end(arg);
+}
+
+/* Hand fd over to a linger; false (the caller closes it) when that cannot be done. */
+static bool linger_start(struct ing_grpc_server *s, int fd)
+{
+	if (nlingers(s) >= MAX_LINGERS || shutdown(fd, SHUT_WR))
+		return false;
+	struct lconn *l = calloc(1, sizeof(*l));
+	if (!l)
+		return false;
+	l->s = s;
+	l->fd = fd;
+	ing_timer_init(&l->t, linger_timeout, l);
+	if (ing_loop_add_fd(s->loop, fd, EPOLLIN, linger_event, l)) {
+		free(l);
+		return false;
+	}
+	ing_timer_arm(s->loop, &l->t, ing_now_ns() + LINGER_MS * 1000000ull);
+	l->next = s->lingers;
+	if (l->next)
+		l->next->prev = l;
+	s->lingers = l;
+	return true;
+}
+
 /* Tear down: every live call gets on_close(UNAVAILABLE). Loop callbacks only. */
 static void conn_close(struct conn *cn, const char *why)
 {
@@ -1193,7 +1288,7 @@ static void conn_close(struct conn *cn, const char *why)
 	}
 	/* close() with unread input sends RST, and an RST makes the peer's kernel drop what
 	 * the peer has not read yet (the last acks, the trailers): read the input away first */
-	if (cn->fd >= 0) {
+	if (cn->fd >= 0 && !(cn->linger && linger_start(s, cn->fd))) {
 		char sink[4096];
 		for (int i = 0; i < 64 && recv(cn->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 			;
@@ -1699,13 +1794,33 @@ void ing_grpc_server_shutdown(struct ing_grpc_server *s)
 	}
 }
 
+/*
+ * At teardown (after a graceful shutdown): every connection still open is half-closed
+ * too, and the loop runs until every linger has ended (the clients closed) or LINGER_MS.
+ */
+static void linger_all(struct ing_grpc_server *s)
+{
+	for (struct conn *cn = s->conns, *nx; cn; cn = nx) {
+		nx = cn->next;
+		cn->linger = true;
+		conn_close(cn, NULL);
+	}
+	uint64_t end = ing_now_ns() + LINGER_MS * 1000000ull;
+	while (s->lingers && ing_now_ns() < end)
+		(void)ing_loop_run_once(s->loop, 20);
+}
+
 void ing_grpc_server_destroy(struct ing_grpc_server *s)
 {
 	if (!s)
 		return;
 	stop_listening(s);
+	if (s->shutting_down)
+		linger_all(s);
 	while (s->conns)
 		conn_close(s->conns, NULL);
+	while (s->lingers)
+		linger_end(s->lingers);
 	if (s->cbs)
 		nghttp2_session_callbacks_del(s->cbs);
 	if (s->h2opt)

@@ -384,6 +384,7 @@ class T2ControlStream(unittest.TestCase):
             feed.send(PB.FrameMeta(frameId=f, addr=0x1000, rkey=7, length=4096, waferId="W1"))
             a = next(resp)
             self.assertEqual(a.frameId, f)
+            self.assertEqual(a.waferId, "W1")   # a NACK names the wafer too, once it is valid
             self.assertFalse(a.ok)
             self.assertEqual(a.code, PB.ERROR_NO_TRANSPORT)
             self.assertIn("PushFrames", a.msg)
@@ -438,6 +439,9 @@ class T2ControlStream(unittest.TestCase):
                          [PB.ERROR_INVALID_ARGUMENT] * 4 + [PB.ERROR_NO_TRANSPORT], acks)
         self.assertFalse(any(a.ok for a in acks))
         self.assertEqual([a.frameId for a in acks[:3]], ids[:3])
+        # the wafer is echoed only where it passed the rule (the last: refused for want of
+        # RDMA); a refused descriptor's wafer is not repeated back
+        self.assertEqual([a.waferId for a in acks], [""] * 6 + ["../etc"])
         self.assertEqual(acks[-1].frameId, ids[3])
         for a in acks[2:6]:     # a bad wafer id, then the three bad frame ids
             self.assertIn(ID_RULE, a.msg)
