@@ -1289,9 +1289,7 @@ static void conn_close(struct conn *cn, const char *why)
 	/* close() with unread input sends RST, and an RST makes the peer's kernel drop what
 	 * the peer has not read yet (the last acks, the trailers): read the input away first */
 	if (cn->fd >= 0 && !(cn->linger && linger_start(s, cn->fd))) {
-		char sink[4096];
-		for (int i = 0; i < 64 && recv(cn->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
-			;
+		(void)linger_drain(cn->fd);
 		close(cn->fd);
 	}
 	if (cn->prev)
