@@ -464,7 +464,8 @@ static const struct opt_def opt_table[] = {
 	LISTEN("listen", listen, "gRPC listen address (default 127.0.0.1:50051; port 0: pick one)"),
 	PATH("data-dir", data_dir, "DIR", "frames/ and catalog.db go here (default ./ingest-data)"),
 	CUSTOM("pool", pool, set_pool, "SPEC", "MR pool size classes SIZE:COUNT,... (default 4M:16,16M:8,64M:4)"),
-	TRISTATE("hugepages", hugepages, "auto|on|off (default off: EAL --no-huge, 4 KiB pages)"),
+	TRISTATE("hugepages", hugepages, "auto|on|off: the MR pool on hugepages (default auto: when enough\n"
+		 "are free on the pool's NUMA node, else 4 KiB pages and one warning)"),
 	UINT("workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers"),
 	UINT("worker-nice", worker_nice, 0, 19, "persistence workers run SCHED_BATCH at this nice level, below\n"
 	     "control and the RDMA pollers (default 5; 0: normal priority)"),

@@ -39,6 +39,9 @@ struct ing_doctor_opts {
 	const char *data_dir;     /* NULL: storage checks say they were skipped (WARN) */
 	const char *rdma_dev;     /* NULL: the first device (by name); set: missing is a FAIL */
 	uint64_t pool_bytes;      /* MR pool size to check against; default 256 MiB */
+	uint64_t pool_hugepages;  /* hugepages the pool needs (ing_hugepages_for_pool over its
+				   * classes); 0: pool_bytes rounded up to the hugepage size */
+	int hugepages;            /* ingestd's --hugepages: -1 auto (default), 1 on, 0 off */
 	int64_t memlock;          /* bytes, or ING_DOCTOR_MEMLOCK_RLIMIT (default) / _UNLIMITED */
 	struct ing_plan_opts plan; /* placement options/overrides (as ingestd would get them) */
 };
