@@ -485,7 +485,7 @@ static const struct opt_def opt_table[] = {
 	       "RDMA WRITE push for producers that ask for it (docs/PUSH.md): auto (default:\n"
 	       "memory windows where the device has type 2, else the pool MR), mw, mr, off"),
 	UINT("grant-ms", grant_ms, 100, 3600000, "push: a granted slot not written within N ms fails its frame"),
-	UINT("max-sessions", max_sessions, 1, 1u << 20, "session table size"),
+	UINT("max-sessions", max_sessions, 1, 1u << 20, "session table size (default 4096)"),
 	SECS("session-idle", session_idle_ms, 1, 7 * 86400, "a negotiated session with no stream expires after SEC"),
 	CUSTOM("persist-ring", persist_ring, set_persist_ring, "N", "frames queued per persistence worker, a power of 2 (default 4096)"),
 	CUSTOM("log-level", log_level, set_log_level, "LEVEL", "err|warn|info|debug (default info)"),
@@ -508,7 +508,8 @@ static const struct opt_def opt_table[] = {
 	UINT("max-conns-per-peer", max_conns_per_peer, 1, 65536, "connections per client address (default 32)"),
 	UINT("health-reserve", health_reserve, 1, 1024, "extra connections for Health/Check only when all are busy\n"
 	     "(default 8)"),
-	UINT("max-sessions-per-peer", max_sessions_per_peer, 1, 1u << 20, "sessions per client address (default 64)"),
+	UINT("max-sessions-per-peer", max_sessions_per_peer, 1, 1u << 20, "sessions per client address (default 512: two connections\n"
+	     "full of streams, each stream without a session takes one)"),
 	UINT("max-slots-per-peer", max_slots_per_peer, 1, 1u << 20, "pool slots per client address while another address waits\n"
 	     "for one (default: 3/4 of the pool)"),
 	UINT("slot-stall-ms", slot_stall_ms, 10, 86400000, "a frame whose bytes stop for N ms fails (retryable) and frees\n"
