@@ -48,6 +48,7 @@ void ing_doctor_opts_init(struct ing_doctor_opts *o)
 	o->procfs_root = "/proc";
 	o->pool_bytes = ING_DOCTOR_DEFAULT_POOL_BYTES;
 	o->memlock = ING_DOCTOR_MEMLOCK_RLIMIT;
+	o->hugepages = -1;
 	ing_plan_opts_init(&o->plan);
 }
 
@@ -383,6 +384,43 @@ static void check_rdma(struct ctx *c)
 
 /* ------------------------------------------------------------------ memory */
 
+/* The pool is prefaulted at start: on 4 KiB pages it needs that much memory available. */
+static void check_pool_memory(struct ctx *c)
+{
+	const struct ing_doctor_opts *o = c->o;
+	char path[PATH_MAX], line[256], a[32], b[32];
+	uint64_t total = 0, avail = 0;
+	bool on_huge = o->hugepages > 0 ||
+		       (o->hugepages < 0 && c->hp_free * c->hp_size >= o->pool_bytes);
+
+	snprintf(path, sizeof(path), "%s/meminfo", c->proc);
+	FILE *f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long kb;
+		if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+			total = kb << 10;
+		else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			avail = kb << 10;
+	}
+	if (f)
+		fclose(f);
+	uint64_t have = avail ? avail : total;
+	if (on_huge)
+		add(c, "memory", "memory.pool", ING_CHECK_PASS, NULL,
+		    "pool %s on hugepages (memory.hugepages)", human(o->pool_bytes, a, 32));
+	else if (!have)
+		add(c, "memory", "memory.pool", ING_CHECK_WARN, "check /proc/meminfo",
+		    "pool %s: no MemTotal in %s", human(o->pool_bytes, a, 32), path);
+	else if (o->pool_bytes > have)
+		add(c, "memory", "memory.pool", ING_CHECK_FAIL,
+		    "give --pool fewer or smaller size classes, or free memory",
+		    "pool %s > %s %s: ingestd cannot prefault it", human(o->pool_bytes, a, 32),
+		    human(have, b, 32), avail ? "available (MemAvailable)" : "memory (MemTotal)");
+	else
+		add(c, "memory", "memory.pool", ING_CHECK_PASS, NULL, "pool %s <= %s %s",
+		    human(o->pool_bytes, a, 32), human(have, b, 32), avail ? "available" : "memory");
+}
+
 static void check_memory(struct ctx *c)
 {
 	const struct ing_doctor_opts *o = c->o;
@@ -461,7 +499,11 @@ static void check_memory(struct ctx *c)
 	if (!c->hp_size)
 		c->hp_size = 2ull << 20;
 	uint64_t pages = (pool + c->hp_size - 1) / c->hp_size;
-	if (!ns) {
+	if (o->hugepages == 0) {
+		add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
+		    "not used (--hugepages off): the MR pool is on 4 KiB pages%s%s",
+		    per_size[0] ? "; reserved: " : "", per_size);
+	} else if (!ns) {
 		add(c, "memory", "memory.hugepages", ING_CHECK_WARN,
 		    "use a kernel with CONFIG_HUGETLBFS; until then ingestd runs with --no-huge",
 		    "kernel has no hugetlb support: the MR pool uses 4 KiB pages (slower)");
@@ -473,18 +515,22 @@ static void check_memory(struct ctx *c)
 		    "no hugepages reserved: the MR pool uses 4 KiB pages (slower, more MTT entries)");
 	} else if (c->hp_free * c->hp_size < pool) {
 		snprintf(fix, sizeof(fix), "echo %llu > /sys/kernel/mm/hugepages/hugepages-%llukB/"
-			 "nr_hugepages, or a smaller --pool-bytes",
+			 "nr_hugepages, or a smaller pool",
 			 (unsigned long long)((uint64_t)nr_def + pages - c->hp_free),
 			 (unsigned long long)(c->hp_size >> 10));
-		add(c, "memory", "memory.hugepages", ING_CHECK_FAIL, fix,
-		    "%s reserved; %llu x %s free = %s < pool %s", per_size,
+		/* auto: ingestd's pool falls back to 4 KiB pages; on: it does not start */
+		add(c, "memory", "memory.hugepages", o->hugepages > 0 ? ING_CHECK_FAIL : ING_CHECK_WARN,
+		    fix, "%s reserved; %llu x %s free = %s < pool %s%s", per_size,
 		    (unsigned long long)c->hp_free, human(c->hp_size, a, 32),
-		    human(c->hp_free * c->hp_size, b, 32), human(pool, line, 32));
+		    human(c->hp_free * c->hp_size, b, 32), human(pool, line, 32),
+		    o->hugepages > 0 ? " (--hugepages on)" : ": the pool falls back to 4 KiB pages");
 	} else {
 		add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
 		    "%s reserved; free %s >= pool %s", per_size, human(c->hp_free * c->hp_size, a, 32),
 		    human(pool, b, 32));
 	}
+
+	check_pool_memory(c);
 
 	/* hugetlbfs mount (EAL and the pool look for one) */
 	char mnt[256] = "", mopt[256] = "";

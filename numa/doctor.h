@@ -39,6 +39,8 @@ struct ing_doctor_opts {
 	const char *data_dir;     /* NULL: storage checks say they were skipped (WARN) */
 	const char *rdma_dev;     /* NULL: the first device (by name); set: missing is a FAIL */
 	uint64_t pool_bytes;      /* MR pool size to check against; default 256 MiB */
+	int hugepages;            /* as ingestd --hugepages: 1 on (too few free: FAIL), 0 off
+				     (not checked), -1 auto (default; too few: WARN, 4 KiB pages) */
 	int64_t memlock;          /* bytes, or ING_DOCTOR_MEMLOCK_RLIMIT (default) / _UNLIMITED */
 	struct ing_plan_opts plan; /* placement options/overrides (as ingestd would get them) */
 };
