@@ -715,6 +715,16 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		gso.max_conns_per_peer = d->o.max_conns_per_peer;
 	if (d->o.health_reserve)
 		gso.health_reserve = d->o.health_reserve;
+	{
+		/* every stream without a session takes one: a peer limited below one connection's
+		   streams is refused below what the node advertises (SETTINGS) */
+		unsigned spp = so.max_sessions_per_peer ? so.max_sessions_per_peer :
+							   ING_DEFAULT_MAX_SESSIONS_PER_PEER;
+		if (spp < gso.max_concurrent_streams)
+			ING_WARN(COMP, "--max-sessions-per-peer %u is below the %u concurrent streams a "
+				 "connection may open: a client's streams past %u get RESOURCE_EXHAUSTED",
+				 spp, gso.max_concurrent_streams, spp);
+	}
 	unsigned nm;
 	const struct ing_grpc_method *methods = ing_svc_methods(d->svc, &nm);
 	d->srv = ing_grpc_server_create(d->loop, &gso, methods, nm);

@@ -277,7 +277,7 @@ static const struct ing_opt opt_table[] = {
 			"(default: memory windows where the device has type 2, else\n"
 			"the pool MR), mw, mr, off"),
 	SECS("grant-timeout", grant_ms, 100, 3600 * S, "push: a granted slot not written within this fails its frame"),
-	ING_OPT_UINT_(O, "max-sessions", max_sessions, 1, 1u << 20, "session table size"),
+	ING_OPT_UINT_(O, "max-sessions", max_sessions, 1, 1u << 20, "session table size (default 4096)"),
 	SECS("session-idle", session_idle_ms, 1 * S, 7 * DAY, "a negotiated session with no stream expires after this"),
 	ING_OPT_CUSTOM_(O, "persist-ring", persist_ring, set_persist_ring, "N",
 			"frames queued per persistence worker, a power of 2 (default 4096)"),
@@ -302,7 +302,9 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_UINT_(O, "max-conns-per-peer", max_conns_per_peer, 1, 65536, "connections per client address (default 32)"),
 	ING_OPT_UINT_(O, "health-reserve", health_reserve, 1, 1024, "extra connections for Health/Check only when all are busy\n"
 		      "(default 8)"),
-	ING_OPT_UINT_(O, "max-sessions-per-peer", max_sessions_per_peer, 1, 1u << 20, "sessions per client address (default 64)"),
+	ING_OPT_UINT_(O, "max-sessions-per-peer", max_sessions_per_peer, 1, 1u << 20, "sessions per client address (default 512: two\n"
+		      "connections full of streams, each stream without a session\n"
+		      "takes one)"),
 	ING_OPT_UINT_(O, "max-slots-per-peer", max_slots_per_peer, 1, 1u << 20, "pool slots per client address while another address waits\n"
 		      "for one (default: 3/4 of the pool)"),
 	SECS("slot-stall", slot_stall_ms, 10, DAY, "a frame whose bytes stop this long fails (retryable) and\n"

@@ -18,7 +18,7 @@ PKGS=(
   # packaging and ABI checks (make deb, make test)
   abigail-tools lintian dpkg-dev fakeroot
   # fuzz targets (tests/fuzz, make fuzz): clang + libFuzzer
-  clang-14 libfuzzer-14-dev
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev
   # tests: real gRPC client, RDMA tools, Soft-RoCE guest
   python3 python3-grpcio python3-grpc-tools python3-h2 openssl
   nodejs
