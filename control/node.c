@@ -417,6 +417,22 @@ static int pool_hugepages_mode(const struct ing_node *d, const struct ing_pool_o
 	return 0;
 }
 
+/* --listen and --metrics-listen can be bound (the real bind comes after EAL and the pool) */
+static int listen_check(const struct ing_node *d)
+{
+	char why[384];
+	int rc = ing_grpc_listen_check(d->o.listen, why, sizeof(why));
+	if (rc) {
+		ING_ERR(COMP, "cannot listen on --listen %s", why);
+		return rc;
+	}
+	if (d->o.metrics_listen && (rc = ing_grpc_listen_check(d->o.metrics_listen, why, sizeof(why)))) {
+		ING_ERR(COMP, "cannot listen on --metrics-listen %s", why);
+		return rc;
+	}
+	return 0;
+}
+
 static void teardown(struct ing_node *d)
 {
 	if (d->loop) {
@@ -498,7 +514,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		   struct ing_node **out)
 {
 	struct ing_node *d;
-	char err[256];
+	char err[512];
 	bool usage = false;
 	int rc = 0;
 
@@ -531,6 +547,12 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 				d->start_cpus[d->n_start_cpus++] = c;
 	}
 
+	/* a pool this machine cannot hold fails here, with the numbers, not as a bare mmap error */
+	if (ing_ingestd_opts_check_host(&d->o, true, err, sizeof(err), NULL, 0)) {
+		fprintf(stderr, "ingestd: %s\n", err);
+		usage = true;
+		goto fail;
+	}
 	rc = data_dir_ready(d->o.data_dir, d->o.sink);
 	if (rc)
 		goto fail;
@@ -573,6 +595,11 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 			{ rc = -EIO; goto fail; }
 		}
 	}
+
+	/* ---- the ports, before EAL and the pool take their time: one in use is said at once */
+	rc = listen_check(d);
+	if (rc)
+		goto fail;
 
 	/* ---- EAL */
 	struct ing_eal_opts eo;

@@ -30,7 +30,8 @@ struct ctx {
 	const char *sys, *proc;
 	bool live_sys;
 	uint64_t hp_size;     /* default hugepage size, bytes */
-	uint64_t hp_free;     /* free hugepages of that size */
+	uint64_t hp_free;     /* free hugepages of that size on the pool's node */
+	uint64_t hp_need;     /* hugepages the pool needs */
 	uint64_t hp_total;    /* reserved, all sizes, bytes */
 	unsigned n_rdma;
 	struct ing_plan plan;
@@ -385,6 +386,43 @@ static void check_rdma(struct ctx *c)
 
 /* ------------------------------------------------------------------ memory */
 
+/* The pool is prefaulted at start: on 4 KiB pages it needs that much memory available. */
+static void check_pool_memory(struct ctx *c)
+{
+	const struct ing_doctor_opts *o = c->o;
+	char path[PATH_MAX], line[256], a[32], b[32];
+	uint64_t total = 0, avail = 0;
+	bool on_huge = o->hugepages > 0 ||
+		       (o->hugepages < 0 && c->hp_free >= c->hp_need);
+
+	snprintf(path, sizeof(path), "%s/meminfo", c->proc);
+	FILE *f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long kb;
+		if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+			total = kb << 10;
+		else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			avail = kb << 10;
+	}
+	if (f)
+		fclose(f);
+	uint64_t have = avail ? avail : total;
+	if (on_huge)
+		add(c, "memory", "memory.pool", ING_CHECK_PASS, NULL,
+		    "pool %s on hugepages (memory.hugepages)", human(o->pool_bytes, a, 32));
+	else if (!have)
+		add(c, "memory", "memory.pool", ING_CHECK_WARN, "check /proc/meminfo",
+		    "pool %s: no MemTotal in %s", human(o->pool_bytes, a, 32), path);
+	else if (o->pool_bytes > have)
+		add(c, "memory", "memory.pool", ING_CHECK_FAIL,
+		    "give --pool fewer or smaller size classes, or free memory",
+		    "pool %s > %s %s: ingestd cannot prefault it", human(o->pool_bytes, a, 32),
+		    human(have, b, 32), avail ? "available (MemAvailable)" : "memory (MemTotal)");
+	else
+		add(c, "memory", "memory.pool", ING_CHECK_PASS, NULL, "pool %s <= %s %s",
+		    human(o->pool_bytes, a, 32), human(have, b, 32), avail ? "available" : "memory");
+}
+
 static void check_memory(struct ctx *c)
 {
 	const struct ing_doctor_opts *o = c->o;
@@ -461,7 +499,10 @@ static void check_memory(struct ctx *c)
 	struct ing_hugepages h;
 	ing_hugepages_query(c->sys, c->proc, o->plan.pool_node, &h);
 	c->hp_free = h.free;
-	uint64_t pages = o->pool_hugepages ? o->pool_hugepages : (pool + h.page_size - 1) / h.page_size;
+	uint64_t pages = o->pool_nclasses ? ing_hugepages_for_pool(o->pool_slot, o->pool_count,
+								    o->pool_nclasses, h.page_size)
+					  : (pool + h.page_size - 1) / h.page_size;
+	c->hp_need = pages;
 	char where[32] = "";
 	if (h.node >= 0)
 		snprintf(where, sizeof(where), " on node %d", h.node);
@@ -490,6 +531,8 @@ static void check_memory(struct ctx *c)
 		    "%s reserved; free%s %s >= pool %s", per_size, where,
 		    human(h.free * h.page_size, a, 32), human(pool, b, 32));
 	}
+
+	check_pool_memory(c);
 
 	/* hugetlbfs mount */
 	char mnt[256] = "", mopt[256] = "";

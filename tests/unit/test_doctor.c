@@ -158,7 +158,7 @@ static void test_fail_machine(void **state)
 	setup_opts(&o, &rt, "fail", "two_socket.xml");
 	o.memlock = 64 << 10;
 	o.pool_bytes = (1ull << 30) + (1ull << 20); /* not a multiple of 2 MiB */
-	o.hugepages = 1;   /* --hugepages on: too few free hugepages is a FAIL */
+	o.hugepages = 1;                            /* ingestd --hugepages on */
 	unsetenv("RDMAV_HUGEPAGES_SAFE");
 	int fails = ing_doctor_run(&o, r);
 	assert_int_equal(fails, 6);
@@ -190,6 +190,31 @@ static void test_fail_machine(void **state)
 	o.hugepages = 0;
 	(void)ing_doctor_run(&o, r);
 	expect(r, "memory.hugepages", ING_CHECK_PASS, "--hugepages off");
+	free(r);
+}
+
+/* --hugepages auto falls back to 4 KiB pages (WARN), off does not use them; the pool must
+ * fit in memory either way (memory.pool) */
+static void test_pool_memory(void **state)
+{
+	(void)state;
+	struct ing_doctor_opts o;
+	struct roots rt;
+	struct ing_doctor_report *r = calloc(1, sizeof(*r));
+
+	setup_opts(&o, &rt, "fail", "two_socket.xml");   /* 10 of 64 hugepages free, 62.5 GiB */
+	o.memlock = ING_DOCTOR_MEMLOCK_UNLIMITED;
+	o.pool_bytes = 1ull << 30;
+	o.hugepages = -1;
+	ing_doctor_run(&o, r);
+	expect(r, "memory.hugepages", ING_CHECK_WARN, "the MR pool uses 4 KiB pages");
+	expect(r, "memory.pool", ING_CHECK_PASS, "1 GiB <= 62.5 GiB memory");
+	o.hugepages = 0;
+	ing_doctor_run(&o, r);
+	expect(r, "memory.hugepages", ING_CHECK_PASS, "not used (--hugepages off)");
+	o.pool_bytes = 100ull << 30;   /* ingestd --pool 64M:1600 */
+	ing_doctor_run(&o, r);
+	expect(r, "memory.pool", ING_CHECK_FAIL, "pool 100 GiB > 62.5 GiB memory (MemTotal)");
 	free(r);
 }
 
@@ -267,7 +292,8 @@ int main(void)
 	snprintf(src, sizeof(src), "%s", s ? s : ".");
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pass_machine), cmocka_unit_test(test_warn_machine),
-		cmocka_unit_test(test_fail_machine), cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_fail_machine),
+		cmocka_unit_test(test_pool_memory), cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_empty_machine),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
