@@ -3,10 +3,10 @@
  * node.c - the ingest node's start, run and stop (control/node.h), moved out of ingestd's
  * main so that tests drive the node directly.
  *
- * Start order: data dir -> topology + placement plan -> EAL -> pool -> ack ring ->
+ * Start order: data dir -> topology + placement plan -> EAL -> pool -> control mailbox ->
  * persistence -> loop -> service -> RDMA -> gRPC server -> /metrics -> run. A stop request
- * (SIGINT/SIGTERM through the signalfd, or ing_node_stop through an eventfd, both in the
- * loop): health NOT_SERVING, GOAWAY, up to 10 s for in-flight frames to become durable and
+ * (SIGINT/SIGTERM through the signalfd, or ing_node_stop as a call on the control thread's
+ * mailbox): health NOT_SERVING, GOAWAY, up to 10 s for in-flight frames to become durable and
  * their acks to go out, then every open call is finished and everything is torn down in
  * reverse order. A second request skips the wait.
  */
@@ -30,7 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -75,7 +75,7 @@ struct ing_node {
 	struct ing_ingestd_opts o;
 	struct ing_loop *loop;
 	struct ing_pool *pool;
-	struct ing_fring *acks;
+	struct ing_mbox *ctl;      /* the control thread's mailbox (lives until ing_node_destroy) */
 	struct ing_persist *persist;
 	struct ing_svc *svc;
 	struct ing_grpc_server *srv;
@@ -90,7 +90,6 @@ struct ing_node {
 	struct ing_timer watchdog; /* systemd WATCHDOG=1 pings, when WATCHDOG_USEC is set */
 	struct ing_fleet *fleet;   /* node identity, membership, catalog export */
 	uint64_t watchdog_ns;      /* ping period (half the watchdog timeout), 0: off */
-	int stop_fd;               /* eventfd: ing_node_stop from any thread */
 	int port;
 	bool torn_down;
 	int status;                /* ing_node_wait's result */
@@ -124,12 +123,6 @@ static void watchdog_cb(void *arg)
 	struct ing_node *d = arg;
 	(void)sd_notify(0, "WATCHDOG=1");
 	ing_timer_arm(d->loop, &d->watchdog, ing_now_ns() + d->watchdog_ns);
-}
-
-static void rdma_cb(void *arg, uint32_t events)
-{
-	(void)events;
-	ing_rdma_dispatch(arg);
 }
 
 static void shutdown_tick(void *arg)
@@ -201,16 +194,11 @@ static void signal_cb(void *arg, uint32_t events)
 	}
 }
 
-static void stop_cb(void *arg, uint32_t events)
+/* ing_node_stop's call, run on the control thread (nothing once the node is torn down) */
+static void stop_msg(void *arg, uint32_t val)
 {
-	struct ing_node *d = arg;
-	uint64_t v;
-	(void)events;
-
-	if (read(d->stop_fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
-		return;
-	while (v--)
-		stop_request(d, "stop requested");
+	(void)val;
+	stop_request(arg, "stop requested");
 }
 
 static int write_port_file(const char *path, int port)
@@ -443,13 +431,13 @@ static void teardown(struct ing_node *d)
 	d->metrics = NULL;
 	ing_grpc_server_destroy(d->srv);     /* every call closed: the service lets go of them */
 	d->srv = NULL;
-	if (d->rdma) {                       /* pollers stop; frames they held go to the ack ring */
-		if (d->loop)
-			ing_loop_del_fd(d->loop, ing_rdma_fd(d->rdma));
+	if (d->rdma) {                       /* pollers stop; frames they held go to control */
+		if (d->svc)
+			(void)ing_svc_attach_rdma(d->svc, NULL);
 		ing_rdma_destroy(d->rdma);
 		d->rdma = NULL;
 	}
-	ing_persist_stop(d->persist, 10000); /* drains into the ack ring */
+	ing_persist_stop(d->persist, 10000); /* drains into the control mailbox */
 	d->persist = NULL;
 	ing_svc_destroy(d->svc);             /* returns every slot it held */
 	d->svc = NULL;
@@ -461,12 +449,8 @@ static void teardown(struct ing_node *d)
 		close(d->sfd);
 		d->sfd = -1;
 	}
-	if (d->stop_fd >= 0 && d->loop)   /* the fd itself stays open until ing_node_destroy */
-		ing_loop_del_fd(d->loop, d->stop_fd);
 	ing_loop_destroy(d->loop);
 	d->loop = NULL;
-	ing_fring_destroy(d->acks);
-	d->acks = NULL;
 	ing_pool_destroy(d->pool);
 	d->pool = NULL;
 	ing_eal_stop();
@@ -526,13 +510,6 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	}
 	d->o = *o;
 	d->sfd = -1;
-	d->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (d->stop_fd < 0) {
-		rc = -errno;
-		ING_ERR(COMP, "eventfd: %s", strerror(-rc));
-		free(d);
-		return rc;
-	}
 	/*
 	 * The cpus this thread may run on, captured before EAL pins it to the control lcore:
 	 * persistence workers the plan leaves unpinned run on these, not on control's one cpu
@@ -618,7 +595,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		{ rc = -EIO; goto fail; }
 	}
 
-	/* ---- pool, ack ring, persistence */
+	/* ---- pool, the control thread's mailbox, persistence */
 	struct ing_pool_opts pool_o;
 	ing_pool_opts_init(&pool_o);
 	pool_o.name = "frames";
@@ -638,12 +615,10 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	if (want_huge && !ing_pool_on_hugepages(d->pool))
 		ING_WARN(COMP, "pool partly on 4 KiB pages: the free hugepages were taken by another "
 			 "process while it was mapped; reserve more (ingest-hugepages)");
-	unsigned total = ing_pool_total(d->pool);
-	unsigned ring = 256;
-	while (ring < 2 * total)
-		ring <<= 1;
-	d->acks = ing_fring_create("acks", ring, ING_FRING_SC, true);
-	if (!d->acks)
+	/* Per frame in flight at most three messages wait here at once (GRANTED, RECEIVED,
+	 * DONE), one frame per slot; the rest is room for connection events and calls. */
+	d->ctl = ing_mbox_create("control", 4 * ing_pool_total(d->pool) + 4096);
+	if (!d->ctl)
 		goto fail;
 	struct ing_persist_opts pe;
 	ing_persist_opts_init(&pe);
@@ -659,7 +634,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	}
 	pe.unpinned_cpus = d->n_start_cpus ? d->start_cpus : NULL;
 	pe.n_unpinned_cpus = d->n_start_cpus;
-	d->persist = ing_persist_start(&pe, d->acks);
+	d->persist = ing_persist_start(&pe, d->ctl);
 	if (!d->persist)
 		goto fail;
 
@@ -704,7 +679,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		ro.lcore.mode = d->o.poll_mode;
 		ro.push = d->o.rdma_write;
 		ro.lcore.grant_ms = d->o.grant_ms;
-		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->acks, NULL, rdma_why, sizeof(rdma_why));
+		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->ctl, NULL, rdma_why, sizeof(rdma_why));
 		if (!d->rdma && d->o.rdma > 0) {
 			ING_ERR(COMP, "--rdma on: %s", rdma_why);
 			goto fail;
@@ -727,14 +702,13 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	if (d->o.max_frame && d->o.max_frame > ing_pool_max_len(d->pool))
 		ING_WARN(COMP, "--max-frame %" PRIu64 " above the largest pool slot %" PRIu64 "; capped",
 			 d->o.max_frame, ing_pool_max_len(d->pool));
-	d->svc = ing_svc_create(d->loop, d->pool, d->persist, d->acks, &so);
+	d->svc = ing_svc_create(d->loop, d->pool, d->persist, d->ctl, &so);
 	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));   /* the service has its copy */
 	so.auth_token = NULL;
 	if (!d->svc)
 		goto fail;
 	if (d->rdma) {
-		ing_svc_attach_rdma(d->svc, d->rdma);
-		rc = ing_loop_add_fd(d->loop, ing_rdma_fd(d->rdma), EPOLLIN, rdma_cb, d->rdma);
+		rc = ing_svc_attach_rdma(d->svc, d->rdma);
 		if (rc == 0)
 			rc = ing_rdma_start(d->rdma);
 		if (rc) {
@@ -795,16 +769,11 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 			goto fail;
 		}
 	}
-	rc = ing_loop_add_fd(d->loop, d->stop_fd, EPOLLIN, stop_cb, d);
-	if (rc) {
-		ING_ERR(COMP, "cannot watch the stop doorbell: %s", strerror(-rc));
-		goto fail;
-	}
 	ing_grpc_server_set_serving(d->srv, true);
 
 	ING_INFO(COMP, "h3000 ingestd %s serving gRPC on %s (port %d, %s)", ING_VERSION, d->o.listen,
 		 port, d->o.tls_cert ? "TLS" : "cleartext h2c");
-	ING_INFO(COMP, "pool %s: %u slots, largest %" PRIu64 " bytes, %s, node %d", d->o.pool, total,
+	ING_INFO(COMP, "pool %s: %u slots, largest %" PRIu64 " bytes, %s, node %d", d->o.pool, ing_pool_total(d->pool),
 		 ing_pool_max_len(d->pool), ing_pool_on_hugepages(d->pool) ? "hugepages" : "4 KiB pages",
 		 pool_o.numa_node);
 	ING_INFO(COMP, "persistence: %u workers, sink %s, data dir %s", d->o.workers,
@@ -868,7 +837,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	return 0;
 fail:
 	teardown(d);
-	close(d->stop_fd);
+	ing_mbox_destroy(d->ctl);
 	free(d);
 	/* -EINVAL means a usage error to the caller: only the plan reports one */
 	return usage ? -EINVAL : (rc < 0 && rc != -EINVAL ? rc : -EIO);
@@ -881,10 +850,15 @@ int ing_node_port(const struct ing_node *n)
 
 void ing_node_stop(struct ing_node *n)
 {
-	uint64_t one = 1;
-
-	if (n && write(n->stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-		ING_WARN(COMP, "stop request: %s", strerror(errno));
+	/* the mailbox has room for every frame's messages and 4096 more: full only if the
+	 * control thread is stuck, so try for a second and say so */
+	for (int i = 0; n && ing_mbox_call(n->ctl, stop_msg, n, 0); i++) {
+		if (i == 1000) {
+			ING_ERR(COMP, "stop request: the control thread's mailbox stays full");
+			return;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
 }
 
 int ing_node_wait(struct ing_node *d)
@@ -916,6 +890,6 @@ void ing_node_destroy(struct ing_node *n)
 		return;
 	if (!n->torn_down)
 		teardown(n);
-	close(n->stop_fd);
+	ing_mbox_destroy(n->ctl);
 	free(n);
 }

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc.c - the ingest service core: sessions, the table of admitted frames, acks (the
- * DURABLE results persistence pushes to the ack fring), the persistence retry list and
- * the service's lifetime (Negotiate/Stats: svc_unary.c).
+ * svc.c - the ingest service core: sessions, the table of admitted frames, the control
+ * thread's mailbox (what the lcores and persistence workers tell it about each frame),
+ * acks, the persistence retry list and the service's lifetime (Negotiate/Stats:
+ * svc_unary.c).
  *
  * Everything runs on the control thread. One life cycle for every transport: a frame
  * takes its credit and slot from the admission layer (admit.c), gets an entry in svc->fr
  * (found by id through svc->ht) and its transport is started (xport.h); its bytes land
- * in the slot (svc_frame_complete when control copied them, svc_frame_received when a
- * dataplane lcore did), persistence checks the crc and makes it durable, it comes back
- * on the ack fring, is acked DURABLE on the call that sent it, and admit_put gives slot
- * and credit back, which wakes the frames waiting for them. One failure path
+ * in the slot (svc_frame_complete when control copied them; ING_EV_RECEIVED on the mailbox
+ * when a dataplane lcore did), persistence checks the crc and makes it durable, it comes
+ * back as ING_EV_DONE on the same mailbox, is acked DURABLE on the call that sent it, and
+ * admit_put gives slot and credit back, which wakes the frames waiting for them. One failure path
  * (svc_frame_fail: the transport's cancel, one Ack, the slot back) serves the deadline,
  * the stall check, a failed transfer and a bad chunk. The core knows transports only by
  * their ops tables. Calls finish from svc_kick's zero-delay timer, so nothing re-enters
@@ -20,6 +21,7 @@
 #include "common/clock.h"
 #include "common/ident.h"
 #include "common/log.h"
+#include "dataplane/rdma/rdma.h"
 #include "h3000.pb-c.h"
 
 #include <errno.h>
@@ -298,13 +300,13 @@ static void frame_timeout_cb(void *arg)
 struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 				  const struct xport_ops *xp, struct ing_frame *f, int *rc)
 {
-	if (s->free_head == UINT32_MAX) {   /* cannot happen: one entry per pool slot */
+	struct svc_frame *e = &s->fr[f->index];   /* one record per pool slot */
+	if (f->index >= s->nfr || e->state != FE_FREE) {   /* cannot happen */
+		ING_ERR("svc", "frame %s: slot %u has no free record", f->frame_id, f->index);
 		admit_put(&s->adm, f, pc->sess, pc->peer);
 		*rc = -ENOSPC;
 		return NULL;
 	}
-	struct svc_frame *e = &s->fr[s->free_head];
-	s->free_head = e->next_free;
 	s->nfr_used++;
 	e->f = f;
 	e->xp = xp;
@@ -312,10 +314,9 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 	e->sess = pc->sess;     /* admit_try counted the credit and the peer's slot */
 	e->peer = pc->peer;
 	e->id_hash = ing_id_hash(f->frame_id, strlen(f->frame_id));
-	e->gen = f->gen = ++s->admissions;
+	s->admissions++;
 	e->length = f->length;
 	e->state = FE_FILLING;
-	f->cookie = e->idx;
 	ht_insert(s, e);
 	pc->open_frames++;
 	e->progress_ns = ing_now_ns();
@@ -336,17 +337,6 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 void svc_frame_progress(struct svc_frame *e)
 {
 	e->progress_ns = ing_now_ns();   /* frame_timeout_cb reads it */
-}
-
-struct svc_frame *svc_frame_by_cookie(struct ing_svc *s, uint64_t cookie, uint64_t gen,
-				      const struct xport_ops *xp)
-{
-	if (cookie >= s->nfr)
-		return NULL;
-	struct svc_frame *e = &s->fr[cookie];
-	if (e->state != FE_FILLING || !e->f || e->gen != gen || e->xp != xp)
-		return NULL;
-	return e;
 }
 
 /* The slot of a session goes free (expired, evicted, its implicit stream ended). */
@@ -392,8 +382,6 @@ void svc_frame_release(struct svc_frame *e)
 	e->sess = NULL;
 	if (ss)
 		session_maybe_idle(s, ss);
-	e->next_free = s->free_head;
-	s->free_head = e->idx;
 	s->nfr_used--;
 	if (pc) {
 		pc->open_frames--;
@@ -441,7 +429,8 @@ static void retry_timer_cb(void *arg)
 	persist_retry(arg);
 }
 
-void svc_frame_received(struct svc_frame *e, uint64_t t_ns)
+/* ING_EV_RECEIVED: a dataplane lcore filled the slot and sends the frame to persistence. */
+static void frame_received(struct svc_frame *e, uint64_t t_ns)
 {
 	struct ing_svc *s = e->svc;
 	uint64_t t_admit = e->f->t_admit_ns;
@@ -502,29 +491,35 @@ static void stage_split(const struct ing_frame *f, uint64_t now, uint64_t *out)
 	}
 }
 
-/* One frame back from persistence. */
-static void frame_durable(struct ing_svc *s, struct ing_frame *f)
+/* The record of a frame the service holds in state st, or NULL. */
+static struct svc_frame *frame_record(struct ing_svc *s, const struct ing_frame *f, uint8_t st)
 {
-	uint64_t idx = f->cookie;
-	if (idx < s->nfr && s->fr[idx].f == f && s->fr[idx].state == FE_FILLING &&
-	    s->fr[idx].gen == f->gen) {
-		/* a dataplane transfer came back before its RECEIVED notice was handled */
-		struct svc_frame *e = &s->fr[idx];
-		if (f->status != ING_E_NONE) {
-			s->c_rdma_errors++;
-			svc_frame_fail(e, f->status, f->retryable, "frame %s: %s", f->frame_id,
-				       f->msg[0] ? f->msg : "transfer failed");
-			return;
-		}
-		svc_frame_received(e, f->t_received_ns);   /* DURABLE overtook RECEIVED */
+	struct svc_frame *e = f->index < s->nfr ? &s->fr[f->index] : NULL;
+
+	return e && e->f == f && e->state == st ? e : NULL;
+}
+
+/*
+ * ING_EV_DONE: the frame is control's again. Persisted (or failed in persistence) after
+ * its RECEIVED; or failed by the dataplane lcore that was filling it (no RECEIVED).
+ */
+static void frame_done(struct ing_svc *s, struct ing_frame *f)
+{
+	struct svc_frame *e = frame_record(s, f, FE_FILLING);
+
+	if (e) {   /* the transfer failed in the dataplane */
+		s->c_rdma_errors++;
+		svc_frame_fail(e, f->status ? f->status : ING_E_INTERNAL, f->retryable, "frame %s: %s",
+			       f->frame_id, f->msg[0] ? f->msg : "transfer failed");
+		return;
 	}
-	if (idx >= s->nfr || s->fr[idx].f != f || s->fr[idx].state != FE_PERSISTING) {
+	e = frame_record(s, f, FE_PERSISTING);
+	if (!e) {
 		ING_ERR("svc", "frame %s: ack for a frame the service does not hold; slot returned",
 			f->frame_id);
 		ing_pool_put(f);
 		return;
 	}
-	struct svc_frame *e = &s->fr[idx];
 	uint64_t now = ing_now_ns();
 	uint64_t t_dur = f->t_durable_ns ? f->t_durable_ns : now;
 	struct svc_ack a = {
@@ -569,17 +564,52 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 	svc_frame_release(e);
 }
 
-static void acks_cb(void *arg, uint32_t events)
+/* One event on the control thread's mailbox (calls run inside ing_mbox_run). */
+static void on_event(void *ctx, const struct ing_msg *m)
+{
+	struct ing_svc *s = ctx;
+	struct svc_frame *e;
+
+	switch (m->kind) {
+	case ING_EV_RECEIVED:
+		e = frame_record(s, m->f, FE_FILLING);
+		if (e)
+			frame_received(e, m->f->t_received_ns);
+		else
+			ING_LOG_RL(ING_LOG_ERR, "svc", "frame %s: RECEIVED for a frame not being filled",
+				   m->f->frame_id);
+		break;
+	case ING_EV_GRANTED:
+		e = frame_record(s, m->f, FE_FILLING);
+		if (e)
+			svc_rdma_write_granted(e, m->val, (uint32_t)(m->u64 >> 32), (uint32_t)m->u64);
+		break;
+	case ING_EV_DONE:
+		frame_done(s, m->f);
+		break;
+	case ING_EV_CONN_ERROR:
+	case ING_EV_CONN_RELEASED:
+		ing_rdma_conn_event(s->rdma, m);   /* NULL engine (gone): nothing to do */
+		break;
+	default:
+		ING_LOG_RL(ING_LOG_ERR, "svc", "unknown message %u on the control mailbox", m->kind);
+		break;
+	}
+}
+
+#define MBOX_BUDGET 256u   /* messages per loop wake-up: sockets and timers get their turn */
+
+static void mbox_cb(void *arg, uint32_t events)
 {
 	struct ing_svc *s = arg;
-	struct ing_frame *fs[32];
-	unsigned n;
+	unsigned done = 0, n;
 	(void)events;
 
-	ing_fring_clear(s->acks);
-	while ((n = ing_fring_pop(s->acks, fs, 32)) > 0)
-		for (unsigned i = 0; i < n; i++)
-			frame_durable(s, fs[i]);
+	do {
+		n = ing_mbox_run(s->ctl, MBOX_BUDGET - done, on_event, s);
+		done += n;
+	} while (done < MBOX_BUDGET && (n || !ing_mbox_idle(s->ctl)));
+	/* budget spent: the doorbell was not consumed, so the loop calls again at once */
 	persist_retry(s);
 }
 
@@ -779,7 +809,7 @@ void svc_call_free(struct svc_call *pc)
 			e->call = NULL;
 			svc_frame_release(e);
 		} else {
-			/* persisting, or a dataplane transfer (back on the ack ring): detach */
+			/* persisting, or a dataplane transfer (it comes back as DONE): detach */
 			e->call = NULL;
 		}
 	}
@@ -1282,7 +1312,7 @@ void ing_svc_close_calls(struct ing_svc *s, int status, const char *message)
 }
 
 struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
-			       struct ing_persist *persist, struct ing_fring *acks,
+			       struct ing_persist *persist, struct ing_mbox *ctl,
 			       const struct ing_svc_opts *o)
 {
 	struct ing_svc *s = calloc(1, sizeof(*s));
@@ -1293,7 +1323,7 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->loop = loop;
 	s->pool = pool;
 	s->persist = persist;
-	s->acks = acks;
+	s->ctl = ctl;
 	s->o = *o;
 	s->t_start_ns = ing_now_ns();
 	ing_hist_reset(&s->lat);
@@ -1302,8 +1332,8 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	ing_timer_init(&s->retry_timer, retry_timer_cb, s);
 	ing_timer_init(&s->sweep_timer, sweep_timer_cb, s);
 	ing_timer_init(&s->kick_timer, kick_timer_cb, s);
-	if (!loop || !pool || !persist || !acks) {
-		ING_ERR("svc", "loop, pool, persistence and ack ring are required");
+	if (!loop || !pool || !persist || !ctl) {
+		ING_ERR("svc", "loop, pool, persistence and the control mailbox are required");
 		goto fail;
 	}
 	if (s->o.max_sessions == 0)
@@ -1368,22 +1398,14 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	for (uint32_t i = 0; i < s->nfr; i++) {
 		s->fr[i].idx = i;
 		s->fr[i].svc = s;
-		s->fr[i].next_free = i + 1 < s->nfr ? i + 1 : UINT32_MAX;
 		ing_timer_init(&s->fr[i].timer, frame_timeout_cb, &s->fr[i]);
 	}
-	s->free_head = 0;
-
-	int fd = ing_fring_fd(acks);
-	if (fd < 0) {
-		ING_ERR("svc", "the ack ring has no doorbell");
-		goto fail;
-	}
-	int rc = ing_loop_add_fd(loop, fd, EPOLLIN, acks_cb, s);
+	int rc = ing_loop_add_fd(loop, ing_mbox_fd(ctl), EPOLLIN, mbox_cb, s);
 	if (rc) {
-		ING_ERR("svc", "cannot watch the ack ring: %s", strerror(-rc));
+		ING_ERR("svc", "cannot watch the control mailbox: %s", strerror(-rc));
 		goto fail;
 	}
-	s->acks_fd_added = true;
+	s->ctl_fd_added = true;
 	ing_timer_arm(loop, &s->sweep_timer, ing_now_ns() + SWEEP_NS);
 
 	if (s->o.rdma.rdma_available)
@@ -1415,15 +1437,11 @@ void ing_svc_destroy(struct ing_svc *s)
 		return;
 	while (s->calls) /* normally none: the server closed them */
 		svc_call_free(s->calls);
-	if (s->acks) {
-		struct ing_frame *fs[32];
-		unsigned n;
-		while ((n = ing_fring_pop(s->acks, fs, 32)) > 0)
-			for (unsigned i = 0; i < n; i++)
-				frame_durable(s, fs[i]);
-	}
-	if (s->acks_fd_added)
-		ing_loop_del_fd(s->loop, ing_fring_fd(s->acks));
+	if (s->ctl)   /* what the stopped lcores and workers sent last */
+		while (ing_mbox_run(s->ctl, 256, on_event, s))
+			;
+	if (s->ctl_fd_added)
+		ing_loop_del_fd(s->loop, ing_mbox_fd(s->ctl));
 	if (s->fr) {
 		for (uint32_t i = 0; i < s->nfr; i++) {
 			struct svc_frame *e = &s->fr[i];

@@ -151,11 +151,9 @@ struct svc_frame {
 	struct svc_peer *peer;   /* the peer whose slot count it is in */
 	struct ing_svc *svc;
 	uint64_t id_hash;        /* ing_id_hash of f->frame_id: the table's key */
-	uint64_t gen;            /* admission number (f->gen) */
 	uint64_t length;         /* declared (immutable after admission) */
 	uint8_t state;           /* enum svc_fstate */
-	uint32_t idx;
-	uint32_t next_free;
+	uint32_t idx;            /* == the frame's f->index while it holds one */
 	struct ing_timer timer;  /* completion / stall deadline while FILLING */
 	uint64_t deadline_ns;    /* admission + frame timeout */
 	uint64_t progress_ns;    /* last time bytes arrived (or admission) */
@@ -239,17 +237,17 @@ struct ing_svc {
 	struct ing_loop *loop;
 	struct ing_pool *pool;
 	struct ing_persist *persist;
-	struct ing_fring *acks;
+	struct ing_mbox *ctl;    /* the control thread's mailbox (on the loop) */
 	struct ing_grpc_server *srv;
 	struct ing_svc_opts o;
 	struct ing_grpc_method methods[5];
 	uint64_t max_frame;
 	bool stopping;
-	bool acks_fd_added;
+	bool ctl_fd_added;
 	uint64_t t_start_ns;
 	/* admitted frames */
 	struct svc_frame *fr;
-	uint32_t nfr, nfr_used, free_head;
+	uint32_t nfr, nfr_used;  /* one record per pool slot, indexed by ing_frame.index */
 	uint32_t *ht;            /* open addressing: frame id -> 1 + index into fr */
 	uint32_t ht_mask;
 	/* complete frames the persistence ring had no room for (FIFO of fr indices) */
@@ -276,8 +274,9 @@ struct ing_svc {
 	char note[192];
 	/* --- RDMA data path (control/svc_rdma.c) --- */
 	struct ing_rdma *rdma;   /* NULL: no RDMA engine */
+	struct ing_timer rdma_tick;   /* the engine's housekeeping (ING_RDMA_TICK_MS) */
 	uint64_t c_rdma_errors;  /* dataplane transfers that failed (frames back while filling) */
-	uint64_t admissions;     /* frames admitted so far (ing_frame.gen) */
+	uint64_t admissions;     /* frames admitted so far */
 	uint64_t c_ctl_parked;   /* ControlStream FrameMetas that had to wait */
 	/* --- shared-secret authentication (opts.auth_token; never logged) --- */
 	bool auth;               /* a token is required */
@@ -351,7 +350,7 @@ struct svc_frame *svc_frame_find(struct ing_svc *s, const char *wafer_id, const 
 /* The frame frame_id admitted on call pc (PushFrames continuation chunks), or NULL. */
 struct svc_frame *svc_frame_find_call(struct ing_svc *s, const struct svc_call *pc,
 				      const char *frame_id);
-/* (svc_frame_admit, _complete, _received, _fail, _by_cookie: control/xport.h) */
+/* (svc_frame_admit, _progress, _complete, _fail: control/xport.h) */
 void svc_frame_release(struct svc_frame *e);
 void *svc_arena_reset(struct svc_call *pc);
 struct ProtobufCAllocator;
@@ -399,8 +398,8 @@ void svc_ctl_conn_lost(struct svc_call *pc);
 
 /* svc_rdma.c: transport xport_rdma_read (ops table, engine callbacks) */
 
-struct ing_rdma_notice;
-/* svc_rdma_write.c: transport xport_rdma_write; the engine's GRANTED notice (Ack GRANTED). */
-void svc_rdma_write_granted(void *svc, const struct ing_rdma_notice *n);
+/* svc_rdma_write.c: transport xport_rdma_write; ING_EV_GRANTED for frame e (Ack GRANTED). */
+void svc_rdma_write_granted(struct svc_frame *e, uint32_t grant_id, uint32_t grant_rkey,
+			    uint32_t qp_num);
 
 #endif

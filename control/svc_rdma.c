@@ -4,11 +4,12 @@
  * describes (svc_ctl.c parks and retries the descriptors), glue to
  * dataplane/rdma/rdma.h.
  *   start       hand the admitted frame to its QP's lcore (ing_rdma_submit)
- *   engine cbs  session check, RECEIVED notices, connection state, device removal
+ *   engine cbs  session check, connection state, device removal
+ *   the loop    the engine's CM channel and its housekeeping timer
  * Ownership: a frame admitted for RDMA belongs to the lcore from ing_rdma_submit until it
- * comes back on the ack ring (XPORT_F_DATAPLANE); the core never frees its slot before
- * that (no frame timer, a closing call only detaches), which the lcore bounds by
- * park_ms / drain_ms. A failed READ comes back with its status and the core fails it.
+ * comes back on the control mailbox as DONE (XPORT_F_DATAPLANE); the core never frees its
+ * slot before that (no frame timer, a closing call only detaches), which the lcore bounds
+ * by park_ms / drain_ms. A failed READ comes back with its status and the core fails it.
  */
 #include "control/svc_internal.h"
 #include "common/clock.h"
@@ -19,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #define COMP "svc-rdma"
 
@@ -66,17 +68,6 @@ static void cb_conn_state(void *arg, uint64_t session_id, bool up)
 	ING_INFO(COMP, "session %" PRIu64 ": RDMA connection %s", session_id, up ? "up" : "down");
 }
 
-static void cb_received(void *arg, const struct ing_rdma_notice *n)
-{
-	struct ing_svc *s = arg;
-	struct svc_frame *e = svc_frame_by_cookie(s, n->cookie, n->gen, &xport_rdma_read);
-
-	if (!e)   /* or pushed by the producer (svc_rdma_write.c): same RECEIVED step */
-		e = svc_frame_by_cookie(s, n->cookie, n->gen, &xport_rdma_write);
-	if (e) /* else: DURABLE (or a failure) got there first */
-		svc_frame_received(e, n->t_ns);
-}
-
 static void cb_device_lost(void *arg, const char *why)
 {
 	struct ing_svc *s = arg;
@@ -98,19 +89,47 @@ static void cb_device_back(void *arg, const char *addr, uint16_t port)
 	ING_WARN(COMP, "RDMA is back on %s:%u: Negotiate offers RDMA again", addr, port);
 }
 
-void ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
+static void cm_cb(void *arg, uint32_t events)
+{
+	struct ing_svc *s = arg;
+	(void)events;
+
+	ing_rdma_cm_dispatch(s->rdma);
+}
+
+static void tick_cb(void *arg)
+{
+	struct ing_svc *s = arg;
+
+	ing_rdma_tick(s->rdma);
+	ing_timer_arm(s->loop, &s->rdma_tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);
+}
+
+int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 {
 	struct ing_rdma_cbs cbs = {
 		.arg = s,
 		.session_check = cb_session_check,
 		.conn_state = cb_conn_state,
-		.received = cb_received,
 		.device_lost = cb_device_lost,
 		.device_back = cb_device_back,
-		.granted = svc_rdma_write_granted,
 	};
 
+	if (s->rdma) {   /* detach the engine it has */
+		ing_timer_cancel(s->loop, &s->rdma_tick);
+		ing_loop_del_fd(s->loop, ing_rdma_cm_fd(s->rdma));
+		s->rdma = NULL;
+	}
+	if (!r)
+		return 0;
+	int rc = ing_loop_add_fd(s->loop, ing_rdma_cm_fd(r), EPOLLIN, cm_cb, s);
+	if (rc) {
+		ING_ERR(COMP, "cannot watch the rdma_cm channel: %s", strerror(-rc));
+		return rc;
+	}
 	s->rdma = r;
-	if (r)
-		ing_rdma_set_cbs(r, &cbs);
+	ing_rdma_set_cbs(r, &cbs);
+	ing_timer_init(&s->rdma_tick, tick_cb, s);
+	ing_timer_arm(s->loop, &s->rdma_tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);
+	return 0;
 }

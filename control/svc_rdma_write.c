@@ -8,9 +8,9 @@
  * Ack{GRANTED, grantId, grantAddr, grantRkey, grantLength, grantQpNum} on the frame's call.
  * The producer's WRITE WITH IMM, the length check and the invalidation are the lcore's
  * (dataplane/rdma/rdma_poller.c); RECEIVED and everything after are the core's, as for a
- * READ (svc_rdma.c's engine callbacks serve both transports).
+ * READ (the control mailbox serves both transports).
  * Ownership: XPORT_F_DATAPLANE: the lcore holds the frame from ing_rdma_submit until it
- * comes back on the ack ring; it bounds an unwritten grant by the grant timeout.
+ * comes back as DONE; it bounds an unwritten grant by the grant timeout.
  */
 #include "control/svc_internal.h"
 #include "common/log.h"
@@ -37,20 +37,19 @@ const struct xport_ops xport_rdma_write = {
 };
 
 /* The slot is open for the producer's WRITE: Ack{GRANTED} to the frame's call. A frame
- * whose call is gone is never written: its grant expires in the lcore. */
-void svc_rdma_write_granted(void *arg, const struct ing_rdma_notice *n)
+ * whose call is gone is never written: its grant expires in the lcore. The lcore still
+ * owns the frame: only what admission set is read here (buf, length, ids). */
+void svc_rdma_write_granted(struct svc_frame *e, uint32_t grant_id, uint32_t grant_rkey,
+			    uint32_t qp_num)
 {
-	struct ing_svc *s = arg;
-	struct svc_frame *e = svc_frame_by_cookie(s, n->cookie, n->gen, &xport_rdma_write);
-
-	if (!e || !e->call)
+	if (e->xp != &xport_rdma_write || !e->call)
 		return;
 	struct svc_ack a = {
 		.ok = true,
 		.stage = H3000__ACK_STAGE__ACK_STAGE_GRANTED,
-		.grant_id = n->grant_id,
-		.grant_rkey = n->grant_rkey,
-		.grant_qp = n->qp_num,
+		.grant_id = grant_id,
+		.grant_rkey = grant_rkey,
+		.grant_qp = qp_num,
 		.grant_addr = (uint64_t)(uintptr_t)e->f->buf,
 		.grant_length = e->f->length,
 	};

@@ -28,8 +28,8 @@ struct admit_req;
 
 /*
  * Once started, the slot is written by a dataplane lcore, which bounds the transfer itself
- * (transport retries, park_ms, drain_ms) and hands the frame back on the ack ring, failed
- * or persisted. The core arms no deadline for such a frame and never frees its slot before
+ * (transport retries, park_ms, drain_ms) and tells the core on its mailbox: RECEIVED then
+ * (after persistence) DONE, or DONE alone when the transfer failed. The core arms no deadline for such a frame and never frees its slot before
  * it comes back; a call that ends meanwhile only detaches from it.
  */
 #define XPORT_F_DATAPLANE 1u
@@ -89,15 +89,8 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 void svc_frame_progress(struct svc_frame *e);
 /* All bytes are in the slot, filled by control: ack RECEIVED, hand it to persistence. */
 void svc_frame_complete(struct svc_frame *e);
-/* All bytes are in the slot, filled by a dataplane lcore that submitted it to persistence
- * itself: ack RECEIVED (t_ns: when the lcore saw the last completion). */
-void svc_frame_received(struct svc_frame *e, uint64_t t_ns);
 /* The frame's one failure answer, then its slot and credit go back (see cancel). */
 void svc_frame_fail(struct svc_frame *e, int code, bool retryable, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* The frame the dataplane names by (cookie, gen) (ing_frame.cookie/gen), still filling
- * with transport xp; NULL when it is gone or another frame holds that record now. */
-struct svc_frame *svc_frame_by_cookie(struct ing_svc *s, uint64_t cookie, uint64_t gen,
-				      const struct xport_ops *xp);
 
 #endif

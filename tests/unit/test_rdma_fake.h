@@ -245,42 +245,70 @@ static void fake_fini(void)
 
 /* ---------------------------------------------------------------- fake node io */
 
+/*
+ * The lcore's surroundings: a fake persistence (deliver), and the control thread's
+ * mailbox, which the test reads: DONE messages (failed frames) land in failed[], the other
+ * events in notes[] (fake_notes pops them). The mailbox has one consumer at a time (mu).
+ */
 #define IO_MAX 1024
+
+struct fake_note {            /* one control-mailbox event other than DONE */
+	uint32_t kind;            /* ING_EV_RECEIVED, _GRANTED, _CONN_ERROR, _CONN_RELEASED */
+	uint32_t qp_num;
+	int32_t status;           /* CONN_ERROR: ibv_wc_status */
+	uint64_t gen;             /* RECEIVED, GRANTED: the frame's number (its id) */
+	uint64_t length;          /* RECEIVED, GRANTED: the frame's length */
+	uint32_t grant_id, grant_rkey;
+	struct ing_frame *f;
+};
 
 struct fake_io {
 	pthread_mutex_t mu;
-	struct ing_frame *jobs[IO_MAX];
-	unsigned jh, jt;
-	int job_fd;
+	struct ing_mbox *ctl;
+	struct ing_rdma_lcore *lc;     /* the last lcore made on it (io_push_job) */
 	struct ing_frame *delivered[IO_MAX];
 	unsigned ndelivered;
 	struct ing_frame *failed[IO_MAX];
 	unsigned nfailed;
+	struct fake_note notes[IO_MAX];
+	unsigned nh, nt;
 	unsigned refuse_deliver;   /* next n deliver calls return -ENOBUFS */
 };
 
-static unsigned io_pop(void *arg, struct ing_frame **f, unsigned max)
+/* Caller holds mu. */
+static void fake_drain_locked(struct fake_io *io)
 {
-	struct fake_io *io = arg;
-	unsigned n = 0;
-	pthread_mutex_lock(&io->mu);
-	while (n < max && io->jh != io->jt)
-		f[n++] = io->jobs[io->jh++ % IO_MAX];
-	pthread_mutex_unlock(&io->mu);
-	return n;
-}
+	struct ing_msg m[64];
+	unsigned k;
 
-static void io_clear(void *arg)
-{
-	struct fake_io *io = arg;
-	uint64_t v;
-	(void)!read(io->job_fd, &v, sizeof(v));
+	while ((k = ing_mbox_pop(io->ctl, m, 64)) > 0)
+		for (unsigned i = 0; i < k; i++) {
+			if (m[i].kind == ING_EV_DONE) {
+				io->failed[io->nfailed++] = m[i].f;
+				continue;
+			}
+			struct fake_note n = { .kind = m[i].kind, .f = m[i].f };
+			if (m[i].kind == ING_EV_CONN_ERROR || m[i].kind == ING_EV_CONN_RELEASED) {
+				n.qp_num = m[i].val;
+				n.status = (int32_t)m[i].u64;
+			} else {
+				n.gen = strtoull(m[i].f->frame_id, NULL, 10);
+				n.length = m[i].f->length;
+				if (m[i].kind == ING_EV_GRANTED) {
+					n.grant_id = m[i].val;
+					n.grant_rkey = (uint32_t)(m[i].u64 >> 32);
+					n.qp_num = (uint32_t)m[i].u64;
+				}
+			}
+			io->notes[io->nt++ % IO_MAX] = n;
+		}
 }
 
 static int io_deliver(void *arg, struct ing_frame *f)
 {
 	struct fake_io *io = arg;
 	pthread_mutex_lock(&io->mu);
+	fake_drain_locked(io);   /* what the lcore posted before this hand-off */
 	if (io->refuse_deliver) {
 		io->refuse_deliver--;
 		pthread_mutex_unlock(&io->mu);
@@ -291,43 +319,50 @@ static int io_deliver(void *arg, struct ing_frame *f)
 	return 0;
 }
 
-static int io_fail(void *arg, struct ing_frame *f)
-{
-	struct fake_io *io = arg;
-	pthread_mutex_lock(&io->mu);
-	io->failed[io->nfailed++] = f;
-	pthread_mutex_unlock(&io->mu);
-	return 0;
-}
-
 static void io_push_job(struct fake_io *io, struct ing_frame *f)
 {
-	uint64_t one = 1;
-	pthread_mutex_lock(&io->mu);
-	io->jobs[io->jt++ % IO_MAX] = f;
-	pthread_mutex_unlock(&io->mu);
-	(void)!write(io->job_fd, &one, sizeof(one));
+	assert_int_equal(ing_rdma_lcore_submit(io->lc, f), 0);
 }
 
+/* A counter of io (ndelivered, nfailed), after taking in what control's mailbox holds. */
 static inline unsigned io_count(struct fake_io *io, unsigned *n)
 {
 	pthread_mutex_lock(&io->mu);
+	fake_drain_locked(io);
 	unsigned v = *n;
 	pthread_mutex_unlock(&io->mu);
 	return v;
 }
 
+/* Pop up to max notes (oldest first). */
+static unsigned fake_notes(struct fake_io *io, struct fake_note *n, unsigned max)
+{
+	unsigned k = 0;
+	pthread_mutex_lock(&io->mu);
+	fake_drain_locked(io);
+	while (k < max && io->nh != io->nt)
+		n[k++] = io->notes[io->nh++ % IO_MAX];
+	pthread_mutex_unlock(&io->mu);
+	return k;
+}
+
+static struct fake_io *fake_io_cur;   /* the last one made (fake_notes from test helpers) */
+
 static struct fake_io *fake_io_new(void)
 {
 	struct fake_io *io = calloc(1, sizeof(*io));
+	fake_io_cur = io;
 	pthread_mutex_init(&io->mu, NULL);
-	io->job_fd = eventfd(0, EFD_NONBLOCK);
+	io->ctl = ing_mbox_create("t_ctl", 4 * IO_MAX);
 	return io;
 }
 
 static void fake_io_free(struct fake_io *io)
 {
-	close(io->job_fd);
+	pthread_mutex_lock(&io->mu);
+	fake_drain_locked(io);
+	pthread_mutex_unlock(&io->mu);
+	ing_mbox_destroy(io->ctl);
 	pthread_mutex_destroy(&io->mu);
 	free(io);
 }
@@ -341,11 +376,9 @@ static struct ing_rdma_lcore *fake_lcore(struct fake_io *io, const struct ing_rd
 	else
 		ing_rdma_lcore_opts_init(&o);
 	o.ops = &fake_ops;
-	struct ing_rdma_lcore_io lio = {
-		.arg = io, .pop_jobs = io_pop, .clear_jobs = io_clear, .job_fd = io->job_fd,
-		.deliver = io_deliver, .fail = io_fail, .note_fd = -1,
-	};
-	return ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd, &lio, lkeys, 2);
+	struct ing_rdma_lcore_io lio = { .ctl = io->ctl, .arg = io, .deliver = io_deliver };
+	io->lc = ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd, &lio, lkeys, 2);
+	return io->lc;
 }
 
 /* A frame whose slot is a plain heap buffer; raddr points at src (the "producer"). */
@@ -354,7 +387,6 @@ static struct ing_frame *frame_new(uint64_t id, uint64_t len, const uint8_t *src
 {
 	struct ing_frame *f = calloc(1, sizeof(*f));
 	snprintf(f->frame_id, sizeof(f->frame_id), "%llu", (unsigned long long)id);
-	f->gen = id;
 	f->session_id = 7;
 	f->length = len;
 	f->cap = (len + 4095) & ~4095ull;

@@ -98,12 +98,10 @@ static struct ing_rdma_lcore *push_lcore(struct fake_io *io, unsigned grant_ms)
 	o.grant_ms = grant_ms;
 	o.recv_depth = 8;
 	o.park_ms = 50;
-	struct ing_rdma_lcore_io lio = {
-		.arg = io, .pop_jobs = io_pop, .clear_jobs = io_clear, .job_fd = io->job_fd,
-		.deliver = io_deliver, .fail = io_fail, .note_fd = -1,
-	};
+	struct ing_rdma_lcore_io lio = { .ctl = io->ctl, .arg = io, .deliver = io_deliver };
 	struct ing_rdma_lcore *lc = ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd,
 							  &lio, lkeys, 2);
+	io->lc = lc;
 	assert_non_null(lc);
 	assert_int_equal(ing_rdma_lcore_set_push(lc, NULL, mrp, 2, 0), 0);
 	return lc;
@@ -118,12 +116,12 @@ static struct ing_frame *push_frame(uint64_t id, uint64_t len, uint32_t qp_num)
 }
 
 /* Poll until a notice of kind arrives (bounded); returns it. */
-static struct ing_rdma_notice wait_notice(struct ing_rdma_lcore *lc, uint32_t kind)
+static struct fake_note wait_notice(struct ing_rdma_lcore *lc, uint32_t kind)
 {
-	struct ing_rdma_notice n;
+	struct fake_note n;
 	for (int i = 0; i < 2000; i++) {
 		ing_rdma_lcore_poll(lc);
-		while (ing_rdma_lcore_notices(lc, &n, 1) == 1)
+		while (fake_notes(fake_io_cur, &n, 1) == 1)
 			if (n.kind == kind)
 				return n;
 		usleep(500);
@@ -139,20 +137,20 @@ static void test_grant_write_deliver(void **state)
 	struct ing_rdma_lcore *lc = push_lcore(io, 10000);
 	struct ibv_qp *qp = fake_qp_new(64);
 
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	ing_rdma_lcore_poll(lc);
 	assert_int_equal(recvs_posted, 8);
 	assert_int_equal(recv_wr_id & 1, 1);
 	struct ing_frame *f = push_frame(1, 100000, qp->qp_num);
 	io_push_job(io, f);
-	struct ing_rdma_notice g = wait_notice(lc, ING_RDMA_NOTE_GRANTED);
+	struct fake_note g = wait_notice(lc, ING_EV_GRANTED);
 	assert_int_not_equal(g.grant_id, 0);
 	assert_int_equal(g.grant_rkey, mrs[1].rkey);     /* class 1's pool MR */
 	assert_int_equal(g.length, 100000);
 	assert_int_equal(fake->nwr, 0);                  /* no READ, no bind in MR mode */
 
 	inject_write(qp->qp_num, g.grant_id, 100000, IBV_WC_SUCCESS);
-	struct ing_rdma_notice r = wait_notice(lc, ING_RDMA_NOTE_RECEIVED);
+	struct fake_note r = wait_notice(lc, ING_EV_RECEIVED);
 	assert_int_equal(r.gen, 1);
 	assert_int_equal(io_count(io, &io->ndelivered), 1);
 	assert_int_equal(f->status, ING_E_NONE);
@@ -174,12 +172,12 @@ static void test_bad_writes_fail_one_frame(void **state)
 	struct ing_rdma_lcore *lc = push_lcore(io, 10000);
 	struct ibv_qp *qp = fake_qp_new(64);
 
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	struct ing_frame *a = push_frame(1, 8192, qp->qp_num), *b = push_frame(2, 8192, qp->qp_num);
 	io_push_job(io, a);
-	struct ing_rdma_notice ga = wait_notice(lc, ING_RDMA_NOTE_GRANTED);
+	struct fake_note ga = wait_notice(lc, ING_EV_GRANTED);
 	io_push_job(io, b);
-	struct ing_rdma_notice gb = wait_notice(lc, ING_RDMA_NOTE_GRANTED);
+	struct fake_note gb = wait_notice(lc, ING_EV_GRANTED);
 	assert_int_not_equal(ga.grant_id, gb.grant_id);
 
 	/* an immediate that names no open grant: counted, ignored */
@@ -195,12 +193,12 @@ static void test_bad_writes_fail_one_frame(void **state)
 	inject_write(qp->qp_num, ga.grant_id, 8191, IBV_WC_SUCCESS);
 	for (int i = 0; i < 10 && !io_count(io, &io->nfailed); i++)
 		ing_rdma_lcore_poll(lc);
-	assert_int_equal(io->nfailed, 1);
+	assert_int_equal(io_count(io, &io->nfailed), 1);
 	assert_ptr_equal(io->failed[0], a);
 	assert_int_equal(a->status, ING_E_INVALID_ARGUMENT);
 	assert_false(a->retryable);
 	inject_write(qp->qp_num, gb.grant_id, 8192, IBV_WC_SUCCESS);
-	wait_notice(lc, ING_RDMA_NOTE_RECEIVED);
+	wait_notice(lc, ING_EV_RECEIVED);
 	assert_int_equal(io->ndelivered, 1);
 	assert_ptr_equal(io->delivered[0], b);
 	ing_rdma_lcore_destroy(lc);
@@ -216,16 +214,16 @@ static void test_grant_expires(void **state)
 	struct ing_rdma_lcore *lc = push_lcore(io, 30);
 	struct ibv_qp *qp = fake_qp_new(64);
 
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	struct ing_frame *f = push_frame(1, 4096, qp->qp_num);
 	io_push_job(io, f);
-	wait_notice(lc, ING_RDMA_NOTE_GRANTED);
+	wait_notice(lc, ING_EV_GRANTED);
 	uint64_t end = ing_now_ns() + 2000000000ull;
 	while (!io_count(io, &io->nfailed) && ing_now_ns() < end) {
 		ing_rdma_lcore_poll(lc);
 		usleep(1000);
 	}
-	assert_int_equal(io->nfailed, 1);
+	assert_int_equal(io_count(io, &io->nfailed), 1);
 	assert_int_equal(f->status, ING_E_DEADLINE);
 	assert_true(f->retryable);
 	ing_rdma_lcore_destroy(lc);
@@ -240,25 +238,25 @@ static void test_regrant_on_next_qp(void **state)
 	struct ing_rdma_lcore *lc = push_lcore(io, 10000);
 	struct ibv_qp *qp = fake_qp_new(64), *qp2 = fake_qp_new(64);
 
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	struct ing_frame *f = push_frame(1, 4096, qp->qp_num);
 	io_push_job(io, f);
-	struct ing_rdma_notice g1 = wait_notice(lc, ING_RDMA_NOTE_GRANTED);
+	struct fake_note g1 = wait_notice(lc, ING_EV_GRANTED);
 	/* the QP died (e.g. a write outside its grant): its receives flush */
 	inject_write(qp->qp_num, 0, 0, IBV_WC_WR_FLUSH_ERR);
-	struct ing_rdma_notice e = wait_notice(lc, ING_RDMA_NOTE_CONN_ERROR);
+	struct fake_note e = wait_notice(lc, ING_EV_CONN_ERROR);
 	assert_int_equal(e.qp_num, qp->qp_num);
-	wait_notice(lc, ING_RDMA_NOTE_CONN_RELEASED);
-	ing_rdma_lcore_attach(lc, qp2, qp2->qp_num, 7, 16, 64);
-	struct ing_rdma_notice g2 = wait_notice(lc, ING_RDMA_NOTE_GRANTED);
+	wait_notice(lc, ING_EV_CONN_RELEASED);
+	ing_rdma_lcore_attach(lc, qp2, 7, 16, 64);
+	struct fake_note g2 = wait_notice(lc, ING_EV_GRANTED);
 	assert_int_equal(g2.qp_num, qp2->qp_num);
 	assert_int_not_equal(g2.grant_id, g1.grant_id);
 	/* a write under the old grant id finds nothing; the new one delivers */
 	inject_write(qp2->qp_num, g1.grant_id, 4096, IBV_WC_SUCCESS);
 	inject_write(qp2->qp_num, g2.grant_id, 4096, IBV_WC_SUCCESS);
-	wait_notice(lc, ING_RDMA_NOTE_RECEIVED);
+	wait_notice(lc, ING_EV_RECEIVED);
 	assert_int_equal(io->ndelivered, 1);
-	assert_int_equal(io->nfailed, 0);
+	assert_int_equal(io_count(io, &io->nfailed), 0);
 	ing_rdma_lcore_destroy(lc);
 	frame_free(f);
 	fake_io_free(io);
