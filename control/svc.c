@@ -305,7 +305,7 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 	struct svc_frame *e = &s->fr[f->index];   /* one record per pool slot */
 	if (f->index >= s->nfr || e->state != FE_FREE) {   /* cannot happen */
 		ING_ERR("svc", "frame %s: slot %u has no free record", f->frame_id, f->index);
-		admit_put(&s->adm, f, pc->sess, pc->peer);
+		admit_put(&s->adm, f, pc->sess ? &pc->sess->cr : NULL, pc->peer ? &pc->peer->share : NULL);
 		*rc = -ENOSPC;
 		return NULL;
 	}
@@ -315,6 +315,8 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 	e->call = pc;
 	e->sess = pc->sess;     /* admit_try counted the credit and the peer's slot */
 	e->peer = pc->peer;
+	if (e->peer)
+		e->peer->refs++;    /* the entry stays while the frame holds its slot */
 	e->id_hash = ing_id_hash(f->frame_id, strlen(f->frame_id));
 	s->admissions++;
 	e->length = f->length;
@@ -355,7 +357,7 @@ static void session_drop(struct ing_svc *s, struct svc_session *ss)
 
 static void session_maybe_idle(struct ing_svc *s, struct svc_session *ss)
 {
-	if (ss->inflight)
+	if (ss->cr.inflight)
 		return;
 	ss->idle_since_ns = ing_now_ns();   /* implicit with a stream: idle since (eviction) */
 	if (ss->streams)
@@ -375,7 +377,8 @@ void svc_frame_release(struct svc_frame *e)
 	ing_timer_cancel(s->loop, &e->timer);
 	ht_remove(s, e);
 	/* slot, credit and the peer's count go back through admission, which wakes waiters */
-	admit_put(&s->adm, e->f, ss, e->peer);
+	admit_put(&s->adm, e->f, ss ? &ss->cr : NULL, e->peer ? &e->peer->share : NULL);
+	svc_peer_put(s, e->peer);
 	e->f = NULL;
 	e->xp = NULL;
 	e->call = NULL;
@@ -591,7 +594,7 @@ static void on_event(void *ctx, const struct ing_msg *m)
 	case ING_EV_GRANTED:
 		e = frame_record(s, m->f, FE_FILLING);
 		if (e)
-			svc_rdma_write_granted(e, m->val, (uint32_t)(m->u64 >> 32), (uint32_t)m->u64);
+			svc_frame_granted(e, m->val, (uint32_t)(m->u64 >> 32), (uint32_t)m->u64);
 		break;
 	case ING_EV_DONE:
 		frame_done(s, m->f);
@@ -646,7 +649,7 @@ static void sweep(struct ing_svc *s)
 	uint64_t idle = (uint64_t)s->o.session_idle_ms * 1000000ull;
 	for (unsigned i = 0; i < s->o.max_sessions; i++) {
 		struct svc_session *ss = &s->sess[i];
-		if (!ss->in_use || ss->streams || ss->inflight)
+		if (!ss->in_use || ss->streams || ss->cr.inflight)
 			continue;
 		if (now - ss->idle_since_ns >= idle) {
 			struct ing_log_ctx lc = svc_log_session(ss);
@@ -670,7 +673,7 @@ static void sweep_timer_cb(void *arg)
 static bool stream_idle(const struct svc_session *ss, uint64_t now)
 {
 	const struct svc_call *pc = ss->icall;
-	if (!ss->implicit || ss->inflight || now - ss->idle_since_ns < EVICT_STREAM_IDLE_NS)
+	if (!ss->implicit || ss->cr.inflight || now - ss->idle_since_ns < EVICT_STREAM_IDLE_NS)
 		return false;
 	return !pc || !(pc->blocked || pc->finished || pc->want_finish);
 }
@@ -691,7 +694,7 @@ static struct svc_session *evict_oldest_idle(struct ing_svc *s, struct svc_peer 
 	for (int pass = 0; pass < 2 && !old; pass++) {
 		for (unsigned i = 0; i < s->o.max_sessions; i++) {
 			struct svc_session *ss = &s->sess[i];
-			if (!ss->in_use || ss->inflight || (peer && ss->peer != peer))
+			if (!ss->in_use || ss->cr.inflight || (peer && ss->peer != peer))
 				continue;
 			if (pass == 0 ? ss->streams != 0 : !stream_idle(ss, now))
 				continue;
@@ -754,7 +757,7 @@ struct svc_session *svc_session_new(struct ing_svc *s, struct svc_peer *peer)
 	} while (ss->id == 0 || svc_session_find(s, ss->id));
 	ss->in_use = true;
 	ss->idle_since_ns = ing_now_ns();
-	ss->credits = s->o.credits_default < s->o.credits_max ? s->o.credits_default : s->o.credits_max;
+	ss->cr.credits = s->o.credits_default < s->o.credits_max ? s->o.credits_default : s->o.credits_max;
 	ss->max_frame = s->max_frame;
 	ss->transport = ING_XPORT_GRPC;
 	s->nsess++;
@@ -993,6 +996,106 @@ void svc_call_check_done(struct svc_call *pc)
 
 /* ================================================================ acks */
 
+/* ---- the rest of the transports' view of the core (control/xport.h) */
+
+uint64_t svc_call_session(const struct svc_call *pc)
+{
+	return pc->sess ? pc->sess->id : 0;
+}
+
+bool svc_call_push(const struct svc_call *pc)
+{
+	return pc->sess && pc->sess->push;
+}
+
+void svc_call_error(struct svc_call *pc, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	pc->err_status = status;
+	va_start(ap, fmt);
+	vsnprintf(pc->err_msg, sizeof(pc->err_msg), fmt, ap);
+	va_end(ap);
+}
+
+bool svc_call_closing(const struct svc_call *pc)
+{
+	return pc->finished || pc->want_finish;
+}
+
+void svc_call_set_blocked(struct svc_call *pc, bool blocked)
+{
+	pc->blocked = blocked;
+}
+
+void svc_call_half_close(struct svc_call *pc)
+{
+	pc->half_closed = true;
+}
+
+void svc_call_end_frames(struct svc_call *pc, const char *why)
+{
+	struct ing_svc *s = pc->svc;
+
+	for (uint32_t i = 0; i < s->nfr && pc->open_frames; i++) {
+		struct svc_frame *e = &s->fr[i];
+		if (e->state == FE_FILLING && e->call == pc)
+			svc_frame_fail(e, ING_E_CANCELLED, true,
+				       "frame %s: %s after %" PRIu64 " of %" PRIu64 " bytes",
+				       e->f->frame_id, why, e->f->filled, e->length);
+	}
+}
+
+void svc_call_admit_req(struct svc_call *pc, struct admit_req *r, const struct xport_ops *xp,
+			void *owner, uint64_t length)
+{
+	r->xp = xp;
+	r->owner = owner;
+	r->credit = pc->sess ? &pc->sess->cr : NULL;
+	r->share = pc->peer ? &pc->peer->share : NULL;
+	r->length = length;
+}
+
+struct admit *svc_admission(struct ing_svc *s)
+{
+	return &s->adm;
+}
+
+void svc_note_parked(struct ing_svc *s)
+{
+	s->c_ctl_parked++;
+}
+
+const struct ing_svc_opts *svc_opts(const struct ing_svc *s)
+{
+	return &s->o;
+}
+
+struct ing_rdma *svc_rdma_engine(const struct ing_svc *s)
+{
+	return s->rdma;
+}
+
+struct ing_frame *svc_frame_ing(const struct svc_frame *e)
+{
+	return e->f;
+}
+
+struct ing_svc *svc_frame_service(const struct svc_frame *e)
+{
+	return e->svc;
+}
+
+struct svc_call *svc_frame_call(const struct svc_frame *e)
+{
+	return e->call;
+}
+
+bool svc_frame_filling(const struct svc_frame *e)
+{
+	return e->state == FE_FILLING;
+}
+
 static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
 {
 	H3000__Ack m = H3000__ACK__INIT;
@@ -1124,6 +1227,27 @@ void svc_ack_received(struct svc_frame *e, uint64_t latency_ns)
 	svc_send_ack(e->call, &a);
 }
 
+/* The slot is open for the producer's WRITE: Ack{GRANTED} to the frame's call. A frame
+ * whose call is gone is never written: its grant expires in the lcore. The lcore still
+ * owns the frame: only what admission set is read here (buf, length, ids). */
+void svc_frame_granted(struct svc_frame *e, uint32_t grant_id, uint32_t grant_rkey,
+		       uint32_t qp_num)
+{
+	if (!e->call)
+		return;
+	struct svc_ack a = {
+		.ok = true,
+		.stage = H3000__ACK_STAGE__ACK_STAGE_GRANTED,
+		.grant_id = grant_id,
+		.grant_rkey = grant_rkey,
+		.grant_qp = qp_num,
+		.grant_addr = (uint64_t)(uintptr_t)e->f->buf,
+		.grant_length = e->f->length,
+	};
+	svc_ack_set_id(&a, e->f->wafer_id, e->f->frame_id);
+	svc_send_ack(e->call, &a);
+}
+
 void svc_vnack(struct svc_call *pc, const char *wafer, const char *frame_id, int code,
 	       bool retryable, const char *fmt, va_list ap)
 {
@@ -1149,11 +1273,11 @@ void svc_nack(struct svc_call *pc, const char *wafer, const char *frame_id, int 
 	va_end(ap);
 }
 
-int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_id,
-		   size_t id_len, const char *meta_frame_id, uint64_t length, const char *wafer,
+int svc_meta_check(struct svc_call *pc, const char *frame_id, size_t id_len,
+		   const char *meta_frame_id, uint64_t length, const char *wafer,
 		   const char **wafer_out, char *why, size_t whylen)
 {
-	uint64_t max = ss ? ss->max_frame : s->max_frame;
+	uint64_t max = pc->sess ? pc->sess->max_frame : pc->svc->max_frame;
 	char idp[96];
 	const char *bad = ing_id_check(frame_id, id_len);
 

@@ -4,32 +4,25 @@
  * describes (svc_ctl.c parks and retries the descriptors), glue to
  * dataplane/rdma/rdma.h.
  *   start       hand the admitted frame to its QP's lcore (ing_rdma_submit)
- *   engine cbs  session check, connection state, device removal
- *   the loop    the engine's CM channel and its housekeeping timer
+ * (The engine itself is the core's: svc_engine.c runs its CM channel, timer and callbacks.)
  * Ownership: a frame admitted for RDMA belongs to the lcore from ing_rdma_submit until it
  * comes back on the control mailbox as DONE (XPORT_F_DATAPLANE); the core never frees its
  * slot before that (no frame timer, a closing call only detaches), which the lcore bounds
  * by park_ms / drain_ms. A failed READ comes back with its status and the core fails it.
  */
-#include "control/svc_internal.h"
-#include "common/clock.h"
-#include "common/log.h"
+#include "control/xport.h"
 #include "dataplane/rdma/rdma.h"
-#include "h3000.pb-c.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <string.h>
-
-#define COMP "svc-rdma"
 
 /* No "connected" test: a session between a failed QP and its reconnect still takes jobs
  * (the lcore parks them); ing_rdma_submit says -ENOTCONN if it never connected and
- * -ENOBUFS when the lcore's job ring is full. */
+ * -ENOBUFS when the lcore's mailbox is full. */
 static int rdma_start(struct svc_frame *e)
 {
-	return e->svc->rdma ? ing_rdma_submit(e->svc->rdma, e->f) : -ENOTCONN;
+	struct ing_rdma *r = svc_rdma_engine(svc_frame_service(e));
+
+	return r ? ing_rdma_submit(r, svc_frame_ing(e)) : -ENOTCONN;
 }
 
 const struct xport_ops xport_rdma_read = {
@@ -41,97 +34,3 @@ const struct xport_ops xport_rdma_read = {
 	.conn_lost = svc_ctl_conn_lost,
 };
 
-/* ---------------------------------------------------------------- engine callbacks */
-
-static int cb_session_check(void *arg, uint64_t session_id)
-{
-	struct ing_svc *s = arg;
-	struct svc_session *ss = svc_session_find(s, session_id);
-
-	if (s->stopping)
-		return -ESHUTDOWN;
-	if (!ss)
-		return -ENOENT;
-	if (ss->transport != ING_XPORT_RDMA)
-		return -EPERM;
-	return 0;
-}
-
-static void cb_conn_state(void *arg, uint64_t session_id, bool up)
-{
-	struct ing_svc *s = arg;
-	struct svc_session *ss = up ? svc_session_find(s, session_id) : NULL;
-	if (ss && ss->rdma_seen)
-		s->m.rdma_reconnects++;
-	if (ss)
-		ss->rdma_seen = true;
-	struct ing_log_ctx lc = ss ? svc_log_session(ss) : (struct ing_log_ctx){ .session = session_id };
-	ING_LOGC(ING_LOG_INFO, COMP, &lc, "session %" PRIu64 ": RDMA connection %s", session_id,
-		 up ? "up" : "down");
-}
-
-static void cb_device_lost(void *arg, const char *why)
-{
-	struct ing_svc *s = arg;
-
-	s->o.rdma.rdma_available = false;
-	snprintf(s->note, sizeof(s->note), "rdma: %s; fallback active", why);
-	s->c_fallback++;
-	ING_ERR(COMP, "%s: Negotiate offers only the gRPC stream from now on", why);
-}
-
-static void cb_device_back(void *arg, const char *addr, uint16_t port)
-{
-	struct ing_svc *s = arg;
-
-	s->o.rdma.rdma_available = true;
-	s->o.rdma.rdma_addr = addr;
-	s->o.rdma.rdma_port = port;
-	snprintf(s->note, sizeof(s->note), "rdma: %s:%u; fallback available", addr, port);
-	ING_WARN(COMP, "RDMA is back on %s:%u: Negotiate offers RDMA again", addr, port);
-}
-
-static void cm_cb(void *arg, uint32_t events)
-{
-	struct ing_svc *s = arg;
-	(void)events;
-
-	ing_rdma_cm_dispatch(s->rdma);
-}
-
-static void tick_cb(void *arg)
-{
-	struct ing_svc *s = arg;
-
-	ing_rdma_tick(s->rdma);
-	ing_timer_arm(s->loop, &s->rdma_tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);
-}
-
-int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
-{
-	struct ing_rdma_cbs cbs = {
-		.arg = s,
-		.session_check = cb_session_check,
-		.conn_state = cb_conn_state,
-		.device_lost = cb_device_lost,
-		.device_back = cb_device_back,
-	};
-
-	if (s->rdma) {   /* detach the engine it has */
-		ing_timer_cancel(s->loop, &s->rdma_tick);
-		ing_loop_del_fd(s->loop, ing_rdma_cm_fd(s->rdma));
-		s->rdma = NULL;
-	}
-	if (!r)
-		return 0;
-	int rc = ing_loop_add_fd(s->loop, ing_rdma_cm_fd(r), EPOLLIN, cm_cb, s);
-	if (rc) {
-		ING_ERR(COMP, "cannot watch the rdma_cm channel: %s", strerror(-rc));
-		return rc;
-	}
-	s->rdma = r;
-	ing_rdma_set_cbs(r, &cbs);
-	ing_timer_init(&s->rdma_tick, tick_cb, s);
-	ing_timer_arm(s->loop, &s->rdma_tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);
-	return 0;
-}

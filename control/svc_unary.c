@@ -210,7 +210,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	unsigned credits = r->credits ? r->credits : s->o.credits_default;
 	if (credits > s->o.credits_max)
 		credits = s->o.credits_max;
-	ss->credits = credits;
+	ss->cr.credits = credits;
 	ss->max_frame = r->maxframesize && r->maxframesize < s->max_frame ? r->maxframesize : s->max_frame;
 	ss->transport = pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ ||
 			pick == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE ? ING_XPORT_RDMA : ING_XPORT_GRPC;
@@ -244,7 +244,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.rdmaaddr = (char *)(rdma && s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "");
 	rep.rdmaport = rdma ? s->o.rdma.rdma_port : 0;
 	rep.maxframesize = ss->max_frame;
-	rep.credits = ss->credits;
+	rep.credits = ss->cr.credits;
 	rep.ackreceived = ss->ack_received;
 	rep.ackstored = true;   /* Ack.stored is set */
 	if (ss->push) {
@@ -258,7 +258,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	struct ing_log_ctx lc = { .peer = ing_grpc_call_peer(c), .session = ss->id };
 	ING_LOGC(ING_LOG_INFO, "svc", &lc, "session %" PRIu64 " for %s (%s%s%s%s): credits %u, max frame %" PRIu64 ", %s",
 		 ss->id, ss->client[0] ? ss->client : "?", ing_grpc_call_peer(c),
-		 ident ? ", identity \"" : "", ident ? ident : "", ident ? "\"" : "", ss->credits,
+		 ident ? ", identity \"" : "", ident ? ident : "", ident ? "\"" : "", ss->cr.credits,
 		 ss->max_frame, note);
 	rc = reply(c, &rep.base);
 out:
