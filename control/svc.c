@@ -477,27 +477,6 @@ void svc_frame_complete(struct svc_frame *e)
 	persist_retry(s);
 }
 
-const char *const svc_stage_name[SVC_NSTAGES + 1] = {
-	"received", "crc", "written", "synced", "catalogued", "ack", "total",
-};
-
-/*
- * Split admitted -> now into the node's stages; a stage the frame skipped (0 stamp) is 0
- * and its time goes to the next one reached, so the stages always add up.
- */
-static void stage_split(const struct ing_frame *f, uint64_t now, uint64_t *out)
-{
-	const uint64_t t[SVC_NSTAGES] = { f->t_received_ns, f->t_crc_ns, f->t_written_ns,
-					  f->t_synced_ns, f->t_durable_ns, now };
-	uint64_t prev = f->t_admit_ns;
-	for (unsigned i = 0; i < SVC_NSTAGES; i++) {
-		out[i] = 0;
-		if (!t[i] || t[i] < prev)
-			continue;
-		out[i] = t[i] - prev;
-		prev = t[i];
-	}
-}
 
 /* The record of a frame the service holds in state st, or NULL. */
 static struct svc_frame *frame_record(struct ing_svc *s, const struct ing_frame *f, uint8_t st)
@@ -560,14 +539,9 @@ static void frame_done(struct ing_svc *s, struct ing_frame *f)
 		s->c_bytes_durable += f->length;
 		if (f->duplicate)
 			s->c_dup++;
-		ing_hist_add(&s->lat, a.latency_ns);
-		stage_split(f, now, a.stage_ns);
-		for (unsigned i = 0; i < SVC_NSTAGES; i++)
-			ing_hist_add(&s->stage_lat[i], a.stage_ns[i]);
-		ing_hist_add(&s->stage_lat[SVC_ST_TOTAL], now - f->t_admit_ns);
 	}
 	s->persisting--;
-	svc_metrics_durable(s, f, now);
+	svc_metrics_durable(s, f, now, a.stage_ns);   /* the stages, in the one latency view */
 	svc_ops_frame(s, e->peer, f->status, f->length);
 	if (e->call)
 		svc_send_ack(e->call, &a);
@@ -1471,9 +1445,8 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->ctl = ctl;
 	s->o = *o;
 	s->t_start_ns = ing_now_ns();
-	ing_hist_reset(&s->lat);
-	for (unsigned i = 0; i <= SVC_NSTAGES; i++)
-		ing_hist_reset(&s->stage_lat[i]);
+	for (unsigned i = 0; i < SVC_LAT_N; i++)
+		ing_hist_reset(&s->lat[i]);
 	ing_timer_init(&s->retry_timer, retry_timer_cb, s);
 	ing_timer_init(&s->sweep_timer, sweep_timer_cb, s);
 	ing_timer_init(&s->kick_timer, kick_timer_cb, s);

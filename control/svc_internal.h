@@ -89,8 +89,35 @@ struct svc_frame {
 /* The node's stages of a durable frame (Ack.stage*Ns, StatsReply.stageLatency). */
 enum svc_stage { SVC_ST_RECEIVED, SVC_ST_CRC, SVC_ST_WRITTEN, SVC_ST_SYNCED, SVC_ST_CATALOGUED,
 		 SVC_ST_ACK, SVC_NSTAGES };
-#define SVC_ST_TOTAL SVC_NSTAGES   /* index of the admitted -> ack histogram */
-extern const char *const svc_stage_name[SVC_NSTAGES + 1];
+extern const char *const svc_stage_name[SVC_NSTAGES + 1];   /* ... then "total" */
+
+/*
+ * The node's one latency view (svc_metrics.c): every cut of a frame's time that Acks, Stats
+ * and /metrics report, one struct ing_hist each (quantiles and Prometheus buckets from the
+ * same samples), recorded once per frame on the control thread. The first SVC_NSTAGES + 1
+ * are the Ack's stages in enum svc_stage order and the total (durable frames; a stage the
+ * frame skipped is 0); /metrics' ingest_stage_seconds{stage="ack"} is SVC_LAT_ACK. Where
+ * /metrics and Stats.latency cut differently from the Acks (queue: RECEIVED to a worker
+ * taking it; write: taken to written; sync, commit: written frames only) they have their
+ * own entries: merging them would change what dashboards or clients already read.
+ */
+enum svc_lat {
+	SVC_LAT_ACK = SVC_ST_ACK,       /* durable -> ack sent */
+	SVC_LAT_TOTAL = SVC_NSTAGES,    /* admission -> ack sent */
+	SVC_LAT_RECEIVED_ALL,           /* admission -> RECEIVED, every frame received (not only
+					 * durable ones): ingest_ack_latency_seconds{received} */
+	SVC_LAT_DURABLE,                /* admission -> durable: ingest_ack_latency_seconds{durable},
+					 * Stats ackLatencyP50/95/99Ns */
+	SVC_LAT_QUEUE, SVC_LAT_WRITE, SVC_LAT_SYNC, SVC_LAT_COMMIT,   /* ingest_stage_seconds */
+	SVC_LAT_N
+};
+/* /metrics ingest_stage_seconds{stage} and StatsReply.latency's stages, in that order */
+#define SVC_METRIC_STAGES 5
+struct svc_metric_stage {
+	const char *name;
+	enum svc_lat lat;
+};
+extern const struct svc_metric_stage svc_metric_stage[SVC_METRIC_STAGES];
 
 /* An Ack that did not fit into the call's send buffer yet. */
 struct svc_ack {
@@ -110,14 +137,11 @@ struct svc_ack {
 
 /* --- Prometheus counters and histograms (control/svc_metrics.c), control thread only --- */
 enum svc_result { SVC_R_DURABLE = 0, SVC_R_DUPLICATE, SVC_R_FAILED, SVC_R_REFUSED, SVC_R_N };
-enum svc_mstage { SVC_MS_QUEUE = 0, SVC_MS_WRITE, SVC_MS_SYNC, SVC_MS_COMMIT, SVC_MS_ACK, SVC_MS_N };
 #define SVC_X_N 2                /* transports: [0] gRPC stream, [1] RDMA READ */
 #define SVC_M_LCORES 16          /* == ING_RDMA_MAX_LCORES */
 struct svc_metrics {
 	uint64_t frames[SVC_X_N][SVC_R_N], bytes[SVC_X_N][SVC_R_N];
 	uint64_t rx_frames[SVC_X_N], rx_bytes[SVC_X_N];
-	struct ing_phist ack_received, ack_durable;   /* from admission */
-	struct ing_phist stage[SVC_MS_N];             /* inside the node, after RECEIVED */
 	uint64_t rdma_reconnects;
 	uint64_t busy_prev_ns[SVC_M_LCORES], busy_t_prev;  /* lcore busy ratio sampling */
 	double busy_ratio[SVC_M_LCORES];
@@ -185,8 +209,7 @@ struct ing_svc {
 	/* counters */
 	uint64_t c_received, c_durable, c_failed, c_dup, c_refused;
 	uint64_t c_bytes_rx, c_bytes_durable, c_orphan_acks, c_fallback;
-	struct ing_hist lat;
-	struct ing_hist stage_lat[SVC_NSTAGES + 1];   /* per stage, then the total */
+	struct ing_hist lat[SVC_LAT_N];   /* the one latency view (enum svc_lat) */
 	char note[192];
 	/* --- RDMA data path (control/svc_rdma.c) --- */
 	struct ing_rdma *rdma;   /* NULL: no RDMA engine */
@@ -248,8 +271,10 @@ void *svc_arena_reset(struct svc_call *pc);
 /* svc_metrics.c: count a frame's outcome (transport: enum ing_xport) and its latencies */
 void svc_metrics_result(struct ing_svc *s, uint8_t transport, enum svc_result r, uint64_t bytes);
 void svc_metrics_received(struct ing_svc *s, uint8_t transport, uint64_t bytes, uint64_t latency_ns);
-/* a frame back from persistence, ok or not; now: when control handles its ack */
-void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now);
+/* a frame back from persistence, ok or not; now: when control handles its ack. For a durable
+ * frame, fills stage_ns (the Ack's stages) and records every cut in s->lat. */
+void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now,
+			 uint64_t stage_ns[SVC_NSTAGES]);
 
 /*
  * svc_ops.c: one frame's outcome for the on-call counters: code 0 stored (bytes), else

@@ -321,9 +321,10 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	r.poolslotstotal = ing_pool_total(s->pool);
 	r.poolslotsfree = ing_pool_free(s->pool);
 	r.framesinflight = s->nfr_used;
-	r.acklatencyp50ns = ing_hist_quantile(&s->lat, 0.50);
-	r.acklatencyp95ns = ing_hist_quantile(&s->lat, 0.95);
-	r.acklatencyp99ns = ing_hist_quantile(&s->lat, 0.99);
+	const struct ing_hist *dur = &s->lat[SVC_LAT_DURABLE];
+	r.acklatencyp50ns = ing_hist_quantile(dur, 0.50);
+	r.acklatencyp95ns = ing_hist_quantile(dur, 0.95);
+	r.acklatencyp99ns = ing_hist_quantile(dur, 0.99);
 	r.rdmareaderrors = s->c_rdma_errors;
 	r.fallbackswitches = s->c_fallback;
 	r.transportnote = s->note;
@@ -346,33 +347,33 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	}
 	r.sessionspush = npush;
 	r.ctlframesparked = s->c_ctl_parked;
-	/* the /metrics histograms (svc_metrics.c) */
-	static const char *const names[] = { "ack_received", "ack_durable", "queue", "write",
-					     "sync", "commit", "ack" };
-	const struct ing_phist *hs[] = { &s->m.ack_received, &s->m.ack_durable,
-					 &s->m.stage[SVC_MS_QUEUE], &s->m.stage[SVC_MS_WRITE],
-					 &s->m.stage[SVC_MS_SYNC], &s->m.stage[SVC_MS_COMMIT],
-					 &s->m.stage[SVC_MS_ACK] };
-	enum { NH = sizeof(hs) / sizeof(hs[0]) };
+	/* the /metrics histograms (svc_metrics.c), from the same latency view */
+	enum { NH = 2 + SVC_METRIC_STAGES };
+	const char *names[NH] = { "ack_received", "ack_durable" };
+	const struct ing_hist *hs[NH] = { &s->lat[SVC_LAT_RECEIVED_ALL], &s->lat[SVC_LAT_DURABLE] };
+	for (unsigned i = 0; i < SVC_METRIC_STAGES; i++) {
+		names[2 + i] = svc_metric_stage[i].name;
+		hs[2 + i] = &s->lat[svc_metric_stage[i].lat];
+	}
 	H3000__LatencyHistogram lh[NH], *lhp[NH];
-	uint64_t counts[NH][ING_PHIST_NB + 1];
+	uint64_t counts[NH][ING_HIST_PROM_NB + 1];
 	for (unsigned i = 0; i < NH; i++) {
 		h3000__latency_histogram__init(&lh[i]);
 		lh[i].stage = (char *)names[i];
-		lh[i].n_bucketupperns = ING_PHIST_NB;
-		lh[i].bucketupperns = (uint64_t *)ing_phist_le_ns;
-		memcpy(counts[i], hs[i]->b, sizeof(counts[i]));
-		lh[i].n_bucketcounts = ING_PHIST_NB + 1;
+		lh[i].n_bucketupperns = ING_HIST_PROM_NB;
+		lh[i].bucketupperns = (uint64_t *)ing_hist_prom_le_ns;
+		memcpy(counts[i], hs[i]->prom, sizeof(counts[i]));
+		lh[i].n_bucketcounts = ING_HIST_PROM_NB + 1;
 		lh[i].bucketcounts = counts[i];
 		lh[i].count = hs[i]->count;
-		lh[i].sumns = hs[i]->sum_ns;
+		lh[i].sumns = hs[i]->sum;
 		lhp[i] = &lh[i];
 	}
 	r.n_latency = NH;
 	r.latency = lhp;
 	H3000__StageLatency sl[SVC_NSTAGES + 1], *slp[SVC_NSTAGES + 1];
 	for (unsigned i = 0; i <= SVC_NSTAGES; i++) {
-		const struct ing_hist *h = &s->stage_lat[i];
+		const struct ing_hist *h = &s->lat[i];   /* the Ack's stages, then the total */
 		h3000__stage_latency__init(&sl[i]);
 		sl[i].stage = (char *)svc_stage_name[i];
 		sl[i].count = h->count;
