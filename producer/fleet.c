@@ -4,7 +4,7 @@
  * front of one ordinary producer session per ingest node.
  *
  *   submit -> fleet frame (kept until DURABLE) -> HRW owner among the nodes that take new
- *             wafers -> that node's session (ing_producer_submit, user = the fleet frame)
+ *             wafers -> that node's session (producer_session_submit, user = the fleet frame)
  *   poll   -> every node session polled without waiting, then one poll(2) over their
  *             sockets; acks are matched to the fleet frame AND to the node it is placed on
  *             (an ack from anywhere else is late: counted, ignored)
@@ -261,7 +261,7 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 	so.tls_cert = f->s_cert;
 	so.tls_key = f->s_key;
 	so.tls_server_name = f->s_sni;
-	struct ing_producer *sub = ing_producer_connect(&so, err, sizeof(err));
+	struct ing_producer *sub = producer_session_connect(&so, err, sizeof(err));
 	if (!sub) {
 		n->failed = true;
 		n->down_until_ns = ing_now_ns() + ms_ns(f->cooldown_ms);
@@ -530,6 +530,8 @@ static char *dup_opt(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+static const struct producer_ops fleet_ops;
+
 static void fleet_free(struct ing_producer *p)
 {
 	struct fleet *f = p->fleet;
@@ -569,6 +571,7 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 		return NULL;
 	}
 	p->fleet = f;
+	p->ops = &fleet_ops;
 	f->top = p;
 	p->o = *o;
 	p->o.recycle_on = ING_ACK_DURABLE;   /* a re-send reads the bytes again */
@@ -788,7 +791,7 @@ static void place_and_send(struct fleet *f)
 			.frame_id = ff->id, .wafer_id = ff->wafer, .timestamp = ff->ts, .data = ff->data,
 			.length = ff->len, .crc32c = ff->crc, .has_crc = 1, .user = ff,
 		};
-		int rc = ing_producer_submit(nd->sub, &d);
+		int rc = producer_session_submit(nd->sub, &d);
 		if (rc == 0) {
 			ff->on_node = true;
 			ff->t_sent_ns = ing_now_ns();
@@ -849,7 +852,7 @@ static void fleet_pass(struct fleet *f)
 		struct fnode *n = &f->nodes[i];
 		if (!n->sub)
 			continue;
-		int got = ing_producer_poll(n->sub, acks, FLEET_SUB_ACKS, 0);
+		int got = producer_session_poll(n->sub, acks, FLEET_SUB_ACKS, sizeof(acks[0]), 0);
 		/* acks first: DURABLE acks that came in before a break count */
 		for (int k = 0; k < got && n->sub; k++)
 			handle_ack(f, i, &acks[k]);
@@ -879,7 +882,7 @@ static void fleet_wait(struct fleet *f, int wait_ms)
 	(void)poll(pfd, n, wait_ms);
 }
 
-int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
+static int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 {
 	struct fleet *f = p->fleet;
 	const char *wafer = d->wafer_id && *d->wafer_id ? d->wafer_id : ING_DEFAULT_WAFER;
@@ -920,7 +923,7 @@ int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	return 0;
 }
 
-int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_t ack_size,
+static int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_t ack_size,
 	       int timeout_ms)
 {
 	struct fleet *f = p->fleet;
@@ -954,7 +957,7 @@ int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_
 	return (int)n;
 }
 
-void fleet_close(struct ing_producer *p, int timeout_ms)
+static void fleet_close(struct ing_producer *p, int timeout_ms)
 {
 	struct fleet *f = p->fleet;
 	struct ing_ack scratch[16];
@@ -969,7 +972,7 @@ void fleet_close(struct ing_producer *p, int timeout_ms)
 		ING_WARN(COMP, "closing with %u frame(s) not DURABLE", f->nused);
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		if (f->nodes[i].sub) {
-			ing_producer_close(f->nodes[i].sub, 0);
+			producer_session_close(f->nodes[i].sub, 0);
 			f->nodes[i].sub = NULL;
 		}
 	}
@@ -979,12 +982,12 @@ void fleet_close(struct ing_producer *p, int timeout_ms)
 	fleet_free(p);
 }
 
-unsigned fleet_in_flight(const struct ing_producer *p)
+static unsigned fleet_in_flight(const struct ing_producer *p)
 {
 	return p->fleet->nused + p->fleet->undelivered_terminal;
 }
 
-void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st)
+static void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st)
 {
 	const struct fleet *f = p->fleet;
 	st->nodes = f->nnodes;
@@ -992,6 +995,16 @@ void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st)
 	for (unsigned i = 0; i < f->nnodes; i++)
 		st->nodes_up += node_eligible(&f->nodes[i]);
 }
+
+/* The router as the layer behind the application's handle (api.c). */
+static const struct producer_ops fleet_ops = {
+	.name = "fleet",
+	.submit = fleet_submit,
+	.poll = fleet_poll,
+	.close = fleet_close,
+	.in_flight = fleet_in_flight,
+	.stats = fleet_stats,
+};
 
 int ing_producer_fleet_node_sz(const struct ing_producer *p, unsigned i, struct ing_fleet_node *out,
 			       size_t node_size)
