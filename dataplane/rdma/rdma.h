@@ -75,6 +75,9 @@ struct ing_rdma_ops {
 	void (*ack_cq_events)(struct ibv_cq *cq, unsigned n);
 	/* push only (never called on a lcore without ing_rdma_lcore_set_push) */
 	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+	/* push with memory windows only: a type-2 window of pd, and its release */
+	struct ibv_mw *(*alloc_mw)(struct ibv_pd *pd, enum ibv_mw_type type);
+	int (*dealloc_mw)(struct ibv_mw *mw);
 };
 extern const struct ing_rdma_ops ing_rdma_verbs_ops;
 
@@ -214,8 +217,6 @@ int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint64_t
 int ing_rdma_lcore_detach(struct ing_rdma_lcore *lc, uint32_t qp_num);
 /* Ask the loop to return (any thread). */
 void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc);
-/* The lcore's mailbox (tests, and callers that post their own messages). */
-struct ing_mbox *ing_rdma_lcore_mbox(const struct ing_rdma_lcore *lc);
 
 /* Lcore thread: one pass (outbox, mailbox, posts, one CQ burst, timers). Returns the work
  * done (0 = idle). */

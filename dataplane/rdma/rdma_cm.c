@@ -609,16 +609,10 @@ static int bind_auto(struct ing_rdma *r, char *why, size_t whylen)
 	return -ENODEV;
 }
 
-/*
- * Everything on the device: the listening id (bound to the configured address, or the first
- * local address on an RDMA device), its verbs context, the PD, the pool's MRs and each
- * lcore's channel, CQ, job ring and poller. Used at start and again after DEVICE_REMOVAL
- * (timers: reopen); on failure the caller releases what was made (release_device).
- */
-static int device_open(struct ing_rdma *r, char *why, size_t whylen)
+/* The listening id, bound to the configured address (or the first local address on an
+ * RDMA device), its device's attributes and the largest message. 0 or -1 with why. */
+static int listener_open(struct ing_rdma *r, char *why, size_t whylen)
 {
-	struct ing_pool *pool = r->pool;
-
 	if (rdma_create_id(r->ech, &r->listen_id, r, RDMA_PS_TCP)) {
 		snprintf(why, whylen, "rdma_create_id: %s", strerror(errno));
 		return -1;
@@ -653,19 +647,20 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 	r->max_msg_sz = 0;
 	if (ibv_query_port(r->ctx, r->listen_id->port_num ? r->listen_id->port_num : 1, &pa) == 0)
 		r->max_msg_sz = pa.max_msg_sz;
-	r->pd = ibv_alloc_pd(r->ctx);
-	if (!r->pd) {
-		snprintf(why, whylen, "ibv_alloc_pd(%s) failed", r->devname);
-		return -1;
-	}
-	/*
-	 * Push (RDMA WRITE): with type-2 memory windows every grant opens exactly its slot, so
-	 * the pool MR only gets MW_BIND; without them the pool MR itself takes remote writes
-	 * (any connected producer of a push session can write anywhere in the pool: ingest-doctor
-	 * warns). --rdma-write decides.
-	 */
+	return 0;
+}
+
+/*
+ * Push (RDMA WRITE): with type-2 memory windows every grant opens exactly its slot, so the
+ * pool MR only gets MW_BIND; without them the pool MR itself takes remote writes (any
+ * connected producer of a push session can write anywhere in the pool: ingest-doctor
+ * warns). --rdma-write decides r->push_mode; returns the pool MR's access flags.
+ */
+static int push_mode_pick(struct ing_rdma *r)
+{
 	bool mw2 = ing_rdma_device_has_mw2(r->ctx);
 	int access = IBV_ACCESS_LOCAL_WRITE;
+
 	switch (r->o.push) {
 	case ING_RDMA_PUSH_AUTO:
 		r->push_mode = mw2 ? 1 : 2;
@@ -688,12 +683,17 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 		ING_WARN(COMP, "device %s has no type-2 memory windows: %s", r->devname,
 			 r->push_mode ? "RDMA WRITE push grants carry the pool MR's rkey (writes are not bounded to the granted slot)"
 				      : "RDMA WRITE push is off (--rdma-write mw)");
-	/* the pool's regions, once per PD: slots are addressed by lkey of their class */
-	r->nmr = ing_pool_nclasses(pool);
+	return access;
+}
+
+/* The pool's regions, once per PD: slots are addressed by lkey of their class. */
+static int pool_register(struct ing_rdma *r, int access, char *why, size_t whylen)
+{
+	r->nmr = ing_pool_nclasses(r->pool);
 	for (unsigned c = 0; c < r->nmr; c++) {
 		void *base;
 		size_t len;
-		if (ing_pool_region(pool, c, &base, &len)) {
+		if (ing_pool_region(r->pool, c, &base, &len)) {
 			snprintf(why, whylen, "pool region %u missing", c);
 			return -1;
 		}
@@ -705,6 +705,12 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 		}
 		r->lkeys[c] = r->mrs[c]->lkey;
 	}
+	return 0;
+}
+
+/* Each lcore's completion channel, CQ and poller (with its mailbox), push set up on it. */
+static int lcores_open(struct ing_rdma *r, char *why, size_t whylen)
+{
 	r->nl = r->o.nlcores;
 	for (unsigned i = 0; i < r->nl; i++) {
 		struct rdma_engine_lcore *el = &r->lcs[i];
@@ -748,12 +754,33 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 		/* one window per pool slot: a grant holds a slot, so they never run out */
 		if (r->push_mode &&
 		    ing_rdma_lcore_set_push(el->lc, r->pd, r->mrs, r->nmr,
-					    r->push_mode == 1 ? ing_pool_total(pool) : 0)) {
+					    r->push_mode == 1 ? ing_pool_total(r->pool) : 0)) {
 			snprintf(why, whylen, "RDMA WRITE push set-up on lcore %u failed (--rdma-write off to run without it)",
 				 el->lcore_id);
 			return -1;
 		}
 	}
+	return 0;
+}
+
+/*
+ * Everything on the device: the listening id (bound to the configured address, or the first
+ * local address on an RDMA device), its verbs context, the PD, the pool's MRs and each
+ * lcore's channel, CQ and poller. Used at start and again after DEVICE_REMOVAL
+ * (timers: reopen); on failure the caller releases what was made (release_device).
+ */
+static int device_open(struct ing_rdma *r, char *why, size_t whylen)
+{
+	if (listener_open(r, why, whylen))
+		return -1;
+	r->pd = ibv_alloc_pd(r->ctx);
+	if (!r->pd) {
+		snprintf(why, whylen, "ibv_alloc_pd(%s) failed", r->devname);
+		return -1;
+	}
+	int access = push_mode_pick(r);
+	if (pool_register(r, access, why, whylen) || lcores_open(r, why, whylen))
+		return -1;
 	return 0;
 }
 

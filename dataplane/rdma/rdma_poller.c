@@ -452,9 +452,9 @@ static void push_mw_put(struct ing_rdma_lcore *lc, struct push_mw *m)
  */
 static void push_mw_replace(struct ing_rdma_lcore *lc, struct push_mw *m)
 {
-	if (m->mw && ibv_dealloc_mw(m->mw))
+	if (m->mw && lc->ops->dealloc_mw(m->mw))
 		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u: ibv_dealloc_mw failed", lc->o.lcore_id);
-	m->mw = ibv_alloc_mw(lc->pd, IBV_MW_TYPE_2);
+	m->mw = lc->ops->alloc_mw(lc->pd, IBV_MW_TYPE_2);
 	STAT_ADD(lc, push_mw_replaced, 1);
 	if (!m->mw) {
 		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: ibv_alloc_mw failed: %s; one grant fewer can be in flight",
@@ -794,6 +794,76 @@ static void cmd_detach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 
 /* ---------------------------------------------------------------- posting */
 
+/* The bind WR of f's grant (n-th of the batch): a free window over exactly its slot, remote
+ * write, under the window's next key. */
+static void wr_bind(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_frame *f,
+		    struct ibv_send_wr *wr, unsigned n)
+{
+	struct push_mw *mw = lc->mw_free[--lc->nmw_free];
+	struct rdma_rec *rec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
+	uint32_t key = ibv_inc_rkey(mw->rkey);
+
+	rec->f = f;
+	rec->c = c;
+	rec->len = 0;
+	rec->gen = c->gen;
+	rec->flags = REC_BIND | REC_SIGNALED;
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = (uintptr_t)rec;
+	wr->opcode = IBV_WR_BIND_MW;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	wr->bind_mw.mw = mw->mw;
+	wr->bind_mw.rkey = key;
+	wr->bind_mw.bind_info.mr = lc->mrs[f->cls];
+	wr->bind_mw.bind_info.addr = (uintptr_t)f->buf;
+	wr->bind_mw.bind_info.length = f->length;
+	wr->bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	mw->rkey = key;
+	f->grant_mw = mw;
+	f->grant_rkey = key;
+	f->push_state = PS_BINDING;
+	c->unsig_run = 0;
+	c->post_idx++;
+	c->post_off = 0;
+}
+
+/* The READ WR of f's next chunk (n-th of the batch), signaled as the plan says; moves the
+ * connection's post position. Returns the chunk's bytes. */
+static uint32_t wr_read(struct rdma_conn *c, struct ing_frame *f, uint32_t lkey,
+			struct ibv_send_wr *wr, struct ibv_sge *sge, unsigned n)
+{
+	uint64_t off = c->post_off, left = f->length - off;
+	uint32_t len = left < c->plan.chunk ? (uint32_t)left : c->plan.chunk;
+	bool last = off + len == f->length;
+	bool sig = ing_rdma_plan_signal(&c->plan, last, c->unsig_run, c->outstanding + n + 1);
+	struct rdma_rec *rec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
+
+	rec->f = f;
+	rec->c = c;
+	rec->len = len;
+	rec->gen = c->gen;
+	rec->flags = (last ? REC_LAST : 0) | (sig ? REC_SIGNALED : 0);
+	sge->addr = (uintptr_t)f->buf + off;
+	sge->length = len;
+	sge->lkey = lkey;
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = (uintptr_t)rec;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = IBV_WR_RDMA_READ;
+	wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
+	wr->wr.rdma.remote_addr = f->raddr + off;
+	wr->wr.rdma.rkey = f->rkey;
+	c->unsig_run = sig ? 0 : c->unsig_run + 1;
+	if (last) {
+		c->post_idx++;
+		c->post_off = 0;
+	} else {
+		c->post_off = off + len;
+	}
+	return len;
+}
+
 static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 {
 	struct ibv_send_wr wrs[ING_RDMA_POST_BURST], *bad = NULL;
@@ -825,68 +895,16 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 			}
 			if (!lc->nmw_free)
 				break;           /* every window is in a grant: wait for one */
-			struct push_mw *mw = lc->mw_free[--lc->nmw_free];
-			struct rdma_rec *brec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
-			uint32_t key = ibv_inc_rkey(mw->rkey);
-			brec->f = f;
-			brec->c = c;
-			brec->len = 0;
-			brec->gen = c->gen;
-			brec->flags = REC_BIND | REC_SIGNALED;
-			memset(&wrs[n], 0, sizeof(wrs[n]));
-			wrs[n].wr_id = (uintptr_t)brec;
-			wrs[n].opcode = IBV_WR_BIND_MW;
-			wrs[n].send_flags = IBV_SEND_SIGNALED;
-			wrs[n].bind_mw.mw = mw->mw;
-			wrs[n].bind_mw.rkey = key;
-			wrs[n].bind_mw.bind_info.mr = lc->mrs[f->cls];
-			wrs[n].bind_mw.bind_info.addr = (uintptr_t)f->buf;
-			wrs[n].bind_mw.bind_info.length = f->length;
-			wrs[n].bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+			wr_bind(lc, c, f, &wrs[n], n);
 			if (n)
 				wrs[n - 1].next = &wrs[n];
-			mw->rkey = key;
-			f->grant_mw = mw;
-			f->grant_rkey = key;
-			f->push_state = PS_BINDING;
-			c->unsig_run = 0;
-			c->post_idx++;
-			c->post_off = 0;
 			n++;
 			continue;
 		}
-		uint64_t off = c->post_off, left = f->length - off;
-		uint32_t len = left < c->plan.chunk ? (uint32_t)left : c->plan.chunk;
-		bool last = off + len == f->length;
-		bool sig = ing_rdma_plan_signal(&c->plan, last, c->unsig_run, c->outstanding + n + 1);
-		struct rdma_rec *rec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
-
-		rec->f = f;
-		rec->c = c;
-		rec->len = len;
-		rec->gen = c->gen;
-		rec->flags = (last ? REC_LAST : 0) | (sig ? REC_SIGNALED : 0);
-		sges[n].addr = (uintptr_t)f->buf + off;
-		sges[n].length = len;
-		sges[n].lkey = f->cls < lc->nlkeys ? lc->lkeys[f->cls] : 0;
-		memset(&wrs[n], 0, sizeof(wrs[n]));
-		wrs[n].wr_id = (uintptr_t)rec;
-		wrs[n].sg_list = &sges[n];
-		wrs[n].num_sge = 1;
-		wrs[n].opcode = IBV_WR_RDMA_READ;
-		wrs[n].send_flags = sig ? IBV_SEND_SIGNALED : 0;
-		wrs[n].wr.rdma.remote_addr = f->raddr + off;
-		wrs[n].wr.rdma.rkey = f->rkey;
+		bytes += wr_read(c, f, lc->nlkeys && f->cls < lc->nlkeys ? lc->lkeys[f->cls] : 0,
+				 &wrs[n], &sges[n], n);
 		if (n)
 			wrs[n - 1].next = &wrs[n];
-		c->unsig_run = sig ? 0 : c->unsig_run + 1;
-		if (last) {
-			c->post_idx++;
-			c->post_off = 0;
-		} else {
-			c->post_off = off + len;
-		}
-		bytes += len;
 		nreads++;
 		n++;
 	}
@@ -1315,11 +1333,6 @@ void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc)
 	ing_mbox_kick(lc->in);
 }
 
-struct ing_mbox *ing_rdma_lcore_mbox(const struct ing_rdma_lcore *lc)
-{
-	return lc ? lc->in : NULL;
-}
-
 void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_lcore_stats *s)
 {
 	const uint64_t *src = (const uint64_t *)&lc->st;
@@ -1387,7 +1400,7 @@ int ing_rdma_lcore_set_push(struct ing_rdma_lcore *lc, struct ibv_pd *pd,
 			    struct ibv_mr *const *mrs, unsigned nmr, unsigned nmw)
 {
 	if (!lc || !mrs || !nmr || nmr > ING_POOL_MAX_CLASSES || (nmw && !pd) || lc->push ||
-	    !lc->ops->post_recv)
+	    !lc->ops->post_recv || (nmw && (!lc->ops->alloc_mw || !lc->ops->dealloc_mw)))
 		return -EINVAL;
 	lc->pd = pd;
 	memcpy(lc->mrs, mrs, nmr * sizeof(*mrs));
@@ -1400,7 +1413,7 @@ int ing_rdma_lcore_set_push(struct ing_rdma_lcore *lc, struct ibv_pd *pd,
 			return -ENOMEM;
 		}
 		for (unsigned i = 0; i < nmw; i++) {
-			lc->mws[i].mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+			lc->mws[i].mw = lc->ops->alloc_mw(pd, IBV_MW_TYPE_2);
 			if (!lc->mws[i].mw) {
 				int e = errno ? errno : ENOMEM;
 				ING_ERR(COMP, "lcore %u: ibv_alloc_mw(type 2) #%u failed: %s", lc->o.lcore_id,
@@ -1473,7 +1486,7 @@ void ing_rdma_lcore_destroy_why(struct ing_rdma_lcore *lc, const char *why)
 	free(lc->fifo_mem);
 	free(lc->ob);
 	for (unsigned i = 0; lc->mws && i < lc->nmw; i++)
-		if (lc->mws[i].mw && ibv_dealloc_mw(lc->mws[i].mw))
+		if (lc->mws[i].mw && lc->ops->dealloc_mw(lc->mws[i].mw))
 			ING_WARN(COMP, "lcore %u: ibv_dealloc_mw failed", lc->o.lcore_id);
 	free(lc->mws);
 	free(lc->mw_free);

@@ -5,8 +5,10 @@
  * generates CQEs like rxe (signaled successes, every error/flush), moves a QP to ERROR on
  * its first failure, raises the completion channel (an eventfd) when armed, and checks SQ
  * accounting (WRs posted minus WRs retired by polled signaled CQEs never above the QP's
- * SQ depth). Thread-safe (one mutex) so a test thread can play the hardware while the
- * lcore runs in its own thread.
+ * SQ depth). Memory-window binds and local invalidates complete like any signaled WR (no
+ * data moves); windows come from fake_ops.alloc_mw (counted, rkeys from 0x5000 up).
+ * Thread-safe (one mutex) so a test thread can play the hardware while the lcore runs in
+ * its own thread.
  */
 #ifndef TEST_RDMA_FAKE_H
 #define TEST_RDMA_FAKE_H
@@ -60,6 +62,7 @@ struct fake_dev {
 	int post_ret;              /* forced ibv_post_send result */
 	unsigned sq_violations;
 	unsigned posts, events;
+	unsigned mws_alive, mws_made;  /* memory windows allocated and not freed; ever */
 	struct ibv_cq cq;          /* identity only */
 	struct ibv_comp_channel ch;
 };
@@ -97,17 +100,18 @@ static void fake_hw_locked(unsigned n)
 			st = IBV_WC_WR_FLUSH_ERR;
 		else if (fake->bad_rkey && w->rkey == fake->bad_rkey)
 			st = IBV_WC_REM_ACCESS_ERR;
-		if (st == IBV_WC_SUCCESS)
-			memcpy((void *)(uintptr_t)w->laddr, (const void *)(uintptr_t)w->raddr, w->len);
-		else
+		if (st != IBV_WC_SUCCESS)
 			q->error = true;
+		else if (w->opcode == IBV_WR_RDMA_READ)
+			memcpy((void *)(uintptr_t)w->laddr, (const void *)(uintptr_t)w->raddr, w->len);
 		w->done = true;
 		if (st != IBV_WC_SUCCESS || w->signaled) {
 			struct ibv_wc *c = &fake->cqe[fake->cq_tail++ % FAKE_MAX_WR];
 			memset(c, 0, sizeof(*c));
 			c->wr_id = w->wr_id;
 			c->status = st;
-			c->opcode = IBV_WC_RDMA_READ;
+			c->opcode = w->opcode == IBV_WR_BIND_MW ? IBV_WC_BIND_MW :
+				    w->opcode == IBV_WR_LOCAL_INV ? IBV_WC_LOCAL_INV : IBV_WC_RDMA_READ;
 			c->byte_len = st == IBV_WC_SUCCESS ? w->len : 0;
 			c->qp_num = q->qp.qp_num;
 			/* remember the WR for SQ retirement at poll time */
@@ -154,12 +158,20 @@ static int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
 		w->qp = fake_qp_idx(qp);
 		w->seq = q->posted++;
 		w->signaled = wr->send_flags & IBV_SEND_SIGNALED;
-		w->raddr = wr->wr.rdma.remote_addr;
-		w->rkey = wr->wr.rdma.rkey;
-		w->laddr = wr->sg_list[0].addr;
-		w->len = wr->sg_list[0].length;
-		w->lkey = wr->sg_list[0].lkey;
 		w->opcode = wr->opcode;
+		if (wr->opcode == IBV_WR_RDMA_READ) {
+			w->raddr = wr->wr.rdma.remote_addr;
+			w->rkey = wr->wr.rdma.rkey;
+			w->laddr = wr->sg_list[0].addr;
+			w->len = wr->sg_list[0].length;
+			w->lkey = wr->sg_list[0].lkey;
+		} else if (wr->opcode == IBV_WR_BIND_MW) {
+			w->rkey = wr->bind_mw.rkey;   /* the key the bind gives the window */
+			w->laddr = wr->bind_mw.bind_info.addr;
+			w->len = (uint32_t)wr->bind_mw.bind_info.length;
+		} else {
+			w->rkey = wr->invalidate_rkey;
+		}
 		unsigned inflight = q->posted - q->retired;
 		if (inflight > q->max_inflight)
 			q->max_inflight = inflight;
@@ -220,12 +232,37 @@ static void f_ack_cq_events(struct ibv_cq *cq, unsigned n)
 	(void)n;
 }
 
+static struct ibv_mw *f_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct ibv_mw *mw = calloc(1, sizeof(*mw));
+	(void)pd;
+	if (!mw || type != IBV_MW_TYPE_2)
+		return NULL;
+	pthread_mutex_lock(&fake->mu);
+	mw->rkey = 0x5000u + (fake->mws_made++ << 8);
+	mw->type = type;
+	fake->mws_alive++;
+	pthread_mutex_unlock(&fake->mu);
+	return mw;
+}
+
+static int f_dealloc_mw(struct ibv_mw *mw)
+{
+	pthread_mutex_lock(&fake->mu);
+	fake->mws_alive--;
+	pthread_mutex_unlock(&fake->mu);
+	free(mw);
+	return 0;
+}
+
 static const struct ing_rdma_ops fake_ops = {
 	.post_send = f_post_send,
 	.poll_cq = f_poll_cq,
 	.req_notify_cq = f_req_notify,
 	.get_cq_event = f_get_cq_event,
 	.ack_cq_events = f_ack_cq_events,
+	.alloc_mw = f_alloc_mw,
+	.dealloc_mw = f_dealloc_mw,
 };
 
 static void fake_init(void)

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_rdma_push.c - the RDMA lcore's push (RDMA WRITE) path with fake verbs, in pool-MR
- * mode (memory windows need a device: tests/rxe/push_in_guest.sh covers them): receive
- * WRs are posted on attach; a push job is granted (GRANTED notice with a grant id and the
+ * mode and in memory-window mode (the fake allocates windows and completes binds and
+ * invalidates; tests/rxe/push_in_guest.sh runs them on rxe): receive WRs are posted on
+ * attach; a push job is granted (GRANTED notice with a grant id and the
  * pool MR's rkey) without any READ; a WRITE WITH IMM naming the grant with the right
  * length delivers the frame (RECEIVED notice) and a receive WR is posted again; a wrong
  * length fails only that frame (INVALID_ARGUMENT); an unknown grant id is counted and
  * ignored; a grant nobody writes fails (DEADLINE, retryable) after grant_ms; a flushed
- * receive takes the connection down and the frame is granted again on the next QP.
+ * receive takes the connection down and the frame is granted again on the next QP. With
+ * windows: a grant is a bind over exactly the slot and carries the window's key; the frame
+ * is delivered only after the invalidate that ends the grant completed; a window comes
+ * back for the next grant with a new key; a dead QP's bound windows are replaced.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -262,6 +266,104 @@ static void test_regrant_on_next_qp(void **state)
 	fake_io_free(io);
 }
 
+static struct ibv_pd mw_pd;   /* identity only: the fake's windows need no PD */
+
+static struct ing_rdma_lcore *mw_lcore(struct fake_io *io, unsigned nmw)
+{
+	struct ing_rdma_lcore_opts o;
+	static const uint32_t lkeys[2] = { 0x1111, 0x2222 };
+	ing_rdma_lcore_opts_init(&o);
+	o.ops = &push_ops;
+	o.mode = ING_RDMA_POLL_BUSY;
+	o.grant_ms = 10000;
+	o.recv_depth = 8;
+	o.park_ms = 50;
+	struct ing_rdma_lcore_io lio = { .ctl = io->ctl, .arg = io, .deliver = io_deliver };
+	struct ing_rdma_lcore *lc = ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd,
+							  &lio, lkeys, 2);
+	assert_non_null(lc);
+	io->lc = lc;
+	assert_int_equal(ing_rdma_lcore_set_push(lc, &mw_pd, mrp, 2, nmw), 0);
+	return lc;
+}
+
+/* No note of this kind has come (the lcore polled a few times). */
+static void no_notice(struct ing_rdma_lcore *lc, uint32_t kind)
+{
+	struct fake_note n;
+	for (int i = 0; i < 20; i++) {
+		ing_rdma_lcore_poll(lc);
+		while (fake_notes(fake_io_cur, &n, 1) == 1)
+			assert_int_not_equal(n.kind, kind);
+	}
+}
+
+static void test_memory_windows(void **state)
+{
+	(void)state;
+	struct fake_io *io = fake_io_new();
+	struct ing_rdma_lcore *lc = mw_lcore(io, 2);
+	struct ibv_qp *qp = fake_qp_new(64);
+	assert_int_equal(fake->mws_alive, 2);
+
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
+	struct ing_frame *f = push_frame(1, 100000, qp->qp_num);
+	io_push_job(io, f);
+	ing_rdma_lcore_poll(lc);
+	ing_rdma_lcore_poll(lc);
+	/* a bind of one window over exactly the slot; no grant before it completed */
+	assert_int_equal(fake->nwr, 1);
+	assert_int_equal(fake->wr[0].opcode, IBV_WR_BIND_MW);
+	assert_int_equal(fake->wr[0].laddr, (uintptr_t)f->buf);
+	assert_int_equal(fake->wr[0].len, 100000);
+	no_notice(lc, ING_EV_GRANTED);
+	fake_hw(1);
+	struct fake_note g = wait_notice(lc, ING_EV_GRANTED);
+	assert_int_equal(g.grant_rkey, fake->wr[0].rkey);   /* the window's key ... */
+	assert_int_not_equal(g.grant_rkey, mrs[1].rkey);    /* ... never the pool MR's */
+	assert_int_equal(g.qp_num, qp->qp_num);
+
+	/* the write: the grant ends with an invalidate; delivered only once it completed */
+	inject_write(qp->qp_num, g.grant_id, 100000, IBV_WC_SUCCESS);
+	for (int i = 0; i < 20 && fake->nwr < 2; i++)
+		ing_rdma_lcore_poll(lc);
+	assert_int_equal(fake->nwr, 2);
+	assert_int_equal(fake->wr[1].opcode, IBV_WR_LOCAL_INV);
+	assert_int_equal(fake->wr[1].rkey, g.grant_rkey);
+	no_notice(lc, ING_EV_RECEIVED);
+	assert_int_equal(io_count(io, &io->ndelivered), 0);
+	fake_hw(1);
+	wait_notice(lc, ING_EV_RECEIVED);
+	assert_int_equal(io_count(io, &io->ndelivered), 1);
+	assert_int_equal(f->status, ING_E_NONE);
+
+	/* the next grant binds a window again, under a new key */
+	struct ing_frame *f2 = push_frame(2, 4096, qp->qp_num);
+	io_push_job(io, f2);
+	for (int i = 0; i < 20 && fake->nwr < 3; i++)
+		ing_rdma_lcore_poll(lc);
+	assert_int_equal(fake->wr[2].opcode, IBV_WR_BIND_MW);
+	fake_hw(1);
+	struct fake_note g2 = wait_notice(lc, ING_EV_GRANTED);
+	assert_int_not_equal(g2.grant_rkey, g.grant_rkey);
+
+	/* the QP dies with that grant open: its window is deallocated and replaced */
+	inject_write(qp->qp_num, 0, 0, IBV_WC_WR_FLUSH_ERR);
+	wait_notice(lc, ING_EV_CONN_RELEASED);
+	struct ing_rdma_lcore_stats s;
+	ing_rdma_lcore_get_stats(lc, &s);
+	assert_int_equal(s.push_mw_replaced, 1);
+	assert_int_equal(fake->mws_alive, 2);
+	assert_int_equal(fake->mws_made, 3);
+	assert_int_equal(s.push_grants, 2);
+	assert_int_equal(s.push_frames_ok, 1);
+	ing_rdma_lcore_destroy(lc);   /* f2 fails (shutting down); every window freed */
+	assert_int_equal(fake->mws_alive, 0);
+	frame_free(f);
+	frame_free(f2);
+	fake_io_free(io);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -269,6 +371,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_writes_fail_one_frame, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grant_expires, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_regrant_on_next_qp, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_memory_windows, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
