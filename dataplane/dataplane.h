@@ -73,7 +73,7 @@ struct ing_frame {
 	/* RDMA WRITE push (docs/PUSH.md): the producer writes into buf under a grant. The
 	 * grant fields are owned by the dataplane lcore while it holds the frame. */
 	bool push;            /* set by control at admission */
-	uint8_t push_state;   /* lcore: enum push_state in dataplane/rdma_poller.c */
+	uint8_t push_state;   /* lcore: enum push_state in dataplane/rdma/rdma_poller.c */
 	uint32_t grant_id;    /* lcore: immediate the write must carry (0: none yet) */
 	uint32_t grant_rkey;  /* lcore: rkey handed out in the grant (never logged) */
 	void *grant_mw;       /* lcore: the memory window bound over the slot (MW mode) */
@@ -255,7 +255,6 @@ void ing_mbox_kick(struct ing_mbox *mb);
 /* The doorbell eventfd (epoll, poll), -1 for NULL. */
 int ing_mbox_fd(const struct ing_mbox *mb);
 unsigned ing_mbox_count(const struct ing_mbox *mb);      /* any thread, approximate */
-unsigned ing_mbox_capacity(const struct ing_mbox *mb);
 
 /* ---------------------------------------------------------------- persistence */
 

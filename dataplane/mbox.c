@@ -248,8 +248,3 @@ unsigned ing_mbox_count(const struct ing_mbox *mb)
 {
 	return ring_count(mb->r);
 }
-
-unsigned ing_mbox_capacity(const struct ing_mbox *mb)
-{
-	return rte_ring_get_capacity(mb->r);
-}

@@ -215,7 +215,7 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 		return;
 	}
 	bool missing = rc == -ENOENT;
-	rc = ing_store_write(p->data_dir, row->path, f->buf, f->length, f->cap);
+	rc = ing_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, true, NULL);
 	if (rc < 0) {
 		if (rc == -ENOSPC || rc == -EDQUOT)
 			fail(f, ING_E_NO_SPACE, true, "no space left rewriting %s", row->path);
@@ -263,7 +263,7 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 	memset(row, 0, sizeof(*row));
 	rc = ing_store_rel_path(row->path, sizeof(row->path), f->wafer_id, f->frame_id);
 	if (rc == 0)
-		rc = dp_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, false,
+		rc = ing_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, false,
 				    &f->t_written_ns);
 	f->t_synced_ns = ing_now_ns();
 	if (rc < 0) {
@@ -307,7 +307,7 @@ static unsigned sync_dirs(struct worker *w, unsigned nok)
 			if (same_dir(w->rows[j].path, w->rows[i].path))
 				break;
 		if (j == i) {   /* first frame of this directory */
-			rc = dp_store_sync_dir(p->data_dir, w->rows[i].path);
+			rc = ing_store_sync_dir(p->data_dir, w->rows[i].path);
 			w->dir_rc[i] = rc;
 		} else {
 			rc = w->dir_rc[j];
@@ -686,12 +686,12 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 	plan_cpus(p, o);
 	if (p->sink == ING_SINK_FILE) {
 		snprintf(path, sizeof(path), "%s/frames", p->data_dir);
-		int rc = dp_mkdirs(path, 0755);
+		int rc = ing_store_mkdirs(path, 0755);
 		if (rc < 0) {
 			ING_ERR(COMP, "creating %s: %s", path, strerror(-rc));
 			goto fail;
 		}
-		rc = dp_store_sweep_tmp(p->data_dir);
+		rc = ing_store_sweep_tmp(p->data_dir);
 		if (rc > 0)
 			ING_WARN(COMP, "removed %d temp files left by a crashed writer in %s", rc, path);
 		snprintf(path, sizeof(path), "%s/catalog.db", p->data_dir);

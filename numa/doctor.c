@@ -915,14 +915,6 @@ int ing_doctor_run(const struct ing_doctor_opts *o, struct ing_doctor_report *r)
 	return (int)r->n_fail;
 }
 
-const struct ing_check *ing_doctor_find(const struct ing_doctor_report *r, const char *name)
-{
-	for (unsigned i = 0; i < r->n; i++)
-		if (strcmp(r->checks[i].name, name) == 0)
-			return &r->checks[i];
-	return NULL;
-}
-
 void ing_doctor_format_text(const struct ing_doctor_report *r, FILE *f)
 {
 	const char *sec = "";

@@ -68,8 +68,6 @@ struct ing_doctor_report {
 
 /* Run every check. Always fills r; returns the number of FAILs (>= 0). */
 int ing_doctor_run(const struct ing_doctor_opts *o, struct ing_doctor_report *r);
-/* The check called name, NULL if it was not run. */
-const struct ing_check *ing_doctor_find(const struct ing_doctor_report *r, const char *name);
 const char *ing_check_status_str(enum ing_check_status s);
 /* Text: sections, one line per check (+ "fix:" line), then "summary: N PASS, N WARN, N FAIL". */
 void ing_doctor_format_text(const struct ing_doctor_report *r, FILE *f);

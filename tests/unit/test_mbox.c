@@ -107,7 +107,6 @@ static void test_full_all_or_none(void **state)
 	struct ing_mbox *mb = ing_mbox_create("t_full", 5);
 	struct ing_msg m[4] = { { .kind = 1 }, { .kind = 2 }, { .kind = 3 }, { .kind = 4 } }, out[8];
 	assert_non_null(mb);
-	assert_int_equal(ing_mbox_capacity(mb), 5);
 	assert_int_equal(ing_mbox_post_n(mb, m, 4), 0);
 	assert_int_equal(ing_mbox_post_n(mb, m, 2), -ENOBUFS);   /* one place left: none taken */
 	assert_int_equal(ing_mbox_count(mb), 4);
