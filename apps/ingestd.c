@@ -24,6 +24,7 @@
 #include "control/fleet/fleet.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
+#include "dataplane/tier/tier.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -447,6 +448,149 @@ static int set_drain(const struct opt_def *d, struct ing_ingestd_opts *o, const 
 	return 0;
 }
 
+/* ---------------------------------------------------------------- object store tier */
+
+/* "30s", "500ms", "15m", "12h", "7d" -> ms (a unit is required: a bare number is ambiguous) */
+static int parse_duration_ms(const char *v, uint64_t max_ms, uint64_t *out)
+{
+	static const struct { const char *u; uint64_t ms; } units[] = {
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "d", 86400000 } };
+	size_t n = strspn(v, "0123456789");
+	uint64_t x;
+	if (!n || n > 12 || ing_parse_u64(strndupa(v, n), UINT64_MAX, &x))
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(v + n, units[i].u)) {
+			if (x > max_ms / units[i].ms)
+				return -ERANGE;
+			*out = x * units[i].ms;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int set_tier_timeout(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			    char *why, size_t whylen)
+{
+	uint64_t ms;
+	(void)d;
+	if (parse_duration_ms(v, 3600000, &ms) || ms < 1000) {
+		snprintf(why, whylen, "'%.64s' is not a duration of 1s..1h (e.g. 30s)", v);
+		return -EINVAL;
+	}
+	o->tier_timeout_ms = (unsigned)ms;
+	return 0;
+}
+
+static int set_retention(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			 char *why, size_t whylen)
+{
+	uint64_t ms;
+	(void)d;
+	if (!strcmp(v, "off")) {
+		o->local_retention_ms = -1;
+		return 0;
+	}
+	if (parse_duration_ms(v, 3650ull * 86400000, &ms)) {
+		snprintf(why, whylen, "'%.64s' is not a duration (e.g. 0s, 12h, 7d; at most 3650d) or off", v);
+		return -EINVAL;
+	}
+	o->local_retention_ms = (int64_t)ms;
+	return 0;
+}
+
+/* "80%" of the data dir's file system, or a size of frames held locally ("500G") */
+static int set_high_water(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+			  char *why, size_t whylen)
+{
+	size_t n = strlen(v);
+	uint64_t x;
+	(void)d;
+	o->local_high_water_pct = 0;
+	o->local_high_water_bytes = 0;
+	if (!strcmp(v, "off"))
+		return 0;
+	if (n > 1 && v[n - 1] == '%') {
+		if (ing_parse_u64(strndupa(v, n - 1), 99, &x) || x < 1) {
+			snprintf(why, whylen, "'%.64s' is not a percentage of 1%%..99%%", v);
+			return -EINVAL;
+		}
+		o->local_high_water_pct = (unsigned)x;
+		return 0;
+	}
+	if (ing_parse_size(v, &x) || x < (1ull << 20)) {
+		snprintf(why, whylen, "'%.64s' is not a percentage (80%%) or a size of at least 1M (500G)", v);
+		return -EINVAL;
+	}
+	o->local_high_water_bytes = x;
+	return 0;
+}
+
+static int set_on_off(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v,
+		      char *why, size_t whylen)
+{
+	int *f = FIELD(o, d, int);
+	if (!strcasecmp(v, "on"))
+		*f = 1;
+	else if (!strcasecmp(v, "off"))
+		*f = 0;
+	else {
+		snprintf(why, whylen, "'%.64s' is not on or off", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int bad_usage(const char *fmt, const char *arg);
+
+/* The tier flags as a whole, after every flag and the config file: 0 or 2 (printed). */
+static int tier_args(struct ing_ingestd_opts *o)
+{
+	char why[PATH_MAX + 160];
+	if (!o->tier) {
+		const char *lone = o->tier_credentials ? "--tier-credentials" :
+				   o->local_retention_ms >= 0 ? "--local-retention" :
+				   o->local_high_water_pct || o->local_high_water_bytes ? "--local-high-water" :
+				   NULL;
+		if (lone)
+			return bad_usage("%s needs --tier s3://HOST:PORT/BUCKET (local copies go only once "
+					 "the store holds them)", lone);
+		return 0;
+	}
+	if (o->sink != ING_SINK_FILE)
+		return bad_usage("--tier needs --sink file (nothing is stored to tier)%s", "");
+	if (ing_s3_parse_url(&o->tier_s3, o->tier, why, sizeof(why))) {
+		fprintf(stderr, "ingestd: --tier: %s (see --help)\n", why);
+		return 2;
+	}
+	if (!o->tier_credentials)
+		return bad_usage("--tier needs --tier-credentials FILE (access_key = ..., secret_key = ..., "
+				 "mode 600)%s", "");
+	if (ing_s3_read_credentials(&o->tier_s3, o->tier_credentials, why, sizeof(why))) {
+		fprintf(stderr, "ingestd: --tier-credentials: '%s': %s (see --help)\n", o->tier_credentials,
+			why);
+		return 2;
+	}
+	if (o->tier_region)
+		snprintf(o->tier_s3.region, sizeof(o->tier_s3.region), "%s", o->tier_region);
+	o->tier_s3.path_style = o->tier_path_style != 0;
+	o->tier_s3.timeout_ms = o->tier_timeout_ms;
+	return 0;
+}
+
+static int set_region(const struct opt_def *d, struct ing_ingestd_opts *o, const char *v, char *why,
+		      size_t whylen)
+{
+	(void)d;
+	size_t n = strlen(v);
+	if (!n || n >= sizeof(o->tier_s3.region) || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n) {
+		snprintf(why, whylen, "'%.64s' is not a region name (e.g. us-east-1)", v);
+		return -EINVAL;
+	}
+	o->tier_region = v;
+	return 0;
+}
+
 #define OFF(f) offsetof(struct ing_ingestd_opts, f)
 /* offsetof, and a compile error unless the field has type T (the setters cast to it) */
 #define TOFF(f, T) (OFF(f) + 0 * sizeof(char[_Generic(((struct ing_ingestd_opts *)0)->f, T: 1)]))
@@ -532,6 +676,23 @@ static const struct opt_def opt_table[] = {
 	UINT("fleet-batch", fleet_batch, 1, 5000, "catalog rows per export transaction (default 500)"),
 	CUSTOM("drain", drain, set_drain, "[=on|off]", "start DRAINING: producers send no new wafers here (SIGUSR2\n"
 	       "toggles ACTIVE/DRAINING at run time)"),
+	/* object store tier: a verified second copy in S3, bounded local disk (README) */
+	STR("tier", tier, "URL", "after DURABLE, upload every frame to s3://HOST:PORT/BUCKET[/PREFIX]\n"
+	    "(an S3 store, e.g. Ceph radosgw; https:// for TLS) (default: off)"),
+	PATH("tier-credentials", tier_credentials, "FILE", "the store's keys: 'access_key = ...' and 'secret_key = ...'\n"
+	     "lines (or aws_access_key_id/aws_secret_access_key), mode 600"),
+	CUSTOM("tier-region", tier_region, set_region, "NAME", "SigV4 region of the store (default us-east-1)"),
+	CUSTOM("tier-path-style", tier_path_style, set_on_off, "on|off", "path-style requests http://host/bucket/key (default on),\n"
+	       "off: virtual-hosted http://bucket.host/key"),
+	UINT("tier-parallel", tier_parallel, 1, ING_TIER_MAX_PARALLEL, "uploads at once"),
+	CUSTOM("tier-timeout", tier_timeout_ms, set_tier_timeout, "DUR", "a request to the store that makes no progress for DUR fails\n"
+	       "and is retried (default 30s)"),
+	CUSTOM("local-retention", local_retention_ms, set_retention, "DUR", "delete a frame's local copy DUR after DURABLE once its object\n"
+	       "is verified in the store (e.g. 7d; 0s: at once; default off: keep)"),
+	CUSTOM("local-high-water", local_high_water_pct, set_high_water, "MARK", "bound the local disk: N% of the data dir's file system or a\n"
+	       "size of local frames (500G); above 90% of it verified copies\n"
+	       "go oldest first (--local-retention still holds), at it new\n"
+	       "frames are refused NO_SPACE, retryable (default off)"),
 };
 #define N_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
 
@@ -693,6 +854,8 @@ static int parse_args(int argc, char **argv, struct ing_ingestd_opts *o)
 		return bad_usage("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS)%s", "");
 	if (o->tls_client_ca && readable_or_usage("--tls-client-ca", o->tls_client_ca))
 		return 2;
+	if (tier_args(o))
+		return 2;
 	if (o->auth_token_file) {
 		char awhy[PATH_MAX + 96];
 		if (ing_token_file_read(o->auth_token_file, o->auth_token, sizeof(o->auth_token), awhy,
@@ -743,6 +906,7 @@ int main(int argc, char **argv)
 	}
 	rc = ing_node_start(&o, &ss, &node);
 	explicit_bzero(o.auth_token, sizeof(o.auth_token));   /* the node has its copy */
+	explicit_bzero(&o.tier_s3, sizeof(o.tier_s3));
 	if (rc)
 		return rc == -EINVAL ? 2 : 1;
 	rc = ing_node_wait(node);

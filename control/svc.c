@@ -1130,6 +1130,10 @@ int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_
 		return ING_E_INVALID_ARGUMENT;
 	}
 	*wafer_out = wafer;
+	/* the local disk is at the high-water mark (the object store is behind or away):
+	 * refused before it takes a slot, retryable */
+	if (svc_tier_refusing(s, why, whylen))
+		return ING_E_NO_SPACE;
 	return ING_E_NONE;
 }
 

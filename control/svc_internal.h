@@ -292,6 +292,8 @@ struct ing_svc {
 	char sess_why[160];      /* why svc_session_new returned NULL */
 	struct svc_metrics m;
 	struct ing_fleet *fleet;     /* node identity and fleet export (NULL: none) */
+	struct ing_tier *tier;       /* object store tier (NULL: none) */
+	uint64_t c_tier_refused;     /* frames refused NO_SPACE at the high-water mark */
 };
 
 /* svc.c: shared helpers */
@@ -387,6 +389,16 @@ struct ing_mtext;
 void svc_fleet_negotiate(struct ing_svc *s, struct H3000__NegotiateReply *rep);
 void svc_fleet_stats(struct ing_svc *s, struct H3000__StatsReply *r);
 void svc_fleet_metrics(struct ing_svc *s, struct ing_mtext *t);
+
+/* svc_tier.c: the high-water refusal, the tier's StatsReply field (60) and /metrics */
+#include "dataplane/tier/tier.h"
+struct H3000__TierStats;
+/* True (counted, why set) while new frames must be refused NO_SPACE at the high-water mark. */
+bool svc_tier_refusing(struct ing_svc *s, char *why, size_t whylen);
+/* StatsReply.tier = pb, filled from st (both the caller's, alive until the reply is packed) */
+void svc_tier_stats(struct ing_svc *s, struct H3000__StatsReply *r, struct H3000__TierStats *pb,
+		    struct ing_tier_stats *st);
+void svc_tier_metrics(struct ing_svc *s, struct ing_mtext *t);
 
 /*
  * svc_ctl.c: ControlStream, the descriptor stream of the RDMA transports (a FrameMeta per

@@ -383,6 +383,9 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	r.n_stagelatency = SVC_NSTAGES + 1;
 	r.stagelatency = slp;
 	svc_fleet_stats(s, &r);
+	H3000__TierStats tier_pb;
+	struct ing_tier_stats tier_st;
+	svc_tier_stats(s, &r, &tier_pb, &tier_st);
 	return reply(c, &r.base);
 }
 

@@ -16,6 +16,21 @@
 /* ---------------------------------------------------------------- catalog */
 
 struct ing_catalog;
+
+/*
+ * Where a frame's bytes are (catalog column `location`, schema 3): only the local file
+ * (also while its upload to the object store is pending), the local file and a verified
+ * object in the store, or the verified object only (the local copy was deleted by the
+ * local retention or the high-water mark). dataplane/tier/ moves a frame along.
+ */
+enum ing_location { ING_LOC_LOCAL = 0, ING_LOC_BOTH = 1, ING_LOC_TIERED = 2 };
+/* "local", "both", "tiered" (the column's values); NULL for anything else */
+const char *ing_location_name(enum ing_location l);
+/* ING_LOC_* of a column value; -1 when it is none of them */
+int ing_location_parse(const char *s);
+
+#define ING_OBJECT_MD5_HEX 32
+
 struct ing_catalog_row {
 	char frame_id[ING_ID_MAX + 1];
 	char wafer_id[ING_ID_MAX + 1];
@@ -26,19 +41,24 @@ struct ing_catalog_row {
 	uint8_t transport;
 	int64_t received_ns;  /* wall clock */
 	int64_t durable_ns;
+	/* --- the object store tier (schema 3; inserts leave them zero: local) --- */
+	uint8_t location;     /* enum ing_location */
+	char object_md5[ING_OBJECT_MD5_HEX + 1];  /* the object's MD5 (its ETag), hex; "" */
+	int64_t tiered_ns;    /* wall clock when the object was verified; 0: not yet */
+	int64_t local_deleted_ns; /* wall clock when the local copy was deleted; 0: kept */
 };
 /*
- * Open/create <path> (WAL, synchronous=FULL, busy timeout). One handle per thread. A
- * catalog written before frame ids were strings (schema 1: INTEGER frame ids) is
- * migrated in one transaction on open: the ids become their decimal text, the rows and
- * paths stay (a decimal id is its own file name).
+ * Open/create <path> (WAL, synchronous=FULL, busy timeout). One handle per thread. Older
+ * catalogs are migrated in one transaction on open: schema 1 (INTEGER frame ids: the ids
+ * become their decimal text, the rows and paths stay, a decimal id is its own file name)
+ * and schema 2 (no tier columns: every frame becomes location 'local').
  */
 struct ing_catalog *ing_catalog_open(const char *path);
 /*
  * Open an existing catalog read-only (ingest-verify, tools): no create, no migration, no
  * pragma that writes; a catalog ingestd is writing can be read (WAL). Lookup and count
- * work, insert returns -EROFS. NULL + log when it is missing, not a catalog, or of a newer
- * schema. One handle per thread.
+ * work (a schema 1 or 2 file reads as location 'local'), insert returns -EROFS. NULL + log
+ * when it is missing, not a catalog, or of a newer schema. One handle per thread.
  */
 struct ing_catalog *ing_catalog_open_ro(const char *path);
 void ing_catalog_close(struct ing_catalog *c);
