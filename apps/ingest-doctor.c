@@ -1,155 +1,187 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ingest-doctor: pre-flight check of an ingest node. Prints PASS/WARN/FAIL per check with a
- * one-line fix, then "summary: N PASS, N WARN, N FAIL". Exit 0 without FAIL, 1 with any
- * FAIL, 2 on a usage error. --sysfs-root/--procfs-root point it at fixture trees (tests).
+ * one-line fix, then "summary: N PASS, N WARN, N FAIL". --config reads ingestd's own
+ * config file (the same option table, control/node_opts.c) and checks the node it
+ * describes; --sysfs-root/--procfs-root point it at fixture trees (tests).
  */
+#include "common/cli.h"
 #include "common/parse.h"
+#include "control/node.h"
+#include "dataplane/dataplane.h"
 #include "numa/doctor.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-static void usage(FILE *f)
+struct doctor_cfg {
+	struct ing_doctor_opts o;
+	const char *config;
+	bool json;
+};
+#define C struct doctor_cfg
+
+/* the pool as the doctor checks it: its bytes, and its classes (hugepages per class) */
+static void pool_classes(struct ing_doctor_opts *o, const struct ing_pool_opts *po)
 {
-	fprintf(f,
-		"usage: ingest-doctor [options]\n"
-		"Pre-flight check: RDMA devices, port state, RoCE v2 GID index, MTU; memlock and\n"
-		"hugepages vs the MR pool; data dir filesystem, free space, O_DIRECT; NUMA\n"
-		"locality of NIC/disk/cores; CPU governor, isolation, IOMMU.\n"
-		"\n"
-		"  --data-dir DIR      ingestd's data dir (storage checks; an O_DIRECT probe file is\n"
-		"                      written there and removed)\n"
-		"  --pool-bytes N      MR pool size to check memlock/hugepages against, K/M/G suffix\n"
-		"                      (default 256M)\n"
-		"  --rdma-dev NAME     device to check (default: the first one)\n"
-		"  --json              JSON instead of text\n"
-		"  --sysfs-root DIR    read sysfs there instead of /sys (test fixtures)\n"
-		"  --procfs-root DIR   read procfs there instead of /proc (test fixtures)\n"
-		"  --memlock N|unlimited  use this memlock limit instead of getrlimit()\n"
-		"  --topology FILE     hwloc XML for the NUMA checks (default: live, $HWLOC_XMLFILE)\n"
-		"placement (as given to ingestd; see ingest-topo --help):\n"
-		"  --lcores LIST  --control-cpu N  --pool-node N  --worker-cpus LIST\n"
-		"  --dataplane N  --workers N  --block-dev NAME  --allow-smt\n"
-		"  -h, --help          this text\n"
-		"exit status: 0 no FAIL, 1 at least one FAIL, 2 usage error\n");
+	o->pool_bytes = ing_pool_spec_bytes(po);
+	o->pool_nclasses = po->nclasses;
+	for (unsigned i = 0; i < po->nclasses && i < ING_DOCTOR_POOL_CLASSES; i++) {
+		o->pool_slot[i] = po->cls[i].slot_size;
+		o->pool_count[i] = po->cls[i].count;
+	}
 }
 
-static int parse_size(const char *s, uint64_t *out)
+static int set_pool(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
-	return ing_parse_size(s, out) ? -EINVAL : 0;
+	struct ing_pool_opts po;
+	char r[200];
+	(void)d;
+	ing_pool_opts_init(&po);
+	if (ing_pool_spec_parse(&po, v, r, sizeof(r))) {
+		snprintf(why, whylen, "'%.120s': %s", v, r);
+		return -EINVAL;
+	}
+	pool_classes(&((C *)cfg)->o, &po);
+	return 0;
+}
+
+static int set_memlock(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	uint64_t x;
+	(void)d;
+	if (!strcasecmp(v, "unlimited") || !strcasecmp(v, "infinity"))
+		((C *)cfg)->o.memlock = ING_DOCTOR_MEMLOCK_UNLIMITED;
+	else if (ing_parse_size(v, &x) == 0 && x <= INT64_MAX)
+		((C *)cfg)->o.memlock = (int64_t)x;
+	else {
+		snprintf(why, whylen, "'%.64s' is not bytes (4096, 64K, 1G) or unlimited", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* an int field that is -1 until set: a cpu or node number */
+static int set_index(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	uint64_t x;
+	if (ing_parse_u64(v, 65535, &x)) {
+		snprintf(why, whylen, "'%.64s' is not a number in 0..65535", v);
+		return -EINVAL;
+	}
+	*(int *)(void *)((char *)cfg + d->off) = (int)x;
+	return 0;
+}
+
+static const struct ing_opt opts[] = {
+	{ "config", "FILE", ING_OPT_PATH, offsetof(C, config), 0, 0, 0, NULL, NULL,
+	  "ingestd's config file (ingestd --config): check the node it\n"
+	  "describes (data-dir, pool, hugepages, rdma-dev, lcores,\n"
+	  "pool-node, workers); flags given here win", NULL, 0 },
+	ING_OPT_PATH_(C, "data-dir", o.data_dir, "DIR", "ingestd's data dir (storage checks; an O_DIRECT probe file\n"
+		      "is written there and removed)"),
+	ING_OPT_CUSTOM_(C, "pool", o.pool_bytes, set_pool, "SPEC", "ingestd's --pool SIZE:COUNT,...: the pool to check memlock,\n"
+			"memory and hugepages against (default 256M)"),
+	ING_OPT_SIZE_(C, "pool-bytes", o.pool_bytes, 1, 0, "the same as a size (256M, 1G)"),
+	ING_OPT_CHOICE_(C, "hugepages", o.hugepages, "auto=-1|on=1|off=0", "as ingestd --hugepages: on needs enough free hugepages,\n"
+			"auto falls back to 4 KiB pages, off does not use them"),
+	ING_OPT_STR_(C, "rdma-dev", o.rdma_dev, "NAME", "device to check (default: the first one)"),
+	ING_OPT_STR_(C, "lcores", o.plan.lcores, "LIST", "ingestd's --lcores: control + dataplane lcores, e.g. 8-10"),
+	ING_OPT_CUSTOM_(C, "pool-node", o.plan.pool_node, set_index, "N", "ingestd's --pool-node: NUMA node of the pool"),
+	ING_OPT_UINT_(C, "workers", o.plan.n_workers, 1, ING_PLAN_MAX_WORKERS, "ingestd's --workers: persistence workers (default 2)"),
+	ING_OPT_BOOL_(C, "json", json, "JSON instead of text"),
+	ING_OPT_PATH_(C, "sysfs-root", o.sysfs_root, "DIR", "read sysfs there instead of /sys (test fixtures)"),
+	ING_OPT_PATH_(C, "procfs-root", o.procfs_root, "DIR", "read procfs there instead of /proc (test fixtures)"),
+	ING_OPT_CUSTOM_(C, "memlock", o.memlock, set_memlock, "N|unlimited", "use this memlock limit instead of getrlimit()"),
+	ING_OPT_PATH_(C, "topology", o.topology, "FILE", "hwloc XML for the NUMA checks (default: live, $HWLOC_XMLFILE)"),
+	/* ingest-topo's placement overrides (not ingestd flags): what-if checks of a plan */
+	ING_OPT_CUSTOM_(C, "control-cpu", o.plan.control_cpu, set_index, "N", "what-if: the control thread's cpu (as ingest-topo)"),
+	ING_OPT_STR_(C, "worker-cpus", o.plan.worker_cpus, "LIST", "what-if: pin the persistence workers to LIST (as ingest-topo)"),
+	ING_OPT_UINT_(C, "dataplane", o.plan.n_dataplane, 0, ING_PLAN_MAX_LCORES, "what-if: dataplane lcores (as ingest-topo; default 1)"),
+	ING_OPT_STR_(C, "block-dev", o.plan.block_dev, "NAME", "what-if: the storage device (as ingest-topo)"),
+	ING_OPT_BOOL_(C, "allow-smt", o.plan.allow_smt, "what-if: SMT siblings as dataplane lcores (as ingest-topo)"),
+};
+
+static const struct ing_cli cli = {
+	.prog = "ingest-doctor",
+	.synopsis = "[--config FILE] [options]",
+	.summary = "pre-flight checks of an h3000 ingest node, each with its fix",
+	.about = "Checks RDMA devices, port state, RoCE v2 GID index and MTU; memlock, memory and\n"
+		 "hugepages against the MR pool; the data dir's filesystem, free space and\n"
+		 "O_DIRECT; NUMA locality of NIC, disk and cores; CPU governor, isolation, IOMMU.\n"
+		 "Prints PASS, WARN or FAIL per check with a one-line fix, then a summary.\n",
+	.opts = opts,
+	.nopts = sizeof(opts) / sizeof(opts[0]),
+	.max_args = 0,
+	.notes = "The systemd unit runs 'ingest-doctor --config /etc/h3000/ingestd.conf' before\n"
+		 "ingestd: a FAIL keeps a node that cannot work from starting.\n",
+	.exit_status = "  0  no check FAILed (WARNs allowed)\n"
+		       "  1  at least one check FAILed (each with its fix)\n"
+		       "  2  usage error, or a config file ingestd would refuse (FILE:LINE)\n",
+};
+
+/* --config FILE: ingestd's file, read by ingestd's own table, into the doctor's options */
+static int read_ingestd_config(struct doctor_cfg *c)
+{
+	static char text[64 << 10];   /* the values point into it */
+	struct ing_cli ic = ing_ingestd_cli;
+	struct ing_ingestd_opts io;
+	struct ing_pool_opts po;
+	char why[200];
+
+	ing_ingestd_opts_init(&io);
+	ic.prog = cli.prog;   /* "ingest-doctor: FILE:LINE: ..." */
+	if (ing_cli_read_config(&ic, c->config, text, sizeof(text), &io))
+		return ING_EXIT_USAGE;
+	ing_pool_opts_init(&po);
+	if (ing_pool_spec_parse(&po, io.pool, why, sizeof(why)))   /* the default: always parses */
+		return ing_cli_usage_error(&cli, "%s: pool: %s", c->config, why);
+	pool_classes(&c->o, &po);
+	c->o.data_dir = io.sink == ING_SINK_FILE ? io.data_dir : NULL;
+	c->o.hugepages = io.hugepages;
+	c->o.rdma_dev = io.rdma_dev;
+	c->o.plan.lcores = io.lcores;
+	c->o.plan.pool_node = io.pool_node;
+	c->o.plan.n_workers = io.workers;
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	enum { O_DATA = 256, O_POOL, O_RDMA, O_JSON, O_SYS, O_PROC, O_MEMLOCK, O_TOPO, O_LCORES,
-	       O_CONTROL, O_PNODE, O_WCPUS, O_DP, O_WORKERS, O_BLOCK, O_SMT };
-	static const struct option lo[] = {
-		{ "data-dir", required_argument, NULL, O_DATA },
-		{ "pool-bytes", required_argument, NULL, O_POOL },
-		{ "rdma-dev", required_argument, NULL, O_RDMA },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "sysfs-root", required_argument, NULL, O_SYS },
-		{ "procfs-root", required_argument, NULL, O_PROC },
-		{ "memlock", required_argument, NULL, O_MEMLOCK },
-		{ "topology", required_argument, NULL, O_TOPO },
-		{ "lcores", required_argument, NULL, O_LCORES },
-		{ "control-cpu", required_argument, NULL, O_CONTROL },
-		{ "pool-node", required_argument, NULL, O_PNODE },
-		{ "worker-cpus", required_argument, NULL, O_WCPUS },
-		{ "dataplane", required_argument, NULL, O_DP },
-		{ "workers", required_argument, NULL, O_WORKERS },
-		{ "block-dev", required_argument, NULL, O_BLOCK },
-		{ "allow-smt", no_argument, NULL, O_SMT },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct ing_doctor_opts o;
-	bool json = false;
-	uint64_t v;
-	int c;
+	static const char *const first[] = { "config", NULL };
+	struct doctor_cfg c = { 0 };
+	int argi, rc;
 
-	ing_doctor_opts_init(&o);
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (c) {
-		case O_DATA: o.data_dir = optarg; break;
-		case O_RDMA: o.rdma_dev = optarg; break;
-		case O_JSON: json = true; break;
-		case O_SYS: o.sysfs_root = optarg; break;
-		case O_PROC: o.procfs_root = optarg; break;
-		case O_TOPO: o.topology = optarg; break;
-		case O_LCORES: o.plan.lcores = optarg; break;
-		case O_WCPUS: o.plan.worker_cpus = optarg; break;
-		case O_BLOCK: o.plan.block_dev = optarg; break;
-		case O_SMT: o.plan.allow_smt = true; break;
-		case O_POOL:
-			if (parse_size(optarg, &v) || !v) {
-				fprintf(stderr, "ingest-doctor: --pool-bytes '%s': expected a size like "
-					"268435456, 256M or 1G\n", optarg);
-				return 2;
-			}
-			o.pool_bytes = v;
-			break;
-		case O_MEMLOCK:
-			if (strcasecmp(optarg, "unlimited") == 0 || strcasecmp(optarg, "infinity") == 0) {
-				o.memlock = ING_DOCTOR_MEMLOCK_UNLIMITED;
-			} else if (parse_size(optarg, &v) == 0 && v <= INT64_MAX) {
-				o.memlock = (int64_t)v;
-			} else {
-				fprintf(stderr, "ingest-doctor: --memlock '%s': expected bytes (K/M/G "
-					"suffix) or 'unlimited'\n", optarg);
-				return 2;
-			}
-			break;
-		case O_CONTROL:
-		case O_PNODE:
-		case O_DP:
-		case O_WORKERS:
-			if (parse_size(optarg, &v) || v > 65535) {
-				fprintf(stderr, "ingest-doctor: %s '%s': expected a small number\n",
-					argv[optind - 1], optarg);
-				return 2;
-			}
-			if (c == O_CONTROL)
-				o.plan.control_cpu = (int)v;
-			else if (c == O_PNODE)
-				o.plan.pool_node = (int)v;
-			else if (c == O_DP)
-				o.plan.n_dataplane = (unsigned)v;
-			else
-				o.plan.n_workers = (unsigned)v;
-			break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "ingest-doctor: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
-		return 2;
-	}
+	ing_doctor_opts_init(&c.o);
+	/* the file first, so that the flags given here override it */
+	if (!ing_cli_parse_only(&cli, argc, argv, &c, first) && c.config &&
+	    read_ingestd_config(&c))
+		return ING_EXIT_USAGE;
+	rc = ing_cli_parse(&cli, argc, argv, &c, &argi);
+	if (rc)
+		return rc == 1 ? ING_EXIT_OK : rc;
 
 	struct ing_doctor_report *r = calloc(1, sizeof(*r));
 	if (!r) {
 		fprintf(stderr, "ingest-doctor: out of memory\n");
-		return 1;
+		return ING_EXIT_FAILURE;
 	}
-	int fails = ing_doctor_run(&o, r);
-	if (json) {
+	int fails = ing_doctor_run(&c.o, r);
+	if (c.json) {
 		ing_doctor_format_json(r, stdout);
 		fputc('\n', stdout);
 	} else {
-		char pool[32];
-		snprintf(pool, sizeof(pool), "%llu MiB", (unsigned long long)(o.pool_bytes >> 20));
-		printf("ingest-doctor %s: sysfs %s, procfs %s, data dir %s, pool %s\n", ING_VERSION,
-		       o.sysfs_root, o.procfs_root, o.data_dir ? o.data_dir : "(none)", pool);
+		printf("ingest-doctor %s: %s%ssysfs %s, procfs %s, data dir %s, pool %llu MiB%s\n",
+		       ING_VERSION, c.config ? c.config : "", c.config ? ": " : "", c.o.sysfs_root,
+		       c.o.procfs_root, c.o.data_dir ? c.o.data_dir : "(none)",
+		       (unsigned long long)(c.o.pool_bytes >> 20),
+		       c.o.hugepages > 0 ? " on hugepages" : c.o.hugepages == 0 ? " on 4 KiB pages" : "");
 		ing_doctor_format_text(r, stdout);
 	}
 	free(r);
-	return fails ? 1 : 0;
+	return fails ? ING_EXIT_FAILURE : ING_EXIT_OK;
 }

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 int ing_parse_size_n(const char *s, size_t n, uint64_t *out)
@@ -91,4 +92,114 @@ int ing_hex_digit(char c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+int ing_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms, uint64_t *out)
+{
+	uint64_t whole = 0, frac = 0, frac_div = 1, unit;
+	const char *p = s;
+
+	if (!s || !isdigit((unsigned char)*p))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*p); p++) {
+		if (whole > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		whole = whole * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p == '.') {
+		p++;
+		if (!isdigit((unsigned char)*p))
+			return -EINVAL;
+		for (; isdigit((unsigned char)*p); p++) {
+			if (frac_div >= 1000000000ull)
+				return -EINVAL;   /* finer than any unit needs */
+			frac = frac * 10 + (uint64_t)(*p - '0');
+			frac_div *= 10;
+		}
+	}
+	if (!*p)
+		unit = bare_unit_ms;
+	else if (!strcmp(p, "ms"))
+		unit = 1;
+	else if (!strcmp(p, "s"))
+		unit = 1000;
+	else if (!strcmp(p, "m") || !strcmp(p, "min"))
+		unit = 60000;
+	else if (!strcmp(p, "h"))
+		unit = 3600000;
+	else if (!strcmp(p, "d"))
+		unit = 86400000;
+	else
+		return -EINVAL;
+	if (!unit || (frac * unit) % frac_div)
+		return -EINVAL;   /* a bare number where none is allowed, or not whole ms */
+	if (whole > UINT64_MAX / unit)
+		return -ERANGE;
+	uint64_t ms = whole * unit + frac * unit / frac_div;
+	if (ms < whole * unit || ms > max_ms)
+		return -ERANGE;
+	*out = ms;
+	return 0;
+}
+
+const char *ing_fmt_duration(uint64_t ms, char *buf, size_t len)
+{
+	if (ms && ms % 86400000 == 0)
+		snprintf(buf, len, "%llud", (unsigned long long)(ms / 86400000));
+	else if (ms && ms % 3600000 == 0)
+		snprintf(buf, len, "%lluh", (unsigned long long)(ms / 3600000));
+	else if (ms && ms % 60000 == 0)
+		snprintf(buf, len, "%llum", (unsigned long long)(ms / 60000));
+	else if (ms % 1000 == 0)
+		snprintf(buf, len, "%llus", (unsigned long long)(ms / 1000));
+	else
+		snprintf(buf, len, "%llums", (unsigned long long)ms);
+	return buf;
+}
+
+int ing_parse_sizes(const char *s, struct ing_size_range *out, unsigned max, unsigned *n,
+		    char *why, size_t whylen)
+{
+	unsigned k = 0;
+
+	if (!s || !*s) {
+		snprintf(why, whylen, "empty: give sizes like 4M or 1M-16M, separated by ','");
+		return -EINVAL;
+	}
+	if (max > ING_SIZES_MAX)
+		max = ING_SIZES_MAX;
+	for (const char *p = s;;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *dash = memchr(p, '-', len);
+		struct ing_size_range r;
+		if (k == max) {
+			snprintf(why, whylen, "more than %u sizes", max);
+			return -EINVAL;
+		}
+		if (!len) {
+			snprintf(why, whylen, "item %u is empty (a stray ',')", k + 1);
+			return -EINVAL;
+		}
+		if (dash ? ing_parse_size_n(p, (size_t)(dash - p), &r.lo) ||
+			   ing_parse_size_n(dash + 1, len - (size_t)(dash - p) - 1, &r.hi)
+			 : ing_parse_size_n(p, len, &r.lo)) {
+			snprintf(why, whylen, "'%.*s' is not a size (4096, 64K, 4M, 1G) or a range MIN-MAX",
+				 (int)(len > 64 ? 64 : len), p);
+			return -EINVAL;
+		}
+		if (!dash)
+			r.hi = r.lo;
+		if (!r.lo || r.lo > r.hi) {
+			snprintf(why, whylen, "'%.*s': sizes are at least 1 byte and a range is MIN-MAX",
+				 (int)(len > 64 ? 64 : len), p);
+			return -EINVAL;
+		}
+		out[k++] = r;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	*n = k;
+	return 0;
 }

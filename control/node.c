@@ -12,6 +12,7 @@
  */
 #include "control/node.h"
 #include "common/clock.h"
+#include "common/hugepages.h"
 #include "common/log.h"
 #include "control/grpc/grpc.h"
 #include "control/grpc/loop.h"
@@ -50,7 +51,7 @@ void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->listen = "127.0.0.1:50051";
 	o->data_dir = "./ingest-data";
 	o->pool = "4M:16,16M:8,64M:4";
-	o->hugepages = 0;
+	o->hugepages = -1;
 	o->workers = ING_DEFAULT_WORKERS;
 	o->worker_nice = ING_DEFAULT_WORKER_NICE;
 	o->sink = ING_SINK_FILE;
@@ -375,18 +376,68 @@ static int data_dir_ready(const char *dir, enum ing_sink sink)
 	return 0;
 }
 
-static bool hugepages_free(void)
+/*
+ * Where the pool's regions go (--hugepages): on hugepages when asked (on: they must be
+ * there) or, by default (auto), when enough of the default size are free on the pool's
+ * NUMA node; else on 4 KiB pages, with one warning that says how to reserve them (the
+ * same advice ingest-doctor gives). Returns the pool's hugepages mode (1 or 0), or
+ * -ENOMEM (logged) when --hugepages on cannot be met.
+ */
+static int pool_hugepages_mode(const struct ing_node *d, const struct ing_pool_opts *po)
 {
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	long n = 0;
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "HugePages_Free: %ld", &n) == 1)
-			break;
-	fclose(f);
-	return n > 0;
+	struct ing_hugepages h;
+	uint64_t slot[ING_POOL_MAX_CLASSES];
+	unsigned count[ING_POOL_MAX_CLASSES];
+	char fix[384], where[32] = "";
+
+	if (d->o.hugepages == 0)
+		return 0;
+	ing_hugepages_query(NULL, NULL, po->numa_node, &h);
+	for (unsigned c = 0; c < po->nclasses; c++) {
+		slot[c] = po->cls[c].slot_size;
+		count[c] = po->cls[c].count;
+	}
+	uint64_t need = ing_hugepages_for_pool(slot, count, po->nclasses, h.page_size);
+	if (h.node >= 0)
+		snprintf(where, sizeof(where), " on node %d", h.node);
+	if (h.supported && h.free >= need) {
+		ING_INFO(COMP, "pool on hugepages: %llu x %llu MiB needed, %llu free%s",
+			 (unsigned long long)need, (unsigned long long)(h.page_size >> 20),
+			 (unsigned long long)h.free, where);
+		return 1;
+	}
+	ing_hugepages_advice(fix, sizeof(fix), &h, need);
+	if (d->o.hugepages > 0) {
+		ING_ERR(COMP, "--hugepages on: the pool needs %llu x %llu MiB hugepages%s, %llu free%s; %s",
+			(unsigned long long)need, (unsigned long long)(h.page_size >> 20), where,
+			(unsigned long long)h.free, h.supported ? "" : " (no hugetlb in this kernel)",
+			fix);
+		return -ENOMEM;
+	}
+	if (!h.supported)
+		ING_WARN(COMP, "pool on 4 KiB pages: this kernel has no hugetlb support (slower RDMA: "
+			 "more page-table entries per MR); --hugepages off silences this");
+	else
+		ING_WARN(COMP, "pool on 4 KiB pages (slower RDMA: more page-table entries per MR): "
+			 "%llu hugepages free%s; %s; --hugepages off silences this",
+			 (unsigned long long)h.free, where, fix);
+	return 0;
+}
+
+/* --listen and --metrics-listen can be bound (the real bind comes after EAL and the pool) */
+static int listen_check(const struct ing_node *d)
+{
+	char why[384];
+	int rc = ing_grpc_listen_check(d->o.listen, why, sizeof(why));
+	if (rc) {
+		ING_ERR(COMP, "cannot listen on --listen %s", why);
+		return rc;
+	}
+	if (d->o.metrics_listen && (rc = ing_grpc_listen_check(d->o.metrics_listen, why, sizeof(why)))) {
+		ING_ERR(COMP, "cannot listen on --metrics-listen %s", why);
+		return rc;
+	}
+	return 0;
 }
 
 static void teardown(struct ing_node *d)
@@ -473,7 +524,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		   struct ing_node **out)
 {
 	struct ing_node *d;
-	char err[256];
+	char err[512];
 	bool usage = false;
 	int rc = 0;
 
@@ -506,6 +557,12 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 				d->start_cpus[d->n_start_cpus++] = c;
 	}
 
+	/* a pool this machine cannot hold fails here, with the numbers, not as a bare mmap error */
+	if (ing_ingestd_opts_check_host(&d->o, true, err, sizeof(err), NULL, 0)) {
+		fprintf(stderr, "ingestd: %s\n", err);
+		usage = true;
+		goto fail;
+	}
 	rc = data_dir_ready(d->o.data_dir, d->o.sink);
 	if (rc)
 		goto fail;
@@ -549,6 +606,11 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		}
 	}
 
+	/* ---- the ports, before EAL and the pool take their time: one in use is said at once */
+	rc = listen_check(d);
+	if (rc)
+		goto fail;
+
 	/* ---- EAL */
 	struct ing_eal_opts eo;
 	ing_eal_opts_init(&eo);
@@ -558,11 +620,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	} else {
 		eo.lcores = d->o.lcores;
 	}
-	eo.no_huge = d->o.hugepages == 0 || (d->o.hugepages < 0 && !hugepages_free());
-	if (d->o.hugepages > 0 && !hugepages_free()) {
-		ING_ERR(COMP, "--hugepages on, but no free hugepages (see /proc/meminfo; deploy/ sets them up)");
-		{ rc = -EIO; goto fail; }
-	}
+	/* EAL's own heap (rings, descriptors) stays on 4 KiB pages (eo.no_huge): only the
+	 * pool's regions go on hugepages, mapped MAP_HUGETLB by the pool (no hugetlbfs) */
 	rc = ing_eal_start(&eo);
 	if (rc) {
 		ING_ERR(COMP, "EAL start failed: %s", strerror(-rc));
@@ -574,11 +633,21 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	ing_pool_opts_init(&pool_o);
 	pool_o.name = "frames";
 	(void)ing_pool_parse_classes(&pool_o, d->o.pool); /* validated in parse_args */
-	pool_o.hugepages = eo.no_huge ? 0 : (d->o.hugepages > 0 ? 1 : -1);
 	pool_o.numa_node = d->o.pool_node >= 0 ? d->o.pool_node : (have_plan ? plan.pool_node : -1);
+	rc = pool_hugepages_mode(d, &pool_o);
+	if (rc < 0)
+		goto fail;
+	/* on: required; auto with enough free: tried, a class that loses a race for its
+	 * pages falls back to 4 KiB pages (said once below) */
+	pool_o.hugepages = rc == 0 ? 0 : d->o.hugepages > 0 ? 1 : -1;
+	bool want_huge = rc == 1;
+	rc = 0;
 	d->pool = ing_pool_create(&pool_o);
 	if (!d->pool)
 		goto fail;
+	if (want_huge && !ing_pool_on_hugepages(d->pool))
+		ING_WARN(COMP, "pool partly on 4 KiB pages: the free hugepages were taken by another "
+			 "process while it was mapped; reserve more (ingest-hugepages)");
 	unsigned total = ing_pool_total(d->pool);
 	unsigned ring = 256;
 	while (ring < 2 * total)
@@ -713,6 +782,16 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		gso.max_conns_per_peer = d->o.max_conns_per_peer;
 	if (d->o.health_reserve)
 		gso.health_reserve = d->o.health_reserve;
+	{
+		/* every stream without a session takes one: a peer limited below one connection's
+		   streams is refused below what the node advertises (SETTINGS) */
+		unsigned spp = so.max_sessions_per_peer ? so.max_sessions_per_peer :
+							   ING_DEFAULT_MAX_SESSIONS_PER_PEER;
+		if (spp < gso.max_concurrent_streams)
+			ING_WARN(COMP, "--max-sessions-per-peer %u is below the %u concurrent streams a "
+				 "connection may open: a client's streams past %u get RESOURCE_EXHAUSTED",
+				 spp, gso.max_concurrent_streams, spp);
+	}
 	unsigned nm;
 	const struct ing_grpc_method *methods = ing_svc_methods(d->svc, &nm);
 	d->srv = ing_grpc_server_create(d->loop, &gso, methods, nm);

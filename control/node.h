@@ -13,6 +13,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/log.h"
@@ -86,6 +87,34 @@ struct ing_ingestd_opts {
 
 /* Defaults (what ingestd runs with when no flag is given). */
 void ing_ingestd_opts_init(struct ing_ingestd_opts *o);
+
+/*
+ * ingestd's options (node_opts.c): one table (common/cli.h) for its flags, its config file
+ * (the keys are the flag names), --help and the man page. ingest-doctor --config reads the
+ * same file through it. Call from main, single-threaded.
+ */
+struct ing_cli;
+extern const struct ing_cli ing_ingestd_cli;
+/*
+ * The command line: --config FILE first (flags override the file), then every flag, then
+ * the checks between them (TLS pairs, files readable, the token file read into
+ * o->auth_token). 0: go on; 1: --help or --version printed (exit 0); 2: a usage or config
+ * error printed as one line (exit 2).
+ */
+int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o);
+/* Read one config file into o (o->config = path): 0, or 2 after one line FILE:LINE: why. */
+int ing_ingestd_opts_read_config(const char *path, struct ing_ingestd_opts *o);
+/* The checks between options (as ing_ingestd_opts_parse ends with): 0 or 2 (line printed). */
+int ing_ingestd_opts_finish(struct ing_ingestd_opts *o);
+/*
+ * The options against this machine, before anything starts: the pool must fit in memory
+ * (starting: MemAvailable, else MemTotal; --hugepages on: the free hugepages); unless
+ * starting, also the data dir (a directory, or creatable and writable) and the placement
+ * plan (--lcores, --pool-node, --rdma-dev). 0 (note: a warning worth printing, or ""), or
+ * -EINVAL with one line in why that names the flag, the numbers and the fix.
+ */
+int ing_ingestd_opts_check_host(const struct ing_ingestd_opts *o, bool starting, char *why,
+				size_t whylen, char *note, size_t notelen);
 
 struct ing_node;
 /*

@@ -28,9 +28,17 @@
 #define ING_DEFAULT_MAX_CHUNK (1u << 20)
 #define ING_DEFAULT_FRAME_TIMEOUT_MS 30000u
 #define ING_DEFAULT_SESSION_IDLE_MS 300000u
-#define ING_DEFAULT_MAX_SESSIONS 1024u
+/*
+ * Sessions fit the streams the node advertises (docs/ARCHITECTURE.md, "How the limits fit
+ * together"): every stream without a session (a stock seed client) takes an implicit one,
+ * and one connection may carry SETTINGS_MAX_CONCURRENT_STREAMS (256) streams. A client
+ * that fills a connection and opens a second (.NET's EnableMultipleHttp2Connections)
+ * needs 512 sessions, so that is the per-address default, and the table holds eight such
+ * addresses.
+ */
+#define ING_DEFAULT_MAX_SESSIONS 4096u
 #define ING_DEFAULT_MAX_MSG ((4u << 20) + (64u << 10))
-#define ING_DEFAULT_MAX_SESSIONS_PER_PEER 64u
+#define ING_DEFAULT_MAX_SESSIONS_PER_PEER 512u
 #define ING_DEFAULT_SLOT_STALL_MS 5000u
 #define ING_DEFAULT_AUTH_FAIL_BURST 20u
 #define ING_DEFAULT_AUTH_BACKOFF_MAX_MS 60000u
@@ -68,7 +76,8 @@ struct ing_svc_opts {
 	const char *auth_token;
 	/*
 	 * Fair sharing under abuse (0: the default). One peer address holds at most
-	 * max_sessions_per_peer sessions (64), and max_slots_per_peer pool slots (0: three
+	 * max_sessions_per_peer sessions (512: two full
+	 * connections of streams), and max_slots_per_peer pool slots (0: three
 	 * quarters of the pool, at least 1) while another peer waits for one. A frame admitted into a slot whose bytes make no
 	 * progress for slot_stall_ms (5000) fails ERROR_DEADLINE, retryable, and frees the
 	 * slot. Failed authentication: a peer may fail auth_fail_burst times (20, one more

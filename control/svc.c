@@ -533,7 +533,10 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 		.retryable = f->retryable,
 		.duplicate = f->duplicate,
 		.crc32c = f->crc_computed,
-		.stage = H3000__ACK_STAGE__ACK_STAGE_DURABLE,
+		/* a failed frame has no stage: DURABLE would read as stored to a client that
+		   looks at the stage alone (Ack.stored says it plainly) */
+		.stage = f->status == ING_E_NONE ? H3000__ACK_STAGE__ACK_STAGE_DURABLE :
+						   H3000__ACK_STAGE__ACK_STAGE_UNSPECIFIED,
 		.latency_ns = t_dur > f->t_admit_ns ? t_dur - f->t_admit_ns : 0,
 	};
 	svc_ack_set_id(&a, f->wafer_id, f->frame_id);
@@ -968,6 +971,7 @@ static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
 	m.grantrkey = a->grant_rkey;
 	m.grantlength = a->grant_length;
 	m.grantqpnum = a->grant_qp;
+	m.stored = a->ok && a->stage == H3000__ACK_STAGE__ACK_STAGE_DURABLE;
 	size_t n = h3000__ack__get_packed_size(&m);
 	if (n > cap)
 		return 0;

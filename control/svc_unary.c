@@ -244,6 +244,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.maxframesize = ss->max_frame;
 	rep.credits = ss->credits;
 	rep.ackreceived = ss->ack_received;
+	rep.ackstored = true;   /* Ack.stored is set */
 	if (ss->push) {
 		rep.pushmemorywindow = push == 1;
 		rep.granttimeoutms = s->o.rdma.grant_ms;

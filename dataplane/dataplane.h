@@ -140,8 +140,18 @@ struct ing_pool_opts {
 	bool prefault;        /* touch every page at creation (default true) */
 };
 void ing_pool_opts_init(struct ing_pool_opts *o);
-/* Parse "4M:16,16M:8,64M:4" (size[K|M|G]:count,...) into o->cls. 0 or -EINVAL. */
+/*
+ * The pool spec, the one grammar of ingestd --pool, its config file and ingest-doctor:
+ * SIZE:COUNT,... ("4M:16,16M:8,64M:4"), 1..ING_POOL_MAX_CLASSES classes, sizes
+ * (common/parse.h: 4096, 512K, 4M, 1G) 1 byte .. 1 TiB strictly ascending, counts
+ * 1..1000000. Parsed into o->cls: 0, or -EINVAL with the reason in why (nothing logged).
+ * Any thread; no DPDK (dataplane/pool_spec.c).
+ */
+int ing_pool_spec_parse(struct ing_pool_opts *o, const char *spec, char *why, size_t whylen);
+/* The same, logging the reason (ERR) instead. 0 or -EINVAL. */
 int ing_pool_parse_classes(struct ing_pool_opts *o, const char *spec);
+/* Bytes the classes of o map: each slot rounded up to 4 KiB (the pool's smallest page). */
+uint64_t ing_pool_spec_bytes(const struct ing_pool_opts *o);
 
 struct ing_pool;
 /* Map one region per class, carve slots, build the descriptor mempools. NULL + log on error. */

@@ -8,11 +8,9 @@
  * mempools have no per-lcore cache, so get/put work from EAL lcores and plain pthreads
  * alike (the backing ring is MP/MC and lockless).
  */
-#include "common/parse.h"
 #include "dataplane/dataplane_internal.h"
 #include "common/log.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -60,89 +58,6 @@ void ing_pool_opts_init(struct ing_pool_opts *o)
 	o->hugepages = -1;
 	o->numa_node = -1;
 	o->prefault = true;
-}
-
-static int parse_size(const char *s, const char *end, uint64_t *out)
-{
-	uint64_t v;
-	/* a slot is 1 byte .. 1 TiB */
-	if (ing_parse_size_n(s, (size_t)(end - s), &v) || v == 0 || v > (1ull << 40))
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static int parse_count(const char *s, const char *end, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (s == end)
-		return -EINVAL;
-	for (const char *p = s; p < end; p++) {
-		if (!isdigit((unsigned char)*p))
-			return -EINVAL;
-		v = v * 10 + (uint64_t)(*p - '0');
-		if (v > 1000000)
-			return -EINVAL;
-	}
-	if (!v)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-int ing_pool_parse_classes(struct ing_pool_opts *o, const char *spec)
-{
-	struct ing_pool_class cls[ING_POOL_MAX_CLASSES];
-	unsigned n = 0;
-	const char *p = spec;
-
-	if (!o || !spec || !*spec) {
-		ING_ERR(COMP, "empty pool class spec (want size[K|M|G]:count,...)");
-		return -EINVAL;
-	}
-	while (*p) {
-		const char *comma = strchr(p, ',');
-		const char *end = comma ? comma : p + strlen(p);
-		const char *colon = memchr(p, ':', (size_t)(end - p));
-		uint64_t size, count;
-
-		if (n == ING_POOL_MAX_CLASSES) {
-			ING_ERR(COMP, "pool spec '%s': more than %d classes", spec, ING_POOL_MAX_CLASSES);
-			return -EINVAL;
-		}
-		if (!colon) {
-			ING_ERR(COMP, "pool spec '%s': class '%.*s' lacks ':count'", spec, (int)(end - p), p);
-			return -EINVAL;
-		}
-		if (parse_size(p, colon, &size) < 0) {
-			ING_ERR(COMP, "pool spec '%s': bad size '%.*s' (want e.g. 4M, 512K, 1G)", spec,
-				(int)(colon - p), p);
-			return -EINVAL;
-		}
-		if (parse_count(colon + 1, end, &count) < 0) {
-			ING_ERR(COMP, "pool spec '%s': bad count '%.*s' (want 1..1000000)", spec,
-				(int)(end - colon - 1), colon + 1);
-			return -EINVAL;
-		}
-		if (n && size <= cls[n - 1].slot_size) {
-			ING_ERR(COMP, "pool spec '%s': sizes must ascend", spec);
-			return -EINVAL;
-		}
-		cls[n].slot_size = size;
-		cls[n].count = (unsigned)count;
-		n++;
-		if (!comma)
-			break;
-		p = comma + 1;
-		if (!*p) {
-			ING_ERR(COMP, "pool spec '%s': trailing ','", spec);
-			return -EINVAL;
-		}
-	}
-	memcpy(o->cls, cls, sizeof(cls[0]) * n);
-	o->nclasses = n;
-	return 0;
 }
 
 static uint64_t default_hugepage_size(void)
@@ -231,7 +146,8 @@ static int class_map(struct ing_pool *p, unsigned c, const struct ing_pool_opts 
 					strerror(-rc));
 				return rc;
 			}
-			ING_WARN(COMP, "%s class %u: no hugepages for %zu bytes (%s), using 4 KiB pages",
+			/* auto: the caller says it once for the pool (ing_pool_on_hugepages) */
+			ING_INFO(COMP, "%s class %u: no hugepages for %zu bytes (%s), using 4 KiB pages",
 				 p->name, c, pc->len, strerror(-rc));
 		} else {
 			pc->huge = true;

@@ -310,6 +310,7 @@ static void fack(struct fleet *f, struct fframe *ff, enum ing_ack_stage stage, i
 	e->a.latency_ns = ing_now_ns() - ff->t_submit_ns;
 	e->a.user = ff->user;
 	e->a.resends = ff->resends;
+	e->a.stored = ok && stage == ING_ACK_DURABLE;
 	snprintf(e->a.node_id, sizeof(e->a.node_id), "%s", node_id ? node_id : "");
 	if (msg)
 		snprintf(e->a.msg, sizeof(e->a.msg), "%s", msg);

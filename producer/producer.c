@@ -364,6 +364,7 @@ static void frame_ack_st(struct ing_producer *p, struct pframe *f, enum ing_ack_
 	if (stage_ns)
 		memcpy(e->a.node_stage_ns, stage_ns, sizeof(e->a.node_stage_ns));
 	e->a.user = f->user;
+	e->a.stored = ok && stage == ING_ACK_DURABLE;
 	memcpy(e->a.node_id, p->node_id, sizeof(e->a.node_id));
 	if (msg)
 		snprintf(e->a.msg, sizeof(e->a.msg), "%s", msg);

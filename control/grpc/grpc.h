@@ -111,6 +111,13 @@ struct ing_grpc_server_opts {
 };
 void ing_grpc_server_opts_init(struct ing_grpc_server_opts *o);
 
+/*
+ * Bind and listen on addr as the server would, then close: 0 (also for port 0), or -errno
+ * (-EADDRINUSE, -EACCES, -EADDRNOTAVAIL, -EINVAL) with one line in why that says the fix.
+ * A start-up check before work that takes long (ingestd: before EAL and the pool).
+ */
+int ing_grpc_listen_check(const char *addr, char *why, size_t whylen);
+
 struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 					       const struct ing_grpc_server_opts *o,
 					       const struct ing_grpc_method *methods, unsigned n);

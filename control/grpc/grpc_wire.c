@@ -265,3 +265,39 @@ int grpc_tcp_listen(const char *host, const char *port, int backlog, int *port_o
 	freeaddrinfo(res);
 	return rc;
 }
+
+int ing_grpc_listen_check(const char *addr, char *why, size_t whylen)
+{
+	char buf[256];
+	const char *host, *port, *gai_why = NULL;
+	int bound;
+
+	if (!addr || grpc_split_hostport(addr, buf, sizeof(buf), &host, &port) < 0) {
+		snprintf(why, whylen, "'%s' is not host:port or [v6]:port", addr ? addr : "");
+		return -EINVAL;
+	}
+	if (!strcmp(port, "0"))
+		return 0;   /* any free port: nothing to collide with */
+	int fd = grpc_tcp_listen(host, port, 1, &bound, &gai_why);
+	if (gai_why) {
+		snprintf(why, whylen, "%s: %s", addr, gai_why);
+		return -EINVAL;
+	}
+	if (fd < 0) {
+		if (fd == -EADDRINUSE)
+			snprintf(why, whylen, "%s: %s: another process listens there (ss -ltnp "
+				 "'sport = :%s' names it): stop it, or choose another address", addr,
+				 strerror(-fd), port);
+		else if (fd == -EACCES)
+			snprintf(why, whylen, "%s: %s: ports below 1024 need root or "
+				 "CAP_NET_BIND_SERVICE", addr, strerror(-fd));
+		else if (fd == -EADDRNOTAVAIL)
+			snprintf(why, whylen, "%s: %s: no interface of this machine has that address",
+				 addr, strerror(-fd));
+		else
+			snprintf(why, whylen, "%s: %s", addr, strerror(-fd));
+		return fd;
+	}
+	close(fd);
+	return 0;
+}

@@ -138,6 +138,11 @@ struct ing_ack {
 	char node_id[ING_ID_MAX + 1];   /* the node that sent this ack (fleet mode; with one
 	                                   server: its NegotiateReply.nodeId, or "") */
 	unsigned resends;            /* fleet: times the frame was re-sent to another node */
+	/* 1.3 */
+	int stored;                  /* 1 only when the node holds the frame: its final ack,
+	                                DURABLE and ok (a duplicate of a stored frame too).
+	                                0 on every failure and on RECEIVED: what to check
+	                                before dropping the frame's bytes for good */
 	/* ABI: new fields go last. */
 };
 

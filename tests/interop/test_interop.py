@@ -169,6 +169,8 @@ class Node:
         if r.ackReceived != ack_received:
             raise AssertionError("NegotiateReply.ackReceived %s, asked %s" %
                                  (r.ackReceived, ack_received))
+        if not r.ackStored:
+            raise AssertionError("NegotiateReply.ackStored is false: Acks must carry stored")
         return (("h3000-session-id", str(r.sessionId)),)
 
 
@@ -566,6 +568,7 @@ class T3PushFrames(unittest.TestCase):
         self.assertEqual(len(acks), 1, acks)
         self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE)
         self.assertTrue(acks[-1].ok, acks)
+        self.assertTrue(acks[-1].stored, acks)   # a duplicate of a stored frame is stored
         self.assertTrue(acks[-1].duplicate, acks)
         st2 = os.stat(path)
         self.assertEqual((st1.st_ino, st1.st_mtime_ns), (st2.st_ino, st2.st_mtime_ns))
@@ -577,8 +580,10 @@ class T3PushFrames(unittest.TestCase):
         other[100] ^= 0xFF
         acks = push(chunks(f, bytes(other), wafer="W-dup"))
         self.assertEqual(len(acks), 1, acks)
-        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE)
+        # a failed frame has no stage (never DURABLE) and says plainly it is not stored
+        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_UNSPECIFIED)
         self.assertFalse(acks[-1].ok)
+        self.assertFalse(acks[-1].stored)
         self.assertEqual(acks[-1].code, PB.ERROR_DUPLICATE_CONFLICT, acks)
         with open(NODE.frame_path("W-dup", f), "rb") as fh:
             self.assertEqual(fh.read(), payload(50000, seed_of(f)))
@@ -754,7 +759,7 @@ class T3PushFrames(unittest.TestCase):
     def test_crc_chain_staged_then_direct(self):
         f, data, acks = self.crc_staged_then_direct(crc32c)
         self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE, acks)
-        self.assertTrue(acks[-1].ok, acks)
+        self.assertTrue(acks[-1].ok and acks[-1].stored, acks)
         self.assertEqual(acks[-1].crc32c, crc32c(data), acks)
         self.assertEqual(NODE.catalog_rows(f)[0][3], acks[-1].crc32c)
         with open(NODE.frame_path("W1", f), "rb") as fh:
@@ -763,8 +768,8 @@ class T3PushFrames(unittest.TestCase):
 
     def test_crc_mismatch_staged_then_direct(self):
         f, data, acks = self.crc_staged_then_direct(lambda d: crc32c(d) ^ 0x80000000)
-        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_DURABLE, acks)
-        self.assertFalse(acks[-1].ok, acks)
+        self.assertEqual(acks[-1].stage, PB.ACK_STAGE_UNSPECIFIED, acks)
+        self.assertFalse(acks[-1].ok or acks[-1].stored, acks)
         self.assertEqual(acks[-1].code, PB.ERROR_CRC_MISMATCH, acks[-1])
         self.assertEqual(NODE.catalog_rows(f), [])
         wait_idle(self)
@@ -1053,15 +1058,16 @@ class T4BadInput(unittest.TestCase):
         f = fid()
         data = payload(5000, 3)
         acks = by_frame(push(chunks(f, data, crc=crc32c(data) ^ 1), metadata=NODE.session()))[f]
-        self.assertEqual([a.stage for a in acks], [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_DURABLE])
+        self.assertEqual([a.stage for a in acks], [PB.ACK_STAGE_RECEIVED, PB.ACK_STAGE_UNSPECIFIED])
         self.assertTrue(acks[0].ok)
-        self.assertFalse(acks[-1].ok)
+        self.assertFalse(acks[0].stored)   # RECEIVED: in the node, not stored yet
+        self.assertFalse(acks[-1].ok or acks[-1].stored)
         self.assertEqual(acks[-1].code, PB.ERROR_CRC_MISMATCH, acks[-1])
         self.assertEqual(NODE.catalog_rows(f), [])
         f = fid()
         acks = by_frame(push(chunks(f, data, crc=crc32c(data) ^ 1)))[f]
         self.assertEqual([(a.stage, a.ok, a.code) for a in acks],
-                         [(PB.ACK_STAGE_DURABLE, False, PB.ERROR_CRC_MISMATCH)], acks)
+                         [(PB.ACK_STAGE_UNSPECIFIED, False, PB.ERROR_CRC_MISMATCH)], acks)
         self.assertEqual(NODE.catalog_rows(f), [])
         wait_idle(self)
         assert_good_frame(self)

@@ -16,7 +16,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v abidiff >/dev/null || fail "abidiff not installed (Debian abigail-tools; deploy/install-deps.sh)"
 [ -f "$LIB" ] || fail "$LIB not built"
 [ -f "$BASE" ] || fail "no ABI baseline $BASE (make abi-baseline)"
-readelf -S "$LIB" | grep -q '\.debug_info' || fail "$LIB has no debug info: abidiff needs a RelWithDebInfo build"
+# no grep -q: under pipefail, -q stops reading early and readelf dies of SIGPIPE
+readelf -S "$LIB" | grep '\.debug_info' >/dev/null || fail "$LIB has no debug info: abidiff needs a RelWithDebInfo build"
 
 echo "== abidiff $BASE $LIB"
 rc=0

@@ -12,12 +12,14 @@ producer on 127.0.0.1 (stock grpcio) must still be served every time.
      connection is busy, Health/Check still answers (health reserve), other calls on that
      connection get UNAVAILABLE, and a reserve connection cannot be held open;
   4. sessions: 1,250 streams with one bad chunk each (implicit sessions) from one host,
-     then from 16 hosts filling the table: Negotiate and PushFrames of another client work
+     then from 16 hosts filling the table (--max-sessions 1024): Negotiate and PushFrames of another client work
      (per-peer limit, then eviction of the session of a stream idle longest);
   5. slots: meta-only frames (a descriptor, never the bytes) on every slot, from one host:
      the stalled frames are failed retryable (ERROR_DEADLINE) after --slot-stall-ms, and
      another producer's frame is stored long before the frame timeout (its peer, over its
-     share while another waits, takes no more slots).
+     share while another waits, takes no more slots);
+  6. many streams from one host: 300 ControlStreams without a session (256 on one
+     connection, the limit it advertises, and 44 on a second) are all served.
 
 usage: limits.py --ingestd PATH --proto-dir DIR --work DIR
 """
@@ -204,9 +206,12 @@ def main():
         check(rc == 0, "ingestd exit status %d" % rc)
 
     # ------------------------------------------------------------ 4. sessions, defaults
+    # the table at 1024 (default 4096), so that 16 hosts of 80 streams fill it; the
+    # per-address limit stays the default (512)
     data_dir = os.path.join(a.work, "data3")
     node = rtlib.Ingestd(a, ["--data-dir", data_dir, "--pool", "1M:4", "--workers", "1",
-                             "--rdma", "off"], log="ingestd3.log", metrics=True)
+                             "--rdma", "off", "--max-sessions", "1024"], log="ingestd3.log",
+                         metrics=True)
     conns = []
     try:
         addr = node.wait_ready()
@@ -283,6 +288,48 @@ def main():
               % [(x.frameId, x.code, x.retryable, x.msg) for x in acks])
         n = lim(node, "slot_stalled")
         check(n >= len(failed), "/metrics counts the stalled slots: %r" % n)
+    finally:
+        for c in conns:
+            c.close()
+        rc = node.stop()
+        check(rc == 0, "ingestd exit status %d" % rc)
+
+    # ------------------------------------------------------------ 6. many streams from one host
+    # 300 ControlStreams from one address, stock-seed style (no session: one implicit session
+    # each): 256 on one connection (its SETTINGS_MAX_CONCURRENT_STREAMS) and 44 on a second,
+    # as .NET's EnableMultipleHttp2Connections does. Every stream is served (one Ack each:
+    # ERROR_NO_TRANSPORT, no RDMA here), none is refused RESOURCE_EXHAUSTED.
+    data_dir = os.path.join(a.work, "data5")
+    node = rtlib.Ingestd(a, ["--data-dir", data_dir, "--pool", "1M:4", "--workers", "1",
+                             "--rdma", "off"], log="ingestd5.log", metrics=True)
+    conns = []
+    try:
+        addr = node.wait_ready()
+        meta = PB.FrameMeta(frameId="m", addr=4096, rkey=7, length=4096)
+        streams = []
+        for n in (256, 44):
+            c = h2raw.H2(addr, "127.0.0.6")
+            conns.append(c)
+            c.pump(0.2)   # the node's SETTINGS first
+            for i in range(n):
+                meta.frameId = "many-%d-%d" % (len(conns), i)
+                sid = c.open("/h3000.RDMASvc/ControlStream")
+                c.send(sid, meta.SerializeToString())
+                streams.append((c, sid))
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            for c in conns:
+                c.pump(0.2)
+            if all(len(c.messages(sid)) >= 1 or sid in c.ended for c, sid in streams):
+                break
+        acks = [[PB.Ack.FromString(m) for m in c.messages(sid)] for c, sid in streams]
+        served = sum(1 for x in acks if len(x) == 1 and x[0].code == PB.ERROR_NO_TRANSPORT)
+        ended = sum(1 for c, sid in streams if sid in c.ended)
+        check(served == 300 and ended == 0,
+              "300 ControlStreams from one address (256 + 44 on two connections): %d answered "
+              "with their frame's Ack, %d ended by the node" % (served, ended))
+        check(not any(c.eof or c.goaway for c in conns),
+              "both connections stay open, no GOAWAY")
     finally:
         for c in conns:
             c.close()

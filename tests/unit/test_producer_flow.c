@@ -433,6 +433,7 @@ static void test_chunks_and_acks(void **state)
 	assert_string_equal(acks[0].frame_id, "77");
 	assert_int_equal(acks[0].stage, ING_ACK_RECEIVED);
 	assert_true(acks[0].ok);
+	assert_false(acks[0].stored);   /* RECEIVED: not stored yet */
 	assert_ptr_equal(acks[0].user, &tag);
 	assert_int_equal(ing_producer_in_flight(p), 1);
 
@@ -442,6 +443,7 @@ static void test_chunks_and_acks(void **state)
 	assert_int_equal(ing_producer_poll(p, acks, 8, 0), 1);
 	assert_int_equal(acks[0].stage, ING_ACK_DURABLE);
 	assert_true(acks[0].ok);
+	assert_true(acks[0].stored);
 	assert_true(acks[0].duplicate);
 	assert_int_equal(ing_producer_in_flight(p), 0);
 	struct ing_producer_stats st;
@@ -474,6 +476,7 @@ static void test_credits_and_failures(void **state)
 	assert_int_equal(ing_producer_poll(p, acks, 8, 0), 1);
 	assert_string_equal(acks[0].frame_id, "2");
 	assert_false(acks[0].ok);
+	assert_false(acks[0].stored);
 	assert_int_equal(acks[0].code, 3);
 	assert_int_equal(acks[0].stage, ING_ACK_NONE);
 	assert_string_equal(acks[0].msg, "refused by the fake");
@@ -550,6 +553,7 @@ static void test_frame_timeout(void **state)
 		got = ing_producer_poll(p, acks, 8, 20);
 	assert_int_equal(got, 1);
 	assert_false(acks[0].ok);
+	assert_false(acks[0].stored);
 	assert_int_equal(acks[0].code, ING_ERR_DEADLINE);
 	assert_int_equal(acks[0].stage, ING_ACK_RECEIVED);
 	assert_true(acks[0].retryable);

@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "common/cli.h"
+#include "common/conf.h"
+#include "common/log.h"
+#include "common/parse.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define ING_CLI_MAX_OPTS 128
+#define HELP_COL 25   /* the column the option descriptions start in */
+
+#define FIELD(cfg, d, type) ((type *)(void *)((char *)(cfg) + (d)->off))
+
+/* ---------------------------------------------------------------- setting a value */
+
+/* CHOICE: the value of name in "a=1|b=2", or -EINVAL */
+static int choice_value(const char *choices, const char *name, int *out)
+{
+	size_t nl = strlen(name);
+	for (const char *p = choices; *p;) {
+		const char *eq = strchr(p, '='), *bar = strchr(p, '|');
+		if (!eq)
+			break;
+		if ((size_t)(eq - p) == nl && !strncasecmp(p, name, nl)) {
+			*out = atoi(eq + 1);
+			return 0;
+		}
+		if (!bar)
+			break;
+		p = bar + 1;
+	}
+	return -EINVAL;
+}
+
+/* CHOICE: "a, b or c" (sep ", " and " or "), or "a|b|c" (sep "|") into buf */
+static const char *choice_names(const char *choices, bool prose, char *buf, size_t len)
+{
+	size_t o = 0;
+	unsigned n = 0, total = 0;
+	for (const char *p = choices; *p; p++)
+		total += *p == '=';
+	buf[0] = '\0';
+	for (const char *p = choices; *p && o + 1 < len;) {
+		const char *eq = strchr(p, '='), *bar = strchr(p, '|');
+		if (!eq)
+			break;
+		const char *sep = !n ? "" : !prose ? "|" : n + 1 == total ? " or " : ", ";
+		o += (size_t)snprintf(buf + o, len - o, "%s%.*s", sep, (int)(eq - p), p);
+		n++;
+		if (!bar || o >= len)
+			break;
+		p = bar + 1;
+	}
+	return buf;
+}
+
+/* CHOICE: the name whose value is v, or NULL */
+static const char *choice_name(const char *choices, int v, char *buf, size_t len)
+{
+	for (const char *p = choices; *p;) {
+		const char *eq = strchr(p, '='), *bar = strchr(p, '|');
+		if (!eq)
+			break;
+		if (atoi(eq + 1) == v) {
+			snprintf(buf, len, "%.*s", (int)(eq - p), p);
+			return buf;
+		}
+		if (!bar)
+			break;
+		p = bar + 1;
+	}
+	return NULL;
+}
+
+static const char *fmt_size(uint64_t v, char *buf, size_t len)
+{
+	static const char u[] = "KMGT";
+	unsigned k = 0;
+	while (k < 4 && v && v % 1024 == 0) {
+		v /= 1024;
+		k++;
+	}
+	if (k)
+		snprintf(buf, len, "%" PRIu64 "%c", v, u[k - 1]);
+	else
+		snprintf(buf, len, "%" PRIu64, v);
+	return buf;
+}
+
+int ing_cli_set(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	uint64_t x;
+	char a[32], b[32], names[160];
+
+	if (!v && d->type != ING_OPT_BOOL && d->type != ING_OPT_CUSTOM) {
+		snprintf(why, whylen, "needs a value");
+		return -EINVAL;
+	}
+	switch (d->type) {
+	case ING_OPT_BOOL:
+		*FIELD(cfg, d, bool) = true;
+		return 0;
+	case ING_OPT_STR:
+		*FIELD(cfg, d, const char *) = *v ? v : NULL;   /* "name =" in a file: the default */
+		return 0;
+	case ING_OPT_PATH:
+		if (!*v) {
+			snprintf(why, whylen, "empty value: give a %s", d->arg ? d->arg : "path");
+			return -EINVAL;
+		}
+		*FIELD(cfg, d, const char *) = v;
+		return 0;
+	case ING_OPT_UINT:
+	case ING_OPT_U64:
+		if (ing_parse_u64(v, d->hi, &x) || x < d->lo) {
+			snprintf(why, whylen, "'%.64s' is not a number in %" PRIu64 "..%" PRIu64, v, d->lo,
+				 d->hi);
+			return -EINVAL;
+		}
+		if (d->type == ING_OPT_UINT)
+			*FIELD(cfg, d, unsigned) = (unsigned)x;
+		else
+			*FIELD(cfg, d, uint64_t) = x;
+		return 0;
+	case ING_OPT_SIZE:
+		if (ing_parse_size(v, &x)) {
+			snprintf(why, whylen, "'%.64s' is not a size (4096, 64K, 4M, 1G)", v);
+			return -EINVAL;
+		}
+		if (x < d->lo || (d->hi && x > d->hi)) {
+			if (d->hi)
+				snprintf(why, whylen, "'%.64s' is not a size in %s..%s", v,
+					 fmt_size(d->lo, a, sizeof(a)), fmt_size(d->hi, b, sizeof(b)));
+			else
+				snprintf(why, whylen, "'%.64s': the size must be at least %s", v,
+					 fmt_size(d->lo, a, sizeof(a)));
+			return -EINVAL;
+		}
+		*FIELD(cfg, d, uint64_t) = x;
+		return 0;
+	case ING_OPT_DURATION: {
+		int rc = ing_parse_duration_ms(v, d->unit_ms, d->hi, &x);
+		if (rc || x < d->lo) {
+			snprintf(why, whylen, "'%.64s' is not a duration in %s..%s (e.g. 500ms, 30s, 2m; a "
+				 "bare number is %s)", v, ing_fmt_duration(d->lo, a, sizeof(a)),
+				 ing_fmt_duration(d->hi, b, sizeof(b)),
+				 d->unit_ms == 1 ? "milliseconds" : "seconds");
+			return -EINVAL;
+		}
+		*FIELD(cfg, d, unsigned) = (unsigned)x;
+		return 0;
+	}
+	case ING_OPT_CHOICE: {
+		int val;
+		if (choice_value(d->choices, v, &val)) {
+			snprintf(why, whylen, "'%.64s' is not %s", v,
+				 choice_names(d->choices, true, names, sizeof(names)));
+			return -EINVAL;
+		}
+		*FIELD(cfg, d, int) = val;
+		return 0;
+	}
+	case ING_OPT_CUSTOM:
+		return d->set(d, cfg, v, why, whylen);
+	}
+	snprintf(why, whylen, "unknown option type");
+	return -EINVAL;
+}
+
+int ing_opt_set_log_level(const struct ing_opt *d, void *cfg, const char *v, char *why,
+			  size_t whylen)
+{
+	enum ing_log_level l;
+	(void)d;
+	(void)cfg;
+	if (!v || ing_log_parse_level(v, &l)) {
+		snprintf(why, whylen, "'%.64s' is not err, warn, info or debug", v ? v : "");
+		return -EINVAL;
+	}
+	ing_log_set_level(l);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- messages */
+
+int ing_cli_usage_error(const struct ing_cli *c, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* one line, whatever the message holds */
+	for (char *p = msg; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	fprintf(stderr, "%s: %s; try '%s --help'\n", c->prog, msg, c->prog);
+	return ING_EXIT_USAGE;
+}
+
+void ing_cli_version(const struct ing_cli *c, FILE *f)
+{
+	fprintf(f, "%s (h3000 ingest) %s\n"
+		   "Copyright 2026 the h3000 ingest authors. License Apache-2.0.\n",
+		c->prog, ING_VERSION);
+}
+
+/* one option's head: "  --name ARG", "  --name[=on|off]" */
+static int opt_head(const struct ing_opt *d, char *buf, size_t len)
+{
+	char names[160];
+	const char *arg = d->arg;
+	if (d->type == ING_OPT_CHOICE && !arg)
+		arg = choice_names(d->choices, false, names, sizeof(names));
+	if (!arg)
+		return snprintf(buf, len, "  --%s", d->name);
+	if (d->flags & ING_OPTF_OPTIONAL)
+		return snprintf(buf, len, "  --%s%s", d->name, arg);
+	return snprintf(buf, len, "  --%s %s", d->name, arg);
+}
+
+static void help_text(FILE *f, const char *h)
+{
+	for (; *h; h++) {
+		fputc(*h, f);
+		if (*h == '\n')
+			fprintf(f, "%*s", HELP_COL, "");
+	}
+}
+
+/*
+ * " (default X)" from the defaults struct, for options whose help does not say it: on the
+ * help's last line when it fits in 80 columns, else on a line of its own.
+ */
+static void help_default(FILE *f, const struct ing_opt *d, const void *defaults)
+{
+	char buf[64], v[48];
+	if (!defaults || strstr(d->help, "default"))
+		return;
+	switch (d->type) {
+	case ING_OPT_UINT:
+		snprintf(v, sizeof(v), "%u", *FIELD(defaults, d, const unsigned));
+		break;
+	case ING_OPT_U64:
+		snprintf(v, sizeof(v), "%" PRIu64, *FIELD(defaults, d, const uint64_t));
+		break;
+	case ING_OPT_SIZE:
+		fmt_size(*FIELD(defaults, d, const uint64_t), v, sizeof(v));
+		break;
+	case ING_OPT_DURATION:
+		ing_fmt_duration(*FIELD(defaults, d, const unsigned), v, sizeof(v));
+		break;
+	case ING_OPT_CHOICE:
+		if (!choice_name(d->choices, *FIELD(defaults, d, const int), v, sizeof(v)))
+			return;
+		break;
+	default:
+		return;
+	}
+	snprintf(buf, sizeof(buf), " (default %s)", v);
+	const char *last = strrchr(d->help, '\n');
+	size_t col = HELP_COL + strlen(last ? last + 1 : d->help);
+	if (col + strlen(buf) > 80)
+		fprintf(f, "\n%*s%s", HELP_COL, "", buf + 1);
+	else
+		fputs(buf, f);
+}
+
+void ing_cli_help(const struct ing_cli *c, FILE *f)
+{
+	static _Alignas(max_align_t) char dflt[8192];
+	const void *defaults = NULL;
+	char head[192];
+	bool durations = false, aliases = false;
+
+	if (c->init && c->cfg_size <= sizeof(dflt)) {
+		memset(dflt, 0, sizeof(dflt));
+		c->init(dflt);
+		defaults = dflt;
+	}
+	fprintf(f, "Usage: %s %s\n%s\n", c->prog, c->synopsis, c->summary);
+	if (c->about)
+		fprintf(f, "%s", c->about);
+	fprintf(f, "\nOptions:\n");
+	for (unsigned i = 0; i < c->nopts; i++) {
+		const struct ing_opt *d = &c->opts[i];
+		if (!d->help) {
+			aliases = true;
+			continue;
+		}
+		durations |= d->type == ING_OPT_DURATION;
+		int n = opt_head(d, head, sizeof(head));
+		if (n >= HELP_COL - 1)
+			fprintf(f, "%s\n%*s", head, HELP_COL, "");
+		else
+			fprintf(f, "%s%*s", head, HELP_COL - n, "");
+		help_text(f, d->help);
+		help_default(f, d, defaults);
+		fputc('\n', f);
+	}
+	fprintf(f, "  -h, --help             this text\n"
+		   "  --version              the version\n");
+	if (durations)
+		fprintf(f, "\nA DURATION has a unit: 500ms, 30s, 2m, 1h; a bare number is seconds.\n");
+	if (aliases) {
+		fprintf(f, "\nOld spellings, still accepted:\n");
+		for (unsigned i = 0; i < c->nopts; i++) {
+			const struct ing_opt *d = &c->opts[i];
+			if (d->help)
+				continue;
+			int n = opt_head(d, head, sizeof(head));
+			if (n >= HELP_COL - 1)
+				fprintf(f, "%s\n%*s", head, HELP_COL, "");
+			else
+				fprintf(f, "%s%*s", head, HELP_COL - n, "");
+			if (d->type == ING_OPT_DURATION && d->unit_ms == 1)
+				fprintf(f, "--%s in milliseconds (units work too)\n", d->alias_of);
+			else
+				fprintf(f, "--%s\n", d->alias_of);
+		}
+	}
+	if (c->notes)
+		fprintf(f, "\n%s", c->notes);
+	if (c->exit_status)
+		fprintf(f, "\nExit status:\n%s", c->exit_status);
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+static unsigned edit_distance(const char *a, const char *b)
+{
+	unsigned row[64], la = (unsigned)strlen(a), lb = (unsigned)strlen(b);
+	if (la >= 63 || lb >= 63)
+		return 99;
+	for (unsigned j = 0; j <= lb; j++)
+		row[j] = j;
+	for (unsigned i = 1; i <= la; i++) {
+		unsigned prev = row[0];
+		row[0] = i;
+		for (unsigned j = 1; j <= lb; j++) {
+			unsigned cur = row[j];
+			unsigned sub = prev + (a[i - 1] != b[j - 1]);
+			unsigned del = row[j] + 1, ins = row[j - 1] + 1;
+			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			prev = cur;
+		}
+	}
+	return row[lb];
+}
+
+/* the option closest to an unknown name (a typo), or NULL */
+static const struct ing_opt *closest(const struct ing_cli *c, const char *name)
+{
+	const struct ing_opt *best = NULL;
+	unsigned bd = 3;
+	char n[64];
+	snprintf(n, sizeof(n), "%s", name);
+	n[strcspn(n, "=")] = '\0';
+	for (unsigned i = 0; i < c->nopts; i++) {
+		unsigned dist = edit_distance(n, c->opts[i].name);
+		if (dist < bd) {
+			bd = dist;
+			best = &c->opts[i];
+		}
+	}
+	return best;
+}
+
+const struct ing_opt *ing_cli_find(const struct ing_cli *c, const char *name)
+{
+	for (unsigned i = 0; i < c->nopts; i++)
+		if (!strcmp(c->opts[i].name, name))
+			return &c->opts[i];
+	return NULL;
+}
+
+enum { OPT_HELP = 'h', OPT_VERSION = 1, OPT_BASE = 256 };
+
+static struct option *long_opts(const struct ing_cli *c)
+{
+	static struct option lo[ING_CLI_MAX_OPTS + 3];
+	unsigned n = c->nopts < ING_CLI_MAX_OPTS ? c->nopts : ING_CLI_MAX_OPTS;
+	for (unsigned i = 0; i < n; i++) {
+		const struct ing_opt *d = &c->opts[i];
+		int has = d->flags & ING_OPTF_OPTIONAL ? optional_argument
+			: d->type == ING_OPT_BOOL || (!d->arg && d->type != ING_OPT_CHOICE) ? no_argument
+			: required_argument;
+		lo[i] = (struct option){ d->name, has, NULL, OPT_BASE + (int)i };
+	}
+	lo[n] = (struct option){ "help", no_argument, NULL, OPT_HELP };
+	lo[n + 1] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
+	lo[n + 2] = (struct option){ NULL, 0, NULL, 0 };
+	return lo;
+}
+
+/* the flag as the user typed it, for messages: "--foo" of "--foo=bar" */
+static const char *typed(char **argv, int at, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", at > 0 ? argv[at] : "?");
+	buf[strcspn(buf, "=")] = '\0';
+	return buf;
+}
+
+static int bad_flag(const struct ing_cli *c, const char *what, const char *flag)
+{
+	const struct ing_opt *near = flag[0] == '-' && flag[1] == '-' ? closest(c, flag + 2) : NULL;
+	if (near)
+		return ing_cli_usage_error(c, "%s '%s' (did you mean --%s?)", what, flag, near->name);
+	return ing_cli_usage_error(c, "%s '%s'", what, flag);
+}
+
+int ing_cli_parse(const struct ing_cli *c, int argc, char **argv, void *cfg, int *argi)
+{
+	struct option *lo = long_opts(c);
+	char why[512], flag[64];
+	int o;
+
+	opterr = 0;
+	optind = 0;   /* glibc: full re-initialisation (a first pass may have run) */
+	while ((o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		if (o == OPT_HELP) {
+			ing_cli_help(c, stdout);
+			return 1;
+		}
+		if (o == OPT_VERSION) {
+			ing_cli_version(c, stdout);
+			return 1;
+		}
+		if (o >= OPT_BASE && o < OPT_BASE + (int)c->nopts) {
+			const struct ing_opt *d = &c->opts[o - OPT_BASE];
+			why[0] = '\0';
+			if (ing_cli_set(d, cfg, optarg, why, sizeof(why)))
+				return ing_cli_usage_error(c, "--%s: %s", d->name, why);
+			continue;
+		}
+		if (o == ':')
+			return ing_cli_usage_error(c, "%s needs a value",
+						   typed(argv, optind - 1, flag, sizeof(flag)));
+		if (optopt >= OPT_BASE && optopt < OPT_BASE + (int)c->nopts)
+			return ing_cli_usage_error(c, "--%s takes no value",
+						   c->opts[optopt - OPT_BASE].name);
+		if (optopt > 0 && optopt < 128 && argv[optind - 1][1] != '-')
+			return ing_cli_usage_error(c, "unknown option '-%c'", optopt);
+		return bad_flag(c, "unknown option", typed(argv, optind - 1, flag, sizeof(flag)));
+	}
+	if ((unsigned)(argc - optind) > c->max_args) {
+		if (!c->max_args)
+			return ing_cli_usage_error(c, "unexpected argument '%.128s' (this program takes "
+						   "options only)", argv[optind]);
+		return ing_cli_usage_error(c, "unexpected argument '%.128s' (at most %u)",
+					   argv[optind + (int)c->max_args], c->max_args);
+	}
+	*argi = optind;
+	return 0;
+}
+
+int ing_cli_parse_only(const struct ing_cli *c, int argc, char **argv, void *cfg,
+		       const char *const *only)
+{
+	struct option *lo = long_opts(c);
+	char why[256];
+	int o, asked = 0;
+
+	opterr = 0;
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		if (o == OPT_HELP || o == OPT_VERSION) {
+			asked = 1;
+			continue;
+		}
+		if (o < OPT_BASE || o >= OPT_BASE + (int)c->nopts)
+			continue;
+		const struct ing_opt *d = &c->opts[o - OPT_BASE];
+		for (const char *const *n = only; *n; n++)
+			if (!strcmp(*n, d->name))
+				(void)ing_cli_set(d, cfg, optarg, why, sizeof(why));
+	}
+	optind = 0;
+	return asked;
+}
+
+/* ---------------------------------------------------------------- config files */
+
+struct conf_ctx {
+	const struct ing_cli *c;
+	void *cfg;
+	char why[400];
+};
+
+static int conf_setting(void *arg, const char *key, const char *value, unsigned line)
+{
+	struct conf_ctx *x = arg;
+	const struct ing_opt *d = ing_cli_find(x->c, key);
+	char why[320] = "";
+	(void)line;
+	if (!d || (d->flags & ING_OPTF_NOCONF)) {
+		const struct ing_opt *near = closest(x->c, key);
+		snprintf(x->why, sizeof(x->why), "unknown key '%.64s'%s%s%s", key,
+			 near ? " (did you mean " : "", near ? near->name : "", near ? "?)" : "");
+		return -ENOENT;
+	}
+	if (ing_cli_set(d, x->cfg, value, why, sizeof(why))) {
+		snprintf(x->why, sizeof(x->why), "%s: %s", key, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int ing_cli_read_config(const struct ing_cli *c, const char *path, char *buf, size_t cap,
+			void *cfg)
+{
+	struct conf_ctx x = { .c = c, .cfg = cfg };
+	char why[128] = "";
+	unsigned line = 0;
+	int rc = ing_conf_read(path, buf, cap, conf_setting, &x, &line, why, sizeof(why));
+	if (rc == 0)
+		return 0;
+	if (line)
+		fprintf(stderr, "%s: %s:%u: %s\n", c->prog, path, line, x.why[0] ? x.why : why);
+	else
+		fprintf(stderr, "%s: --config: '%s': %s\n", c->prog, path, why);
+	return ING_EXIT_USAGE;
+}

@@ -1,0 +1,727 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * node_opts.c - ingestd's options: one table (common/cli.h) serves the command line
+ * (--name VALUE), the config file (name = VALUE), --help and the man page; ingestd,
+ * ingest-doctor --config and the tests read the same file through it. A new option is one
+ * entry here and one field in struct ing_ingestd_opts (node.h).
+ */
+#include "common/cli.h"
+#include "common/hugepages.h"
+#include "common/ident.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "common/token.h"
+#include "control/fleet/fleet.h"
+#include "control/node.h"
+#include "dataplane/dataplane.h"
+#include "dataplane/rdma/rdma.h"
+#include "dataplane/tier/tier.h"
+#include "numa/numa.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define O struct ing_ingestd_opts
+
+/* host:port or [v6]:port (host may be empty: any), port 0..65535 (0: pick one). */
+static bool listen_ok(const char *s)
+{
+	const char *port;
+
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || rb == s + 1 || rb[1] != ':')
+			return false;
+		port = rb + 2;
+	} else {
+		const char *colon = strrchr(s, ':');
+		if (!colon)
+			return false;
+		port = colon + 1;
+	}
+	if (!*port || strlen(port) > 5 || strspn(port, "0123456789") != strlen(port))
+		return false;
+	return strtoul(port, NULL, 10) <= 65535;
+}
+
+/* ---------------------------------------------------------------- setters of their own */
+
+static int set_listen(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	if (!listen_ok(v)) {
+		snprintf(why, whylen, "'%.128s' is not host:port or [v6]:port (port 0..65535; 0: any free port)", v);
+		return -EINVAL;
+	}
+	*(const char **)(void *)((char *)cfg + d->off) = v;
+	return 0;
+}
+
+static int set_pool(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	struct ing_pool_opts po;
+	char r[200];
+	(void)d;
+	ing_pool_opts_init(&po);
+	if (ing_pool_spec_parse(&po, v, r, sizeof(r))) {
+		snprintf(why, whylen, "'%.120s': %s", v, r);
+		return -EINVAL;
+	}
+	((O *)cfg)->pool = v;
+	return 0;
+}
+
+static int set_sink(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	(void)d;
+	if (!strcmp(v, "file"))
+		((O *)cfg)->sink = ING_SINK_FILE;
+	else if (!strcmp(v, "null"))
+		((O *)cfg)->sink = ING_SINK_NULL;
+	else {
+		snprintf(why, whylen, "'%.64s' is not file or null", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_pool_node(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	uint64_t x;
+	(void)d;
+	if (ing_parse_u64(v, 1023, &x)) {
+		snprintf(why, whylen, "'%.64s' is not a NUMA node number (ingest-topo lists them)", v);
+		return -EINVAL;
+	}
+	((O *)cfg)->pool_node = (int)x;
+	return 0;
+}
+
+static int set_log_level(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	enum ing_log_level l;
+	(void)d;
+	if (ing_log_parse_level(v, &l)) {
+		snprintf(why, whylen, "'%.64s' is not err, warn, info or debug", v);
+		return -EINVAL;
+	}
+	((O *)cfg)->log_level = v;
+	return 0;
+}
+
+static int set_log_format(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	(void)d;
+	if (ing_log_parse_format(v, &((O *)cfg)->log_format)) {
+		snprintf(why, whylen, "'%.64s' is not text or json", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_ready_fd(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	uint64_t x;
+	(void)d;
+	if (ing_parse_u64(v, 65535, &x) || x < 3) {
+		snprintf(why, whylen, "'%.64s' is not a file descriptor >= 3", v);
+		return -EINVAL;
+	}
+	if (fcntl((int)x, F_GETFD) < 0) {
+		snprintf(why, whylen, "'%.64s' is not an open file descriptor", v);
+		return -EINVAL;
+	}
+	((O *)cfg)->ready_fd = (int)x;
+	return 0;
+}
+
+static int set_persist_ring(const struct ing_opt *d, void *cfg, const char *v, char *why,
+			    size_t whylen)
+{
+	uint64_t x;
+	(void)d;
+	if (ing_parse_u64(v, 1u << 20, &x) || x < 2 || (x & (x - 1))) {
+		snprintf(why, whylen, "'%.64s' is not a power of 2 in 2..1048576", v);
+		return -EINVAL;
+	}
+	((O *)cfg)->persist_ring = (unsigned)x;
+	return 0;
+}
+
+static int set_poll_mode(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	(void)d;
+	if (ing_rdma_parse_poll_mode(v, &((O *)cfg)->poll_mode)) {
+		snprintf(why, whylen, "'%.64s' is not busy or adaptive", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_rdma_write(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	(void)d;
+	if (ing_rdma_parse_push(v, &((O *)cfg)->rdma_write)) {
+		snprintf(why, whylen, "'%.64s' is not auto, mw, mr or off", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_node_id(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	size_t n = strlen(v);
+	(void)d;
+	if (n == 0 || n > ING_FLEET_ID_MAX || ing_id_check(v, n)) {
+		snprintf(why, whylen, "a node id is 1..%d bytes of UTF-8 without control characters",
+			 ING_FLEET_ID_MAX);
+		return -EINVAL;
+	}
+	((O *)cfg)->node_id = v;
+	return 0;
+}
+
+static int set_advertise(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	(void)d;
+	if (!*v) {
+		((O *)cfg)->advertise = NULL;
+		return 0;
+	}
+	if (!listen_ok(v) || strlen(v) > ING_FLEET_ADDR_MAX) {
+		snprintf(why, whylen, "'%.128s' is not host:port or [v6]:port", v);
+		return -EINVAL;
+	}
+	((O *)cfg)->advertise = v;
+	return 0;
+}
+
+static int set_fleet_peers(const struct ing_opt *d, void *cfg, const char *v, char *why,
+			   size_t whylen)
+{
+	static struct ing_fleet_member m[ING_FLEET_MAX_MEMBERS];
+	unsigned n;
+	(void)d;
+	if (!*v) {
+		((O *)cfg)->fleet_peers = NULL;
+		return 0;
+	}
+	if (ing_fleet_parse_peers(v, m, ING_FLEET_MAX_MEMBERS, &n, why, whylen))
+		return -EINVAL;
+	((O *)cfg)->fleet_peers = v;
+	return 0;
+}
+
+/* --drain (no value: on), --drain=off; "drain = on|off" in a config file */
+static int set_drain(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	bool *f = &((O *)cfg)->drain;
+	(void)d;
+	if (!v || !strcasecmp(v, "on") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
+	    !strcmp(v, "1"))
+		*f = true;
+	else if (!strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcasecmp(v, "false") ||
+		 !strcmp(v, "0"))
+		*f = false;
+	else {
+		snprintf(why, whylen, "'%.64s' is not on or off", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- object store tier */
+
+/* --local-retention: a duration with its unit (7d, 12h, 0s), or off */
+static int set_retention(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	uint64_t ms;
+	(void)d;
+	if (!strcmp(v, "off")) {
+		((O *)cfg)->local_retention_ms = -1;
+		return 0;
+	}
+	if (ing_parse_duration_ms(v, 0, 3650ull * 86400000, &ms)) {
+		snprintf(why, whylen, "'%.64s' is not a duration with its unit (0s, 12h, 7d; at most 3650d) "
+			 "or off", v);
+		return -EINVAL;
+	}
+	((O *)cfg)->local_retention_ms = (int64_t)ms;
+	return 0;
+}
+
+/* --local-high-water: "80%" of the data dir's file system, or a size of local frames ("500G") */
+static int set_high_water(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	O *o = cfg;
+	size_t n = strlen(v);
+	uint64_t x;
+	(void)d;
+	o->local_high_water_pct = 0;
+	o->local_high_water_bytes = 0;
+	if (!strcmp(v, "off"))
+		return 0;
+	if (n > 1 && v[n - 1] == '%') {
+		char num[8];
+		if (n - 1 >= sizeof(num) || (memcpy(num, v, n - 1), num[n - 1] = 0,
+					      ing_parse_u64(num, 99, &x)) || x < 1) {
+			snprintf(why, whylen, "'%.64s' is not a percentage of 1%%..99%%", v);
+			return -EINVAL;
+		}
+		o->local_high_water_pct = (unsigned)x;
+		return 0;
+	}
+	if (ing_parse_size(v, &x) || x < (1ull << 20)) {
+		snprintf(why, whylen, "'%.64s' is not a percentage (80%%) or a size of at least 1M (500G)", v);
+		return -EINVAL;
+	}
+	o->local_high_water_bytes = x;
+	return 0;
+}
+
+static int set_region(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	O *o = cfg;
+	size_t n = strlen(v);
+	(void)d;
+	if (!n || n >= sizeof(o->tier_s3.region) ||
+	    strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n) {
+		snprintf(why, whylen, "'%.64s' is not a region name (e.g. us-east-1)", v);
+		return -EINVAL;
+	}
+	o->tier_region = v;
+	return 0;
+}
+
+/* The tier flags as a whole (after the file and every flag): 0, or 2 with one line printed. */
+static int tier_finish(O *o)
+{
+	const struct ing_cli *c = &ing_ingestd_cli;
+	char why[PATH_MAX + 160];
+
+	if (!o->tier) {
+		const char *lone = o->tier_credentials ? "--tier-credentials" :
+				   o->local_retention_ms >= 0 ? "--local-retention" :
+				   o->local_high_water_pct || o->local_high_water_bytes ? "--local-high-water" :
+				   NULL;
+		if (lone)
+			return ing_cli_usage_error(c, "%s needs --tier s3://HOST:PORT/BUCKET (a local copy goes "
+						   "only once the object store holds the frame)", lone);
+		return 0;
+	}
+	if (o->sink != ING_SINK_FILE)
+		return ing_cli_usage_error(c, "--tier needs --sink file (with --sink null nothing is stored)");
+	if (ing_s3_parse_url(&o->tier_s3, o->tier, why, sizeof(why)))
+		return ing_cli_usage_error(c, "--tier: %s", why);
+	if (!o->tier_credentials)
+		return ing_cli_usage_error(c, "--tier needs --tier-credentials FILE ('access_key = ...' and "
+					   "'secret_key = ...' lines, mode 600)");
+	if (ing_s3_read_credentials(&o->tier_s3, o->tier_credentials, why, sizeof(why)))
+		return ing_cli_usage_error(c, "--tier-credentials: '%s': %s", o->tier_credentials, why);
+	if (o->tier_region)
+		snprintf(o->tier_s3.region, sizeof(o->tier_s3.region), "%s", o->tier_region);
+	o->tier_s3.path_style = o->tier_path_style != 0;
+	o->tier_s3.timeout_ms = o->tier_timeout_ms;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- the table */
+
+#define LISTEN(name, f, help) ING_OPT_CUSTOM_(O, name, f, set_listen, "ADDR", help)
+#define TRISTATE(name, f, help) ING_OPT_CHOICE_(O, name, f, "auto=-1|on=1|off=0", help)
+#define SECS(name, f, lo, hi, help) ING_OPT_DURATION_(O, name, f, lo, hi, help)
+#define MS_ALIAS(name, f, lo, hi, to) ING_OPT_MS_ALIAS_(O, name, f, lo, hi, to)
+#define S 1000u
+#define DAY 86400000u
+
+static const struct ing_opt opt_table[] = {
+	{ "config", "FILE", ING_OPT_PATH, offsetof(O, config), 0, 0, 0, NULL, NULL,
+	  "read settings from FILE: one 'name = value' a line, the names\n"
+	  "are the flags below without '--'; flags given here win", NULL, ING_OPTF_NOCONF },
+	{ "check-config", NULL, ING_OPT_BOOL, ING_OPT_FIELD(O, check_only, bool), 0, 0, 0, NULL,
+	  NULL, "check the flags, the config file and that this machine can\n"
+	  "run them (pool vs memory, data dir, placement), then exit", NULL, ING_OPTF_NOCONF },
+	LISTEN("listen", listen, "gRPC listen address (default 127.0.0.1:50051; port 0: any free)"),
+	ING_OPT_PATH_(O, "data-dir", data_dir, "DIR", "frames/ and catalog.db go here (default ./ingest-data)"),
+	ING_OPT_CUSTOM_(O, "pool", pool, set_pool, "SPEC", "MR pool size classes SIZE:COUNT,... (default\n"
+			"4M:16,16M:8,64M:4: 448 MiB); it must fit in memory"),
+	TRISTATE("hugepages", hugepages, "the pool on hugepages (default auto: when enough are free on its\n"
+		 "NUMA node, else 4 KiB pages and one warning; on: required; off: never)"),
+	ING_OPT_UINT_(O, "workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers"),
+	ING_OPT_UINT_(O, "worker-nice", worker_nice, 0, 19, "persistence workers run SCHED_BATCH at this nice level,\n"
+		      "below control and the RDMA pollers (default 5; 0: normal)"),
+	ING_OPT_CUSTOM_(O, "sink", sink, set_sink, "file|null", "write frames to files (default), or drop them (benchmarks)"),
+	ING_OPT_UINT_(O, "credits", credits, 1, 65536, "most frames in flight per session"),
+	ING_OPT_SIZE_(O, "max-frame", max_frame, 1, 1ull << 40, "largest frame accepted (default: the largest pool slot)"),
+	SECS("frame-timeout", frame_timeout_ms, 1 * S, DAY, "a frame must be complete this long after its first byte"),
+	ING_OPT_STR_(O, "lcores", lcores, "LIST", "EAL lcores: control first, then dataplane (default: the plan,\n"
+		     "ingest-topo shows it)"),
+	ING_OPT_CUSTOM_(O, "pool-node", pool_node, set_pool_node, "N", "NUMA node of the pool (default: the plan)"),
+	ING_OPT_STR_(O, "rdma-dev", rdma_dev, "NAME", "RDMA device to place around (default: the first found)"),
+	TRISTATE("rdma", rdma, "RDMA data path (auto: on when a device and an rdma_cm\n"
+		 "listener work, else the gRPC stream only, logged)"),
+	ING_OPT_STR_(O, "rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
+	ING_OPT_UINT_(O, "rdma-port", rdma_port, 0, 65535, "rdma_cm listen port"),
+	ING_OPT_CUSTOM_(O, "poll-mode", poll_mode, set_poll_mode, "MODE", "dataplane lcores: adaptive (default) or busy"),
+	ING_OPT_CUSTOM_(O, "rdma-write", rdma_write, set_rdma_write, "MODE",
+			"RDMA WRITE push for producers that ask for it: auto\n"
+			"(default: memory windows where the device has type 2, else\n"
+			"the pool MR), mw, mr, off"),
+	SECS("grant-timeout", grant_ms, 100, 3600 * S, "push: a granted slot not written within this fails its frame"),
+	ING_OPT_UINT_(O, "max-sessions", max_sessions, 1, 1u << 20, "session table size (default 4096)"),
+	SECS("session-idle", session_idle_ms, 1 * S, 7 * DAY, "a negotiated session with no stream expires after this"),
+	ING_OPT_CUSTOM_(O, "persist-ring", persist_ring, set_persist_ring, "N",
+			"frames queued per persistence worker, a power of 2 (default 4096)"),
+	ING_OPT_CUSTOM_(O, "log-level", log_level, set_log_level, "LEVEL", "err|warn|info|debug (default info)"),
+	ING_OPT_CUSTOM_(O, "log-format", log_format, set_log_format, "FMT",
+			"text (default) or json: one JSON object per line (journald, Loki)"),
+	ING_OPT_STR_(O, "port-file", port_file, "PATH", "write the bound TCP port to PATH once listening"),
+	ING_OPT_CUSTOM_(O, "ready-fd", ready_fd, set_ready_fd, "N", "write \"READY <port>\\n\" to fd N once serving, then close it"),
+	ING_OPT_STR_(O, "tls-cert", tls_cert, "PEM", "TLS certificate (with --tls-key: TLS + ALPN h2, else h2c)"),
+	ING_OPT_STR_(O, "tls-key", tls_key, "PEM", "TLS private key"),
+	ING_OPT_PATH_(O, "auth-token-file", auth_token_file, "PATH", "require this shared secret (one line, 16..256 printable\n"
+		      "characters, mode 600): Negotiate authToken, a negotiated\n"
+		      "session for streams, 'authorization: Bearer' for Stats"),
+	ING_OPT_PATH_(O, "tls-client-ca", tls_client_ca, "PEM", "mTLS: require a client certificate signed by this CA; its\n"
+		      "subject is the client's identity (logs, session binding)"),
+	/* limits: fair sharing under abuse (docs/ARCHITECTURE.md, "Limits") */
+	SECS("handshake-timeout", handshake_timeout_ms, 10, 600 * S, "close a connection without TLS handshake, HTTP/2 preface\n"
+	     "and SETTINGS within this (default 5s)"),
+	SECS("idle-timeout", idle_timeout_ms, 1 * S, DAY, "close a connection with no open stream after this (default 60s)"),
+	ING_OPT_UINT_(O, "max-connections", max_connections, 1, 65536, "connections in total (default 256; when full, the one idle\n"
+		      "longest is evicted)"),
+	ING_OPT_UINT_(O, "max-conns-per-peer", max_conns_per_peer, 1, 65536, "connections per client address (default 32)"),
+	ING_OPT_UINT_(O, "health-reserve", health_reserve, 1, 1024, "extra connections for Health/Check only when all are busy\n"
+		      "(default 8)"),
+	ING_OPT_UINT_(O, "max-sessions-per-peer", max_sessions_per_peer, 1, 1u << 20, "sessions per client address (default 512: two\n"
+		      "connections full of streams, each stream without a session\n"
+		      "takes one)"),
+	ING_OPT_UINT_(O, "max-slots-per-peer", max_slots_per_peer, 1, 1u << 20, "pool slots per client address while another address waits\n"
+		      "for one (default: 3/4 of the pool)"),
+	SECS("slot-stall", slot_stall_ms, 10, DAY, "a frame whose bytes stop this long fails (retryable) and\n"
+	     "frees its slot (default 5s)"),
+	ING_OPT_UINT_(O, "auth-fail-burst", auth_fail_burst, 1, 1000000, "failed authentications per address before back-off (default\n"
+		      "20, one more each second)"),
+	SECS("auth-backoff-max", auth_backoff_max_ms, 1 * S, DAY, "longest back-off after failed authentication (default 60s)"),
+	LISTEN("metrics-listen", metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (default: off)"),
+	ING_OPT_STR_(O, "metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
+	/* fleet: identity, membership, catalog export (docs/FLEET_NODE.md) */
+	ING_OPT_CUSTOM_(O, "node-id", node_id, set_node_id, "ID", "this node's id in the fleet, what producers hash wafers\n"
+			"over (default: the advertised address)"),
+	ING_OPT_CUSTOM_(O, "advertise", advertise, set_advertise, "HOST:PORT", "address producers dial for this node (default: the listen\n"
+			"address with the bound port)"),
+	ING_OPT_STR_(O, "fleet-db", fleet_db, "CONNINFO", "fleet catalog in PostgreSQL (libpq conninfo, e.g.\n"
+		     "'host=db dbname=fleet'): export catalog rows, heartbeat the\n"
+		     "membership (default: off)"),
+	ING_OPT_CUSTOM_(O, "fleet-peers", fleet_peers, set_fleet_peers, "LIST", "static membership id=host:port,... answered by Members\n"
+			"when there is no fleet catalog (default: none)"),
+	SECS("fleet-heartbeat", fleet_heartbeat_ms, 50, 600 * S, "membership heartbeat period; a member silent for 3 periods\n"
+	     "is DOWN"),
+	ING_OPT_UINT_(O, "fleet-batch", fleet_batch, 1, 5000, "catalog rows per export transaction"),
+	{ "drain", "[=on|off]", ING_OPT_CUSTOM, offsetof(O, drain), 0, 0, 0, NULL, set_drain,
+	  "start DRAINING: producers send no new wafers here (SIGUSR2\n"
+	  "toggles ACTIVE/DRAINING at run time)", NULL, ING_OPTF_OPTIONAL },
+	/* object store tier: a verified second copy in S3, a bounded local disk (README) */
+	ING_OPT_STR_(O, "tier", tier, "URL", "after DURABLE, upload every frame to s3://HOST:PORT/BUCKET\n"
+		     "[/PREFIX] (an S3 store such as Ceph radosgw; https:// for\n"
+		     "TLS) (default: off)"),
+	ING_OPT_PATH_(O, "tier-credentials", tier_credentials, "FILE", "the store's keys: 'access_key = ...' and\n"
+		      "'secret_key = ...' lines (or aws_access_key_id and\n"
+		      "aws_secret_access_key), mode 600"),
+	ING_OPT_CUSTOM_(O, "tier-region", tier_region, set_region, "NAME", "SigV4 region of the store (default us-east-1)"),
+	ING_OPT_CHOICE_(O, "tier-path-style", tier_path_style, "on=1|off=0",
+			"requests to http://host/bucket/key (on, the default) or to\n"
+			"http://bucket.host/key (off: virtual-hosted)"),
+	ING_OPT_UINT_(O, "tier-parallel", tier_parallel, 1, ING_TIER_MAX_PARALLEL, "uploads at once"),
+	SECS("tier-timeout", tier_timeout_ms, 1 * S, 3600 * S, "a request to the store that makes no progress this long\n"
+	     "fails and is retried"),
+	ING_OPT_CUSTOM_(O, "local-retention", local_retention_ms, set_retention, "DURATION",
+			"delete a frame's local copy this long after DURABLE, once\n"
+			"its object is verified in the store (7d; 0s: at once;\n"
+			"default off: keep every local copy)"),
+	ING_OPT_CUSTOM_(O, "local-high-water", local_high_water_pct, set_high_water, "MARK",
+			"bound the local disk: N% of the data dir's file system, or a\n"
+			"size of local frames (500G); above 90% of the mark verified\n"
+			"copies go, oldest first (unless --local-retention keeps\n"
+			"them); at the mark new frames are refused NO_SPACE,\n"
+			"retryable (default off)"),
+	/* old spellings: a bare number is milliseconds, as it always was */
+	MS_ALIAS("grant-ms", grant_ms, 100, 3600 * S, "grant-timeout"),
+	MS_ALIAS("handshake-timeout-ms", handshake_timeout_ms, 10, 600 * S, "handshake-timeout"),
+	MS_ALIAS("slot-stall-ms", slot_stall_ms, 10, DAY, "slot-stall"),
+	MS_ALIAS("fleet-heartbeat-ms", fleet_heartbeat_ms, 50, 600 * S, "fleet-heartbeat"),
+};
+
+static void defaults(void *cfg)
+{
+	ing_ingestd_opts_init(cfg);
+}
+
+const struct ing_cli ing_ingestd_cli = {
+	.prog = "ingestd",
+	.synopsis = "[--config FILE] [options]",
+	.summary = "the h3000 ingest node: receives frames over gRPC and RDMA, stores them durably",
+	.about = "Serves h3000.RDMASvc (Negotiate, ControlStream, PushFrames, Stats, Members) and\n"
+		 "grpc.health.v1 on one control thread; frames arrive by RDMA READ (pull), RDMA\n"
+		 "WRITE (push) or the gRPC stream, land in a registered pool and are written to\n"
+		 "<data-dir>/frames/ with a SQLite catalog before the DURABLE ack.\n",
+	.opts = opt_table,
+	.nopts = sizeof(opt_table) / sizeof(opt_table[0]),
+	.max_args = 0,
+	.init = defaults,
+	.cfg_size = sizeof(struct ing_ingestd_opts),
+	.notes = "Signals: SIGTERM or SIGINT drains (health NOT_SERVING, up to 10 s for the frames in\n"
+		 "flight to become durable) and stops; a second one stops at once. SIGUSR2 toggles\n"
+		 "ACTIVE/DRAINING in the fleet.\n",
+	.exit_status = "  0  stopped cleanly (every frame in flight became durable and was acked)\n"
+		       "  1  runtime failure (data dir, port in use, EAL, pool, disk: logged)\n"
+		       "  2  usage or configuration error (one line naming the flag or FILE:LINE)\n"
+		       "  3  stopped, but frames in flight at the drain deadline were failed (not durable)\n",
+};
+
+/* ---------------------------------------------------------------- parsing */
+
+/* Config file text: the values point into it for the life of the process. */
+static char conf_text[64 << 10];
+
+int ing_ingestd_opts_read_config(const char *path, struct ing_ingestd_opts *o)
+{
+	o->config = path;
+	return ing_cli_read_config(&ing_ingestd_cli, path, conf_text, sizeof(conf_text), o);
+}
+
+/* A file the daemon will need later (TLS): readable now, or a usage error naming it. */
+static int readable_or_usage(const char *flag, const char *path)
+{
+	if (access(path, R_OK) == 0)
+		return 0;
+	return ing_cli_usage_error(&ing_ingestd_cli, "%s: '%s': %s", flag, path, strerror(errno));
+}
+
+/* The checks between options, after the file and the flags: 0 or 2 (one line printed). */
+int ing_ingestd_opts_finish(struct ing_ingestd_opts *o)
+{
+	const struct ing_cli *c = &ing_ingestd_cli;
+
+	if (!!o->tls_cert != !!o->tls_key)
+		return ing_cli_usage_error(c, "--tls-cert and --tls-key go together: give both, or "
+					   "neither for cleartext h2c");
+	if (o->tls_cert && (readable_or_usage("--tls-cert", o->tls_cert) ||
+			    readable_or_usage("--tls-key", o->tls_key)))
+		return ING_EXIT_USAGE;
+	if (o->tls_client_ca && !o->tls_cert)
+		return ing_cli_usage_error(c, "--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS)");
+	if (o->tls_client_ca && readable_or_usage("--tls-client-ca", o->tls_client_ca))
+		return ING_EXIT_USAGE;
+	if (o->auth_token_file) {
+		char awhy[PATH_MAX + 96];
+		if (ing_token_file_read(o->auth_token_file, o->auth_token, sizeof(o->auth_token), awhy,
+					sizeof(awhy)))
+			return ing_cli_usage_error(c, "--auth-token-file: '%s': %s", o->auth_token_file, awhy);
+	}
+	return tier_finish(o);
+}
+
+int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o)
+{
+	static const char *const first[] = { "config", NULL };
+	int argi, rc;
+
+	/* pass 1: --config only, so that every flag overrides the file (--help wins over both) */
+	if (!ing_cli_parse_only(&ing_ingestd_cli, argc, argv, o, first) && o->config &&
+	    ing_ingestd_opts_read_config(o->config, o))
+		return ING_EXIT_USAGE;
+	rc = ing_cli_parse(&ing_ingestd_cli, argc, argv, o, &argi);
+	if (rc)
+		return rc;
+	return ing_ingestd_opts_finish(o);
+}
+
+/* ---------------------------------------------------------------- this machine */
+
+/* MemTotal and MemAvailable from /proc/meminfo: 0 or -errno */
+struct meminfo {
+	uint64_t total, avail;
+};
+
+static int read_meminfo(struct meminfo *m)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	memset(m, 0, sizeof(*m));
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long v;
+		if (sscanf(line, "MemTotal: %llu kB", &v) == 1)
+			m->total = v << 10;
+		else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
+			m->avail = v << 10;
+	}
+	fclose(f);
+	return m->total ? 0 : -ENODATA;
+}
+
+static const char *mib(uint64_t b, char *buf, size_t len)
+{
+	if (b >= (10ull << 30))
+		snprintf(buf, len, "%.1f GiB", (double)b / (double)(1ull << 30));
+	else
+		snprintf(buf, len, "%" PRIu64 " MiB", (b + (1 << 20) - 1) >> 20);
+	return buf;
+}
+
+/* The pool against this machine's memory (see node.h). */
+static int check_pool(const struct ing_ingestd_opts *o, bool starting, char *why, size_t whylen,
+		      char *note, size_t notelen)
+{
+	struct ing_pool_opts po;
+	struct meminfo m;
+	char r[200], a[32], b[32];
+
+	ing_pool_opts_init(&po);
+	if (ing_pool_spec_parse(&po, o->pool, r, sizeof(r))) {
+		snprintf(why, whylen, "--pool '%s': %s", o->pool, r);
+		return -EINVAL;
+	}
+	uint64_t bytes = ing_pool_spec_bytes(&po);
+	if (read_meminfo(&m))
+		return 0;   /* no /proc/meminfo: nothing to compare with */
+	if (o->hugepages > 0) {
+		/* counted as the node decides (control/node.c): each slot rounded up to the
+		 * hugepage, free on --pool-node when given, else system-wide */
+		struct ing_hugepages h;
+		uint64_t slot[ING_POOL_MAX_CLASSES];
+		unsigned count[ING_POOL_MAX_CLASSES];
+		char fix[384];
+		for (unsigned c = 0; c < po.nclasses; c++) {
+			slot[c] = po.cls[c].slot_size;
+			count[c] = po.cls[c].count;
+		}
+		ing_hugepages_query(NULL, NULL, o->pool_node, &h);
+		uint64_t pages = ing_hugepages_for_pool(slot, count, po.nclasses, h.page_size);
+		if (!h.supported || h.free < pages) {
+			ing_hugepages_advice(fix, sizeof(fix), &h, pages);
+			snprintf(why, whylen, "--pool '%s' needs %" PRIu64 " x %s hugepages, %" PRIu64
+				 " free%s (--hugepages on): %s; or --hugepages auto", o->pool, pages,
+				 mib(h.page_size, b, sizeof(b)), h.free,
+				 h.supported ? "" : " (no hugetlb in this kernel)", fix);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	/* the pool is prefaulted at start: it needs that much memory, not just address space */
+	uint64_t have = starting ? m.avail : m.total;
+	if (bytes > have) {
+		snprintf(why, whylen, "--pool '%s' needs %s, more than this machine's %s %s: give fewer "
+			 "or smaller size classes (e.g. 4M:16,16M:8,64M:4 is 448 MiB)", o->pool,
+			 mib(bytes, a, sizeof(a)), mib(have, b, sizeof(b)),
+			 starting ? "available memory" : "memory (MemTotal)");
+		return -EINVAL;
+	}
+	if (!starting && bytes > m.avail && note)
+		snprintf(note, notelen, "--pool '%s' needs %s, more than the %s available now "
+			 "(MemAvailable): ingestd may not start until memory is freed", o->pool,
+			 mib(bytes, a, sizeof(a)), mib(m.avail, b, sizeof(b)));
+	return 0;
+}
+
+/* --data-dir: a directory, or creatable (its first existing ancestor is a writable dir) */
+static int check_data_dir(const char *dir, char *why, size_t whylen)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (stat(dir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			snprintf(why, whylen, "--data-dir '%s' is %s, not a directory: point --data-dir at "
+				 "a directory (one that does not exist yet is created)", dir,
+				 S_ISREG(st.st_mode) ? "a file" : "not a directory");
+			return -EINVAL;
+		}
+		if (access(dir, W_OK | X_OK)) {
+			snprintf(why, whylen, "--data-dir '%s': %s for uid %d: chown it to the user "
+				 "ingestd runs as", dir, strerror(errno), (int)geteuid());
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (errno != ENOENT && errno != ENOTDIR) {
+		snprintf(why, whylen, "--data-dir '%s': %s", dir, strerror(errno));
+		return -EINVAL;
+	}
+	/* missing: ingestd creates it, so the nearest existing parent must be a writable dir */
+	snprintf(path, sizeof(path), "%s", dir);
+	for (;;) {
+		char *slash = strrchr(path, '/');
+		if (!slash)
+			snprintf(path, sizeof(path), ".");
+		else if (slash == path)
+			path[1] = '\0';
+		else
+			*slash = '\0';
+		if (stat(path, &st) == 0)
+			break;
+		if ((errno != ENOENT && errno != ENOTDIR) || !strcmp(path, ".") || !strcmp(path, "/")) {
+			snprintf(why, whylen, "--data-dir '%s': %s: %s", dir, path, strerror(errno));
+			return -EINVAL;
+		}
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, whylen, "--data-dir '%s' cannot be created: '%s' is a file, not a directory",
+			 dir, path);
+		return -EINVAL;
+	}
+	if (access(path, W_OK | X_OK)) {
+		snprintf(why, whylen, "--data-dir '%s' cannot be created in '%s': %s for uid %d", dir, path,
+			 strerror(errno), (int)geteuid());
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The placement plan ingestd would make: --lcores, --pool-node, --rdma-dev on this machine */
+static int check_plan(const struct ing_ingestd_opts *o, char *why, size_t whylen)
+{
+	char err[256];
+	struct ing_plan plan;
+	struct ing_plan_opts po;
+	struct ing_topo *t = ing_topo_load(NULL, err, sizeof(err));
+	if (!t)
+		return 0;   /* ingestd starts without a plan too (logged) */
+	ing_plan_opts_init(&po);
+	po.rdma_dev = o->rdma_dev;
+	po.data_dir = o->data_dir;
+	po.n_workers = o->workers;
+	po.lcores = o->lcores;
+	po.pool_node = o->pool_node;
+	int rc = ing_plan_make(t, &po, &plan, err, sizeof(err));
+	ing_topo_destroy(t);
+	if ((rc == -EINVAL && (o->lcores || o->pool_node >= 0 || o->rdma_dev)) ||
+	    (rc == -ENODEV && o->rdma_dev)) {
+		snprintf(why, whylen, "%s%s", rc == -ENODEV ? "--rdma-dev: " : "", err);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int ing_ingestd_opts_check_host(const struct ing_ingestd_opts *o, bool starting, char *why,
+				size_t whylen, char *note, size_t notelen)
+{
+	if (note && notelen)
+		note[0] = '\0';
+	if (check_pool(o, starting, why, whylen, note, notelen))
+		return -EINVAL;
+	if (starting)
+		return 0;   /* the node checks the rest itself as it starts */
+	if (o->sink == ING_SINK_FILE && check_data_dir(o->data_dir, why, whylen))
+		return -EINVAL;
+	return check_plan(o, why, whylen);
+}

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * common/cli.c and the duration / size-list grammars of common/parse.c: what every program's
+ * command line does with good and bad input (one usage line, exit 2; --help and --version;
+ * old "-ms" spellings; config-file keys).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "common/cli.h"
+#include "common/parse.h"
+
+static void durations(void **state)
+{
+	(void)state;
+	static const struct { const char *s; uint64_t bare, ms; } ok[] = {
+		{ "30s", 1000, 30000 }, { "500ms", 1000, 500 }, { "2m", 1000, 120000 },
+		{ "1h", 1000, 3600000 }, { "1.5s", 1000, 1500 }, { "0.25s", 1, 250 },
+		{ "30", 1000, 30000 }, { "30", 1, 30 }, { "5min", 1, 300000 }, { "0", 1000, 0 },
+		{ "7d", 1000, 604800000 }, { "0.5d", 1, 43200000 },
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		uint64_t v = 7;
+		assert_int_equal(ing_parse_duration_ms(ok[i].s, ok[i].bare, UINT64_MAX, &v), 0);
+		assert_true(v == ok[i].ms);
+	}
+	static const char *const bad[] = { "", "s", "-1s", "1.5ms", "1.s", "10 s", "3x", "1e3", "1sec" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v = 7;
+		assert_int_equal(ing_parse_duration_ms(bad[i], 1000, UINT64_MAX, &v), -EINVAL);
+		assert_true(v == 7);
+	}
+	uint64_t v;
+	assert_int_equal(ing_parse_duration_ms("30", 0, UINT64_MAX, &v), -EINVAL); /* unit required */
+	assert_int_equal(ing_parse_duration_ms("2h", 1000, 3600000, &v), -ERANGE);
+	assert_int_equal(ing_parse_duration_ms("99999999999999999999h", 1000, UINT64_MAX, &v), -ERANGE);
+	char b[32];
+	assert_string_equal(ing_fmt_duration(30000, b, sizeof(b)), "30s");
+	assert_string_equal(ing_fmt_duration(120000, b, sizeof(b)), "2m");
+	assert_string_equal(ing_fmt_duration(1500, b, sizeof(b)), "1500ms");
+	assert_string_equal(ing_fmt_duration(7200000, b, sizeof(b)), "2h");
+	assert_string_equal(ing_fmt_duration(172800000, b, sizeof(b)), "2d");
+	assert_string_equal(ing_fmt_duration(0, b, sizeof(b)), "0s");
+}
+
+static void size_lists(void **state)
+{
+	(void)state;
+	struct ing_size_range r[ING_SIZES_MAX];
+	unsigned n = 0;
+	char why[160];
+
+	assert_int_equal(ing_parse_sizes("4M", r, ING_SIZES_MAX, &n, why, sizeof(why)), 0);
+	assert_int_equal(n, 1);
+	assert_true(r[0].lo == 4u << 20 && r[0].hi == 4u << 20);
+	assert_int_equal(ing_parse_sizes("1M-16M", r, ING_SIZES_MAX, &n, why, sizeof(why)), 0);
+	assert_true(n == 1 && r[0].lo == 1u << 20 && r[0].hi == 16u << 20);
+	assert_int_equal(ing_parse_sizes("64K,4M,16M-64M", r, ING_SIZES_MAX, &n, why, sizeof(why)), 0);
+	assert_true(n == 3 && r[0].lo == 65536 && r[1].hi == 4u << 20 && r[2].lo == 16u << 20 &&
+		    r[2].hi == 64u << 20);
+	static const struct { const char *s, *why; } bad[] = {
+		{ "", "empty" }, { "4M,", "stray ','" }, { ",4M", "stray ','" }, { "16M-1M", "MIN-MAX" },
+		{ "0", "at least 1 byte" }, { "4X", "'4X' is not a size" }, { "1M-", "is not a size" },
+		{ "1,2,3,4,5,6,7,8,9", "more than 8" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		assert_int_equal(ing_parse_sizes(bad[i].s, r, ING_SIZES_MAX, &n, why, sizeof(why)), -EINVAL);
+		if (!strstr(why, bad[i].why))
+			fail_msg("'%s': why '%s' lacks '%s'", bad[i].s, why, bad[i].why);
+	}
+}
+
+/* ---------------------------------------------------------------- a program's table */
+
+struct cfg {
+	const char *server;
+	unsigned credits;
+	unsigned timeout_ms;
+	uint64_t size;
+	int mode;
+	bool json;
+	const char *path;
+};
+
+static void cfg_init(void *p)
+{
+	struct cfg *c = p;
+	memset(c, 0, sizeof(*c));
+	c->server = "127.0.0.1:50051";
+	c->credits = 8;
+	c->timeout_ms = 60000;
+	c->size = 4u << 20;
+	c->mode = -1;
+}
+
+#define C struct cfg
+static const struct ing_opt opts[] = {
+	ING_OPT_STR_(C, "server", server, "ADDR", "the node (default 127.0.0.1:50051)"),
+	ING_OPT_UINT_(C, "credits", credits, 1, 4096, "frames in flight"),
+	ING_OPT_DURATION_(C, "frame-timeout", timeout_ms, 1000, 3600000, "a frame not durable by then fails"),
+	ING_OPT_SIZE_(C, "size", size, 1, 64u << 20, "frame size"),
+	ING_OPT_CHOICE_(C, "mode", mode, "auto=-1|on=1|off=0", "the mode"),
+	ING_OPT_BOOL_(C, "json", json, "JSON summary"),
+	ING_OPT_PATH_(C, "manifest", path, "PATH", "write a manifest"),
+	ING_OPT_MS_ALIAS_(C, "frame-timeout-ms", timeout_ms, 1000, 3600000, "frame-timeout"),
+};
+static const struct ing_cli cli = {
+	.prog = "prog", .synopsis = "[options] [FILE...]", .summary = "a test program",
+	.opts = opts, .nopts = sizeof(opts) / sizeof(opts[0]), .max_args = 2,
+	.init = cfg_init, .cfg_size = sizeof(struct cfg),
+	.exit_status = "  0  ok\n  1  runtime failure\n  2  usage error\n",
+};
+
+/* run f with stdout or stderr (fd) captured into buf */
+static int captured(int fd, char *buf, size_t cap, int (*f)(void *), void *arg)
+{
+	FILE *tmp = tmpfile();
+	assert_non_null(tmp);
+	fflush(fd == 1 ? stdout : stderr);
+	int saved = dup(fd);
+	dup2(fileno(tmp), fd);
+	int rc = f(arg);
+	fflush(fd == 1 ? stdout : stderr);
+	dup2(saved, fd);
+	close(saved);
+	rewind(tmp);
+	size_t n = fread(buf, 1, cap - 1, tmp);
+	buf[n] = '\0';
+	fclose(tmp);
+	return rc;
+}
+
+struct run {
+	char **argv;
+	int argc;
+	struct cfg c;
+	int argi;
+};
+
+static int do_parse(void *p)
+{
+	struct run *r = p;
+	cfg_init(&r->c);
+	return ing_cli_parse(&cli, r->argc, r->argv, &r->c, &r->argi);
+}
+
+static int parse(struct run *r, char *out, size_t cap, int fd, ...)
+{
+	static char *argv[16];
+	va_list ap;
+	int n = 0;
+	argv[n++] = "prog";
+	va_start(ap, fd);
+	for (char *a; (a = va_arg(ap, char *)) && n < 15;)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	r->argv = argv;
+	r->argc = n;
+	return captured(fd, out, cap, do_parse, r);
+}
+
+static unsigned lines(const char *s)
+{
+	unsigned n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+static void good_flags(void **state)
+{
+	(void)state;
+	struct run r;
+	char out[4096];
+
+	assert_int_equal(parse(&r, out, sizeof(out), 2, "--credits", "16", "--frame-timeout", "2m",
+			       "--size=64K", "--mode", "on", "--json", "a", "b", NULL), 0);
+	assert_string_equal(out, "");
+	assert_int_equal(r.c.credits, 16);
+	assert_int_equal(r.c.timeout_ms, 120000);
+	assert_true(r.c.size == 65536);
+	assert_int_equal(r.c.mode, 1);
+	assert_true(r.c.json);
+	assert_int_equal(r.argi, 9);
+	/* an old spelling keeps its unit (ms); a bare number on the new name is seconds */
+	assert_int_equal(parse(&r, out, sizeof(out), 2, "--frame-timeout-ms", "1500", NULL), 0);
+	assert_int_equal(r.c.timeout_ms, 1500);
+	assert_int_equal(parse(&r, out, sizeof(out), 2, "--frame-timeout", "90", NULL), 0);
+	assert_int_equal(r.c.timeout_ms, 90000);
+	assert_int_equal(parse(&r, out, sizeof(out), 2, "--frame-timeout-ms", "3s", NULL), 0);
+	assert_int_equal(r.c.timeout_ms, 3000);
+}
+
+/* every mistake: exit 2, one line on stderr, naming the flag and "try 'prog --help'" */
+static void bad_flags(void **state)
+{
+	(void)state;
+	static const char *const cases[][4] = {
+		{ "--bogus", NULL, NULL, "unknown option '--bogus'" },
+		{ "--credit", "x", NULL, "--credits: 'x' is not a number in 1..4096" },   /* abbreviation */
+		{ "--credits", "0", NULL, "--credits: '0' is not a number in 1..4096" },
+		{ "--credits", NULL, NULL, "--credits needs a value" },
+		{ "--frame-timeout", "500ms", NULL, "not a duration in 1s..1h" },
+		{ "--frame-timeout", "5 s", NULL, "e.g. 500ms, 30s, 2m" },
+		{ "--size", "65M", NULL, "--size: '65M' is not a size in 1..64M" },
+		{ "--size", "4X", NULL, "is not a size (4096, 64K, 4M, 1G)" },
+		{ "--mode", "maybe", NULL, "'maybe' is not auto, on or off" },
+		{ "--json=yes", NULL, NULL, "--json takes no value" },
+		{ "--manifest", "", NULL, "--manifest: empty value" },
+		{ "--frame-timeot", "3", NULL, "did you mean --frame-timeout?" },
+		{ "a", "b", "c", "unexpected argument 'c'" },
+		{ "-x", NULL, NULL, "unknown option '-x'" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct run r;
+		char out[4096];
+		int rc = parse(&r, out, sizeof(out), 2, cases[i][0], cases[i][1], cases[i][2], NULL);
+		if (rc != 2 || lines(out) != 1 || !strstr(out, cases[i][3]) ||
+		    !strstr(out, "try 'prog --help'") || strncmp(out, "prog: ", 6))
+			fail_msg("%s %s: rc %d, output '%s' (want 2, one line with '%s')", cases[i][0],
+				 cases[i][1] ? cases[i][1] : "", rc, out, cases[i][3]);
+	}
+}
+
+static void help_and_version(void **state)
+{
+	(void)state;
+	struct run r;
+	char out[8192];
+
+	assert_int_equal(parse(&r, out, sizeof(out), 1, "--help", "--bogus", NULL), 1);
+	assert_non_null(strstr(out, "Usage: prog [options] [FILE...]\na test program\n"));
+	assert_non_null(strstr(out, "--credits N"));
+	assert_non_null(strstr(out, "(default 8)"));
+	assert_non_null(strstr(out, "(default 1m)"));       /* a duration's default, with its unit */
+	assert_non_null(strstr(out, "(default 4M)"));
+	assert_non_null(strstr(out, "--mode auto|on|off"));
+	assert_non_null(strstr(out, "Old spellings"));
+	assert_non_null(strstr(out, "--frame-timeout-ms N"));
+	assert_non_null(strstr(out, "Exit status:\n  0  ok\n  1  runtime failure\n  2  usage error\n"));
+	assert_int_equal(parse(&r, out, sizeof(out), 1, "--version", NULL), 1);
+	assert_non_null(strstr(out, "prog (h3000 ingest) " ING_VERSION "\n"));
+	/* the usage error never prints the help */
+	assert_int_equal(parse(&r, out, sizeof(out), 2, "--bogus", NULL), 2);
+	assert_null(strstr(out, "Usage:"));
+}
+
+static void config_keys(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/ing-test-cli-XXXXXX", text[4096], out[1024];
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const char *conf = "# comment\ncredits = 32\nframe-timeout-ms = 2500\nmode = off\n";
+	assert_int_equal(write(fd, conf, strlen(conf)), (ssize_t)strlen(conf));
+	close(fd);
+	struct cfg c;
+	cfg_init(&c);
+	assert_int_equal(ing_cli_read_config(&cli, path, text, sizeof(text), &c), 0);
+	assert_int_equal(c.credits, 32);
+	assert_int_equal(c.timeout_ms, 2500);
+	assert_int_equal(c.mode, 0);
+	/* a typo in a key: the line, the key and the name it probably meant */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	conf = "credits = 2\ncredts = 4\n";
+	assert_int_equal(write(fd, conf, strlen(conf)), (ssize_t)strlen(conf));
+	close(fd);
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	dup2(fileno(tmp), 2);
+	int rc = ing_cli_read_config(&cli, path, text, sizeof(text), &c);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	size_t n = fread(out, 1, sizeof(out) - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+	unlink(path);
+	assert_int_equal(rc, 2);
+	assert_non_null(strstr(out, ":2: unknown key 'credts' (did you mean credits?)"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(durations), cmocka_unit_test(size_lists), cmocka_unit_test(good_flags),
+		cmocka_unit_test(bad_flags), cmocka_unit_test(help_and_version),
+		cmocka_unit_test(config_keys),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
