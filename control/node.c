@@ -458,11 +458,13 @@ static void teardown(struct ing_node *d)
 	}
 	ing_persist_stop(d->persist, 10000); /* drains into the ack ring */
 	d->persist = NULL;
-	ing_svc_destroy(d->svc);             /* returns every slot it held */
+	ing_tier_stop(d->tier);              /* uploads in progress go again at the next start;
+					      * the reads it held come back answered */
+	ing_svc_destroy(d->svc);             /* returns every slot and read it held */
 	d->svc = NULL;
 	ing_fleet_stop(d->fleet);            /* after the calls that read it */
 	d->fleet = NULL;
-	ing_tier_stop(d->tier);              /* uploads in progress go again at the next start */
+	ing_tier_destroy(d->tier);
 	d->tier = NULL;
 	if (d->sfd >= 0) {
 		if (d->loop)
@@ -681,7 +683,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		to.retention_ms = d->o.local_retention_ms;
 		to.high_water_pct = d->o.local_high_water_pct;
 		to.high_water_bytes = d->o.local_high_water_bytes;
-		d->tier = ing_tier_start(&to);
+		d->tier = ing_tier_start(&to);   /* also reads frames back (GetFrame) */
 		explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));   /* the tier has its copy */
 		if (!d->tier)
 			goto fail;

@@ -20,7 +20,7 @@
 #include "common/token.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
-#include "dataplane/tier/s3.h"
+#include "dataplane/store/s3.h"
 
 /* The node's configuration: every ingestd flag has a field here (apps/ingestd.c). */
 struct ing_ingestd_opts {

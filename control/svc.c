@@ -1407,6 +1407,8 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->methods[3].ctx = s;
 	s->methods[4] = svc_members_method;
 	s->methods[4].ctx = s;
+	s->methods[5] = svc_getframe_method;
+	s->methods[5].ctx = s;
 	return s;
 fail:
 	ing_svc_destroy(s);
@@ -1441,6 +1443,7 @@ void ing_svc_destroy(struct ing_svc *s)
 			ing_timer_cancel(s->loop, &e->timer);
 		}
 	}
+	svc_tier_destroy(s);
 	admit_fini(&s->adm);   /* its timer callback would find s freed */
 	if (s->loop) {
 		ing_timer_cancel(s->loop, &s->retry_timer);

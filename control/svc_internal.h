@@ -242,7 +242,7 @@ struct ing_svc {
 	struct ing_fring *acks;
 	struct ing_grpc_server *srv;
 	struct ing_svc_opts o;
-	struct ing_grpc_method methods[5];
+	struct ing_grpc_method methods[6];
 	uint64_t max_frame;
 	bool stopping;
 	bool acks_fd_added;
@@ -294,6 +294,9 @@ struct ing_svc {
 	struct ing_fleet *fleet;     /* node identity and fleet export (NULL: none) */
 	struct ing_tier *tier;       /* object store tier (NULL: none) */
 	uint64_t c_tier_refused;     /* frames refused NO_SPACE at the high-water mark */
+	bool tier_fd_added;          /* the tier's read doorbell is on the loop */
+	uint8_t *get_buf;            /* one FrameData being packed (GetFrame) */
+	uint64_t c_get_frames, c_get_bytes, c_get_failed;  /* GetFrame calls and bytes sent */
 };
 
 /* svc.c: shared helpers */
@@ -390,7 +393,17 @@ void svc_fleet_negotiate(struct ing_svc *s, struct H3000__NegotiateReply *rep);
 void svc_fleet_stats(struct ing_svc *s, struct H3000__StatsReply *r);
 void svc_fleet_metrics(struct ing_svc *s, struct ing_mtext *t);
 
-/* svc_tier.c: the high-water refusal, the tier's StatsReply field (60) and /metrics */
+/* svc_tier.c: the high-water refusal, the tier's StatsReply field (60) and /metrics, and
+ * rpc GetFrame (its reads are done by the tier thread) */
+extern const struct ing_grpc_method svc_getframe_method;
+/* Finish the GetFrame calls' reads the tier thread gave back; free them (ing_svc_destroy). */
+void svc_tier_destroy(struct ing_svc *s);
+/*
+ * With authentication on, rpc needs "authorization: Bearer <token>" (Stats, GetFrame): 0 to go
+ * on, or the status the call was finished with (UNAUTHENTICATED, or RESOURCE_EXHAUSTED while
+ * the address is locked out after failures).
+ */
+int svc_require_bearer(struct ing_svc *s, struct ing_grpc_call *c, const char *rpc);
 #include "dataplane/tier/tier.h"
 struct H3000__TierStats;
 /* True (counted, why set) while new frames must be refused NO_SPACE at the high-water mark. */

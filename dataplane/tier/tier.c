@@ -28,15 +28,18 @@
  */
 #include "dataplane/tier/tier.h"
 #include "dataplane/tier/tier_internal.h"
+#include "dataplane/dataplane.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"
+#include "common/parse.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,10 +64,11 @@
 #define USAGE_EVERY_MS 100u
 #define DELETE_EVERY_MS 1000u
 #define RATE_SAMPLES 11          /* one a second: a 10 s window */
-#define MAX_XFERS (ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1)
+#define MAX_XFERS (ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1 + ING_TIER_MAX_READS)
+#define READ_RING 16             /* >= ING_TIER_MAX_READS, a power of 2 */
 
-enum xkind { XK_UPLOAD, XK_DELETE, XK_PROBE };
-enum xstate { XS_FREE = 0, XS_HASH, XS_PUT, XS_VERIFY, XS_CHECK, XS_PROBE };
+enum xkind { XK_UPLOAD, XK_DELETE, XK_PROBE, XK_READ };
+enum xstate { XS_FREE = 0, XS_HASH, XS_PUT, XS_VERIFY, XS_CHECK, XS_PROBE, XS_GET };
 
 struct xfer {
 	enum xkind kind;
@@ -79,6 +83,7 @@ struct xfer {
 	char md5_b64[32];
 	struct s3_req req;
 	bool in_multi;
+	struct ing_tier_read *rd;  /* XK_READ: the read whose chunk this GET fetches */
 };
 
 struct ing_tier {
@@ -127,6 +132,12 @@ struct ing_tier {
 	/* snapshot for other threads */
 	pthread_mutex_t mu;
 	struct ing_tier_stats snap;
+	/* reads (GetFrame): control -> rin -> this thread -> rout -> control */
+	char catalog[PATH_MAX];
+	struct ing_fring *rin, *rout;
+	struct ing_catalog *cat;   /* read-only handle for the lookups (this thread) */
+	struct ing_tier_read reads[ING_TIER_MAX_READS];
+	uint64_t reads_served;
 };
 
 const char *ing_tier_store_state_name(enum ing_tier_store_state s)
@@ -211,7 +222,7 @@ static struct xfer *xfer_get(struct ing_tier *t, enum xkind k)
 				t->n_up++;
 			else if (k == XK_DELETE)
 				t->n_del++;
-			else
+			else if (k == XK_PROBE)
 				t->probing = true;
 			return x;
 		}
@@ -236,7 +247,7 @@ static void xfer_put(struct ing_tier *t, struct xfer *x)
 		t->n_up--;
 	else if (x->kind == XK_DELETE)
 		t->n_del--;
-	else
+	else if (x->kind == XK_PROBE)
 		t->probing = false;
 	x->st = XS_FREE;
 }
@@ -521,6 +532,218 @@ static void delete_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result r
 	xfer_put(t, x);
 }
 
+/* ---------------------------------------------------------------- reads (GetFrame) */
+
+static void read_answer(struct ing_tier *t, struct ing_tier_read *r)
+{
+	void *m = r;
+	if (r->status || r->last) {
+		if (r->fd >= 0)
+			close(r->fd);
+		r->fd = -1;
+	}
+	/* never full: it holds at most the ING_TIER_MAX_READS reads there are */
+	if (ing_fring_push_msg(t->rout, &m, 1))
+		ING_ERR(COMP, "read answer ring full: a GetFrame call will hang");
+	t->reads_served++;
+}
+
+static void read_fail(struct ing_tier *t, struct ing_tier_read *r, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void read_fail(struct ing_tier *t, struct ing_tier_read *r, int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->msg, sizeof(r->msg), fmt, ap);
+	va_end(ap);
+	r->status = status;
+	r->n = 0;
+	read_answer(t, r);
+}
+
+/* The chunk is in r->buf: its CRC-32C, and with the last one the frame's check. */
+static void read_chunk_done(struct ing_tier *t, struct ing_tier_read *r)
+{
+	r->crc_run = ing_crc32c(r->crc_run, r->buf, r->n);
+	r->last = r->offset + r->n == r->length;
+	if (r->last && r->crc_run != r->crc32c) {
+		bool local = r->from == ING_TIER_FROM_LOCAL;
+		ING_LOG_RL(ING_LOG_ERR, COMP, "frame %s/%s: the %s copy is corrupt: crc32c 0x%08x, the "
+			   "catalog says 0x%08x", r->wafer_id, r->frame_id, local ? "local" : "store's",
+			   r->crc_run, r->crc32c);
+		read_fail(t, r, -EBADMSG, "the %s copy of frame %s/%s is corrupt: crc32c 0x%08x, the "
+			  "catalog says 0x%08x: discard the bytes%s", local ? "local" : "object store's",
+			  r->wafer_id, r->frame_id, r->crc_run, r->crc32c,
+			  local && r->location == ING_LOC_BOTH ? "; the object store has a verified copy "
+								"(ask for source STORE)" : "");
+		return;
+	}
+	read_answer(t, r);
+}
+
+static int read_sink(void *arg, const uint8_t *p, size_t n)
+{
+	struct ing_tier_read *r = arg;
+	size_t want = ING_TIER_READ_CHUNK;
+	if (r->length - r->offset < want)
+		want = (size_t)(r->length - r->offset);
+	if (r->n + n > want)
+		return -EFBIG;   /* more than asked for: not this object's range */
+	memcpy(r->buf + r->n, p, n);
+	r->n += n;
+	return 0;
+}
+
+static void read_get_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result res)
+{
+	struct ing_tier_read *r = x->rd;
+	size_t want = r->length - r->offset < ING_TIER_READ_CHUNK ? (size_t)(r->length - r->offset) :
+								     ING_TIER_READ_CHUNK;
+	char why[1024];
+	if (res == ING_S3_OK && r->n == want) {
+		xfer_put(t, x);
+		read_chunk_done(t, r);
+		return;
+	}
+	if (res == ING_S3_OK)
+		snprintf(why, sizeof(why), "the object store returned %zu bytes at offset %" PRIu64
+			 " of frame %s/%s, %zu were asked for", r->n, r->offset, r->wafer_id, r->frame_id,
+			 want);
+	else
+		s3_req_describe(&x->req, res, why, sizeof(why));
+	int st = res == ING_S3_NOT_FOUND ? -ENOENT : store_wide(res) ? -EAGAIN : -EIO;
+	if (res == ING_S3_NOT_FOUND)
+		snprintf(why + strlen(why), sizeof(why) - strlen(why),
+			 " (the catalog says the frame is %s: the object is lost)",
+			 ing_location_name((enum ing_location)r->location));
+	xfer_put(t, x);
+	read_fail(t, r, st, "%s", why);
+}
+
+/* The next chunk of r: from the local copy at once, from the store through a GET. */
+static void read_next(struct ing_tier *t, struct ing_tier_read *r)
+{
+	size_t want = r->length - r->offset < ING_TIER_READ_CHUNK ? (size_t)(r->length - r->offset) :
+								     ING_TIER_READ_CHUNK;
+	r->n = 0;
+	if (r->from == ING_TIER_FROM_LOCAL) {
+		while (r->n < want) {
+			ssize_t got = pread(r->fd, r->buf + r->n, want - r->n, (off_t)(r->offset + r->n));
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0) {
+				read_fail(t, r, got < 0 ? -EIO : -EBADMSG, "reading the local copy of frame %s/%s: %s",
+					  r->wafer_id, r->frame_id, got < 0 ? strerror(errno) :
+					  "it is shorter than catalogued");
+				return;
+			}
+			r->n += (size_t)got;
+		}
+		read_chunk_done(t, r);
+		return;
+	}
+	struct xfer *x = xfer_get(t, XK_READ);
+	char key[ING_S3_KEY_MAX + 1];
+	if (!x) {
+		read_fail(t, r, -EAGAIN, "no transfer slot for the read (retry)");
+		return;
+	}
+	x->rd = r;
+	x->req.sink = read_sink;
+	x->req.sink_arg = r;
+	if (ing_s3_key(&t->s3, key, sizeof(key), r->wafer_id, r->frame_id) ||
+	    !xfer_start(t, x, s3_req_get(&x->req, &t->s3, key, r->offset, want), XS_GET)) {
+		xfer_put(t, x);
+		read_fail(t, r, -EIO, "cannot start the read of frame %s/%s from the store", r->wafer_id,
+			  r->frame_id);
+	}
+}
+
+/* First chunk: the catalog says what the frame is and where it is; pick the copy. */
+static void read_begin(struct ing_tier *t, struct ing_tier_read *r)
+{
+	struct ing_catalog_row row;
+	if (!t->cat && !(t->cat = ing_catalog_open_ro(t->catalog))) {
+		read_fail(t, r, -EAGAIN, "the catalog cannot be read (see the node's log)");
+		return;
+	}
+	int rc = ing_catalog_lookup(t->cat, r->wafer_id, r->frame_id, &row);
+	if (rc == -ENOENT) {
+		read_fail(t, r, -ENOENT, "no frame %s of wafer %s in this node's catalog", r->frame_id,
+			  r->wafer_id);
+		return;
+	}
+	if (rc) {
+		read_fail(t, r, -EAGAIN, "catalog lookup failed (%s)", strerror(-rc));
+		return;
+	}
+	r->length = row.length;
+	r->crc32c = row.crc32c;
+	r->timestamp = row.timestamp;
+	r->location = row.location;
+	r->offset = 0;
+	r->crc_run = 0;
+	/* the local copy is there with its length (a 'both' frame's may be mid-deletion) */
+	bool local = false;
+	if (row.location != ING_LOC_TIERED) {
+		char path[PATH_MAX + 600];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", t->data_dir, row.path);
+		r->fd = open(path, O_RDONLY | O_CLOEXEC);
+		local = r->fd >= 0 && fstat(r->fd, &st) == 0 && (uint64_t)st.st_size == row.length;
+		if (!local && r->fd >= 0) {
+			close(r->fd);
+			r->fd = -1;
+		}
+	}
+	bool store = t->enabled && row.location != ING_LOC_LOCAL;
+	if (r->want != ING_TIER_FROM_STORE && local) {
+		r->from = ING_TIER_FROM_LOCAL;
+	} else if (r->want != ING_TIER_FROM_LOCAL && store) {
+		r->from = ING_TIER_FROM_STORE;
+		if (r->fd >= 0)
+			close(r->fd);
+		r->fd = -1;
+	} else {
+		const char *where = ing_location_name((enum ing_location)row.location);
+		if (r->want == ING_TIER_FROM_LOCAL)
+			read_fail(t, r, -ENODATA, "frame %s/%s has no local copy (location %s%s)", r->wafer_id,
+				  r->frame_id, where, row.location == ING_LOC_TIERED ?
+				  ": deleted after its object was verified; ask for source STORE" : "");
+		else if (r->want == ING_TIER_FROM_STORE)
+			read_fail(t, r, -ENODATA, "frame %s/%s is not in the object store (%s)", r->wafer_id,
+				  r->frame_id, !t->enabled ? "this node has no --tier" :
+				  "location local: its upload is pending");
+		else
+			read_fail(t, r, row.location == ING_LOC_LOCAL ? -EIO : -EAGAIN,
+				  "frame %s/%s: its local copy %s is missing or of the wrong length%s",
+				  r->wafer_id, r->frame_id, row.path, t->enabled ? "" :
+				  " and this node has no --tier to read it from the store");
+		return;
+	}
+	read_next(t, r);
+}
+
+static void reads_poll(struct ing_tier *t)
+{
+	void *m[ING_TIER_MAX_READS];
+	unsigned n;
+	ing_fring_clear(t->rin);
+	while ((n = ing_fring_pop_msg(t->rin, m, ING_TIER_MAX_READS)) > 0) {
+		for (unsigned i = 0; i < n; i++) {
+			struct ing_tier_read *r = m[i];
+			r->status = 0;
+			r->msg[0] = 0;
+			if (r->n == 0 && r->offset == 0 && !r->last) {
+				read_begin(t, r);
+			} else {
+				r->offset += r->n;
+				read_next(t, r);
+			}
+		}
+	}
+}
+
 /* ---------------------------------------------------------------- the loop's steps */
 
 static void setup_outbox(struct ing_tier *t, uint64_t now)
@@ -727,6 +950,9 @@ static void collect(struct ing_tier *t)
 		case XS_CHECK:
 			delete_done(t, x, res);
 			break;
+		case XS_GET:
+			read_get_done(t, x, res);
+			break;
 		case XS_PROBE: {
 			char why[1024];
 			if (res == ING_S3_OK) {
@@ -747,6 +973,7 @@ static void collect(struct ing_tier *t)
 static void *tier_main(void *arg)
 {
 	struct ing_tier *t = arg;
+	struct curl_waitfd wake = { .fd = ing_fring_fd(t->rin), .events = CURL_WAIT_POLLIN };
 
 	while (!atomic_load(&t->stop)) {
 		uint64_t now = ing_now_ns();
@@ -766,6 +993,7 @@ static void *tier_main(void *arg)
 			}
 			busy = hash_step(t);
 		}
+		reads_poll(t);
 		int running = 0;
 		curl_multi_perform(t->multi, &running);
 		collect(t);
@@ -778,11 +1006,21 @@ static void *tier_main(void *arg)
 			if (left < (uint64_t)timeout)
 				timeout = (int)left;
 		}
-		curl_multi_poll(t->multi, NULL, 0, timeout, NULL);
+		curl_multi_poll(t->multi, &wake, 1, timeout, NULL);
 	}
-	for (unsigned i = 0; i < MAX_XFERS; i++)
-		if (t->x[i].st != XS_FREE)
-			xfer_put(t, &t->x[i]);
+	/* stopping: reads held here go back answered, transfers are abandoned */
+	for (unsigned i = 0; i < MAX_XFERS; i++) {
+		struct xfer *x = &t->x[i];
+		if (x->st == XS_FREE)
+			continue;
+		struct ing_tier_read *r = x->kind == XK_READ ? x->rd : NULL;
+		xfer_put(t, x);
+		if (r)
+			read_fail(t, r, -ECANCELED, "the ingest node is stopping");
+	}
+	void *m;
+	while (ing_fring_pop_msg(t->rin, &m, 1) == 1)
+		read_fail(t, m, -ECANCELED, "the ingest node is stopping");
 	return NULL;
 }
 
@@ -790,7 +1028,6 @@ static void *tier_main(void *arg)
 
 struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 {
-	char catalog[PATH_MAX];
 	struct ing_tier *t = calloc(1, sizeof(*t));
 	if (!t) {
 		ING_ERR(COMP, "out of memory");
@@ -798,7 +1035,7 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	}
 	pthread_mutex_init(&t->mu, NULL);
 	snprintf(t->data_dir, sizeof(t->data_dir), "%s", o->data_dir);
-	snprintf(catalog, sizeof(catalog), "%s/catalog.db", o->data_dir);
+	snprintf(t->catalog, sizeof(t->catalog), "%s/catalog.db", o->data_dir);
 	t->enabled = o->s3 != NULL;
 	t->parallel = o->parallel ? o->parallel : ING_TIER_DEFAULT_PARALLEL;
 	if (t->parallel > ING_TIER_MAX_PARALLEL)
@@ -813,24 +1050,29 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	t->snap.high_water_pct = t->hw_pct;
 	t->snap.high_water_bytes = t->hw_bytes;
 	t->snap.retention_ms = t->retention_ms;
-	t->db = tier_db_open(catalog);
+	for (unsigned i = 0; i < ING_TIER_MAX_READS; i++)
+		t->reads[i].fd = -1;
+	t->db = tier_db_open(t->catalog);
 	if (!t->db)
 		goto fail;
 	if (!t->enabled) {
 		(void)tier_db_disable(t->db);
-		tier_db_close(t->db);
-		t->db = NULL;
-		return t;
+	} else {
+		t->s3 = *o->s3;
+		snprintf(t->snap.store, sizeof(t->snap.store), "%s", t->s3.display);
 	}
-	t->s3 = *o->s3;
-	snprintf(t->snap.store, sizeof(t->snap.store), "%s", t->s3.display);
 	t->buf = malloc(HASH_CHUNK);
-	if (ing_s3_global_init() || !t->buf || !(t->multi = curl_multi_init())) {
+	t->rin = ing_fring_create("tier_in", READ_RING, ING_FRING_SP | ING_FRING_SC, true);
+	t->rout = ing_fring_create("tier_out", READ_RING, ING_FRING_SP | ING_FRING_SC, true);
+	if (!t->buf || !t->rin || !t->rout)
+		goto fail;
+	if (ing_s3_global_init() || !(t->multi = curl_multi_init())) {
 		ING_ERR(COMP, "cannot set up the object store client");
 		goto fail;
 	}
 	/* keep connections to the store open for the next uploads */
-	curl_multi_setopt(t->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)(t->parallel + DEL_SLOTS + 1));
+	curl_multi_setopt(t->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+			  (long)(t->parallel + DEL_SLOTS + 1 + ING_TIER_MAX_READS));
 	int rc = pthread_create(&t->th, NULL, tier_main, t);
 	if (rc) {
 		ING_ERR(COMP, "cannot start the tier thread: %s", strerror(rc));
@@ -838,9 +1080,11 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	}
 	t->started = true;
 	pthread_setname_np(t->th, "ingest-tier");
+	if (!t->enabled)
+		return t;
 	char ret[48] = "off", hw[48] = "off";
 	if (t->retention_ms >= 0)
-		snprintf(ret, sizeof(ret), "%lld s", (long long)(t->retention_ms / 1000));
+		ing_fmt_duration((uint64_t)t->retention_ms, ret, sizeof(ret));
 	if (t->hw_pct)
 		snprintf(hw, sizeof(hw), "%u %% of the file system", t->hw_pct);
 	else if (t->hw_bytes)
@@ -852,21 +1096,40 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	return t;
 fail:
 	ing_tier_stop(t);
+	ing_tier_destroy(t);
 	return NULL;
 }
 
 void ing_tier_stop(struct ing_tier *t)
 {
+	if (!t || !t->started)
+		return;
+	atomic_store(&t->stop, true);
+	curl_multi_wakeup(t->multi);
+	pthread_join(t->th, NULL);
+	t->started = false;
+}
+
+void ing_tier_destroy(struct ing_tier *t)
+{
 	if (!t)
 		return;
-	if (t->started) {
-		atomic_store(&t->stop, true);
-		curl_multi_wakeup(t->multi);
-		pthread_join(t->th, NULL);
-	}
+	ing_tier_stop(t);
 	if (t->multi)
 		curl_multi_cleanup(t->multi);
 	tier_db_close(t->db);
+	ing_catalog_close(t->cat);
+	/* whatever answers control did not take: the reads are all here */
+	void *m;
+	while (t->rout && ing_fring_pop_msg(t->rout, &m, 1) == 1)
+		;
+	ing_fring_destroy(t->rin);
+	ing_fring_destroy(t->rout);
+	for (unsigned i = 0; i < ING_TIER_MAX_READS; i++) {
+		if (t->reads[i].fd >= 0)
+			close(t->reads[i].fd);
+		free(t->reads[i].buf);
+	}
 	free(t->buf);
 	explicit_bzero(&t->s3, sizeof(t->s3));
 	pthread_mutex_destroy(&t->mu);
@@ -900,4 +1163,50 @@ void ing_tier_get_stats(struct ing_tier *t, struct ing_tier_stats *st)
 	pthread_mutex_lock(&t->mu);
 	*st = t->snap;
 	pthread_mutex_unlock(&t->mu);
+}
+
+/* ---------------------------------------------------------------- reads: control's side */
+
+struct ing_tier_read *ing_tier_read_get(struct ing_tier *t)
+{
+	for (unsigned i = 0; t && i < ING_TIER_MAX_READS; i++) {
+		struct ing_tier_read *r = &t->reads[i];
+		if (r->in_use)
+			continue;
+		if (!r->buf && !(r->buf = malloc(ING_TIER_READ_CHUNK)))
+			return NULL;
+		uint8_t *buf = r->buf;
+		memset(r, 0, sizeof(*r));
+		r->buf = buf;
+		r->fd = -1;
+		r->in_use = true;
+		return r;
+	}
+	return NULL;
+}
+
+void ing_tier_read_put(struct ing_tier *t, struct ing_tier_read *r)
+{
+	(void)t;
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	r->in_use = false;
+}
+
+int ing_tier_read_submit(struct ing_tier *t, struct ing_tier_read *r)
+{
+	void *m = r;
+	return ing_fring_push_msg(t->rin, &m, 1);
+}
+
+int ing_tier_read_fd(struct ing_tier *t)
+{
+	return t ? ing_fring_fd(t->rout) : -1;
+}
+
+unsigned ing_tier_read_done(struct ing_tier *t, struct ing_tier_read **out, unsigned max)
+{
+	ing_fring_clear(t->rout);
+	return ing_fring_pop_msg(t->rout, (void **)out, max);
 }

@@ -14,10 +14,14 @@
  * NO_SPACE (retryable) until the tier has made room: a store that is down grows the
  * backlog and then refuses frames, it never loses one.
  *
+ * It also serves reads of any frame (rpc GetFrame), from the local copy or the store.
+ *
  * Threads: ing_tier_start/stop from the node's start and teardown; ing_tier_refusing and
  * ing_tier_get_stats from the control thread (an atomic flag; a snapshot under a mutex,
  * refreshed by the tier thread twice a second: a read for a unary RPC, not a stream of
- * messages). Everything else happens on the tier thread.
+ * messages); reads travel between control and the tier thread on two data plane rings
+ * (dataplane.h, ing_fring_push_msg) with doorbells. Everything else happens on the tier
+ * thread.
  */
 #ifndef ING_TIER_TIER_H
 #define ING_TIER_TIER_H
@@ -26,7 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dataplane/tier/s3.h"
+#include "dataplane/store/s3.h"
+#include "dataplane/store/store.h"
 
 #define ING_TIER_DEFAULT_PARALLEL 4u
 #define ING_TIER_MAX_PARALLEL 32u
@@ -58,13 +63,18 @@ struct ing_tier;
 
 /*
  * Start the tier thread over the node's catalog (which must exist: start after
- * persistence). With no store: drops the outbox trigger a run with --tier left (so the
- * outbox does not grow unread) and returns a tier that does nothing. NULL + log on error.
+ * persistence; the rings need EAL). With no store it only serves reads of local copies
+ * and drops the outbox trigger a run with --tier left (so the outbox does not grow
+ * unread). NULL + log on error.
  */
 struct ing_tier *ing_tier_start(const struct ing_tier_opts *o);
-/* Stop the thread (transfers in progress are abandoned: their frames stay queued and go
- * again at the next start) and free. NULL ok. */
+/*
+ * Stop the thread: transfers in progress are abandoned (their frames stay queued and go
+ * again at the next start), reads it holds are answered -ECANCELED. Then
+ * ing_tier_destroy, after control has let go of every read. NULL ok.
+ */
 void ing_tier_stop(struct ing_tier *t);
+void ing_tier_destroy(struct ing_tier *t);
 
 /*
  * True while new frames must be refused: the local disk is at the high-water mark. why
@@ -98,5 +108,59 @@ struct ing_tier_stats {
 	int64_t retention_ms;         /* -1: none */
 };
 void ing_tier_get_stats(struct ing_tier *t, struct ing_tier_stats *st);
+
+/* ---------------------------------------------------------------- reads (rpc GetFrame) */
+
+/*
+ * Any catalogued frame back, from the local disk or the store, a chunk at a time: the
+ * control thread takes a read (ing_tier_read_get), names the frame and submits it; the tier
+ * thread answers with up to ING_TIER_READ_CHUNK bytes in r->buf and hands r back (the
+ * doorbell ing_tier_read_fd rings; ing_tier_read_done pops); control sends them and
+ * submits r again for the next chunk, or puts it back. The running CRC-32C of the bytes
+ * handed out is checked against the catalog with the last chunk (r->last). A read belongs
+ * to control while it is not submitted, to the tier thread while it is. The tier owns the
+ * reads' memory (at most ING_TIER_MAX_READS at once, a chunk buffer each).
+ */
+#define ING_TIER_READ_CHUNK (4u << 20)
+#define ING_TIER_MAX_READS 8u
+
+enum ing_tier_source { ING_TIER_FROM_ANY = 0, ING_TIER_FROM_LOCAL = 1, ING_TIER_FROM_STORE = 2 };
+
+struct ing_tier_read {
+	/* --- control, before the first submit --- */
+	char wafer_id[ING_ID_MAX + 1];
+	char frame_id[ING_ID_MAX + 1];
+	enum ing_tier_source want;
+	void *owner;                 /* control's handle */
+	/* --- the tier thread's answer (control reads it between submits) --- */
+	int status;                  /* 0; -ENOENT no such frame (or object), -ENODATA no copy
+				      * where asked, -EAGAIN store or disk unavailable, -EBADMSG
+				      * the bytes fail their CRC-32C (nothing to trust), -EIO */
+	char msg[600];               /* the reason when status != 0 */
+	uint64_t length;             /* the frame's, from the catalog */
+	uint32_t crc32c;
+	int64_t timestamp;
+	uint8_t location;            /* enum ing_location */
+	enum ing_tier_source from;   /* where the bytes come from: LOCAL or STORE */
+	uint64_t offset;             /* buf holds [offset, offset + n) */
+	size_t n;
+	bool last;                   /* the frame's last bytes, CRC-32C checked */
+	uint8_t *buf;                /* ING_TIER_READ_CHUNK bytes */
+	/* --- the tier thread's own --- */
+	uint32_t crc_run;            /* CRC-32C of [0, offset + n) */
+	int fd;                      /* the local copy, -1 */
+	bool in_use;
+};
+
+/* A free read with its buffer (control thread), or NULL: ING_TIER_MAX_READS in use. */
+struct ing_tier_read *ing_tier_read_get(struct ing_tier *t);
+/* Give a read back (control thread; a read not submitted). */
+void ing_tier_read_put(struct ing_tier *t, struct ing_tier_read *r);
+/* Hand r to the tier thread for its next chunk (the first: offset 0). 0 or -ENOBUFS. */
+int ing_tier_read_submit(struct ing_tier *t, struct ing_tier_read *r);
+/* The doorbell of answered reads (the control loop watches it), or -1. */
+int ing_tier_read_fd(struct ing_tier *t);
+/* Answered reads, up to max (control thread: clears the doorbell first). */
+unsigned ing_tier_read_done(struct ing_tier *t, struct ing_tier_read **out, unsigned max);
 
 #endif

@@ -2,8 +2,9 @@
 /*
  * s3.h - a small S3 client over libcurl for the object store tier: PUT (create-only), HEAD,
  * ranged GET and a bucket check, signed with libcurl's built-in AWS SigV4
- * (CURLOPT_AWS_SIGV4). No DPDK: ingestd's tier thread, ingest-verify and ingest-doctor link
- * it (library ing_tier).
+ * (CURLOPT_AWS_SIGV4). No DPDK: ingestd's tier thread (dataplane/tier/), ingest-verify,
+ * ingest-get and ingest-doctor link it (library ing_store: the object store is where tiered
+ * frames rest).
  *
  * Pitfalls of libcurl 7.88 (Debian 12) handled here: it signs every header we set (names
  * given lower-case, so its case-sensitive sort is the canonical order) and takes the
@@ -19,8 +20,8 @@
  * A struct ing_s3 is set up once and then only read: any thread may use it. A struct
  * s3_req belongs to one thread.
  */
-#ifndef ING_TIER_S3_H
-#define ING_TIER_S3_H
+#ifndef ING_STORE_S3_H
+#define ING_STORE_S3_H
 
 #include <stdbool.h>
 #include <stddef.h>

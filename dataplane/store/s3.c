@@ -3,7 +3,7 @@
  * s3.c - the S3 requests of the object store tier over libcurl (s3.h): URL and credentials
  * parsing, request set-up, result classification, and blocking helpers for the tools.
  */
-#include "dataplane/tier/s3.h"
+#include "dataplane/store/s3.h"
 #include "common/crc32c.h"
 #include "common/log.h"
 
