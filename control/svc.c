@@ -314,6 +314,7 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 	e->id_hash = ing_id_hash(f->frame_id, strlen(f->frame_id));
 	e->gen = f->gen = ++s->admissions;
 	e->length = f->length;
+	s->inflight_bytes += e->length;   /* the high-water mark counts them (svc_tier.c) */
 	e->state = FE_FILLING;
 	f->cookie = e->idx;
 	ht_insert(s, e);
@@ -384,6 +385,7 @@ void svc_frame_release(struct svc_frame *e)
 	ht_remove(s, e);
 	/* slot, credit and the peer's count go back through admission, which wakes waiters */
 	admit_put(&s->adm, e->f, ss, e->peer);
+	s->inflight_bytes -= e->length;
 	e->f = NULL;
 	e->xp = NULL;
 	e->call = NULL;
@@ -1136,7 +1138,7 @@ int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_
 	*wafer_out = wafer;
 	/* the local disk is at the high-water mark (the object store is behind or away):
 	 * refused before it takes a slot, retryable */
-	if (svc_tier_refusing(s, why, whylen))
+	if (svc_tier_refusing(s, length, why, whylen))
 		return ING_E_NO_SPACE;
 	return ING_E_NONE;
 }

@@ -294,6 +294,7 @@ struct ing_svc {
 	struct ing_fleet *fleet;     /* node identity and fleet export (NULL: none) */
 	struct ing_tier *tier;       /* object store tier (NULL: none) */
 	uint64_t c_tier_refused;     /* frames refused NO_SPACE at the high-water mark */
+	uint64_t inflight_bytes;     /* declared bytes of the frames admitted, not finished */
 	bool tier_fd_added;          /* the tier's read doorbell is on the loop */
 	uint8_t *get_buf;            /* one FrameData being packed (GetFrame) */
 	uint64_t c_get_frames, c_get_bytes, c_get_failed;  /* GetFrame calls and bytes sent */
@@ -406,8 +407,9 @@ void svc_tier_destroy(struct ing_svc *s);
 int svc_require_bearer(struct ing_svc *s, struct ing_grpc_call *c, const char *rpc);
 #include "dataplane/tier/tier.h"
 struct H3000__TierStats;
-/* True (counted, why set) while new frames must be refused NO_SPACE at the high-water mark. */
-bool svc_tier_refusing(struct ing_svc *s, char *why, size_t whylen);
+/* True (counted, why set) when a new frame of length bytes must be refused NO_SPACE at the
+ * high-water mark (the frames admitted and not yet durable count as used). */
+bool svc_tier_refusing(struct ing_svc *s, uint64_t length, char *why, size_t whylen);
 /* StatsReply.tier = pb, filled from st (both the caller's, alive until the reply is packed) */
 void svc_tier_stats(struct ing_svc *s, struct H3000__StatsReply *r, struct H3000__TierStats *pb,
 		    struct ing_tier_stats *st);

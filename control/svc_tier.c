@@ -25,9 +25,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-bool svc_tier_refusing(struct ing_svc *s, char *why, size_t whylen)
+bool svc_tier_refusing(struct ing_svc *s, uint64_t length, char *why, size_t whylen)
 {
-	if (!s->tier || !ing_tier_refusing(s->tier, why, whylen))
+	if (!s->tier || !ing_tier_refusing(s->tier, s->inflight_bytes + length, why, whylen))
 		return false;
 	s->c_tier_refused++;
 	return true;
@@ -60,7 +60,7 @@ void svc_tier_stats(struct ing_svc *s, H3000__StatsReply *r, H3000__TierStats *p
 	p->framestiered = st->frames_tiered;
 	p->localbytes = st->local_bytes;
 	p->localdeleted = st->local_deleted;
-	p->refusing = st->refusing;
+	p->refusing = ing_tier_refusing(s->tier, s->inflight_bytes, NULL, 0);
 	p->refusedframes = s->c_tier_refused;
 	p->highwaterpercent = st->high_water_pct;
 	p->highwaterbytes = st->high_water_bytes;

@@ -119,8 +119,9 @@ struct ing_tier {
 	double usage_pct;
 	uint64_t used_bytes;       /* the measure the mark is in: bytes, or the fs's used bytes */
 	bool purge;                /* above the low-water mark: delete verified copies early */
-	_Atomic bool refusing;
-	_Atomic uint64_t refuse_used, refuse_backlog;
+	bool at_mark;              /* used >= mark (logged on change) */
+	/* for control's admission: the mark and what is used, in bytes (0 mark: none yet) */
+	_Atomic uint64_t mark_bytes, used_bytes_now, backlog_now;
 	/* counters (this thread) */
 	uint64_t uploaded_frames, uploaded_bytes, already_stored, upload_errors, conflicts;
 	uint64_t local_deleted;
@@ -838,39 +839,46 @@ static void start_deletions(struct ing_tier *t, uint64_t now)
 	}
 }
 
+/*
+ * The high-water mark in bytes and what is used now: the data dir's file system (N %: used
+ * as df counts it, against N % of used + available) or the frames with a local copy (a
+ * size). Published for control, which adds the frames it has admitted and not yet made
+ * durable (ing_tier_refusing); the purge (deletion under pressure) starts above
+ * ING_TIER_LOW_WATER_PCT of the mark.
+ */
 static void update_usage(struct ing_tier *t, uint64_t now)
 {
 	struct statvfs v;
+	uint64_t used = 0, mark = 0;
 	t->next_usage_ns = now + USAGE_EVERY_MS * 1000000ull;
 	if (statvfs(t->data_dir, &v) == 0 && v.f_blocks) {
-		uint64_t used = (uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize;
+		uint64_t fs_used = (uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize;
 		uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
-		t->usage_pct = used + avail ? 100.0 * (double)used / (double)(used + avail) : 0.0;
+		t->usage_pct = fs_used + avail ? 100.0 * (double)fs_used / (double)(fs_used + avail) : 0.0;
+		if (t->hw_pct) {
+			used = fs_used;
+			mark = (fs_used + avail) / 100 * t->hw_pct;
+		}
 	}
-	double used, mark;
-	if (t->hw_pct) {
-		used = t->usage_pct;
-		mark = t->hw_pct;
-	} else if (t->hw_bytes && t->census_done) {
-		used = (double)(t->census.bytes[ING_LOC_LOCAL] + t->census.bytes[ING_LOC_BOTH]);
-		mark = (double)t->hw_bytes;
-	} else {
+	if (t->hw_bytes && t->census_done) {
+		used = t->census.bytes[ING_LOC_LOCAL] + t->census.bytes[ING_LOC_BOTH];
+		mark = t->hw_bytes;
+	}
+	if (!mark)
 		return;
-	}
-	t->used_bytes = t->hw_pct ? 0 : (uint64_t)used;
-	t->purge = used > mark * ING_TIER_LOW_WATER_PCT / 100.0;
-	bool refuse = used >= mark, was = atomic_load(&t->refusing);
-	atomic_store_explicit(&t->refuse_used, t->hw_pct ? (uint64_t)(used * 100) : (uint64_t)used,
-			      memory_order_relaxed);
-	atomic_store_explicit(&t->refuse_backlog, t->backlog_frames, memory_order_relaxed);
-	if (refuse != was) {
-		atomic_store(&t->refusing, refuse);
-		if (refuse)
-			ING_WARN(COMP, "local disk at the high-water mark (%.1f%s of %.1f%s): new frames are "
+	t->used_bytes = used;
+	t->purge = used > mark / 100 * ING_TIER_LOW_WATER_PCT;
+	atomic_store_explicit(&t->used_bytes_now, used, memory_order_relaxed);
+	atomic_store_explicit(&t->backlog_now, t->backlog_frames, memory_order_relaxed);
+	atomic_store_explicit(&t->mark_bytes, mark, memory_order_relaxed);
+	bool at = used >= mark;
+	if (at != t->at_mark) {
+		t->at_mark = at;
+		if (at)
+			ING_WARN(COMP, "local disk at the high-water mark (%.1f of %.1f MiB%s): new frames are "
 				 "refused NO_SPACE (retryable) until the tier has freed space; backlog %" PRIu64
-				 " frames, store %s", t->hw_pct ? used : used / 1048576.0,
-				 t->hw_pct ? " %" : " MiB", t->hw_pct ? mark : mark / 1048576.0,
-				 t->hw_pct ? " %" : " MiB", t->backlog_frames,
+				 " frames, store %s", used / 1048576.0, mark / 1048576.0,
+				 t->hw_pct ? " of the file system" : " of frames", t->backlog_frames,
 				 ing_tier_store_state_name(t->store_state));
 		else
 			ING_INFO(COMP, "local disk below the high-water mark again: frames are taken");
@@ -914,7 +922,7 @@ static void refresh_stats(struct ing_tier *t, uint64_t now)
 	s->frames_tiered = t->census.frames[ING_LOC_TIERED];
 	s->local_bytes = t->census.bytes[ING_LOC_LOCAL] + t->census.bytes[ING_LOC_BOTH];
 	s->local_deleted = t->local_deleted;
-	s->refusing = atomic_load(&t->refusing);
+	s->refusing = t->at_mark;
 	s->usage_pct = t->usage_pct;
 	s->upload_bytes_per_second = 0;
 	if (t->rate_n >= 2 && t->rate_t[t->rate_n - 1] > t->rate_t[0])
@@ -1136,21 +1144,25 @@ void ing_tier_destroy(struct ing_tier *t)
 	free(t);
 }
 
-bool ing_tier_refusing(struct ing_tier *t, char *why, size_t whylen)
+bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t whylen)
 {
-	if (!t || !atomic_load_explicit(&t->refusing, memory_order_relaxed))
+	uint64_t mark = t ? atomic_load_explicit(&t->mark_bytes, memory_order_relaxed) : 0;
+	if (!mark)
+		return false;
+	uint64_t used = atomic_load_explicit(&t->used_bytes_now, memory_order_relaxed);
+	if (used + pending < mark)
 		return false;
 	if (why) {
-		uint64_t used = atomic_load_explicit(&t->refuse_used, memory_order_relaxed);
-		uint64_t backlog = atomic_load_explicit(&t->refuse_backlog, memory_order_relaxed);
+		uint64_t backlog = atomic_load_explicit(&t->backlog_now, memory_order_relaxed);
 		if (t->hw_pct)
-			snprintf(why, whylen, "local disk %.1f %% full, at --local-high-water %u %%; %" PRIu64
-				 " frames wait for the object store: retry later", (double)used / 100.0,
-				 t->hw_pct, backlog);
+			snprintf(why, whylen, "local disk at --local-high-water %u %% (%" PRIu64 " MiB used and "
+				 "%" PRIu64 " MiB on their way, of %" PRIu64 " MiB); %" PRIu64 " frames wait for "
+				 "the object store: retry later", t->hw_pct, used >> 20, pending >> 20, mark >> 20,
+				 backlog);
 		else
-			snprintf(why, whylen, "%" PRIu64 " MiB of frames on the local disk, at "
-				 "--local-high-water %" PRIu64 " MiB; %" PRIu64 " frames wait for the object "
-				 "store: retry later", used >> 20, t->hw_bytes >> 20, backlog);
+			snprintf(why, whylen, "local frames at --local-high-water %" PRIu64 " MiB (%" PRIu64
+				 " MiB stored and %" PRIu64 " MiB on their way); %" PRIu64 " frames wait for the "
+				 "object store: retry later", mark >> 20, used >> 20, pending >> 20, backlog);
 	}
 	return true;
 }
