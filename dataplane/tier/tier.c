@@ -61,7 +61,7 @@
 #define RETRY_MAX_MS 300000ll
 #define CONFLICT_RETRY_MS 3600000ll
 #define STATS_EVERY_MS 500u
-#define USAGE_EVERY_MS 100u
+#define USAGE_EVERY_MS 50u      /* the mark is held to what the node takes in about this */
 #define DELETE_EVERY_MS 1000u
 #define RATE_SAMPLES 11          /* one a second: a 10 s window */
 #define MAX_XFERS (ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1 + ING_TIER_MAX_READS)
@@ -446,8 +446,8 @@ static void upload_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result r
 			if (x->exists) {
 				t->already_stored++;
 				ING_LOG_RL(ING_LOG_INFO, COMP, "frame %s/%s: already in the store with the same "
-					   "bytes (an upload before a restart): done", x->row.wafer_id,
-					   x->row.frame_id);
+					   "bytes (an earlier attempt got through, or another node stored it): "
+					   "done", x->row.wafer_id, x->row.frame_id);
 			} else {
 				t->uploaded_frames++;
 				t->uploaded_bytes += x->row.length;
@@ -786,19 +786,24 @@ static bool in_flight(struct ing_tier *t, const struct tier_row *r)
 	return false;
 }
 
-/* Frames made durable since the last look (whatever the store's state: the high-water
- * mark in bytes counts them). */
-static void poll_new(struct ing_tier *t, uint64_t now)
+/* Frames made durable since the last look, into the census (the high-water mark in bytes
+ * counts them, whatever the store's state). */
+static void count_new(struct ing_tier *t)
 {
 	uint64_t f = 0, b = 0;
-	if (now < t->next_poll_ns)
-		return;
-	t->next_poll_ns = now + POLL_MS * 1000000ull;
-	t->poll_due = true;
 	if (tier_db_new_rows(t->db, &t->seen_seq, &f, &b) == 0) {
 		t->census.frames[ING_LOC_LOCAL] += f;
 		t->census.bytes[ING_LOC_LOCAL] += b;
 	}
+}
+
+static void poll_new(struct ing_tier *t, uint64_t now)
+{
+	if (now < t->next_poll_ns)
+		return;
+	t->next_poll_ns = now + POLL_MS * 1000000ull;
+	t->poll_due = true;
+	count_new(t);
 }
 
 static void start_uploads(struct ing_tier *t)
@@ -861,6 +866,7 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 		}
 	}
 	if (t->hw_bytes && t->census_done) {
+		count_new(t);   /* the frames committed since the last poll count at once */
 		used = t->census.bytes[ING_LOC_LOCAL] + t->census.bytes[ING_LOC_BOTH];
 		mark = t->hw_bytes;
 	}
@@ -1007,7 +1013,8 @@ static void *tier_main(void *arg)
 		collect(t);
 		if (now >= t->next_stats_ns)
 			refresh_stats(t, now);
-		int timeout = busy ? 0 : t->enabled ? POLL_MS : IDLE_POLL_MS;
+		int timeout = busy ? 0 : !t->enabled ? IDLE_POLL_MS :
+			      t->hw_pct || t->hw_bytes ? (int)USAGE_EVERY_MS : POLL_MS;
 		if (t->enabled && t->store_state != ING_TIER_STORE_OK && !t->probing) {
 			uint64_t n2 = ing_now_ns();
 			uint64_t left = t->next_probe_ns > n2 ? (t->next_probe_ns - n2) / 1000000ull + 1 : 0;

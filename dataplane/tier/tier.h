@@ -80,8 +80,8 @@ void ing_tier_destroy(struct ing_tier *t);
  * True when a new frame must be refused: what is used locally plus pending (the bytes of
  * the frames admitted and not yet durable, this one included) reaches the high-water mark.
  * why (may be NULL) then says so, with the numbers and the backlog. The usage is the tier
- * thread's, at most USAGE_EVERY_MS (100 ms) old: the mark is overshot by at most what
- * becomes durable in that time. Any thread; cheap (three relaxed loads).
+ * thread's, refreshed every 50 ms: the mark is overshot by at most what becomes durable in
+ * that time (and the tier thread's scheduling delay). Any thread; cheap (relaxed loads).
  */
 bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t whylen);
 

@@ -133,13 +133,15 @@ EOF
 	echo "ceph: mon, osd, radosgw up in $((SECONDS - t0)) s; S3 at $CEPH_S3 (dir $CEPH_DIR)"
 }
 
-# ceph_start_osd: start the OSD and wait until the monitor has it up
+# ceph_start_osd: start the OSD and wait until it has booted (its own state, from its admin
+# socket: after a kill -9 the monitor still lists the dead one as up for a while)
 ceph_start_osd() {
 	ceph-osd -c "$CEPH_DIR/ceph.conf" -i 0 >>"$CEPH_DIR/log/setup.log" 2>&1 ||
 		fail "ceph-osd did not start: $(_ceph_logs)"
 	local deadline=$((SECONDS + CEPH_WAIT))
-	until _ceph osd dump 2>/dev/null | grep -q '^osd.0 up'; do
-		[ $SECONDS -lt $deadline ] || fail "the OSD is not up after ${CEPH_WAIT} s: $(_ceph_logs)"
+	until timeout 10 ceph --admin-daemon "$CEPH_DIR/run/osd.0.asok" status 2>/dev/null |
+		grep -q '"state": "active"'; do
+		[ $SECONDS -lt $deadline ] || fail "the OSD is not active after ${CEPH_WAIT} s: $(_ceph_logs)"
 		sleep 0.5
 	done
 }
@@ -177,14 +179,15 @@ ceph_s3() {
 		--secret-key "$CEPH_SECRET_KEY" "$@"
 }
 
-# ceph_usage_puts: successful object PUTs the gateway logged for the test user (its usage
-# log, flushed every second; give it a moment after the last PUT)
+# ceph_usage_puts BUCKET: successful object PUTs the gateway logged into BUCKET (its usage
+# log, flushed every second: wait a moment after the last PUT). A PUT refused by
+# If-None-Match (412) is not successful: this counts the objects written, each time one was.
 ceph_usage_puts() {
-	timeout "$CEPH_WAIT" radosgw-admin -c "$CEPH_DIR/ceph.conf" usage show --uid=tier \
-		--show-log-entries=false 2>/dev/null |
+	timeout "$CEPH_WAIT" radosgw-admin -c "$CEPH_DIR/ceph.conf" usage show --uid=tier 2>/dev/null |
 		/usr/bin/python3 -c 'import json,sys
 d = json.load(sys.stdin)
-print(sum(c.get("successful_ops", 0) for u in d.get("summary", []) for c in u.get("categories", []) if c.get("category") == "put_obj"))'
+print(sum(c.get("successful_ops", 0) for e in d.get("entries", []) for b in e.get("buckets", [])
+          if b.get("bucket") == sys.argv[1] for c in b.get("categories", []) if c.get("category") == "put_obj"))' "$1"
 }
 
 # ceph_cleanup: stop every daemon (TERM, then KILL after 10 s) and remove the dir

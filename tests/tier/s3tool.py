@@ -12,6 +12,9 @@ rate is compared with.
     get BUCKET KEY OUT           download one object
     put BUCKET KEY FILE          upload one object
     head BUCKET KEY              its length, ETag and metadata as JSON
+    cmp-dir BUCKET DATA_DIR      every object against <DATA_DIR>/frames/<key>.frame (the node's
+                                 local copies): the same keys, the same bytes (MD5 of what is
+                                 read back); prints "N objects, M equal", exit 1 otherwise
     putdir BUCKET PREFIX DIR N   upload every file of DIR as PREFIX<name>, N at once; prints
                                  "bytes seconds MB/s" (the bench baseline)
 """
@@ -72,6 +75,37 @@ def main():
         h = s3.head_object(Bucket=a.args[0], Key=a.args[1])
         print(json.dumps({"length": h["ContentLength"], "etag": h["ETag"].strip('"'),
                           "metadata": h.get("Metadata", {})}))
+    elif a.cmd == "cmp-dir":
+        bucket, d = a.args[0], a.args[1]
+        keys = sorted(all_keys(s3, bucket))
+        local = set()
+        for root, _, files in os.walk(os.path.join(d, "frames")):
+            for f in files:
+                if f.endswith(".frame"):
+                    rel = os.path.relpath(os.path.join(root, f), os.path.join(d, "frames"))
+                    local.add(rel[:-len(".frame")])
+        bad = equal = 0
+        for k in keys:
+            if k not in local:
+                print("object %s: no local copy" % k, file=sys.stderr)
+                bad += 1
+                continue
+            h = hashlib.md5()
+            body = s3.get_object(Bucket=bucket, Key=k)["Body"]
+            for chunk in iter(lambda: body.read(1 << 20), b""):
+                h.update(chunk)
+            with open(os.path.join(d, "frames", k + ".frame"), "rb") as f:
+                lh = hashlib.md5(f.read()).hexdigest()
+            if h.hexdigest() != lh:
+                print("object %s: other bytes than the local copy" % k, file=sys.stderr)
+                bad += 1
+            else:
+                equal += 1
+        for k in sorted(local - set(keys)):
+            print("local copy %s: no object" % k, file=sys.stderr)
+            bad += 1
+        print("%d objects, %d local copies, %d equal" % (len(keys), len(local), equal))
+        return 1 if bad else 0
     elif a.cmd == "putdir":
         bucket, prefix, d, n = a.args[0], a.args[1], a.args[2], int(a.args[3])
         files = sorted(os.path.join(d, f) for f in os.listdir(d))
