@@ -145,7 +145,7 @@ struct tier_db *tier_db_open(const char *catalog_path)
 		goto fail;
 	}
 	if (prep(t, "SELECT seq, " OUTBOX_COLS ", attempts FROM tier_outbox WHERE next_ms <= ?1"
-		    " ORDER BY seq LIMIT ?2", &t->st_due) ||
+		    " AND seq <= ?3 ORDER BY seq LIMIT ?2", &t->st_due) ||
 	    prep(t, "UPDATE frames SET location = 'both', object_md5 = ?3, tiered_ns = ?4"
 		    " WHERE wafer_id = ?1 AND frame_id = ?2 AND location = 'local'", &t->st_mark_both) ||
 	    prep(t, "DELETE FROM tier_outbox WHERE seq = ?1", &t->st_dequeue) ||
