@@ -368,7 +368,8 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-static int req_begin(struct s3_req *r, const struct ing_s3 *s, enum s3_op op, const char *key)
+static int req_begin(struct s3_req *r, const struct ing_s3 *s, enum s3_op op, const char *key,
+		     const char *payload_sha256)
 {
 	int keep_fd = r->fd;
 	uint64_t keep_len = r->len;
@@ -411,7 +412,9 @@ static int req_begin(struct s3_req *r, const struct ing_s3 *s, enum s3_op op, co
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, r);
 	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)DOWNLOAD_BUFFER);
-	r->hdrs = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	char h[100];
+	snprintf(h, sizeof(h), "x-amz-content-sha256: %s", payload_sha256 ? payload_sha256 : "UNSIGNED-PAYLOAD");
+	r->hdrs = curl_slist_append(NULL, h);
 	return r->hdrs ? 0 : -ENOMEM;
 }
 
@@ -439,13 +442,13 @@ static int req_finish_setup(struct s3_req *r, int rc)
 	return rc;
 }
 
-int s3_req_put(struct s3_req *r, const struct ing_s3 *s, const char *key, const char *md5_b64,
+int s3_req_put(struct s3_req *r, const struct ing_s3 *s, const char *key, const char *sha256_hex,
 	       uint32_t crc, const char *wafer_id, const char *frame_id)
 {
 	char ew[3 * ING_ID_MAX + 1], ef[3 * ING_ID_MAX + 1];
-	int rc = req_begin(r, s, S3_PUT, key);
+	int rc = req_begin(r, s, S3_PUT, key, sha256_hex);
 	if (rc == 0)
-		rc = req_add(r, "content-md5: %s", md5_b64);
+		rc = req_add(r, "x-amz-meta-sha256: %s", sha256_hex);
 	if (rc == 0)
 		rc = req_add(r, "content-type: application/octet-stream");
 	if (rc == 0)   /* create-only: an object already there answers 412 */
@@ -471,7 +474,7 @@ int s3_req_put(struct s3_req *r, const struct ing_s3 *s, const char *key, const 
 
 int s3_req_head(struct s3_req *r, const struct ing_s3 *s, const char *key)
 {
-	int rc = req_begin(r, s, S3_HEAD, key);
+	int rc = req_begin(r, s, S3_HEAD, key, NULL);
 	if (rc == 0) {
 		curl_easy_setopt(r->easy, CURLOPT_NOBODY, 1L);
 		curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 2L * s->timeout_ms);
@@ -481,7 +484,7 @@ int s3_req_head(struct s3_req *r, const struct ing_s3 *s, const char *key)
 
 int s3_req_head_bucket(struct s3_req *r, const struct ing_s3 *s)
 {
-	int rc = req_begin(r, s, S3_HEAD_BUCKET, NULL);
+	int rc = req_begin(r, s, S3_HEAD_BUCKET, NULL, NULL);
 	if (rc == 0) {
 		curl_easy_setopt(r->easy, CURLOPT_NOBODY, 1L);
 		curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 2L * s->timeout_ms);
@@ -491,7 +494,7 @@ int s3_req_head_bucket(struct s3_req *r, const struct ing_s3 *s)
 
 int s3_req_get(struct s3_req *r, const struct ing_s3 *s, const char *key, uint64_t off, uint64_t len)
 {
-	int rc = req_begin(r, s, S3_GET, key);
+	int rc = req_begin(r, s, S3_GET, key, NULL);
 	if (rc == 0 && (off || len)) {
 		if (len)
 			rc = req_add(r, "range: bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
@@ -523,7 +526,7 @@ enum ing_s3_result s3_req_done(struct s3_req *r, CURLcode cc)
 	r->cc = cc;
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
 	if (r->status >= 200 && r->status < 300) {
-		char v[64];
+		char v[128];
 		header_value(r, "etag", v, sizeof(v));
 		char *e = v;
 		size_t el = strlen(e);
@@ -540,6 +543,8 @@ enum ing_s3_result s3_req_done(struct s3_req *r, CURLcode cc)
 		unsigned long c = strtoul(v, &end, 16);
 		r->obj.has_crc = v[0] && !*end && strlen(v) == 8;
 		r->obj.crc32c = (uint32_t)c;
+		header_value(r, "x-amz-meta-sha256", v, sizeof(v));
+		snprintf(r->obj.sha256, sizeof(r->obj.sha256), "%.64s", strlen(v) == 64 ? v : "");
 	}
 	const char *a = strstr(r->body, "<Code>"), *b = a ? strstr(a, "</Code>") : NULL;
 	if (a && b && b - a - 6 < (ptrdiff_t)sizeof(r->code))
@@ -563,7 +568,7 @@ by_status:
 										      ING_S3_NOT_FOUND;
 	if (r->status == 403 || r->status == 401)
 		return ING_S3_DENIED;
-	if (r->status == 400 && !strcmp(r->code, "BadDigest"))
+	if (r->status == 400 && (!strcmp(r->code, "BadDigest") || !strcmp(r->code, "XAmzContentSHA256Mismatch")))
 		return ING_S3_BAD_DIGEST;
 	if (r->status >= 500 || r->status == 429 || r->status == 408)
 		return ING_S3_SERVER;
@@ -608,8 +613,8 @@ void s3_req_describe(const struct s3_req *r, enum ing_s3_result res, char *out, 
 			 r->status, code[0] ? " " : "", code, what, key);
 		break;
 	case ING_S3_BAD_DIGEST:
-		snprintf(out, n, "%s %s: the store found other bytes than the Content-MD5 (BadDigest): "
-			 "the local file changed while it was read", what, key);
+		snprintf(out, n, "%s %s: the store received other bytes than the ones hashed (%s): "
+			 "the local file changed while it was read", what, key, code[0] ? code : "bad digest");
 		break;
 	case ING_S3_LOCAL:
 		snprintf(out, n, "%s %s: %s", what, key, r->read_failed ?

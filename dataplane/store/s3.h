@@ -8,14 +8,17 @@
  *
  * Pitfalls of libcurl 7.88 (Debian 12) handled here: it signs every header we set (names
  * given lower-case, so its case-sensitive sort is the canonical order) and takes the
- * payload hash from our own x-amz-content-sha256 header (UNSIGNED-PAYLOAD: the body is
- * protected by Content-MD5, which the store checks); it signs the URL's path and query as
- * they are, so keys are percent-encoded here and no request carries a query string.
+ * payload hash from our own x-amz-content-sha256 header (it would hash only a POSTFIELDS
+ * body): a PUT carries its body's SHA-256 there, which the store checks against the bytes
+ * it receives (XAmzContentSHA256Mismatch otherwise), other requests UNSIGNED-PAYLOAD; it
+ * signs the URL's path and query as they are, so keys are percent-encoded here and no
+ * request carries a query string.
  *
  * An object's key is <prefix><wafer name>/<frame name>, the names exactly the frame file
  * names (ing_id_file_name: plain ids as they are, others percent-encoded), so a bucket
  * listing reads like the frames/ directory. Metadata: x-amz-meta-crc32c (8 hex digits),
- * x-amz-meta-wafer-id and x-amz-meta-frame-id (the ids as sent, ing_id_escape'd).
+ * x-amz-meta-sha256 (the checked SHA-256, 64 hex digits), x-amz-meta-wafer-id and
+ * x-amz-meta-frame-id (the ids as sent, ing_id_escape'd).
  *
  * A struct ing_s3 is set up once and then only read: any thread may use it. A struct
  * s3_req belongs to one thread.
@@ -82,7 +85,8 @@ enum ing_s3_result {
 	ING_S3_DENIED,        /* 403: credentials refused or no permission */
 	ING_S3_UNREACHABLE,   /* connect failed, reset, timed out, no progress */
 	ING_S3_SERVER,        /* 5xx, 503 SlowDown: the store is in trouble, retry */
-	ING_S3_BAD_DIGEST,    /* 400 BadDigest: the bytes sent are not the bytes hashed */
+	ING_S3_BAD_DIGEST,    /* 400 BadDigest / XAmzContentSHA256Mismatch: the bytes sent are
+			       * not the bytes hashed */
 	ING_S3_LOCAL,         /* reading the local file failed */
 	ING_S3_ERROR,         /* anything else (4xx) */
 };
@@ -94,6 +98,7 @@ struct ing_s3_object {
 	char etag[48];          /* without quotes; an MD5 in hex for a single-part PUT */
 	bool has_crc;
 	uint32_t crc32c;        /* x-amz-meta-crc32c */
+	char sha256[65];        /* x-amz-meta-sha256, "" when absent */
 };
 
 /* ---------------------------------------------------------------- one request (s3.c) */
@@ -129,11 +134,12 @@ struct s3_req {
 /*
  * Set r up for one request (fresh easy handle, headers, callbacks); run it with
  * curl_easy_perform(r->easy) or a multi handle, then s3_req_done. PUT: fd/len set by the
- * caller first; md5_b64 the body's Content-MD5, crc its CRC-32C, wafer/frame the ids for the
- * metadata; create-only (If-None-Match: *). GET: [off, off + len) (len 0: all); sink set
- * by the caller first. 0 or -ENOMEM/-EINVAL (r released).
+ * caller first; sha256_hex the body's SHA-256 (signed: the store checks it), crc its
+ * CRC-32C, wafer/frame the ids for the metadata; create-only (If-None-Match: *). GET:
+ * [off, off + len) (len 0: all); sink set by the caller first. 0 or -ENOMEM/-EINVAL (r
+ * released).
  */
-int s3_req_put(struct s3_req *r, const struct ing_s3 *s, const char *key, const char *md5_b64,
+int s3_req_put(struct s3_req *r, const struct ing_s3 *s, const char *key, const char *sha256_hex,
 	       uint32_t crc, const char *wafer_id, const char *frame_id);
 int s3_req_head(struct s3_req *r, const struct ing_s3 *s, const char *key);
 int s3_req_get(struct s3_req *r, const struct ing_s3 *s, const char *key, uint64_t off,

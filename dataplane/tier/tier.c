@@ -4,16 +4,23 @@
  * deletion of local copies, the store's state and the high-water mark.
  *
  * One thread drives every transfer through one libcurl multi handle (uploads at once:
- * --tier-parallel; two deletion checks; one probe of the store). A frame's upload:
- *   HASH   read the local file once, 1 MiB per loop pass (the loop stays responsive):
- *          MD5 (Content-MD5) and CRC-32C, which must be the catalog's
- *   PUT    create-only (If-None-Match: *), the body read again from the file, its CRC-32C
- *          checked once more as it goes out
- *   VERIFY HEAD: length, x-amz-meta-crc32c and ETag (the MD5) as expected; after a 412 the
- *          same check decides whether the object there is this frame (done) or not
- *          (a conflict: the frame stays local, retried hourly, counted)
- * then 'both' and out of the outbox, in one catalog transaction. A deletion: HEAD again
- * (the object as recorded), unlink, fsync the directory, then 'tiered'.
+ * --tier-parallel; two deletion checks; one probe of the store; the reads of GetFrame). A
+ * frame's upload:
+ *   HASH   read the local file once, 1 MiB per transfer and loop pass (the loop stays
+ *          responsive): SHA-256 and CRC-32C, which must be the catalog's
+ *   PUT    create-only (If-None-Match: *), the SHA-256 signed as the payload's (the store
+ *          checks the bytes it receives against it), the body read again from the file,
+ *          its CRC-32C checked once more as it goes out
+ *   VERIFY HEAD: length, x-amz-meta-crc32c and -sha256 as sent; after a 412 the same check
+ *          decides whether the object there is this frame (done) or not (a conflict: the
+ *          frame stays local, retried hourly, counted)
+ * then 'both' (with the object's ETag) and out of the outbox, in one catalog transaction.
+ * A deletion: HEAD again (length, CRC-32C, the ETag recorded), unlink, fsync the directory,
+ * then 'tiered'.
+ *
+ * Why SHA-256 and not Content-MD5: the store checks either, and here (SHA-NI) SHA-256 runs
+ * at 1.7 GB/s against MD5's 0.7 (openssl speed, this machine): the hash pass is most of the
+ * thread's CPU, which a node shares with its ingest.
  *
  * New outbox rows are committed by the persistence workers in their own transactions; this
  * thread looks for them every POLL_MS (an indexed LIMIT query: microseconds), which bounds
@@ -79,8 +86,7 @@ struct xfer {
 	uint64_t hashed;
 	uint32_t crc;
 	EVP_MD_CTX *md;
-	char md5_hex[ING_OBJECT_MD5_HEX + 1];
-	char md5_b64[32];
+	char sha_hex[65];          /* the body's SHA-256 (hash pass) */
 	struct s3_req req;
 	bool in_multi;
 	struct ing_tier_read *rd;  /* XK_READ: the read whose chunk this GET fetches */
@@ -310,8 +316,8 @@ static void upload_begin(struct ing_tier *t, const struct tier_row *row)
 		return;
 	}
 	x->md = EVP_MD_CTX_new();
-	if (!x->md || !EVP_DigestInit_ex(x->md, EVP_md5(), NULL)) {
-		row_failed(t, x, 0, "MD5 unavailable (OpenSSL)");
+	if (!x->md || !EVP_DigestInit_ex(x->md, EVP_sha256(), NULL)) {
+		row_failed(t, x, 0, "SHA-256 unavailable (OpenSSL)");
 		xfer_put(t, x);
 		return;
 	}
@@ -334,9 +340,8 @@ static void upload_put(struct ing_tier *t, struct xfer *x)
 		xfer_put(t, x);
 		return;
 	}
-	for (unsigned i = 0; i < mdl && i < 16; i++)
-		snprintf(x->md5_hex + 2 * i, 3, "%02x", md[i]);
-	EVP_EncodeBlock((unsigned char *)x->md5_b64, md, (int)mdl);
+	for (unsigned i = 0; i < mdl && i < 32; i++)
+		snprintf(x->sha_hex + 2 * i, 3, "%02x", md[i]);
 	char key[ING_S3_KEY_MAX + 1];
 	if (ing_s3_key(&t->s3, key, sizeof(key), x->row.wafer_id, x->row.frame_id)) {
 		row_failed(t, x, CONFLICT_RETRY_MS, "no object key for these ids");
@@ -345,7 +350,7 @@ static void upload_put(struct ing_tier *t, struct xfer *x)
 	}
 	x->req.fd = x->fd;
 	x->req.len = x->row.length;
-	if (!xfer_start(t, x, s3_req_put(&x->req, &t->s3, key, x->md5_b64, x->row.crc32c,
+	if (!xfer_start(t, x, s3_req_put(&x->req, &t->s3, key, x->sha_hex, x->row.crc32c,
 					 x->row.wafer_id, x->row.frame_id), XS_PUT))
 		xfer_put(t, x);
 }
@@ -357,9 +362,7 @@ static bool hash_step(struct ing_tier *t)
 	for (unsigned i = 0; i < MAX_XFERS; i++) {
 		struct xfer *x = &t->x[i];
 		if (x->st != XS_HASH)
-			continue;
-		if (more)
-			return true;   /* one chunk a pass: the transfers in flight keep moving */
+			continue;   /* one chunk of each a pass: the transfers in flight keep moving */
 		size_t want = x->row.length - x->hashed < HASH_CHUNK ? (size_t)(x->row.length - x->hashed) :
 									HASH_CHUNK;
 		ssize_t got;
@@ -393,22 +396,19 @@ static void head_of(struct ing_tier *t, struct xfer *x, enum xstate st)
 		xfer_put(t, x);
 }
 
-static bool etag_is_md5(const char *e)
-{
-	if (strlen(e) != ING_OBJECT_MD5_HEX)
-		return false;
-	for (const char *p = e; *p; p++)
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false;
-	return true;
-}
-
-/* the object as HEAD saw it is this frame: length, CRC-32C, and the MD5 where the ETag is one */
-static bool object_matches(const struct ing_s3_object *o, const struct tier_row *r, const char *md5)
+/*
+ * The object as HEAD saw it is this frame: its length and CRC-32C; the SHA-256 when both
+ * sides have one (an upload's: the store checked it); the ETag when one was recorded (a
+ * deletion's check: the object is still the one verified).
+ */
+static bool object_matches(const struct ing_s3_object *o, const struct tier_row *r, const char *sha,
+			   const char *etag)
 {
 	if (o->length < 0 || (uint64_t)o->length != r->length || !o->has_crc || o->crc32c != r->crc32c)
 		return false;
-	return !etag_is_md5(o->etag) || !md5[0] || !strcmp(o->etag, md5);
+	if (sha && sha[0] && o->sha256[0] && strcmp(o->sha256, sha))
+		return false;
+	return !etag || !etag[0] || !strcmp(o->etag, etag);
 }
 
 static void upload_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result res)
@@ -439,9 +439,9 @@ static void upload_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result r
 		return;
 	}
 	/* XS_VERIFY */
-	if (res == ING_S3_OK && object_matches(&x->req.obj, &x->row, x->md5_hex)) {
-		const char *etag = etag_is_md5(x->req.obj.etag) ? x->req.obj.etag : x->md5_hex;
-		if (tier_db_uploaded(t->db, &x->row, etag, ing_wall_ns()) == 0) {
+	if (res == ING_S3_OK && object_matches(&x->req.obj, &x->row, x->sha_hex, NULL) &&
+	    (x->exists || !strcmp(x->req.obj.sha256, x->sha_hex))) {
+		if (tier_db_uploaded(t->db, &x->row, x->req.obj.etag, ing_wall_ns()) == 0) {
 			census_move(t, ING_LOC_LOCAL, ING_LOC_BOTH, x->row.length);
 			if (x->exists) {
 				t->already_stored++;
@@ -461,15 +461,15 @@ static void upload_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result r
 		const struct ing_s3_object *o = &x->req.obj;
 		t->conflicts++;
 		snprintf(why, sizeof(why), "another object is stored under key %s (%lld bytes, crc32c %s%08x, "
-			 "etag %s; this frame: %" PRIu64 " bytes, crc32c %08x, md5 %s): the frame stays "
-			 "local; move that object away to tier it", x->req.key, (long long)o->length,
-			 o->has_crc ? "" : "none/", o->crc32c, o->etag, x->row.length, x->row.crc32c,
-			 x->md5_hex);
+			 "sha256 %.16s...; this frame: %" PRIu64 " bytes, crc32c %08x, sha256 %.16s...): the "
+			 "frame stays local; move that object away to tier it", x->req.key,
+			 (long long)o->length, o->has_crc ? "" : "none/", o->crc32c,
+			 o->sha256[0] ? o->sha256 : "none", x->row.length, x->row.crc32c, x->sha_hex);
 		row_failed(t, x, CONFLICT_RETRY_MS, why);
 	} else if (res == ING_S3_OK) {
 		snprintf(why, sizeof(why), "the object under %s does not read back as uploaded "
-			 "(%lld bytes, crc32c %08x, etag %s)", x->req.key, (long long)x->req.obj.length,
-			 x->req.obj.crc32c, x->req.obj.etag);
+			 "(%lld bytes, crc32c %08x, sha256 %.16s...)", x->req.key, (long long)x->req.obj.length,
+			 x->req.obj.crc32c, x->req.obj.sha256);
 		row_failed(t, x, 0, why);
 	} else {
 		row_failed(t, x, 0, why);
@@ -504,7 +504,7 @@ static void delete_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result r
 		xfer_put(t, x);
 		return;
 	}
-	if (res == ING_S3_OK && object_matches(&x->req.obj, &x->row, x->row.object_md5)) {
+	if (res == ING_S3_OK && object_matches(&x->req.obj, &x->row, NULL, x->row.object_md5)) {
 		char path[PATH_MAX + 600];
 		snprintf(path, sizeof(path), "%s/%s", t->data_dir, x->row.path);
 		int rc = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;

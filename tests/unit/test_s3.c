@@ -245,26 +245,34 @@ static void answers(void **state)
 			fail_msg("case %zu: '%s' does not say '%s'", i, why, cases[i].says);
 		}
 	}
-	/* BadDigest comes in a PUT's reply body */
-	struct responder r;
-	responder_start(&r, "HTTP/1.1 400 Bad Request\r\nContent-Length: 55\r\nConnection: close\r\n\r\n"
-			XML_ERR("BadDigest"));
-	snprintf(url, sizeof(url), "s3://127.0.0.1:%d/frames", r.port);
-	assert_int_equal(ing_s3_parse_url(&s, url, why, sizeof(why)), 0);
+	/* the store received other bytes than the ones hashed: in a PUT's reply body */
+	static const char *const digest[] = {
+		"HTTP/1.1 400 Bad Request\r\nContent-Length: 58\r\nConnection: close\r\n\r\n"
+		XML_ERR("BadDigest"),
+		"HTTP/1.1 400 Bad Request\r\nContent-Length: 74\r\nConnection: close\r\n\r\n"
+		XML_ERR("XAmzContentSHA256Mismatch"),
+	};
 	char path[128];
 	snprintf(path, sizeof(path), "%s/body", dir);
 	write_file(path, "0123456789", 0600);
-	struct s3_req q = { .fd = open(path, 0) };
-	q.len = 10;
-	assert_true(q.fd >= 0);
-	assert_int_equal(s3_req_put(&q, &s, "W/F", "AAAAAAAAAAAAAAAAAAAAAA==", 1, "W", "F"), 0);
-	enum ing_s3_result res = s3_req_done(&q, curl_easy_perform(q.easy));
-	s3_req_describe(&q, res, why, sizeof(why));
-	s3_req_release(&q);
-	close(q.fd);
-	responder_stop(&r);
-	assert_int_equal(res, ING_S3_BAD_DIGEST);
-	assert_string_equal(q.code, "BadDigest");
+	for (int i = 0; i < 2; i++) {
+		struct responder r;
+		responder_start(&r, digest[i]);
+		snprintf(url, sizeof(url), "s3://127.0.0.1:%d/frames", r.port);
+		assert_int_equal(ing_s3_parse_url(&s, url, why, sizeof(why)), 0);
+		struct s3_req q = { .fd = open(path, 0) };
+		q.len = 10;
+		assert_true(q.fd >= 0);
+		assert_int_equal(s3_req_put(&q, &s, "W/F", "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882",
+					    1, "W", "F"), 0);
+		enum ing_s3_result res = s3_req_done(&q, curl_easy_perform(q.easy));
+		s3_req_describe(&q, res, why, sizeof(why));
+		s3_req_release(&q);
+		close(q.fd);
+		responder_stop(&r);
+		assert_int_equal(res, ING_S3_BAD_DIGEST);
+		assert_non_null(strstr(why, "other bytes than the ones hashed"));
+	}
 	/* nobody listening */
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
