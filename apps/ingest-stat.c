@@ -150,7 +150,7 @@ static int read_ingestd_config(C *c)
 
 struct sample {
 	bool reached;
-	char err[300];
+	char err[640];
 	int health;                    /* HealthCheckResponse.ServingStatus, -1: no answer */
 	H3000__StatsReply *stats;      /* NULL: no answer (err says why) */
 	char stats_err[300];
