@@ -287,7 +287,7 @@ void ing_cli_help(const struct ing_cli *c, FILE *f)
 	}
 	fprintf(f, "Usage: %s %s\n%s\n", c->prog, c->synopsis, c->summary);
 	if (c->about)
-		fprintf(f, "%s", c->about);
+		fprintf(f, "\n%s", c->about);
 	fprintf(f, "\nOptions:\n");
 	for (unsigned i = 0; i < c->nopts; i++) {
 		const struct ing_opt *d = &c->opts[i];

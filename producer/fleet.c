@@ -481,7 +481,7 @@ static void members_learn(struct fleet *f, char (*addrs)[256], unsigned naddr, i
 {
 	for (unsigned k = 0; k < naddr; k++) {
 		struct ing_grpc_chan_opts co;
-		char cerr[160] = "", gmsg[160] = "";
+		char cerr[512] = "", gmsg[160] = "";
 		uint8_t *resp = NULL;
 		size_t rlen = 0;
 
