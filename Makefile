@@ -21,20 +21,27 @@ FUZZ_CC    ?= clang-14
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-fuzz build-tsan demo demo-fleet test test-unit test-asan test-tsan \
-	fuzz fault bench clean install deb abi-baseline
+.PHONY: all deps deps-build deps-deb build build-asan build-fuzz build-tsan demo demo-fleet test test-unit \
+	test-asan test-tsan fuzz fault bench clean install deb abi-baseline
 PREFIX     ?= /usr/local
+UNITDIR    ?=
 
 all: build
 
+# Debian packages (deploy/install-deps.sh): the product's build set for build/install,
+# + packaging tools for deb, + everything the tests, demos and benchmarks run for the rest
+deps-build:
+	@deploy/install-deps.sh build
+deps-deb:
+	@deploy/install-deps.sh deb
 deps:
-	@deploy/install-deps.sh
+	@deploy/install-deps.sh all
 
 # configure quietly, but show cmake's whole output when it fails
 CONFIGURE = mkdir -p $(1) && cmake -S . -B $(1) $(2) $(CMAKE_ARGS) >$(1)/configure.log 2>&1 || \
 	{ cat $(1)/configure.log; echo "cmake configure of $(1) failed (log: $(1)/configure.log)" >&2; exit 1; }
 
-build: deps
+build: deps-build
 	@$(call CONFIGURE,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 	@cmake --build $(BUILD) -j$(JOBS)
 
@@ -42,12 +49,17 @@ build-asan: deps
 	@$(call CONFIGURE,$(BUILD_ASAN),-DCMAKE_BUILD_TYPE=Debug -DING_SANITIZE=ON)
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
 
-# programs, libingest.so.1, header, ingest.pc, CMake package, systemd unit, config, man pages
+# programs, libingest.so.1, header, ingest.pc, CMake package, systemd units, config, man
+# pages, docs; the build packages only (no test dependencies). It does not create the
+# service user or enable anything: README "Install" has the commands.
+# UNITDIR: where the systemd units go (default PREFIX/lib/systemd/system; /lib/... for /usr)
 install: build
-	@cmake --install $(BUILD) --prefix $(PREFIX)
+	@ING_UNITDIR=$(UNITDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 # h3000-ingest and h3000-ingest-dev .debs (CPack) from the release tree, into $(BUILD)/deb-out
-deb: build
+# (older .debs there are removed, so ./build/deb-out/h3000-ingest_*_amd64.deb is one file)
+deb: deps-deb build
+	@rm -f $(CURDIR)/$(BUILD)/deb-out/*.deb
 	@cd $(BUILD) && cpack -G DEB -B $(CURDIR)/$(BUILD)/deb-out >/dev/null && ls $(CURDIR)/$(BUILD)/deb-out/*.deb
 
 # libFuzzer needs clang; the tree holds only the fuzz targets and the libraries they use.
@@ -59,11 +71,11 @@ build-tsan: deps
 	@$(call CONFIGURE,$(BUILD_TSAN),-DCMAKE_BUILD_TYPE=Debug -DING_SANITIZE_THREAD=ON)
 	@cmake --build $(BUILD_TSAN) -j$(JOBS)
 
-demo: build
+demo: deps build
 	@deploy/demo.sh $(BUILD)
 
 # PostgreSQL + three ingestd on this machine, one killed mid-stream (docs/FLEET.md)
-demo-fleet: build
+demo-fleet: deps build
 	@deploy/demo-fleet.sh $(BUILD)
 
 # Everything but the guest run goes through the sanitized tree first (ingestd, ingest-send
@@ -77,7 +89,7 @@ SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
 test-asan: build-asan
 	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault' --output-on-failure --timeout 300
 
-test-unit: build
+test-unit: deps build
 	@cd $(BUILD) && ctest -L unit --output-on-failure
 
 # Deliberately accept libingest's current ABI as the baseline that `make test` checks
@@ -90,7 +102,7 @@ abi-baseline: build
 # label package (install into a prefix, .debs, ABI check) runs in the release tree only:
 # an ASan-built libingest.so cannot be loaded by an uninstrumented downstream program;
 # the fault suite (kill -9, disk full, frozen fs) too: it times real processes.
-test: build build-asan build-fuzz
+test: deps build build-asan build-fuzz
 	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault' --output-on-failure --timeout 300
 	@cd $(BUILD_FUZZ) && ctest -L fuzz --output-on-failure
 	@cd $(BUILD) && ctest -LE fuzz --output-on-failure --timeout 1200
@@ -98,7 +110,7 @@ test: build build-asan build-fuzz
 fuzz: build-fuzz
 	@tests/fuzz/fuzz-all.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
 
-fault: build
+fault: deps build
 	@FAULT_ITERATIONS=$(FAULT_ITERATIONS) tests/fault/run_all.sh $(BUILD)
 
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
@@ -108,7 +120,7 @@ test-tsan: build-tsan
 
 # A short latency sweep (gRPC fallback, 4 MiB, 10..90 % of the measured capacity, about
 # a minute): report.md with plots under $(BUILD)/bench-results/; BENCH_ARGS go to ingest-bench.
-bench: build
+bench: deps build
 	@bench/latency.sh $(BUILD) $(BENCH_ARGS)
 	@echo "more: bench/fallback.sh $(BUILD)   bench/rdma.sh $(BUILD)   bench/numa.sh $(BUILD)"
 

@@ -25,6 +25,17 @@ struct doctor_cfg {
 };
 #define C struct doctor_cfg
 
+/* the pool as the doctor checks it: its bytes, and its classes (hugepages per class) */
+static void pool_classes(struct ing_doctor_opts *o, const struct ing_pool_opts *po)
+{
+	o->pool_bytes = ing_pool_spec_bytes(po);
+	o->pool_nclasses = po->nclasses;
+	for (unsigned i = 0; i < po->nclasses && i < ING_DOCTOR_POOL_CLASSES; i++) {
+		o->pool_slot[i] = po->cls[i].slot_size;
+		o->pool_count[i] = po->cls[i].count;
+	}
+}
+
 static int set_pool(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
 	struct ing_pool_opts po;
@@ -35,7 +46,7 @@ static int set_pool(const struct ing_opt *d, void *cfg, const char *v, char *why
 		snprintf(why, whylen, "'%.120s': %s", v, r);
 		return -EINVAL;
 	}
-	((C *)cfg)->o.pool_bytes = ing_pool_spec_bytes(&po);
+	pool_classes(&((C *)cfg)->o, &po);
 	return 0;
 }
 
@@ -129,7 +140,7 @@ static int read_ingestd_config(struct doctor_cfg *c)
 	ing_pool_opts_init(&po);
 	if (ing_pool_spec_parse(&po, io.pool, why, sizeof(why)))   /* the default: always parses */
 		return ing_cli_usage_error(&cli, "%s: pool: %s", c->config, why);
-	c->o.pool_bytes = ing_pool_spec_bytes(&po);
+	pool_classes(&c->o, &po);
 	c->o.data_dir = io.sink == ING_SINK_FILE ? io.data_dir : NULL;
 	c->o.hugepages = io.hugepages;
 	c->o.rdma_dev = io.rdma_dev;

@@ -4,8 +4,8 @@
 #    ingest::ingest), both relocatable: they describe libingest.so.1 + include/ingest/.
 #    No Requires.private/Libs.private: only the shared library ships, its dependencies
 #    (protobuf-c, nghttp2, OpenSSL, verbs, rdma_cm) are linked into it as DT_NEEDED.
-#  - CPack DEB (make deb): h3000-ingest (programs, libingest.so.1, systemd unit, config,
-#    man pages) and h3000-ingest-dev (header, libingest.so, ingest.pc, CMake package).
+#  - CPack DEB (make deb): h3000-ingest (programs, libingest.so.1, systemd units, config,
+#    ingest-hugepages, man pages, docs; maintainer scripts deploy/debian/) and h3000-ingest-dev (header, libingest.so, ingest.pc, CMake package).
 include(CMakePackageConfigHelpers)
 set(ING_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ingest)
 
@@ -51,11 +51,17 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION "h3000 ingest node and producer tools
  ingestd receives large image frames over RDMA READ or gRPC and stores
  them durably (fdatasync, SQLite catalog); ingest-send, ingest-verify,
- ingest-topo and ingest-doctor send, check and plan. With the producer
- library libingest.so.1 and a systemd unit.")
+ ingest-topo, ingest-doctor and ingest-bench send, check, plan and measure.
+ With the producer library libingest.so.1, a systemd unit that runs ingestd
+ as the sandboxed system user h3000, ingest-hugepages and the docs.")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "ibverbs-providers, rdma-core")
+# adduser: the postinst creates the service user h3000
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "adduser")
+# maintainer scripts (deploy/debian): user and data dir, the units' state
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/deb/conffiles
-    ${CMAKE_BINARY_DIR}/deb/triggers)
+    ${CMAKE_BINARY_DIR}/deb/triggers ${PROJECT_SOURCE_DIR}/deploy/debian/postinst
+    ${PROJECT_SOURCE_DIR}/deploy/debian/prerm ${PROJECT_SOURCE_DIR}/deploy/debian/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME h3000-ingest-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "h3000-ingest (= ${PROJECT_VERSION})")

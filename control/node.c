@@ -12,6 +12,7 @@
  */
 #include "control/node.h"
 #include "common/clock.h"
+#include "common/hugepages.h"
 #include "common/log.h"
 #include "control/grpc/grpc.h"
 #include "control/grpc/loop.h"
@@ -49,7 +50,7 @@ void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->listen = "127.0.0.1:50051";
 	o->data_dir = "./ingest-data";
 	o->pool = "4M:16,16M:8,64M:4";
-	o->hugepages = 0;
+	o->hugepages = -1;
 	o->workers = ING_DEFAULT_WORKERS;
 	o->worker_nice = ING_DEFAULT_WORKER_NICE;
 	o->sink = ING_SINK_FILE;
@@ -368,18 +369,52 @@ static int data_dir_ready(const char *dir, enum ing_sink sink)
 	return 0;
 }
 
-static bool hugepages_free(void)
+/*
+ * Where the pool's regions go (--hugepages): on hugepages when asked (on: they must be
+ * there) or, by default (auto), when enough of the default size are free on the pool's
+ * NUMA node; else on 4 KiB pages, with one warning that says how to reserve them (the
+ * same advice ingest-doctor gives). Returns the pool's hugepages mode (1 or 0), or
+ * -ENOMEM (logged) when --hugepages on cannot be met.
+ */
+static int pool_hugepages_mode(const struct ing_node *d, const struct ing_pool_opts *po)
 {
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	long n = 0;
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "HugePages_Free: %ld", &n) == 1)
-			break;
-	fclose(f);
-	return n > 0;
+	struct ing_hugepages h;
+	uint64_t slot[ING_POOL_MAX_CLASSES];
+	unsigned count[ING_POOL_MAX_CLASSES];
+	char fix[384], where[32] = "";
+
+	if (d->o.hugepages == 0)
+		return 0;
+	ing_hugepages_query(NULL, NULL, po->numa_node, &h);
+	for (unsigned c = 0; c < po->nclasses; c++) {
+		slot[c] = po->cls[c].slot_size;
+		count[c] = po->cls[c].count;
+	}
+	uint64_t need = ing_hugepages_for_pool(slot, count, po->nclasses, h.page_size);
+	if (h.node >= 0)
+		snprintf(where, sizeof(where), " on node %d", h.node);
+	if (h.supported && h.free >= need) {
+		ING_INFO(COMP, "pool on hugepages: %llu x %llu MiB needed, %llu free%s",
+			 (unsigned long long)need, (unsigned long long)(h.page_size >> 20),
+			 (unsigned long long)h.free, where);
+		return 1;
+	}
+	ing_hugepages_advice(fix, sizeof(fix), &h, need);
+	if (d->o.hugepages > 0) {
+		ING_ERR(COMP, "--hugepages on: the pool needs %llu x %llu MiB hugepages%s, %llu free%s; %s",
+			(unsigned long long)need, (unsigned long long)(h.page_size >> 20), where,
+			(unsigned long long)h.free, h.supported ? "" : " (no hugetlb in this kernel)",
+			fix);
+		return -ENOMEM;
+	}
+	if (!h.supported)
+		ING_WARN(COMP, "pool on 4 KiB pages: this kernel has no hugetlb support (slower RDMA: "
+			 "more page-table entries per MR); --hugepages off silences this");
+	else
+		ING_WARN(COMP, "pool on 4 KiB pages (slower RDMA: more page-table entries per MR): "
+			 "%llu hugepages free%s; %s; --hugepages off silences this",
+			 (unsigned long long)h.free, where, fix);
+	return 0;
 }
 
 /* --listen and --metrics-listen can be bound (the real bind comes after EAL and the pool) */
@@ -575,11 +610,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	} else {
 		eo.lcores = d->o.lcores;
 	}
-	eo.no_huge = d->o.hugepages == 0 || (d->o.hugepages < 0 && !hugepages_free());
-	if (d->o.hugepages > 0 && !hugepages_free()) {
-		ING_ERR(COMP, "--hugepages on, but no free hugepages (see /proc/meminfo; deploy/ sets them up)");
-		{ rc = -EIO; goto fail; }
-	}
+	/* EAL's own heap (rings, descriptors) stays on 4 KiB pages (eo.no_huge): only the
+	 * pool's regions go on hugepages, mapped MAP_HUGETLB by the pool (no hugetlbfs) */
 	rc = ing_eal_start(&eo);
 	if (rc) {
 		ING_ERR(COMP, "EAL start failed: %s", strerror(-rc));
@@ -591,11 +623,21 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	ing_pool_opts_init(&pool_o);
 	pool_o.name = "frames";
 	(void)ing_pool_parse_classes(&pool_o, d->o.pool); /* validated in parse_args */
-	pool_o.hugepages = eo.no_huge ? 0 : (d->o.hugepages > 0 ? 1 : -1);
 	pool_o.numa_node = d->o.pool_node >= 0 ? d->o.pool_node : (have_plan ? plan.pool_node : -1);
+	rc = pool_hugepages_mode(d, &pool_o);
+	if (rc < 0)
+		goto fail;
+	/* on: required; auto with enough free: tried, a class that loses a race for its
+	 * pages falls back to 4 KiB pages (said once below) */
+	pool_o.hugepages = rc == 0 ? 0 : d->o.hugepages > 0 ? 1 : -1;
+	bool want_huge = rc == 1;
+	rc = 0;
 	d->pool = ing_pool_create(&pool_o);
 	if (!d->pool)
 		goto fail;
+	if (want_huge && !ing_pool_on_hugepages(d->pool))
+		ING_WARN(COMP, "pool partly on 4 KiB pages: the free hugepages were taken by another "
+			 "process while it was mapped; reserve more (ingest-hugepages)");
 	unsigned total = ing_pool_total(d->pool);
 	unsigned ring = 256;
 	while (ring < 2 * total)

@@ -6,6 +6,7 @@
  * entry here and one field in struct ing_ingestd_opts (node.h).
  */
 #include "common/cli.h"
+#include "common/hugepages.h"
 #include "common/ident.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -255,7 +256,8 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_PATH_(O, "data-dir", data_dir, "DIR", "frames/ and catalog.db go here (default ./ingest-data)"),
 	ING_OPT_CUSTOM_(O, "pool", pool, set_pool, "SPEC", "MR pool size classes SIZE:COUNT,... (default\n"
 			"4M:16,16M:8,64M:4: 448 MiB); it must fit in memory"),
-	TRISTATE("hugepages", hugepages, "the pool on hugepages (auto: when reserved; off: 4 KiB pages)"),
+	TRISTATE("hugepages", hugepages, "the pool on hugepages (default auto: when enough are free on its\n"
+		 "NUMA node, else 4 KiB pages and one warning; on: required; off: never)"),
 	ING_OPT_UINT_(O, "workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers"),
 	ING_OPT_UINT_(O, "worker-nice", worker_nice, 0, 19, "persistence workers run SCHED_BATCH at this nice level,\n"
 		      "below control and the RDMA pollers (default 5; 0: normal)"),
@@ -424,9 +426,9 @@ int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o)
 
 /* ---------------------------------------------------------------- this machine */
 
-/* MemTotal and MemAvailable from /proc/meminfo, hugepages of the default size: 0 or -errno */
+/* MemTotal and MemAvailable from /proc/meminfo: 0 or -errno */
 struct meminfo {
-	uint64_t total, avail, hp_size, hp_free, hp_total;
+	uint64_t total, avail;
 };
 
 static int read_meminfo(struct meminfo *m)
@@ -442,12 +444,6 @@ static int read_meminfo(struct meminfo *m)
 			m->total = v << 10;
 		else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
 			m->avail = v << 10;
-		else if (sscanf(line, "Hugepagesize: %llu kB", &v) == 1)
-			m->hp_size = v << 10;
-		else if (sscanf(line, "HugePages_Free: %llu", &v) == 1)
-			m->hp_free = v;
-		else if (sscanf(line, "HugePages_Total: %llu", &v) == 1)
-			m->hp_total = v;
 	}
 	fclose(f);
 	return m->total ? 0 : -ENODATA;
@@ -478,14 +474,25 @@ static int check_pool(const struct ing_ingestd_opts *o, bool starting, char *why
 	uint64_t bytes = ing_pool_spec_bytes(&po);
 	if (read_meminfo(&m))
 		return 0;   /* no /proc/meminfo: nothing to compare with */
-	if (o->hugepages > 0 && m.hp_size) {
-		uint64_t free_b = m.hp_free * m.hp_size, pages = (bytes + m.hp_size - 1) / m.hp_size;
-		if (bytes > free_b) {
-			snprintf(why, whylen, "--pool '%s' needs %s of hugepages, %" PRIu64 " free x %s = %s "
-				 "(--hugepages on): reserve %" PRIu64 " pages (deploy/hugepages.sh %" PRIu64
-				 "), use a smaller --pool or --hugepages auto", o->pool, mib(bytes, a, sizeof(a)),
-				 m.hp_free, mib(m.hp_size, b, sizeof(b)), mib(free_b, r, sizeof(r)),
-				 pages, (bytes + (1 << 20) - 1) >> 20);
+	if (o->hugepages > 0) {
+		/* counted as the node decides (control/node.c): each slot rounded up to the
+		 * hugepage, free on --pool-node when given, else system-wide */
+		struct ing_hugepages h;
+		uint64_t slot[ING_POOL_MAX_CLASSES];
+		unsigned count[ING_POOL_MAX_CLASSES];
+		char fix[384];
+		for (unsigned c = 0; c < po.nclasses; c++) {
+			slot[c] = po.cls[c].slot_size;
+			count[c] = po.cls[c].count;
+		}
+		ing_hugepages_query(NULL, NULL, o->pool_node, &h);
+		uint64_t pages = ing_hugepages_for_pool(slot, count, po.nclasses, h.page_size);
+		if (!h.supported || h.free < pages) {
+			ing_hugepages_advice(fix, sizeof(fix), &h, pages);
+			snprintf(why, whylen, "--pool '%s' needs %" PRIu64 " x %s hugepages, %" PRIu64
+				 " free%s (--hugepages on): %s; or --hugepages auto", o->pool, pages,
+				 mib(h.page_size, b, sizeof(b)), h.free,
+				 h.supported ? "" : " (no hugetlb in this kernel)", fix);
 			return -EINVAL;
 		}
 		return 0;

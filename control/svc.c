@@ -1397,7 +1397,7 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->methods[0].ctx = s;
 	s->methods[1] = svc_stats_method;
 	s->methods[1].ctx = s;
-	s->methods[2] = svc_push_method;
+	s->methods[2] = svc_stream_method;
 	s->methods[2].ctx = s;
 	s->methods[3] = svc_ctl_method;
 	s->methods[3].ctx = s;

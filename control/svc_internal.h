@@ -372,8 +372,8 @@ void svc_metrics_received(struct ing_svc *s, uint8_t transport, uint64_t bytes, 
 /* a frame back from persistence, ok or not; now: when control handles its ack */
 void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now);
 
-/* svc_push.c (transport xport_grpc_stream) */
-extern const struct ing_grpc_method svc_push_method;
+/* svc_stream.c (transport xport_grpc_stream) */
+extern const struct ing_grpc_method svc_stream_method;
 
 /* svc_unary.c */
 extern const struct ing_grpc_method svc_negotiate_method;

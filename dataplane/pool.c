@@ -146,7 +146,8 @@ static int class_map(struct ing_pool *p, unsigned c, const struct ing_pool_opts 
 					strerror(-rc));
 				return rc;
 			}
-			ING_WARN(COMP, "%s class %u: no hugepages for %zu bytes (%s), using 4 KiB pages",
+			/* auto: the caller says it once for the pool (ing_pool_on_hugepages) */
+			ING_INFO(COMP, "%s class %u: no hugepages for %zu bytes (%s), using 4 KiB pages",
 				 p->name, c, pc->len, strerror(-rc));
 		} else {
 			pc->huge = true;

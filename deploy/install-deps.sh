@@ -1,22 +1,45 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# install-deps.sh - install every Debian 12 package h3000 ingest needs to build, run the
-# demo, run the tests and the Soft-RoCE guest, then the Node.js test client's npm packages
-# (tests/interop/node, from its package-lock.json).  Idempotent: installs only what is
-# missing, and does nothing (no apt, no npm, no root needed) when everything is present.
+# install-deps.sh [build|deb|all] [--list] - install the Debian 12 packages h3000 ingest needs, in
+# three nested sets:
+#   build  compile and install the product (make build, make install): compilers, the
+#          libraries it links, cmocka (the release tree builds the unit tests), help2man
+#   deb    build + what `make deb` packs with (dpkg-dev, fakeroot)
+#   all    (default) deb + what the tests, the demo and the benchmarks run: PostgreSQL,
+#          qemu for the Soft-RoCE guest, real gRPC clients (python3-grpcio, Node.js and the
+#          npm packages of tests/interop/node from its package-lock.json), Prometheus,
+#          lintian, clang for the fuzz targets, perftest, fio, ...
+# A production node needs only `build` to build, or nothing but the .deb.
+# Idempotent: installs only what is missing, and does nothing (no apt, no npm, no root
+# needed) when everything is present.
 set -euo pipefail
 
-PKGS=(
-  # build
+set_name=${1:-all}
+case $set_name in build|deb|all) ;; *)
+  echo "usage: $0 [build|deb|all] [--list]   (default all: build + deb + tests)" >&2; exit 2 ;;
+esac
+list=0
+[ "${2:-}" != --list ] || list=1
+
+BUILD_PKGS=(
   build-essential cmake pkg-config
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libdpdk-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-  libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev sqlite3
+  libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev
   libcmocka-dev help2man libsystemd-dev
-  # fleet catalog (ingestd --fleet-db, ingest-verify --fleet) and its tests' PostgreSQL
-  libpq-dev postgresql postgresql-client
-  # packaging and ABI checks (make deb, make test)
-  abigail-tools lintian dpkg-dev fakeroot
+  # fleet catalog client (ingestd --fleet-db, ingest-verify --fleet)
+  libpq-dev
+)
+DEB_PKGS=(
+  # make deb: cpack -G DEB (dpkg-shlibdeps, dpkg-deb)
+  dpkg-dev fakeroot
+)
+TEST_PKGS=(
+  sqlite3
+  # the fleet tests' PostgreSQL
+  postgresql postgresql-client
+  # package and ABI checks (make test)
+  abigail-tools lintian
   # fuzz targets (tests/fuzz, make fuzz): clang + libFuzzer
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
   # tests: real gRPC client, RDMA tools, Soft-RoCE guest
@@ -31,6 +54,13 @@ PKGS=(
   # bench
   iperf3 fio gnuplot-nox
 )
+PKGS=("${BUILD_PKGS[@]}")
+[ "$set_name" = build ] || PKGS+=("${DEB_PKGS[@]}")
+[ "$set_name" != all ] || PKGS+=("${TEST_PKGS[@]}")
+if [ "$list" = 1 ]; then   # the set's packages, one a line: nothing is installed
+  printf '%s\n' "${PKGS[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -38,9 +68,9 @@ for p in "${PKGS[@]}"; do
 done
 # npm: Debian's nodejs ships without it (package npm); a nodejs build that bundles npm
 # conflicts with that package, so ask for it only when there is no npm at all
-command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ "$set_name" = all ]; then command -v npm >/dev/null 2>&1 || missing+=(npm); fi
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#PKGS[@]} packages present"
+  echo "install-deps: all ${#PKGS[@]} packages of set '$set_name' present"
 elif [ "$(id -u)" != 0 ]; then
   echo "install-deps: missing packages: ${missing[*]}" >&2
   echo "install-deps: run as root, or: sudo apt-get install ${missing[*]}" >&2
@@ -57,7 +87,7 @@ fi
 # locked, into tests/interop/node/node_modules (git-ignored). A stamp holds the hash of the
 # lock file it was installed from, so a second run needs no network.
 node_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/interop/node"
-if [ -f "$node_dir/package-lock.json" ]; then
+if [ "$set_name" = all ] && [ -f "$node_dir/package-lock.json" ]; then
   want="$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)"
   stamp="$node_dir/node_modules/.h3000-lock-sha256"
   if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ingest-doctor's checks (contract in doctor.h). Each check adds exactly one result line. */
 #include "numa/doctor.h"
+#include "common/hugepages.h"
 #include "numa/numa_internal.h"
 
 #include <dirent.h>
@@ -29,7 +30,8 @@ struct ctx {
 	const char *sys, *proc;
 	bool live_sys;
 	uint64_t hp_size;     /* default hugepage size, bytes */
-	uint64_t hp_free;     /* free hugepages of that size */
+	uint64_t hp_free;     /* free hugepages of that size on the pool's node */
+	uint64_t hp_need;     /* hugepages the pool needs */
 	uint64_t hp_total;    /* reserved, all sizes, bytes */
 	unsigned n_rdma;
 	struct ing_plan plan;
@@ -391,7 +393,7 @@ static void check_pool_memory(struct ctx *c)
 	char path[PATH_MAX], line[256], a[32], b[32];
 	uint64_t total = 0, avail = 0;
 	bool on_huge = o->hugepages > 0 ||
-		       (o->hugepages < 0 && c->hp_free * c->hp_size >= o->pool_bytes);
+		       (o->hugepages < 0 && c->hp_free >= c->hp_need);
 
 	snprintf(path, sizeof(path), "%s/meminfo", c->proc);
 	FILE *f = fopen(path, "re");
@@ -476,7 +478,6 @@ static void check_memory(struct ctx *c)
 	static char sizes[16][64];
 	snprintf(path, sizeof(path), "%s/kernel/mm/hugepages", c->sys);
 	unsigned ns = list_dir(path, sizes, 16);
-	long nr_def = 0;
 	char per_size[256] = "";
 	for (unsigned i = 0; i < ns; i++) {
 		unsigned long long kb;
@@ -491,48 +492,49 @@ static void check_memory(struct ctx *c)
 			snprintf(per_size + off, sizeof(per_size) - off, "%s%ld x %s (%ld free)",
 				 off ? ", " : "", nr, human(kb << 10, a, 32), fr);
 		}
-		if ((kb << 10) == c->hp_size) {
-			nr_def = nr;
-			c->hp_free = (uint64_t)fr;
-		}
 	}
 	if (!c->hp_size)
 		c->hp_size = 2ull << 20;
-	uint64_t pages = (pool + c->hp_size - 1) / c->hp_size;
+	/* the decision ingestd makes (control/node.c): enough free on the pool's node? */
+	struct ing_hugepages h;
+	ing_hugepages_query(c->sys, c->proc, o->plan.pool_node, &h);
+	c->hp_free = h.free;
+	uint64_t pages = o->pool_nclasses ? ing_hugepages_for_pool(o->pool_slot, o->pool_count,
+								    o->pool_nclasses, h.page_size)
+					  : (pool + h.page_size - 1) / h.page_size;
+	c->hp_need = pages;
+	char where[32] = "";
+	if (h.node >= 0)
+		snprintf(where, sizeof(where), " on node %d", h.node);
+	enum ing_check_status short_st = o->hugepages > 0 ? ING_CHECK_FAIL : ING_CHECK_WARN;
+	ing_hugepages_advice(fix, sizeof(fix), &h, pages);
 	if (o->hugepages == 0) {
 		add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
-		    "not used (--hugepages off): the MR pool is on 4 KiB pages%s%s",
-		    per_size[0] ? "; reserved: " : "", per_size);
-	} else if (!ns) {
-		add(c, "memory", "memory.hugepages", ING_CHECK_WARN,
-		    "use a kernel with CONFIG_HUGETLBFS; until then ingestd runs with --no-huge",
+		    "not used (--hugepages off): the MR pool uses 4 KiB pages");
+	} else if (!ns || !h.supported) {
+		add(c, "memory", "memory.hugepages", short_st,
+		    "use a kernel with CONFIG_HUGETLBFS; until then ingestd runs with --hugepages off",
 		    "kernel has no hugetlb support: the MR pool uses 4 KiB pages (slower)");
 	} else if (!c->hp_total) {
-		snprintf(fix, sizeof(fix), "echo %llu > /sys/kernel/mm/hugepages/hugepages-%llukB/"
-			 "nr_hugepages (pool %s)", (unsigned long long)pages,
-			 (unsigned long long)(c->hp_size >> 10), human(pool, a, 32));
-		add(c, "memory", "memory.hugepages", ING_CHECK_WARN, fix,
-		    "no hugepages reserved: the MR pool uses 4 KiB pages (slower, more MTT entries)");
-	} else if (c->hp_free * c->hp_size < pool) {
-		snprintf(fix, sizeof(fix), "echo %llu > /sys/kernel/mm/hugepages/hugepages-%llukB/"
-			 "nr_hugepages, or a smaller pool",
-			 (unsigned long long)((uint64_t)nr_def + pages - c->hp_free),
-			 (unsigned long long)(c->hp_size >> 10));
-		/* auto: ingestd's pool falls back to 4 KiB pages; on: it does not start */
-		add(c, "memory", "memory.hugepages", o->hugepages > 0 ? ING_CHECK_FAIL : ING_CHECK_WARN,
-		    fix, "%s reserved; %llu x %s free = %s < pool %s%s", per_size,
-		    (unsigned long long)c->hp_free, human(c->hp_size, a, 32),
-		    human(c->hp_free * c->hp_size, b, 32), human(pool, line, 32),
-		    o->hugepages > 0 ? " (--hugepages on)" : ": the pool falls back to 4 KiB pages");
+		add(c, "memory", "memory.hugepages", short_st, fix,
+		    "no hugepages reserved: the MR pool (%llu x %s) uses 4 KiB pages (slower, more "
+		    "MTT entries)", (unsigned long long)pages, human(h.page_size, a, 32));
+	} else if (h.free < pages) {
+		add(c, "memory", "memory.hugepages", short_st, fix,
+		    "%s reserved; %llu x %s free%s = %s < pool %s: %s", per_size,
+		    (unsigned long long)h.free, human(h.page_size, a, 32), where,
+		    human(h.free * h.page_size, b, 32), human(pool, line, 32),
+		    o->hugepages > 0 ? "ingestd --hugepages on will not start" :
+				       "the MR pool uses 4 KiB pages (slower)");
 	} else {
 		add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
-		    "%s reserved; free %s >= pool %s", per_size, human(c->hp_free * c->hp_size, a, 32),
-		    human(pool, b, 32));
+		    "%s reserved; free%s %s >= pool %s", per_size, where,
+		    human(h.free * h.page_size, a, 32), human(pool, b, 32));
 	}
 
 	check_pool_memory(c);
 
-	/* hugetlbfs mount (EAL and the pool look for one) */
+	/* hugetlbfs mount */
 	char mnt[256] = "", mopt[256] = "";
 	snprintf(path, sizeof(path), "%s/mounts", c->proc);
 	f = fopen(path, "re");
@@ -548,16 +550,14 @@ static void check_memory(struct ctx *c)
 	}
 	if (f)
 		fclose(f);
+	/* the pool maps its hugepages anonymously (MAP_HUGETLB) and EAL runs --no-huge:
+	 * a hugetlbfs mount is reported, not required */
 	if (mnt[0])
-		add(c, "memory", "memory.hugetlbfs", ING_CHECK_PASS, NULL, "hugetlbfs mounted on %s%s%s",
-		    mnt, mopt[0] ? " " : "", mopt);
-	else if (c->hp_total)
-		add(c, "memory", "memory.hugetlbfs", ING_CHECK_WARN,
-		    "mount -t hugetlbfs nodev /dev/hugepages (or enable dev-hugepages.mount)",
-		    "hugepages reserved but no hugetlbfs mounted");
+		add(c, "memory", "memory.hugetlbfs", ING_CHECK_PASS, NULL, "hugetlbfs mounted on %s%s%s "
+		    "(not needed: the pool maps hugepages without it)", mnt, mopt[0] ? " " : "", mopt);
 	else
 		add(c, "memory", "memory.hugetlbfs", ING_CHECK_PASS, NULL,
-		    "no hugetlbfs mounted (not needed without hugepages)");
+		    "no hugetlbfs mounted (not needed: the pool maps hugepages without it)");
 
 	/* MR length: a multiple of the page size it lives on */
 	uint64_t align = c->hp_total ? c->hp_size : 4096;

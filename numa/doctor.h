@@ -19,6 +19,7 @@
 
 #define ING_DOCTOR_MAX_CHECKS 64
 #define ING_DOCTOR_DEFAULT_POOL_BYTES (256ull << 20)
+#define ING_DOCTOR_POOL_CLASSES 16
 #define ING_DOCTOR_MEMLOCK_RLIMIT (-2) /* opts.memlock: ask getrlimit(RLIMIT_MEMLOCK) */
 #define ING_DOCTOR_MEMLOCK_UNLIMITED (-1)
 
@@ -39,6 +40,11 @@ struct ing_doctor_opts {
 	const char *data_dir;     /* NULL: storage checks say they were skipped (WARN) */
 	const char *rdma_dev;     /* NULL: the first device (by name); set: missing is a FAIL */
 	uint64_t pool_bytes;      /* MR pool size to check against; default 256 MiB */
+	/* the pool's size classes (slot bytes, count), when known (--pool, --config): its
+	 * hugepages are counted per class, as ingestd maps them; none: pool_bytes rounded up */
+	unsigned pool_nclasses;
+	uint64_t pool_slot[ING_DOCTOR_POOL_CLASSES];
+	unsigned pool_count[ING_DOCTOR_POOL_CLASSES];
 	int hugepages;            /* as ingestd --hugepages: 1 on (too few free: FAIL), 0 off
 				     (not checked), -1 auto (default; too few: WARN, 4 KiB pages) */
 	int64_t memlock;          /* bytes, or ING_DOCTOR_MEMLOCK_RLIMIT (default) / _UNLIMITED */

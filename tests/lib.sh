@@ -12,18 +12,26 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval
 # Sets ING_PID and ING_SERVER (127.0.0.1:PORT); calls fail if ingestd exits first or
 # writes no port.
 ing_start() {
-	local bin=$1 pf=$2 log=$3 i
+	local bin=$1 pf=$2 log=$3
 	shift 3
 	rm -f "$pf"
 	"$bin" --listen 127.0.0.1:0 --port-file "$pf" "$@" >"$log" 2>&1 &
 	ING_PID=$!
+	ing_wait_port "$ING_PID" "$pf" "$log"
+}
+
+# ing_wait_port PID PORTFILE LOG: wait (30 s at most) for the port file of the ingestd with
+# that pid, started some other way (as another user, ...). Sets ING_SERVER; calls fail if
+# it exits first or writes no port.
+ing_wait_port() {
+	local pid=$1 pf=$2 log=$3 i
 	for i in $(seq 1 300); do
 		[ -s "$pf" ] && break
-		kill -0 "$ING_PID" 2>/dev/null || fail "ingestd exited during start-up (log: $log)"
+		kill -0 "$pid" 2>/dev/null || fail "ingestd exited during start-up (log: $log)"
 		sleep 0.1
 	done
 	if [ ! -s "$pf" ]; then
-		kill -KILL "$ING_PID" 2>/dev/null   # not left running behind the failed test
+		kill -KILL "$pid" 2>/dev/null   # not left running behind the failed test
 		fail "ingestd wrote no port file within 30 s (log: $log)"
 	fi
 	ING_SERVER=127.0.0.1:$(tr -dc '0-9' <"$pf")
@@ -45,6 +53,16 @@ ing_kill_pid() {
 		kill -KILL "$PID"
 		wait "$PID" 2>/dev/null || true
 	fi
+}
+
+# ing_term_pid: SIGTERM the ingestd in $PID, wait for it and fail unless it exits 0 (a clean
+# drain); $PID is emptied.
+ing_term_pid() {
+	local rc=0
+	kill -TERM "$PID"
+	wait "$PID" || rc=$?
+	PID=
+	[ "$rc" = 0 ] || fail "ingestd exited $rc on SIGTERM"
 }
 
 # stat_of KEY: one counter of the node at $SERVER, read with tests/rxe/rxe_stats ($STATS).

@@ -9,3 +9,9 @@ add_test(NAME package.deb
 add_test(NAME package.abi
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/package/abi_check.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(package.install_consume package.deb package.abi PROPERTIES LABELS package TIMEOUT 300)
+# installs the .debs onto this machine (root), runs the unit's commands as the service user,
+# removes and purges them (tests/package/deb_install.sh)
+add_test(NAME package.deb_install
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/package/deb_install.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(package.deb_install PROPERTIES LABELS package TIMEOUT 900 RUN_SERIAL ON
+                     SKIP_RETURN_CODE 77)

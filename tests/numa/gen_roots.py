@@ -6,7 +6,8 @@ tests/unit/test_doctor.c feeds to ingest-doctor (--sysfs-root/--procfs-root).
 Only the files the doctor reads exist. ports/<p>/active_mtu is a fixture-only file (the
 kernel has none: live runs ask ibv_query_port instead).
   pass: mlx5_1 on node 0 (same node as nvme1n1 in four_node_smt.xml), RoCE v2 IPv4 GID at
-        index 3, MTU 9000/4096, 1024 x 2 MiB hugepages mounted, performance governor,
+        index 3, MTU 9000/4096, 1024 x 2 MiB hugepages (768 on node 0, 256 on node
+        1) mounted, performance governor,
         dataplane cpu isolated, iommu=pt.
   warn: rxe0 (virtual, no numa_node), only an IPv6 RoCE v2 GID, eth0 MTU 1500 (active MTU
         estimated 1024), no hugepages reserved, powersave governor, intel_iommu=on.
@@ -54,7 +55,8 @@ def rdma(sys, dev, ndev, state, phys, gids, node=None, active_mtu=None, ll="Ethe
             w(sys, p + "/gids/%d" % i, "0000:0000:0000:0000:0000:0000:0000:0000")
 
 
-def common(proc, sys, capeff, cmdline, hp_nr, hp_free, mounted, governor, ncpus, isolated):
+def common(proc, sys, capeff, cmdline, hp_nr, hp_free, mounted, governor, ncpus, isolated,
+           per_node=()):
     w(proc, "self/status", "Name:\tingest-doctor\nCapInh:\t0000000000000000\n"
       "CapPrm:\t%s\nCapEff:\t%s\nCapBnd:\t000001ffffffffff" % (capeff, capeff))
     w(proc, "meminfo", "MemTotal:       65536000 kB\nHugePages_Total:    %d\n"
@@ -67,6 +69,11 @@ def common(proc, sys, capeff, cmdline, hp_nr, hp_free, mounted, governor, ncpus,
     for size, nr, fr in (("2048kB", hp_nr, hp_free), ("1048576kB", 0, 0)):
         w(sys, "kernel/mm/hugepages/hugepages-%s/nr_hugepages" % size, str(nr))
         w(sys, "kernel/mm/hugepages/hugepages-%s/free_hugepages" % size, str(fr))
+    # per NUMA node: (node, nr, free) of the 2 MiB pages
+    for node, nr, fr in per_node:
+        d = "devices/system/node/node%d/hugepages/hugepages-2048kB/" % node
+        w(sys, d + "nr_hugepages", str(nr))
+        w(sys, d + "free_hugepages", str(fr))
     for c in range(ncpus):
         if governor:
             w(sys, "devices/system/cpu/cpu%d/cpufreq/scaling_governor" % c, governor)
@@ -86,7 +93,8 @@ def main():
     w(sys, "class/net/ens2f0np0/mtu", "9000")
     common(proc, sys, "000001ffffffffff",
            "BOOT_IMAGE=/vmlinuz root=/dev/nvme1n1p2 intel_iommu=on iommu=pt isolcpus=1-3",
-           1024, 1024, True, "performance", 32, "1-3")
+           1024, 1024, True, "performance", 32, "1-3",
+           per_node=((0, 768, 768), (1, 256, 256), (2, 0, 0), (3, 0, 0)))
 
     r = os.path.join(ROOTS, "warn")
     sys, proc = r + "/sys", r + "/proc"

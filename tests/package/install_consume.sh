@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # install_consume.sh BUILD_DIR SRC_DIR - what an operator and an application developer get
 # from `cmake --install` into a temporary prefix:
-#  1. the layout: 5 programs, libingest.so.1 (SONAME) with its symlinks, the header,
-#     ingest.pc, the CMake package, the systemd unit pointing into the prefix, the example
-#     config, man pages;
+#  1. the layout: 6 programs and ingest-hugepages, libingest.so.1 (SONAME) with its
+#     symlinks, the header, ingest.pc, the CMake package, the systemd units pointing into
+#     the prefix, the example config, the service user's sysusers.d entry, man pages,
+#     docs; for a prefix systemd does not search, the install says the exact command;
+#     with the default prefix /usr/local (README: make install) the units land in a
+#     directory systemd searches, and UNITDIR (ING_UNITDIR) puts them elsewhere;
 #  2. libingest's DPDK, SQLite and hwloc stay private: not in the .so's DT_NEEDED, not in
 #     `pkg-config --cflags --libs ingest`, and the installed header compiles on its own;
 #  3. a downstream C program (tests/package/consumer) built against the prefix twice, with
@@ -29,14 +32,37 @@ fail() {
 
 step "cmake --install into $P"
 cmake --install "$BUILD" --prefix "$P" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "cmake --install"; }
-for f in bin/ingestd bin/ingest-send bin/ingest-verify bin/ingest-topo bin/ingest-doctor; do
+for f in bin/ingestd bin/ingest-send bin/ingest-verify bin/ingest-topo bin/ingest-doctor \
+	bin/ingest-bench sbin/ingest-hugepages; do
 	[ -x "$P/$f" ] || fail "$f not installed"
 done
 for f in include/ingest/producer.h lib/pkgconfig/ingest.pc lib/cmake/ingest/ingestConfig.cmake \
 	lib/cmake/ingest/ingestConfigVersion.cmake lib/cmake/ingest/ingestTargets.cmake \
-	etc/h3000/ingestd.conf lib/systemd/system/ingestd.service; do
+	etc/h3000/ingestd.conf lib/systemd/system/ingestd.service lib/systemd/system/ingest-hugepages.service \
+	lib/sysusers.d/h3000-ingest.conf share/doc/h3000-ingest/README.md share/man/man8/ingest-hugepages.8.gz; do
 	[ -f "$P/$f" ] || fail "$f not installed"
 done
+grep -qx "ExecStart=$P/sbin/ingest-hugepages --config $P/etc/h3000/ingestd.conf" \
+	"$P/lib/systemd/system/ingest-hugepages.service" || fail "ingest-hugepages.service does not run $P/sbin/ingest-hugepages"
+"$P/sbin/ingest-hugepages" --help | grep -q "default $P/etc/h3000/ingestd.conf" ||
+	fail "the installed ingest-hugepages does not default to the prefix's config"
+grep -qF "note: systemd does not look in $P/lib/systemd/system: systemctl link $P/lib/systemd/system/ingestd.service" \
+	"$T/install.log" || fail "the install did not say how to make systemd see the unit: $(cat "$T/install.log" | tail -3)"
+
+step "the default prefix /usr/local (DESTDIR): units where systemd looks"
+DESTDIR=$T/root cmake --install "$BUILD" --prefix /usr/local >"$T/install2.log" 2>&1 ||
+	{ cat "$T/install2.log"; fail "DESTDIR install"; }
+U=$T/root/usr/local/lib/systemd/system/ingestd.service
+[ -f "$U" ] || fail "no $U"
+grep -qx 'ExecStart=/usr/local/bin/ingestd --config /usr/local/etc/h3000/ingestd.conf' "$U" ||
+	fail "the /usr/local unit: $(grep ExecStart "$U")"
+systemd-analyze unit-paths | grep -qx /usr/local/lib/systemd/system ||
+	fail "systemd does not search /usr/local/lib/systemd/system here"
+if grep -q 'note: systemd does not look' "$T/install2.log"; then fail "a note for /usr/local"; fi
+DESTDIR=$T/root3 ING_UNITDIR=/etc/systemd/system cmake --install "$BUILD" --prefix /opt/h3000 >"$T/install3.log" 2>&1 ||
+	{ cat "$T/install3.log"; fail "install with ING_UNITDIR"; }
+grep -qx 'ExecStart=/opt/h3000/bin/ingestd --config /opt/h3000/etc/h3000/ingestd.conf' \
+	"$T/root3/etc/systemd/system/ingestd.service" || fail "ING_UNITDIR=/etc/systemd/system: no unit there for /opt/h3000"
 [ "$(readlink "$P/lib/libingest.so")" = libingest.so.1 ] || fail "libingest.so is not a link to libingest.so.1"
 real=$(readlink "$P/lib/libingest.so.1") || fail "libingest.so.1 is not a symlink"
 [[ $real == libingest.so.1.* ]] && [ -f "$P/lib/$real" ] || fail "libingest.so.1 -> $real"
@@ -45,7 +71,7 @@ soname=$(readelf -d "$P/lib/libingest.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/
 grep -qx "ExecStart=$P/bin/ingestd --config $P/etc/h3000/ingestd.conf" \
 	"$P/lib/systemd/system/ingestd.service" ||
 	fail "the unit does not start $P/bin/ingestd --config $P/etc/h3000/ingestd.conf"
-for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor; do
+for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor ingest-bench; do
 	zcat "$P/share/man/man1/$m.1.gz" | grep -q '^\.TH' || fail "man page $m.1.gz missing or empty"
 done
 zcat "$P/share/man/man1/ingestd.1.gz" | grep -qF 'data\-dir' || fail "ingestd(1) lacks its options"

@@ -72,6 +72,18 @@ static void test_pass_machine(void **state)
 	expect(r, "memory.memlock", ING_CHECK_PASS, "CAP_IPC_LOCK");
 	expect(r, "memory.hugepages", ING_CHECK_PASS, "1024 x 2 MiB");
 	expect(r, "memory.hugetlbfs", ING_CHECK_PASS, "/dev/hugepages");
+	/* counted on the pool's node, as ingestd decides: 768 free on node 0, 256 on node 1 */
+	struct ing_doctor_report *rn = calloc(1, sizeof(*rn));
+	o.plan.pool_node = 0;
+	(void)ing_doctor_run(&o, rn);
+	expect(rn, "memory.hugepages", ING_CHECK_PASS, "free on node 0 1.5 GiB >= pool 1 GiB");
+	o.plan.pool_node = 1;
+	(void)ing_doctor_run(&o, rn);
+	expect(rn, "memory.hugepages", ING_CHECK_WARN, "256 x 2 MiB free on node 1");
+	assert_non_null(strstr(ing_doctor_find(rn, "memory.hugepages")->fix,
+			       "'ingest-hugepages --pages 512 --node 1'"));
+	o.plan.pool_node = -1;
+	free(rn);
 	expect(r, "memory.alignment", ING_CHECK_PASS, "512 x 2 MiB");
 	expect(r, "memory.hugepages_safe", ING_CHECK_PASS, NULL);
 	expect(r, "storage.dir", ING_CHECK_PASS, NULL);
@@ -162,6 +174,22 @@ static void test_fail_machine(void **state)
 	expect(r, "numa.placement", ING_CHECK_WARN, "mlx5_0 is on node 1, nvme0n1 on node 0");
 	expect(r, "cpu.isolation", ING_CHECK_WARN, "dataplane cpus 5 are not isolated");
 	assert_non_null(strstr(ing_doctor_find(r, "cpu.isolation")->fix, "isolcpus=5"));
+	/* the fix is the persistent set-up of deploy/, with the pages the pool needs */
+	assert_non_null(strstr(ing_doctor_find(r, "memory.hugepages")->fix,
+			       "'ingest-hugepages --pages 513'"));
+	assert_non_null(strstr(ing_doctor_find(r, "memory.hugepages")->detail, "will not start"));
+
+	/* the default (auto): ingestd falls back to 4 KiB pages, so a warning, same fix */
+	o.hugepages = -1;
+	fails = ing_doctor_run(&o, r);
+	assert_int_equal(fails, 5);
+	expect(r, "memory.hugepages", ING_CHECK_WARN, "the MR pool uses 4 KiB pages");
+	assert_non_null(strstr(ing_doctor_find(r, "memory.hugepages")->fix,
+			       "systemctl enable ingest-hugepages"));
+	/* off: not used, nothing to fix */
+	o.hugepages = 0;
+	(void)ing_doctor_run(&o, r);
+	expect(r, "memory.hugepages", ING_CHECK_PASS, "--hugepages off");
 	free(r);
 }
 
@@ -179,7 +207,7 @@ static void test_pool_memory(void **state)
 	o.pool_bytes = 1ull << 30;
 	o.hugepages = -1;
 	ing_doctor_run(&o, r);
-	expect(r, "memory.hugepages", ING_CHECK_WARN, "falls back to 4 KiB pages");
+	expect(r, "memory.hugepages", ING_CHECK_WARN, "the MR pool uses 4 KiB pages");
 	expect(r, "memory.pool", ING_CHECK_PASS, "1 GiB <= 62.5 GiB memory");
 	o.hugepages = 0;
 	ing_doctor_run(&o, r);
