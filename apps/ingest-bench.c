@@ -246,7 +246,8 @@ static int set_floor(const struct ing_opt *d, void *cfg, const char *v, char *wh
 
 #define C struct cfg
 static const struct ing_opt opts[] = {
-	ING_OPT_STR_(C, "server", server, "ADDR", "ingestd's gRPC address (default " DEFAULT_SERVER ")"),
+	ING_OPT_CUSTOM_(C, "server", server, ing_opt_set_hostport, "HOST:PORT",
+			"ingestd's gRPC address (default " DEFAULT_SERVER ")"),
 	ING_OPT_PATH_(C, "out", out, "DIR", "results directory (created; default bench-results)"),
 	ING_OPT_STR_(C, "transport", transports, "LIST", "grpc,rdma,rdma-write (default grpc; rdma: READ pull,\n"
 		     "rdma-write: WRITE push)"),

@@ -100,7 +100,8 @@ static void cfg_init(void *p)
 #define MS(name, f, lo, hi, help) ING_OPT_DURATION_(C, name, f, lo, hi, help)
 #define MS_ALIAS(name, f, lo, hi, to) ING_OPT_MS_ALIAS_(C, name, f, lo, hi, to)
 static const struct ing_opt opts[] = {
-	ING_OPT_STR_(C, "server", server, "ADDR", "ingestd's gRPC address (default " DEFAULT_SERVER ")"),
+	ING_OPT_CUSTOM_(C, "server", server, ing_opt_set_hostport, "HOST:PORT",
+			"ingestd's gRPC address (default " DEFAULT_SERVER ")"),
 	ING_OPT_CHOICE_(C, "transport", transport, "auto=0|rdma=1|rdma-read=1|rdma-write=2|grpc=3",
 			"rdma: RDMA READ pull, rdma-write: RDMA WRITE push\n"
 			"(docs/PUSH.md), grpc: the gRPC stream; auto: what the node offers"),
@@ -134,11 +135,12 @@ static const struct ing_opt opts[] = {
 	ING_OPT_PATH_(C, "tls-cert", tls_cert, "PEM", "client certificate for a node with --tls-client-ca"),
 	ING_OPT_PATH_(C, "tls-key", tls_key, "PEM", "its private key"),
 	ING_OPT_STR_(C, "tls-server-name", tls_server_name, "NAME", "name to verify instead of --server's host"),
-	ING_OPT_STR_(C, "servers", servers, "LIST", "fleet mode: several ingestd, \"host:port,host:port,...\";\n"
-		     "membership from the nodes, each wafer to its HRW owner,\n"
-		     "frames kept until DURABLE and re-sent to the next node\n"
-		     "when one fails (docs/FLEET.md); the summary says where\n"
-		     "frames went and how many were re-sent"),
+	{ "servers", "LIST", ING_OPT_CUSTOM, offsetof(C, servers), 0, 0, 0, NULL, ing_opt_set_hostport,
+	  "fleet mode: several ingestd, \"host:port,host:port,...\";\n"
+	  "membership from the nodes, each wafer to its HRW owner,\n"
+	  "frames kept until DURABLE and re-sent to the next node\n"
+	  "when one fails (docs/FLEET.md); the summary says where\n"
+	  "frames went and how many were re-sent", NULL, ING_OPTF_LIST },
 	ING_OPT_U64_(C, "wafers", wafers, 1, 10000000, "spread frames over N wafers: frame n goes to wafer\n"
 		     "<wafer>-<n mod N> (default: all in --wafer)"),
 	MS("ack-deadline", ack_deadline_ms, 1, 3600000, "fleet: a node holding a frame this long without its\n"

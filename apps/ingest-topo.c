@@ -20,18 +20,6 @@ struct topo_cfg {
 	bool json;
 };
 
-/* an int field that is -1 until set: a cpu or node number */
-static int set_index(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
-{
-	uint64_t x;
-	if (ing_parse_u64(v, INT_MAX, &x)) {
-		snprintf(why, whylen, "'%.64s' is not a cpu or node number", v);
-		return -EINVAL;
-	}
-	*(int *)(void *)((char *)cfg + d->off) = (int)x;
-	return 0;
-}
-
 #define C struct topo_cfg
 static const struct ing_opt opts[] = {
 	ING_OPT_BOOL_(C, "json", json, "one JSON object {\"topology\":..., \"plan\":...}"),
@@ -44,8 +32,8 @@ static const struct ing_opt opts[] = {
 	ING_OPT_BOOL_(C, "allow-smt", po.allow_smt, "allow SMT siblings as dataplane lcores"),
 	ING_OPT_STR_(C, "lcores", po.lcores, "LIST", "override (ingestd --lcores): EAL -l list, control (first) +\n"
 		     "dataplane lcores, e.g. 8-10"),
-	ING_OPT_CUSTOM_(C, "control-cpu", po.control_cpu, set_index, "N", "override: control thread / EAL main lcore"),
-	ING_OPT_CUSTOM_(C, "pool-node", po.pool_node, set_index, "N", "override (ingestd --pool-node): NUMA node of the MR pool"),
+	ING_OPT_CUSTOM_(C, "control-cpu", po.control_cpu, ing_opt_set_index, "N", "override: control thread / EAL main lcore"),
+	ING_OPT_CUSTOM_(C, "pool-node", po.pool_node, ing_opt_set_index, "N", "override (ingestd --pool-node): NUMA node of the MR pool"),
 	ING_OPT_STR_(C, "worker-cpus", po.worker_cpus, "LIST", "override: pin the persistence workers to LIST (round-robin)"),
 };
 

@@ -686,7 +686,8 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 	free(addrs);
 	return p;
 fail:
-	ING_ERR(COMP, "connect: %s", err);
+	/* the caller has err (ingest-send prints it): a log line would say it twice */
+	ING_INFO(COMP, "connect: %s", err);
 	free(addrs);
 	fleet_free(p);
 	return NULL;

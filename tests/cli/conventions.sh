@@ -73,6 +73,9 @@ usage_error "nothing to send: give --count N" ingest-send
 usage_error "--transport: 'carrier-pigeon' is not auto, rdma, rdma-read, rdma-write or grpc" \
 	ingest-send --transport carrier-pigeon --count 1
 usage_error "--json takes no value" ingest-send --json=yes --count 1
+usage_error "--server: 'localhost' has no :PORT" ingest-send --server localhost --count 1
+usage_error "--servers: 'b' has no :PORT" ingest-send --servers a:50051,b --count 1
+usage_error "--server: ':50051' has no host" ingest-bench --server :50051
 usage_error "--data-dir DIR is missing" ingest-verify --count 3
 usage_error "--seed: 'x' is not a number" ingest-verify --data-dir "$TMP" --count 1 --seed x
 usage_error "--pool-node: 'x' is not a cpu or node number" ingest-topo --pool-node x
