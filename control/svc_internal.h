@@ -85,6 +85,14 @@ void chunk_parser_begin(struct chunk_parser *p, uint64_t msg_len);
 int chunk_parser_feed(struct chunk_parser *p, const uint8_t *d, size_t n);
 /* Message over: 0 when it ended on a field boundary with every byte fed, else -EBADMSG. */
 int chunk_parser_end(struct chunk_parser *p);
+/*
+ * Placement (the gRPC layer reads the data field's bytes straight to their destination):
+ * chunk_parser_data_run: inside the data field's body, the bytes of it still to come, and
+ * in *off how many came before; else 0. chunk_parser_skip_data: n of them (n <= the run)
+ * are in place already: advance over them without the data callback.
+ */
+uint64_t chunk_parser_data_run(const struct chunk_parser *p, uint64_t *off);
+void chunk_parser_skip_data(struct chunk_parser *p, uint64_t n);
 
 /* ================================================================ service state */
 

@@ -14,11 +14,15 @@
  * Per-frame errors become Ack{ok=false} and free the slot; the stream carries on.
  * Malformed protobuf or an unknown session fails the call.
  *
- * CRC: the bytes are copied into the slot by ing_crc32c_copy, which computes the crc32c
- * in the same pass while the input is still in the cache. Chunks land in offset order, so
- * the crc chains: a message starts from the frame's crc_run (the crc of buf[0..filled)),
- * pc->msg_crc follows its data, and only advance() (the message accepted) makes it the
- * new crc_run. A frame that completes carries crc_done, and persistence verifies the
+ * One copy: the gRPC layer reads the data field's bytes from the socket straight into
+ * the slot where it can (stream_msg_sink / stream_msg_placed: runs of DATA frames), so
+ * the kernel's copy is the only one; the crc32c is then computed over the slot right
+ * after the read, while the bytes are in the cache. What still comes through
+ * stream_msg_data (the few data bytes that share a read with frame headers and protobuf
+ * keys) is copied into the slot by ing_crc32c_copy, which computes the crc32c in the same
+ * pass. Chunks land in offset order, so the crc chains: a message starts from the
+ * frame's crc_run (the crc of buf[0..filled)), pc->msg_crc follows its data, and only
+ * advance() (the message accepted) makes it the new crc_run. A frame that completes carries crc_done, and persistence verifies the
  * declared crc against it instead of reading the frame again.
  */
 #include "control/svc_internal.h"
@@ -670,6 +674,37 @@ static int stream_msg_data(struct ing_grpc_call *c, const uint8_t *d, size_t n)
 	return 0;
 }
 
+/* Where the data field's next bytes go, for the gRPC layer to read them there: the slot
+ * (MSG_DIRECT) or the stage buffer (MSG_STAGE, sized for the whole field). A discarded
+ * field's bytes come through stream_msg_data (dropped); so does everything else. */
+static uint8_t *stream_msg_sink(struct ing_grpc_call *c, size_t *n)
+{
+	struct stream_call *pc = ing_grpc_call_user(c);
+	uint64_t off = 0, run;
+	*n = 0;
+	if (!pc || pc->c.finished || pc->bl_open || !(run = chunk_parser_data_run(&pc->cp, &off)))
+		return NULL;
+	*n = run > SIZE_MAX ? SIZE_MAX : (size_t)run;
+	if (pc->mode == MSG_DIRECT && pc->cur)
+		return pc->cur->f->buf + pc->snap_offset + off;
+	if (pc->mode == MSG_STAGE)
+		return pc->stage + off;
+	return NULL;
+}
+
+/* n bytes are where stream_msg_sink said: crc over the slot while they are in the cache. */
+static int stream_msg_placed(struct ing_grpc_call *c, size_t n)
+{
+	struct stream_call *pc = ing_grpc_call_user(c);
+	uint64_t off = 0;
+	if (!pc || pc->c.finished || pc->bl_open || chunk_parser_data_run(&pc->cp, &off) < n)
+		return ING_GRPC_INTERNAL;   /* cannot be: the sink was asked right before */
+	if (pc->mode == MSG_DIRECT && pc->cur)
+		pc->msg_crc = ing_crc32c(pc->msg_crc, pc->cur->f->buf + pc->snap_offset + off, n);
+	chunk_parser_skip_data(&pc->cp, n);
+	return 0;
+}
+
 static int stream_msg_end(struct ing_grpc_call *c)
 {
 	struct stream_call *pc = ing_grpc_call_user(c);
@@ -709,6 +744,8 @@ const struct ing_grpc_method svc_stream_method = {
 	.on_msg_begin = stream_msg_begin,
 	.on_msg_data = stream_msg_data,
 	.on_msg_end = stream_msg_end,
+	.on_msg_sink = stream_msg_sink,
+	.on_msg_placed = stream_msg_placed,
 	.on_half_close = stream_half_close,
 	.on_writable = svc_on_writable,
 	.on_close = svc_on_close,

@@ -51,8 +51,8 @@ TEST_PKGS=(
   prometheus systemd curl
   # fault suite (tests/fault): loop-mounted ext4, fsfreeze, catalog checks
   e2fsprogs mount
-  # bench
-  iperf3 fio gnuplot-nox
+  # bench (bench/fallback.sh: iperf3, fio, and the stock C++ gRPC server it builds on demand)
+  iperf3 fio gnuplot-nox libgrpc++-dev protobuf-compiler-grpc
 )
 PKGS=("${BUILD_PKGS[@]}")
 [ "$set_name" = build ] || PKGS+=("${DEB_PKGS[@]}")
