@@ -205,8 +205,9 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 	}
 	if (rc != -ENOENT && rc != -EFBIG) {
 		fail(f, ING_E_IO, true, "checking %s: %s", row->path, strerror(-rc));
-		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %s: %s", w->idx,
-			   f->frame_id, f->msg);
+		ING_LOGC_RL(ING_LOG_ERR, COMP, (&(struct ing_log_ctx){ .wafer = f->wafer_id,
+							      .frame = f->frame_id }),
+			    "worker %u: frame %s: %s", w->idx, f->frame_id, f->msg);
 		return;
 	}
 	bool missing = rc == -ENOENT;
@@ -216,8 +217,9 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 			fail(f, ING_E_NO_SPACE, true, "no space left rewriting %s", row->path);
 		else
 			fail(f, ING_E_IO, true, "rewriting %s: %s", row->path, strerror(-rc));
-		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %s: %s", w->idx,
-			   f->frame_id, f->msg);
+		ING_LOGC_RL(ING_LOG_ERR, COMP, (&(struct ing_log_ctx){ .wafer = f->wafer_id,
+							      .frame = f->frame_id }),
+			    "worker %u: frame %s: %s", w->idx, f->frame_id, f->msg);
 		return;
 	}
 	ING_LOG_RL(ING_LOG_WARN, COMP,
@@ -265,8 +267,9 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 			fail(f, ING_E_NO_SPACE, true, "no space left writing %s", row->path);
 		else
 			fail(f, ING_E_IO, true, "writing %s: %s", row->path, strerror(-rc));
-		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %s: %s", w->idx,
-			   f->frame_id, f->msg);
+		ING_LOGC_RL(ING_LOG_ERR, COMP, (&(struct ing_log_ctx){ .wafer = f->wafer_id,
+							      .frame = f->frame_id }),
+			    "worker %u: frame %s: %s", w->idx, f->frame_id, f->msg);
 		return;
 	}
 	memcpy(row->frame_id, f->frame_id, sizeof(row->frame_id));

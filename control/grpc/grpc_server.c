@@ -795,6 +795,11 @@ unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s)
 	return s->ncalls;
 }
 
+unsigned ing_grpc_server_nconns(const struct ing_grpc_server *s)
+{
+	return s ? s->nconns : 0;
+}
+
 bool ing_grpc_server_flushed(const struct ing_grpc_server *s)
 {
 	for (const struct conn *cn = s->conns; cn; cn = cn->next)
