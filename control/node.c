@@ -794,7 +794,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		ro.lcore.grant_ms = d->o.grant_ms;
 		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->acks, NULL, rdma_why, sizeof(rdma_why));
 		if (!d->rdma && d->o.rdma > 0) {
-			ING_ERR(COMP, "--rdma on: %s", rdma_why);
+			ING_ERR(COMP, "--rdma on: %s (--rdma auto serves the gRPC stream without RDMA; "
+				"ingest-doctor checks the RDMA set-up)", rdma_why);
 			goto fail;
 		}
 	} else {

@@ -86,7 +86,6 @@ void ing_persist_opts_init(struct ing_persist_opts *o)
 	o->workers = ING_DEFAULT_WORKERS;
 	o->ring_size = ING_DEFAULT_RING_SIZE;
 	o->sink = ING_SINK_FILE;
-	o->cpu = -1;
 	o->verify_crc = true;
 	o->nice = ING_DEFAULT_WORKER_NICE;
 }
@@ -560,7 +559,7 @@ static void format_cpus(const cpu_set_t *set, char *buf, size_t len)
 /* fill the per-worker cpus and the unpinned set from the options */
 static void plan_cpus(struct ing_persist *p, const struct ing_persist_opts *o)
 {
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), nconf = sysconf(_SC_NPROCESSORS_CONF);
+	long nconf = sysconf(_SC_NPROCESSORS_CONF);
 
 	CPU_ZERO(&p->unpinned);
 	for (unsigned i = 0; o->unpinned_cpus && i < o->n_unpinned_cpus; i++)
@@ -575,8 +574,6 @@ static void plan_cpus(struct ing_persist *p, const struct ing_persist_opts *o)
 		int cpu = -1;
 		if (o->worker_cpus && o->n_worker_cpus)
 			cpu = o->worker_cpus[i % o->n_worker_cpus];
-		else if (o->cpu >= 0)
-			cpu = (o->cpu + (int)i) % (int)(ncpu > 0 ? ncpu : 1);
 		if (cpu >= CPU_SETSIZE) {
 			ING_WARN(COMP, "worker %u: cpu %d does not exist: not pinned", i, cpu);
 			cpu = -1;
