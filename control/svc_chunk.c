@@ -12,6 +12,7 @@
  */
 #include "control/svc_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -251,6 +252,24 @@ int chunk_parser_feed(struct chunk_parser *p, const uint8_t *d, size_t n)
 		}
 	}
 	return 0;
+}
+
+uint64_t chunk_parser_data_run(const struct chunk_parser *p, uint64_t *off)
+{
+	if (p->state != ST_BODY || p->field != CP_F_DATA)
+		return 0;
+	*off = p->body_off;
+	return p->left;
+}
+
+void chunk_parser_skip_data(struct chunk_parser *p, uint64_t n)
+{
+	assert(p->state == ST_BODY && p->field == CP_F_DATA && n <= p->left);
+	p->msg_left -= n;
+	p->left -= n;
+	p->body_off += n;
+	if (p->left == 0)
+		p->state = ST_KEY;
 }
 
 int chunk_parser_end(struct chunk_parser *p)

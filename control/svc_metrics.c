@@ -190,6 +190,20 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 		snprintf(lab, sizeof(lab), "event=\"%s\"", lims[i].ev);
 		ing_mtext_u64(t, "ingest_limit_events_total", lab, lims[i].v);
 	}
+	struct ing_grpc_server_rx rx;
+	ing_grpc_server_get_rx(s->srv, &rx);
+	ing_mtext_family(t, "ingest_grpc_receive_bytes_total", "counter",
+			 "Bytes read from gRPC connections: straight into their frame slot (placed: "
+			 "the kernel's copy is the only one) or through the receive buffer (copied).");
+	ing_mtext_u64(t, "ingest_grpc_receive_bytes_total", "path=\"placed\"", rx.placed);
+	ing_mtext_u64(t, "ingest_grpc_receive_bytes_total", "path=\"copied\"", rx.copied);
+	ing_mtext_family(t, "ingest_grpc_receive_spilled_bytes_total", "counter",
+			 "Of the copied bytes: read ahead into a slot on a wrong guess of the next "
+			 "HTTP/2 frame, then copied back (a PING or another stream between DATA frames).");
+	ing_mtext_u64(t, "ingest_grpc_receive_spilled_bytes_total", "", rx.spilled);
+	ing_mtext_family(t, "ingest_grpc_receive_reads_total", "counter",
+			 "Reads (recv or SSL_read) that returned bytes on gRPC connections.");
+	ing_mtext_u64(t, "ingest_grpc_receive_reads_total", "", rx.reads);
 	ing_mtext_family(t, "ingest_admission_waits_total", "counter",
 			 "Frames (any transport) that had to wait for a session credit or a pool slot.");
 	ing_mtext_u64(t, "ingest_admission_waits_total", "", s->adm.c_waited);
@@ -243,4 +257,5 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_sample(t, "ingest_uptime_seconds", "", (double)(now - s->t_start_ns) / 1e9);
 	svc_fleet_metrics(s, t);
 	svc_tier_metrics(s, t);
+	svc_ops_metrics(s, t);
 }

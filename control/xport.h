@@ -7,7 +7,7 @@
  * ops table; a transport knows the core only through the functions declared below.
  *
  * Implementations today:
- *   svc_push.c   xport_grpc_stream  bytes in FrameChunk messages on PushFrames (fallback)
+ *   svc_stream.c   xport_grpc_stream  bytes in FrameChunk messages on PushFrames (fallback)
  *   svc_rdma.c   xport_rdma_read    the node RDMA READs what ControlStream describes
  *   svc_rdma_write.c xport_rdma_write  push: the node grants a slot (memory window), the
  *                                  producer RDMA WRITEs it with immediate (docs/PUSH.md)

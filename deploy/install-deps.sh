@@ -56,8 +56,8 @@ TEST_PKGS=(
   # the object store tier's tests, demo and bench (tests/tier): a single-node Ceph with
   # radosgw, and a second S3 client (boto3; s3cmd for the bench baseline)
   ceph-mon ceph-osd radosgw python3-boto3 s3cmd
-  # bench
-  iperf3 fio gnuplot-nox
+  # bench (bench/fallback.sh: iperf3, fio, and the stock C++ gRPC server it builds on demand)
+  iperf3 fio gnuplot-nox libgrpc++-dev protobuf-compiler-grpc
 )
 PKGS=("${BUILD_PKGS[@]}")
 [ "$set_name" = build ] || PKGS+=("${DEB_PKGS[@]}")

@@ -70,6 +70,19 @@ struct ing_grpc_method {
 	int (*on_msg_begin)(struct ing_grpc_call *c, size_t len);
 	int (*on_msg_data)(struct ing_grpc_call *c, const uint8_t *p, size_t n);
 	int (*on_msg_end)(struct ing_grpc_call *c);
+	/*
+	 * Placement (optional, with the streaming hooks): payload bytes read from the socket
+	 * straight into the handler's memory, so the kernel's copy is the only one.
+	 * on_msg_sink returns where the next payload byte of the current message goes and
+	 * sets *n to how many may go there in a row; or NULL, with *n the bytes ahead that
+	 * will come through on_msg_data in any case (0: none known). It must not change the
+	 * handler's state: the layer may ask and then not place. Bytes placed are reported,
+	 * in order, by on_msg_placed(c, n) (n no more than the sink allowed), never also by
+	 * on_msg_data. The layer places only whole runs of a DATA frame's data that nghttp2
+	 * then accounts as received and consumed like any other (flow control unchanged).
+	 */
+	uint8_t *(*on_msg_sink)(struct ing_grpc_call *c, size_t *n);
+	int (*on_msg_placed)(struct ing_grpc_call *c, size_t n);
 	void (*on_half_close)(struct ing_grpc_call *c); /* client sent END_STREAM */
 	/* Outbound buffer drained below the low-water mark after send returned -ENOBUFS. */
 	void (*on_writable)(struct ing_grpc_call *c);
@@ -91,6 +104,9 @@ struct ing_grpc_server_opts {
 	const char *tls_cert;      /* PEM; both set: TLS with ALPN h2, else cleartext h2c */
 	const char *tls_key;
 	bool no_listen;            /* fuzz targets: no socket, bytes come via grpc_server_feed */
+	/* Placement (on_msg_sink): the fewest bytes worth a read into place (default 4 KiB;
+	 * shorter runs take the copy path). Tests and fuzz targets set 1. */
+	uint32_t place_min;
 	/*
 	 * Fair sharing under abuse (0: the default). A connection must finish its TLS handshake
 	 * and send the HTTP/2 preface and SETTINGS within handshake_timeout_ms (5000); one
@@ -129,6 +145,8 @@ void ing_grpc_server_shutdown(struct ing_grpc_server *s);
 /* Health/Check answer for service "" and "h3000.RDMASvc". */
 void ing_grpc_server_set_serving(struct ing_grpc_server *s, bool serving);
 unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s);
+/* Open connections (health-reserve ones included). NULL: 0. */
+unsigned ing_grpc_server_nconns(const struct ing_grpc_server *s);
 /* What the connection limits did since start (loop thread). */
 struct ing_grpc_server_limits {
 	uint64_t handshake_timeouts; /* closed: no (TLS handshake,) preface and SETTINGS in time */
@@ -138,6 +156,16 @@ struct ing_grpc_server_limits {
 	uint64_t health_reserve;     /* newcomer taken on the health reserve (Health/Check only) */
 };
 void ing_grpc_server_get_limits(const struct ing_grpc_server *s, struct ing_grpc_server_limits *l);
+/* The receive path since start (loop thread): bytes read from clients into the server's
+ * buffer (copied on to their destination) and straight into a handler's memory (placed,
+ * see on_msg_sink), and the reads. */
+struct ing_grpc_server_rx {
+	uint64_t copied;
+	uint64_t placed;
+	uint64_t spilled;   /* of copied: read ahead into place on a wrong guess, copied back */
+	uint64_t reads;
+};
+void ing_grpc_server_get_rx(const struct ing_grpc_server *s, struct ing_grpc_server_rx *rx);
 /* True when no connection has output waiting for the socket (a stop waits for this, so
  * the last acks and trailers are out before the connections close). */
 bool ing_grpc_server_flushed(const struct ing_grpc_server *s);

@@ -49,6 +49,56 @@ static inline int grpc_deframer_idle(const struct grpc_deframer *d)
 	return !d->in_msg && d->hdr_got == 0;
 }
 
+/* The deframer is inside a message's payload: n of its bytes were handled by the caller
+ * without passing through grpc_deframe_next (placed straight into their destination).
+ * n <= grpc_deframer_payload_left(d). The next grpc_deframe_next reports END when the
+ * payload is complete. */
+static inline uint32_t grpc_deframer_payload_left(const struct grpc_deframer *d)
+{
+	return d->in_msg ? d->len - d->got : 0;
+}
+static inline void grpc_deframer_skip(struct grpc_deframer *d, uint32_t n)
+{
+	d->got += n;
+}
+
+/*
+ * Where a server stands in its client's HTTP/2 byte stream (RFC 9113: the 24-byte
+ * preface, then frames of a 9-byte header and a payload; a PADDED DATA frame's payload is
+ * a pad-length byte, the data, the padding). The server advances it over exactly the bytes
+ * it hands nghttp2, so at any moment it knows whether the next bytes are a DATA frame's
+ * data, of which stream, and how many there are: that is where they may be read straight
+ * into their destination (grpc_server.c). nghttp2 still parses every byte itself; the
+ * tracker only follows. A stream nghttp2 would refuse (bad padding) leaves it LOST.
+ */
+enum h2_pos {
+	H2P_PREFACE = 0,   /* client connection preface */
+	H2P_HEAD,          /* frame header */
+	H2P_PAD_LEN,       /* DATA with PADDED: the pad-length byte */
+	H2P_DATA,          /* DATA: data bytes (left of them in this frame) */
+	H2P_PADDING,       /* DATA: padding */
+	H2P_PAYLOAD,       /* any other frame's payload */
+	H2P_LOST,          /* a frame nghttp2 rejects: no position any more */
+};
+
+struct h2_track {
+	uint8_t pos;       /* enum h2_pos */
+	uint8_t hd_got;
+	uint8_t type, flags;
+	uint8_t hd[9];
+	uint32_t sid;      /* stream of the current frame */
+	uint32_t len;      /* its payload length */
+	uint32_t left;     /* bytes left in the current part */
+	uint32_t pad;      /* padding after the data (PADDED DATA) */
+	/* DATA frames in a row before this one, of this stream and this length, unpadded:
+	 * how far the frames to come may be guessed alike (grpc_server.c reads ahead) */
+	uint32_t same;
+};
+
+void h2_track_init(struct h2_track *t);
+/* Follow n more bytes of the client's stream. */
+void h2_track_advance(struct h2_track *t, const uint8_t *p, size_t n);
+
 static inline void grpc_put_prefix(uint8_t out[GRPC_PREFIX_LEN], uint8_t flags, uint32_t len)
 {
 	out[0] = flags;
@@ -100,11 +150,34 @@ void grpc_ssl_shutdown(SSL *ssl);
 ssize_t grpc_read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid,
 			    int32_t conn_win, int32_t stream_win, uint32_t remote_max, void *user);
 
-/* Fuzz targets: run one in-memory connection of server s (created with opts.no_listen)
- * over the bytes in, fed in pieces of at most piece bytes, output dropped, due timers run
- * between pieces; the connection is closed at the end. 0 or -errno. Loop thread. */
+/*
+ * Fuzz targets and unit tests: one in-memory connection of server s (created with
+ * opts.no_listen) that reads the client's bytes from in (n bytes) through the same receive
+ * path as a socket (placement included). Read i takes at most pieces[i % npieces] bytes
+ * (npieces 0: no limit; a 0 entry: no limit for that read), so a test decides where reads
+ * split. What the server writes is appended to out (up to out_cap; out NULL: dropped).
+ * Due timers run between reads. When the input is used up the connection is closed, as
+ * when a client goes away, unless keep_open: then the next grpc_server_feed goes on with
+ * the same connection (a client that waits for the server's answer before it sends more).
+ * 0 or -errno. Loop thread.
+ */
+struct grpc_feed {
+	const uint8_t *in;
+	size_t n;
+	const size_t *pieces;
+	size_t npieces;
+	uint8_t *out;
+	size_t out_cap;
+	bool keep_open;
+	/* results */
+	size_t in_off;        /* bytes read */
+	size_t out_len;       /* bytes the server wrote (those beyond out_cap are not kept) */
+	size_t reads;         /* reads that returned bytes */
+	uint64_t placed;      /* of in_off: read straight into a handler's memory */
+	bool server_closed;   /* the server ended the connection */
+};
 struct ing_grpc_server;
-int grpc_server_feed(struct ing_grpc_server *s, const uint8_t *in, size_t n, size_t piece);
+int grpc_server_feed(struct ing_grpc_server *s, struct grpc_feed *f);
 
 /* "host:port" or "[v6]:port" split in place into buf (host may be empty). 0 or -EINVAL. */
 /*

@@ -3,9 +3,22 @@
  * grpc_server.c - gRPC server over nghttp2 on the control thread's event loop.
  *
  * One nghttp2_session_server per TCP (or TLS) connection, non-blocking sockets registered
- * with the loop, no library threads. Reads go straight from one 256 KiB server-wide buffer
- * into nghttp2_session_mem_recv(); DATA payload pieces are deframed in place and handed to
+ * with the loop, no library threads. Reads go from one 256 KiB server-wide buffer into
+ * nghttp2_session_mem_recv(); DATA payload pieces are deframed in place and handed to
  * the method (streaming hooks) or reassembled (whole messages, bounded by max_recv_msg).
+ *
+ * Placement (one copy): the connection follows the client's byte stream (struct h2_track)
+ * over exactly the bytes it gives nghttp2, so before each read it knows whether the next
+ * bytes are a DATA frame's data, of which stream, and how many. When that stream's method
+ * can place (on_msg_sink: e.g. the data field of a FrameChunk, whose bytes go to a pool
+ * slot), the read goes from the socket (or TLS, decrypted by SSL_read) straight into the
+ * handler's memory, at most the run the frame and the message still hold; those bytes are
+ * then given to nghttp2 from there, so it still parses, accounts and flow-controls every
+ * byte, and its on_data_chunk_recv sees the very address that was read into: the call
+ * reports them as placed (on_msg_placed) instead of copying them. Around such runs, reads
+ * stay small (SRV_SMALL_READ past the known end of what cannot be placed), so frame
+ * headers, gRPC prefixes and protobuf keys take the copy path without pulling the bulk
+ * after them into the buffer.
  *
  * Flow control: NGHTTP2_OPT_NO_AUTO_WINDOW_UPDATE. Bytes are consumed (and thus window
  * given back to the client) only once the deframer has processed them, i.e. once the
@@ -45,10 +58,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define SRV_RBUF (256u * 1024)      /* one read(2) */
-#define SRV_READS_PER_EVENT 8       /* fairness between connections */
+#define SRV_BYTES_PER_EVENT (2u * 1024 * 1024)  /* fairness between connections */
+#define SRV_READS_PER_EVENT 64
+#define SRV_SMALL_READ 512u         /* read past the last byte known not to be placed */
+#define SRV_PLACE_MAX (1024u * 1024) /* one placed read */
+#define SRV_PLACE_MIN (4u * 1024)   /* default place_min */
+#define SRV_SPEC_MAX 64             /* frames read ahead into place by one readv */
 #define SRV_WRITES_PER_FLUSH 64
 #define SRV_MAX_HDRS 64
 #define SRV_MAX_HDR_BYTES (16u * 1024)
@@ -88,6 +107,7 @@ struct ing_grpc_call {
 	bool remote_closed;  /* client END_STREAM received */
 	bool half_close_pending;
 	bool paused, feeding, discard;
+	bool sink;           /* started, and its method places (counted in conn->nsink) */
 	bool data_deferred;
 	bool want_writable, writable_due;
 	bool deadline_hit;
@@ -125,6 +145,13 @@ struct conn {
 	size_t pend_len;
 	struct ing_grpc_call *calls;
 	struct ing_timer kick;
+	/* placement: where the client's stream stands; the address nghttp2 is being fed a
+	 * placed run from (its on_data_chunk_recv pointer names it); calls that can place */
+	struct h2_track tr;
+	const uint8_t *place;
+	unsigned nsink;
+	/* in-memory connection (grpc_server_feed): input not read yet, read sizes, output */
+	struct grpc_feed *mem;
 	char peer[64];
 	/* fair sharing (see ing_grpc_server_opts) */
 	uint64_t id;
@@ -151,6 +178,10 @@ struct ing_grpc_server {
 	unsigned nconns, ncalls;
 	unsigned nhealth;         /* connections in the health reserve */
 	struct ing_grpc_server_limits lim; /* what the fair-sharing limits did (counters) */
+	struct {                           /* receive path counters */
+		uint64_t bytes, placed, spilled, reads;
+	} rx;
+	uint8_t spec_hdr[SRV_SPEC_MAX][9]; /* frame headers read ahead (read_plan) */
 	uint64_t next_conn_id;
 	struct conn *conns;
 	struct lconn *lingers;   /* connections half-closed, waiting for the client's close */
@@ -185,6 +216,7 @@ void ing_grpc_server_opts_init(struct ing_grpc_server_opts *o)
 	o->idle_timeout_ms = 60000;
 	o->max_conns_per_peer = 32;
 	o->health_reserve = 8;
+	o->place_min = SRV_PLACE_MIN;
 }
 
 /* ================================================================ call helpers */
@@ -382,6 +414,57 @@ static void call_input(struct ing_grpc_call *c, const uint8_t *p, size_t n)
 	}
 }
 
+/*
+ * Where the next DATA bytes of call c may be read to (read_plan): the handler's buffer,
+ * with *n the run it takes; or NULL with *n the bytes ahead that take the copy path
+ * (SIZE_MAX: all of them; 0: unknown, e.g. a gRPC prefix comes first).
+ */
+static uint8_t *call_sink(struct ing_grpc_call *c, size_t *n)
+{
+	*n = SIZE_MAX;
+	if (!c->sink || c->discard || c->paused || c->remote_closed || c->held_len > c->held_off)
+		return NULL;
+	size_t left = grpc_deframer_payload_left(&c->df);
+	*n = 0;
+	if (!left)
+		return NULL;   /* a gRPC prefix, or the message's END, comes first */
+	size_t k = 0;
+	uint8_t *p = c->m->on_msg_sink(c, &k);
+	*n = k < left ? k : left;
+	return p;
+}
+
+/*
+ * n bytes of the current message were read straight to where the handler's sink said
+ * (nghttp2 has just accounted them as DATA of this stream): the deframer and the handler
+ * advance over them without a copy. Nothing ran between the sink and the read, so the
+ * call is still as the sink saw it; the check guards that invariant.
+ */
+static void call_placed(struct ing_grpc_call *c, size_t n)
+{
+	static const uint8_t none;
+	if (c->discard || !c->sink) {
+		consume(c, n);
+		return;
+	}
+	if (c->paused || c->held_len > c->held_off || grpc_deframer_payload_left(&c->df) < n) {
+		consume(c, n);
+		call_fail(c, ING_GRPC_INTERNAL, "placed bytes out of step with the call");
+		return;
+	}
+	c->feeding = true;
+	grpc_deframer_skip(&c->df, (uint32_t)n);
+	int rc = c->m->on_msg_placed(c, n);
+	if (rc)
+		call_fail(c, rc, NULL);
+	if (c->finish_called)
+		c->discard = true;
+	if (!c->discard)
+		(void)call_feed(c, &none, 0);   /* the message's END when it is complete */
+	c->feeding = false;
+	consume(c, n);
+}
+
 /* Deliver what was held while paused, until paused again. */
 static void call_drain_held(struct ing_grpc_call *c)
 {
@@ -403,6 +486,12 @@ static void call_drain_held(struct ing_grpc_call *c)
 	}
 	if (c->held_off == c->held_len) {
 		c->held_off = c->held_len = 0;
+		if (!c->paused && !c->discard && c->df.in_msg && !grpc_deframer_payload_left(&c->df)) {
+			static const uint8_t none;
+			c->feeding = true;   /* the END of a message placed whole before a pause */
+			(void)call_feed(c, &none, 0);
+			c->feeding = false;
+		}
 		if (c->half_close_pending && !c->paused)
 			deliver_half_close(c);
 	}
@@ -682,6 +771,17 @@ void ing_grpc_server_set_serving(struct ing_grpc_server *s, bool serving)
 	s->serving = serving;
 }
 
+void ing_grpc_server_get_rx(const struct ing_grpc_server *s, struct ing_grpc_server_rx *rx)
+{
+	memset(rx, 0, sizeof(*rx));
+	if (!s)
+		return;
+	rx->placed = s->rx.placed;
+	rx->copied = s->rx.bytes - s->rx.placed;
+	rx->spilled = s->rx.spilled;
+	rx->reads = s->rx.reads;
+}
+
 void ing_grpc_server_get_limits(const struct ing_grpc_server *s, struct ing_grpc_server_limits *l)
 {
 	if (s)
@@ -693,6 +793,11 @@ void ing_grpc_server_get_limits(const struct ing_grpc_server *s, struct ing_grpc
 unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s)
 {
 	return s->ncalls;
+}
+
+unsigned ing_grpc_server_nconns(const struct ing_grpc_server *s)
+{
+	return s ? s->nconns : 0;
 }
 
 bool ing_grpc_server_flushed(const struct ing_grpc_server *s)
@@ -751,6 +856,10 @@ static void call_release(struct ing_grpc_call *c, int status)
 		c->next->prev = c->prev;
 	if (--cn->nstreams == 0 && !cn->dying)
 		conn_idle_begin(cn);
+	if (c->sink) {
+		c->sink = false;
+		cn->nsink--;
+	}
 	if (c->started && !c->closed) {
 		c->closed = true;
 		cn->srv->ncalls--;
@@ -889,6 +998,10 @@ static void call_dispatch(struct ing_grpc_call *c)
 	}
 	c->started = true;
 	s->ncalls++;
+	if (m->on_msg_sink && m->on_msg_placed && m->on_msg_data) {
+		c->sink = true;
+		c->conn->nsink++;
+	}
 }
 
 static void remote_half_close(struct ing_grpc_call *c)
@@ -931,13 +1044,23 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t sid, const 
 			 size_t len, void *user)
 {
 	(void)flags;
-	(void)user;
+	struct conn *cn = user;
+	bool placed = cn->place && data == cn->place;
+	if (placed) {
+		cn->place += len;   /* (nghttp2 hands a run over in one piece; follow it anyway) */
+		cn->srv->rx.placed += len;
+		if (cn->mem)
+			cn->mem->placed += len;
+	}
 	struct ing_grpc_call *c = nghttp2_session_get_stream_user_data(h2, sid);
 	if (!c) {
 		(void)nghttp2_session_consume(h2, sid, len);
 		return 0;
 	}
-	call_input(c, data, len);
+	if (placed)
+		call_placed(c, len);
+	else
+		call_input(c, data, len);
 	return 0;
 }
 
@@ -978,16 +1101,216 @@ static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t error_code
 
 /* ================================================================ connections */
 
-static ssize_t conn_read(struct conn *cn, uint8_t *buf, size_t len)
+/*
+ * One read: into the server's buffer (rd.c NULL, one iovec), or placement for call rd.c:
+ * iov[0] the rest of the current DATA frame's data where the handler wants it, then
+ * optionally read-ahead pairs (a frame header into the server's spec_hdr, that frame's
+ * data into place after the previous run) for frames guessed alike (h2_track.same).
+ */
+struct rd {
+	struct ing_grpc_call *c;
+	unsigned niov;
+	size_t want;
+	struct iovec iov[1 + 2 * SRV_SPEC_MAX];
+};
+
+static ssize_t conn_read(struct conn *cn, struct rd *rd)
 {
-	return grpc_sock_read(cn->fd, cn->ssl, buf, len);
+	struct grpc_feed *f = cn->mem;
+	if (!f) {
+		if (rd->niov == 1)
+			return grpc_sock_read(cn->fd, cn->ssl, rd->iov[0].iov_base, rd->iov[0].iov_len);
+		ssize_t n = readv(cn->fd, rd->iov, (int)rd->niov);   /* cleartext only */
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
+		return n;
+	}
+	size_t k = f->n - f->in_off;   /* grpc_server_feed: the kernel's copy, done here */
+	if (!k)
+		return -EAGAIN;
+	if (k > rd->want)
+		k = rd->want;
+	if (f->npieces) {
+		size_t piece = f->pieces[f->reads % f->npieces];
+		if (piece && k > piece)
+			k = piece;
+	}
+	size_t done = 0;
+	for (unsigned i = 0; i < rd->niov && done < k; i++) {
+		size_t m = rd->iov[i].iov_len < k - done ? rd->iov[i].iov_len : k - done;
+		memcpy(rd->iov[i].iov_base, f->in + f->in_off + done, m);
+		done += m;
+	}
+	f->in_off += k;
+	f->reads++;
+	return (ssize_t)k;
 }
 
 static ssize_t conn_write(struct conn *cn, const uint8_t *p, size_t len)
 {
-	if (cn->fd < 0)
-		return (ssize_t)len;   /* grpc_server_feed: no socket, the output is dropped */
-	return grpc_sock_write(cn->fd, cn->ssl, p, len);
+	struct grpc_feed *f = cn->mem;
+	if (!f)
+		return grpc_sock_write(cn->fd, cn->ssl, p, len);
+	if (f->out && f->out_len < f->out_cap) {   /* grpc_server_feed: kept, or dropped */
+		size_t k = f->out_cap - f->out_len < len ? f->out_cap - f->out_len : len;
+		memcpy(f->out + f->out_len, p, k);
+	}
+	f->out_len += len;
+	return (ssize_t)len;
+}
+
+/* The call whose DATA the tracker is in, if nghttp2 still reads (NULL: none). */
+static struct ing_grpc_call *data_call(struct conn *cn)
+{
+	const struct h2_track *t = &cn->tr;
+	if (t->pos != H2P_DATA || !t->left || !nghttp2_session_want_read(cn->h2))
+		return NULL;
+	return nghttp2_session_get_stream_user_data(cn->h2, (int32_t)t->sid);
+}
+
+/*
+ * Plan the next read (see Placement at the top). Into the buffer: up to SRV_SMALL_READ
+ * past the bytes known to take the copy path (the rest of a frame that is not DATA,
+ * padding, a run the handler will not place). Into place: the run the handler's sink
+ * gives within this frame's data, and on cleartext connections, while the data field goes
+ * on, the frames after it guessed alike (as many as came alike in a row, at most
+ * SRV_SPEC_MAX): a wrong guess costs a copy (feed_read), never a wrong byte.
+ */
+static void read_plan(struct conn *cn, struct rd *rd)
+{
+	struct ing_grpc_server *s = cn->srv;
+	const struct h2_track *t = &cn->tr;
+	size_t copy;   /* bytes ahead that take the copy path for sure */
+	rd->c = NULL;
+	rd->niov = 1;
+	rd->iov[0].iov_base = s->rbuf;
+	switch (t->pos) {
+	case H2P_DATA: {
+		struct ing_grpc_call *c = data_call(cn);
+		size_t n = SIZE_MAX;
+		uint8_t *p = c ? call_sink(c, &n) : NULL;
+		size_t run = n < t->left ? n : t->left;
+		if (p && run) {
+			size_t data = run < SRV_PLACE_MAX ? run : SRV_PLACE_MAX, total = data;
+			rd->iov[0].iov_base = p;
+			rd->iov[0].iov_len = data;
+			unsigned spec = t->same < SRV_SPEC_MAX ? t->same : SRV_SPEC_MAX;
+			if (cn->ssl || (t->flags & 0x1 /* END_STREAM */) || data < run)
+				spec = 0;
+			for (unsigned k = 0; k < spec && data < n && total + 9 < SRV_PLACE_MAX; k++) {
+				size_t m = n - data;
+				if (m > t->len)
+					m = t->len;
+				if (m > SRV_PLACE_MAX - total - 9)
+					m = SRV_PLACE_MAX - total - 9;
+				rd->iov[rd->niov].iov_base = s->spec_hdr[k];
+				rd->iov[rd->niov++].iov_len = 9;
+				rd->iov[rd->niov].iov_base = p + data;
+				rd->iov[rd->niov++].iov_len = m;
+				data += m;
+				total += 9 + m;
+			}
+			if (data >= s->o.place_min) {
+				rd->c = c;
+				rd->want = total;
+				return;
+			}
+			rd->niov = 1;
+			rd->iov[0].iov_base = s->rbuf;
+		}
+		copy = run;
+		break;
+	}
+	case H2P_PADDING:
+	case H2P_PAYLOAD:
+		copy = t->left;
+		break;
+	case H2P_LOST:
+		copy = SRV_RBUF;
+		break;
+	default:
+		copy = 0;   /* preface, frame header, pad length: what follows is not known yet */
+		break;
+	}
+	rd->want = copy < SRV_RBUF - SRV_SMALL_READ ? copy + SRV_SMALL_READ : SRV_RBUF;
+	rd->iov[0].iov_len = rd->want;
+}
+
+/* Give nghttp2 n bytes the connection read (placed: where call's sink said, at p), and
+ * follow them. nghttp2's return. */
+static ssize_t conn_feed(struct conn *cn, const uint8_t *p, size_t n, bool placed)
+{
+	if (placed)
+		cn->place = p;
+	ssize_t rv = nghttp2_session_mem_recv(cn->h2, p, n);
+	cn->place = NULL;
+	if (rv >= 0) {
+		if ((size_t)rv == n)
+			h2_track_advance(&cn->tr, p, n);
+		else
+			cn->tr.pos = H2P_LOST;   /* not every byte taken: no position any more */
+	}
+	return rv;
+}
+
+/* Of the n bytes at p, how many are where call c wants its next DATA bytes (0: none). */
+static size_t placeable(struct conn *cn, struct ing_grpc_call *c, const uint8_t *p, size_t n)
+{
+	const struct h2_track *t = &cn->tr;
+	if (data_call(cn) != c || t->sid != (uint32_t)c->sid)
+		return 0;
+	size_t k = 0;
+	if (call_sink(c, &k) != p)
+		return 0;
+	if (k > t->left)
+		k = t->left;
+	return n < k ? n : k;
+}
+
+/*
+ * Feed what a read brought (n bytes over rd's iovecs), in order. A read-ahead header goes
+ * to nghttp2 when a frame header is due there; a run read into place goes from where it
+ * is while that is where the call wants its next bytes (the header before it was the one
+ * guessed). From the first piece that is not, the rest of the read is copied to the
+ * server's buffer before anything else is fed (it may sit where the call's bytes will be
+ * copied to) and fed from there. Nothing fed before that writes to the call's memory:
+ * headers carry no DATA, placed runs are only accounted. nghttp2's error, or 0.
+ */
+static ssize_t feed_read(struct conn *cn, struct rd *rd, size_t n)
+{
+	struct ing_grpc_server *s = cn->srv;
+	if (!rd->c)
+		return conn_feed(cn, rd->iov[0].iov_base, n, false);
+	for (unsigned i = 0; i < rd->niov && n; i++) {
+		uint8_t *b = rd->iov[i].iov_base;
+		size_t len = rd->iov[i].iov_len < n ? rd->iov[i].iov_len : n, ok = len;
+		ssize_t rv;
+		if (i % 2 == 0)
+			ok = placeable(cn, rd->c, b, len);
+		else if (cn->tr.pos != H2P_HEAD || cn->tr.hd_got)
+			ok = 0;   /* the frame before goes on: these are not a header's bytes */
+		if (ok) {
+			rv = conn_feed(cn, b, ok, i % 2 == 0);
+			if (rv < 0)
+				return rv;
+			n -= ok;
+		}
+		if (ok == len)
+			continue;
+		/* a guess was wrong: the rest of the read, through the buffer */
+		size_t spill = 0;
+		for (unsigned j = i; j < rd->niov && n; j++) {
+			size_t off = j == i ? ok : 0;
+			size_t m = rd->iov[j].iov_len - off < n ? rd->iov[j].iov_len - off : n;
+			memcpy(s->rbuf + spill, (uint8_t *)rd->iov[j].iov_base + off, m);
+			spill += m;
+			n -= m;
+		}
+		s->rx.spilled += spill;
+		rv = conn_feed(cn, s->rbuf, spill, false);
+		return rv < 0 ? rv : 0;
+	}
+	return 0;
 }
 
 static void conn_set_epout(struct conn *cn, bool on)
@@ -1111,15 +1434,32 @@ static bool conn_service(struct conn *cn, bool readable)
 		}
 		readable = true;
 	}
-	for (int i = 0; readable && i < SRV_READS_PER_EVENT; i++) {
-		ssize_t n = conn_read(cn, s->rbuf, SRV_RBUF);
+	size_t budget = SRV_BYTES_PER_EVENT;
+	bool more = false;   /* stopped with input (maybe) left: budget used up */
+	for (int i = 0; readable; i++) {
+		if (i == SRV_READS_PER_EVENT || !budget) {
+			more = true;
+			break;
+		}
+		struct rd rd;
+		if (cn->nsink) {
+			read_plan(cn, &rd);
+		} else {
+			rd.c = NULL;
+			rd.niov = 1;
+			rd.want = SRV_RBUF;
+			rd.iov[0].iov_base = s->rbuf;
+			rd.iov[0].iov_len = SRV_RBUF;
+		}
+		size_t want = rd.want;
+		ssize_t n = conn_read(cn, &rd);
 		if (n == -EAGAIN)
 			break;
 		if (n <= 0) {
 			conn_close(cn, n == 0 ? NULL : "read error");
 			return false;
 		}
-		ssize_t rv = nghttp2_session_mem_recv(cn->h2, s->rbuf, (size_t)n);
+		ssize_t rv = feed_read(cn, &rd, (size_t)n);
 		if (rv < 0) {
 			ING_LOG_RL(ING_LOG_INFO, "grpc", "%s: closing connection: %s", cn->peer,
 				   nghttp2_strerror((int)rv));
@@ -1127,7 +1467,10 @@ static bool conn_service(struct conn *cn, bool readable)
 			conn_close(cn, NULL);
 			return false;
 		}
-		if ((size_t)n < SRV_RBUF && !(cn->ssl && SSL_pending(cn->ssl)))
+		s->rx.reads++;
+		s->rx.bytes += (uint64_t)n;
+		budget -= (size_t)n < budget ? (size_t)n : budget;
+		if ((size_t)n < want && !(cn->ssl && SSL_pending(cn->ssl)))
 			break;
 		if (cn->out_now) {
 			/* A handler answered (a RECEIVED ack) while input is still coming: write it
@@ -1139,9 +1482,9 @@ static bool conn_service(struct conn *cn, bool readable)
 				return false;
 			}
 		}
-		if (i == SRV_READS_PER_EVENT - 1 && cn->ssl && SSL_pending(cn->ssl))
-			conn_kick(cn);   /* decrypted bytes epoll cannot see */
 	}
+	if (more && cn->ssl && SSL_pending(cn->ssl))
+		conn_kick(cn);   /* decrypted bytes epoll cannot see */
 	int rc = conn_flush(cn);
 	if (rc != 0) {
 		cn->linger = rc > 0;
@@ -1177,9 +1520,13 @@ static void conn_kick(struct conn *cn)
  * Lingering close. When the HTTP/2 session is over (GOAWAY sent, no stream left) the
  * client may still be reading the last messages and sending WINDOW_UPDATEs for them; a
  * close() with such input unread answers with RST, and an RST makes the client's kernel
- * drop what the client had not read yet (the last messages, the trailers). So: FIN
- * (shutdown SHUT_WR), read and discard until the client closes too or LINGER_MS pass,
- * then close(). At most MAX_LINGERS at once (beyond: drain and close at once, as before).
+ * drop what the client had not read yet (the last messages, the trailers). So: read and
+ * discard until the client closes or LINGER_MS pass, then close(). No FIN before that:
+ * .NET's SocketsHttpHandler fails every stream its application has not finished yet (a
+ * duplex call whose trailers it has not read) with "the HTTP/2 server closed the
+ * connection" as soon as it reads EOF, even when the trailers came before it; a client
+ * closes by itself once GOAWAY came and its streams are done (interop.seed_dotnet, case
+ * stop). At most MAX_LINGERS at once (beyond: drain and close at once, as before).
  */
 #define LINGER_MS 2000
 #define MAX_LINGERS 256
@@ -1236,13 +1583,15 @@ static void linger_event(void *arg, uint32_t events)
 
 static void linger_timeout(void *arg)
 {
-	linger_end(arg);
+	struct lconn *l = arg;
+	(void)linger_drain(l->fd);   /* nothing unread: close() sends FIN, not RST */
+	linger_end(l);
 }
 
 /* Hand fd over to a linger; false (the caller closes it) when that cannot be done. */
 static bool linger_start(struct ing_grpc_server *s, int fd)
 {
-	if (nlingers(s) >= MAX_LINGERS || shutdown(fd, SHUT_WR))
+	if (nlingers(s) >= MAX_LINGERS)
 		return false;
 	struct lconn *l = calloc(1, sizeof(*l));
 	if (!l)
@@ -1445,6 +1794,7 @@ static int conn_start(struct ing_grpc_server *s, int fd, const struct sockaddr_s
 	cn->fd = fd;
 	cn->id = ++s->next_conn_id;
 	cn->health_only = room == 1;
+	h2_track_init(&cn->tr);
 	memcpy(cn->peer, peer, sizeof(cn->peer));
 	memcpy(cn->peer_ip, ip, sizeof(cn->peer_ip));
 	ing_timer_init(&cn->kick, conn_kick_cb, cn);
@@ -1534,41 +1884,36 @@ static void listen_event(void *arg, uint32_t events)
  * to nghttp2 in pieces, what the server writes is dropped, and the loop's due timers run
  * between pieces (kicks, zero-delay sends, deadlines), as on a real connection.
  */
-int grpc_server_feed(struct ing_grpc_server *s, const uint8_t *in, size_t n, size_t piece)
+int grpc_server_feed(struct ing_grpc_server *s, struct grpc_feed *f)
 {
 	struct sockaddr_storage ss = { .ss_family = AF_UNSPEC };
-	if (s->nconns)
-		return -EBUSY;
-	int rc = conn_start(s, -1, &ss);
-	if (rc < 0)
-		return rc;
-	if (!piece)
-		piece = n ? n : 1;
+	f->in_off = f->out_len = f->reads = 0;
+	f->placed = 0;
+	f->server_closed = false;
+	if (s->conns && s->conns->mem) {
+		s->conns->mem = f;   /* the connection a keep_open feed left open goes on */
+	} else {
+		if (s->nconns)
+			return -EBUSY;
+		int rc = conn_start(s, -1, &ss);
+		if (rc < 0)
+			return rc;
+		s->conns->mem = f;
+	}
 	for (;;) {
 		struct conn *cn = s->conns;   /* the only one; gone when the server closed it */
 		if (!cn)
-			return 0;
-		size_t k = n < piece ? n : piece;
-		if (k) {
-			ssize_t rv = nghttp2_session_mem_recv(cn->h2, in, k);
-			if (rv < 0) {
-				(void)conn_flush(cn);
-				conn_close(cn, NULL);
-				return 0;
-			}
-			in += k;
-			n -= k;
-		}
-		rc = conn_flush(cn);
-		if (rc != 0) {
-			conn_close(cn, NULL);
-			return 0;
-		}
+			break;
+		bool input = f->in_off < f->n;
+		if (!conn_service(cn, input))
+			break;
 		(void)ing_loop_run_once(s->loop, 0);
-		if (!n)
+		if (!input)
 			break;
 	}
-	if (s->conns)
+	if (!s->conns)
+		f->server_closed = true;
+	else if (!f->keep_open)
 		conn_close(s->conns, NULL);   /* end of input: the client went away */
 	return 0;
 }
@@ -1696,6 +2041,8 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 		s->o.max_conns_per_peer = d.max_conns_per_peer;
 	if (!s->o.health_reserve)
 		s->o.health_reserve = d.health_reserve;
+	if (!s->o.place_min)
+		s->o.place_min = d.place_min;
 	if (s->o.window_bytes > NGHTTP2_MAX_WINDOW_SIZE)
 		s->o.window_bytes = NGHTTP2_MAX_WINDOW_SIZE;
 	if (s->o.conn_window_bytes > NGHTTP2_MAX_WINDOW_SIZE)
@@ -1725,7 +2072,7 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 			.path = HEALTH_CHECK_PATH, .on_message = health_on_message,
 			.on_close = health_on_close };
 
-	s->rbuf = malloc(SRV_RBUF);
+	s->rbuf = malloc(SRV_PLACE_MAX);   /* SRV_RBUF reads; a whole placed read spilled */
 	if (!s->rbuf)
 		goto oom;
 	if (nghttp2_session_callbacks_new(&s->cbs) || nghttp2_option_new(&s->h2opt))

@@ -67,6 +67,109 @@ enum grpc_wire_ev grpc_deframe_next(struct grpc_deframer *d, const uint8_t **p, 
 	return GRPC_WIRE_BEGIN;
 }
 
+#define H2_PREFACE_LEN 24   /* "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" */
+#define H2_FRAME_DATA 0
+#define H2_FLAG_PADDED 0x08
+
+void h2_track_init(struct h2_track *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->type = 0xff;   /* no frame yet */
+	t->pos = H2P_PREFACE;
+	t->left = H2_PREFACE_LEN;
+}
+
+/* The header is complete: what its payload holds. */
+static void h2_track_head(struct h2_track *t)
+{
+	uint32_t len = (uint32_t)t->hd[0] << 16 | (uint32_t)t->hd[1] << 8 | t->hd[2];
+	uint32_t sid = ((uint32_t)t->hd[5] << 24 | (uint32_t)t->hd[6] << 16 |
+			(uint32_t)t->hd[7] << 8 | t->hd[8]) & 0x7fffffffu;
+	bool alike = t->type == H2_FRAME_DATA && !(t->flags & H2_FLAG_PADDED) && t->hd[3] == H2_FRAME_DATA &&
+		     !(t->hd[4] & H2_FLAG_PADDED) && sid == t->sid && len == t->len;
+	t->same = alike ? t->same + 1 : 0;
+	t->len = len;
+	t->type = t->hd[3];
+	t->flags = t->hd[4];
+	t->sid = sid;
+	t->hd_got = 0;
+	t->pad = 0;
+	if (t->type == H2_FRAME_DATA && (t->flags & H2_FLAG_PADDED)) {
+		if (t->len == 0) {
+			t->pos = H2P_LOST;   /* nghttp2: PROTOCOL_ERROR */
+			return;
+		}
+		t->pos = H2P_PAD_LEN;
+		t->left = 1;
+	} else {
+		t->pos = t->type == H2_FRAME_DATA ? H2P_DATA : H2P_PAYLOAD;
+		t->left = t->len;
+	}
+}
+
+/* The current part is over: the next one (empty parts are passed at once). */
+static void h2_track_next(struct h2_track *t)
+{
+	for (;;) {
+		if (t->left || t->pos == H2P_LOST)
+			return;
+		switch (t->pos) {
+		case H2P_DATA:
+			t->pos = H2P_PADDING;
+			t->left = t->pad;
+			break;
+		case H2P_PREFACE:
+		case H2P_PADDING:
+		case H2P_PAYLOAD:
+			t->pos = H2P_HEAD;
+			t->left = 9;
+			return;
+		default:
+			return;
+		}
+	}
+}
+
+void h2_track_advance(struct h2_track *t, const uint8_t *p, size_t n)
+{
+	while (n && t->pos != H2P_LOST) {
+		size_t k = n < t->left ? n : t->left;
+		switch (t->pos) {
+		case H2P_HEAD:
+			memcpy(t->hd + t->hd_got, p, k);
+			t->hd_got = (uint8_t)(t->hd_got + k);
+			t->left -= (uint32_t)k;
+			if (!t->left) {
+				h2_track_head(t);
+				p += k;
+				n -= k;
+				h2_track_next(t);
+				continue;
+			}
+			break;
+		case H2P_PAD_LEN:
+			t->pad = p[0];
+			t->left = 0;
+			if (t->pad > t->len - 1) {
+				t->pos = H2P_LOST;   /* nghttp2: PROTOCOL_ERROR, invalid padding */
+				return;
+			}
+			t->pos = H2P_DATA;
+			t->left = t->len - 1 - t->pad;
+			p += 1;
+			n -= 1;
+			h2_track_next(t);
+			continue;
+		default:
+			t->left -= (uint32_t)k;
+			break;
+		}
+		p += k;
+		n -= k;
+		h2_track_next(t);
+	}
+}
+
 int grpc_timeout_parse(const char *s, size_t len, uint64_t *ns)
 {
 	if (len < 2 || len > 9)

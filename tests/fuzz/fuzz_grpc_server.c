@@ -6,18 +6,26 @@
  * one that decodes NegotiateRequest, a streaming one that runs every message through the
  * real FrameChunk parser (control/svc_chunk.c), and a whole-message one that decodes
  * FrameMeta; both streams pause and resume (from a loop timer) and send acks into a small
- * outbound buffer. Input: byte 0 picks the piece size, byte 1 bit 0 prepends the client
- * preface and SETTINGS. Oracles: ASan/UBSan, every accepted call closed exactly once,
- * no call or connection left when the input ends.
+ * outbound buffer. The streaming one places: the data field's bytes are read straight
+ * into a "slot" of exactly the field's length (on_msg_sink/on_msg_placed, place_min 1),
+ * every other message's worth copied through on_msg_data, so a DATA frame's data is split
+ * at every boundary the reads fall on (frame header, padding, gRPC prefix, protobuf key,
+ * payload). Input: byte 0 bits 0-1 + 1 = how many read sizes follow (cycled; 0 = no
+ * limit), byte 1 bit 0 prepends the client preface and SETTINGS. Oracles: ASan/UBSan (a
+ * placement outside the slot), the slot's crc32c equal to the crc of the bytes as they
+ * were copied or placed (every byte landed where it belongs, once), every accepted call
+ * closed exactly once, no call or connection left when the input ends.
  */
 #include "control/grpc/grpc.h"
 #include "control/grpc/grpc_internal.h"
 #include "control/grpc/loop.h"
 #include "control/svc_internal.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "h3000.pb-c.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +36,10 @@ struct fcall {
 	struct chunk_parser cp;
 	unsigned msgs;
 	bool closed;
+	/* the data field of the current FrameChunk: its slot and the crc of its bytes */
+	uint8_t *slot;
+	uint64_t slot_len;
+	uint32_t crc;
 };
 
 static struct ing_loop *loop;
@@ -59,6 +71,8 @@ static void maybe_pause(struct fcall *f)
 	}
 }
 
+static const struct chunk_parser_cbs slot_cbs;
+
 static int s_start(struct ing_grpc_call *c, void *ctx)
 {
 	(void)ctx;
@@ -67,7 +81,7 @@ static int s_start(struct ing_grpc_call *c, void *ctx)
 		return ING_GRPC_RESOURCE_EXHAUSTED;
 	f->c = c;
 	ing_timer_init(&f->resume, resume_cb, f);
-	chunk_parser_init(&f->cp, NULL, NULL);
+	chunk_parser_init(&f->cp, &slot_cbs, f);
 	ing_grpc_call_set_user(c, f);
 	live++;
 	return ING_GRPC_OK;
@@ -82,6 +96,7 @@ static void s_close(struct ing_grpc_call *c, int status)
 	f->closed = true;
 	ing_timer_cancel(loop, &f->resume);
 	live--;
+	free(f->slot);
 	free(f);
 }
 
@@ -118,11 +133,57 @@ static int neg_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	return 0;
 }
 
-/* streaming: FrameChunk through the real parser */
+/* streaming: FrameChunk through the real parser; the data field goes to a slot */
+static int slot_begin(void *arg, struct chunk_parser *p, uint64_t len)
+{
+	struct fcall *f = arg;
+	(void)p;
+	free(f->slot);
+	f->slot = malloc(len ? len : 1);   /* exactly the field: ASan sees a byte past it */
+	if (!f->slot)
+		return -ENOMEM;
+	f->slot_len = len;
+	f->crc = 0;
+	return 0;
+}
+
+static int slot_data(void *arg, struct chunk_parser *p, uint64_t off, const uint8_t *d, size_t n)
+{
+	struct fcall *f = arg;
+	(void)p;
+	memcpy(f->slot + off, d, n);
+	f->crc = ing_crc32c(f->crc, d, n);
+	return 0;
+}
+
+static const struct chunk_parser_cbs slot_cbs = { .data_begin = slot_begin, .data = slot_data };
+
 static int push_begin(struct ing_grpc_call *c, size_t len)
 {
 	struct fcall *f = ing_grpc_call_user(c);
 	chunk_parser_begin(&f->cp, len);
+	return 0;
+}
+
+/* Every fourth message's data is declined (copy path, the run announced), the rest placed. */
+static uint8_t *push_sink(struct ing_grpc_call *c, size_t *n)
+{
+	struct fcall *f = ing_grpc_call_user(c);
+	uint64_t off = 0, run = chunk_parser_data_run(&f->cp, &off);
+	*n = (size_t)run;
+	if (!run || f->msgs % 4 == 3)
+		return NULL;
+	return f->slot + off;
+}
+
+static int push_placed(struct ing_grpc_call *c, size_t n)
+{
+	struct fcall *f = ing_grpc_call_user(c);
+	uint64_t off = 0, run = chunk_parser_data_run(&f->cp, &off);
+	if (n == 0 || n > run || f->msgs % 4 == 3)
+		abort();   /* placed more than the sink gave, or where it gave nothing */
+	f->crc = ing_crc32c(f->crc, f->slot + off, n);
+	chunk_parser_skip_data(&f->cp, n);
 	return 0;
 }
 
@@ -137,6 +198,8 @@ static int push_end(struct ing_grpc_call *c)
 	struct fcall *f = ing_grpc_call_user(c);
 	if (chunk_parser_end(&f->cp))
 		return ING_GRPC_INVALID_ARGUMENT;
+	if (f->cp.has_data && ing_crc32c(0, f->slot, f->slot_len) != f->crc)
+		abort();   /* a byte of the data field missing, misplaced or overwritten */
 	ack(f, f->cp.frame_id, true);
 	maybe_pause(f);
 	return 0;
@@ -161,7 +224,8 @@ static const struct ing_grpc_method methods[] = {
 	{ .path = "/h3000.RDMASvc/Negotiate", .on_start = s_start, .on_message = neg_message,
 	  .on_close = s_close },
 	{ .path = "/h3000.RDMASvc/PushFrames", .on_start = s_start, .on_msg_begin = push_begin,
-	  .on_msg_data = push_data, .on_msg_end = push_end, .on_half_close = s_half_close,
+	  .on_msg_data = push_data, .on_msg_end = push_end, .on_msg_sink = push_sink,
+	  .on_msg_placed = push_placed, .on_half_close = s_half_close,
 	  .on_writable = s_writable, .on_close = s_close },
 	{ .path = "/h3000.RDMASvc/ControlStream", .on_start = s_start, .on_message = ctl_message,
 	  .on_half_close = s_half_close, .on_writable = s_writable, .on_close = s_close },
@@ -182,6 +246,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	o.conn_window_bytes = 256 * 1024;
 	o.max_frame_size = 16384;
 	o.max_concurrent_streams = 16;
+	o.place_min = 1;                  /* place runs of any length */
 	srv = ing_grpc_server_create(loop, &o, methods, sizeof(methods) / sizeof(methods[0]));
 	if (!loop || !srv)
 		abort();
@@ -195,10 +260,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 2)
 		return 0;
-	size_t piece = data[0] ? (size_t)data[0] * 7 : 0;   /* 0: all at once */
+	size_t npieces = (data[0] & 3u) + 1, pieces[4];
 	bool add_preface = data[1] & 1;
 	data += 2;
 	size -= 2;
+	if (size < npieces)
+		return 0;
+	for (size_t i = 0; i < npieces; i++)   /* read sizes: 1..255 bytes, or (0) no limit */
+		pieces[i] = data[i];
+	data += npieces;
+	size -= npieces;
 	uint8_t *in = malloc(sizeof(preface) - 1 + size + 1);
 	if (!in)
 		abort();
@@ -209,7 +280,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	memcpy(in + n, data, size);
 	n += size;
-	if (grpc_server_feed(srv, in, n, piece) != 0)
+	struct grpc_feed feed = { .in = in, .n = n, .pieces = pieces, .npieces = npieces };
+	if (grpc_server_feed(srv, &feed) != 0)
 		abort();
 	free(in);
 	/* every call the server accepted was closed, once; nothing left behind */

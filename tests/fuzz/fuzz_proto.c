@@ -4,7 +4,7 @@
  * FrameMeta (ControlStream, and the meta inside a FrameChunk, into the per-call arena),
  * FrameChunk, NegotiateRequest/Reply, Ack, StatsRequest/Reply, HealthCheckRequest.
  * Input: one selector byte, then the message. Oracles: a message that unpacks (without
- * unknown fields) packs back to bytes that unpack and pack to the same bytes again; a FrameMeta of at most
+ * unknown fields, at any depth) packs back to bytes that unpack and pack to the same bytes again; a FrameMeta of at most
  * SVC_META_MAX bytes that protobuf-c accepts also fits in the call's arena (else the
  * node would NACK a valid FrameMeta as malformed); strings come out NUL-terminated.
  */
@@ -31,6 +31,32 @@ static const ProtobufCMessageDescriptor *const descs[] = {
 #define NDESCS (sizeof(descs) / sizeof(descs[0]))
 
 static struct svc_call *pc;   /* only its arena is used */
+
+/* unknown fields anywhere in the message, nested messages included */
+static int has_unknown(const ProtobufCMessage *m)
+{
+	if (m->n_unknown_fields)
+		return 1;
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		const char *at = (const char *)m + f->offset;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(const size_t *)((const char *)m + f->quantifier_offset);
+			ProtobufCMessage *const *v = *(ProtobufCMessage *const *const *)at;
+			for (size_t j = 0; j < n; j++)
+				if (has_unknown(v[j]))
+					return 1;
+		} else {
+			const ProtobufCMessage *sub = *(ProtobufCMessage *const *)at;
+			if (sub && has_unknown(sub))
+				return 1;
+		}
+	}
+	return 0;
+}
 
 /* pack(unpack(b)) is stable after one round */
 static void round_trip(const ProtobufCMessageDescriptor *d, ProtobufCMessage *m)
@@ -90,8 +116,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!m)
 		return 0;
 	/* unknown fields are skipped by the node, never re-encoded (protobuf-c re-encodes an
-	 * over-long key of field 0 that it then refuses) */
-	if (!m->n_unknown_fields)
+	 * over-long key of field 0 that it then refuses), in nested messages too (a Member
+	 * inside MembersReply) */
+	if (!has_unknown(m))
 		round_trip(d, m);
 	protobuf_c_message_free_unpacked(m, NULL);
 	return 0;

@@ -78,8 +78,11 @@ def request(path, sid=1, method="POST", ct="application/grpc", extra=()):
     return h2frame(1, 0x4, sid, hpack(hs))
 
 
-def data(sid, b, end=False):
-    return h2frame(0, 0x1 if end else 0, sid, b)
+def data(sid, b, end=False, pad=None):
+    """DATA frame; pad: PADDED with that many bytes of padding."""
+    if pad is None:
+        return h2frame(0, 0x1 if end else 0, sid, b)
+    return h2frame(0, (0x1 if end else 0) | 0x8, sid, bytes([pad]) + b + b"\0" * pad)
 
 
 def write(target, name, b):
@@ -93,26 +96,42 @@ def main():
     payload = bytes(range(256)) * 4
     chunks = [frame_chunk(7, 0, payload[:600], False, meta=frame_meta(7, 1024)),
               frame_chunk(7, 600, payload[600:], True)]
-    # gRPC server: [piece selector][flags: bit 0 = prepend preface + SETTINGS] + HTTP/2
+    # gRPC server: [bits 0-1: read sizes that follow - 1][flags: bit 0 = prepend preface +
+    # SETTINGS][read sizes, cycled; 0 = no limit] + HTTP/2
+    whole = b"\x00\x01\x00"
     neg = request("/h3000.RDMASvc/Negotiate") + data(1, grpc_msg(negotiate_request()), True)
-    write("fuzz_grpc_server", "negotiate", b"\x00\x01" + neg)
-    write("fuzz_grpc_server", "negotiate-split", b"\x01\x01" + neg)
+    write("fuzz_grpc_server", "negotiate", whole + neg)
+    write("fuzz_grpc_server", "negotiate-split", b"\x00\x01\x07" + neg)
     push = request("/h3000.RDMASvc/PushFrames") + data(1, grpc_msg(chunks[0])) + data(1, grpc_msg(chunks[1]), True)
-    write("fuzz_grpc_server", "push", b"\x00\x01" + push)
+    write("fuzz_grpc_server", "push", whole + push)
     one = b"".join(grpc_msg(c) for c in chunks)
-    write("fuzz_grpc_server", "push-one-data", b"\x03\x01" + request("/h3000.RDMASvc/PushFrames") + data(1, one, True))
+    write("fuzz_grpc_server", "push-one-data", b"\x00\x01\x15" + request("/h3000.RDMASvc/PushFrames") + data(1, one, True))
+    # placement: reads that split a DATA frame at its header, pad length, gRPC prefix,
+    # protobuf keys, the data, the padding; padded frames; two streams interleaving
+    write("fuzz_grpc_server", "push-split-boundaries", b"\x03\x01\x09\x01\x05\x02"
+          + request("/h3000.RDMASvc/PushFrames") + data(1, one, True, pad=7))
+    write("fuzz_grpc_server", "push-padded", b"\x01\x01\x00\x0a" + request("/h3000.RDMASvc/PushFrames")
+          + data(1, one[:300], pad=0) + data(1, one[300:900], pad=255) + data(1, one[900:], True, pad=1))
+    write("fuzz_grpc_server", "push-interleaved", b"\x02\x01\x00\xc8\x11"
+          + request("/h3000.RDMASvc/PushFrames", 1) + request("/h3000.RDMASvc/PushFrames", 3)
+          + data(1, one[:500]) + data(3, one[:700]) + data(1, one[500:]) + data(3, one[700:], True)
+          + data(1, b"", True))
+    write("fuzz_grpc_server", "push-rst-mid-data", whole + request("/h3000.RDMASvc/PushFrames")
+          + data(1, one[:700]) + h2frame(3, 0, 1, struct.pack(">I", 8)) + data(1, one[700:]))
+    write("fuzz_grpc_server", "push-cut-mid-data", b"\x00\x01\x40" + request("/h3000.RDMASvc/PushFrames")
+          + data(1, one)[:800])
     metas = b"".join(grpc_msg(frame_meta(i, 4096)) for i in range(1, 6))
-    write("fuzz_grpc_server", "control", b"\x00\x01" + request("/h3000.RDMASvc/ControlStream") + data(1, metas) + data(1, b"", True))
-    write("fuzz_grpc_server", "health", b"\x00\x01" + request("/grpc.health.v1.Health/Check") + data(1, grpc_msg(fb(1, "h3000.RDMASvc")), True))
-    write("fuzz_grpc_server", "errors", b"\x00\x01" + request("/nope.Svc/X", 1) + data(1, grpc_msg(b""), True)
+    write("fuzz_grpc_server", "control", whole + request("/h3000.RDMASvc/ControlStream") + data(1, metas) + data(1, b"", True))
+    write("fuzz_grpc_server", "health", whole + request("/grpc.health.v1.Health/Check") + data(1, grpc_msg(fb(1, "h3000.RDMASvc")), True))
+    write("fuzz_grpc_server", "errors", whole + request("/nope.Svc/X", 1) + data(1, grpc_msg(b""), True)
           + request("/h3000.RDMASvc/Negotiate", 3, method="GET") + request("/h3000.RDMASvc/Negotiate", 5, ct="text/plain")
           + request("/h3000.RDMASvc/Negotiate", 7) + data(7, grpc_msg(b"\x01\x02", flags=1), True))
-    write("fuzz_grpc_server", "deadline", b"\x00\x01" + request("/h3000.RDMASvc/ControlStream", extra=[("grpc-timeout", "1n")])
+    write("fuzz_grpc_server", "deadline", whole + request("/h3000.RDMASvc/ControlStream", extra=[("grpc-timeout", "1n")])
           + data(1, grpc_msg(frame_meta(1, 10))))
-    write("fuzz_grpc_server", "rst-ping-window", b"\x00\x01" + request("/h3000.RDMASvc/PushFrames") + data(1, grpc_msg(chunks[0])[:100])
+    write("fuzz_grpc_server", "rst-ping-window", whole + request("/h3000.RDMASvc/PushFrames") + data(1, grpc_msg(chunks[0])[:100])
           + h2frame(6, 0, 0, b"12345678") + h2frame(8, 0, 0, struct.pack(">I", 65536)) + h2frame(3, 0, 1, struct.pack(">I", 8)))
-    write("fuzz_grpc_server", "garbage", b"\x00\x00GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-    write("fuzz_grpc_server", "too-large", b"\x00\x01" + request("/h3000.RDMASvc/ControlStream") + data(1, struct.pack(">BI", 0, 1 << 20) + b"x" * 100))
+    write("fuzz_grpc_server", "garbage", b"\x00\x00\x00GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    write("fuzz_grpc_server", "too-large", whole + request("/h3000.RDMASvc/ControlStream") + data(1, struct.pack(">BI", 0, 1 << 20) + b"x" * 100))
     # chunk parser: [split seed] + FrameChunk
     write("fuzz_chunk", "first", b"\x05" + chunks[0])
     write("fuzz_chunk", "last", b"\x00" + chunks[1])
@@ -150,7 +169,9 @@ def main():
     # flag parsers: [selector] + text
     for i, t in enumerate([b"\x00" + b"16M", b"\x00" + b"4KiB", b"\x00" + b"18446744073709551615",
                            b"\x01" + b"0x1F", b"\x81" + b"18446744073709551616",
-                           b"\x02" + b"4M:16,16M:8,64M:4", b"\x02" + b"1G:1,", b"\x02" + b"4K:1000000"]):
+                           b"\x02" + b"4M:16,16M:8,64M:4", b"\x02" + b"1G:1,", b"\x02" + b"4K:1000000",
+                           b"\x40" + b"1.5s", b"\x42" + b"500ms", b"\xc0" + b"2h",
+                           b"\x41" + b"64K,4M,16M-64M"]):
         write("fuzz_parse", "seed%d" % i, t)
 
 

@@ -705,7 +705,7 @@ class T3PushFrames(unittest.TestCase):
             self.assertEqual(fh.read(), data)
 
     # The node computes the crc32c while it copies chunk bytes into the slot, chained
-    # chunk by chunk (control/svc_push.c); the next three tests fail if that chain takes
+    # chunk by chunk (control/svc_stream.c); the next three tests fail if that chain takes
     # in bytes of a refused chunk, loses the staged path, or skips the declared check.
 
     def raw_call(self):

@@ -145,6 +145,60 @@ static void fill_data(void)
 		data[i] = (uint8_t)(i * 131 + 7);
 }
 
+/*
+ * Placement: once inside the data field, chunk_parser_data_run says how much of it is
+ * left and where; chunk_parser_skip_data passes over bytes the caller put in place
+ * itself, in any mix with fed pieces, and the parse ends as if every byte had been fed.
+ */
+static void test_placed_runs(void **state)
+{
+	(void)state;
+	fill_data();
+	size_t len = pack_chunk(msg, "frame-9", 4096, false, 7, data, 30000, true, "w");
+	/* an unknown field after the data: the parse goes on past the skipped bytes */
+	msg[len] = 0x68;   /* field 13, varint */
+	msg[len + 1] = 0x05;
+	len += 2;
+	for (size_t step = 1; step < 5000; step = step * 3 + 1) {
+		memset(&C, 0, sizeof(C));
+		chunk_parser_init(&P, &cbs, &C);
+		chunk_parser_begin(&P, len);
+		uint64_t off = 99, skipped = 0, fed_data = 0;
+		size_t pos = 0;
+		assert_int_equal(chunk_parser_data_run(&P, &off), 0);
+		while (pos < len) {
+			uint64_t run = chunk_parser_data_run(&P, &off);
+			if (run) {
+				assert_int_equal(off, skipped + fed_data);
+				assert_int_equal(run, 30000 - off);
+				if ((pos / step) % 2 == 0) {   /* alternately placed and fed */
+					size_t k = run < step ? (size_t)run : step;
+					chunk_parser_skip_data(&P, k);
+					skipped += k;
+					pos += k;
+					continue;
+				}
+				size_t k = run < step ? (size_t)run : step;
+				assert_int_equal(chunk_parser_feed(&P, msg + pos, k), 0);
+				fed_data += k;
+				pos += k;
+				continue;
+			}
+			assert_int_equal(chunk_parser_feed(&P, msg + pos, 1), 0);
+			pos++;
+		}
+		assert_int_equal(chunk_parser_end(&P), 0);
+		assert_int_equal(skipped + fed_data, 30000);
+		assert_true(skipped > 0);
+		assert_int_equal(P.data_len, 30000);
+		assert_string_equal(P.frame_id, "frame-9");
+		assert_int_equal(P.offset, 4096);
+		assert_int_equal(P.session_id, 7);
+		assert_true(P.late_fields == false);
+		check_meta();
+	}
+}
+
 static void test_every_split(void **state)
 {
 	(void)state;
@@ -485,6 +539,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_split),
+		cmocka_unit_test(test_placed_runs),
 		cmocka_unit_test(test_byte_steps),
 		cmocka_unit_test(test_no_data),
 		cmocka_unit_test(test_any_order),

@@ -4,7 +4,8 @@
  * queues a frame in the persistence worker's own transaction (a rolled-back batch queues
  * none), backfill once, oldest first, back-off, 'both' and out of the outbox in one
  * transaction, deletion candidates oldest first after the retention, 'tiered', a lost
- * object queued again, the census and the new-rows count.
+ * object queued again, the census and the new-rows count; a catalog rebuilt from the files
+ * (ingest-catalog rebuild) keeps what the tier knew, and the frames that have no file.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,7 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <cmocka.h>
+
+#include "common/crc32c.h"
 
 #include "dataplane/store/store.h"
 #include "dataplane/tier/tier_internal.h"
@@ -146,10 +151,81 @@ static void outbox(void **state)
 	ing_catalog_close(c);
 }
 
+/* a frame file of len bytes of c under dir, its row (path, crc) as persistence writes it */
+static struct ing_catalog_row stored(const char *data, const char *frame, uint64_t len, char c)
+{
+	struct ing_catalog_row r = row(frame, len, 1000);
+	char path[1200], wdir[1200];
+	uint8_t buf[64];
+	assert_true(len <= sizeof(buf));
+	memset(buf, c, len);
+	assert_int_equal(ing_store_rel_path(r.path, sizeof(r.path), "W", frame), 0);
+	snprintf(wdir, sizeof(wdir), "%s/frames/W", data);
+	assert_int_equal(dp_mkdirs(wdir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/%s", data, r.path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+	r.crc32c = ing_crc32c(0, buf, len);
+	return r;
+}
+
+static void rebuild_keeps_tier(void **state)
+{
+	(void)state;
+	char data[128], cat[160], path[1200];
+	snprintf(data, sizeof(data), "%s/rebuild", dir);
+	snprintf(cat, sizeof(cat), "%s/catalog.db", data);
+	struct ing_catalog_row r[4] = { stored(data, "a", 10, 'a'), stored(data, "b", 20, 'b'),
+					stored(data, "c", 30, 'c'), stored(data, "d", 40, 'd') };
+	struct ing_catalog *c = ing_catalog_open(cat);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_insert(c, r, 4), 0);
+	struct tier_db *t = tier_db_open(cat);
+	assert_non_null(t);
+	assert_int_equal(tier_db_enable(t), 0);
+	struct tier_row q[4];
+	int64_t seq = 4;
+	assert_int_equal(tier_db_due(t, INT64_MAX, seq, q, 4), 4);
+	for (int i = 1; i < 4; i++)   /* b, c, d in the store */
+		assert_int_equal(tier_db_uploaded(t, &q[i], "00112233445566778899aabbccddeeff", 77), 0);
+	assert_int_equal(tier_db_candidates(t, INT64_MAX, q, 4), 3);
+	assert_string_equal(q[1].frame_id, "c");
+	assert_int_equal(tier_db_local_deleted(t, &q[1], 88), 0);   /* c's copy deleted by the tier */
+	tier_db_close(t);
+	ing_catalog_close(c);
+	snprintf(path, sizeof(path), "%s/%s", data, r[2].path);
+	assert_int_equal(unlink(path), 0);
+	snprintf(path, sizeof(path), "%s/%s", data, r[3].path);
+	assert_int_equal(unlink(path), 0);   /* d's copy lost, though its row says both */
+
+	struct ing_catalog_rebuild_report rep;
+	assert_int_equal(ing_catalog_rebuild(data, &rep, NULL, NULL), 0);
+	assert_true(rep.files == 2 && rep.catalogued == 4 && rep.tiered == 2);
+	c = ing_catalog_open_ro(cat);
+	assert_non_null(c);
+	struct ing_catalog_row got;
+	assert_int_equal(ing_catalog_lookup(c, "W", "a", &got), 0);
+	assert_int_equal(got.location, ING_LOC_LOCAL);
+	assert_int_equal(ing_catalog_lookup(c, "W", "b", &got), 0);
+	assert_int_equal(got.location, ING_LOC_BOTH);
+	assert_string_equal(got.object_md5, "00112233445566778899aabbccddeeff");
+	assert_true(got.tiered_ns == 77 && got.crc32c == r[1].crc32c && got.length == 20);
+	assert_int_equal(ing_catalog_lookup(c, "W", "c", &got), 0);
+	assert_int_equal(got.location, ING_LOC_TIERED);
+	assert_true(got.local_deleted_ns == 88 && got.length == 30 && got.crc32c == r[2].crc32c);
+	assert_int_equal(ing_catalog_lookup(c, "W", "d", &got), 0);
+	assert_int_equal(got.location, ING_LOC_TIERED);
+	assert_string_equal(got.object_md5, "00112233445566778899aabbccddeeff");
+	ing_catalog_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(outbox),
+		cmocka_unit_test(rebuild_keeps_tier),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

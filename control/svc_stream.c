@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc_push.c - PushFrames, the fallback data path: FrameChunk messages parsed as they
+ * svc_stream.c - PushFrames, the fallback data path: FrameChunk messages parsed as they
  * stream in (svc_chunk.c), data copied once, straight into the frame's pool slot.
  *
  * Per message: the fields before `data` decide where its bytes go (resolve): into the
@@ -14,11 +14,15 @@
  * Per-frame errors become Ack{ok=false} and free the slot; the stream carries on.
  * Malformed protobuf or an unknown session fails the call.
  *
- * CRC: the bytes are copied into the slot by ing_crc32c_copy, which computes the crc32c
- * in the same pass while the input is still in the cache. Chunks land in offset order, so
- * the crc chains: a message starts from the frame's crc_run (the crc of buf[0..filled)),
- * pc->msg_crc follows its data, and only advance() (the message accepted) makes it the
- * new crc_run. A frame that completes carries crc_done, and persistence verifies the
+ * One copy: the gRPC layer reads the data field's bytes from the socket straight into
+ * the slot where it can (stream_msg_sink / stream_msg_placed: runs of DATA frames), so
+ * the kernel's copy is the only one; the crc32c is then computed over the slot right
+ * after the read, while the bytes are in the cache. What still comes through
+ * stream_msg_data (the few data bytes that share a read with frame headers and protobuf
+ * keys) is copied into the slot by ing_crc32c_copy, which computes the crc32c in the same
+ * pass. Chunks land in offset order, so the crc chains: a message starts from the
+ * frame's crc_run (the crc of buf[0..filled)), pc->msg_crc follows its data, and only
+ * advance() (the message accepted) makes it the new crc_run. A frame that completes carries crc_done, and persistence verifies the
  * declared crc against it instead of reading the frame again.
  */
 #include "control/svc_internal.h"
@@ -41,7 +45,7 @@ enum msg_mode { MSG_UNDECIDED = 0, MSG_DIRECT, MSG_STAGE, MSG_DISCARD };
 #define E_CALLFAIL (-EPROTO)   /* a callback failed the call: pc->c.err_status/err_msg */
 
 /* A PushFrames call: the core's part first, then what only this transport needs. */
-struct push_call {
+struct stream_call {
 	struct svc_call c;
 	/* the message being parsed */
 	struct chunk_parser cp;
@@ -71,7 +75,7 @@ struct push_call {
 /* Remember that frame_id was refused or failed: its later chunks are dropped without
  * another Ack. refused_take: true when it was (forget: and drop it from the ring, at its
  * last chunk or a new first chunk). */
-static bool refused_take(struct push_call *pc, const char *frame_id, bool forget)
+static bool refused_take(struct stream_call *pc, const char *frame_id, bool forget)
 {
 	for (unsigned i = 0; i < SVC_REFUSED_MAX; i++) {
 		if (pc->refused[i].used && strcmp(pc->refused[i].id, frame_id) == 0) {
@@ -83,7 +87,7 @@ static bool refused_take(struct push_call *pc, const char *frame_id, bool forget
 	return false;
 }
 
-static void refused_add(struct push_call *pc, const char *frame_id)
+static void refused_add(struct stream_call *pc, const char *frame_id)
 {
 	if (!frame_id || refused_take(pc, frame_id, false))
 		return;
@@ -93,9 +97,9 @@ static void refused_add(struct push_call *pc, const char *frame_id)
 }
 
 /* Refuse a frame: its one answer; its later chunks are dropped. */
-static void push_nack(struct push_call *pc, const char *wafer, const char *frame_id, int code,
+static void stream_nack(struct stream_call *pc, const char *wafer, const char *frame_id, int code,
 		      bool retryable, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void push_nack(struct push_call *pc, const char *wafer, const char *frame_id, int code,
+static void stream_nack(struct stream_call *pc, const char *wafer, const char *frame_id, int code,
 		      bool retryable, const char *fmt, ...)
 {
 	va_list ap;
@@ -106,7 +110,7 @@ static void push_nack(struct push_call *pc, const char *wafer, const char *frame
 }
 
 /* Decide where the current message's data goes; NACKs per-frame errors itself. */
-static int resolve_msg(struct push_call *pc, uint64_t n)
+static int resolve_msg(struct stream_call *pc, uint64_t n)
 {
 	struct ing_svc *s = pc->c.svc;
 	struct chunk_parser *p = &pc->cp;
@@ -122,7 +126,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		if (svc_call_bind_session(&pc->c, p->session_id))
 			return R_FAIL;
 	} else if (p->session_id && p->session_id != pc->c.sess->id) {
-		push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
+		stream_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
 			 F, p->session_id, pc->c.sess->id);
 		return R_DISCARD;
@@ -131,12 +135,12 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 	if (O == 0 && (p->seen & (1u << CP_F_META))) {
 		/* first chunk */
 		if (s->stopping) {
-			push_nack(pc, NULL, F, ING_E_SHUTTING_DOWN, true,
+			stream_nack(pc, NULL, F, ING_E_SHUTTING_DOWN, true,
 				 "frame %s: ingest node is shutting down", F);
 			return R_DISCARD;
 		}
 		if (p->meta_oversize) {
-			push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
+			stream_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: meta larger than %u bytes", F, SVC_META_MAX);
 			return R_DISCARD;
 		}
@@ -144,11 +148,11 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		svc_arena_allocator(&pc->c, &a);
 		H3000__FrameMeta *m = h3000__frame_meta__unpack(&a, p->meta_len, p->meta);
 		if (!m) {
-			push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false, "frame %s: malformed meta", F);
+			stream_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false, "frame %s: malformed meta", F);
 			return R_DISCARD;
 		}
 		if (svc_pb_string_has_nul(p->meta, p->meta_len, 1, 5)) {
-			push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
+			stream_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: meta.frameId or meta.waferId contains a NUL byte: both must be "
 				 ING_ID_RULE, F);
 			return R_DISCARD;
@@ -158,8 +162,8 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		int code = svc_meta_check(s, pc->c.sess, F, p->id_len, m->frameid, m->length,
 					  m->waferid, &wafer, why, sizeof(why));
 		if (code) {
-			push_nack(pc, code == ING_E_NO_SPACE ? wafer : NULL, F, code, code == ING_E_NO_SPACE,
-				  "%s", why);
+			stream_nack(pc, code == ING_E_NO_SPACE ? wafer : NULL, F, code, code == ING_E_NO_SPACE,
+				    "%s", why);
 			return R_DISCARD;
 		}
 		e = svc_frame_find_call(s, &pc->c, F);
@@ -170,12 +174,12 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 			return R_DISCARD;
 		}
 		if (svc_frame_find(s, wafer, F)) {
-			push_nack(pc, wafer, F, ING_E_INVALID_ARGUMENT, true,
+			stream_nack(pc, wafer, F, ING_E_INVALID_ARGUMENT, true,
 				 "frame %s of wafer %s: already in flight in this node", F, wafer);
 			return R_DISCARD;
 		}
 		if (n > m->length) {
-			push_nack(pc, wafer, F, ING_E_INVALID_ARGUMENT, false,
+			stream_nack(pc, wafer, F, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: chunk of %" PRIu64 " bytes past the declared length %" PRIu64,
 				 F, n, m->length);
 			return R_DISCARD;
@@ -193,7 +197,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		if (rc == -EAGAIN)
 			return R_WAIT;
 		if (rc) {
-			push_nack(pc, wafer, F, ING_E_TOO_LARGE, false, "frame %s: %" PRIu64 " bytes fit no slot",
+			stream_nack(pc, wafer, F, ING_E_TOO_LARGE, false, "frame %s: %" PRIu64 " bytes fit no slot",
 				  F, m->length);
 			return R_DISCARD;
 		}
@@ -209,7 +213,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 		f->t_admit_ns = ing_now_ns();
 		e = svc_frame_admit(s, &pc->c, &xport_grpc_stream, f, &rc);
 		if (!e) {
-			push_nack(pc, wafer, F, ING_E_BUSY, true, "frame %s: cannot be admitted (%d)", F, rc);
+			stream_nack(pc, wafer, F, ING_E_BUSY, true, "frame %s: cannot be admitted (%d)", F, rc);
 			return R_DISCARD;
 		}
 		refused_take(pc, F, true);   /* a retry of a frame refused earlier */
@@ -222,12 +226,12 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 	if (!e && refused_take(pc, F, p->last))
 		return R_DISCARD;   /* the frame was refused or failed: it had its one answer */
 	if (O == 0 && !e) {
-		push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
+		stream_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: first chunk (offset 0) carries no meta", F);
 		return R_DISCARD;
 	}
 	if (!e) {
-		push_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
+		stream_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: chunk at offset %" PRIu64
 			 " but the frame is not in progress on this stream (missing first chunk?)", F, O);
 		return R_DISCARD;
@@ -235,7 +239,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 	if (e->state != FE_FILLING) {
 		if (O == e->length && n == 0)
 			return R_DISCARD; /* an empty closing chunk after the frame completed */
-		push_nack(pc, e->f->wafer_id, F, ING_E_INVALID_ARGUMENT, false,
+		stream_nack(pc, e->f->wafer_id, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: chunk at offset %" PRIu64 " after the frame was complete", F, O);
 		return R_DISCARD;
 	}
@@ -256,7 +260,7 @@ static int resolve_msg(struct push_call *pc, uint64_t n)
 }
 
 /* Every outcome but waiting ends the message's admission request. */
-static int resolve(struct push_call *pc, uint64_t n)
+static int resolve(struct stream_call *pc, uint64_t n)
 {
 	int r = resolve_msg(pc, n);
 	if (r != R_WAIT)
@@ -265,7 +269,7 @@ static int resolve(struct push_call *pc, uint64_t n)
 }
 
 /* A staged message's data goes to its frame, which resolve() just chose (R_DIRECT). */
-static void copy_staged(struct push_call *pc)
+static void copy_staged(struct stream_call *pc)
 {
 	struct ing_frame *f = pc->cur->f;
 	pc->msg_crc = ing_crc32c_copy(f->crc_run, f->buf + pc->snap_offset, pc->stage,
@@ -273,7 +277,7 @@ static void copy_staged(struct push_call *pc)
 }
 
 /* The message's n bytes are in the slot: advance, complete or fail on an early `last`. */
-static void advance(struct push_call *pc, uint64_t n)
+static void advance(struct stream_call *pc, uint64_t n)
 {
 	struct svc_frame *e = pc->cur;
 	struct ing_frame *f;
@@ -297,7 +301,7 @@ static void advance(struct push_call *pc, uint64_t n)
 }
 
 /* The stage buffer grows to the largest data field staged on this call (<= max_msg). */
-static int stage_prepare(struct push_call *pc, uint64_t len)
+static int stage_prepare(struct stream_call *pc, uint64_t len)
 {
 	size_t max = pc->c.svc->o.max_msg;
 	if (len > max) {
@@ -329,7 +333,7 @@ static int stage_prepare(struct push_call *pc, uint64_t len)
 
 static int cb_data_begin(void *arg, struct chunk_parser *p, uint64_t len)
 {
-	struct push_call *pc = arg;
+	struct stream_call *pc = arg;
 
 	/* Data first, or fields out of order: what follows may still change the target. */
 	if (!p->ordered || p->seen == (1u << CP_F_DATA))
@@ -351,7 +355,7 @@ static int cb_data_begin(void *arg, struct chunk_parser *p, uint64_t len)
 
 static int cb_data(void *arg, struct chunk_parser *p, uint64_t off, const uint8_t *d, size_t n)
 {
-	struct push_call *pc = arg;
+	struct stream_call *pc = arg;
 	(void)p;
 	if (pc->mode == MSG_DIRECT)
 		pc->msg_crc = ing_crc32c_copy(pc->msg_crc, pc->cur->f->buf + pc->snap_offset + off,
@@ -368,7 +372,7 @@ static const struct chunk_parser_cbs parser_cbs = {
 
 /* ---------------------------------------------------------------- messages */
 
-static void msg_begin(struct push_call *pc, size_t len)
+static void msg_begin(struct stream_call *pc, size_t len)
 {
 	chunk_parser_begin(&pc->cp, len);
 	pc->mode = MSG_UNDECIDED;
@@ -376,7 +380,7 @@ static void msg_begin(struct push_call *pc, size_t len)
 }
 
 /* A parse error becomes the call's status. */
-static int call_error(struct push_call *pc, int rc)
+static int call_error(struct stream_call *pc, int rc)
 {
 	if (rc == E_CALLFAIL && pc->c.err_status)
 		return pc->c.err_status;
@@ -387,16 +391,18 @@ static int call_error(struct push_call *pc, int rc)
 }
 
 /* The message waits for admission (its request is queued): stop the input. */
-static void block(struct push_call *pc)
+static void block(struct stream_call *pc)
 {
-	ING_DBG("svc", "frame %s: waits for a %s (call %" PRIu64 ")", pc->cp.frame_id,
-		pc->req.why == ADMIT_CREDIT ? "credit" : "pool slot", pc->c.id);
+	struct ing_log_ctx lc = svc_log_call(&pc->c);
+	lc.frame = pc->cp.frame_id;
+	ING_LOGC(ING_LOG_DEBUG, "svc", &lc, "frame %s: waits for a %s (call %" PRIu64 ")", pc->cp.frame_id,
+		 pc->req.why == ADMIT_CREDIT ? "credit" : "pool slot", pc->c.id);
 	pc->c.blocked = true;
 	svc_call_pause(&pc->c, SVC_PAUSE_BLOCKED);
 }
 
 /* The whole message is in. 0, or a gRPC status that fails the call. */
-static int msg_finish(struct push_call *pc)
+static int msg_finish(struct stream_call *pc)
 {
 	struct chunk_parser *p = &pc->cp;
 	int r;
@@ -408,7 +414,7 @@ static int msg_finish(struct push_call *pc)
 		if (p->late_fields && (strcmp(p->frame_id, pc->snap_frame_id) != 0 ||
 				       p->offset != pc->snap_offset || p->session_id != pc->snap_session)) {
 			/* the bytes went to the frame the earlier fields named; refuse the chunk */
-			push_nack(pc, NULL, p->frame_id, ING_E_INVALID_ARGUMENT, false,
+			stream_nack(pc, NULL, p->frame_id, ING_E_INVALID_ARGUMENT, false,
 				 "frame %s: frameId/offset/sessionId after data are not supported",
 				 p->frame_id);
 			pc->cur = NULL;
@@ -437,7 +443,7 @@ static int msg_finish(struct push_call *pc)
 
 /* ---------------------------------------------------------------- backlog */
 
-static int bl_reserve(struct push_call *pc, size_t need)
+static int bl_reserve(struct stream_call *pc, size_t need)
 {
 	if (pc->bl_len + need <= pc->bl_cap)
 		return 0;
@@ -465,13 +471,13 @@ static int bl_reserve(struct push_call *pc, size_t need)
 }
 
 /* Fail the call from the loop (not inside a gRPC callback). */
-static void fail_later(struct push_call *pc, int status)
+static void fail_later(struct stream_call *pc, int status)
 {
 	svc_call_finish_later(&pc->c, status, pc->c.err_msg);
 }
 
 /* Input is done and nothing is held: frames still partial can never complete. */
-static void end_of_input(struct push_call *pc)
+static void end_of_input(struct stream_call *pc)
 {
 	struct ing_svc *s = pc->c.svc;
 	if (!pc->c.half_closed || pc->c.blocked || pc->bl_len)
@@ -486,7 +492,7 @@ static void end_of_input(struct push_call *pc)
 	svc_call_check_done(&pc->c);
 }
 
-static void replay(struct push_call *pc)
+static void replay(struct stream_call *pc)
 {
 	size_t pos = 0;
 	int rc;
@@ -527,9 +533,9 @@ static void replay(struct push_call *pc)
 }
 
 /* The blocked message may go on (its admission request's turn), or waited too long. */
-static void push_progress(struct admit_req *ar, bool expired)
+static void stream_progress(struct admit_req *ar, bool expired)
 {
-	struct push_call *pc = ar->owner;
+	struct stream_call *pc = ar->owner;
 	if (pc->c.finished || pc->c.want_finish) {
 		admit_cancel(&pc->c.svc->adm, ar);   /* the call is ending: hold nothing back */
 		return;
@@ -539,7 +545,7 @@ static void push_progress(struct admit_req *ar, bool expired)
 	struct chunk_parser *p = &pc->cp;
 	int r;
 	if (expired) {
-		push_nack(pc, NULL, p->frame_id, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
+		stream_nack(pc, NULL, p->frame_id, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
 			  p->frame_id, pc->c.svc->o.frame_timeout_ms);
 		r = R_DISCARD;
 	} else {
@@ -566,9 +572,9 @@ static void push_progress(struct admit_req *ar, bool expired)
 }
 
 /* The frame is failed by the core: its message goes nowhere, its later chunks are dropped. */
-static void push_cancel(struct svc_frame *e)
+static void stream_cancel(struct svc_frame *e)
 {
-	struct push_call *pc = (struct push_call *)e->call;
+	struct stream_call *pc = (struct stream_call *)e->call;
 	refused_add(pc, e->f->frame_id);
 	if (pc->cur == e) {
 		pc->cur = NULL;
@@ -577,9 +583,9 @@ static void push_cancel(struct svc_frame *e)
 	}
 }
 
-static void push_conn_lost(struct svc_call *c)
+static void stream_conn_lost(struct svc_call *c)
 {
-	struct push_call *pc = (struct push_call *)c;
+	struct stream_call *pc = (struct stream_call *)c;
 	admit_cancel(&c->svc->adm, &pc->req);
 	free(pc->stage);
 	pc->stage = NULL;
@@ -592,22 +598,22 @@ static void push_conn_lost(struct svc_call *c)
 const struct xport_ops xport_grpc_stream = {
 	.name = "grpc-stream",
 	.xport = ING_XPORT_GRPC,
-	.progress = push_progress,
-	.cancel = push_cancel,
-	.conn_lost = push_conn_lost,
+	.progress = stream_progress,
+	.cancel = stream_cancel,
+	.conn_lost = stream_conn_lost,
 };
 
 /* ---------------------------------------------------------------- gRPC hooks */
 
-static int push_start(struct ing_grpc_call *c, void *ctx)
+static int stream_start(struct ing_grpc_call *c, void *ctx)
 {
 	struct ing_svc *s = ctx;
 	if (ing_svc_stopping(s)) {
 		ing_grpc_call_finish(c, ING_GRPC_UNAVAILABLE, "ingest node is shutting down");
 		return ING_GRPC_UNAVAILABLE;
 	}
-	struct push_call *pc = (struct push_call *)svc_call_new(s, c, &xport_grpc_stream,
-								 sizeof(struct push_call));
+	struct stream_call *pc = (struct stream_call *)svc_call_new(s, c, &xport_grpc_stream,
+								 sizeof(struct stream_call));
 	if (!pc) {
 		ing_grpc_call_finish(c, ING_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return ING_GRPC_RESOURCE_EXHAUSTED;
@@ -615,7 +621,9 @@ static int push_start(struct ing_grpc_call *c, void *ctx)
 	chunk_parser_init(&pc->cp, &parser_cbs, pc);
 	if (svc_call_bind_header(&pc->c)) {
 		int st = pc->c.err_status;
-		ING_INFO("svc", "PushFrames from %s refused: %s", ing_grpc_call_peer(c), pc->c.err_msg);
+		struct ing_log_ctx lc = svc_log_call(&pc->c);
+		ING_LOGC(ING_LOG_INFO, "svc", &lc, "PushFrames from %s refused: %s", ing_grpc_call_peer(c),
+			 pc->c.err_msg);
 		ing_grpc_call_finish(c, st, pc->c.err_msg);
 		svc_call_free(&pc->c);
 		return st;
@@ -624,9 +632,9 @@ static int push_start(struct ing_grpc_call *c, void *ctx)
 	return ING_GRPC_OK;
 }
 
-static int push_msg_begin(struct ing_grpc_call *c, size_t len)
+static int stream_msg_begin(struct ing_grpc_call *c, size_t len)
 {
-	struct push_call *pc = ing_grpc_call_user(c);
+	struct stream_call *pc = ing_grpc_call_user(c);
 	if (!pc || pc->c.finished)
 		return 0;
 	if (pc->c.blocked || pc->bl_len) {
@@ -646,9 +654,9 @@ fail:
 	return pc->c.err_status;
 }
 
-static int push_msg_data(struct ing_grpc_call *c, const uint8_t *d, size_t n)
+static int stream_msg_data(struct ing_grpc_call *c, const uint8_t *d, size_t n)
 {
-	struct push_call *pc = ing_grpc_call_user(c);
+	struct stream_call *pc = ing_grpc_call_user(c);
 	int rc;
 	if (!pc || pc->c.finished)
 		return 0;
@@ -664,16 +672,49 @@ static int push_msg_data(struct ing_grpc_call *c, const uint8_t *d, size_t n)
 	rc = chunk_parser_feed(&pc->cp, d, n);
 	if (rc < 0) {
 		int st = call_error(pc, rc);
-		ING_LOG_RL(ING_LOG_WARN, "svc", "PushFrames from %s: %s", ing_grpc_call_peer(c), pc->c.err_msg);
+		struct ing_log_ctx lc = svc_log_call(&pc->c);
+		ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "PushFrames from %s: %s", ing_grpc_call_peer(c),
+			    pc->c.err_msg);
 		ing_grpc_call_finish(c, st, pc->c.err_msg);
 		return st;
 	}
 	return 0;
 }
 
-static int push_msg_end(struct ing_grpc_call *c)
+/* Where the data field's next bytes go, for the gRPC layer to read them there: the slot
+ * (MSG_DIRECT) or the stage buffer (MSG_STAGE, sized for the whole field). A discarded
+ * field's bytes come through stream_msg_data (dropped); so does everything else. */
+static uint8_t *stream_msg_sink(struct ing_grpc_call *c, size_t *n)
 {
-	struct push_call *pc = ing_grpc_call_user(c);
+	struct stream_call *pc = ing_grpc_call_user(c);
+	uint64_t off = 0, run;
+	*n = 0;
+	if (!pc || pc->c.finished || pc->bl_open || !(run = chunk_parser_data_run(&pc->cp, &off)))
+		return NULL;
+	*n = run > SIZE_MAX ? SIZE_MAX : (size_t)run;
+	if (pc->mode == MSG_DIRECT && pc->cur)
+		return pc->cur->f->buf + pc->snap_offset + off;
+	if (pc->mode == MSG_STAGE)
+		return pc->stage + off;
+	return NULL;
+}
+
+/* n bytes are where stream_msg_sink said: crc over the slot while they are in the cache. */
+static int stream_msg_placed(struct ing_grpc_call *c, size_t n)
+{
+	struct stream_call *pc = ing_grpc_call_user(c);
+	uint64_t off = 0;
+	if (!pc || pc->c.finished || pc->bl_open || chunk_parser_data_run(&pc->cp, &off) < n)
+		return ING_GRPC_INTERNAL;   /* cannot be: the sink was asked right before */
+	if (pc->mode == MSG_DIRECT && pc->cur)
+		pc->msg_crc = ing_crc32c(pc->msg_crc, pc->cur->f->buf + pc->snap_offset + off, n);
+	chunk_parser_skip_data(&pc->cp, n);
+	return 0;
+}
+
+static int stream_msg_end(struct ing_grpc_call *c)
+{
+	struct stream_call *pc = ing_grpc_call_user(c);
 	int rc;
 	if (!pc || pc->c.finished)
 		return 0;
@@ -687,16 +728,18 @@ static int push_msg_end(struct ing_grpc_call *c)
 	else
 		rc = call_error(pc, rc);
 	if (rc) {
-		ING_LOG_RL(ING_LOG_WARN, "svc", "PushFrames from %s: %s", ing_grpc_call_peer(c), pc->c.err_msg);
+		struct ing_log_ctx lc = svc_log_call(&pc->c);
+		ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "PushFrames from %s: %s", ing_grpc_call_peer(c),
+			    pc->c.err_msg);
 		ing_grpc_call_finish(c, rc, pc->c.err_msg);
 		return rc;
 	}
 	return 0;
 }
 
-static void push_half_close(struct ing_grpc_call *c)
+static void stream_half_close(struct ing_grpc_call *c)
 {
-	struct push_call *pc = ing_grpc_call_user(c);
+	struct stream_call *pc = ing_grpc_call_user(c);
 	if (!pc)
 		return;
 	pc->c.half_closed = true;
@@ -704,13 +747,15 @@ static void push_half_close(struct ing_grpc_call *c)
 }
 
 
-const struct ing_grpc_method svc_push_method = {
+const struct ing_grpc_method svc_stream_method = {
 	.path = "/h3000.RDMASvc/PushFrames",
-	.on_start = push_start,
-	.on_msg_begin = push_msg_begin,
-	.on_msg_data = push_msg_data,
-	.on_msg_end = push_msg_end,
-	.on_half_close = push_half_close,
+	.on_start = stream_start,
+	.on_msg_begin = stream_msg_begin,
+	.on_msg_data = stream_msg_data,
+	.on_msg_end = stream_msg_end,
+	.on_msg_sink = stream_msg_sink,
+	.on_msg_placed = stream_msg_placed,
+	.on_half_close = stream_half_close,
 	.on_writable = svc_on_writable,
 	.on_close = svc_on_close,
 };
