@@ -144,9 +144,7 @@ int ing_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms,
 
 const char *ing_fmt_duration(uint64_t ms, char *buf, size_t len)
 {
-	if (ms && ms % 86400000 == 0)
-		snprintf(buf, len, "%llud", (unsigned long long)(ms / 86400000));
-	else if (ms && ms % 3600000 == 0)
+	if (ms && ms % 3600000 == 0)
 		snprintf(buf, len, "%lluh", (unsigned long long)(ms / 3600000));
 	else if (ms && ms % 60000 == 0)
 		snprintf(buf, len, "%llum", (unsigned long long)(ms / 60000));

@@ -26,7 +26,8 @@ int ing_parse_u64(const char *s, uint64_t max, uint64_t *out);
  * 0, -EINVAL (malformed, or finer than 1 ms) or -ERANGE (above max_ms).
  */
 int ing_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms, uint64_t *out);
-/* "30s", "500ms", "2m", "1h", "7d", "1500ms": the shortest exact spelling of ms into buf. */
+/* "30s", "500ms", "2m", "1h", "1500ms": the shortest exact spelling of ms into buf (days as
+ * hours: "168h"). */
 const char *ing_fmt_duration(uint64_t ms, char *buf, size_t len);
 
 /* One item of a size list: a size (lo == hi) or a range lo-hi. */

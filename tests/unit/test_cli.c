@@ -49,7 +49,7 @@ static void durations(void **state)
 	assert_string_equal(ing_fmt_duration(120000, b, sizeof(b)), "2m");
 	assert_string_equal(ing_fmt_duration(1500, b, sizeof(b)), "1500ms");
 	assert_string_equal(ing_fmt_duration(7200000, b, sizeof(b)), "2h");
-	assert_string_equal(ing_fmt_duration(172800000, b, sizeof(b)), "2d");
+	assert_string_equal(ing_fmt_duration(172800000, b, sizeof(b)), "48h");
 	assert_string_equal(ing_fmt_duration(0, b, sizeof(b)), "0s");
 }
 
