@@ -330,6 +330,7 @@ struct ing_svc {
 	struct svc_ops ops;          /* failures by code, per-peer series (svc_ops.c) */
 	struct ing_tier *tier;       /* object store tier (NULL: none) */
 	uint64_t c_tier_refused;     /* frames refused NO_SPACE at the high-water mark */
+	bool tier_refusing;          /* the last new frame was refused at the mark */
 	uint64_t inflight_bytes;     /* declared bytes of the frames admitted, not finished */
 	bool tier_fd_added;          /* the tier's read doorbell is on the loop */
 	uint8_t *get_buf;            /* one FrameData being packed (GetFrame) */

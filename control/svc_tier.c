@@ -27,10 +27,12 @@
 
 bool svc_tier_refusing(struct ing_svc *s, uint64_t length, char *why, size_t whylen)
 {
-	if (!s->tier || !ing_tier_refusing(s->tier, s->inflight_bytes + length, why, whylen))
-		return false;
-	s->c_tier_refused++;
-	return true;
+	/* the last frame's verdict is what Stats and /metrics call "refusing": a frame of
+	 * another size may still fit, and the next one that does clears it */
+	s->tier_refusing = s->tier && ing_tier_refusing(s->tier, s->inflight_bytes + length, why, whylen);
+	if (s->tier_refusing)
+		s->c_tier_refused++;
+	return s->tier_refusing;
 }
 
 void svc_tier_stats(struct ing_svc *s, H3000__StatsReply *r, H3000__TierStats *p,
@@ -60,7 +62,7 @@ void svc_tier_stats(struct ing_svc *s, H3000__StatsReply *r, H3000__TierStats *p
 	p->framestiered = st->frames_tiered;
 	p->localbytes = st->local_bytes;
 	p->localdeleted = st->local_deleted;
-	p->refusing = ing_tier_refusing(s->tier, s->inflight_bytes, NULL, 0);
+	p->refusing = s->tier_refusing;
 	p->refusedframes = s->c_tier_refused;
 	p->highwaterpercent = st->high_water_pct;
 	p->highwaterbytes = st->high_water_bytes;
@@ -114,8 +116,8 @@ void svc_tier_metrics(struct ing_svc *s, struct ing_mtext *t)
 			 "Local copies deleted after their object was verified.");
 	ing_mtext_u64(t, "ingest_tier_local_deleted_total", "", st.local_deleted);
 	ing_mtext_family(t, "ingest_tier_refusing", "gauge",
-			 "1 while new frames are refused NO_SPACE at --local-high-water.");
-	ing_mtext_u64(t, "ingest_tier_refusing", "", st.refusing);
+			 "1 when the last new frame was refused NO_SPACE at --local-high-water.");
+	ing_mtext_u64(t, "ingest_tier_refusing", "", s->tier_refusing);
 	ing_mtext_family(t, "ingest_tier_refused_frames_total", "counter",
 			 "Frames refused NO_SPACE (retryable) at --local-high-water.");
 	ing_mtext_u64(t, "ingest_tier_refused_frames_total", "", s->c_tier_refused);

@@ -329,7 +329,7 @@ static void upload_put(struct ing_tier *t, struct xfer *x)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned mdl = 0;
-	char why[600];
+	char why[700];
 
 	EVP_DigestFinal_ex(x->md, md, &mdl);
 	if (x->crc != x->row.crc32c) {

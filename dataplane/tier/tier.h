@@ -104,7 +104,7 @@ struct ing_tier_stats {
 	uint64_t frames_local, frames_both, frames_tiered;
 	uint64_t local_bytes;         /* bytes of frames with a local copy */
 	uint64_t local_deleted;       /* local copies deleted since start */
-	bool refusing;                /* at the high-water mark: new frames refused */
+	bool refusing;                /* what is stored locally has reached the mark */
 	unsigned high_water_pct;      /* the mark (0: none) */
 	uint64_t high_water_bytes;
 	double usage_pct;             /* the data dir's file system, used % */

@@ -272,7 +272,7 @@ step_highwater() {
 	"$SEND" --server "$SERVER" --count 40 --sizes 16M --first-id 1 --manifest "$W/hw.all" \
 		--durable-manifest "$W/hw.ok" --quiet >"$W/send.out" 2>&1 || rc=$?
 	[ "$rc" != 0 ] || fail "640 MiB were all taken with a 256 MiB high-water mark and no store"
-	grep -q "failed (code 8, retryable): .*local frames at --local-high-water 256 MiB" "$W/send.out" ||
+	grep -q "failed: ingest node storage full (the node: local frames at --local-high-water 256 MiB.*retry later): retryable" "$W/send.out" ||
 		fail "no retryable NO_SPACE NACK naming the mark: $(tail -3 "$W/send.out")"
 	local ok
 	ok=$(grep -vc '^#' "$W/hw.ok")
@@ -286,13 +286,20 @@ step_highwater() {
 	local t0=$SECONDS
 	tier_wait "backlogFrames == 0 and storeState == 2 and localBytes < 256 * 1048576" 120 "drained after the store came back"
 	echo "  store back: drained in $((SECONDS - t0)) s, $(tier_stat localDeleted) local copies deleted"
-	local i
-	for i in $(seq 1 20); do   # sent again until every frame is taken (the mark may refuse some again)
-		"$SEND" --server "$SERVER" --count 40 --sizes 16M --first-id 1 --quiet >"$W/send.out" 2>&1 && break
-		grep -q "code 8, retryable" "$W/send.out" || fail "resend: $(tail -3 "$W/send.out")"
-		tier_wait "backlogFrames == 0 and not refusing" 120 "room again"
+	# the refused frames sent again, one at a time: each is taken once the tier has made room
+	# (uploaded, then deleted verified copies below 90 % of the mark); a refusal says retry
+	local id i n=0 t1=$SECONDS
+	for id in $(seq 1 40); do
+		grep -q "^frame-$id " "$W/hw.ok" && continue
+		for i in $(seq 1 10); do
+			"$SEND" --server "$SERVER" --count 1 --sizes 16M --first-id "$id" --quiet >"$W/send.out" 2>&1 && break
+			grep -q "storage full.*retryable" "$W/send.out" || fail "resend of frame-$id: $(tail -3 "$W/send.out")"
+			tier_wait "backlogFrames == 0 and localBytes <= 256 * 1048576 * 9 // 10" 120 "room again"
+		done
+		[ "$i" -lt 10 ] || fail "frame-$id still refused after 10 tries"
+		n=$((n + 1))
 	done
-	[ "$i" -lt 20 ] || fail "frames still refused after 20 rounds"
+	echo "  the $n refused frames taken when sent again ($((SECONDS - t1)) s, the store taking them)"
 	tier_wait "backlogFrames == 0 and framesBoth + framesTiered == 40" 120 "all 40 tiered"
 	[ "$(sqlite3 "$W/dh/catalog.db" "SELECT count(*) FROM frames")" = 40 ] || fail "not 40 frames in the catalog"
 	[ "$(objects highwater)" = 40 ] || fail "$(objects highwater) objects, 40 frames"
