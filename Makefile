@@ -87,7 +87,7 @@ SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 test-asan: build-asan
-	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault' --output-on-failure --timeout 300
+	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault|dotnet' --output-on-failure --timeout 300
 
 test-unit: deps build
 	@cd $(BUILD) && ctest -L unit --output-on-failure
@@ -100,11 +100,13 @@ abi-baseline: build
 		echo "producer/libingest.abi updated: commit it"
 
 # label package (install into a prefix, .debs, ABI check) runs in the release tree only:
-# an ASan-built libingest.so cannot be loaded by an uninstrumented downstream program;
+# an ASan-built libingest.so cannot be loaded by an uninstrumented downstream program
+# (nor by dotnet: label dotnet, the C# tests, likewise);
 # the fault suite (kill -9, disk full, frozen fs) too: it times real processes.
 test: deps build build-asan build-fuzz
-	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault' --output-on-failure --timeout 300
+	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault|dotnet' --output-on-failure --timeout 300
 	@cd $(BUILD_FUZZ) && ctest -L fuzz --output-on-failure
+	@command -v dotnet >/dev/null 2>&1 || echo "dotnet SDK not found: $$(cd $(BUILD) && ctest -N -L dotnet | sed -n 's/^Total Tests: //p') C# tests not run"
 	@cd $(BUILD) && ctest -LE fuzz --output-on-failure --timeout 1200
 
 fuzz: build-fuzz

@@ -65,18 +65,6 @@ static int set_memlock(const struct ing_opt *d, void *cfg, const char *v, char *
 	return 0;
 }
 
-/* an int field that is -1 until set: a cpu or node number */
-static int set_index(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
-{
-	uint64_t x;
-	if (ing_parse_u64(v, 65535, &x)) {
-		snprintf(why, whylen, "'%.64s' is not a number in 0..65535", v);
-		return -EINVAL;
-	}
-	*(int *)(void *)((char *)cfg + d->off) = (int)x;
-	return 0;
-}
-
 static const struct ing_opt opts[] = {
 	{ "config", "FILE", ING_OPT_PATH, offsetof(C, config), 0, 0, 0, NULL, NULL,
 	  "ingestd's config file (ingestd --config): check the node it\n"
@@ -91,7 +79,7 @@ static const struct ing_opt opts[] = {
 			"auto falls back to 4 KiB pages, off does not use them"),
 	ING_OPT_STR_(C, "rdma-dev", o.rdma_dev, "NAME", "device to check (default: the first one)"),
 	ING_OPT_STR_(C, "lcores", o.plan.lcores, "LIST", "ingestd's --lcores: control + dataplane lcores, e.g. 8-10"),
-	ING_OPT_CUSTOM_(C, "pool-node", o.plan.pool_node, set_index, "N", "ingestd's --pool-node: NUMA node of the pool"),
+	ING_OPT_CUSTOM_(C, "pool-node", o.plan.pool_node, ing_opt_set_index, "N", "ingestd's --pool-node: NUMA node of the pool"),
 	ING_OPT_UINT_(C, "workers", o.plan.n_workers, 1, ING_PLAN_MAX_WORKERS, "ingestd's --workers: persistence workers (default 2)"),
 	ING_OPT_BOOL_(C, "json", json, "JSON instead of text"),
 	ING_OPT_PATH_(C, "sysfs-root", o.sysfs_root, "DIR", "read sysfs there instead of /sys (test fixtures)"),
@@ -99,7 +87,7 @@ static const struct ing_opt opts[] = {
 	ING_OPT_CUSTOM_(C, "memlock", o.memlock, set_memlock, "N|unlimited", "use this memlock limit instead of getrlimit()"),
 	ING_OPT_PATH_(C, "topology", o.topology, "FILE", "hwloc XML for the NUMA checks (default: live, $HWLOC_XMLFILE)"),
 	/* ingest-topo's placement overrides (not ingestd flags): what-if checks of a plan */
-	ING_OPT_CUSTOM_(C, "control-cpu", o.plan.control_cpu, set_index, "N", "what-if: the control thread's cpu (as ingest-topo)"),
+	ING_OPT_CUSTOM_(C, "control-cpu", o.plan.control_cpu, ing_opt_set_index, "N", "what-if: the control thread's cpu (as ingest-topo)"),
 	ING_OPT_STR_(C, "worker-cpus", o.plan.worker_cpus, "LIST", "what-if: pin the persistence workers to LIST (as ingest-topo)"),
 	ING_OPT_UINT_(C, "dataplane", o.plan.n_dataplane, 0, ING_PLAN_MAX_LCORES, "what-if: dataplane lcores (as ingest-topo; default 1)"),
 	ING_OPT_STR_(C, "block-dev", o.plan.block_dev, "NAME", "what-if: the storage device (as ingest-topo)"),

@@ -19,11 +19,10 @@
  * have a row in the fleet catalog (PostgreSQL) on at least one node, and every such copy
  * must be intact in that node's catalog and file (--data-dir NODE=DIR, once per node);
  * copies on two nodes with the same CRC are counted as duplicates, not errors.
- * Exit: 0 all good, 1 some frame bad, 2 usage or setup error.
+ * Exit status: 0 all good, 1 a frame bad or missing (or the catalog unreadable), 2 usage.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -34,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "common/io.h"
 #include "common/parse.h"
 #include "common/clock.h"
@@ -272,31 +272,128 @@ static int parse_manifest_line(char *line, struct expect *e, int version)
 	return 0;
 }
 
-/* A plain decimal/hex number, no sign, no overflow ("-1" would wrap to 2^64-1). */
-static bool parse_u64(const char *s, uint64_t *out)
+/* ---------------------------------------------------------------- options */
+
+struct verify_cfg {
+	const char *data_dirs[MAX_FLEET_NODES];   /* --data-dir, once (or once per node) */
+	unsigned ndirs;
+	const char *manifest, *wafer, *prefix, *fleet, *sizes;
+	uint64_t first, count, size, seed;
+	unsigned max_errors;
+	bool no_catalog, allow_missing, json, quiet;
+	struct synth_spec synth;
+};
+
+static void cfg_init(void *p)
 {
-	return ing_parse_u64(s, UINT64_MAX, out) == 0;
+	struct verify_cfg *c = p;
+	memset(c, 0, sizeof(*c));
+	c->wafer = DEFAULT_WAFER;
+	c->prefix = DEFAULT_ID_PREFIX;
+	c->first = 1;
+	c->size = 4u << 20;
+	c->seed = 1;
+	c->max_errors = 20;
 }
 
-static void usage(FILE *f)
+static int set_data_dir(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
-	fprintf(f,
-		"usage: ingest-verify --data-dir DIR (--manifest PATH | synthetic parameters)\n"
-		"  --manifest PATH   written by ingest-send --manifest\n"
-		"  --first-id N --count N --size SIZE | --sizes MIN-MAX --seed S --wafer ID\n"
-		"  [--id-prefix P]   (default " DEFAULT_ID_PREFIX ")\n"
-		"                    the same synthetic parameters as the send\n"
-		"  --no-catalog      do not check catalog.db\n"
-		"  --allow-missing   a frame without a catalog row is missing, not bad (after a\n"
-		"                    crash: a manifest of sent frames; rows must still be intact)\n"
-		"  --max-errors N    problems printed (default 20)\n"
-		"  --json            summary as JSON on stdout\n"
-		"  --quiet           only problems and the exit status\n"
-		"       ingest-verify --fleet CONNINFO --manifest PATH --data-dir NODE=DIR...\n"
-		"  --fleet CONNINFO  a fleet: every frame in the fleet catalog (PostgreSQL, libpq\n"
-		"                    conninfo) on >= 1 node, each copy intact in that node's\n"
-		"                    catalog and file (--data-dir NODE=DIR once per node); copies\n"
-		"                    on two nodes with the same crc32c are counted, not errors\n");
+	struct verify_cfg *c = cfg;
+	(void)d;
+	if (!*v) {
+		snprintf(why, whylen, "empty value: give a directory");
+		return -EINVAL;
+	}
+	if (c->ndirs == MAX_FLEET_NODES) {
+		snprintf(why, whylen, "more than %d data dirs", MAX_FLEET_NODES);
+		return -EINVAL;
+	}
+	c->data_dirs[c->ndirs++] = v;
+	return 0;
+}
+
+#define C struct verify_cfg
+static const struct ing_opt opts[] = {
+	ING_OPT_CUSTOM_(C, "data-dir", data_dirs, set_data_dir, "DIR", "ingestd's data dir (--fleet: NODE=DIR, once per node)"),
+	ING_OPT_PATH_(C, "manifest", manifest, "PATH", "written by ingest-send --manifest (or --durable-manifest)"),
+	ING_OPT_U64_(C, "first-id", first, 0, UINT64_MAX, "without a manifest, the synthetic frames of a send with the\n"
+		     "same --first-id, --count, --size/--sizes, --seed, --wafer,\n"
+		     "--id-prefix: the first counter"),
+	ING_OPT_U64_(C, "count", count, 0, 1ull << 40, "how many synthetic frames"),
+	ING_OPT_SIZE_(C, "size", size, 1, 1ull << 40, "their size"),
+	ING_OPT_STR_(C, "sizes", sizes, "LIST", "their sizes, as ingest-send --sizes (e.g. 1M-16M)"),
+	ING_OPT_U64_(C, "seed", seed, 0, UINT64_MAX, "their seed"),
+	ING_OPT_STR_(C, "wafer", wafer, "ID", "their wafer (default " DEFAULT_WAFER ")"),
+	ING_OPT_STR_(C, "id-prefix", prefix, "P", "their frame id prefix (default " DEFAULT_ID_PREFIX ")"),
+	ING_OPT_BOOL_(C, "no-catalog", no_catalog, "do not check catalog.db (ingestd --sink null)"),
+	ING_OPT_BOOL_(C, "allow-missing", allow_missing, "a frame without a catalog row is missing, not bad (after a\n"
+		      "crash: a manifest of sent frames; rows must still be intact)"),
+	ING_OPT_UINT_(C, "max-errors", max_errors, 0, UINT32_MAX, "problems printed"),
+	ING_OPT_BOOL_(C, "json", json, "summary as JSON on stdout"),
+	ING_OPT_BOOL_(C, "quiet", quiet, "only problems and the exit status"),
+	ING_OPT_STR_(C, "fleet", fleet, "CONNINFO", "a fleet: every frame in the fleet catalog (PostgreSQL, libpq\n"
+		     "conninfo) on >= 1 node, each copy intact in that node's\n"
+		     "catalog and file (--data-dir NODE=DIR once per node); copies\n"
+		     "on two nodes with the same crc32c are counted, not errors"),
+};
+
+static const struct ing_cli cli = {
+	.prog = "ingest-verify",
+	.synopsis = "--data-dir DIR (--manifest PATH | --count N ...) [options]",
+	.summary = "check stored h3000 frames against what was sent, byte for byte",
+	.about = "For every frame of a manifest (or of the synthetic parameters of a send): its\n"
+		 "file exists with the length, crc32c and bytes sent, and catalog.db has its row.\n"
+		 "  ingest-verify --fleet CONNINFO --manifest PATH --data-dir NODE=DIR...\n"
+		 "checks a fleet of nodes.\n",
+	.opts = opts,
+	.nopts = sizeof(opts) / sizeof(opts[0]),
+	.max_args = 0,
+	.init = cfg_init,
+	.cfg_size = sizeof(struct verify_cfg),
+	.exit_status = "  0  every frame is stored intact\n"
+		       "  1  a frame is bad or missing, no frame was checked, or the catalog or the\n"
+		       "     manifest could not be read\n"
+		       "  2  usage error\n",
+};
+
+/* The options and the checks between them: 0, 1 (--help/--version) or 2. */
+static int parse_args(int argc, char **argv, struct verify_cfg *c)
+{
+	char why[256];
+	int argi, rc = ing_cli_parse(&cli, argc, argv, c, &argi);
+	if (rc)
+		return rc;
+	if (c->sizes) {
+		if (synth_spec_sizes(&c->synth, c->sizes, why, sizeof(why)))
+			return ing_cli_usage_error(&cli, "--sizes: %s", why);
+		c->synth.seed = c->seed;
+	} else {
+		synth_spec_fixed(&c->synth, c->seed, c->size);
+	}
+	if (c->count && c->first > UINT64_MAX - (c->count - 1))
+		return ing_cli_usage_error(&cli, "--first-id %" PRIu64 " + --count %" PRIu64
+					   " passes the largest frame id", c->first, c->count);
+	if (c->fleet) {
+		if (!c->manifest || !c->ndirs)
+			return ing_cli_usage_error(&cli, "--fleet needs --manifest PATH and --data-dir "
+						   "NODE=DIR for each node");
+		return 0;
+	}
+	if (!c->ndirs)
+		return ing_cli_usage_error(&cli, "--data-dir DIR is missing (ingestd's data dir)");
+	if (c->ndirs > 1)
+		return ing_cli_usage_error(&cli, "--data-dir given %u times: one node, one data dir "
+					   "(several only with --fleet)", c->ndirs);
+	if (!c->manifest && !c->count)
+		return ing_cli_usage_error(&cli, "nothing to check: give --manifest PATH, or --count N "
+					   "and the other synthetic parameters of the send");
+	if (c->allow_missing && c->no_catalog)
+		return ing_cli_usage_error(&cli, "--allow-missing needs the catalog (not --no-catalog)");
+	if (!*c->wafer)
+		c->wafer = ING_DEFAULT_WAFER;
+	if (ing_id_check(c->wafer, strlen(c->wafer)))
+		return ing_cli_usage_error(&cli, "--wafer: a wafer id is " ING_ID_RULE);
+	return 0;
 }
 
 /* --fleet CONNINFO --manifest PATH --data-dir NODE=DIR...: ing_fleet_verify */
@@ -305,16 +402,10 @@ static int fleet_main(const char *conninfo, const char *manifest, const char *co
 {
 	static struct ing_fleet_verify_node nodes[MAX_FLEET_NODES];
 	static char ids[MAX_FLEET_NODES][ING_FLEET_ID_MAX + 1];
-	if (!manifest || !ndirs) {
-		fprintf(stderr, "ingest-verify: --fleet needs --manifest PATH and --data-dir NODE=DIR for each node\n");
-		return 2;
-	}
 	for (unsigned i = 0; i < ndirs; i++) {
 		const char *eq = strchr(dirs[i], '=');
-		if (!eq || eq == dirs[i] || !eq[1] || (size_t)(eq - dirs[i]) > ING_FLEET_ID_MAX) {
-			fprintf(stderr, "ingest-verify: --fleet: --data-dir '%s' is not NODE=DIR\n", dirs[i]);
-			return 2;
-		}
+		if (!eq || eq == dirs[i] || !eq[1] || (size_t)(eq - dirs[i]) > ING_FLEET_ID_MAX)
+			return ing_cli_usage_error(&cli, "--fleet: --data-dir '%s' is not NODE=DIR", dirs[i]);
 		snprintf(ids[i], sizeof(ids[i]), "%.*s", (int)(eq - dirs[i]), dirs[i]);
 		nodes[i].node_id = ids[i];
 		nodes[i].data_dir = eq + 1;
@@ -322,7 +413,7 @@ static int fleet_main(const char *conninfo, const char *manifest, const char *co
 	struct ing_fleet_verify_result r;
 	uint64_t t0 = ing_now_ns();
 	if (ing_fleet_verify(conninfo, manifest, nodes, ndirs, max_errors, &r))
-		return 2;
+		return ING_EXIT_FAILURE;   /* said why */
 	double s = (double)(ing_now_ns() - t0) / 1e9;
 	if (json)
 		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"missing\":%" PRIu64 ",\"bad\":%" PRIu64
@@ -338,178 +429,122 @@ static int fleet_main(const char *conninfo, const char *manifest, const char *co
 	return r.missing || r.bad || !r.frames ? 1 : 0;
 }
 
-int main(int argc, char **argv)
+/* Open catalog.db read-only (unless --no-catalog): 0 or the exit status, said why. */
+static int open_catalog(const struct verify_cfg *c, struct verify *v)
 {
-	enum { O_DIR = 256, O_MAN, O_FIRST, O_COUNT, O_SIZE, O_SIZES, O_SEED, O_WAFER, O_NOCAT,
-	       O_MAXERR, O_JSON, O_QUIET, O_HELP, O_MISSING, O_PREFIX, O_FLEET };
-	static const struct option lo[] = {
-		{ "data-dir", required_argument, 0, O_DIR },
-		{ "manifest", required_argument, 0, O_MAN },
-		{ "first-id", required_argument, 0, O_FIRST },
-		{ "count", required_argument, 0, O_COUNT },
-		{ "size", required_argument, 0, O_SIZE },
-		{ "sizes", required_argument, 0, O_SIZES },
-		{ "seed", required_argument, 0, O_SEED },
-		{ "wafer", required_argument, 0, O_WAFER },
-		{ "id-prefix", required_argument, 0, O_PREFIX },
-		{ "no-catalog", no_argument, 0, O_NOCAT },
-		{ "allow-missing", no_argument, 0, O_MISSING },
-		{ "max-errors", required_argument, 0, O_MAXERR },
-		{ "json", no_argument, 0, O_JSON },
-		{ "quiet", no_argument, 0, O_QUIET },
-		{ "help", no_argument, 0, O_HELP },
-		{ "fleet", required_argument, 0, O_FLEET },
-		{ 0, 0, 0, 0 },
-	};
-	struct verify v = { .check_catalog = true, .max_errors = 20 };
-	struct synth_spec sp = { .seed = 1, .size_min = 4u << 20, .size_max = 4u << 20 };
-	const char *manifest = NULL, *wafer = DEFAULT_WAFER, *prefix = DEFAULT_ID_PREFIX;
-	uint64_t first = 1, count = 0;
-	bool json = false;
-	const char *fleet = NULL;
-	static const char *dirs[MAX_FLEET_NODES];
-	unsigned ndirs = 0;
-	int opt, ret = 2;
-	uint64_t n;
+	char db[PATH_MAX];
+	struct stat st;
 
-	int li = 0;
-	while ((opt = getopt_long(argc, argv, "h", lo, &li)) != -1) {
-		switch (opt) {
-		case O_DIR:
-			v.data_dir = optarg;
-			if (ndirs == MAX_FLEET_NODES) {
-				fprintf(stderr, "ingest-verify: more than %d --data-dir\n", MAX_FLEET_NODES);
-				return 2;
-			}
-			dirs[ndirs++] = optarg;
-			break;
-		case O_FLEET: fleet = optarg; break;
-		case O_MAN: manifest = optarg; break;
-		case O_FIRST: if (!parse_u64(optarg, &first)) goto bad; break;
-		case O_COUNT: if (!parse_u64(optarg, &count) || count > (1ull << 40)) goto bad; break;
-		case O_SIZE:
-			if (synth_parse_size(optarg, &sp.size_min) || !sp.size_min)
-				goto bad;
-			sp.size_max = sp.size_min;
-			break;
-		case O_SIZES:
-			if (synth_parse_range(optarg, &sp.size_min, &sp.size_max))
-				goto bad;
-			break;
-		case O_SEED: if (!parse_u64(optarg, &sp.seed)) goto bad; break;
-		case O_WAFER: wafer = optarg; break;
-		case O_PREFIX: prefix = optarg; break;
-		case O_NOCAT: v.check_catalog = false; break;
-		case O_MISSING: v.allow_missing = true; break;
-		case O_MAXERR:
-			if (!parse_u64(optarg, &n) || n > UINT32_MAX)
-				goto bad;
-			v.max_errors = (unsigned)n;
-			break;
-		case O_JSON: json = true; break;
-		case O_QUIET: v.quiet = true; break;
-		case O_HELP: case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
+	if (!v->check_catalog)
+		return 0;
+	snprintf(db, sizeof(db), "%s/catalog.db", v->data_dir);
+	if (stat(db, &st)) {
+		fprintf(stderr, "ingest-verify: %s: %s (is --data-dir ingestd's data dir? use "
+			"--no-catalog for a node run with --sink null)\n", db, strerror(errno));
+		return ING_EXIT_FAILURE;
 	}
-	if (count && first > UINT64_MAX - (count - 1)) {
-		fprintf(stderr, "ingest-verify: --first-id %" PRIu64 " + --count %" PRIu64
-			" passes the largest frame id\n", first, count);
-		return 2;
+	(void)c;
+	v->cat = ing_catalog_open_ro(db);   /* logs why not */
+	if (!v->cat) {
+		fprintf(stderr, "ingest-verify: %s: cannot open the catalog\n", db);
+		return ING_EXIT_FAILURE;
 	}
-	if (fleet)
-		return fleet_main(fleet, manifest, dirs, ndirs, v.max_errors, json, v.quiet);
-	if (!v.data_dir || (!manifest && !count) || optind != argc) {
-		usage(stderr);
-		return 2;
-	}
-	if (v.allow_missing && !v.check_catalog) {
-		fprintf(stderr, "ingest-verify: --allow-missing needs the catalog (not --no-catalog)\n");
-		return 2;
-	}
-	if (!*wafer)
-		wafer = ING_DEFAULT_WAFER;
-	if (ing_id_check(wafer, strlen(wafer))) {
-		fprintf(stderr, "ingest-verify: bad --wafer: a wafer id is " ING_ID_RULE "\n");
-		return 2;
-	}
-	if (v.check_catalog) {
-		char db[PATH_MAX];
-		struct stat st;
-		snprintf(db, sizeof(db), "%s/catalog.db", v.data_dir);
-		if (stat(db, &st)) {
-			fprintf(stderr, "ingest-verify: %s: %s (use --no-catalog for --sink null)\n", db,
-				strerror(errno));
-			return 2;
-		}
-		v.cat = ing_catalog_open_ro(db);   /* logs why not */
-		if (!v.cat) {
-			fprintf(stderr, "ingest-verify: %s: cannot open the catalog\n", db);
-			goto out;
-		}
-	}
+	return 0;
+}
 
-	uint64_t t0 = ing_now_ns();
-	struct expect *e = malloc(sizeof(*e));
-	if (!e)
-		goto out;
-	if (manifest) {
-		FILE *f = fopen(manifest, "r");
-		if (!f) {
-			fprintf(stderr, "ingest-verify: %s: %s\n", manifest, strerror(errno));
-			free(e);
-			goto out;
-		}
-		char line[PATH_MAX + 2048];
-		unsigned lineno = 0;
-		int version = 2;
-		while (fgets(line, sizeof(line), f)) {
-			lineno++;
-			if (lineno == 1 && !strncmp(line, "# ingest-send manifest v1:", 26))
-				version = 1;
-			if (line[0] == '#' || line[0] == '\n')
-				continue;
-			if (parse_manifest_line(line, e, version)) {
-				fprintf(stderr, "ingest-verify: %s:%u: bad line\n", manifest, lineno);
-				v.bad++;
-				continue;
-			}
-			check_frame(&v, e);
-		}
-		fclose(f);
+/* Every frame of the manifest: 0, or the exit status when it cannot be read. */
+static int check_manifest(const char *manifest, struct verify *v, struct expect *e)
+{
+	FILE *f = fopen(manifest, "r");
+	if (!f) {
+		fprintf(stderr, "ingest-verify: --manifest %s: %s\n", manifest, strerror(errno));
+		return ING_EXIT_FAILURE;
 	}
-	for (uint64_t i = 0; i < count; i++) {
+	char line[PATH_MAX + 2048];
+	unsigned lineno = 0;
+	int version = 2;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		if (lineno == 1 && !strncmp(line, "# ingest-send manifest v1:", 26))
+			version = 1;
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		if (parse_manifest_line(line, e, version)) {
+			fprintf(stderr, "ingest-verify: %s:%u: not 'frame_id wafer length crc32c source'\n",
+				manifest, lineno);
+			v->bad++;
+			continue;
+		}
+		check_frame(v, e);
+	}
+	fclose(f);
+	return 0;
+}
+
+/* Every synthetic frame of --first-id, --count, --size(s), --seed, --wafer, --id-prefix. */
+static void check_synthetic(const struct verify_cfg *c, struct verify *v, struct expect *e)
+{
+	for (uint64_t i = 0; i < c->count; i++) {
 		memset(e, 0, sizeof(*e));
-		snprintf(e->id, sizeof(e->id), "%s%" PRIu64, prefix, first + i);
-		snprintf(e->wafer, sizeof(e->wafer), "%s", wafer);
+		snprintf(e->id, sizeof(e->id), "%s%" PRIu64, c->prefix, c->first + i);
+		snprintf(e->wafer, sizeof(e->wafer), "%s", c->wafer);
 		e->key = synth_key(e->id);
-		e->len = synth_frame_len(&sp, e->key);
+		e->len = synth_frame_len(&c->synth, e->key);
 		e->synth = true;
-		e->seed = sp.seed;
-		check_frame(&v, e);
+		e->seed = c->synth.seed;
+		check_frame(v, e);
 	}
-	free(e);
-	double s = (double)(ing_now_ns() - t0) / 1e9;
-	if (v.shown > v.max_errors)
-		fprintf(stderr, "ingest-verify: (%u more problems not shown)\n", v.shown - v.max_errors);
-	if (json)
+}
+
+static void summary(const struct verify_cfg *c, const struct verify *v, double s)
+{
+	if (v->shown > v->max_errors)
+		fprintf(stderr, "ingest-verify: (%u more problems not shown)\n", v->shown - v->max_errors);
+	if (c->json)
 		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"bad\":%" PRIu64 ",\"missing\":%" PRIu64
 		       ",\"bytes\":%" PRIu64 ",\"catalog\":%s,\"seconds\":%.3f}\n",
-		       v.frames, v.ok, v.bad, v.missing, v.bytes, v.check_catalog ? "true" : "false", s);
-	else if (!v.quiet)
+		       v->frames, v->ok, v->bad, v->missing, v->bytes, v->check_catalog ? "true" : "false", s);
+	else if (!v->quiet)
 		fprintf(stderr, "ingest-verify: %" PRIu64 " frames checked (%.1f MiB) in %.2f s: %" PRIu64
-			" ok, %" PRIu64 " bad%s\n", v.frames, (double)v.bytes / 1048576.0, s, v.ok, v.bad,
-			v.check_catalog ? " (files, bytes, crc32c and catalog rows)" : " (catalog not checked)");
-	if (v.allow_missing && !v.quiet && !json)
+			" ok, %" PRIu64 " bad%s\n", v->frames, (double)v->bytes / 1048576.0, s, v->ok, v->bad,
+			v->check_catalog ? " (files, bytes, crc32c and catalog rows)" : " (catalog not checked)");
+	if (v->allow_missing && !v->quiet && !c->json)
 		fprintf(stderr, "ingest-verify: %" PRIu64 " frames not in the catalog (never made durable)\n",
-			v.missing);
-	ret = v.bad || !v.frames ? 1 : 0;
-out:
+			v->missing);
+}
+
+int main(int argc, char **argv)
+{
+	static struct verify_cfg c;
+	struct verify v = { 0 };
+	int rc;
+
+	cfg_init(&c);
+	rc = parse_args(argc, argv, &c);
+	if (rc)
+		return rc == 1 ? ING_EXIT_OK : rc;
+	if (c.fleet)
+		return fleet_main(c.fleet, c.manifest, c.data_dirs, c.ndirs, c.max_errors, c.json, c.quiet);
+	v.data_dir = c.data_dirs[0];
+	v.check_catalog = !c.no_catalog;
+	v.allow_missing = c.allow_missing;
+	v.quiet = c.quiet;
+	v.max_errors = c.max_errors;
+	rc = open_catalog(&c, &v);
+	struct expect *e = rc ? NULL : malloc(sizeof(*e));
+	if (!rc && !e)
+		rc = ING_EXIT_FAILURE;
+	uint64_t t0 = ing_now_ns();
+	if (!rc && c.manifest)
+		rc = check_manifest(c.manifest, &v, e);
+	if (!rc) {
+		check_synthetic(&c, &v, e);
+		summary(&c, &v, (double)(ing_now_ns() - t0) / 1e9);
+		rc = v.bad || !v.frames ? ING_EXIT_FAILURE : ING_EXIT_OK;
+	}
+	free(e);
 	ing_catalog_close(v.cat);
 	free(v.buf);
 	free(v.buf2);
-	return ret;
-bad:
-	fprintf(stderr, "ingest-verify: bad value '%s' for --%s\n", optarg, lo[li].name);
-	return 2;
+	return rc;
 }

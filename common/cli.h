@@ -147,7 +147,17 @@ void ing_cli_version(const struct ing_cli *c, FILE *f);
 int ing_cli_usage_error(const struct ing_cli *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Setters for CUSTOM options that every client program has. */
+/* Setters for CUSTOM options that several programs have. */
+/* A cpu or NUMA node number 0..65535 into an int field (-1 until set). */
+int ing_opt_set_index(const struct ing_opt *d, void *cfg, const char *v, char *why,
+		      size_t whylen);
+/*
+ * A node's address HOST:PORT or [V6]:PORT (host not empty, port 1..65535) into a const
+ * char * field; with d->flags & ING_OPTF_LIST, a comma-separated list of them (--servers).
+ */
+int ing_opt_set_hostport(const struct ing_opt *d, void *cfg, const char *v, char *why,
+			 size_t whylen);
+#define ING_OPTF_LIST 4u
 /* --log-level err|warn|info|debug: sets the process's log level at once (no field). */
 int ing_opt_set_log_level(const struct ing_opt *d, void *cfg, const char *v, char *why,
 			  size_t whylen);

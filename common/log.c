@@ -117,7 +117,24 @@ static size_t json_escape(char *out, size_t n, size_t cap, const char *s)
 	return n;
 }
 
-static void write_json(enum ing_log_level lvl, const char *comp, const char *msg)
+/* ,"key":"value" with value escaped, when it fits below cap */
+static size_t json_field(char *line, size_t len, size_t cap, const char *key, const char *v)
+{
+	size_t k = strlen(key);
+	if (len + k + 6 >= cap)
+		return len;
+	line[len++] = ',';
+	line[len++] = '"';
+	memcpy(line + len, key, k);
+	len += k;
+	memcpy(line + len, "\":\"", 3);
+	len = json_escape(line, len + 3, cap - 1, v);
+	line[len++] = '"';
+	return len;
+}
+
+static void write_json(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
+		       const char *msg)
 {
 	char line[2048];
 	struct timespec ts;
@@ -131,9 +148,22 @@ static void write_json(enum ing_log_level lvl, const char *comp, const char *msg
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
 			 tm.tm_sec, ts.tv_nsec / 1000, level_json[lvl]);
 	size_t len = json_escape(line, (size_t)n, 200, comp);
-	len += (size_t)snprintf(line + len, sizeof(line) - len, "\",\"pid\":%d,\"msg\":\"",
-				(int)getpid());
-	len = json_escape(line, len, cap, msg);
+	len += (size_t)snprintf(line + len, sizeof(line) - len, "\",\"pid\":%d", (int)getpid());
+	if (ctx) {   /* each bounded, so that msg keeps most of the line */
+		char sid[24];
+		if (ctx->peer)
+			len = json_field(line, len, 600, "peer", ctx->peer);
+		if (ctx->session) {
+			snprintf(sid, sizeof(sid), "%llu", (unsigned long long)ctx->session);
+			len = json_field(line, len, 640, "session", sid);
+		}
+		if (ctx->wafer)
+			len = json_field(line, len, 1000, "wafer", ctx->wafer);
+		if (ctx->frame)
+			len = json_field(line, len, 1400, "frame", ctx->frame);
+	}
+	memcpy(line + len, ",\"msg\":\"", 8);
+	len = json_escape(line, len + 8, cap, msg);
 	memcpy(line + len, "\"}\n", 3);
 	len += 3;
 	ssize_t w = write(STDERR_FILENO, line, len);
@@ -178,7 +208,28 @@ enum ing_log_level ing_log_get_level(void)
 	return (enum ing_log_level)l;
 }
 
+static void log_vwrite(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
+		       const char *fmt, va_list ap0) __attribute__((format(printf, 4, 0)));
+
 void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vwrite(lvl, comp, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void ing_log_write_ctx(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
+		       const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vwrite(lvl, comp, ctx, fmt, ap);
+	va_end(ap);
+}
+
+static void log_vwrite(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
+		       const char *fmt, va_list ap0)
 {
 	char line[1024];
 	struct timespec ts;
@@ -187,21 +238,15 @@ void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ..
 	ing_log_fn fn = __atomic_load_n(&log_fn, __ATOMIC_ACQUIRE);
 
 	if (fn) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(line, sizeof(line), fmt, ap);
-		va_end(ap);
+		vsnprintf(line, sizeof(line), fmt, ap0);
 		fn(log_ctx, lvl, comp, line);
 		errno = saved;
 		return;
 	}
 	if (__atomic_load_n(&log_format, __ATOMIC_RELAXED) == ING_LOG_JSON) {
 		char msg[1024];
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(msg, sizeof(msg), fmt, ap);
-		va_end(ap);
-		write_json(lvl, comp, msg);
+		vsnprintf(msg, sizeof(msg), fmt, ap0);
+		write_json(lvl, comp, ctx, msg);
 		errno = saved;
 		return;
 	}
@@ -209,10 +254,7 @@ void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ..
 	localtime_r(&ts.tv_sec, &tm);
 	int n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld %-5s %-8s ", tm.tm_hour, tm.tm_min,
 			 tm.tm_sec, ts.tv_nsec / 1000000, level_names[lvl], comp);
-	va_list ap;
-	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap0);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;

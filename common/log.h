@@ -35,6 +35,21 @@ int ing_log_parse_format(const char *s, enum ing_log_format *out);
 void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * Who a line is about. JSON lines carry each set member as a field of its own, after
+ * "pid" ("peer":"10.0.0.7:41234","session":"1234","wafer":"w-12","frame":"f-7"; the
+ * session id as a string: it is a 64-bit number), so journald/Loki queries need not
+ * parse "msg"; text lines are unchanged (the message names them too).
+ */
+struct ing_log_ctx {
+	const char *peer;     /* client address; NULL: none */
+	uint64_t session;     /* 0: none */
+	const char *wafer;    /* NULL: none */
+	const char *frame;    /* NULL: none */
+};
+void ing_log_write_ctx(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 #define ING_LOG(lvl, comp, ...)                                                     \
 	do {                                                                        \
 		if ((lvl) <= ing_log_get_level())                                   \
@@ -44,6 +59,12 @@ void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ..
 #define ING_WARN(comp, ...) ING_LOG(ING_LOG_WARN, comp, __VA_ARGS__)
 #define ING_INFO(comp, ...) ING_LOG(ING_LOG_INFO, comp, __VA_ARGS__)
 #define ING_DBG(comp, ...) ING_LOG(ING_LOG_DEBUG, comp, __VA_ARGS__)
+/* The same with a struct ing_log_ctx * (NULL: none) */
+#define ING_LOGC(lvl, comp, ctx, ...)                                               \
+	do {                                                                        \
+		if ((lvl) <= ing_log_get_level())                                   \
+			ing_log_write_ctx((lvl), (comp), (ctx), __VA_ARGS__);       \
+	} while (0)
 
 /* At most one line per second per call site; the number suppressed is appended. */
 struct ing_log_rl {
@@ -58,6 +79,16 @@ int ing_log_rl_allow(struct ing_log_rl *rl, uint64_t *suppressed);
 		if ((lvl) <= ing_log_get_level() && ing_log_rl_allow(&rl__, &sup__)) \
 			ing_log_write((lvl), (comp), fmt " (+%llu suppressed)",     \
 				      ##__VA_ARGS__, (unsigned long long)sup__);    \
+	} while (0)
+
+/* ING_LOG_RL with a struct ing_log_ctx * */
+#define ING_LOGC_RL(lvl, comp, ctx, fmt, ...)                                       \
+	do {                                                                        \
+		static __thread struct ing_log_rl rl__;                             \
+		uint64_t sup__;                                                     \
+		if ((lvl) <= ing_log_get_level() && ing_log_rl_allow(&rl__, &sup__)) \
+			ing_log_write_ctx((lvl), (comp), (ctx), fmt " (+%llu suppressed)", \
+					  ##__VA_ARGS__, (unsigned long long)sup__); \
 	} while (0)
 
 #endif

@@ -12,11 +12,13 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,6 +43,7 @@ struct ing_metrics_srv {
 	int lfd;
 	int port;
 	ing_metrics_render_fn render;
+	ing_metrics_ready_fn ready;
 	void *arg;
 	struct mconn *conns;
 	unsigned nconns;
@@ -115,6 +118,68 @@ void ing_mtext_phist(struct ing_mtext *t, const char *name, const char *labels,
 			 *labels ? "}" : "", (unsigned long long)cum);
 }
 
+/*
+ * process_* as Prometheus' client libraries name them. /proc/self/stat fields (after the
+ * command in parentheses): 14 utime, 15 stime (clock ticks), 22 starttime (ticks after
+ * boot), 23 vsize (bytes), 24 rss (pages); boot time from /proc/stat's btime.
+ */
+void ing_mtext_process(struct ing_mtext *t)
+{
+	char buf[1024];
+	unsigned long long utime = 0, stime = 0, start = 0, vsize = 0, btime = 0;
+	long long rss = 0;
+	long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	bool have_stat = false;
+	FILE *f = fopen("/proc/self/stat", "re");
+
+	if (f) {
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		buf[n] = 0;
+		fclose(f);
+		const char *p = strrchr(buf, ')');
+		/* fields 3..24 after ") " */
+		have_stat = p && sscanf(p + 2, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu "
+					"%*s %*s %*s %*s %*s %*s %llu %llu %lld", &utime, &stime,
+					&start, &vsize, &rss) == 5;
+	}
+	f = fopen("/proc/stat", "re");
+	while (f && fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "btime %llu", &btime) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (have_stat && tck > 0) {
+		ing_mtext_family(t, "process_cpu_seconds_total", "counter",
+				 "Total user and system CPU time spent in seconds.");
+		ing_mtext_sample(t, "process_cpu_seconds_total", "", (double)(utime + stime) / (double)tck);
+		ing_mtext_family(t, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+		ing_mtext_u64(t, "process_resident_memory_bytes", "", (uint64_t)(rss > 0 ? rss : 0) * (uint64_t)page);
+		ing_mtext_family(t, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+		ing_mtext_u64(t, "process_virtual_memory_bytes", "", vsize);
+		if (btime) {
+			ing_mtext_family(t, "process_start_time_seconds", "gauge",
+					 "Start time of the process since unix epoch in seconds.");
+			ing_mtext_printf(t, "process_start_time_seconds %.2f\n",
+					 (double)btime + (double)start / (double)tck);
+		}
+	}
+	DIR *d = opendir("/proc/self/fd");
+	if (d) {
+		uint64_t n = 0;
+		struct dirent *e;
+		while ((e = readdir(d)))
+			n += e->d_name[0] != '.';
+		closedir(d);
+		ing_mtext_family(t, "process_open_fds", "gauge", "Number of open file descriptors.");
+		ing_mtext_u64(t, "process_open_fds", "", n > 0 ? n - 1 : 0);   /* not opendir's own */
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		ing_mtext_family(t, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+		ing_mtext_u64(t, "process_max_fds", "", rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : rl.rlim_cur);
+	}
+}
+
 /* ---------------------------------------------------------------- connections */
 
 static void conn_close(struct mconn *c)
@@ -162,6 +227,26 @@ static void respond(struct mconn *c, const char *status, const char *ctype, cons
 	(void)ing_loop_mod_fd(c->s->loop, c->fd, EPOLLOUT);
 }
 
+/* /healthz: the loop answered, so it turns; /readyz: the node's checks (503 when one fails) */
+static void health_request(struct mconn *c, bool head, bool ready)
+{
+	static const char plain[] = "text/plain; charset=utf-8";
+	struct ing_mtext t = { 0 };
+	bool ok = true;
+
+	if (ready && c->s->ready)
+		ok = c->s->ready(c->s->arg, &t);
+	else
+		ing_mtext_printf(&t, "ok: control loop turning\n");
+	if (t.err) {
+		static const char m[] = "out of memory\n";
+		respond(c, "500 Internal Server Error", plain, m, sizeof(m) - 1, head);
+	} else {
+		respond(c, ok ? "200 OK" : "503 Service Unavailable", plain, t.buf, t.len, head);
+	}
+	free(t.buf);
+}
+
 static void handle_request(struct mconn *c)
 {
 	static const char plain[] = "text/plain; charset=utf-8";
@@ -180,14 +265,19 @@ static void handle_request(struct mconn *c)
 		return;
 	}
 	target[strcspn(target, "?")] = 0;
+	if (!strcmp(target, "/healthz") || !strcmp(target, "/readyz")) {
+		health_request(c, head, !strcmp(target, "/readyz"));
+		return;
+	}
 	if (strcmp(target, "/metrics")) {
-		static const char m[] = "not found: the metrics are at /metrics\n";
+		static const char m[] = "not found: the metrics are at /metrics (health: /healthz, /readyz)\n";
 		respond(c, "404 Not Found", plain, m, sizeof(m) - 1, head);
 		return;
 	}
 	struct ing_mtext t = { 0 };
 	c->s->scrapes++;
 	c->s->render(c->s->arg, &t);
+	ing_mtext_process(&t);
 	ing_mtext_family(&t, "ingest_metrics_scrapes_total", "counter",
 			 "Scrapes of this endpoint served, this one included.");
 	ing_mtext_u64(&t, "ingest_metrics_scrapes_total", "", c->s->scrapes);
@@ -336,6 +426,12 @@ struct ing_metrics_srv *ing_metrics_srv_create(struct ing_loop *loop, const char
 	}
 	ING_INFO(COMP, "Prometheus metrics at http://%s/metrics (port %d)", addr, s->port);
 	return s;
+}
+
+void ing_metrics_srv_set_ready(struct ing_metrics_srv *s, ing_metrics_ready_fn fn)
+{
+	if (s)
+		s->ready = fn;
 }
 
 int ing_metrics_srv_port(const struct ing_metrics_srv *s)

@@ -5,9 +5,12 @@
  * a scrape reads counters the way Stats does, and the page is built on the control thread
  * (which may allocate; it is not the hot path).
  *
- * HTTP: GET or HEAD /metrics -> 200 text/plain; version=0.0.4; other paths 404, other
- * methods 405, a malformed or over-long (> 4 KiB) request 400. One request per connection
- * (Connection: close), at most ING_METRICS_MAX_CONNS at once, each closed after 10 s.
+ * HTTP: GET or HEAD /metrics -> 200 text/plain; version=0.0.4 (the render callback's
+ * families, then process_* and the scrape counter); /healthz -> 200 "ok" whenever the
+ * control loop answers (process alive, loop turning); /readyz -> 200 or 503 with one line
+ * per check (ing_metrics_srv_set_ready). Other paths 404, other methods 405, a malformed
+ * or over-long (> 4 KiB) request 400. One request per connection (Connection: close), at
+ * most ING_METRICS_MAX_CONNS at once, each closed after 10 s.
  * Everything here runs on the loop's thread.
  */
 #ifndef ING_CONTROL_METRICS_H
@@ -49,6 +52,16 @@ struct ing_metrics_srv;
 struct ing_metrics_srv *ing_metrics_srv_create(struct ing_loop *loop, const char *addr,
 					       ing_metrics_render_fn render, void *arg);
 int ing_metrics_srv_port(const struct ing_metrics_srv *s);
+/*
+ * /readyz: fn appends one line per check ("ok ..." or "not ready: ...") to body and
+ * returns true when every check passed (200), false otherwise (503). Without fn, /readyz
+ * answers like /healthz. arg: the render callback's. Loop thread.
+ */
+typedef bool (*ing_metrics_ready_fn)(void *arg, struct ing_mtext *body);
+void ing_metrics_srv_set_ready(struct ing_metrics_srv *s, ing_metrics_ready_fn fn);
+/* The standard process_* families (cpu seconds, resident and virtual memory, open and
+ * maximum fds, start time) of the calling process, from /proc/self. */
+void ing_mtext_process(struct ing_mtext *t);
 /* Close the listener and every connection. NULL ok. */
 void ing_metrics_srv_destroy(struct ing_metrics_srv *s);
 

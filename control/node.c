@@ -100,7 +100,9 @@ struct ing_node {
 	unsigned n_start_cpus;
 };
 
-/* /metrics: the service's families plus the data dir's file system */
+static void node_info(void *arg, struct ing_svc_node_info *out);
+
+/* /metrics: the service's families plus the data dir's file system, readiness, pages */
 static void metrics_render(void *arg, struct ing_mtext *t)
 {
 	struct ing_node *d = arg;
@@ -115,8 +117,94 @@ static void metrics_render(void *arg, struct ing_mtext *t)
 				 "Size of the data dir's file system.");
 		ing_mtext_u64(t, "ingest_disk_size_bytes", "", (uint64_t)v.f_blocks * v.f_frsize);
 	}
+	struct ing_svc_node_info info;
+	node_info(d, &info);
+	ing_mtext_family(t, "ingest_ready", "gauge", "1 when the node is ready, as /readyz says: serving, "
+			 "data dir writable, pool prefaulted, not draining.");
+	ing_mtext_u64(t, "ingest_ready", "", info.ready);
+	ing_mtext_family(t, "ingest_pool_hugepages", "gauge",
+			 "1 when every pool region is on hugepages (--hugepages; 0: 4 KiB pages).");
+	ing_mtext_u64(t, "ingest_pool_hugepages", "", info.pool_hugepages);
 	ing_mtext_family(t, "ingest_build_info", "gauge", "Version of this ingestd (always 1).");
 	ing_mtext_printf(t, "ingest_build_info{version=\"%s\"} 1\n", ING_VERSION);
+}
+
+/*
+ * The node's facts for Stats and its readiness, one function for both (/readyz and
+ * StatsReply.ready agree): serving (not stopping), not DRAINING in the fleet, the data
+ * dir writable (not read-only, writable by this process, room for the largest frame),
+ * the pool prefaulted (it is, once the loop runs: ing_node_start made it first).
+ */
+static void node_info(void *arg, struct ing_svc_node_info *out)
+{
+	struct ing_node *d = arg;
+	struct statvfs v;
+	size_t n = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->pool_hugepages = d->pool && ing_pool_on_hugepages(d->pool);
+	for (unsigned c = 0; d->pool && c < ing_pool_nclasses(d->pool); c++) {
+		uint64_t size;
+		unsigned total, nfree;
+		if (ing_pool_class_stats(d->pool, c, &size, &total, &nfree) == 0)
+			out->pool_bytes += size * total;
+	}
+#define NOT_READY(...)                                                                  \
+	do {                                                                            \
+		if (n < sizeof(out->not_ready))                                         \
+			n += (size_t)snprintf(out->not_ready + n, sizeof(out->not_ready) - n, \
+					      "%s", n ? "; " : "");                     \
+		if (n < sizeof(out->not_ready))                                         \
+			n += (size_t)snprintf(out->not_ready + n, sizeof(out->not_ready) - n, \
+					      __VA_ARGS__);                             \
+	} while (0)
+	if (d->phase != PH_RUN)
+		NOT_READY("stopping: draining in-flight frames");
+	if (d->fleet && ing_fleet_state(d->fleet) == ING_MEMBER_DRAINING)
+		NOT_READY("draining: fleet state DRAINING (kill -USR2 toggles it)");
+	if (!d->pool)
+		NOT_READY("no pool");
+	if (d->o.sink == ING_SINK_FILE) {
+		if (statvfs(d->o.data_dir, &v) != 0) {
+			NOT_READY("data dir %s: %s", d->o.data_dir, strerror(errno));
+		} else {
+			out->disk_free = (uint64_t)v.f_bavail * v.f_frsize;
+			out->disk_size = (uint64_t)v.f_blocks * v.f_frsize;
+			if (v.f_flag & ST_RDONLY)
+				NOT_READY("data dir %s: file system read-only", d->o.data_dir);
+			else if (access(d->o.data_dir, W_OK) != 0)
+				NOT_READY("data dir %s: not writable: %s", d->o.data_dir, strerror(errno));
+			else if (d->pool && out->disk_free < ing_pool_max_len(d->pool))
+				NOT_READY("data dir %s: full (%llu bytes free, less than one frame)",
+					  d->o.data_dir, (unsigned long long)out->disk_free);
+		}
+	}
+#undef NOT_READY
+	out->ready = n == 0;
+}
+
+/* /readyz: one line per check, then the verdict */
+static bool node_ready(void *arg, struct ing_mtext *t)
+{
+	struct ing_node *d = arg;
+	struct ing_svc_node_info i;
+
+	node_info(d, &i);
+	ing_mtext_printf(t, "%s serving gRPC on port %d\n", d->phase == PH_RUN ? "ok" : "fail", d->port);
+	if (d->fleet)
+		ing_mtext_printf(t, "%s fleet state %s\n",
+				 ing_fleet_state(d->fleet) == ING_MEMBER_DRAINING ? "fail" : "ok",
+				 ing_fleet_state(d->fleet) == ING_MEMBER_DRAINING ? "DRAINING" : "ACTIVE");
+	ing_mtext_printf(t, "%s pool prefaulted: %llu MiB on %s\n", d->pool ? "ok" : "fail",
+			 (unsigned long long)(i.pool_bytes >> 20), i.pool_hugepages ? "hugepages" : "4 KiB pages");
+	if (d->o.sink == ING_SINK_FILE)
+		ing_mtext_printf(t, "%s data dir %s: %llu MiB free of %llu MiB\n",
+				 strstr(i.not_ready, "data dir") ? "fail" : "ok", d->o.data_dir,
+				 (unsigned long long)(i.disk_free >> 20), (unsigned long long)(i.disk_size >> 20));
+	else
+		ing_mtext_printf(t, "ok null sink: no data dir\n");
+	ing_mtext_printf(t, i.ready ? "ready\n" : "not ready: %s\n", i.not_ready);
+	return i.ready;
 }
 
 /* systemd watchdog: ping from the control loop, so a stuck loop stops the pings */
@@ -708,7 +796,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		ro.lcore.grant_ms = d->o.grant_ms;
 		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->acks, NULL, rdma_why, sizeof(rdma_why));
 		if (!d->rdma && d->o.rdma > 0) {
-			ING_ERR(COMP, "--rdma on: %s", rdma_why);
+			ING_ERR(COMP, "--rdma on: %s (--rdma auto serves the gRPC stream without RDMA; "
+				"ingest-doctor checks the RDMA set-up)", rdma_why);
 			goto fail;
 		}
 	} else {
@@ -775,6 +864,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	if (!d->srv)
 		goto fail;
 	ing_svc_attach_server(d->svc, d->srv);
+	ing_svc_set_node_info(d->svc, node_info, d);
 	int port = ing_grpc_server_port(d->srv);
 	if (fleet_start(d, port))
 		goto fail;
@@ -782,6 +872,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		d->metrics = ing_metrics_srv_create(d->loop, d->o.metrics_listen, metrics_render, d);
 		if (!d->metrics)
 			goto fail;
+		ing_metrics_srv_set_ready(d->metrics, node_ready);
 	}
 
 	if (signals) {

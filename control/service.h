@@ -130,6 +130,21 @@ struct ing_mtext;
 void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t);
 
 /*
+ * Node-level facts the service does not own (the data dir's disk, the pool's pages,
+ * readiness), for Stats (fields 70-79). fn fills them on the control thread whenever a
+ * StatsReply is built; the node's /readyz uses the same function, so both agree.
+ */
+struct ing_svc_node_info {
+	uint64_t disk_free, disk_size;   /* bytes; 0 with the null sink */
+	bool pool_hugepages;
+	uint64_t pool_bytes;
+	bool ready;                      /* serving, data dir writable, pool ready, not draining */
+	char not_ready[192];             /* why not, "" when ready */
+};
+typedef void (*ing_svc_node_info_fn)(void *arg, struct ing_svc_node_info *out);
+void ing_svc_set_node_info(struct ing_svc *s, ing_svc_node_info_fn fn, void *arg);
+
+/*
  * RDMA data path (control/svc_rdma.c): ControlStream READ jobs go to r, its callbacks
  * (session check of CM connect requests, RECEIVED, device removal) come here. Call after
  * ing_svc_create, before the loop runs; r outlives the service's calls (ingestd destroys

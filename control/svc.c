@@ -75,7 +75,8 @@ struct svc_peer *svc_peer_get(struct ing_svc *s, const char *ip)
 			free_p = p;
 	}
 	if (!free_p) {
-		ING_LOG_RL(ING_LOG_WARN, "svc", "peer table full (%u): %s not tracked", s->npeers, ip);
+		struct ing_log_ctx lc = { .peer = ip };
+		ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "peer table full (%u): %s not tracked", s->npeers, ip);
 		return NULL;
 	}
 	memset(free_p, 0, sizeof(*free_p));
@@ -118,7 +119,8 @@ void svc_auth_failed(struct ing_svc *s, struct svc_peer *p)
 		b = max;
 	p->strikes++;
 	p->locked_until_ns = now + b;
-	ING_LOG_RL(ING_LOG_WARN, "svc", "%s: too many failed authentication attempts: refused for %" PRIu64 " ms",
+	struct ing_log_ctx lc = { .peer = p->ip };
+	ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "%s: too many failed authentication attempts: refused for %" PRIu64 " ms",
 		   p->ip, b / 1000000u);
 }
 
@@ -412,7 +414,9 @@ void svc_frame_fail(struct svc_frame *e, int code, bool retryable, const char *f
 	va_end(ap);
 	e->svc->c_failed++;
 	svc_metrics_result(e->svc, e->xp->xport, SVC_R_FAILED, e->length);
-	ING_LOG_RL(ING_LOG_WARN, "svc", "%s", a.msg);
+	svc_ops_frame(e->svc, e->peer, code, 0);
+	struct ing_log_ctx lc = svc_log_frame(e);
+	ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "%s", a.msg);
 	if (e->call) {
 		if (e->xp->cancel)
 			e->xp->cancel(e);
@@ -472,8 +476,9 @@ void svc_frame_complete(struct svc_frame *e)
 		e->state = FE_PERSISTING;
 		return;
 	}
-	ING_DBG("svc", "frame %s: persistence ring full, queued for retry (%u waiting)",
-		f->frame_id, s->retry_len + 1);
+	struct ing_log_ctx lc = svc_log_frame(e);
+	ING_LOGC(ING_LOG_DEBUG, "svc", &lc, "frame %s: persistence ring full, queued for retry (%u waiting)",
+		 f->frame_id, s->retry_len + 1);
 	e->state = FE_RETRY;
 	s->retry[(s->retry_head + s->retry_len) % s->nfr] = e->idx;
 	s->retry_len++;
@@ -519,8 +524,9 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 		svc_frame_received(e, f->t_received_ns);   /* DURABLE overtook RECEIVED */
 	}
 	if (idx >= s->nfr || s->fr[idx].f != f || s->fr[idx].state != FE_PERSISTING) {
-		ING_ERR("svc", "frame %s: ack for a frame the service does not hold; slot returned",
-			f->frame_id);
+		struct ing_log_ctx lc = { .wafer = f->wafer_id, .frame = f->frame_id };
+		ING_LOGC(ING_LOG_ERR, "svc", &lc, "frame %s: ack for a frame the service does not hold; "
+			 "slot returned", f->frame_id);
 		ing_pool_put(f);
 		return;
 	}
@@ -548,6 +554,8 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 			snprintf(a.msg, sizeof(a.msg), "frame %s: persistence failed (code %d)",
 				 f->frame_id, (int)f->status);
 		s->c_failed++;
+		struct ing_log_ctx lc = svc_log_frame(e);
+		ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "%s", a.msg);
 	} else {
 		memcpy(a.msg, "ok", 3);   /* what the seed's consumer says */
 		s->c_durable++;
@@ -562,6 +570,7 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 	}
 	s->persisting--;
 	svc_metrics_durable(s, f, now);
+	svc_ops_frame(s, e->peer, f->status, f->length);
 	if (e->call)
 		svc_send_ack(e->call, &a);
 	else
@@ -610,8 +619,9 @@ static void sweep(struct ing_svc *s)
 		if (!ss->in_use || ss->streams || ss->inflight)
 			continue;
 		if (now - ss->idle_since_ns >= idle) {
-			ING_INFO("svc", "session %" PRIu64 " (%s) expired after %u ms idle", ss->id,
-				 ss->client[0] ? ss->client : "implicit", s->o.session_idle_ms);
+			struct ing_log_ctx lc = svc_log_session(ss);
+			ING_LOGC(ING_LOG_INFO, "svc", &lc, "session %" PRIu64 " (%s) expired after %u ms idle",
+				 ss->id, ss->client[0] ? ss->client : "implicit", s->o.session_idle_ms);
 			session_drop(s, ss);
 		}
 	}
@@ -661,7 +671,8 @@ static struct svc_session *evict_oldest_idle(struct ing_svc *s, struct svc_peer 
 	}
 	if (!old)
 		return NULL;
-	ING_INFO("svc", "%s (%u): session %" PRIu64 " (%s, %s), idle %" PRIu64
+	struct ing_log_ctx lc = svc_log_session(old);
+	ING_LOGC(ING_LOG_INFO, "svc", &lc, "%s (%u): session %" PRIu64 " (%s, %s), idle %" PRIu64
 		 " ms, evicted for a new session of %s", peer ? "peer at its session limit" : "session table full",
 		 peer ? s->o.max_sessions_per_peer : s->o.max_sessions, old->id,
 		 old->client[0] ? old->client : (old->implicit ? "implicit" : "?"),
@@ -735,7 +746,8 @@ struct svc_call *svc_call_new(struct ing_svc *s, struct ing_grpc_call *c,
 {
 	struct svc_call *pc = size >= sizeof(*pc) ? calloc(1, size) : NULL;
 	if (!pc) {
-		ING_ERR("svc", "out of memory for a call from %s", ing_grpc_call_peer(c));
+		struct ing_log_ctx lc = { .peer = ing_grpc_call_peer(c) };
+		ING_LOGC(ING_LOG_ERR, "svc", &lc, "out of memory for a call from %s", ing_grpc_call_peer(c));
 		return NULL;
 	}
 	pc->svc = s;
@@ -769,11 +781,13 @@ void svc_call_free(struct svc_call *pc)
 		if (e->state == FE_FREE || e->call != pc)
 			continue;
 		if (e->state == FE_FILLING && !(e->xp->flags & XPORT_F_DATAPLANE)) {
-			ING_LOG_RL(ING_LOG_INFO, "svc", "frame %s: stream from %s closed after %" PRIu64
+			struct ing_log_ctx lc = svc_log_frame(e);
+			ING_LOGC_RL(ING_LOG_INFO, "svc", &lc, "frame %s: stream from %s closed after %" PRIu64
 				   " of %" PRIu64 " bytes; partial frame discarded", e->f->frame_id,
 				   ing_grpc_call_peer(pc->call), e->f->filled, e->f->length);
 			s->c_failed++;
 			svc_metrics_result(s, e->xp->xport, SVC_R_FAILED, e->length);
+			svc_ops_frame(s, e->peer, ING_E_CANCELLED, 0);
 			if (e->xp->cancel)
 				e->xp->cancel(e);
 			e->call = NULL;
@@ -837,8 +851,10 @@ int svc_call_bind_session(struct svc_call *pc, uint64_t sid)
 				 "session %" PRIu64 " belongs to another client (it is bound to the %s that negotiated it)",
 				 sid, ss->owner_ident[0] ? "client certificate" : "connection");
 			pc->err_status = ING_GRPC_PERMISSION_DENIED;
-			ING_LOG_RL(ING_LOG_WARN, "svc", "%s (%s): %s", ing_grpc_call_peer(pc->call),
-				   ident ? ident : "no certificate", pc->err_msg);
+			struct ing_log_ctx lc = svc_log_call(pc);
+			lc.session = sid;
+			ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "%s (%s): %s", ing_grpc_call_peer(pc->call),
+				    ident ? ident : "no certificate", pc->err_msg);
 			if (s->auth)
 				svc_auth_failed(s, pc->peer);
 			return -EACCES;
@@ -1019,8 +1035,9 @@ int svc_send_ack(struct svc_call *pc, const struct svc_ack *a)
 	}
 	int rc = aq_push(pc, a);
 	if (rc) {
-		ING_WARN("svc", "call %" PRIu64 " from %s: client is not reading its acks (%u queued); failing the call",
-			 pc->id, ing_grpc_call_peer(pc->call), pc->aq_len);
+		struct ing_log_ctx lc = svc_log_call(pc);
+		ING_LOGC(ING_LOG_WARN, "svc", &lc, "call %" PRIu64 " from %s: client is not reading its "
+			 "acks (%u queued); failing the call", pc->id, ing_grpc_call_peer(pc->call), pc->aq_len);
 		svc_call_finish_later(pc, ING_GRPC_RESOURCE_EXHAUSTED, "client is not reading its acks");
 		return rc;
 	}
@@ -1085,7 +1102,11 @@ void svc_vnack(struct svc_call *pc, const char *wafer, const char *frame_id, int
 	vsnprintf(a.msg, sizeof(a.msg), fmt, ap);
 	pc->svc->c_refused++;
 	svc_metrics_result(pc->svc, pc->xp->xport, SVC_R_REFUSED, 0);
-	ING_LOG_RL(ING_LOG_WARN, "svc", "%s (peer %s)", a.msg, ing_grpc_call_peer(pc->call));
+	svc_ops_frame(pc->svc, pc->peer, code, 0);
+	struct ing_log_ctx lc = svc_log_call(pc);
+	lc.wafer = wafer;
+	lc.frame = frame_id;
+	ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "%s (peer %s)", a.msg, ing_grpc_call_peer(pc->call));
 	svc_send_ack(pc, &a);
 }
 
@@ -1430,7 +1451,10 @@ void ing_svc_destroy(struct ing_svc *s)
 			if (e->state == FE_FREE)
 				continue;
 			if (e->state == FE_PERSISTING)
-				ING_WARN("svc", "frame %s: still in persistence at shutdown; slot not returned",
+				ING_LOGC(ING_LOG_WARN, "svc", (&(struct ing_log_ctx){
+						 .wafer = e->f ? e->f->wafer_id : NULL,
+						 .frame = e->f ? e->f->frame_id : NULL }),
+					 "frame %s: still in persistence at shutdown; slot not returned",
 					 e->f ? e->f->frame_id : "?");
 			else
 				ing_pool_put(e->f);

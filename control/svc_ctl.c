@@ -114,8 +114,11 @@ static void ctl_park(struct ctl_call *cc, H3000__FrameMeta *m)
 {
 	struct svc_call *pc = &cc->c;
 
-	ING_DBG("svc", "frame %s: waits for a %s (ControlStream call %" PRIu64 ")", m->frameid,
-		cc->req.why == ADMIT_CREDIT ? "credit" : "pool slot", pc->id);
+	struct ing_log_ctx lc = svc_log_call(pc);
+	lc.wafer = m->waferid;
+	lc.frame = m->frameid;
+	ING_LOGC(ING_LOG_DEBUG, "svc", &lc, "frame %s: waits for a %s (ControlStream call %" PRIu64 ")",
+		 m->frameid, cc->req.why == ADMIT_CREDIT ? "credit" : "pool slot", pc->id);
 	cc->meta = m;
 	pc->blocked = true;        /* svc_call_check_done: not done while a frame waits */
 	pc->svc->c_ctl_parked++;
@@ -173,7 +176,9 @@ static int ctl_start(struct ing_grpc_call *c, void *ctx)
 	}
 	if (svc_call_bind_header(pc)) {
 		int st = pc->err_status;
-		ING_INFO("svc", "ControlStream from %s refused: %s", ing_grpc_call_peer(c), pc->err_msg);
+		struct ing_log_ctx lc = svc_log_call(pc);
+		ING_LOGC(ING_LOG_INFO, "svc", &lc, "ControlStream from %s refused: %s", ing_grpc_call_peer(c),
+			 pc->err_msg);
 		ing_grpc_call_finish(c, st, pc->err_msg);
 		svc_call_free(pc);
 		return st;
@@ -211,7 +216,8 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	if (len <= SVC_META_MAX)
 		m = h3000__frame_meta__unpack(&a, len, msg);
 	if (!pc->sess && svc_call_bind_session(pc, m ? m->sessionid : 0)) {
-		ING_INFO("svc", "ControlStream from %s: %s", ing_grpc_call_peer(c), pc->err_msg);
+		struct ing_log_ctx lc = svc_log_call(pc);
+		ING_LOGC(ING_LOG_INFO, "svc", &lc, "ControlStream from %s: %s", ing_grpc_call_peer(c), pc->err_msg);
 		ing_grpc_call_finish(c, pc->err_status, pc->err_msg);
 		return pc->err_status;
 	}

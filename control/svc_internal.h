@@ -97,6 +97,7 @@ void chunk_parser_skip_data(struct chunk_parser *p, uint64_t n);
 /* ================================================================ service state */
 
 #include "common/hist.h"
+#include "common/log.h"
 #include "control/admit.h"
 #include "control/grpc/grpc.h"
 #include "control/grpc/loop.h"
@@ -243,6 +244,32 @@ struct svc_metrics {
 	double busy_ratio[SVC_M_LCORES];
 };
 
+/*
+ * --- what on-call reads (control/svc_ops.c), control thread only. Failures by error code,
+ * and per-peer series with bounded cardinality: a fixed table of SVC_OPS_PEERS client
+ * addresses, taken by the first addresses that send frames; an address that finds the
+ * table full is counted under peer="other" until an entry has been idle for
+ * SVC_OPS_PEER_IDLE_NS, which it then takes (the idle one's series end: their rate was 0).
+ */
+#define SVC_OPS_PEERS 16
+#define SVC_OPS_PEER_IDLE_NS (600ull * 1000000000ull)
+#define SVC_OPS_CODES 14                /* h3000.ErrorCode 0..13 */
+struct svc_peer_stats {
+	char ip[48];              /* "" free; "other" for the overflow entry */
+	uint64_t durable;         /* frames stored (duplicates included) */
+	uint64_t failed;          /* frames failed or refused */
+	uint64_t bytes;           /* bytes of the frames stored */
+	uint64_t last_ns;         /* last frame (idle eviction) */
+};
+struct svc_ops {
+	uint64_t failures[SVC_OPS_CODES];   /* by code; [0] unused */
+	struct svc_peer_stats peer[SVC_OPS_PEERS];
+	struct svc_peer_stats other;
+	uint64_t peer_takeovers;  /* idle entries given to a new address */
+	ing_svc_node_info_fn info_fn;       /* node-level facts (ing_svc_set_node_info) */
+	void *info_arg;
+};
+
 struct ing_svc {
 	struct ing_loop *loop;
 	struct ing_pool *pool;
@@ -300,6 +327,7 @@ struct ing_svc {
 	char sess_why[160];      /* why svc_session_new returned NULL */
 	struct svc_metrics m;
 	struct ing_fleet *fleet;     /* node identity and fleet export (NULL: none) */
+	struct svc_ops ops;          /* failures by code, per-peer series (svc_ops.c) */
 };
 
 /* svc.c: shared helpers */
@@ -379,6 +407,23 @@ void svc_metrics_result(struct ing_svc *s, uint8_t transport, enum svc_result r,
 void svc_metrics_received(struct ing_svc *s, uint8_t transport, uint64_t bytes, uint64_t latency_ns);
 /* a frame back from persistence, ok or not; now: when control handles its ack */
 void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now);
+
+/*
+ * svc_ops.c: one frame's outcome for the on-call counters: code 0 stored (bytes), else
+ * failed or refused with that h3000.ErrorCode; peer NULL when the peer table was full.
+ */
+void svc_ops_frame(struct ing_svc *s, const struct svc_peer *peer, int code, uint64_t bytes);
+/* Log contexts (common/log.h: JSON fields peer, session, wafer, frame). The strings stay
+ * owned by the frame or call; use the result at once. */
+struct ing_log_ctx svc_log_frame(const struct svc_frame *e);
+struct ing_log_ctx svc_log_call(const struct svc_call *pc);
+struct ing_log_ctx svc_log_session(const struct svc_session *ss);
+/* /metrics families: failures by code, connections, per-peer series */
+struct ing_mtext;
+void svc_ops_metrics(struct ing_svc *s, struct ing_mtext *t);
+/* StatsReply fields 70-79 (storage static: control thread, used before the reply returns) */
+struct H3000__StatsReply;
+void svc_ops_stats(struct ing_svc *s, struct H3000__StatsReply *r);
 
 /* svc_stream.c (transport xport_grpc_stream) */
 extern const struct ing_grpc_method svc_stream_method;

@@ -63,7 +63,9 @@ static void cb_conn_state(void *arg, uint64_t session_id, bool up)
 		s->m.rdma_reconnects++;
 	if (ss)
 		ss->rdma_seen = true;
-	ING_INFO(COMP, "session %" PRIu64 ": RDMA connection %s", session_id, up ? "up" : "down");
+	struct ing_log_ctx lc = ss ? svc_log_session(ss) : (struct ing_log_ctx){ .session = session_id };
+	ING_LOGC(ING_LOG_INFO, COMP, &lc, "session %" PRIu64 ": RDMA connection %s", session_id,
+		 up ? "up" : "down");
 }
 
 static void cb_received(void *arg, const struct ing_rdma_notice *n)

@@ -392,8 +392,10 @@ static int call_error(struct stream_call *pc, int rc)
 /* The message waits for admission (its request is queued): stop the input. */
 static void block(struct stream_call *pc)
 {
-	ING_DBG("svc", "frame %s: waits for a %s (call %" PRIu64 ")", pc->cp.frame_id,
-		pc->req.why == ADMIT_CREDIT ? "credit" : "pool slot", pc->c.id);
+	struct ing_log_ctx lc = svc_log_call(&pc->c);
+	lc.frame = pc->cp.frame_id;
+	ING_LOGC(ING_LOG_DEBUG, "svc", &lc, "frame %s: waits for a %s (call %" PRIu64 ")", pc->cp.frame_id,
+		 pc->req.why == ADMIT_CREDIT ? "credit" : "pool slot", pc->c.id);
 	pc->c.blocked = true;
 	svc_call_pause(&pc->c, SVC_PAUSE_BLOCKED);
 }
@@ -618,7 +620,9 @@ static int stream_start(struct ing_grpc_call *c, void *ctx)
 	chunk_parser_init(&pc->cp, &parser_cbs, pc);
 	if (svc_call_bind_header(&pc->c)) {
 		int st = pc->c.err_status;
-		ING_INFO("svc", "PushFrames from %s refused: %s", ing_grpc_call_peer(c), pc->c.err_msg);
+		struct ing_log_ctx lc = svc_log_call(&pc->c);
+		ING_LOGC(ING_LOG_INFO, "svc", &lc, "PushFrames from %s refused: %s", ing_grpc_call_peer(c),
+			 pc->c.err_msg);
 		ing_grpc_call_finish(c, st, pc->c.err_msg);
 		svc_call_free(&pc->c);
 		return st;
@@ -667,7 +671,9 @@ static int stream_msg_data(struct ing_grpc_call *c, const uint8_t *d, size_t n)
 	rc = chunk_parser_feed(&pc->cp, d, n);
 	if (rc < 0) {
 		int st = call_error(pc, rc);
-		ING_LOG_RL(ING_LOG_WARN, "svc", "PushFrames from %s: %s", ing_grpc_call_peer(c), pc->c.err_msg);
+		struct ing_log_ctx lc = svc_log_call(&pc->c);
+		ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "PushFrames from %s: %s", ing_grpc_call_peer(c),
+			    pc->c.err_msg);
 		ing_grpc_call_finish(c, st, pc->c.err_msg);
 		return st;
 	}
@@ -721,7 +727,9 @@ static int stream_msg_end(struct ing_grpc_call *c)
 	else
 		rc = call_error(pc, rc);
 	if (rc) {
-		ING_LOG_RL(ING_LOG_WARN, "svc", "PushFrames from %s: %s", ing_grpc_call_peer(c), pc->c.err_msg);
+		struct ing_log_ctx lc = svc_log_call(&pc->c);
+		ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "PushFrames from %s: %s", ing_grpc_call_peer(c),
+			    pc->c.err_msg);
 		ing_grpc_call_finish(c, rc, pc->c.err_msg);
 		return rc;
 	}

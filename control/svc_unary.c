@@ -49,7 +49,8 @@ static int reply(struct ing_grpc_call *c, const ProtobufCMessage *m)
 
 static int fail(struct ing_grpc_call *c, int status, const char *msg)
 {
-	ING_INFO("svc", "%s from %s: %s", "rpc refused", ing_grpc_call_peer(c), msg);
+	struct ing_log_ctx lc = { .peer = ing_grpc_call_peer(c) };
+	ING_LOGC(ING_LOG_INFO, "svc", &lc, "%s from %s: %s", "rpc refused", ing_grpc_call_peer(c), msg);
 	ing_grpc_call_finish(c, status, msg);
 	return status;
 }
@@ -58,8 +59,9 @@ static int fail(struct ing_grpc_call *c, int status, const char *msg)
 static int refuse_auth(struct ing_grpc_call *c, struct ing_svc *s, const char *rpc, const char *msg)
 {
 	s->c_auth_refused++;
-	ING_LOG_RL(ING_LOG_WARN, "svc", "%s from %s refused: %s (%" PRIu64 " refused so far)", rpc,
-		   ing_grpc_call_peer(c), msg, s->c_auth_refused);
+	struct ing_log_ctx lc = { .peer = ing_grpc_call_peer(c) };
+	ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "%s from %s refused: %s (%" PRIu64 " refused so far)", rpc,
+		    ing_grpc_call_peer(c), msg, s->c_auth_refused);
 	ing_grpc_call_finish(c, ING_GRPC_UNAUTHENTICATED, msg);
 	return ING_GRPC_UNAUTHENTICATED;
 }
@@ -253,7 +255,8 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.message = note;
 	rep.serverversion = (char *)"h3000-ingestd " ING_VERSION;
 	svc_fleet_negotiate(s, &rep);
-	ING_INFO("svc", "session %" PRIu64 " for %s (%s%s%s%s): credits %u, max frame %" PRIu64 ", %s",
+	struct ing_log_ctx lc = { .peer = ing_grpc_call_peer(c), .session = ss->id };
+	ING_LOGC(ING_LOG_INFO, "svc", &lc, "session %" PRIu64 " for %s (%s%s%s%s): credits %u, max frame %" PRIu64 ", %s",
 		 ss->id, ss->client[0] ? ss->client : "?", ing_grpc_call_peer(c),
 		 ident ? ", identity \"" : "", ident ? ident : "", ident ? "\"" : "", ss->credits,
 		 ss->max_frame, note);
@@ -384,6 +387,7 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	r.n_stagelatency = SVC_NSTAGES + 1;
 	r.stagelatency = slp;
 	svc_fleet_stats(s, &r);
+	svc_ops_stats(s, &r);
 	return reply(c, &r.base);
 }
 

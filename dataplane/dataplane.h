@@ -210,8 +210,6 @@ struct ing_persist_opts {
 	unsigned workers;      /* default ING_DEFAULT_WORKERS */
 	unsigned ring_size;    /* per worker, default ING_DEFAULT_RING_SIZE */
 	enum ing_sink sink;    /* file (default) or null (benchmarks: no write, no catalog) */
-	int cpu;               /* legacy, used when worker_cpus is NULL: -1 not pinned, else
-				  worker i on cpu (cpu + i) % online cpus */
 	bool verify_crc;       /* default true: compute crc32c and compare when declared */
 	/*
 	 * 1..19: each worker runs SCHED_BATCH at this nice level, so a worker waking from

@@ -86,7 +86,6 @@ void ing_persist_opts_init(struct ing_persist_opts *o)
 	o->workers = ING_DEFAULT_WORKERS;
 	o->ring_size = ING_DEFAULT_RING_SIZE;
 	o->sink = ING_SINK_FILE;
-	o->cpu = -1;
 	o->verify_crc = true;
 	o->nice = ING_DEFAULT_WORKER_NICE;
 }
@@ -206,8 +205,9 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 	}
 	if (rc != -ENOENT && rc != -EFBIG) {
 		fail(f, ING_E_IO, true, "checking %s: %s", row->path, strerror(-rc));
-		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %s: %s", w->idx,
-			   f->frame_id, f->msg);
+		ING_LOGC_RL(ING_LOG_ERR, COMP, (&(struct ing_log_ctx){ .wafer = f->wafer_id,
+							      .frame = f->frame_id }),
+			    "worker %u: frame %s: %s", w->idx, f->frame_id, f->msg);
 		return;
 	}
 	bool missing = rc == -ENOENT;
@@ -217,8 +217,9 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 			fail(f, ING_E_NO_SPACE, true, "no space left rewriting %s", row->path);
 		else
 			fail(f, ING_E_IO, true, "rewriting %s: %s", row->path, strerror(-rc));
-		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %s: %s", w->idx,
-			   f->frame_id, f->msg);
+		ING_LOGC_RL(ING_LOG_ERR, COMP, (&(struct ing_log_ctx){ .wafer = f->wafer_id,
+							      .frame = f->frame_id }),
+			    "worker %u: frame %s: %s", w->idx, f->frame_id, f->msg);
 		return;
 	}
 	ING_LOG_RL(ING_LOG_WARN, COMP,
@@ -266,8 +267,9 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 			fail(f, ING_E_NO_SPACE, true, "no space left writing %s", row->path);
 		else
 			fail(f, ING_E_IO, true, "writing %s: %s", row->path, strerror(-rc));
-		ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: frame %s: %s", w->idx,
-			   f->frame_id, f->msg);
+		ING_LOGC_RL(ING_LOG_ERR, COMP, (&(struct ing_log_ctx){ .wafer = f->wafer_id,
+							      .frame = f->frame_id }),
+			    "worker %u: frame %s: %s", w->idx, f->frame_id, f->msg);
 		return;
 	}
 	memcpy(row->frame_id, f->frame_id, sizeof(row->frame_id));
@@ -557,7 +559,7 @@ static void format_cpus(const cpu_set_t *set, char *buf, size_t len)
 /* fill the per-worker cpus and the unpinned set from the options */
 static void plan_cpus(struct ing_persist *p, const struct ing_persist_opts *o)
 {
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), nconf = sysconf(_SC_NPROCESSORS_CONF);
+	long nconf = sysconf(_SC_NPROCESSORS_CONF);
 
 	CPU_ZERO(&p->unpinned);
 	for (unsigned i = 0; o->unpinned_cpus && i < o->n_unpinned_cpus; i++)
@@ -572,8 +574,6 @@ static void plan_cpus(struct ing_persist *p, const struct ing_persist_opts *o)
 		int cpu = -1;
 		if (o->worker_cpus && o->n_worker_cpus)
 			cpu = o->worker_cpus[i % o->n_worker_cpus];
-		else if (o->cpu >= 0)
-			cpu = (o->cpu + (int)i) % (int)(ncpu > 0 ? ncpu : 1);
 		if (cpu >= CPU_SETSIZE) {
 			ING_WARN(COMP, "worker %u: cpu %d does not exist: not pinned", i, cpu);
 			cpu = -1;

@@ -8,6 +8,11 @@
 #  - func.ops.promtool: `promtool check metrics` clean; the page counts the traffic; HTTP.
 #  - func.ops.systemd: systemd-analyze verify of deploy/ingestd.service.in (paths filled in) is clean.
 #  - func.ops.sd_notify: READY=1 once serving, WATCHDOG=1 pings, STOPPING=1 on SIGTERM.
+#  - func.ops.oncall: failures by code, per-peer series, connections, process_* in /metrics;
+#    /healthz, /readyz (503 while DRAINING); ingest-stat's screen, --json, --watch, errors.
+#  - func.ops.monitoring: deploy/monitoring: promtool check rules; every metric the alert
+#    rules and the Grafana dashboard use is in a live node's /metrics; a real Prometheus
+#    evaluates every rule and runs every dashboard query.
 #  - func.ops.hugepages_none / _reserved: --hugepages auto (the default) without enough free
 #    hugepages (one warning with the fix, as ingest-doctor says) and with pages reserved by
 #    deploy/'s ingest-hugepages (root; the pool on 2 MiB pages; the host's count restored).
@@ -18,10 +23,14 @@ add_test(NAME func.ops.prometheus COMMAND /usr/bin/python3 ${_ops}/prometheus.py
 add_test(NAME func.ops.promtool COMMAND bash ${_ops}/promtool.sh ${PROJECT_BINARY_DIR})
 add_test(NAME func.ops.systemd COMMAND bash ${_ops}/systemd.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 add_test(NAME func.ops.sd_notify COMMAND /usr/bin/python3 ${_ops}/sd_notify.py ${PROJECT_BINARY_DIR})
+add_test(NAME func.ops.oncall COMMAND /usr/bin/python3 ${_ops}/oncall.py ${PROJECT_BINARY_DIR}
+         ${PROJECT_SOURCE_DIR})
+add_test(NAME func.ops.monitoring COMMAND /usr/bin/python3 ${_ops}/monitoring.py ${PROJECT_BINARY_DIR}
+         ${PROJECT_SOURCE_DIR})
 add_test(NAME func.ops.hugepages_none COMMAND bash ${_ops}/hugepages.sh ${PROJECT_BINARY_DIR} none)
 add_test(NAME func.ops.hugepages_reserved COMMAND bash ${_ops}/hugepages.sh ${PROJECT_BINARY_DIR} reserved)
 set_tests_properties(func.ops.config func.ops.json_logs func.ops.prometheus func.ops.promtool
-                     func.ops.systemd func.ops.sd_notify func.ops.hugepages_none
+                     func.ops.systemd func.ops.sd_notify func.ops.oncall func.ops.monitoring func.ops.hugepages_none
                      func.ops.hugepages_reserved PROPERTIES LABELS func TIMEOUT 120)
 set_tests_properties(func.ops.hugepages_none func.ops.hugepages_reserved PROPERTIES
                      SKIP_RETURN_CODE 77 RESOURCE_LOCK hugepages)

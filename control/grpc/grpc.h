@@ -145,6 +145,8 @@ void ing_grpc_server_shutdown(struct ing_grpc_server *s);
 /* Health/Check answer for service "" and "h3000.RDMASvc". */
 void ing_grpc_server_set_serving(struct ing_grpc_server *s, bool serving);
 unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s);
+/* Open connections (health-reserve ones included). NULL: 0. */
+unsigned ing_grpc_server_nconns(const struct ing_grpc_server *s);
 /* What the connection limits did since start (loop thread). */
 struct ing_grpc_server_limits {
 	uint64_t handshake_timeouts; /* closed: no (TLS handshake,) preface and SETTINGS in time */

@@ -797,6 +797,11 @@ unsigned ing_grpc_server_ncalls(const struct ing_grpc_server *s)
 	return s->ncalls;
 }
 
+unsigned ing_grpc_server_nconns(const struct ing_grpc_server *s)
+{
+	return s ? s->nconns : 0;
+}
+
 bool ing_grpc_server_flushed(const struct ing_grpc_server *s)
 {
 	for (const struct conn *cn = s->conns; cn; cn = cn->next)
@@ -1544,9 +1549,13 @@ static void conn_kick(struct conn *cn)
  * Lingering close. When the HTTP/2 session is over (GOAWAY sent, no stream left) the
  * client may still be reading the last messages and sending WINDOW_UPDATEs for them; a
  * close() with such input unread answers with RST, and an RST makes the client's kernel
- * drop what the client had not read yet (the last messages, the trailers). So: FIN
- * (shutdown SHUT_WR), read and discard until the client closes too or LINGER_MS pass,
- * then close(). At most MAX_LINGERS at once (beyond: drain and close at once, as before).
+ * drop what the client had not read yet (the last messages, the trailers). So: read and
+ * discard until the client closes or LINGER_MS pass, then close(). No FIN before that:
+ * .NET's SocketsHttpHandler fails every stream its application has not finished yet (a
+ * duplex call whose trailers it has not read) with "the HTTP/2 server closed the
+ * connection" as soon as it reads EOF, even when the trailers came before it; a client
+ * closes by itself once GOAWAY came and its streams are done (interop.seed_dotnet, case
+ * stop). At most MAX_LINGERS at once (beyond: drain and close at once, as before).
  */
 #define LINGER_MS 2000
 #define MAX_LINGERS 256
@@ -1603,13 +1612,15 @@ static void linger_event(void *arg, uint32_t events)
 
 static void linger_timeout(void *arg)
 {
-	linger_end(arg);
+	struct lconn *l = arg;
+	(void)linger_drain(l->fd);   /* nothing unread: close() sends FIN, not RST */
+	linger_end(l);
 }
 
 /* Hand fd over to a linger; false (the caller closes it) when that cannot be done. */
 static bool linger_start(struct ing_grpc_server *s, int fd)
 {
-	if (nlingers(s) >= MAX_LINGERS || shutdown(fd, SHUT_WR))
+	if (nlingers(s) >= MAX_LINGERS)
 		return false;
 	struct lconn *l = calloc(1, sizeof(*l));
 	if (!l)

@@ -218,7 +218,8 @@ static void conn_down(struct ing_rdma *r, struct rconn *c, const char *why)
 
 	if (c->state == RC_DOWN)
 		return;
-	ING_INFO(COMP, "qp 0x%x session %s: connection down: %s", c->qp_num,
+	ING_LOGC(ING_LOG_INFO, COMP, (&(struct ing_log_ctx){ .session = c->session_id }),
+		 "qp 0x%x session %s: connection down: %s", c->qp_num,
 		 sess_str(c->session_id, sb, sizeof(sb)), why);
 	c->state = RC_DOWN;
 	if (rdma_disconnect(c->id) && errno != EINVAL)
@@ -240,7 +241,8 @@ static void conn_down(struct ing_rdma *r, struct rconn *c, const char *why)
 
 static void reject(struct rdma_cm_id *id, const char *why, uint64_t session_id, struct ing_rdma *r)
 {
-	ING_WARN(COMP, "connect request (session %llu) rejected: %s", (unsigned long long)session_id, why);
+	ING_LOGC(ING_LOG_WARN, COMP, (&(struct ing_log_ctx){ .session = session_id }),
+		 "connect request (session %llu) rejected: %s", (unsigned long long)session_id, why);
 	r->st.conns_rejected++;
 	if (rdma_reject(id, NULL, 0))
 		ING_DBG(COMP, "rdma_reject: %s", strerror(errno));
@@ -347,7 +349,8 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 	r->conns = c;
 	r->st.conns_accepted++;
 	r->st.conns_active++;
-	ING_INFO(COMP, "qp 0x%x session %llu accepted on lcore %u (READs in flight %u, peer responder resources %u)",
+	ING_LOGC(ING_LOG_INFO, COMP, (&(struct ing_log_ctx){ .session = sid }),
+		 "qp 0x%x session %llu accepted on lcore %u (READs in flight %u, peer responder resources %u)",
 		 c->qp_num, (unsigned long long)sid, el->lcore_id, rd, remote_resp_res);
 }
 
@@ -470,7 +473,8 @@ static int cm_drain(struct ing_rdma *r)
 				break;
 			c->state = c->state == RC_DOWN ? RC_DOWN : RC_ESTABLISHED;
 			c->was_up = true;
-			ING_INFO(COMP, "qp 0x%x session %llu: established", c->qp_num,
+			ING_LOGC(ING_LOG_INFO, COMP, (&(struct ing_log_ctx){ .session = c->session_id }),
+				 "qp 0x%x session %llu: established", c->qp_num,
 				 (unsigned long long)c->session_id);
 			if (r->cbs.conn_state)
 				r->cbs.conn_state(r->cbs.arg, c->session_id, true);
@@ -482,7 +486,8 @@ static int cm_drain(struct ing_rdma *r)
 			if (!c)
 				break;
 			if (type != RDMA_CM_EVENT_DISCONNECTED) {
-				ING_WARN(COMP, "qp 0x%x session %llu: %s (status %d)", c->qp_num,
+				ING_LOGC(ING_LOG_WARN, COMP, (&(struct ing_log_ctx){ .session = c->session_id }),
+					 "qp 0x%x session %llu: %s (status %d)", c->qp_num,
 					 (unsigned long long)c->session_id, rdma_event_str(type), status);
 				r->st.conn_errors++;
 			}

@@ -6,7 +6,9 @@ ingestd runs with --log-format json --log-level debug on a data dir whose name h
 double quote, a backslash, a tab and a non-ASCII letter; ingest-send stores frames, then
 re-sends one id with other bytes (a WARN line); SIGTERM. Every line ingestd wrote to
 stderr must parse as one JSON object with ts (RFC 3339 UTC), level, comp, pid and msg,
-and the data dir must come back intact from the msg that names it."""
+and the data dir must come back intact from the msg that names it. Who a line is about
+is in fields of their own: the session line has "peer" and "session" (the ids in its
+msg), the refused frame's line "peer", "session", "wafer" and "frame"."""
 import datetime
 import json
 import os
@@ -78,6 +80,7 @@ if lines[-1] != b"":
 lines = lines[:-1]
 levels = set()
 msgs = []
+objs = []
 for i, ln in enumerate(lines, 1):
     try:
         text = ln.decode("utf-8")   # strict: a stray byte would be escaped, not passed
@@ -96,8 +99,12 @@ for i, ln in enumerate(lines, 1):
     ts = datetime.datetime.strptime(o["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
     if abs((datetime.datetime.utcnow() - ts).total_seconds()) > 600:
         fail(f"line {i}: ts {o['ts']} is not now (UTC)")
+    for k in ("peer", "session", "wafer", "frame"):
+        if k in o and not (isinstance(o[k], str) and o[k]):
+            fail(f"line {i}: {k} is not a non-empty string: {text[:200]}")
     levels.add(o["level"])
     msgs.append(o["msg"])
+    objs.append(o)
 
 if len(lines) < 10:
     fail(f"only {len(lines)} lines logged")
@@ -108,6 +115,24 @@ if not any(data in m for m in msgs):
     fail("no msg carries the data dir intact (quote, backslash, tab, non-ASCII)")
 if not any(m == "stopped" for m in msgs):
     fail("no 'stopped' line at the end")
+sess = [o for o in objs if o["msg"].startswith("session ") and " for ingest-send " in o["msg"]]
+if len(sess) < 2:
+    fail(f"{len(sess)} session lines, want one per ingest-send run")
+for o in sess:
+    if "peer" not in o or "session" not in o:
+        fail(f"a session line without peer/session fields: {o}")
+    if not o["msg"].startswith(f"session {o['session']} for ingest-send ({o['peer']})"):
+        fail(f"the fields do not match the msg: {o}")
+conflict = [o for o in objs if o["level"] == "warning" and "already stored" in o["msg"]]
+if not conflict:
+    fail("no warning line for the refused frame (already stored with another crc)")
+c = conflict[0]
+for k, want in (("wafer", "ingest-send"), ("frame", "frame-1")):
+    if c.get(k) != want:
+        fail(f"the refused frame's line has {k}={c.get(k)!r}, want {want!r}: {c}")
+if c.get("session") not in {o["session"] for o in sess} or not c.get("peer", "").startswith("127.0.0.1:"):
+    fail(f"the refused frame's line lacks its session or peer: {c}")
+print(f"ok: fields: {json.dumps({k: c[k] for k in ('peer', 'session', 'wafer', 'frame')})}")
 print(f"ok: {len(lines)} lines, every one a JSON object; levels {sorted(levels)}; "
       "the data dir's quote, backslash, tab and e-acute survive")
 shutil.rmtree(tmp, ignore_errors=True)

@@ -87,6 +87,9 @@ for f in /usr/bin/ingestd /usr/bin/ingest-send /usr/bin/ingest-verify /usr/bin/i
 	/lib/systemd/system/ingestd.service /lib/systemd/system/ingest-hugepages.service \
 	/etc/h3000/ingestd.conf /usr/lib/sysusers.d/h3000-ingest.conf \
 	/usr/share/doc/h3000-ingest/README.md /usr/share/doc/h3000-ingest/docs/ARCHITECTURE.md \
+	/usr/share/doc/h3000-ingest/docs/OPERATIONS.md /usr/bin/ingest-stat /usr/share/man/man1/ingest-stat.1.gz \
+	/usr/share/doc/h3000-ingest/examples/monitoring/ingest-alerts.yml \
+	/usr/share/doc/h3000-ingest/examples/monitoring/ingest-dashboard.json \
 	/usr/share/man/man1/ingestd.1.gz /usr/share/man/man1/ingest-bench.1.gz \
 	/usr/share/man/man8/ingest-hugepages.8.gz /usr/lib/libingest.so.1 /usr/include/ingest/producer.h; do
 	[ -e "$f" ] || fail "$f not installed"

@@ -3,7 +3,8 @@
  * test_metrics.c - control/metrics.c: the exposition helpers (cumulative buckets, +Inf,
  * _sum in seconds) and the HTTP responder driven on a real loop over loopback TCP:
  * GET/HEAD /metrics, 404, 405, 400 for garbage and for an over-long head, a client that
- * goes away, and the page rendered per request.
+ * goes away, and the page rendered per request; process_* on every page; /healthz, and
+ * /readyz answering 200 or 503 as the node's check says.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static unsigned renders;
@@ -164,6 +166,70 @@ static void test_http(void **state)
 	ing_loop_destroy(l);
 }
 
+static bool ready_now;
+
+static bool ready(void *arg, struct ing_mtext *t)
+{
+	(void)arg;
+	ing_mtext_printf(t, "%s thing\n%s\n", ready_now ? "ok" : "fail",
+			 ready_now ? "ready" : "not ready: thing is off");
+	return ready_now;
+}
+
+static void test_health(void **state)
+{
+	static char buf[65536];
+	(void)state;
+	struct ing_loop *l = ing_loop_create();
+	struct ing_metrics_srv *s = ing_metrics_srv_create(l, "127.0.0.1:0", render, NULL);
+	assert_non_null(s);
+	int port = ing_metrics_srv_port(s);
+	const char *get = "GET /metrics HTTP/1.1\r\n\r\n";
+
+	/* process_* with plausible values: this process's fds, memory, start time */
+	exchange(l, port, get, strlen(get), buf, sizeof(buf));
+	for (const char *f = "process_cpu_seconds_total\0process_resident_memory_bytes\0"
+			     "process_virtual_memory_bytes\0process_open_fds\0process_max_fds\0"
+			     "process_start_time_seconds\0"; *f; f += strlen(f) + 1) {
+		char want[96];
+		snprintf(want, sizeof(want), "# TYPE %s ", f);
+		assert_non_null(strstr(buf, want));
+	}
+	double rss = strtod(strstr(buf, "\nprocess_resident_memory_bytes ") + 31, NULL);
+	assert_true(rss > 1e6);
+	double fds = strtod(strstr(buf, "\nprocess_open_fds ") + 18, NULL);
+	assert_true(fds >= 4);   /* stdio, the loop, the listener */
+	double start = strtod(strstr(buf, "\nprocess_start_time_seconds ") + 28, NULL);
+	double now = (double)time(NULL);
+	assert_true(start > now - 3600 && start <= now + 1);
+
+	/* /healthz: the loop answered */
+	exchange(l, port, "GET /healthz HTTP/1.1\r\n\r\n", 27, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(buf, "ok: control loop turning"));
+	/* /readyz without a check: as /healthz */
+	exchange(l, port, "GET /readyz HTTP/1.1\r\n\r\n", 26, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));
+	/* with the node's check: 200 when it passes, 503 with the reason when not */
+	ing_metrics_srv_set_ready(s, ready);
+	ready_now = true;
+	exchange(l, port, "GET /readyz HTTP/1.1\r\n\r\n", 26, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(buf, "\r\n\r\nok thing\nready\n"));
+	ready_now = false;
+	exchange(l, port, "GET /readyz HTTP/1.1\r\n\r\n", 26, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "HTTP/1.1 503 Service Unavailable\r\n"));
+	assert_non_null(strstr(buf, "not ready: thing is off\n"));
+	exchange(l, port, "HEAD /readyz HTTP/1.1\r\n\r\n", 27, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "HTTP/1.1 503 "));
+	assert_null(strstr(buf, "thing"));
+	exchange(l, port, "GET /healthz HTTP/1.1\r\n\r\n", 27, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));   /* alive, though not ready */
+
+	ing_metrics_srv_destroy(s);
+	ing_loop_destroy(l);
+}
+
 static void test_bad_addr(void **state)
 {
 	(void)state;
@@ -178,6 +244,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_phist_text),
 		cmocka_unit_test(test_http),
+		cmocka_unit_test(test_health),
 		cmocka_unit_test(test_bad_addr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

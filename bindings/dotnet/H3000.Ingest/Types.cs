@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+using System.Diagnostics.CodeAnalysis;
+
+namespace H3000.Ingest;
+
+/// <summary>How the bytes move (libingest's transport and RDMA mode).</summary>
+public enum Transport
+{
+    /// <summary>RDMA READ when both sides can, else the gRPC fallback (the reason is in <see cref="Producer.TransportNote"/>).</summary>
+    Auto = 0,
+    /// <summary>RDMA READ (the node pulls from the registered frame pool), or fail.</summary>
+    Rdma,
+    /// <summary>RDMA WRITE push into a slot the node grants, or fail (RDMA READ where the node has push off).</summary>
+    RdmaWrite,
+    /// <summary>Always the gRPC fallback (PushFrames).</summary>
+    Grpc,
+}
+
+/// <summary>The stage an <see cref="Ack"/> reports.</summary>
+public enum AckStage
+{
+    /// <summary>A failure before any stage was reached.</summary>
+    None = 0,
+    /// <summary>All bytes are in the node: the frame's buffer may be reused.</summary>
+    Received = 1,
+    /// <summary>Written, synced and catalogued on the node.</summary>
+    Durable = 2,
+}
+
+/// <summary>Why a frame failed: the wire's h3000.ErrorCode (libingest's enum ing_error).</summary>
+public enum ErrorCode
+{
+    None = 0,
+    InvalidArgument = 1,
+    TooLarge = 2,
+    CrcMismatch = 3,
+    DuplicateConflict = 4,
+    Deadline = 5,
+    Transfer = 6,
+    IO = 7,
+    NoSpace = 8,
+    NoTransport = 9,
+    Busy = 10,
+    Cancelled = 11,
+    Internal = 12,
+    ShuttingDown = 13,
+}
+
+/// <summary>
+/// One acknowledgement of a submitted frame. A value type that allocates nothing for a
+/// frame that went well: the ids are the strings given to <see cref="Producer.TrySubmit"/>,
+/// and only a failure's message is decoded from the native ack.
+/// </summary>
+public readonly struct Ack
+{
+    internal Ack(FrameBuffer? buffer, string frameId, string waferId, AckStage stage, bool ok, bool stored,
+                 ErrorCode code, bool retryable, bool duplicate, uint crc32c, ulong latencyNs,
+                 ulong nodeLatencyNs, string message, int resends)
+    {
+        Buffer = buffer;
+        FrameId = frameId;
+        WaferId = waferId;
+        Stage = stage;
+        Ok = ok;
+        Stored = stored;
+        Code = code;
+        Retryable = retryable;
+        Duplicate = duplicate;
+        Crc32c = crc32c;
+        LatencyNs = latencyNs;
+        NodeLatencyNs = nodeLatencyNs;
+        Message = message;
+        Resends = resends;
+    }
+
+    /// <summary>The buffer the frame was submitted from.</summary>
+    public FrameBuffer? Buffer { get; }
+    /// <summary>The frame's id as submitted.</summary>
+    public string FrameId { get; }
+    /// <summary>The wafer as submitted ("" for the node's default wafer).</summary>
+    public string WaferId { get; }
+    /// <summary>The stage reached; <see cref="AckStage.None"/> or <see cref="AckStage.Received"/> with Ok false on a failure.</summary>
+    public AckStage Stage { get; }
+    /// <summary>This stage was reached (false: the frame failed; see <see cref="Code"/> and <see cref="Message"/>).</summary>
+    public bool Ok { get; }
+    /// <summary>The node holds the frame: DURABLE and ok (a duplicate of a stored frame too). The one thing to check before the bytes are dropped for good.</summary>
+    public bool Stored { get; }
+    /// <summary>The frame's last ack: stored or failed. Its buffer is the caller's again.</summary>
+    public bool IsFinal => Stored || !Ok;
+    public ErrorCode Code { get; }
+    /// <summary>Sending the frame again may succeed (node busy, disk full, connection lost...).</summary>
+    public bool Retryable { get; }
+    /// <summary>Already stored with the same checksum: not rewritten.</summary>
+    public bool Duplicate { get; }
+    /// <summary>CRC-32C the node computed (0 when not known).</summary>
+    public uint Crc32c { get; }
+    /// <summary>Submit to this ack on the producer's clock, ns.</summary>
+    public ulong LatencyNs { get; }
+    /// <summary>The node's own time from admission to this stage, ns (0: not said).</summary>
+    public ulong NodeLatencyNs { get; }
+    /// <summary>"ok", or the node's (or the library's) reason for a failure.</summary>
+    public string Message { get; }
+    /// <summary>Fleet mode: times the frame was re-sent to another node.</summary>
+    public int Resends { get; }
+
+    public override string ToString() =>
+        $"{FrameId}: {Stage} ok={Ok} stored={Stored}{(Ok ? "" : $" {Code}{(Retryable ? " (retryable)" : "")}: {Message}")}";
+}
+
+/// <summary>Counters of one producer (libingest's struct ing_producer_stats).</summary>
+public readonly record struct ProducerStats(
+    ulong Submitted, ulong Received, ulong Durable, ulong Failed, ulong Duplicates, ulong Bytes,
+    int InFlight, ulong Rerouted, ulong Failovers, int Nodes, int NodesUp);
+
+/// <summary>
+/// A failure of the library: its message (libingest's own words, ing_strerror) and
+/// whether trying again can help.
+/// </summary>
+[SuppressMessage("Design", "CA1032:Implement standard exception constructors", Justification = "always carries code and retryability")]
+public sealed class IngestException : Exception
+{
+    internal IngestException(string message, int errno, bool retryable) : base(message)
+    {
+        Errno = errno;
+        Retryable = retryable;
+    }
+
+    /// <summary>The negative errno libingest returned (0 where it gave text only).</summary>
+    public int Errno { get; }
+    /// <summary>A later attempt may succeed (no credit now, connection refused or lost, timeout).</summary>
+    public bool Retryable { get; }
+}
