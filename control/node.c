@@ -20,6 +20,7 @@
 #include "control/metrics.h"
 #include "control/service.h"
 #include "control/fleet/fleet.h"
+#include "dataplane/store/store.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -332,33 +333,14 @@ static int write_port_file(const char *path, int port)
  */
 static int data_dir_lock(const char *dir)
 {
-	char path[PATH_MAX], pid[32] = "";
-	int fd;
+	char holder[64];
+	int fd = ing_store_lock(dir, holder, sizeof(holder));
 
-	snprintf(path, sizeof(path), "%s/.ingestd.lock", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int rc = -errno;
-		ING_ERR(COMP, "data dir %s: cannot open %s: %s", dir, path, strerror(-rc));
-		return rc;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		int rc = -errno;
-		ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
-		pid[n > 0 ? n : 0] = 0;
-		pid[strcspn(pid, "\n")] = 0;
-		if (rc == -EWOULDBLOCK)
-			ING_ERR(COMP, "data dir %s is in use by another ingestd (pid %s); stop it first",
-				dir, pid[0] ? pid : "?");
-		else
-			ING_ERR(COMP, "data dir %s: locking %s: %s", dir, path, strerror(-rc));
-		close(fd);
-		return rc == -EWOULDBLOCK ? -EBUSY : rc;
-	}
-	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		ING_WARN(COMP, "%s: cannot record the pid: %s", path, strerror(errno));
-	return 0;
+	if (fd == -EBUSY)
+		ING_ERR(COMP, "data dir %s is in use by %s; stop it first", dir, holder);
+	else if (fd < 0)
+		ING_ERR(COMP, "data dir %s: locking %s/.ingestd.lock: %s", dir, dir, strerror(-fd));
+	return fd < 0 ? fd : 0;
 }
 
 /* fsync the directory holding path (best effort: a failure shows at the probe write) */

@@ -33,7 +33,7 @@ fail() {
 step "cmake --install into $P"
 cmake --install "$BUILD" --prefix "$P" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "cmake --install"; }
 for f in bin/ingestd bin/ingest-send bin/ingest-verify bin/ingest-topo bin/ingest-doctor \
-	bin/ingest-bench bin/ingest-stat sbin/ingest-hugepages; do
+	bin/ingest-bench bin/ingest-stat bin/ingest-catalog sbin/ingest-hugepages; do
 	[ -x "$P/$f" ] || fail "$f not installed"
 done
 for f in include/ingest/producer.h lib/pkgconfig/ingest.pc lib/cmake/ingest/ingestConfig.cmake \
@@ -71,7 +71,7 @@ soname=$(readelf -d "$P/lib/libingest.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/
 grep -qx "ExecStart=$P/bin/ingestd --config $P/etc/h3000/ingestd.conf" \
 	"$P/lib/systemd/system/ingestd.service" ||
 	fail "the unit does not start $P/bin/ingestd --config $P/etc/h3000/ingestd.conf"
-for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor ingest-bench ingest-stat; do
+for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor ingest-bench ingest-stat ingest-catalog; do
 	zcat "$P/share/man/man1/$m.1.gz" | grep -q '^\.TH' || fail "man page $m.1.gz missing or empty"
 done
 zcat "$P/share/man/man1/ingestd.1.gz" | grep -qF 'data\-dir' || fail "ingestd(1) lacks its options"
