@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/hist.h"
@@ -701,20 +702,6 @@ static void json_hist(FILE *f, const struct ing_hist *h)
 		h->count ? ms(h->sum / h->count) : 0.0);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(f, "\\u%04x", *s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 static void host_info(char *host, size_t hl, char *cpu, size_t cl)
 {
 	struct utsname u;
@@ -744,13 +731,13 @@ static void write_json(FILE *f, const struct cfg *c, const struct point *caps,
 	char host[512], cpu[256];
 	host_info(host, sizeof(host), cpu, sizeof(cpu));
 	fprintf(f, "{\"tool\":\"ingest-bench\",\"started\":\"%s\",\"git_rev\":", started);
-	json_str(f, c->git_rev);
+	ing_json_str(f, c->git_rev);
 	fprintf(f, ",\"host\":{\"uname\":");
-	json_str(f, host);
+	ing_json_str(f, host);
 	fprintf(f, ",\"cpu\":");
-	json_str(f, cpu);
+	ing_json_str(f, cpu);
 	fprintf(f, ",\"cpus_online\":%ld},\"params\":{\"server\":", sysconf(_SC_NPROCESSORS_ONLN));
-	json_str(f, c->server);
+	ing_json_str(f, c->server);
 	fprintf(f, ",\"duration_s\":%.3f,\"warmup_s\":%.3f,\"capacity_s\":%.3f,"
 		"\"capacity_fps_given\":%.3f,\"credits\":%u,\"loads_pct\":[",
 		c->duration_ms / 1e3, c->warmup_ms / 1e3, c->capacity_ms / 1e3, c->capacity_fps, c->credits);
@@ -779,12 +766,12 @@ static void write_json(FILE *f, const struct cfg *c, const struct point *caps,
 		fprintf(f, ",\"disk_write_fdatasync\":");
 		json_hist(f, &fl[i].disk);
 		fprintf(f, ",\"disk_note\":");
-		json_str(f, fl[i].disk_note);
+		ing_json_str(f, fl[i].disk_note);
 		fprintf(f, "}");
 	}
 	for (unsigned i = 0; i < c->nxfloor; i++) {
 		fprintf(f, "%s{\"name\":", nfl || i ? "," : "");
-		json_str(f, c->xfloor[i].name);
+		ing_json_str(f, c->xfloor[i].name);
 		fprintf(f, ",\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"given\":true}", c->xfloor[i].p50_ms,
 			c->xfloor[i].p99_ms);
 	}

@@ -12,6 +12,7 @@
  */
 #include "control/node.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/hugepages.h"
 #include "common/log.h"
 #include "control/grpc/grpc.h"
@@ -19,6 +20,7 @@
 #include "control/metrics.h"
 #include "control/service.h"
 #include "control/fleet/fleet.h"
+#include "dataplane/store/store.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -331,33 +333,14 @@ static int write_port_file(const char *path, int port)
  */
 static int data_dir_lock(const char *dir)
 {
-	char path[PATH_MAX], pid[32] = "";
-	int fd;
+	char holder[64];
+	int fd = ing_store_lock(dir, holder, sizeof(holder));
 
-	snprintf(path, sizeof(path), "%s/.ingestd.lock", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int rc = -errno;
-		ING_ERR(COMP, "data dir %s: cannot open %s: %s", dir, path, strerror(-rc));
-		return rc;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		int rc = -errno;
-		ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
-		pid[n > 0 ? n : 0] = 0;
-		pid[strcspn(pid, "\n")] = 0;
-		if (rc == -EWOULDBLOCK)
-			ING_ERR(COMP, "data dir %s is in use by another ingestd (pid %s); stop it first",
-				dir, pid[0] ? pid : "?");
-		else
-			ING_ERR(COMP, "data dir %s: locking %s: %s", dir, path, strerror(-rc));
-		close(fd);
-		return rc == -EWOULDBLOCK ? -EBUSY : rc;
-	}
-	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		ING_WARN(COMP, "%s: cannot record the pid: %s", path, strerror(errno));
-	return 0;
+	if (fd == -EBUSY)
+		ING_ERR(COMP, "data dir %s is in use by %s; stop it first", dir, holder);
+	else if (fd < 0)
+		ING_ERR(COMP, "data dir %s: locking %s/.ingestd.lock: %s", dir, dir, strerror(-fd));
+	return fd < 0 ? fd : 0;
 }
 
 /* fsync the directory holding path (best effort: a failure shows at the probe write) */
@@ -607,6 +590,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	int rc = 0;
 
 	*out = NULL;
+	ing_crc32c_use_isal();   /* before any thread computes a crc (common/crc32c.h) */
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		ING_ERR(COMP, "out of memory");
@@ -898,8 +882,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	ING_INFO(COMP, "pool %s: %u slots, largest %" PRIu64 " bytes, %s, node %d", d->o.pool, total,
 		 ing_pool_max_len(d->pool), ing_pool_on_hugepages(d->pool) ? "hugepages" : "4 KiB pages",
 		 pool_o.numa_node);
-	ING_INFO(COMP, "persistence: %u workers, sink %s, data dir %s", d->o.workers,
-		 d->o.sink == ING_SINK_FILE ? "file" : "null", d->o.data_dir);
+	ING_INFO(COMP, "persistence: %u workers, sink %s, data dir %s, crc32c %s", d->o.workers,
+		 d->o.sink == ING_SINK_FILE ? "file" : "null", d->o.data_dir, ing_crc32c_impl());
 	ING_INFO(COMP, "sessions: credits %u, max frame %" PRIu64 ", frame timeout %u s", d->o.credits,
 		 d->o.max_frame && d->o.max_frame < ing_pool_max_len(d->pool) ? d->o.max_frame :
 									     ing_pool_max_len(d->pool),

@@ -377,8 +377,15 @@ static char conf_text[64 << 10];
 
 int ing_ingestd_opts_read_config(const char *path, struct ing_ingestd_opts *o)
 {
+	return ing_ingestd_opts_read_config_as(ing_ingestd_cli.prog, path, o);
+}
+
+int ing_ingestd_opts_read_config_as(const char *prog, const char *path, struct ing_ingestd_opts *o)
+{
+	struct ing_cli ic = ing_ingestd_cli;
+	ic.prog = prog;
 	o->config = path;
-	return ing_cli_read_config(&ing_ingestd_cli, path, conf_text, sizeof(conf_text), o);
+	return ing_cli_read_config(&ic, path, conf_text, sizeof(conf_text), o);
 }
 
 /* A file the daemon will need later (TLS): readable now, or a usage error naming it. */

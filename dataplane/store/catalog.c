@@ -97,6 +97,34 @@ static int map_rc_db(struct ing_catalog *c, int rc)
 	return map_rc(rc);
 }
 
+/*
+ * A catalog SQLite cannot read (not a database, a corrupt page) says what to do: the frame
+ * files are the truth, and ingest-catalog rebuilds the catalog from them. True (after
+ * logging; on the data path at most once a second) when rc is such an error.
+ */
+static bool damaged(const struct ing_catalog *c, int rc, const char *sqlmsg, bool data_path)
+{
+	char dir[sizeof(c->path)];
+	char *slash;
+
+	if ((rc & 0xff) != SQLITE_NOTADB && (rc & 0xff) != SQLITE_CORRUPT)
+		return false;
+	snprintf(dir, sizeof(dir), "%s", c->path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		snprintf(dir, sizeof(dir), ".");
+#define DAMAGED_FMT "%s is damaged (%s): stop ingestd, then rebuild it from the frame files: " \
+	"ingest-catalog rebuild --data-dir %s (docs/OPERATIONS.md, Catalog recovery)"
+	if (data_path)
+		ING_LOG_RL(ING_LOG_ERR, COMP, DAMAGED_FMT, c->path, sqlmsg, dir);
+	else
+		ING_ERR(COMP, DAMAGED_FMT, c->path, sqlmsg, dir);
+#undef DAMAGED_FMT
+	return true;
+}
+
 static int prep(struct ing_catalog *c, const char *sql, sqlite3_stmt **st)
 {
 	int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
@@ -111,6 +139,10 @@ static int exec(struct ing_catalog *c, const char *sql)
 {
 	char *err = NULL, b[256];
 	int rc = sqlite3_exec(c->db, sql, NULL, NULL, &err);
+	if (rc != SQLITE_OK && damaged(c, rc, err ? err : sqlite3_errstr(rc), false)) {
+		sqlite3_free(err);
+		return -EBADMSG;
+	}
 	if (rc != SQLITE_OK) {
 		ING_ERR(COMP, "%s: '%s': %s", c->path, sql,
 			why(c, rc, err ? err : sqlite3_errstr(rc), b, sizeof(b)));
@@ -245,6 +277,8 @@ static int schema_check_ro(struct ing_catalog *c)
 	int64_t has = query_int(c, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='frames'");
 
 	if (ver < 0 || has < 0) {
+		if (damaged(c, sqlite3_errcode(c->db), sqlite3_errmsg(c->db), false))
+			return -EBADMSG;
 		ING_ERR(COMP, "%s: not readable as a catalog: %s", c->path, sqlite3_errmsg(c->db));
 		return -EIO;
 	}
@@ -444,6 +478,8 @@ int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows
 		if (rc != SQLITE_DONE) {
 			char b[256];
 			ret = map_rc_db(c, rc);
+			if (ret != -EEXIST && damaged(c, rc, sqlite3_errmsg(c->db), true))
+				break;
 			if (ret != -EEXIST)
 				ING_LOG_RL(ING_LOG_ERR, COMP, "%s: insert of frame %s/%s: %s", c->path,
 					   r->wafer_id, r->frame_id,
@@ -475,4 +511,24 @@ int64_t ing_catalog_count(struct ing_catalog *c)
 		n = sqlite3_column_int64(c->st_count, 0);
 	sqlite3_reset(c->st_count);
 	return n;
+}
+
+int ing_catalog_quick_check(struct ing_catalog *c, char *why, size_t whylen)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(c->db, "PRAGMA quick_check(5)", -1, &st, NULL);
+	size_t n = 0;
+
+	why[0] = '\0';
+	if (rc == SQLITE_OK) {
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			const char *t = (const char *)sqlite3_column_text(st, 0);
+			if (t && strcmp(t, "ok") && n < whylen)
+				n += (size_t)snprintf(why + n, whylen - n, "%s%s", n ? "; " : "", t);
+		}
+	}
+	if (rc != SQLITE_DONE && n == 0)
+		snprintf(why, whylen, "%s", sqlite3_errmsg(c->db));
+	sqlite3_finalize(st);
+	return why[0] ? -EBADMSG : 0;
 }

@@ -49,6 +49,10 @@ int ing_catalog_lookup(struct ing_catalog *c, const char *wafer_id, const char *
  * inserted), -EIO, -ENOSPC, -EROFS (read-only handle). */
 int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows, unsigned n);
 int64_t ing_catalog_count(struct ing_catalog *c);
+/* SQLite's PRAGMA quick_check: 0, or -EBADMSG with what it found (or the error) in why. */
+int ing_catalog_quick_check(struct ing_catalog *c, char *why, size_t whylen);
+/* Frame files below <data_dir>/frames (frames/<wafer>/<name>.frame), or -errno. */
+int64_t ing_store_count_frames(const char *data_dir);
 
 /* ---------------------------------------------------------------- store */
 
@@ -61,6 +65,45 @@ int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, const cha
  */
 int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
 		    uint64_t cap);
+
+/*
+ * One process at a time may own a data dir (one ingestd; or ingest-catalog rebuilding the
+ * catalog): an flock on <dir>/.ingestd.lock, held until the fd is closed or the process
+ * ends (kill -9 included), with the owner's pid written in it. The fd, or -EBUSY with
+ * holder set to "another ingestd (pid N)" / the owner's name, or -errno.
+ */
+int ing_store_lock(const char *dir, char *holder, size_t holderlen);
+
+/* ---------------------------------------------------------------- catalog recovery */
+
+struct ing_catalog_rebuild_report {
+	uint64_t files;          /* frame files found below frames/ */
+	uint64_t catalogued;     /* rows written to the new catalog */
+	uint64_t ids_from_names; /* ids decoded from the file names */
+	uint64_t ids_from_old;   /* ids only the old catalog had (shortened names) */
+	uint64_t salvaged_rows;  /* rows the old catalog still gave (timestamps, crc) */
+	uint64_t not_catalogued; /* shortened names the old catalog did not have: listed */
+	uint64_t crc_differs;    /* files whose CRC-32C is not the one the old catalog had */
+	uint64_t unreadable;     /* files that could not be read */
+	uint64_t bytes;
+	char kept_as[256];       /* the damaged catalog's new name ("" if there was none) */
+};
+
+/*
+ * Rebuild <data_dir>/catalog.db from the frame files (docs/OPERATIONS.md, Catalog
+ * recovery), with the data dir locked (-EBUSY: ingestd runs on it). Every
+ * frames/<wafer>/<frame>.frame becomes a row: ids from the escaped names (or, for a name
+ * shortened with a SHA-256, from whatever rows the old catalog still gives), length from
+ * the file, CRC-32C recomputed (the old catalog's value kept, and the file counted in
+ * crc_differs, when they disagree, so that ingest-verify still sees the damage),
+ * timestamps from the old row or the file's mtime. The new catalog is written beside the
+ * old one and renamed over it; the old one (and its -wal) is kept as
+ * catalog.db.damaged-<time>, never deleted; the new file gets the data dir's owner.
+ * progress (may be NULL) is called about every 2 s. 0 (see the report), or -errno (logged).
+ */
+int ing_catalog_rebuild(const char *data_dir, struct ing_catalog_rebuild_report *r,
+			void (*progress)(void *arg, uint64_t done, uint64_t total, uint64_t bytes),
+			void *arg);
 
 /* ---------------------------------------------------------------- for the persistence workers */
 
