@@ -8,6 +8,7 @@
  * Both refuse a data dir an ingestd is running on. Exit status: 0 done / consistent, 1 not
  * (what and why printed), 2 usage error.
  */
+#include "common/json.h"
 #include "common/cli.h"
 #include "common/log.h"
 #include "control/node.h"
@@ -71,31 +72,14 @@ static const struct ing_cli cli = {
 
 static int read_ingestd_config(C *c)
 {
-	static char text[64 << 10];
-	struct ing_cli ic = ing_ingestd_cli;
 	struct ing_ingestd_opts io;
 
 	ing_ingestd_opts_init(&io);
-	ic.prog = PROG;
-	if (ing_cli_read_config(&ic, c->config, text, sizeof(text), &io))
+	if (ing_ingestd_opts_read_config_as(PROG, c->config, &io))
 		return ING_EXIT_USAGE;
 	if (!c->data_dir)
 		c->data_dir = io.data_dir;
 	return 0;
-}
-
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
 }
 
 static void progress(void *arg, uint64_t done, uint64_t total, uint64_t bytes)
@@ -115,15 +99,15 @@ static int rebuild(const C *c)
 	bool complete = rc == 0 && r.catalogued == r.files && !r.crc_differs;
 	if (c->json) {
 		printf("{\"dataDir\":");
-		json_str(c->data_dir);
+		ing_json_str(stdout, c->data_dir);
 		printf(",\"ok\":%s,\"error\":", complete ? "true" : "false");
-		json_str(rc ? strerror(-rc) : "");
+		ing_json_str(stdout, rc ? strerror(-rc) : "");
 		printf(",\"files\":%" PRIu64 ",\"catalogued\":%" PRIu64 ",\"idsFromNames\":%" PRIu64
 		       ",\"idsFromOldCatalog\":%" PRIu64 ",\"salvagedRows\":%" PRIu64 ",\"notCatalogued\":%" PRIu64
 		       ",\"crcDiffers\":%" PRIu64 ",\"unreadable\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"keptAs\":",
 		       r.files, r.catalogued, r.ids_from_names, r.ids_from_old, r.salvaged_rows,
 		       r.not_catalogued, r.crc_differs, r.unreadable, r.bytes);
-		json_str(r.kept_as);
+		ing_json_str(stdout, r.kept_as);
 		printf("}\n");
 		return complete ? ING_EXIT_OK : ING_EXIT_FAILURE;
 	}
@@ -179,10 +163,10 @@ static int check(const C *c)
 	ing_catalog_close(cat);
 	if (c->json) {
 		printf("{\"dataDir\":");
-		json_str(c->data_dir);
+		ing_json_str(stdout, c->data_dir);
 		printf(",\"ok\":%s,\"rows\":%" PRId64 ",\"files\":%" PRId64 ",\"ingestdRunning\":%s,"
 		       "\"problem\":", ok ? "true" : "false", rows, files, lock == -EBUSY ? "true" : "false");
-		json_str(why);
+		ing_json_str(stdout, why);
 		printf("}\n");
 	} else if (ok) {
 		printf("%s: %s: quick_check ok, %" PRId64 " rows, %" PRId64 " frame files%s\n", PROG, path,

@@ -124,15 +124,12 @@ static const struct ing_cli cli = {
 /* --config FILE: ingestd's file, read by ingestd's own table, into the doctor's options */
 static int read_ingestd_config(struct doctor_cfg *c)
 {
-	static char text[64 << 10];   /* the values point into it */
-	struct ing_cli ic = ing_ingestd_cli;
 	struct ing_ingestd_opts io;
 	struct ing_pool_opts po;
 	char why[200];
 
 	ing_ingestd_opts_init(&io);
-	ic.prog = cli.prog;   /* "ingest-doctor: FILE:LINE: ..." */
-	if (ing_cli_read_config(&ic, c->config, text, sizeof(text), &io))
+	if (ing_ingestd_opts_read_config_as(cli.prog, c->config, &io))
 		return ING_EXIT_USAGE;
 	ing_pool_opts_init(&po);
 	if (ing_pool_spec_parse(&po, io.pool, why, sizeof(why)))   /* the default: always parses */

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/hist.h"
@@ -857,21 +858,6 @@ static void send_frames(const struct send_cfg *c, struct send_run *r)
 
 /* ---------------------------------------------------------------- the summary */
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static const char *member_state(enum ing_member_state s)
 {
 	static const char *const sn[] = { "unknown", "active", "draining", "down" };
@@ -890,7 +876,7 @@ static void summary_json(const struct send_cfg *c, const struct send_run *r,
 	       "\"mib_s\":%.1f,\"session_id\":%" PRIu64 ",\"transport\":\"%s\",\"transport_note\":",
 	       r->njobs, r->n_ok, r->n_fail, r->n_dup, r->ok_bytes, wall, mbs, mibs,
 	       ing_producer_session_id(r->p), transport_name(r->p));
-	json_str(stdout, ing_producer_transport_note(r->p));
+	ing_json_str(stdout, ing_producer_transport_note(r->p));
 	printf(",\"rate_fps\":%u,\"max_schedule_lag_ms\":%.3f", c->rate, ms(r->max_lag));
 	if (c->servers) {
 		printf(",\"fleet\":{\"nodes_known\":%u,\"nodes_up\":%u,\"rerouted\":%" PRIu64
@@ -901,16 +887,16 @@ static void summary_json(const struct send_cfg *c, const struct send_run *r,
 		       st->late_acks, ms(st->first_failover_to_durable_ns), r->first_rerouted_durable_ms);
 		for (unsigned k = 0; k < r->n_nodes_seen; k++) {
 			printf("%s", k ? "," : "");
-			json_str(stdout, r->nodes_seen[k].id);
+			ing_json_str(stdout, r->nodes_seen[k].id);
 			printf(":%" PRIu64, r->nodes_seen[k].durable);
 		}
 		printf("},\"nodes\":[");
 		struct ing_fleet_node fn;
 		for (unsigned k = 0; ing_producer_fleet_node(r->p, k, &fn) == 0; k++) {
 			printf("%s{\"id\":", k ? "," : "");
-			json_str(stdout, fn.node_id);
+			ing_json_str(stdout, fn.node_id);
 			printf(",\"address\":");
-			json_str(stdout, fn.address);
+			ing_json_str(stdout, fn.address);
 			printf(",\"state\":\"%s\",\"connected\":%s,\"durable\":%" PRIu64
 			       ",\"rerouted_away\":%" PRIu64 ",\"failovers\":%" PRIu64 "}",
 			       member_state(fn.state), fn.connected ? "true" : "false", fn.durable,

@@ -8,6 +8,7 @@
  * Exit status: 0 the node is SERVING and ready, 1 it is not (or cannot be reached; the
  * reason is printed), 2 usage error.
  */
+#include "common/json.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -119,13 +120,10 @@ static const struct ing_cli cli = {
 /* --config FILE: ingestd's own table; the listen address on this host, TLS, the token */
 static int read_ingestd_config(C *c)
 {
-	static char text[64 << 10];   /* the values point into it */
-	struct ing_cli ic = ing_ingestd_cli;
 	struct ing_ingestd_opts io;
 
 	ing_ingestd_opts_init(&io);
-	ic.prog = PROG;
-	if (ing_cli_read_config(&ic, c->config, text, sizeof(text), &io))
+	if (ing_ingestd_opts_read_config_as(PROG, c->config, &io))
 		return ING_EXIT_USAGE;
 	const char *port = strrchr(io.listen, ':');
 	const char *host = io.listen;
@@ -447,20 +445,6 @@ static void print_text(const C *c, const struct sample *s, const struct rates *r
 
 /* ---------------------------------------------------------------- JSON */
 
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
-
 static void json_message(const ProtobufCMessage *m);
 
 static void json_value(const ProtobufCFieldDescriptor *f, const void *p)
@@ -490,13 +474,13 @@ static void json_value(const ProtobufCFieldDescriptor *f, const void *p)
 	case PROTOBUF_C_TYPE_ENUM: {
 		const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(f->descriptor, *(const int *)p);
 		if (v)
-			json_str(v->name);
+			ing_json_str(stdout, v->name);
 		else
 			printf("%d", *(const int *)p);
 		break;
 	}
 	case PROTOBUF_C_TYPE_STRING:
-		json_str(*(char *const *)p);
+		ing_json_str(stdout, *(char *const *)p);
 		break;
 	case PROTOBUF_C_TYPE_BYTES:
 		printf("%zu", ((const ProtobufCBinaryData *)p)->len);   /* the length only */
@@ -537,7 +521,7 @@ static void json_message(const ProtobufCMessage *m)
 		const char *base = (const char *)m + f->offset;
 		if (i)
 			putchar(',');
-		json_str(f->name);
+		ing_json_str(stdout, f->name);
 		putchar(':');
 		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
 			size_t n = *(const size_t *)(const void *)((const char *)m + f->quantifier_offset);
@@ -559,11 +543,11 @@ static void json_message(const ProtobufCMessage *m)
 static void print_json(const C *c, const struct sample *s, const struct rates *rt)
 {
 	printf("{\"server\":");
-	json_str(c->server);
+	ing_json_str(stdout, c->server);
 	printf(",\"reachable\":%s,\"health\":", s->reached ? "true" : "false");
-	json_str(health_name(s->health));
+	ing_json_str(stdout, health_name(s->health));
 	printf(",\"ready\":%s,\"notReady\":", s->stats && s->stats->ready ? "true" : "false");
-	json_str(!s->reached ? s->err : !s->stats ? s->stats_err : s->stats->ready ? "" : s->stats->notready);
+	ing_json_str(stdout, !s->reached ? s->err : !s->stats ? s->stats_err : s->stats->ready ? "" : s->stats->notready);
 	printf(",\"throughput\":{\"bytesPerSecond\":%.1f,\"framesPerSecond\":%.2f,\"seconds\":%.3f,"
 	       "\"sinceStart\":%s}", rt->bytes_s, rt->frames_s, rt->seconds, rt->since_start ? "true" : "false");
 	printf(",\"stats\":");

@@ -104,6 +104,9 @@ extern const struct ing_cli ing_ingestd_cli;
 int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o);
 /* Read one config file into o (o->config = path): 0, or 2 after one line FILE:LINE: why. */
 int ing_ingestd_opts_read_config(const char *path, struct ing_ingestd_opts *o);
+/* The same for another program that takes ingestd's file (ingest-doctor, ingest-stat,
+ * ingest-catalog --config): its errors are "PROG: FILE:LINE: ..." (one file a process). */
+int ing_ingestd_opts_read_config_as(const char *prog, const char *path, struct ing_ingestd_opts *o);
 /* The checks between options (as ing_ingestd_opts_parse ends with): 0 or 2 (line printed). */
 int ing_ingestd_opts_finish(struct ing_ingestd_opts *o);
 /*
