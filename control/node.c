@@ -12,6 +12,7 @@
  */
 #include "control/node.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/hugepages.h"
 #include "common/log.h"
 #include "control/grpc/grpc.h"
@@ -589,6 +590,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	int rc = 0;
 
 	*out = NULL;
+	ing_crc32c_use_isal();   /* before any thread computes a crc (common/crc32c.h) */
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		ING_ERR(COMP, "out of memory");
@@ -880,8 +882,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	ING_INFO(COMP, "pool %s: %u slots, largest %" PRIu64 " bytes, %s, node %d", d->o.pool, total,
 		 ing_pool_max_len(d->pool), ing_pool_on_hugepages(d->pool) ? "hugepages" : "4 KiB pages",
 		 pool_o.numa_node);
-	ING_INFO(COMP, "persistence: %u workers, sink %s, data dir %s", d->o.workers,
-		 d->o.sink == ING_SINK_FILE ? "file" : "null", d->o.data_dir);
+	ING_INFO(COMP, "persistence: %u workers, sink %s, data dir %s, crc32c %s", d->o.workers,
+		 d->o.sink == ING_SINK_FILE ? "file" : "null", d->o.data_dir, ing_crc32c_impl());
 	ING_INFO(COMP, "sessions: credits %u, max frame %" PRIu64 ", frame timeout %u s", d->o.credits,
 		 d->o.max_frame && d->o.max_frame < ing_pool_max_len(d->pool) ? d->o.max_frame :
 									     ing_pool_max_len(d->pool),

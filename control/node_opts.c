@@ -239,6 +239,10 @@ static int set_drain(const struct ing_opt *d, void *cfg, const char *v, char *wh
 /* ---------------------------------------------------------------- the table */
 
 #define LISTEN(name, f, help) ING_OPT_CUSTOM_(O, name, f, set_listen, "ADDR", help)
+/* a string whose empty value ("name =" in the file) means the default */
+#define STR(name, f, arg, help) \
+	{ name, arg, ING_OPT_STR, ING_OPT_FIELD(O, f, const char *), 0, 0, 0, NULL, NULL, help, NULL, \
+	  ING_OPTF_EMPTY_NULL }
 #define TRISTATE(name, f, help) ING_OPT_CHOICE_(O, name, f, "auto=-1|on=1|off=0", help)
 #define SECS(name, f, lo, hi, help) ING_OPT_DURATION_(O, name, f, lo, hi, help)
 #define MS_ALIAS(name, f, lo, hi, to) ING_OPT_MS_ALIAS_(O, name, f, lo, hi, to)
@@ -265,13 +269,13 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_UINT_(O, "credits", credits, 1, 65536, "most frames in flight per session"),
 	ING_OPT_SIZE_(O, "max-frame", max_frame, 1, 1ull << 40, "largest frame accepted (default: the largest pool slot)"),
 	SECS("frame-timeout", frame_timeout_ms, 1 * S, DAY, "a frame must be complete this long after its first byte"),
-	ING_OPT_STR_(O, "lcores", lcores, "LIST", "EAL lcores: control first, then dataplane (default: the plan,\n"
+	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane (default: the plan,\n"
 		     "ingest-topo shows it)"),
 	ING_OPT_CUSTOM_(O, "pool-node", pool_node, set_pool_node, "N", "NUMA node of the pool (default: the plan)"),
-	ING_OPT_STR_(O, "rdma-dev", rdma_dev, "NAME", "RDMA device to place around (default: the first found)"),
+	STR("rdma-dev", rdma_dev, "NAME", "RDMA device to place around (default: the first found)"),
 	TRISTATE("rdma", rdma, "RDMA data path (auto: on when a device and an rdma_cm\n"
 		 "listener work, else the gRPC stream only, logged)"),
-	ING_OPT_STR_(O, "rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
+	STR("rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
 	ING_OPT_UINT_(O, "rdma-port", rdma_port, 0, 65535, "rdma_cm listen port"),
 	ING_OPT_CUSTOM_(O, "poll-mode", poll_mode, set_poll_mode, "MODE", "dataplane lcores: adaptive (default) or busy"),
 	ING_OPT_CUSTOM_(O, "rdma-write", rdma_write, set_rdma_write, "MODE",
@@ -286,10 +290,10 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_CUSTOM_(O, "log-level", log_level, set_log_level, "LEVEL", "err|warn|info|debug (default info)"),
 	ING_OPT_CUSTOM_(O, "log-format", log_format, set_log_format, "FMT",
 			"text (default) or json: one JSON object per line (journald, Loki)"),
-	ING_OPT_STR_(O, "port-file", port_file, "PATH", "write the bound TCP port to PATH once listening"),
+	STR("port-file", port_file, "PATH", "write the bound TCP port to PATH once listening"),
 	ING_OPT_CUSTOM_(O, "ready-fd", ready_fd, set_ready_fd, "N", "write \"READY <port>\\n\" to fd N once serving, then close it"),
-	ING_OPT_STR_(O, "tls-cert", tls_cert, "PEM", "TLS certificate (with --tls-key: TLS + ALPN h2, else h2c)"),
-	ING_OPT_STR_(O, "tls-key", tls_key, "PEM", "TLS private key"),
+	STR("tls-cert", tls_cert, "PEM", "TLS certificate (with --tls-key: TLS + ALPN h2, else h2c)"),
+	STR("tls-key", tls_key, "PEM", "TLS private key"),
 	ING_OPT_PATH_(O, "auth-token-file", auth_token_file, "PATH", "require this shared secret (one line, 16..256 printable\n"
 		      "characters, mode 600): Negotiate authToken, a negotiated\n"
 		      "session for streams, 'authorization: Bearer' for Stats"),
@@ -315,13 +319,13 @@ static const struct ing_opt opt_table[] = {
 		      "20, one more each second)"),
 	SECS("auth-backoff-max", auth_backoff_max_ms, 1 * S, DAY, "longest back-off after failed authentication (default 60s)"),
 	LISTEN("metrics-listen", metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (default: off)"),
-	ING_OPT_STR_(O, "metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
+	STR("metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
 	/* fleet: identity, membership, catalog export (docs/FLEET_NODE.md) */
 	ING_OPT_CUSTOM_(O, "node-id", node_id, set_node_id, "ID", "this node's id in the fleet, what producers hash wafers\n"
 			"over (default: the advertised address)"),
 	ING_OPT_CUSTOM_(O, "advertise", advertise, set_advertise, "HOST:PORT", "address producers dial for this node (default: the listen\n"
 			"address with the bound port)"),
-	ING_OPT_STR_(O, "fleet-db", fleet_db, "CONNINFO", "fleet catalog in PostgreSQL (libpq conninfo, e.g.\n"
+	STR("fleet-db", fleet_db, "CONNINFO", "fleet catalog in PostgreSQL (libpq conninfo, e.g.\n"
 		     "'host=db dbname=fleet'): export catalog rows, heartbeat the\n"
 		     "membership (default: off)"),
 	ING_OPT_CUSTOM_(O, "fleet-peers", fleet_peers, set_fleet_peers, "LIST", "static membership id=host:port,... answered by Members\n"

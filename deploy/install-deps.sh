@@ -26,6 +26,8 @@ BUILD_PKGS=(
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libdpdk-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
   libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev
+  # ingestd's crc32c (ISA-L, common/crc32c_isal.c)
+  libisal-dev
   libcmocka-dev help2man libsystemd-dev
   # fleet catalog client (ingestd --fleet-db, ingest-verify --fleet)
   libpq-dev

@@ -199,6 +199,10 @@ static void good_flags(void **state)
 	assert_int_equal(r.c.timeout_ms, 90000);
 	assert_int_equal(parse(&r, out, sizeof(out), 2, "--frame-timeout-ms", "3s", NULL), 0);
 	assert_int_equal(r.c.timeout_ms, 3000);
+	/* an empty string given on the command line is the empty string (ingest-send --wafer "") */
+	assert_int_equal(parse(&r, out, sizeof(out), 2, "--server", "", NULL), 0);
+	assert_non_null(r.c.server);
+	assert_string_equal(r.c.server, "");
 }
 
 /* every mistake: exit 2, one line on stderr, naming the flag and "try 'prog --help'" */
