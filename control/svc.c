@@ -320,6 +320,7 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 	e->id_hash = ing_id_hash(f->frame_id, strlen(f->frame_id));
 	s->admissions++;
 	e->length = f->length;
+	s->inflight_bytes += e->length;   /* the high-water mark counts them (svc_tier.c) */
 	e->state = FE_FILLING;
 	ht_insert(s, e);
 	pc->open_frames++;
@@ -379,6 +380,7 @@ void svc_frame_release(struct svc_frame *e)
 	/* slot, credit and the peer's count go back through admission, which wakes waiters */
 	admit_put(&s->adm, e->f, ss ? &ss->cr : NULL, e->peer ? &e->peer->share : NULL);
 	svc_peer_put(s, e->peer);
+	s->inflight_bytes -= e->length;
 	e->f = NULL;
 	e->xp = NULL;
 	e->call = NULL;
@@ -576,6 +578,9 @@ static void on_event(void *ctx, const struct ing_msg *m)
 	case ING_EV_CONN_ERROR:
 	case ING_EV_CONN_RELEASED:
 		ing_rdma_conn_event(s->rdma, m);   /* NULL engine (gone): nothing to do */
+		break;
+	case ING_EV_TIER_READ_DONE:
+		svc_tier_read_done(s, m->arg);
 		break;
 	default:
 		ING_LOG_RL(ING_LOG_ERR, "svc", "unknown message %u on the control mailbox", m->kind);
@@ -1283,6 +1288,10 @@ int svc_meta_check(struct svc_call *pc, const char *frame_id, size_t id_len,
 		return ING_E_INVALID_ARGUMENT;
 	}
 	*wafer_out = wafer;
+	/* the local disk is at the high-water mark (the object store is behind or away):
+	 * refused before it takes a slot, retryable */
+	if (svc_tier_refusing(pc->svc, length, why, whylen))
+		return ING_E_NO_SPACE;
 	return ING_E_NONE;
 }
 
@@ -1543,6 +1552,8 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->methods[3].ctx = s;
 	s->methods[4] = svc_members_method;
 	s->methods[4].ctx = s;
+	s->methods[5] = svc_getframe_method;
+	s->methods[5].ctx = s;
 	return s;
 fail:
 	ing_svc_destroy(s);
@@ -1576,6 +1587,7 @@ void ing_svc_destroy(struct ing_svc *s)
 			ing_timer_cancel(s->loop, &e->timer);
 		}
 	}
+	svc_tier_destroy(s);
 	admit_fini(&s->adm);   /* its timer callback would find s freed */
 	if (s->loop) {
 		ing_timer_cancel(s->loop, &s->retry_timer);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * svc_internal.h - what the service core's files share (svc.c, svc_unary.c, svc_metrics.c,
- * svc_fleet.c, svc_ops.c, svc_engine.c): the service struct, sessions, peers, frame records,
+ * svc_fleet.c, svc_ops.c, svc_engine.c, svc_tier.c): the service struct, sessions, peers, frame records,
  * held acks. Transports (svc_stream.c, svc_ctl.c, svc_rdma*.c) and admission (admit.c)
  * never include it: they know the core through control/xport.h and control/admit.h.
  * Everything here runs on the control thread.
@@ -180,7 +180,7 @@ struct ing_svc {
 	struct ing_mbox *ctl;    /* the control thread's mailbox (on the loop) */
 	struct ing_grpc_server *srv;
 	struct ing_svc_opts o;
-	struct ing_grpc_method methods[5];
+	struct ing_grpc_method methods[6];
 	uint64_t max_frame;
 	bool stopping;
 	bool ctl_fd_added;
@@ -231,6 +231,12 @@ struct ing_svc {
 	struct svc_metrics m;
 	struct ing_fleet *fleet;     /* node identity and fleet export (NULL: none) */
 	struct svc_ops ops;          /* failures by code, per-peer series (svc_ops.c) */
+	struct ing_tier *tier;       /* object store tier (NULL: none) */
+	uint64_t c_tier_refused;     /* frames refused NO_SPACE at the high-water mark */
+	bool tier_refusing;          /* the last new frame was refused at the mark */
+	uint64_t inflight_bytes;     /* declared bytes of the frames admitted, not finished */
+	uint8_t *get_buf;            /* one FrameData being packed (GetFrame) */
+	uint64_t c_get_frames, c_get_bytes, c_get_failed;  /* GetFrame calls and bytes sent */
 };
 
 /* svc.c: shared helpers (the transports' part of the core: control/xport.h) */
@@ -308,5 +314,30 @@ void svc_fleet_metrics(struct ing_svc *s, struct ing_mtext *t);
 
 /* svc_engine.c: the RDMA engine on the control loop (ing_svc_attach_rdma); its teardown */
 void svc_engine_detach(struct ing_svc *s);
+
+/* svc_tier.c: the high-water refusal, the tier's StatsReply field (60) and /metrics, and
+ * rpc GetFrame (its reads are done by the tier thread) */
+extern const struct ing_grpc_method svc_getframe_method;
+/* ING_EV_TIER_READ_DONE: the tier thread answered read r of a GetFrame call. */
+struct ing_tier_read;
+void svc_tier_read_done(struct ing_svc *s, struct ing_tier_read *r);
+/* Free what GetFrame keeps (ing_svc_destroy, after the control mailbox is drained). */
+void svc_tier_destroy(struct ing_svc *s);
+/*
+ * With authentication on, rpc needs "authorization: Bearer <token>" (Stats, GetFrame): 0 to go
+ * on, or the status the call was finished with (UNAUTHENTICATED, or RESOURCE_EXHAUSTED while
+ * the address is locked out after failures).
+ */
+int svc_require_bearer(struct ing_svc *s, struct ing_grpc_call *c, const char *rpc);
+#include "dataplane/tier/tier.h"
+struct H3000__TierStats;
+/* True (counted, why set) when a new frame of length bytes must be refused NO_SPACE at the
+ * high-water mark (the frames admitted and not yet durable count as used). */
+bool svc_tier_refusing(struct ing_svc *s, uint64_t length, char *why, size_t whylen);
+/* StatsReply.tier = pb, filled from st (both the caller's, alive until the reply is packed) */
+void svc_tier_stats(struct ing_svc *s, struct H3000__StatsReply *r, struct H3000__TierStats *pb,
+		    struct ing_tier_stats *st);
+void svc_tier_metrics(struct ing_svc *s, struct ing_mtext *t);
+
 
 #endif

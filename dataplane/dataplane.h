@@ -204,11 +204,13 @@ enum ing_ctl_event {
 				   * durable (status ING_E_NONE) or failed (status, msg) */
 	ING_EV_CONN_ERROR = 4,    /* lcore: a WR of QP val failed (u64: ibv_wc_status): disconnect */
 	ING_EV_CONN_RELEASED = 5, /* lcore: done with QP val: control may destroy it */
+	ING_EV_TIER_READ_DONE = 6,/* tier thread: arg, a struct ing_tier_read, is answered and
+				   * control's again (dataplane/tier/tier.h) */
 };
 
 /* Events on a persistence worker's mailbox. */
 enum ing_persist_event {
-	ING_EV_PERSIST = 1,       /* f: complete in its slot: check, store, post DONE to control */
+	ING_EV_PERSIST = 16,      /* f: complete in its slot: check, store, post DONE to control */
 };
 
 struct ing_msg {
@@ -263,8 +265,6 @@ struct ing_persist_opts {
 	unsigned workers;      /* default ING_DEFAULT_WORKERS */
 	unsigned ring_size;    /* per worker, default ING_DEFAULT_RING_SIZE */
 	enum ing_sink sink;    /* file (default) or null (benchmarks: no write, no catalog) */
-	int cpu;               /* legacy, used when worker_cpus is NULL: -1 not pinned, else
-				  worker i on cpu (cpu + i) % online cpus */
 	bool verify_crc;       /* default true: compute crc32c and compare when declared */
 	/*
 	 * 1..19: each worker runs SCHED_BATCH at this nice level, so a worker waking from

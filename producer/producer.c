@@ -732,7 +732,9 @@ static int negotiate(struct ing_producer *p, const H3000__Transport *ts, size_t 
 	if (st == ING_GRPC_UNAUTHENTICATED) {
 		snprintf(err, errlen, "ingest node at %s refused the connection (UNAUTHENTICATED): %s%s",
 			 p->server, *gmsg ? gmsg : "authentication required",
-			 p->o.auth_token ? "" : " (no auth token given)");
+			 p->o.auth_token ? " (the token given is not the node's --auth-token-file)"
+					 : " (no auth token given: the node runs with --auth-token-file; give "
+					   "the same secret: auth_token, ingest-send --auth-token-file)");
 		free(resp);
 		return -EACCES;
 	}
@@ -900,7 +902,7 @@ static int session_offer(struct ing_producer *p, H3000__Transport *offer, size_t
 static int session_dial(struct ing_producer *p, char *err, size_t errlen)
 {
 	struct ing_grpc_chan_opts co;
-	char cerr[160] = "";
+	char cerr[512] = "";
 
 	ing_grpc_chan_opts_init(&co);
 	co.target = p->server;
@@ -1031,7 +1033,7 @@ struct ing_producer *producer_session_connect(const struct ing_producer_opts *o,
 	struct ing_producer *p = session_new(o, err, errlen);
 
 	if (!p) {
-		ING_ERR(COMP, "connect: %s", err);
+		ING_INFO(COMP, "connect: %s", err);   /* the caller has err: said once */
 		return NULL;
 	}
 	if (session_offer(p, offer, &noffer, &rdma_ok, why, sizeof(why), err, errlen) ||
@@ -1056,7 +1058,8 @@ struct ing_producer *producer_session_connect(const struct ing_producer_opts *o,
 fail:
 	if (r)
 		h3000__negotiate_reply__free_unpacked(r, NULL);
-	ING_ERR(COMP, "connect: %s", err);
+	/* the caller has err (ingest-send prints it): a log line would say it twice */
+	ING_INFO(COMP, "connect: %s", err);
 	producer_free(p);
 	return NULL;
 }
