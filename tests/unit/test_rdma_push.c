@@ -92,7 +92,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-static struct ing_rdma_lcore *push_lcore(struct fake_io *io, unsigned grant_ms)
+static struct ibv_pd mw_pd;   /* identity only: the fake's windows need no PD */
+
+/* A busy-polling lcore with push on: nmw windows (memory-window mode), 0: pool-MR mode. */
+static struct ing_rdma_lcore *push_lcore_mw(struct fake_io *io, unsigned grant_ms, unsigned nmw)
 {
 	struct ing_rdma_lcore_opts o;
 	static const uint32_t lkeys[2] = { 0x1111, 0x2222 };
@@ -105,10 +108,15 @@ static struct ing_rdma_lcore *push_lcore(struct fake_io *io, unsigned grant_ms)
 	struct ing_rdma_lcore_io lio = { .ctl = io->ctl, .arg = io, .deliver = io_deliver };
 	struct ing_rdma_lcore *lc = ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd,
 							  &lio, lkeys, 2);
-	io->lc = lc;
 	assert_non_null(lc);
-	assert_int_equal(ing_rdma_lcore_set_push(lc, NULL, mrp, 2, 0), 0);
+	io->lc = lc;
+	assert_int_equal(ing_rdma_lcore_set_push(lc, nmw ? &mw_pd : NULL, mrp, 2, nmw), 0);
 	return lc;
+}
+
+static struct ing_rdma_lcore *push_lcore(struct fake_io *io, unsigned grant_ms)
+{
+	return push_lcore_mw(io, grant_ms, 0);
 }
 
 static struct ing_frame *push_frame(uint64_t id, uint64_t len, uint32_t qp_num)
@@ -266,27 +274,6 @@ static void test_regrant_on_next_qp(void **state)
 	fake_io_free(io);
 }
 
-static struct ibv_pd mw_pd;   /* identity only: the fake's windows need no PD */
-
-static struct ing_rdma_lcore *mw_lcore(struct fake_io *io, unsigned nmw)
-{
-	struct ing_rdma_lcore_opts o;
-	static const uint32_t lkeys[2] = { 0x1111, 0x2222 };
-	ing_rdma_lcore_opts_init(&o);
-	o.ops = &push_ops;
-	o.mode = ING_RDMA_POLL_BUSY;
-	o.grant_ms = 10000;
-	o.recv_depth = 8;
-	o.park_ms = 50;
-	struct ing_rdma_lcore_io lio = { .ctl = io->ctl, .arg = io, .deliver = io_deliver };
-	struct ing_rdma_lcore *lc = ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd,
-							  &lio, lkeys, 2);
-	assert_non_null(lc);
-	io->lc = lc;
-	assert_int_equal(ing_rdma_lcore_set_push(lc, &mw_pd, mrp, 2, nmw), 0);
-	return lc;
-}
-
 /* No note of this kind has come (the lcore polled a few times). */
 static void no_notice(struct ing_rdma_lcore *lc, uint32_t kind)
 {
@@ -302,7 +289,7 @@ static void test_memory_windows(void **state)
 {
 	(void)state;
 	struct fake_io *io = fake_io_new();
-	struct ing_rdma_lcore *lc = mw_lcore(io, 2);
+	struct ing_rdma_lcore *lc = push_lcore_mw(io, 10000, 2);
 	struct ibv_qp *qp = fake_qp_new(64);
 	assert_int_equal(fake->mws_alive, 2);
 
