@@ -907,107 +907,117 @@ static void md_hist_row(FILE *f, const char *name, const char *what, const struc
 	fprintf(f, " | %.2f | %s |\n", ms(h->max), floor);
 }
 
-static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
-			 const struct point *pts, unsigned npts, const struct floor *fl,
-			 const char *started, bool plots)
+/* The floors a group's stages are shown next to ("-" when not measured). */
+struct floor_text {
+	char tcp[64], disk[96], rdma_read[128], rdma_write[128];
+};
+
+static void floor_texts(const struct cfg *c, const struct floor *fl, const struct point *p0,
+			struct floor_text *t)
 {
-	char host[512], cpu[256];
-	host_info(host, sizeof(host), cpu, sizeof(cpu));
-	fprintf(f, "# Ingest latency benchmark\n\n"
-		"Started %s on `%s` (%s, %ld CPUs), node `%s`, git `%s`. Each load point offers a "
-		"fraction of the capacity measured just before (closed loop, every credit busy) "
-		"for %.1f s after %.1f s of warm-up, open loop: latency counts from each frame's "
-		"scheduled send time (no coordinated omission). Percentiles from histograms with "
-		"< 1 %% error; all times in ms. Data: `results.json`, `points.csv`, `timeline.csv`.\n\n",
-		started, host, cpu, sysconf(_SC_NPROCESSORS_ONLN), c->server, c->git_rev,
-		c->duration_ms / 1e3, c->warmup_ms / 1e3);
-	unsigned per = c->nload;
-	for (unsigned g = 0; g < npts / per; g++) {
-		const struct point *p0 = &pts[g * per], *cap = &caps[g];
-		const struct floor *fr = NULL;
-		char tag[64], tcpf[64] = "-", diskf[96] = "-";
-		for (unsigned k = 0; k < c->nsize; k++)
-			if (fl[k].size == p0->size)
-				fr = &fl[k];
-		if (fr && fr->tcp.count)
-			snprintf(tcpf, sizeof(tcpf), "TCP RTT %.2f / %.2f", ms(ing_hist_quantile(&fr->tcp, 0.5)),
-				 ms(ing_hist_quantile(&fr->tcp, 0.99)));
-		if (fr && fr->disk.count)
-			snprintf(diskf, sizeof(diskf), "write+fdatasync %.2f / %.2f (written+synced)",
-				 ms(ing_hist_quantile(&fr->disk, 0.5)), ms(ing_hist_quantile(&fr->disk, 0.99)));
-		char rdmaf[128] = "", rdmawf[128] = "";
-		for (unsigned k = 0; k < c->nxfloor; k++) {
-			char *dst = !strncmp(c->xfloor[k].name, "ib_read_lat", 11) ? rdmaf
-				    : !strncmp(c->xfloor[k].name, "ib_write_lat", 12) ? rdmawf : NULL;
-			if (dst)
-				snprintf(dst, sizeof(rdmaf), "%s %.2f / %.2f", c->xfloor[k].name,
-					 c->xfloor[k].p50_ms, c->xfloor[k].p99_ms);
-		}
-		char sz[48];
-		tag_of(p0, tag, sizeof(tag));
-		fprintf(f, "## %s, %s frames\n\nCapacity (closed loop): **%.1f frames/s, "
-			"%.1f MB/s**.\n\n| load | offered fps | achieved fps | MB/s | frames | failed | "
-			"unsent | DURABLE P50 | P95 | P99 | P99.9 |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
-			xname(p0->xport), size_label(p0, sz, sizeof(sz)), cap->achieved_fps, cap->mb_s);
-		for (unsigned i = 0; i < per; i++) {
-			const struct point *p = &p0[i];
-			const struct ing_hist *h = &p->h[H_DURABLE];
-			fprintf(f, "| %.0f%% | %.1f | %.1f | %.1f | %" PRIu64 " | %" PRIu64 " | %" PRIu64
-				" | %.2f | %.2f | %.2f | %.2f |\n", p->load * 100, p->offered_fps,
-				p->achieved_fps, p->mb_s, p->ok, p->failed, p->unsent,
-				ms(ing_hist_quantile(h, 0.5)), ms(ing_hist_quantile(h, 0.95)),
-				ms(ing_hist_quantile(h, 0.99)), ms(ing_hist_quantile(h, 0.999)));
-		}
-		/* the bar: P99 at 50 % load <= 3x the unloaded P50 (the lowest load measured) */
-		const struct point *lo = p0, *half = NULL;
-		for (unsigned i = 0; i < per; i++) {
-			if (p0[i].load < lo->load)
-				lo = &p0[i];
-			if (p0[i].load > 0.49 && p0[i].load < 0.51)
-				half = &p0[i];
-		}
-		if (half && lo->h[H_RECEIVED].count && half->h[H_RECEIVED].count) {
-			double p50 = ms(ing_hist_quantile(&lo->h[H_RECEIVED], 0.5));
-			double p99 = ms(ing_hist_quantile(&half->h[H_RECEIVED], 0.99));
-			double p999 = ms(ing_hist_quantile(&half->h[H_RECEIVED], 0.999));
-			fprintf(f, "\nBar (RECEIVED P99 at 50%% load <= 3x the RECEIVED P50 at the lowest "
-				"load, %.0f%%): %.2f ms vs 3 x %.2f = %.2f ms: **%s** (%.1fx); RECEIVED "
-				"P99.9 at 50%%: %.2f ms (%.1fx).\n", lo->load * 100, p99, p50, 3 * p50,
-				p99 <= 3 * p50 ? "met" : "NOT met", p50 > 0 ? p99 / p50 : 0.0, p999,
-				p50 > 0 ? p999 / p50 : 0.0);
-		}
-		if (half && lo->h[H_DURABLE].count && half->h[H_DURABLE].count) {
-			double p50 = ms(ing_hist_quantile(&lo->h[H_DURABLE], 0.5));
-			double p99 = ms(ing_hist_quantile(&half->h[H_DURABLE], 0.99));
-			fprintf(f, "\nBar (DURABLE P99 at 50%% load <= 3x the P50 at the lowest load, "
-				"%.0f%%): %.2f ms vs 3 x %.2f = %.2f ms: **%s** (%.1fx).\n",
-				lo->load * 100, p99, p50, 3 * p50, p99 <= 3 * p50 ? "met" : "NOT met",
-				p50 > 0 ? p99 / p50 : 0.0);
-		}
-		fprintf(f, "\nWhere the time goes (the node's stages come back in every DURABLE "
-			"Ack; each is timed from the end of the one before), next to its floor "
-			"measured in this run (P50 / P99):\n\n");
-		for (unsigned i = 0; i < per; i++) {
-			const struct point *p = &p0[i];
-			fprintf(f, "\n**%.0f%% load** (%.1f frames/s offered)\n\n| stage | what | n | P50 | P90 | "
-				"P95 | P99 | P99.9 | max | floor |\n|---|---|---|---|---|---|---|---|---|---|\n",
-				p->load * 100, p->offered_fps);
-			for (unsigned k = 0; k < H_N; k++) {
-				const char *floor = "";
-				if (k == H_RECEIVED || k == H_NODE0 + ING_NODE_RECEIVED)
-					floor = p->xport == BX_RDMA && rdmaf[0] ? rdmaf
-					      : p->xport == BX_RDMA_WRITE && rdmawf[0] ? rdmawf : tcpf;
-				else if (k == H_NODE0 + ING_NODE_SYNCED)
-					floor = diskf;
-				md_hist_row(f, h_name[k], h_what[k], &p->h[k], floor);
-			}
-		}
-		if (plots)
-			fprintf(f, "\n![latency vs load](latency_vs_load_%s.png)\n\n"
-				"![CDF per load](cdf_%s.png)\n\n![node stages P99](stages_p99_%s.png)\n",
-				tag, tag, tag);
-		fprintf(f, "\n");
+	const struct floor *fr = NULL;
+	snprintf(t->tcp, sizeof(t->tcp), "-");
+	snprintf(t->disk, sizeof(t->disk), "-");
+	t->rdma_read[0] = t->rdma_write[0] = '\0';
+	for (unsigned k = 0; k < c->nsize; k++)
+		if (fl[k].size == p0->size)
+			fr = &fl[k];
+	if (fr && fr->tcp.count)
+		snprintf(t->tcp, sizeof(t->tcp), "TCP RTT %.2f / %.2f", ms(ing_hist_quantile(&fr->tcp, 0.5)),
+			 ms(ing_hist_quantile(&fr->tcp, 0.99)));
+	if (fr && fr->disk.count)
+		snprintf(t->disk, sizeof(t->disk), "write+fdatasync %.2f / %.2f (written+synced)",
+			 ms(ing_hist_quantile(&fr->disk, 0.5)), ms(ing_hist_quantile(&fr->disk, 0.99)));
+	for (unsigned k = 0; k < c->nxfloor; k++) {
+		char *dst = !strncmp(c->xfloor[k].name, "ib_read_lat", 11) ? t->rdma_read
+			    : !strncmp(c->xfloor[k].name, "ib_write_lat", 12) ? t->rdma_write : NULL;
+		if (dst)
+			snprintf(dst, sizeof(t->rdma_read), "%s %.2f / %.2f", c->xfloor[k].name,
+				 c->xfloor[k].p50_ms, c->xfloor[k].p99_ms);
 	}
+}
+
+/* The bars: P99 at 50 % load <= 3x the unloaded P50 (the lowest load measured). */
+static void report_bars(FILE *f, const struct point *p0, unsigned per)
+{
+	const struct point *lo = p0, *half = NULL;
+	for (unsigned i = 0; i < per; i++) {
+		if (p0[i].load < lo->load)
+			lo = &p0[i];
+		if (p0[i].load > 0.49 && p0[i].load < 0.51)
+			half = &p0[i];
+	}
+	if (half && lo->h[H_RECEIVED].count && half->h[H_RECEIVED].count) {
+		double p50 = ms(ing_hist_quantile(&lo->h[H_RECEIVED], 0.5));
+		double p99 = ms(ing_hist_quantile(&half->h[H_RECEIVED], 0.99));
+		double p999 = ms(ing_hist_quantile(&half->h[H_RECEIVED], 0.999));
+		fprintf(f, "\nBar (RECEIVED P99 at 50%% load <= 3x the RECEIVED P50 at the lowest "
+			"load, %.0f%%): %.2f ms vs 3 x %.2f = %.2f ms: **%s** (%.1fx); RECEIVED "
+			"P99.9 at 50%%: %.2f ms (%.1fx).\n", lo->load * 100, p99, p50, 3 * p50,
+			p99 <= 3 * p50 ? "met" : "NOT met", p50 > 0 ? p99 / p50 : 0.0, p999,
+			p50 > 0 ? p999 / p50 : 0.0);
+	}
+	if (half && lo->h[H_DURABLE].count && half->h[H_DURABLE].count) {
+		double p50 = ms(ing_hist_quantile(&lo->h[H_DURABLE], 0.5));
+		double p99 = ms(ing_hist_quantile(&half->h[H_DURABLE], 0.99));
+		fprintf(f, "\nBar (DURABLE P99 at 50%% load <= 3x the P50 at the lowest load, "
+			"%.0f%%): %.2f ms vs 3 x %.2f = %.2f ms: **%s** (%.1fx).\n",
+			lo->load * 100, p99, p50, 3 * p50, p99 <= 3 * p50 ? "met" : "NOT met",
+			p50 > 0 ? p99 / p50 : 0.0);
+	}
+}
+
+/* One transport x size group: capacity, the loads, the bars, every stage by load. */
+static void report_group(FILE *f, const struct cfg *c, const struct point *cap,
+			 const struct point *p0, const struct floor *fl, bool plots)
+{
+	unsigned per = c->nload;
+	struct floor_text ft;
+	char tag[64], sz[48];
+
+	floor_texts(c, fl, p0, &ft);
+	tag_of(p0, tag, sizeof(tag));
+	fprintf(f, "## %s, %s frames\n\nCapacity (closed loop): **%.1f frames/s, "
+		"%.1f MB/s**.\n\n| load | offered fps | achieved fps | MB/s | frames | failed | "
+		"unsent | DURABLE P50 | P95 | P99 | P99.9 |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+		xname(p0->xport), size_label(p0, sz, sizeof(sz)), cap->achieved_fps, cap->mb_s);
+	for (unsigned i = 0; i < per; i++) {
+		const struct point *p = &p0[i];
+		const struct ing_hist *h = &p->h[H_DURABLE];
+		fprintf(f, "| %.0f%% | %.1f | %.1f | %.1f | %" PRIu64 " | %" PRIu64 " | %" PRIu64
+			" | %.2f | %.2f | %.2f | %.2f |\n", p->load * 100, p->offered_fps,
+			p->achieved_fps, p->mb_s, p->ok, p->failed, p->unsent,
+			ms(ing_hist_quantile(h, 0.5)), ms(ing_hist_quantile(h, 0.95)),
+			ms(ing_hist_quantile(h, 0.99)), ms(ing_hist_quantile(h, 0.999)));
+	}
+	report_bars(f, p0, per);
+	fprintf(f, "\nWhere the time goes (the node's stages come back in every DURABLE "
+		"Ack; each is timed from the end of the one before), next to its floor "
+		"measured in this run (P50 / P99):\n\n");
+	for (unsigned i = 0; i < per; i++) {
+		const struct point *p = &p0[i];
+		fprintf(f, "\n**%.0f%% load** (%.1f frames/s offered)\n\n| stage | what | n | P50 | P90 | "
+			"P95 | P99 | P99.9 | max | floor |\n|---|---|---|---|---|---|---|---|---|---|\n",
+			p->load * 100, p->offered_fps);
+		for (unsigned k = 0; k < H_N; k++) {
+			const char *floor = "";
+			if (k == H_RECEIVED || k == H_NODE0 + ING_NODE_RECEIVED)
+				floor = p->xport == BX_RDMA && ft.rdma_read[0] ? ft.rdma_read
+				      : p->xport == BX_RDMA_WRITE && ft.rdma_write[0] ? ft.rdma_write : ft.tcp;
+			else if (k == H_NODE0 + ING_NODE_SYNCED)
+				floor = ft.disk;
+			md_hist_row(f, h_name[k], h_what[k], &p->h[k], floor);
+		}
+	}
+	if (plots)
+		fprintf(f, "\n![latency vs load](latency_vs_load_%s.png)\n\n"
+			"![CDF per load](cdf_%s.png)\n\n![node stages P99](stages_p99_%s.png)\n",
+			tag, tag, tag);
+	fprintf(f, "\n");
+}
+
+static void report_floors(FILE *f, const struct cfg *c, const struct floor *fl)
+{
 	fprintf(f, "## Floors (same run)\n\n| frame size | floor | n | P50 | P90 | P95 | P99 | P99.9 | max | how |\n"
 		"|---|---|---|---|---|---|---|---|---|---|\n");
 	for (unsigned k = 0; k < c->nsize; k++) {
@@ -1024,6 +1034,25 @@ static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
 	if (!c->nxfloor)
 		fprintf(f, "\nRDMA floors (ib_read_lat / ib_write_lat) are measured in the Soft-RoCE "
 			"guest (`bench/latency.sh BUILD --guest`); not part of this run.\n");
+}
+
+static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
+			 const struct point *pts, unsigned npts, const struct floor *fl,
+			 const char *started, bool plots)
+{
+	char host[512], cpu[256];
+	host_info(host, sizeof(host), cpu, sizeof(cpu));
+	fprintf(f, "# Ingest latency benchmark\n\n"
+		"Started %s on `%s` (%s, %ld CPUs), node `%s`, git `%s`. Each load point offers a "
+		"fraction of the capacity measured just before (closed loop, every credit busy) "
+		"for %.1f s after %.1f s of warm-up, open loop: latency counts from each frame's "
+		"scheduled send time (no coordinated omission). Percentiles from histograms with "
+		"< 1 %% error; all times in ms. Data: `results.json`, `points.csv`, `timeline.csv`.\n\n",
+		started, host, cpu, sysconf(_SC_NPROCESSORS_ONLN), c->server, c->git_rev,
+		c->duration_ms / 1e3, c->warmup_ms / 1e3);
+	for (unsigned g = 0; g < npts / c->nload; g++)
+		report_group(f, c, &caps[g], &pts[g * c->nload], fl, plots);
+	report_floors(f, c, fl);
 	fprintf(f, "\nFew samples: with fewer than 100 frames in a point its P99 is its maximum, "
 		"with fewer than 1000 its P99.9 is; raise --duration for tails that mean something.\n");
 	if (plots)

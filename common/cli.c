@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -108,7 +109,7 @@ int ing_cli_set(const struct ing_opt *d, void *cfg, const char *v, char *why, si
 		*FIELD(cfg, d, bool) = true;
 		return 0;
 	case ING_OPT_STR:
-		*FIELD(cfg, d, const char *) = *v ? v : NULL;   /* "name =" in a file: the default */
+		*FIELD(cfg, d, const char *) = *v || !(d->flags & ING_OPTF_EMPTY_NULL) ? v : NULL;
 		return 0;
 	case ING_OPT_PATH:
 		if (!*v) {
@@ -455,6 +456,7 @@ static struct option *long_opts(const struct ing_cli *c)
 {
 	static struct option lo[ING_CLI_MAX_OPTS + 3];
 	unsigned n = c->nopts < ING_CLI_MAX_OPTS ? c->nopts : ING_CLI_MAX_OPTS;
+	assert(c->nopts <= ING_CLI_MAX_OPTS);   /* a table this long: raise the limit */
 	for (unsigned i = 0; i < n; i++) {
 		const struct ing_opt *d = &c->opts[i];
 		int has = d->flags & ING_OPTF_OPTIONAL ? optional_argument
