@@ -263,6 +263,36 @@ static void metrics_limits(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_u64(t, "ingest_admission_waiting", "", s->adm.nqueued);
 }
 
+/* What each dataplane lcore carried and what the placement rule gave it (StatsReply.lcores
+ * has the same numbers). */
+static void metrics_lcores(struct ing_svc *s, struct ing_mtext *t)
+{
+	static const char *const fam[][3] = {
+		{ "ingest_lcore_frames_total", "counter", "Frames each dataplane lcore brought in (READ pull and WRITE push)." },
+		{ "ingest_lcore_bytes_total", "counter", "Bytes of those frames." },
+		{ "ingest_lcore_frames_failed_total", "counter", "Frames each dataplane lcore failed (transfer errors, producer gone)." },
+		{ "ingest_lcore_connections", "gauge", "RDMA connections (QPs) each dataplane lcore serves." },
+		{ "ingest_lcore_sessions_total", "counter", "RDMA sessions the placement rule gave each dataplane lcore." },
+	};
+	unsigned nl = ing_rdma_nlcores(s->rdma);
+	char l[64];
+
+	for (unsigned k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
+		ing_mtext_family(t, fam[k][0], fam[k][1], fam[k][2]);
+		for (unsigned i = 0; i < nl; i++) {
+			struct ing_rdma_lcore_info in;
+			struct ing_rdma_lcore_stats st;
+			unsigned id;
+			if (ing_rdma_lcore_info(s->rdma, i, &in) || ing_rdma_lcore_stats(s->rdma, i, &id, &st))
+				continue;
+			const uint64_t v[] = { st.frames_ok, st.bytes_received, st.frames_failed, in.conns,
+					       in.sessions };
+			snprintf(l, sizeof(l), "lcore=\"%u\"", id);
+			ing_mtext_u64(t, fam[k][0], l, v[k]);
+		}
+	}
+}
+
 /* The RDMA engine and each dataplane lcore's busy time and ratio. */
 static void metrics_rdma(struct ing_svc *s, struct ing_mtext *t, uint64_t now)
 {
@@ -308,6 +338,7 @@ static void metrics_rdma(struct ing_svc *s, struct ing_mtext *t, uint64_t now)
 		snprintf(l, sizeof(l), "lcore=\"%u\"", id);
 		ing_mtext_sample(t, "ingest_lcore_busy_ratio", l, m->busy_ratio[i]);
 	}
+	metrics_lcores(s, t);
 }
 
 void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)

@@ -295,6 +295,39 @@ out:
 
 /* ================================================================ Stats */
 
+/* StatsReply.lcores (85): each dataplane lcore's placement and counters. Returns the count. */
+static size_t svc_lcore_stats(struct ing_svc *s, H3000__LcoreStats *lcs, H3000__LcoreStats **lcp)
+{
+	unsigned n = ing_rdma_nlcores(s->rdma), k = 0;
+
+	for (unsigned i = 0; i < n && k < ING_RDMA_MAX_LCORES; i++) {
+		struct ing_rdma_lcore_info in;
+		struct ing_rdma_lcore_stats st;
+		unsigned id;
+		if (ing_rdma_lcore_info(s->rdma, i, &in) || ing_rdma_lcore_stats(s->rdma, i, &id, &st))
+			continue;
+		H3000__LcoreStats *l = &lcs[k];
+		h3000__lcore_stats__init(l);
+		l->lcore = in.lcore_id;
+		l->numanode = in.numa_node;
+		l->connections = in.conns;
+		l->sessions = in.sessions;
+		l->framesheld = in.frames_held;
+		l->framesreceived = st.frames_ok;
+		l->bytesreceived = st.bytes_received;
+		l->framesfailed = st.frames_failed;
+		l->readsposted = st.reads_posted;
+		l->pushframesreceived = st.push_frames_ok;
+		l->completionerrors = st.wc_errors;
+		l->busyns = st.busy_ns;
+		l->polls = st.polls;
+		l->idlepolls = st.idle_polls;
+		l->sleeps = st.sleeps;
+		lcp[k++] = l;
+	}
+	return k;
+}
+
 static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 {
 	struct ing_svc *s = ing_grpc_call_user(c);
@@ -353,6 +386,9 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	}
 	r.sessionspush = npush;
 	r.ctlframesparked = s->c_ctl_parked;
+	H3000__LcoreStats lcs[ING_RDMA_MAX_LCORES], *lcp[ING_RDMA_MAX_LCORES];
+	r.lcores = lcp;
+	r.n_lcores = svc_lcore_stats(s, lcs, lcp);
 	/* the /metrics histograms (svc_metrics.c), from the same latency view */
 	enum { NH = 2 + SVC_METRIC_STAGES };
 	const char *names[NH] = { "ack_received", "ack_durable" };

@@ -164,7 +164,8 @@ struct ing_rdma_lcore_opts {
 };
 void ing_rdma_lcore_opts_init(struct ing_rdma_lcore_opts *o);
 
-/* Counters, written by the lcore only, read by anyone (relaxed). */
+/* Counters, written by the lcore only, read by anyone (relaxed). frames_ok and
+ * bytes_received count every frame the lcore brought in (READ pull and WRITE push). */
 struct ing_rdma_lcore_stats {
 	uint64_t reads_posted, bytes_posted, post_errors;
 	uint64_t completions, wc_errors, wc_flushed, wc_stale;
@@ -174,6 +175,7 @@ struct ing_rdma_lcore_stats {
 	uint64_t arms, sleeps, wake_cq, wake_mbox, wake_timeout;
 	uint64_t conns_attached, conns_released;
 	uint64_t push_grants, push_frames_ok, push_grant_errors, push_recvs, push_mw_replaced;
+	uint64_t bytes_received;      /* bytes of the frames_ok */
 } __attribute__((aligned(64)));
 
 struct ing_rdma_lcore;
@@ -230,6 +232,44 @@ int ing_rdma_lcore_run(void *lc);
 void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_lcore_stats *s);
 /* Frames currently held (queued, in flight, parked, in the outbox). Any thread, approx. */
 unsigned ing_rdma_lcore_frames_held(const struct ing_rdma_lcore *lc);
+
+/* ---------------------------------------------------------------- session placement */
+
+/*
+ * Which dataplane lcore serves a new session (rdma_place.c; docs/ARCHITECTURE.md
+ * "Several dataplane lcores"): the lcores on the RDMA device's NUMA node first (all of
+ * them when none is there or the device's node is unknown), then the least loaded: fewest
+ * live connections, then fewest sessions given to it since start, then the lowest index.
+ * Returns the index into l, -EINVAL when n is 0. Pure (unit tests, the engine).
+ */
+struct ing_rdma_lcore_load {
+	int numa_node;         /* of the lcore's cpu, -1 unknown */
+	unsigned conns;        /* live connections (QPs) it serves */
+	uint64_t sessions;     /* sessions placed on it since start */
+};
+int ing_rdma_lcore_pick(const struct ing_rdma_lcore_load *l, unsigned n, int dev_node);
+
+/*
+ * A session keeps its lcore while that lcore may still hold its frames (parked after a QP
+ * error, flushing): a reconnect must find them. Entries expire; a full table gives up the
+ * entry that ends first (that session's parked frames then fail after park_ms, retryable).
+ * Control thread.
+ */
+#define ING_RDMA_STICKY_MAX 1024
+struct ing_rdma_sticky {
+	unsigned n;
+	struct {
+		uint64_t session_id;
+		uint64_t until_ns;
+		uint16_t lcore;
+	} e[ING_RDMA_STICKY_MAX];
+};
+void ing_rdma_sticky_init(struct ing_rdma_sticky *t);
+/* The lcore session_id keeps at now_ns, or -1. */
+int ing_rdma_sticky_find(const struct ing_rdma_sticky *t, uint64_t session_id, uint64_t now_ns);
+/* session_id keeps lcore until until_ns (replaces its earlier entry). */
+void ing_rdma_sticky_keep(struct ing_rdma_sticky *t, uint64_t session_id, unsigned lcore,
+			  uint64_t until_ns, uint64_t now_ns);
 
 /* ---------------------------------------------------------------- engine (real verbs) */
 
@@ -340,5 +380,16 @@ void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s);
 unsigned ing_rdma_nlcores(const struct ing_rdma *r);
 int ing_rdma_lcore_stats(const struct ing_rdma *r, unsigned i, unsigned *lcore_id,
 			 struct ing_rdma_lcore_stats *s);
+/* Where poller i runs and what the placement rule sees of it. 0 or -ENOENT. Control thread. */
+struct ing_rdma_lcore_info {
+	unsigned lcore_id;     /* EAL lcore (or the pthread's index) */
+	int numa_node;         /* -1 unknown */
+	unsigned conns;        /* live connections now */
+	uint64_t sessions;     /* sessions placed on it since start */
+	unsigned frames_held;  /* frames it holds now (queued, in flight, parked) */
+};
+int ing_rdma_lcore_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_lcore_info *info);
+/* The RDMA device's NUMA node as the placement rule uses it (-1 unknown). */
+int ing_rdma_device_node(const struct ing_rdma *r);
 
 #endif

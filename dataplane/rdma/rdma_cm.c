@@ -32,6 +32,7 @@
 #include <rdma/rdma_cma.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_memory.h>   /* SOCKET_ID_ANY */
 
 #define COMP "rdma-cm"
 #define CM_EVENTS_PER_WAKE 64
@@ -47,6 +48,8 @@ struct rdma_engine_lcore {
 	struct ing_rdma_lcore *lc;
 	pthread_t th;
 	bool launched;
+	int numa_node;       /* of its cpu, -1 unknown */
+	uint64_t sessions;   /* sessions placed on it since start (ing_rdma_lcore_pick) */
 };
 
 enum rconn_state { RC_ACCEPTED = 1, RC_ESTABLISHED, RC_DOWN };
@@ -89,7 +92,9 @@ struct ing_rdma {
 	char devname[IBV_SYSFS_NAME_MAX];
 	unsigned nl;
 	struct rdma_engine_lcore lcs[ING_RDMA_MAX_LCORES];
+	int dev_node;        /* NUMA node of the device, -1 unknown (rxe: no PCI device) */
 	struct rconn *conns;
+	struct ing_rdma_sticky sticky;   /* sessions whose frames an lcore may still hold */
 	struct ing_rdma_stats st;
 };
 
@@ -171,8 +176,38 @@ static void conn_maybe_destroy(struct ing_rdma *r, struct rconn *c)
 	if (c->released && c->cm_gone) {
 		ING_DBG(COMP, "qp 0x%x session %llu: destroyed", c->qp_num,
 			(unsigned long long)c->session_id);
+		/* its lcore parked the session's frames when it released the QP (park_ms): a
+		 * reconnect within that time must land there */
+		uint64_t now = ing_now_ns();
+		ing_rdma_sticky_keep(&r->sticky, c->session_id, c->lcore,
+				     now + ((uint64_t)r->o.lcore.park_ms + r->o.lcore.drain_ms + 1000) * 1000000ull,
+				     now);
 		conn_unlink_free(r, c);
 	}
+}
+
+/*
+ * The lcore of a connecting session: where it already is (an earlier connection not yet
+ * gone, or frames its lcore may still hold), else the placement rule (rdma_place.c) over
+ * the live connections. *sticky: it kept its lcore.
+ */
+static unsigned place_session(struct ing_rdma *r, uint64_t sid, bool *sticky)
+{
+	struct rconn *old = conn_by_session(r, sid, false);
+	int li = old ? (int)old->lcore : ing_rdma_sticky_find(&r->sticky, sid, ing_now_ns());
+
+	*sticky = li >= 0 && (unsigned)li < r->nl;
+	if (*sticky)
+		return (unsigned)li;
+	struct ing_rdma_lcore_load l[ING_RDMA_MAX_LCORES];
+	for (unsigned i = 0; i < r->nl; i++)
+		l[i] = (struct ing_rdma_lcore_load){ .numa_node = r->lcs[i].numa_node,
+						     .sessions = r->lcs[i].sessions };
+	for (struct rconn *c = r->conns; c; c = c->next)
+		if (c->state != RC_DOWN && c->lcore < r->nl)
+			l[c->lcore].conns++;
+	li = ing_rdma_lcore_pick(l, r->nl, r->dev_node);
+	return li < 0 ? 0 : (unsigned)li;
 }
 
 static void conn_destroy_timeout(struct rconn *c)
@@ -260,7 +295,8 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 	if (old)
 		conn_down(r, old, "superseded by a new connection of the same session");
 
-	unsigned li = (unsigned)(sid % r->nl);
+	bool sticky = false;
+	unsigned li = place_session(r, sid, &sticky);
 	struct rdma_engine_lcore *el = &r->lcs[li];
 	struct ibv_qp_init_attr qa = {
 		.send_cq = el->cq,
@@ -327,9 +363,12 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 	r->conns = c;
 	r->st.conns_accepted++;
 	r->st.conns_active++;
+	if (!sticky)
+		el->sessions++;
 	ING_LOGC(ING_LOG_INFO, COMP, (&(struct ing_log_ctx){ .session = sid }),
-		 "qp 0x%x session %llu accepted on lcore %u (READs in flight %u, peer responder resources %u)",
-		 c->qp_num, (unsigned long long)sid, el->lcore_id, rd, remote_resp_res);
+		 "qp 0x%x session %llu accepted on lcore %u (%s; READs in flight %u, peer responder resources %u)",
+		 c->qp_num, (unsigned long long)sid, el->lcore_id,
+		 sticky ? "its lcore: a reconnect" : "placed: least loaded", rd, remote_resp_res);
 }
 
 static void release_device(struct ing_rdma *r, const char *why);
@@ -609,6 +648,23 @@ static int bind_auto(struct ing_rdma *r, char *why, size_t whylen)
 	return -ENODEV;
 }
 
+/* The NUMA node of an RDMA device from sysfs (ibdev_path/device/numa_node), -1 when it
+ * has none (Soft-RoCE has no PCI device) or the machine has no NUMA. */
+static int device_numa_node(struct ibv_device *dev)
+{
+	char path[IBV_SYSFS_PATH_MAX + 32];
+	int node = -1;
+
+	snprintf(path, sizeof(path), "%s/device/numa_node", dev->ibdev_path);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%d", &node) != 1)
+			node = -1;
+		fclose(f);
+	}
+	return node;
+}
+
 /* The listening id, bound to the configured address (or the first local address on an
  * RDMA device), its device's attributes and the largest message. 0 or -1 with why. */
 static int listener_open(struct ing_rdma *r, char *why, size_t whylen)
@@ -639,6 +695,7 @@ static int listener_open(struct ing_rdma *r, char *why, size_t whylen)
 	r->port = ntohs(rdma_get_src_port(r->listen_id));
 	r->ctx = r->listen_id->verbs;
 	snprintf(r->devname, sizeof(r->devname), "%s", ibv_get_device_name(r->ctx->device));
+	r->dev_node = device_numa_node(r->ctx->device);
 	if (ibv_query_device(r->ctx, &r->dattr)) {
 		snprintf(why, whylen, "ibv_query_device(%s) failed", r->devname);
 		return -1;
@@ -718,6 +775,11 @@ static int lcores_open(struct ing_rdma *r, char *why, size_t whylen)
 		el->r = r;
 		el->idx = i;
 		el->lcore_id = r->o.lcore_ids[i];
+		el->numa_node = -1;
+		if (r->o.use_eal && el->lcore_id < RTE_MAX_LCORE) {
+			unsigned sock = rte_lcore_to_socket_id(el->lcore_id);
+			el->numa_node = sock == (unsigned)SOCKET_ID_ANY ? -1 : (int)sock;
+		}
 		el->ch = ibv_create_comp_channel(r->ctx);
 		if (!el->ch) {
 			snprintf(why, whylen, "ibv_create_comp_channel: %s", strerror(errno));
@@ -836,6 +898,8 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 	r->pool = pool;
 	r->persist = persist;
 	r->ctl = ctl;
+	r->dev_node = -1;
+	ing_rdma_sticky_init(&r->sticky);
 	if (cbs)
 		r->cbs = *cbs;
 	if (!r->o.sq_depth)
@@ -1028,6 +1092,25 @@ int ing_rdma_lcore_stats(const struct ing_rdma *r, unsigned i, unsigned *lcore_i
 	*lcore_id = r->lcs[i].lcore_id;
 	ing_rdma_lcore_get_stats(r->lcs[i].lc, s);
 	return 0;
+}
+
+int ing_rdma_lcore_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_lcore_info *info)
+{
+	if (!r || i >= r->nl || !r->lcs[i].lc)
+		return -ENOENT;
+	memset(info, 0, sizeof(*info));
+	info->lcore_id = r->lcs[i].lcore_id;
+	info->numa_node = r->lcs[i].numa_node;
+	info->sessions = r->lcs[i].sessions;
+	info->frames_held = ing_rdma_lcore_frames_held(r->lcs[i].lc);
+	for (const struct rconn *c = r->conns; c; c = c->next)
+		info->conns += c->state != RC_DOWN && c->lcore == i;
+	return 0;
+}
+
+int ing_rdma_device_node(const struct ing_rdma *r)
+{
+	return r ? r->dev_node : -1;
 }
 
 static void add_lcore_stats(struct ing_rdma_stats *s, const struct ing_rdma_lcore_stats *ls)

@@ -945,6 +945,7 @@ static void frame_done(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct in
 	f->filled = f->length;
 	f->t_received_ns = ing_now_ns();
 	STAT_ADD(lc, frames_ok, 1);
+	STAT_ADD(lc, bytes_received, f->length);
 	/* RECEIVED on control's mailbox first, then the frame to persistence, whose DONE comes
 	 * later on the same mailbox: control sees a frame's stages in order */
 	out(lc, &(struct ing_msg){ .kind = ING_EV_RECEIVED, .f = f });
@@ -1339,7 +1340,7 @@ void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_l
 	uint64_t *dst = (uint64_t *)s;
 
 	memset(s, 0, sizeof(*s));
-	for (size_t i = 0; i < offsetof(struct ing_rdma_lcore_stats, push_mw_replaced) / 8 + 1; i++)
+	for (size_t i = 0; i < offsetof(struct ing_rdma_lcore_stats, bytes_received) / 8 + 1; i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
 

@@ -64,6 +64,20 @@ int main(int argc, char **argv)
 	       "pushMemoryWindow %d\nsessionsPush %u\n",
 	       (unsigned long long)r->pushgrants, (unsigned long long)r->pushframesreceived,
 	       (unsigned long long)r->pushgranterrors, r->pushmemorywindow ? 1 : 0, r->sessionspush);
+	printf("poolHugepages %d\nlcores %zu\n", r->poolhugepages ? 1 : 0, r->n_lcores);
+	for (size_t i = 0; i < r->n_lcores; i++) {   /* lcore.<index>.<field> value */
+		const H3000__LcoreStats *l = r->lcores[i];
+		printf("lcore.%zu.lcore %u\nlcore.%zu.numaNode %d\nlcore.%zu.connections %u\n"
+		       "lcore.%zu.sessions %llu\nlcore.%zu.framesHeld %u\nlcore.%zu.framesReceived %llu\n"
+		       "lcore.%zu.bytesReceived %llu\nlcore.%zu.framesFailed %llu\n"
+		       "lcore.%zu.readsPosted %llu\nlcore.%zu.pushFramesReceived %llu\n"
+		       "lcore.%zu.completionErrors %llu\n",
+		       i, l->lcore, i, l->numanode, i, l->connections, i, (unsigned long long)l->sessions,
+		       i, l->framesheld, i, (unsigned long long)l->framesreceived, i,
+		       (unsigned long long)l->bytesreceived, i, (unsigned long long)l->framesfailed, i,
+		       (unsigned long long)l->readsposted, i, (unsigned long long)l->pushframesreceived,
+		       i, (unsigned long long)l->completionerrors);
+	}
 	for (size_t i = 0; i < r->n_stagelatency; i++) {   /* stage.<name>.<field> value */
 		const H3000__StageLatency *l = r->stagelatency[i];
 		printf("stage.%s.count %llu\nstage.%s.p50Ns %llu\nstage.%s.p99Ns %llu\n"

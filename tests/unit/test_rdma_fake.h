@@ -27,6 +27,7 @@
 
 #define FAKE_MAX_WR 8192
 #define FAKE_MAX_QP 8
+#define FAKE_MAX_XCQ 4    /* CQs besides the default one: one per extra lcore */
 
 struct fake_wr {
 	uint64_t wr_id;
@@ -45,6 +46,14 @@ struct fake_qp {
 	unsigned posted, retired;   /* SQ accounting */
 	unsigned max_inflight;      /* max (posted - retired) seen at post time */
 	unsigned unsig_run, max_unsig_run;
+	int xcq;                    /* its CQ: -1 the default one (fake->cq), else fake->xcq[i] */
+};
+
+/* An extra CQ (its own lcore; multi-lcore tests drive it by polling, never armed). */
+struct fake_xcq {
+	struct ibv_cq cq;
+	struct ibv_wc cqe[FAKE_MAX_WR];
+	unsigned head, tail;
 };
 
 struct fake_dev {
@@ -65,28 +74,43 @@ struct fake_dev {
 	unsigned mws_alive, mws_made;  /* memory windows allocated and not freed; ever */
 	struct ibv_cq cq;          /* identity only */
 	struct ibv_comp_channel ch;
+	struct fake_xcq xcq[FAKE_MAX_XCQ];
 };
 
 static struct fake_dev *fake;
 
-static struct fake_qp *fake_qp_of(struct ibv_qp *qp)
+static inline struct fake_qp *fake_qp_of(struct ibv_qp *qp)
 {
 	return (struct fake_qp *)qp;
 }
 
-static unsigned fake_qp_idx(struct ibv_qp *qp)
+static inline unsigned fake_qp_idx(struct ibv_qp *qp)
 {
 	return (unsigned)(fake_qp_of(qp) - fake->qps);
 }
 
-static struct ibv_qp *fake_qp_new(unsigned sq_depth)
+static inline struct ibv_qp *fake_qp_new(unsigned sq_depth)
 {
 	struct fake_qp *q = &fake->qps[fake->nqp];
 	memset(q, 0, sizeof(*q));
 	q->qp.qp_num = 0x100 + fake->nqp;
 	q->sq_depth = sq_depth;
+	q->xcq = -1;
 	fake->nqp++;
 	return &q->qp;
+}
+
+/* A QP whose completions go to extra CQ i (fake_xcq_of(i)). */
+static inline struct ibv_qp *fake_qp_new_on(unsigned sq_depth, int xcq)
+{
+	struct ibv_qp *qp = fake_qp_new(sq_depth);
+	fake_qp_of(qp)->xcq = xcq;
+	return qp;
+}
+
+static inline struct ibv_cq *fake_xcq_of(int i)
+{
+	return &fake->xcq[i].cq;
 }
 
 /* Execute up to n WRs in order (the "wire"). Caller holds mu. */
@@ -106,7 +130,8 @@ static void fake_hw_locked(unsigned n)
 			memcpy((void *)(uintptr_t)w->laddr, (const void *)(uintptr_t)w->raddr, w->len);
 		w->done = true;
 		if (st != IBV_WC_SUCCESS || w->signaled) {
-			struct ibv_wc *c = &fake->cqe[fake->cq_tail++ % FAKE_MAX_WR];
+			struct ibv_wc *c = q->xcq >= 0 ? &fake->xcq[q->xcq].cqe[fake->xcq[q->xcq].tail++ % FAKE_MAX_WR]
+						       : &fake->cqe[fake->cq_tail++ % FAKE_MAX_WR];
 			memset(c, 0, sizeof(*c));
 			c->wr_id = w->wr_id;
 			c->status = st;
@@ -116,7 +141,7 @@ static void fake_hw_locked(unsigned n)
 			c->qp_num = q->qp.qp_num;
 			/* remember the WR for SQ retirement at poll time */
 			c->imm_data = (uint32_t)(w - fake->wr);
-			if (fake->armed) {
+			if (fake->armed && q->xcq < 0) {
 				uint64_t one = 1;
 				fake->armed = false;
 				fake->events++;
@@ -126,7 +151,7 @@ static void fake_hw_locked(unsigned n)
 	}
 }
 
-static void fake_hw(unsigned n)
+static inline void fake_hw(unsigned n)
 {
 	pthread_mutex_lock(&fake->mu);
 	fake_hw_locked(n);
@@ -190,10 +215,15 @@ static int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
 static int f_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	int k = 0;
-	(void)cq;
 	pthread_mutex_lock(&fake->mu);
-	while (k < n && fake->cq_head != fake->cq_tail) {
-		wc[k] = fake->cqe[fake->cq_head++ % FAKE_MAX_WR];
+	struct fake_xcq *x = NULL;
+	for (int i = 0; i < FAKE_MAX_XCQ; i++)
+		if (cq == &fake->xcq[i].cq)
+			x = &fake->xcq[i];
+	unsigned *head = x ? &x->head : &fake->cq_head, *tail = x ? &x->tail : &fake->cq_tail;
+	struct ibv_wc *ring = x ? x->cqe : fake->cqe;
+	while (k < n && *head != *tail) {
+		wc[k] = ring[(*head)++ % FAKE_MAX_WR];
 		struct fake_wr *w = &fake->wr[wc[k].imm_data];
 		struct fake_qp *q = &fake->qps[w->qp];
 		if (w->seq + 1 > q->retired)
@@ -265,14 +295,14 @@ static const struct ing_rdma_ops fake_ops = {
 	.dealloc_mw = f_dealloc_mw,
 };
 
-static void fake_init(void)
+static inline void fake_init(void)
 {
 	fake = calloc(1, sizeof(*fake));
 	pthread_mutex_init(&fake->mu, NULL);
 	fake->chan_fd = eventfd(0, EFD_NONBLOCK);
 }
 
-static void fake_fini(void)
+static inline void fake_fini(void)
 {
 	close(fake->chan_fd);
 	pthread_mutex_destroy(&fake->mu);
@@ -356,7 +386,7 @@ static int io_deliver(void *arg, struct ing_frame *f)
 	return 0;
 }
 
-static void io_push_job(struct fake_io *io, struct ing_frame *f)
+static inline void io_push_job(struct fake_io *io, struct ing_frame *f)
 {
 	assert_int_equal(ing_rdma_lcore_submit(io->lc, f), 0);
 }
@@ -372,7 +402,7 @@ static inline unsigned io_count(struct fake_io *io, unsigned *n)
 }
 
 /* Pop up to max notes (oldest first). */
-static unsigned fake_notes(struct fake_io *io, struct fake_note *n, unsigned max)
+static inline unsigned fake_notes(struct fake_io *io, struct fake_note *n, unsigned max)
 {
 	unsigned k = 0;
 	pthread_mutex_lock(&io->mu);
@@ -385,7 +415,7 @@ static unsigned fake_notes(struct fake_io *io, struct fake_note *n, unsigned max
 
 static struct fake_io *fake_io_cur;   /* the last one made (fake_notes from test helpers) */
 
-static struct fake_io *fake_io_new(void)
+static inline struct fake_io *fake_io_new(void)
 {
 	struct fake_io *io = calloc(1, sizeof(*io));
 	fake_io_cur = io;
@@ -394,7 +424,7 @@ static struct fake_io *fake_io_new(void)
 	return io;
 }
 
-static void fake_io_free(struct fake_io *io)
+static inline void fake_io_free(struct fake_io *io)
 {
 	pthread_mutex_lock(&io->mu);
 	fake_drain_locked(io);
@@ -404,7 +434,7 @@ static void fake_io_free(struct fake_io *io)
 	free(io);
 }
 
-static struct ing_rdma_lcore *fake_lcore(struct fake_io *io, const struct ing_rdma_lcore_opts *base)
+static inline struct ing_rdma_lcore *fake_lcore(struct fake_io *io, const struct ing_rdma_lcore_opts *base)
 {
 	struct ing_rdma_lcore_opts o;
 	static const uint32_t lkeys[2] = { 0x1111, 0x2222 };
@@ -419,7 +449,7 @@ static struct ing_rdma_lcore *fake_lcore(struct fake_io *io, const struct ing_rd
 }
 
 /* A frame whose slot is a plain heap buffer; raddr points at src (the "producer"). */
-static struct ing_frame *frame_new(uint64_t id, uint64_t len, const uint8_t *src, uint32_t rkey,
+static inline struct ing_frame *frame_new(uint64_t id, uint64_t len, const uint8_t *src, uint32_t rkey,
 				   uint32_t qp_num)
 {
 	struct ing_frame *f = calloc(1, sizeof(*f));
@@ -436,7 +466,7 @@ static struct ing_frame *frame_new(uint64_t id, uint64_t len, const uint8_t *src
 	return f;
 }
 
-static void frame_free(struct ing_frame *f)
+static inline void frame_free(struct ing_frame *f)
 {
 	if (!f)
 		return;
