@@ -314,7 +314,10 @@ static const char *transport_name(const struct ing_producer *p)
 {
 	if (ing_producer_transport(p) != ING_TRANSPORT_RDMA)
 		return "grpc";
-	return strncmp(ing_producer_transport_note(p), "RDMA_WRITE", 10) ? "rdma" : "rdma-write";
+	/* one node: the note starts with the negotiated transport; a fleet: RDMA_WRITE to N > 0 */
+	const char *note = ing_producer_transport_note(p);
+	bool fleet_push = strstr(note, "RDMA_WRITE to ") && !strstr(note, "RDMA_WRITE to 0,");
+	return !strncmp(note, "RDMA_WRITE", 10) || fleet_push ? "rdma-write" : "rdma";
 }
 
 /* The frame id of job j: id_prefix + counter. */

@@ -84,14 +84,8 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 			 o->recycle_on);
 		return NULL;
 	}
-	if (fleet) {
-		if (o->transport == ING_TRANSPORT_RDMA) {
-			snprintf(err, errlen, "fleet mode (servers) uses the gRPC stream transport; "
-				 "transport rdma is not available with servers");
-			return NULL;
-		}
+	if (fleet)
 		return fleet_connect(o, err, errlen);
-	}
 	return producer_session_connect(o, err, errlen);
 }
 

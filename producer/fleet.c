@@ -20,6 +20,14 @@
  * Everything runs on the thread that drives the producer; the node sessions are private
  * (never returned to the application). Memory: the application keeps a frame's bytes
  * until its DURABLE ack (recycle_on is DURABLE here), since a re-send reads them again.
+ *
+ * Transports: each node session negotiates as the application asked (opts.transport,
+ * opts.rdma_mode): RDMA READ pull or WRITE push where the node offers it, the gRPC stream
+ * where it does not (AUTO). All of them use the router's one frame pool (struct
+ * producer_shared), registered once per RDMA device and shared by every node on it; a
+ * node session whose RDMA connection is lost does not reconnect (fail_fast): the node
+ * fails like on a broken stream, its session (and QP) is destroyed before any of its
+ * frames goes to the next node.
  */
 #include "producer/producer_internal.h"
 
@@ -101,6 +109,7 @@ struct fleet {
 	uint64_t next_refresh_ns;
 	uint64_t first_failover_ns;
 	bool learned;          /* some node answered Members */
+	struct producer_shared sh;   /* what every node session uses: the pool, its registrations */
 };
 
 /* ================================================================ HRW */
@@ -248,6 +257,33 @@ static int route_pick(const struct fleet *f, const char *wafer, uint64_t skip)
 	return best;
 }
 
+static const char *node_transport(const struct ing_producer *sub)
+{
+	if (sub->xport->kind != ING_TRANSPORT_RDMA)
+		return "gRPC stream";
+	return sub->push ? "RDMA_WRITE" : "RDMA_READ";
+}
+
+/* The application's transport note: the fleet, and the transport of its connected nodes. */
+static void fleet_note(struct fleet *f)
+{
+	unsigned up = 0, rd = 0, wr = 0;
+
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		const struct ing_producer *sub = f->nodes[i].sub;
+		if (!sub)
+			continue;
+		up++;
+		if (sub->xport->kind == ING_TRANSPORT_RDMA && sub->push)
+			wr++;
+		else if (sub->xport->kind == ING_TRANSPORT_RDMA)
+			rd++;
+	}
+	snprintf(f->top->note, sizeof(f->top->note), "fleet of %u node(s), %u up, membership %s; "
+		 "RDMA_READ to %u, RDMA_WRITE to %u, gRPC stream to %u", f->nnodes, up,
+		 f->learned ? "from Members" : "static (servers list)", rd, wr, up - rd - wr);
+}
+
 static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 {
 	struct fnode *n = &f->nodes[i];
@@ -261,7 +297,7 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 	so.tls_cert = f->s_cert;
 	so.tls_key = f->s_key;
 	so.tls_server_name = f->s_sni;
-	struct ing_producer *sub = producer_session_connect(&so, err, sizeof(err));
+	struct ing_producer *sub = producer_session_connect_shared(&so, &f->sh, err, sizeof(err));
 	if (!sub) {
 		n->failed = true;
 		n->down_until_ns = ing_now_ns() + ms_ns(f->cooldown_ms);
@@ -279,8 +315,9 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 	if (sub->node_id[0] && strcmp(sub->node_id, n->id) != 0)
 		ING_LOG_RL(ING_LOG_WARN, COMP, "node at %s calls itself '%s', the membership says '%s'",
 			   n->addr, sub->node_id, n->id);
-	ING_INFO(COMP, "node %s (%s) connected, session %" PRIu64 ", %s", n->id, n->addr,
-		 sub->session_id, member_name(n->member));
+	ING_INFO(COMP, "node %s (%s) connected, session %" PRIu64 ", %s, transport %s (%s)", n->id,
+		 n->addr, sub->session_id, member_name(n->member), node_transport(sub), sub->note);
+	fleet_note(f);
 	return 0;
 }
 
@@ -384,8 +421,10 @@ static void node_fail(struct fleet *f, unsigned i, const char *why)
 	n->sub = NULL;
 	n->failed = true;
 	n->down_until_ns = now + ms_ns(f->cooldown_ms);
-	producer_destroy(sub);   /* cancels an open Members call: its on_close clears mcall */
+	producer_destroy(sub);   /* cancels an open Members call: its on_close clears mcall;
+				  * over RDMA its QP is gone before any frame is re-sent */
 	n->mcall = NULL;
+	fleet_note(f);
 }
 
 /* ================================================================ membership */
@@ -539,6 +578,10 @@ static void fleet_free(struct ing_producer *p)
 		for (unsigned i = 0; i < f->nnodes; i++)
 			if (f->nodes[i].sub)
 				producer_destroy(f->nodes[i].sub);
+		/* after every session: the pool's registrations (RDMA) */
+		const struct producer_xport *rdma = PRODUCER_RDMA_XPORT;
+		if (rdma && rdma->shared_release)
+			rdma->shared_release(&f->sh);
 		if (f->s_auth) {
 			explicit_bzero(f->s_auth, strlen(f->s_auth));
 			free(f->s_auth);
@@ -613,9 +656,8 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 		goto fail;
 	}
 
-	/* node sessions: gRPC stream, keep until DURABLE, no pool of their own */
+	/* node sessions: the transport asked for, keep until DURABLE, the router's pool */
 	f->sub_o = p->o;
-	f->sub_o.transport = ING_TRANSPORT_GRPC;
 	f->sub_o.pool_frames = 0;
 	f->sub_o.keepalive_ms = o->keepalive_ms ? o->keepalive_ms : FLEET_DEFAULT_KEEPALIVE_MS;
 	f->sub_o.servers = NULL;
@@ -631,6 +673,23 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 	}
 	f->sub_o.auth_token = f->sub_o.tls_ca = f->sub_o.tls_cert = f->sub_o.tls_key = NULL;
 	f->sub_o.tls_server_name = NULL;
+
+	/* the frame pool every node session uses (registered per RDMA device as they connect) */
+	if (p->o.pool_frames) {
+		int rc = producer_pool_create(&p->pool, p->o.pool_frames, p->o.pool_frame_size);
+		if (rc) {
+			snprintf(err, errlen, "frame pool %u x %" PRIu64 " bytes: %s", p->o.pool_frames,
+				 p->o.pool_frame_size, strerror(-rc));
+			goto fail;
+		}
+	} else if (p->o.transport == ING_TRANSPORT_RDMA) {
+		snprintf(err, errlen, "transport rdma needs a registered frame pool (opts.pool_frames; "
+			 "frames from ing_frame_alloc)");
+		goto fail;
+	}
+	p->pl = &p->pool;
+	f->sh.pool = &p->pool;
+	f->sh.fail_fast = true;
 
 	bool answered[FLEET_MAX_NODES] = { false };
 	members_learn(f, addrs, naddr, p->o.connect_timeout_ms, answered);
@@ -672,16 +731,7 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 	}
 	p->credits = f->cap;
 	p->max_frame = max_frame;
-	if (p->o.pool_frames) {
-		int rc = producer_pool_create(&p->pool, p->o.pool_frames, p->o.pool_frame_size);
-		if (rc) {
-			snprintf(err, errlen, "frame pool %u x %" PRIu64 " bytes: %s", p->o.pool_frames,
-				 p->o.pool_frame_size, strerror(-rc));
-			goto fail;
-		}
-	}
-	snprintf(p->note, sizeof(p->note), "fleet of %u node(s), %u up, membership %s; gRPC stream "
-		 "per node", f->nnodes, up, f->learned ? "from Members" : "static (servers list)");
+	fleet_note(f);
 	f->next_refresh_ns = ing_now_ns() + ms_ns(f->refresh_ms);
 	p->o.auth_token = NULL;
 	p->o.tls_ca = p->o.tls_cert = p->o.tls_key = p->o.tls_server_name = NULL;
@@ -891,6 +941,15 @@ static int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	if (!d->data || d->length == 0 || d->length > p->max_frame || !producer_id_ok(d->frame_id) ||
 	    !producer_id_ok(wafer))
 		return -EINVAL;
+	/* any node may get it, over RDMA: it must be in the registered pool (as one session's) */
+	const uint8_t *b = d->data;
+	if (p->o.transport != ING_TRANSPORT_GRPC && p->pool.base &&
+	    (b < p->pool.base || b >= p->pool.base + p->pool.len ||
+	     d->length > (uint64_t)(p->pool.base + p->pool.len - b))) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "frame %s: %" PRIu64 " bytes at %p are not inside the registered frame pool (%p, %zu bytes): fleet frames over RDMA must come from ing_frame_alloc (-EFAULT)",
+			   d->frame_id, d->length, d->data, p->pool.base, p->pool.len);
+		return -EFAULT;
+	}
 	int free_k = -1;
 	for (unsigned k = 0; k < f->cap; k++) {
 		struct fframe *ff = &f->fr[k];
@@ -997,6 +1056,17 @@ static void fleet_stats(const struct ing_producer *p, struct ing_producer_stats 
 		st->nodes_up += node_eligible(&f->nodes[i]);
 }
 
+/* RDMA when a connected node session uses it (the note says which, to how many). */
+static enum ing_transport fleet_transport(const struct ing_producer *p)
+{
+	const struct fleet *f = p->fleet;
+
+	for (unsigned i = 0; i < f->nnodes; i++)
+		if (f->nodes[i].sub && f->nodes[i].sub->xport->kind == ING_TRANSPORT_RDMA)
+			return ING_TRANSPORT_RDMA;
+	return ING_TRANSPORT_GRPC;
+}
+
 /* The router as the layer behind the application's handle (api.c). */
 static const struct producer_ops fleet_ops = {
 	.name = "fleet",
@@ -1005,6 +1075,7 @@ static const struct producer_ops fleet_ops = {
 	.close = fleet_close,
 	.in_flight = fleet_in_flight,
 	.stats = fleet_stats,
+	.transport = fleet_transport,
 };
 
 int ing_producer_fleet_node_sz(const struct ing_producer *p, unsigned i, struct ing_fleet_node *out,

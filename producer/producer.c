@@ -830,8 +830,10 @@ void producer_destroy(struct ing_producer *p)
 	producer_free(p);
 }
 
-/* A session's producer with its options (defaults filled, strings copied) and frame pool. */
-static struct ing_producer *session_new(const struct ing_producer_opts *o, char *err, size_t errlen)
+/* A session's producer with its options (defaults filled, strings copied) and frame pool
+ * (its own, or the router's when sh is given). */
+static struct ing_producer *session_new(const struct ing_producer_opts *o,
+					struct producer_shared *sh, char *err, size_t errlen)
 {
 	struct ing_producer *p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -856,7 +858,12 @@ static struct ing_producer *session_new(const struct ing_producer_opts *o, char 
 	if (!p->o.pool_frame_size)
 		p->o.pool_frame_size = PRODUCER_DEFAULT_POOL_FRAME;
 	p->xport = &grpc_xport;
-	if (p->o.pool_frames) {
+	p->pl = &p->pool;
+	if (sh) {
+		p->shared = sh;
+		p->pl = sh->pool;
+		p->o.pool_frames = 0;
+	} else if (p->o.pool_frames) {
 		int rc = producer_pool_create(&p->pool, p->o.pool_frames, p->o.pool_frame_size);
 		if (rc) {
 			snprintf(err, errlen, "frame pool %u x %" PRIu64 " bytes: %s", p->o.pool_frames,
@@ -1025,12 +1032,19 @@ static int session_open_stream(struct ing_producer *p, char *err, size_t errlen)
 struct ing_producer *producer_session_connect(const struct ing_producer_opts *o, char *err,
 					      size_t errlen)
 {
+	return producer_session_connect_shared(o, NULL, err, errlen);
+}
+
+struct ing_producer *producer_session_connect_shared(const struct ing_producer_opts *o,
+						     struct producer_shared *sh, char *err,
+						     size_t errlen)
+{
 	H3000__NegotiateReply *r = NULL;
 	H3000__Transport offer[3];
 	size_t noffer = 0;
 	bool rdma_ok = false;
 	char why[160] = "";
-	struct ing_producer *p = session_new(o, err, errlen);
+	struct ing_producer *p = session_new(o, sh, err, errlen);
 
 	if (!p) {
 		ING_INFO(COMP, "connect: %s", err);   /* the caller has err: said once */
@@ -1220,6 +1234,8 @@ void producer_session_close(struct ing_producer *p, int timeout_ms)
 
 enum ing_transport ing_producer_transport(const struct ing_producer *p)
 {
+	if (p && p->ops && p->ops->transport)
+		return p->ops->transport(p);
 	return p && p->xport ? p->xport->kind : ING_TRANSPORT_GRPC;
 }
 

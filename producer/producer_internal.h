@@ -114,6 +114,21 @@ struct ppool {
 };
 
 /*
+ * What the fleet router lends the node sessions it drives (producer_session_connect_shared):
+ * one frame pool for all of them (the application's frames live in it, whichever node a
+ * frame goes to), the transports' state that goes with that pool (RDMA: the pool registered
+ * once per device, shared by every session on it), and how a session reacts to a lost
+ * transport. Owned by the router; xport->shared_release frees the transport's part.
+ */
+struct rdma_reg;
+struct producer_shared {
+	struct ppool *pool;
+	struct rdma_reg *rdma;  /* rdma_producer.c: the pool's registrations, one per device */
+	bool fail_fast;         /* RDMA connection lost: the session breaks (no reconnect); the
+				 * router re-sends its frames to the next node */
+};
+
+/*
  * Transport hooks. All run on the producer's thread. Return 0 or -errno; on -errno with a
  * text, write it into err (start only).
  */
@@ -136,6 +151,9 @@ struct producer_xport {
 	void (*stop)(struct ing_producer *p);
 	/* Push: the node granted frame f a slot (Ack stage GRANTED). NULL: not a push transport. */
 	void (*grant)(struct ing_producer *p, struct pframe *f, const struct wire_ack *w);
+	/* The router is done with its shared state (after its last session): free this
+	 * transport's part of it. NULL: nothing to free. */
+	void (*shared_release)(struct producer_shared *sh);
 };
 
 extern const struct producer_xport grpc_xport;
@@ -162,6 +180,8 @@ struct producer_ops {
 	unsigned (*in_flight)(const struct ing_producer *p);
 	/* add the layer's own counters to st (st holds p->st and in_flight); NULL: none */
 	void (*stats)(const struct ing_producer *p, struct ing_producer_stats *st);
+	/* the transport the application sees (ing_producer_transport); NULL: p->xport's */
+	enum ing_transport (*transport)(const struct ing_producer *p);
 };
 
 struct ing_producer {
@@ -214,7 +234,9 @@ struct ing_producer {
 	uint64_t next_timeout_check_ns;
 	uint64_t unknown_acks;
 
-	struct ppool pool;
+	struct ppool pool;              /* its own frame pool (ing_frame_alloc) */
+	struct ppool *pl;               /* the pool its frames are in: &pool, or the router's */
+	struct producer_shared *shared;   /* a router's node session: what it lends; NULL */
 	struct ing_producer_stats st;
 
 	/* fleet (NegotiateReply 20/21): this node's id and state, "" / 0 when not said */
@@ -258,6 +280,11 @@ extern const struct producer_ops producer_session_ops;
 /* opts (validated by api.c, defaults applied, servers unset). NULL with err set. */
 struct ing_producer *producer_session_connect(const struct ing_producer_opts *o, char *err,
 					      size_t errlen);
+/* The same for a router's node session: frames in sh->pool (o->pool_frames is ignored),
+ * RDMA registered through sh; sh outlives the session. */
+struct ing_producer *producer_session_connect_shared(const struct ing_producer_opts *o,
+						     struct producer_shared *sh, char *err,
+						     size_t errlen);
 int producer_session_submit(struct ing_producer *p, const struct ing_frame_desc *d);
 int producer_session_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max,
 			  size_t ack_size, int timeout_ms);

@@ -14,7 +14,16 @@
  * Reconnect: when the node drops the connection after a failed READ (its QP went to ERROR),
  * it keeps the session's other frames parked; we reconnect with the same session id (same
  * PD, same MR, same rkey) and the node re-reads them. Bounded: a few attempts, each within
- * connect_timeout_ms.
+ * connect_timeout_ms. A fleet router's node session (p->shared, fail_fast) does not: a lost
+ * connection breaks the session, and the router re-sends its frames to the next node.
+ *
+ * Registration: the pool is registered once per device (struct rdma_reg: one PD, one MR).
+ * A plain session owns its one; a fleet router's node sessions share the router's list
+ * (producer_shared.rdma), so one registered pool serves every node on the same device, and
+ * the PD outlives the sessions that come and go. A failed node's session destroys its QP
+ * before the router re-sends that node's frames anywhere (node_fail in fleet.c): after
+ * ibv_destroy_qp returns no READ can arrive through it, so a buffer the application
+ * recycles after the frame's DURABLE ack from another node is never read for the old frame.
  *
  * Push (TRANSPORT_RDMA_WRITE negotiated, opts.rdma_mode WRITE; docs/PUSH.md): FrameMeta
  * carries no addr/rkey; the node answers Ack{GRANTED, grantId, grantAddr, grantRkey,
@@ -48,12 +57,22 @@
 #define RECONNECT_MAX 8            /* attempts per session before giving up */
 #define FRAME_META_MAX (11 * 9 + 2 * (ING_ID_MAX + 3))
 
+/* The frame pool registered on one device with one set of access flags. */
+struct rdma_reg {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	int access;
+	unsigned refs;             /* sessions using it */
+	bool dead;                 /* its device was removed: freed with its last user */
+	struct rdma_reg *next;     /* in producer_shared.rdma */
+};
+
 struct rprod {
 	struct rdma_event_channel *ech;
 	struct rdma_cm_id *id;
-	struct ibv_context *ctx;   /* of the first connection: the PD and MR live there */
-	struct ibv_pd *pd;
-	struct ibv_mr *mr;
+	struct rdma_reg *reg;      /* of the first connection's device */
+	struct ibv_mr *mr;         /* reg->mr */
 	struct ibv_cq *cq;
 	unsigned reconnects;
 	bool connected;
@@ -156,6 +175,94 @@ static void conn_drop(struct rprod *r)
 	}
 }
 
+/* ---------------------------------------------------------------- registrations */
+
+static void reg_free(struct rdma_reg *g)
+{
+	if (g->mr)
+		ibv_dereg_mr(g->mr);
+	if (g->pd)
+		ibv_dealloc_pd(g->pd);
+	free(g);
+}
+
+/* The pool registered on ctx with these access flags: the router's, shared, or a new one
+ * (put into the router's list, or the session's own). NULL with err set. */
+static struct rdma_reg *reg_get(struct ing_producer *p, struct ibv_context *ctx, int access,
+				char *err, size_t errlen)
+{
+	struct rdma_reg **list = p->shared ? &p->shared->rdma : NULL;
+
+	for (struct rdma_reg *g = list ? *list : NULL; g; g = g->next)
+		if (g->ctx == ctx && g->access == access && !g->dead) {
+			g->refs++;
+			return g;
+		}
+	struct rdma_reg *g = calloc(1, sizeof(*g));
+	if (!g) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	g->ctx = ctx;
+	g->access = access;
+	g->pd = ibv_alloc_pd(ctx);
+	if (!g->pd) {
+		snprintf(err, errlen, "ibv_alloc_pd(%s) failed", ibv_get_device_name(ctx->device));
+		reg_free(g);
+		return NULL;
+	}
+	/* the whole pool, once: every frame's rkey is this MR's */
+	g->mr = ibv_reg_mr(g->pd, p->pl->base, p->pl->len, access);
+	if (!g->mr) {
+		snprintf(err, errlen, "ibv_reg_mr(frame pool, %zu bytes): %s (ulimit -l?)", p->pl->len,
+			 strerror(errno));
+		reg_free(g);
+		return NULL;
+	}
+	g->refs = 1;
+	if (list) {
+		g->next = *list;
+		*list = g;
+	}
+	return g;
+}
+
+/* A session lets go of its registration. Its own is freed; the router's stays for the next
+ * session on that device, unless the device is gone. */
+static void reg_put(struct ing_producer *p, struct rdma_reg *g)
+{
+	if (!g || --g->refs)
+		return;
+	if (!p->shared) {
+		reg_free(g);
+		return;
+	}
+	if (!g->dead)
+		return;
+	for (struct rdma_reg **pp = &p->shared->rdma; *pp;
+	     pp = &(*pp)->next)
+		if (*pp == g) {
+			*pp = g->next;
+			break;
+		}
+	reg_free(g);
+}
+
+static void rdma_shared_release(struct producer_shared *sh)
+{
+	struct rdma_reg *g = sh->rdma;
+
+	while (g) {
+		struct rdma_reg *nx = g->next;
+		if (g->refs)
+			ING_ERR(COMP, "frame pool registration on %s still used by %u session(s) at release",
+				ibv_get_device_name(g->ctx->device), g->refs);
+		reg_free(g);
+		g = nx;
+	}
+	sh->rdma = NULL;
+}
+
 /* Connect (or reconnect) with the same PD/MR. Blocking, bounded by timeout_ms per step. */
 static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t errlen)
 {
@@ -184,7 +291,7 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 	}
 	if ((rc = expect(r, tmo + 500, RDMA_CM_EVENT_ADDR_RESOLVED, "resolve address", err, errlen)))
 		return rc;
-	if (r->ctx && r->id->verbs != r->ctx) {
+	if (r->reg && r->id->verbs != r->reg->ctx) {
 		snprintf(err, errlen, "the route to %s moved to another RDMA device", p->rdma_addr);
 		return -ENODEV;
 	}
@@ -199,28 +306,19 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 	}
 	if ((rc = expect(r, tmo + 500, RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route", err, errlen)))
 		return rc;
-	if (!r->ctx) {
-		r->ctx = r->id->verbs;
-		snprintf(r->dev, sizeof(r->dev), "%s", ibv_get_device_name(r->ctx->device));
-		r->pd = ibv_alloc_pd(r->ctx);
-		if (!r->pd) {
-			snprintf(err, errlen, "ibv_alloc_pd(%s) failed", r->dev);
-			return -ENOMEM;
-		}
-		/* the whole pool, once: every frame's rkey is this MR's */
+	if (!r->reg) {
+		snprintf(r->dev, sizeof(r->dev), "%s", ibv_get_device_name(r->id->verbs->device));
 		/* pull: the node READs it; push: only we touch it (the node is written to) */
-		r->mr = ibv_reg_mr(r->pd, p->pool.base, p->pool.len,
-				   IBV_ACCESS_LOCAL_WRITE | (p->push ? 0 : IBV_ACCESS_REMOTE_READ));
-		if (!r->mr) {
-			snprintf(err, errlen, "ibv_reg_mr(frame pool, %zu bytes): %s (ulimit -l?)",
-				 p->pool.len, strerror(errno));
-			return -errno ? -errno : -ENOMEM;
-		}
+		r->reg = reg_get(p, r->id->verbs,
+				 IBV_ACCESS_LOCAL_WRITE | (p->push ? 0 : IBV_ACCESS_REMOTE_READ), err, errlen);
+		if (!r->reg)
+			return -ENOMEM;
+		r->mr = r->reg->mr;
 	}
 	/* Pull: the QP only answers READs, no WRs of its own, a minimal CQ. Push: one WRITE
 	 * per frame in flight. */
 	unsigned sq = p->push ? p->credits + 1 : 1;
-	r->cq = ibv_create_cq(r->ctx, (int)sq + 1, NULL, NULL, 0);
+	r->cq = ibv_create_cq(r->reg->ctx, (int)sq + 1, NULL, NULL, 0);
 	if (!r->cq) {
 		snprintf(err, errlen, "ibv_create_cq: %s", strerror(errno));
 		return -ENOMEM;
@@ -231,13 +329,13 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 		.cap = { .max_send_wr = sq, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC,
 	};
-	if (rdma_create_qp(r->id, r->pd, &qa)) {
+	if (rdma_create_qp(r->id, r->reg->pd, &qa)) {
 		snprintf(err, errlen, "rdma_create_qp: %s", strerror(errno));
 		return -errno;
 	}
 	struct ibv_device_attr da;
 	unsigned resp = 16;
-	if (ibv_query_device(r->ctx, &da) == 0 && da.max_qp_rd_atom > 0)
+	if (ibv_query_device(r->reg->ctx, &da) == 0 && da.max_qp_rd_atom > 0)
 		resp = (unsigned)da.max_qp_rd_atom;
 	struct ing_rdma_cm_priv priv;
 	ing_rdma_cm_priv_pack(&priv, p->session_id);
@@ -277,7 +375,7 @@ static int rdma_probe(struct ing_producer *p, char *why, size_t whylen)
 	int n = 0;
 	struct ibv_device **dl;
 
-	if (!p->pool.base) {
+	if (!p->pl || !p->pl->base) {
 		snprintf(why, whylen, "rdma: no registered frame pool (opts.pool_frames = 0)");
 		return -EINVAL;
 	}
@@ -307,10 +405,9 @@ static void rdma_stop(struct ing_producer *p)
 	if (!r)
 		return;
 	conn_drop(r);
-	if (r->mr)
-		ibv_dereg_mr(r->mr);
-	if (r->pd)
-		ibv_dealloc_pd(r->pd);
+	reg_put(p, r->reg);
+	r->reg = NULL;
+	r->mr = NULL;
 	if (r->ech)
 		rdma_destroy_event_channel(r->ech);
 	if (r->grants)
@@ -422,7 +519,7 @@ static int rdma_start(struct ing_producer *p, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	ING_INFO(COMP, "session %" PRIu64 ": RDMA connected to %s:%u via %s (pool %zu bytes registered, qp 0x%x)",
-		 p->session_id, p->rdma_addr, p->rdma_port, r->dev, p->pool.len, r->id->qp->qp_num);
+		 p->session_id, p->rdma_addr, p->rdma_port, r->dev, p->pl->len, r->id->qp->qp_num);
 	return 0;
 }
 
@@ -430,11 +527,12 @@ static int rdma_start(struct ing_producer *p, char *err, size_t errlen)
  * not: the node could not READ it (the rkey covers the pool only). */
 static int rdma_check(struct ing_producer *p, const struct ing_frame_desc *d)
 {
-	const uint8_t *b = d->data, *base = p->pool.base;
+	const uint8_t *b = d->data, *base = p->pl->base;
+	size_t plen = p->pl->len;
 
-	if (!base || b < base || b >= base + p->pool.len || d->length > (uint64_t)(base + p->pool.len - b)) {
+	if (!base || b < base || b >= base + plen || d->length > (uint64_t)(base + plen - b)) {
 		ING_LOG_RL(ING_LOG_ERR, COMP, "frame %s: %" PRIu64 " bytes at %p are not inside the registered frame pool (%p, %zu bytes): RDMA frames must come from ing_frame_alloc (-EFAULT)",
-			   d->frame_id, d->length, d->data, p->pool.base, p->pool.len);
+			   d->frame_id, d->length, d->data, base, plen);
 		return -EFAULT;
 	}
 	return 0;
@@ -461,7 +559,7 @@ static int rdma_pump(struct ing_producer *p)
 			ING_WARN(COMP, "TEST HOOK: frame %s announced with a wrong rkey", f->id);
 		}
 		if (r->fault_beyond_mr[0] && strcmp(f->id, r->fault_beyond_mr) == 0) {
-			addr = (uint64_t)(uintptr_t)p->pool.base + p->pool.len - f->len / 2;
+			addr = (uint64_t)(uintptr_t)p->pl->base + p->pl->len - f->len / 2;
 			ING_WARN(COMP, "TEST HOOK: frame %s announced half beyond the registered pool",
 				 f->id);
 		}
@@ -629,6 +727,19 @@ static int reconnect(struct ing_producer *p, struct rprod *r, const char *why)
 	return 0;
 }
 
+/* A router's node session: no reconnect, the router moves the frames to the next node. */
+static bool fail_fast(const struct ing_producer *p)
+{
+	return p->shared && p->shared->fail_fast;
+}
+
+/* The session is broken, saying why (the router's failover log names it). */
+static int lost(struct ing_producer *p, int err, const char *why)
+{
+	producer_set_broken(p, err, why);
+	return err;
+}
+
 static int rdma_poll(struct ing_producer *p)
 {
 	struct rprod *r = p->xport_priv;
@@ -638,6 +749,8 @@ static int rdma_poll(struct ing_producer *p)
 	if (p->push) {
 		push_poll_cq(p, r);
 		if (r->need_reconnect && r->connected) {
+			if (fail_fast(p))
+				return lost(p, -EIO, "an RDMA WRITE failed, the QP is in error");
 			/* our QP is in ERROR: tell the node (it parks the grants) and start over */
 			return reconnect(p, r, "an RDMA WRITE failed, the QP is in error");
 		}
@@ -661,11 +774,15 @@ static int rdma_poll(struct ing_producer *p)
 			snprintf(why, sizeof(why), "RDMA connection closed by the ingest node (%s, status %d)",
 				 rdma_event_str(t), st);
 			r->connected = false;
+			if (fail_fast(p))
+				return lost(p, -ECONNRESET, why);
 			return reconnect(p, r, why); /* events of the old id are gone with it */
 		}
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
 			ING_ERR(COMP, "session %" PRIu64 ": RDMA device %s removed", p->session_id, r->dev);
-			return -ENODEV;
+			if (r->reg)
+				r->reg->dead = true;   /* the kernel waits for its PD and MR */
+			return lost(p, -ENODEV, "RDMA device removed");
 		case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 			break;
 		default:
@@ -688,4 +805,5 @@ const struct producer_xport rdma_xport = {
 	.poll = rdma_poll,
 	.stop = rdma_stop,
 	.grant = rdma_grant,
+	.shared_release = rdma_shared_release,
 };
