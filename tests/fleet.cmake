@@ -32,6 +32,12 @@ set_tests_properties(fleet.hrw_python PROPERTIES LABELS "fleet;unit" TIMEOUT 60)
 #    deadline while it is still stopped; after SIGCONT it takes its wafers again.
 #  - fleet.join_drain: membership learned from one node (PostgreSQL); a node joins and one
 #    drains mid-stream: every frame on its HRW owner for what the producer knew.
+# The failover tests kill or stop a node at a moment they control: once it holds frames
+# RECEIVED and not DURABLE, which fsync_gate.so (LD_PRELOAD, test build only) makes a state
+# that lasts: while the gate file exists the node's fdatasync waits.
+add_library(ing_fsync_gate MODULE ${CMAKE_CURRENT_LIST_DIR}/fleet/fsync_gate.c)
+set_target_properties(ing_fsync_gate PROPERTIES PREFIX "" OUTPUT_NAME fsync_gate)
+target_link_libraries(ing_fsync_gate PRIVATE ${CMAKE_DL_LIBS})
 # Release tree only (like the fault suite): up to five real processes each, a minute or two
 # on a loaded 2-core machine; under ASan they would not fit the sanitized run's 300 s.
 # The ASan tree checks the same libingest code through unit.test_producer_hrw, and any

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # failover_kill9.sh BUILD_DIR - three ingestd on loopback, one ingest-send --servers
-# streaming 900 frames over 30 wafers; one node is killed with kill -9 mid-stream.
+# streaming 900 frames over 30 wafers; one node is killed with kill -9 mid-stream, at a
+# moment the test controls: after 200 DURABLE acks the node's fdatasync is held
+# (fsync_gate.so, fleet_lib.sh hold_received) and the kill comes once its Stats show frames
+# RECEIVED and not DURABLE, so there are always frames to re-send.
 # Checks: ingest-send finishes with every frame DURABLE somewhere (exit 0), frames were
 # re-sent (> 0) after one failover; the killed node restarts on its data dir; every frame
 # is on the node that acked it DURABLE, byte for byte and in its catalog; no node holds a
@@ -35,21 +38,27 @@ fail() {
 
 step "temporary PostgreSQL, three nodes"
 fleet_pg_start
+node_gate 1
 for i in 0 1 2; do node_start "$i"; done
 SERVERS=$(nodes_servers)
 echo "servers $SERVERS"
 
-step "stream 900 frames over 30 wafers; kill -9 node 1 after 200 DURABLE acks"
+step "stream 900 frames over 30 wafers; after 200 DURABLE acks hold node 1's fdatasync, kill -9 it while it holds frames RECEIVED"
+# the ack deadline is far above the hold: the kill, not the deadline, fails the node over
 "$SEND" --servers "$SERVERS" --wafer LOT7 --wafers 30 --count 900 --size 64K --seed 11 \
-	--credits 16 --ack-deadline-ms 5000 --frame-timeout-ms 90000 \
+	--credits 16 --ack-deadline-ms 60000 --frame-timeout-ms 120000 \
 	--manifest "$TMP/all.man" --placement "$TMP/placement" --json --quiet \
 	>"$TMP/send.json" 2>"$TMP/send.err" &
 SEND_PID=$!
 wait_lines "$TMP/placement" 200 60
+hold_received 1
+KILL_MS=$(now_ms)
 kill -KILL "${NODE_PID[1]}"
-KILL_MS=$(date +%s%3N)
 wait "${NODE_PID[1]}" 2>/dev/null || true
 NODE_PID[1]=
+echo "killed node 1 holding $HELD frame(s) RECEIVED and not DURABLE"
+release 1
+NODE_GATE[1]=
 rc=0
 wait "$SEND_PID" || rc=$?
 SEND_PID=
@@ -60,7 +69,7 @@ KILLED=${NODE_ID[1]}
 		'fleet["resent_after_received"]' 'fleet["first_rerouted_durable_unix_ms"]' \
 		"fleet['durable_by_node'].get('$KILLED', 0)")
 [ "$OK" = 900 ] || fail "$OK of 900 frames DURABLE"
-[ "$REROUTED" -gt 0 ] || fail "no frame re-sent after the kill"
+[ "$REROUTED" -gt 0 ] || fail "no frame re-sent after the kill, though node 1 held $HELD frame(s) RECEIVED and not DURABLE"
 [ "$FAILOVERS" -ge 1 ] || fail "no failover counted"
 [ "$FIRST" -gt 0 ] || fail "no re-sent frame reached DURABLE"
 KILL_TO_DURABLE=$((FIRST - KILL_MS))

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # failover_sigstop.sh BUILD_DIR - a hung node: three ingestd on loopback, ingest-send
 # --servers streaming 900 frames over 30 wafers; one node is stopped with SIGSTOP
-# mid-stream (its TCP connections stay open, nothing answers). The producer must notice
+# mid-stream (its TCP connections stay open, nothing answers), at a moment the test
+# controls: once it holds frames RECEIVED and not DURABLE (fsync_gate.so, fleet_lib.sh
+# hold_received), so the failover always has frames to re-send. The producer must notice
 # by itself (HTTP/2 PING unanswered, or the ack deadline) and re-send that node's frames:
 # ingest-send finishes with every frame DURABLE while the node is still stopped, with a
 # frame timeout (120 s) far above the ack deadline (4 s), so only the failover can have
@@ -28,18 +30,21 @@ fail() {
 ACK_DEADLINE_MS=4000
 
 step "three nodes"
+node_gate 2
 for i in 0 1 2; do node_start "$i"; done
 SERVERS=$(nodes_servers)
 
-step "stream 900 frames; SIGSTOP node 2 after 200 DURABLE acks"
+step "stream 900 frames; after 200 DURABLE acks hold node 2's fdatasync, SIGSTOP it while it holds frames RECEIVED"
 "$SEND" --servers "$SERVERS" --wafer LOT9 --wafers 30 --count 900 --size 64K --seed 5 \
 	--credits 16 --ack-deadline-ms $ACK_DEADLINE_MS --keepalive-ms 500 --frame-timeout-ms 120000 \
 	--manifest "$TMP/all.man" --placement "$TMP/placement" --json --quiet \
 	>"$TMP/send.json" 2>"$TMP/send.err" &
 SEND_PID=$!
 wait_lines "$TMP/placement" 200 60
+hold_received 2
+STOP_MS=$(now_ms)
 kill -STOP "${NODE_PID[2]}"
-STOP_MS=$(date +%s%3N)
+echo "stopped node 2 holding $HELD frame(s) RECEIVED and not DURABLE"
 rc=0
 wait "$SEND_PID" || rc=$?
 SEND_PID=
@@ -54,12 +59,12 @@ grep -Eq "did not answer a PING|no DURABLE ack for frame" "$TMP/send.err" ||
 	fail "the failover does not name a missed PING or the ack deadline"
 HOW=$(grep -Eo "did not answer a PING within [0-9]+ ms|no DURABLE ack for frame [^ ]+ within [0-9]+ ms" \
 	"$TMP/send.err" | head -n1)
-if [ "$REROUTED" -gt 0 ]; then
-	[ "$FIRST" -gt 0 ] || fail "re-sent frames but none DURABLE"
-	echo "SIGSTOP -> first re-sent frame DURABLE: $((FIRST - STOP_MS)) ms (ack deadline $ACK_DEADLINE_MS ms; detected: $HOW); $REROUTED re-sent"
-fi
+[ "$REROUTED" -gt 0 ] || fail "no frame re-sent, though node 2 held $HELD frame(s) RECEIVED and not DURABLE"
+[ "$FIRST" -gt 0 ] || fail "re-sent frames but none DURABLE"
+echo "SIGSTOP -> first re-sent frame DURABLE: $((FIRST - STOP_MS)) ms (ack deadline $ACK_DEADLINE_MS ms; detected: $HOW); $REROUTED re-sent"
 
-step "SIGCONT: the node resumes; no harm"
+step "SIGCONT: the node resumes (its gate open again); no harm"
+release 2
 kill -CONT "${NODE_PID[2]}"
 sleep 1
 kill -0 "${NODE_PID[2]}" || fail "node 2 died after SIGCONT"

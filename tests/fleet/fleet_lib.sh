@@ -5,6 +5,19 @@
 #   node_start I [ARGS...]   start node I (port picked by the kernel the first time, the
 #                            same port on a restart); sets NODE_PID[I], NODE_ADDR[I]
 #   node_stop I              SIGTERM, wait (20 s at most); fails unless exit 0
+#   node_gate I              before node_start I: the node runs with fsync_gate.so
+#                            (tests/fleet/fsync_gate.c), its gate open
+#   hold_received I [N]      close node I's gate (its fdatasync waits from now on) and wait
+#                            (60 s at most) until a sync call waits in it (<gate>.waiting:
+#                            the frames of that persistence batch cannot become DURABLE)
+#                            and Stats shows N (1) frames RECEIVED and not DURABLE
+#                            (received - durable - failed); they stay so until the test
+#                            kills, stops or releases the node: a moment the test controls.
+#                            Sets HELD (received - durable - failed then) and HELD_RECEIVED
+#                            (framesReceived then); with FLEET_STATS (tests/rxe/rxe_stats)
+#                            Stats is read with it, not python
+#   release I                open node I's gate again
+#   now_ms                   wall clock in ms (no process started)
 #   nodes_servers            "addr1,addr2,..." of the nodes started so far
 #   node_of_addr ADDR        I of the node with that address
 #   verify_node I MANIFEST [--allow-missing]  ingest-verify of node I's data dir: sets
@@ -17,7 +30,7 @@
 INGESTD=$BUILD/apps/ingestd VERIFY=$BUILD/apps/ingest-verify
 # FLEET_SEND: another ingest-send (e.g. the ASan tree's) against these nodes
 SEND=${FLEET_SEND:-$BUILD/apps/ingest-send}
-declare -a NODE_PID NODE_ADDR NODE_PORT NODE_ID
+declare -a NODE_PID NODE_ADDR NODE_PORT NODE_ID NODE_GATE
 NODE_N=0
 # extra ingestd flags for every node (e.g. the fleet catalog), set by the test
 NODE_ARGS=${NODE_ARGS:-}
@@ -46,8 +59,11 @@ node_start() {
 		fleet=(--node-id "node$i" --fleet-db "$PG_CONNINFO" --fleet-heartbeat-ms 500)
 	fi
 	rm -f "$pf"
+	local -a env=()
+	[ -n "${NODE_GATE[$i]:-}" ] &&
+		env=(env "LD_PRELOAD=$BUILD/tests/fsync_gate.so" "ING_TEST_FSYNC_GATE=${NODE_GATE[$i]}")
 	# shellcheck disable=SC2086
-	"$INGESTD" --listen "$listen" --port-file "$pf" --data-dir "$TMP/data$i" \
+	"${env[@]}" "$INGESTD" --listen "$listen" --port-file "$pf" --data-dir "$TMP/data$i" \
 		--pool 1M:16,4M:8 --workers 1 --log-level info "${fleet[@]}" $NODE_ARGS "$@" >>"$log" 2>&1 &
 	NODE_PID[$i]=$!
 	local k
@@ -78,6 +94,44 @@ node_stop() {
 	[ "$rc" = 0 ] || fail "node $i exited $rc on SIGTERM (log: $TMP/node$i.log)"
 }
 
+node_gate() {
+	[ -f "$BUILD/tests/fsync_gate.so" ] || fail "$BUILD/tests/fsync_gate.so not built"
+	NODE_GATE[$1]=$TMP/gate$1
+	rm -f "${NODE_GATE[$1]}"
+}
+
+hold_received() {
+	local i=$1 n=${2:-1} k
+	[ -n "${NODE_GATE[$i]:-}" ] || fail "hold_received $i: node $i was not started with node_gate"
+	rm -f "${NODE_GATE[$i]}.waiting"
+	touch "${NODE_GATE[$i]}"
+	for k in $(seq 1 600); do
+		[ -e "${NODE_GATE[$i]}.waiting" ] && break
+		sleep 0.1
+	done
+	[ -e "${NODE_GATE[$i]}.waiting" ] || fail "node $i: no sync call reached the closed gate within 60 s"
+	if [ -n "${FLEET_STATS:-}" ]; then
+		# the Soft-RoCE guest: tests/rxe/rxe_stats (a C client; no python start under TCG)
+		for k in $(seq 1 600); do
+			# (no process substitution: the guest has no /dev/fd)
+			read -r HELD HELD_RECEIVED <<<"$("$FLEET_STATS" "${NODE_ADDR[$i]}" | awk '
+				$1 == "framesReceived" { r = $2 } $1 == "framesDurable" { d = $2 }
+				$1 == "framesFailed" { f = $2 } END { print r - d - f, r + 0 }')"
+			[ "${HELD:-0}" -ge "$n" ] && return 0
+			sleep 0.1
+		done
+		fail "node $i holds ${HELD:-no} frame(s) RECEIVED and not DURABLE after 60 s, not $n"
+	fi
+	$RPC wait "${NODE_ADDR[$i]}" "framesReceived - framesDurable - framesFailed >= $n" 60 \
+		>"$TMP/held$i.json" || fail "node $i holds fewer than $n frame(s) RECEIVED and not DURABLE after 60 s: $(cat "$TMP/held$i.json")"
+	{ read -r HELD; read -r HELD_RECEIVED; } < <(jfields "$TMP/held$i.json" \
+		"framesReceived - framesDurable - framesFailed" framesReceived)
+}
+
+release() {
+	rm -f "${NODE_GATE[$1]}" "${NODE_GATE[$1]}.waiting"
+}
+
 nodes_servers() {
 	local i s=
 	for i in $(seq 0 $((NODE_N - 1))); do
@@ -104,6 +158,13 @@ verify_node() {
 	V_MISSING=$(grep -o '"missing":[0-9]*' <<<"$out" | cut -d: -f2)
 	[ -n "$V_OK" ] && [ -n "$V_BAD" ] && [ -n "$V_MISSING" ] ||
 		fail "ingest-verify of node $i gave no summary: $out"
+}
+
+# now_ms: wall clock in ms, without a process (bash's EPOCHREALTIME; a date process takes
+# long under TCG), to compare with ingest-send's first_rerouted_durable_unix_ms
+now_ms() {
+	local t=${EPOCHREALTIME//[.,]/}
+	echo $((t / 1000))
 }
 
 # jfields FILE EXPR...: several values of an ingest-send --json summary, one a line, from

@@ -88,7 +88,9 @@ def stats_dict(pb, stub):
     r = stub.Stats(pb.StatsRequest(), timeout=10)
     d = {}
     for f in r.DESCRIPTOR.fields:
-        if f.label != f.LABEL_REPEATED:
+        # scalars only: the expressions compare numbers, and json.dumps takes no messages
+        # (TierStats, LcoreStats)
+        if f.label != f.LABEL_REPEATED and f.type != f.TYPE_MESSAGE:
             d[f.name] = getattr(r, f.name)
     return d
 
