@@ -21,6 +21,18 @@ add_test(NAME rdma.rxe
                  ING_RXE_RESULTS=${_rxe_results}
                  ${_rxe_harness} ${PROJECT_SOURCE_DIR}/tests/rxe/run_all.sh)
 set_tests_properties(rdma.rxe PROPERTIES LABELS rdma TIMEOUT 900 RUN_SERIAL TRUE)
+# A second boot with 4 vCPUs (tests/rxe/smp4/*_in_guest.sh): a node with three dataplane
+# lcores and six producers at once; a fleet of three nodes over RDMA with failovers.
+add_test(NAME rdma.rxe_smp4
+         COMMAND ${CMAKE_COMMAND} -E env
+                 RXE_VM_SMP=4
+                 RXE_VM_MEM=3072
+                 RXE_VM_RW=${_rxe_results}
+                 ING_SRC_DIR=${PROJECT_SOURCE_DIR}
+                 ING_BUILD_DIR=${CMAKE_BINARY_DIR}
+                 ING_RXE_RESULTS=${_rxe_results}
+                 ${_rxe_harness} ${PROJECT_SOURCE_DIR}/tests/rxe/run_all.sh smp4)
+set_tests_properties(rdma.rxe_smp4 PROPERTIES LABELS rdma TIMEOUT 1200 RUN_SERIAL TRUE)
 add_executable(rxe_stats ${CMAKE_CURRENT_LIST_DIR}/rxe/rxe_stats.c)
 target_link_libraries(rxe_stats PRIVATE ingest_static)
 # libingest's -EFAULT range check on RDMA against a real ingestd (tests/rxe/ctl_in_guest.sh)

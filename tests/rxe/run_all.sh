@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# run_all.sh - runs inside the Soft-RoCE guest (deploy/rxe-vm/run-in-rxe-vm.sh): every
-# tests/rxe/*_in_guest.sh in name order, each bounded by a timeout, one PASS/FAIL line
-# each, the log tail of the failures, and a non-zero exit status if any failed (or none ran).
+# run_all.sh [SET] - runs inside the Soft-RoCE guest (deploy/rxe-vm/run-in-rxe-vm.sh): every
+# tests/rxe/*_in_guest.sh (SET smp4: tests/rxe/smp4/*_in_guest.sh, the guest booted with
+# RXE_VM_SMP=4) in name order, each bounded by a timeout, one PASS/FAIL line each, the log
+# tail of the failures, and a non-zero exit status if any failed (or none ran).
+# First it reserves ING_RXE_HUGEPAGES (256) default-size hugepages in the guest, so every
+# ingestd's pool (--hugepages auto, the default) and thus every RDMA path under test is on
+# hugepage MRs; it fails if the guest cannot reserve them.
 #
 # Contract for a *_in_guest.sh: runs as root in the guest with RXE_DEV RXE_IP RXE_GID_INDEX
 # RXE_NETDEV set, plus ING_BUILD_DIR (host build tree, read-only), ING_SRC_DIR, ING_RXE_OUT
@@ -12,11 +16,18 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
+SET=${1:-}
+case "$SET" in
+"") DIR=$HERE ;;
+smp4) DIR=$HERE/smp4 ;;
+*) echo "run_all.sh: unknown test set '$SET' (smp4, or none)" >&2; exit 2 ;;
+esac
 : "${ING_SRC_DIR:=$(cd "$HERE/../.." && pwd)}"
 : "${ING_BUILD_DIR:=$ING_SRC_DIR/build}"
 : "${ING_RXE_RESULTS:=}"
 : "${ING_RXE_TEST_TIMEOUT:=300}"
 : "${ING_RXE_ONLY:=}"          # regex: run only matching tests (manual runs)
+: "${ING_RXE_HUGEPAGES:=256}"   # 2 MiB pages for the pools of the tests' ingestd
 export ING_SRC_DIR ING_BUILD_DIR
 # qemu TCG emulates crc32 (SSE4.2) far slower than the table it runs natively: CRC-32C is
 # chosen by CPU features, so pick the table here explicitly (common/crc32c.c).
@@ -31,9 +42,15 @@ if [ ! -d "$ING_BUILD_DIR" ]; then
 	exit 2
 fi
 
-echo "== rxe guest: $(uname -r), dev $RXE_DEV on $RXE_NETDEV ip $RXE_IP gid-index $RXE_GID_INDEX, build $ING_BUILD_DIR"
+echo "$ING_RXE_HUGEPAGES" >/proc/sys/vm/nr_hugepages
+hp=$(cat /proc/sys/vm/nr_hugepages)
+if [ "$hp" -lt "$ING_RXE_HUGEPAGES" ]; then
+	echo "run_all.sh: the guest reserved $hp of $ING_RXE_HUGEPAGES hugepages (RXE_VM_MEM too small?)" >&2
+	exit 1
+fi
+echo "== rxe guest: $(uname -r), $(nproc) vCPU, dev $RXE_DEV on $RXE_NETDEV ip $RXE_IP gid-index $RXE_GID_INDEX, $hp hugepages of $(awk '/Hugepagesize/ {print $2 $3}' /proc/meminfo), build $ING_BUILD_DIR${SET:+, set $SET}"
 pass=0 fail=0 failed=()
-for t in "$HERE"/*_in_guest.sh; do
+for t in "$DIR"/*_in_guest.sh; do
 	[ -e "$t" ] || continue
 	name=$(basename "$t" _in_guest.sh)
 	if [ -n "$ING_RXE_ONLY" ] && ! [[ $name =~ $ING_RXE_ONLY ]]; then
@@ -43,16 +60,19 @@ for t in "$HERE"/*_in_guest.sh; do
 	[ -n "$ING_RXE_RESULTS" ] && [ -d "$ING_RXE_RESULTS" ] && out=$ING_RXE_RESULTS/$name
 	rm -rf "$out" "/tmp/rxe-tmp/$name"
 	mkdir -p "$out" "/tmp/rxe-tmp/$name"
+	# a test may need longer than the default: a '# rxe-timeout: SECONDS' line of its own
+	tmo=$(sed -n 's/^# rxe-timeout: *\([0-9][0-9]*\)$/\1/p' "$t" | head -n1)
+	tmo=${tmo:-$ING_RXE_TEST_TIMEOUT}
 	t0=$(date +%s.%N)
 	ING_RXE_OUT=$out ING_RXE_TMP=/tmp/rxe-tmp/$name \
-		timeout -k 5 "$ING_RXE_TEST_TIMEOUT" bash "$t" > "$out/log" 2>&1
+		timeout -k 5 "$tmo" bash "$t" > "$out/log" 2>&1
 	rc=$?
 	el=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 	if [ $rc = 0 ]; then
 		echo "PASS: $name (${el}s)"
 		pass=$((pass + 1))
 	else
-		[ $rc = 124 ] && why="timeout ${ING_RXE_TEST_TIMEOUT}s" || why="exit $rc"
+		[ $rc = 124 ] && why="timeout ${tmo}s" || why="exit $rc"
 		echo "FAIL: $name ($why, ${el}s) - last lines of $out/log:"
 		tail -n 40 "$out/log" | sed 's/^/    | /'
 		fail=$((fail + 1))

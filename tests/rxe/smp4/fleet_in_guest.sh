@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# fleet: libingest in fleet mode over RDMA (docs/FLEET.md "Over RDMA"), three ingestd on the
+# guest's rxe device (own gRPC and rdma_cm ports, own data dirs), real processes:
+#  A. RDMA WRITE push to three nodes, 240 frames over 12 wafers; after 40 DURABLE acks node 1's
+#     fdatasync is held (tests/fleet/fsync_gate.c) and, once it holds frames RECEIVED and
+#     not DURABLE, it is killed with kill -9: ingest-send ends with every frame DURABLE
+#     somewhere, frames re-sent (> 0), each node holds byte for byte every frame it acked
+#     (ingest-verify), the two others received their frames by push (Stats);
+#  B. AUTO: RDMA READ pull to two nodes, the gRPC stream to a third that has no RDMA
+#     (--rdma off); one pull node, its pool (4 slots) smaller than the producer's credits
+#     (8: FrameMetas wait there for a slot), is held like node 1 until every slot holds a
+#     frame RECEIVED and not DURABLE (so it can take no more), then stopped with SIGSTOP:
+#     the producer fails it over (a missed PING, well within the ack deadline) while it is
+#     still stopped, every frame DURABLE. Then the node resumes (SIGCONT) after the producer
+#     recycled every frame buffer many times: its slots free up and the FrameMetas that
+#     waited could be READ through the rkey it held - none is: its framesReceived does not
+#     move, it stores no frame with another frame's bytes and none it did not hold before
+#     the stop (the producer destroyed that QP before it re-sent the frames).
+# Prints the failover figures: kill -> first re-sent frame DURABLE, SIGSTOP -> the same.
+# rxe-timeout: 900
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../../lib.sh"
+: "${ING_BUILD_DIR:?}" "${ING_RXE_TMP:?}" "${ING_RXE_OUT:?}" "${RXE_IP:?}"
+BUILD=$ING_BUILD_DIR
+TMP=$ING_RXE_TMP
+OUT=$ING_RXE_OUT
+FLEET_STATS=$BUILD/tests/rxe_stats
+FLEET_KEEP=1   # the guest's scratch dir goes with the guest; the logs are copied to OUT
+. "$HERE/../../fleet/fleet_lib.sh"
+STATS=$FLEET_STATS
+ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$STATS" "$BUILD/tests/fsync_gate.so"
+finish() {
+	cp "$TMP"/node*.log "$TMP"/*.err "$OUT/" 2>/dev/null || true
+	fleet_cleanup
+}
+trap finish EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	for l in "$TMP"/node*.log "$TMP"/*.err; do
+		[ -f "$l" ] || continue
+		echo "--- $l (tail) ---" >&2
+		tail -n 25 "$l" >&2
+	done
+	exit 1
+}
+[ "$(nproc)" -ge 4 ] || fail "this test needs the 4-vCPU guest (RXE_VM_SMP=4), it has $(nproc)"
+# nsnap I: node I's Stats into $TMP/st.I once (a process start costs a second under TCG);
+# nsv I KEY: one value of that snapshot
+nsnap() { timeout 60 "$STATS" "${NODE_ADDR[$1]}" >"$TMP/st.$1" || fail "Stats of node $1: no answer"; }
+nsv() { awk -v k="$2" '$1 == k { print $2 }' "$TMP/st.$1"; }
+# rdma_node I PORT [ARGS]: node I with its own rdma_cm port, control + one lcore on its cpu pair
+rdma_node() {
+	local i=$1 port=$2
+	shift 2
+	node_start "$i" --rdma on --rdma-port "$port" --lcores "$((2 * (i % 2))),$((2 * (i % 2) + 1))" "$@"
+}
+
+step "A: three nodes over RDMA WRITE push"
+node_gate 1
+for i in 0 1 2; do rdma_node "$i" $((7480 + i)); done
+SERVERS=$(nodes_servers)
+echo "servers $SERVERS"
+timeout 600 "$SEND" --servers "$SERVERS" --transport rdma-write --wafer RF-A --wafers 12 --count 240 \
+	--size 256K --seed 21 --credits 8 --ack-deadline-ms 60000 --frame-timeout-ms 300000 \
+	--manifest "$TMP/a.man" --placement "$TMP/a.pl" --json --quiet --log-level info \
+	>"$TMP/a.json" 2>"$TMP/a.err" &
+SEND_PID=$!
+wait_lines "$TMP/a.pl" 40 300
+hold_received 1
+KILL_MS=$(now_ms)   # before the signal: a date process takes long under TCG
+kill -KILL "${NODE_PID[1]}"
+wait "${NODE_PID[1]}" 2>/dev/null || true
+NODE_PID[1]=
+release 1
+NODE_GATE[1]=
+echo "killed node 1 holding $HELD frame(s) RECEIVED and not DURABLE"
+rc=0
+wait "$SEND_PID" || rc=$?
+SEND_PID=
+[ "$rc" = 0 ] || fail "ingest-send exited $rc: not every frame DURABLE"
+# (here-strings, not process substitution: the guest has no /dev/fd)
+{ read -r OK; read -r REROUTED; read -r FIRST; read -r XPORT; read -r NOTE; } <<<"$(jfields "$TMP/a.json" \
+	ok 'fleet["rerouted"]' 'fleet["first_rerouted_durable_unix_ms"]' transport transport_note)"
+echo "transport $XPORT: $NOTE"
+[ "$OK" = 240 ] || fail "$OK of 240 frames DURABLE"
+[ "$XPORT" = rdma-write ] || fail "the fleet did not push ($XPORT)"
+[ "$REROUTED" -gt 0 ] || fail "no frame re-sent after the kill, though node 1 held $HELD"
+[ "$FIRST" -gt 0 ] || fail "no re-sent frame reached DURABLE"
+grep -q "transport RDMA_WRITE" "$TMP/a.err" || fail "no node session on RDMA_WRITE"
+for i in 0 2; do
+	nsnap "$i"
+	[ "$(nsv "$i" pushFramesReceived)" -ge 1 ] || fail "node $i received no frame by push"
+	[ "$(nsv "$i" rdmaReadsPosted)" = 0 ] || fail "node $i READ frames of a push producer"
+done
+rdma_node 1 7481        # the killed node restarts on its data dir, over RDMA again
+for i in 0 1 2; do node_stop "$i"; done
+check_placement "$TMP/a.pl" "$TMP/a.man"
+KILL_FIG="kill -9 -> first re-sent frame DURABLE $((FIRST - KILL_MS)) ms, $REROUTED frame(s) re-sent, copies stored twice $COPIES_TWICE"
+echo "A: 240/240 DURABLE, byte-exact on the nodes that acked them; $KILL_FIG"
+
+step "B: AUTO - READ pull to nodes 3 and 4, the gRPC stream to node 5 (no RDMA); SIGSTOP node 4"
+node_gate 4
+rdma_node 3 7483
+rdma_node 4 7484 --pool 1M:4      # fewer slots than the producer's credits: FrameMetas wait
+node_start 5 --rdma off --lcores 0,1
+SERVERS2=${NODE_ADDR[3]},${NODE_ADDR[4]},${NODE_ADDR[5]}
+ACK_DEADLINE_MS=30000   # the stopped node misses its PINGs (500 ms) long before
+timeout 600 "$SEND" --servers "$SERVERS2" --wafer RF-B --wafers 12 --count 240 --size 256K --seed 22 \
+	--credits 8 --ack-deadline-ms $ACK_DEADLINE_MS --keepalive-ms 500 --frame-timeout-ms 300000 \
+	--manifest "$TMP/b.man" --placement "$TMP/b.pl" --json --quiet --log-level info \
+	>"$TMP/b.json" 2>"$TMP/b.err" &
+SEND_PID=$!
+wait_lines "$TMP/b.pl" 40 300
+hold_received 4 4      # all four slots: nothing more can be READ before the stop
+STOP_MS=$(now_ms)   # before the signal: a date process takes long under TCG
+kill -STOP "${NODE_PID[4]}"
+echo "stopped node 4 holding $HELD frame(s) RECEIVED and not DURABLE"
+rc=0
+wait "$SEND_PID" || rc=$?
+SEND_PID=
+[ "$(ps -o stat= -p "${NODE_PID[4]}" | cut -c1)" = T ] || fail "node 4 is not stopped any more"
+[ "$rc" = 0 ] || fail "ingest-send exited $rc with node 4 stopped: not every frame DURABLE"
+{ read -r OK; read -r REROUTED; read -r FIRST; read -r FAILOVERS; } <<<"$(jfields "$TMP/b.json" \
+	ok 'fleet["rerouted"]' 'fleet["first_rerouted_durable_unix_ms"]' 'fleet["failovers"]')"
+[ "$OK" = 240 ] || fail "$OK of 240 frames DURABLE"
+[ "$FAILOVERS" -ge 1 ] && [ "$REROUTED" -gt 0 ] || fail "node 4 not failed over ($FAILOVERS), $REROUTED re-sent"
+[ "$FIRST" -gt 0 ] || fail "re-sent frames but none DURABLE"
+HOW=$(grep -Eo "did not answer a PING within [0-9]+ ms|no DURABLE ack for frame [^ ]+ within [0-9]+ ms" \
+	"$TMP/b.err" | head -n1) || true
+[ -n "$HOW" ] || fail "the failover names no missed PING or ack deadline"
+grep -q "${NODE_ADDR[3]}) connected, .*transport RDMA_READ" "$TMP/b.err" || fail "node 3 not on RDMA_READ"
+grep -q "${NODE_ADDR[5]}) connected, .*transport gRPC stream" "$TMP/b.err" || fail "node 5 (no RDMA) not on the gRPC stream"
+nsnap 3
+nsnap 5
+[ "$(nsv 3 rdmaBytesRead)" -gt 0 ] || fail "node 3 read nothing over RDMA"
+[ "$(nsv 5 framesReceived)" -gt 0 ] || fail "node 5 received nothing over the gRPC stream"
+STOP_FIG="SIGSTOP -> first re-sent frame DURABLE $((FIRST - STOP_MS)) ms (ack deadline $ACK_DEADLINE_MS ms, detected: $HOW), $REROUTED frame(s) re-sent"
+echo "B: 240/240 DURABLE with node 4 stopped; $STOP_FIG"
+
+step "B: node 4 resumes after the producer recycled its buffers: nothing read through the old rkey"
+ACKED4=$(awk -v n="${NODE_ID[4]}" '!/^#/ && $3 == n' "$TMP/b.pl" | wc -l)
+release 4
+kill -CONT "${NODE_PID[4]}"
+ok=0
+for k in $(seq 1 300); do
+	nsnap 4
+	if [ "$(nsv 4 framesInFlight)" = 0 ] && [ "$(nsv 4 poolSlotsFree)" = "$(nsv 4 poolSlotsTotal)" ]; then
+		ok=1
+		break
+	fi
+	sleep 0.2
+done
+[ $ok = 1 ] || fail "node 4 still holds frames after SIGCONT"
+grep -E "^frames|^rdmaReadErrors|^lcore\.0\.(framesFailed|completionErrors)" "$TMP/st.4"
+verify_node 4 "$TMP/b.man" --allow-missing
+echo "node 4: $ACKED4 frame(s) acked DURABLE before the stop, $HELD held RECEIVED, $V_OK stored, $V_BAD bad"
+[ "$V_BAD" = 0 ] || fail "node 4 stored $V_BAD frame(s) with bytes that are not theirs"
+[ "$V_OK" -le $((ACKED4 + HELD)) ] ||
+	fail "node 4 stored $V_OK frames, more than the $ACKED4 it acked plus the $HELD it held: it read frames after the failover"
+R4=$(nsv 4 framesReceived)
+[ "$R4" = "$HELD_RECEIVED" ] ||
+	fail "node 4 received $((R4 - HELD_RECEIVED)) frame(s) after SIGCONT: READs through the rkey it held before the failover"
+for i in 3 4 5; do node_stop "$i"; done
+check_placement "$TMP/b.pl" "$TMP/b.man"
+
+echo "fleet over RDMA: A (push) $KILL_FIG; B (pull + gRPC) $STOP_FIG; PASS"
