@@ -4,7 +4,8 @@
 #               frames, verify them, print throughput and ack latency, stop; TIER=1: through
 #               the object store tier too (a single-node Ceph on this machine)
 #   make demo-fleet  PostgreSQL + three ingestd, ingest-send --servers, kill -9 one node
-#               mid-stream, print where every frame ended up and that none was lost
+#               mid-stream, print where every frame ended up and that none was lost;
+#               RDMA=1: the same over RDMA READ in the Soft-RoCE qemu guest
 #   make test   unit + functional + interop tests under ASan/UBSan, a short fuzz regression
 #               run, the short fault suite, then the whole suite (unit, functional, real
 #               gRPC clients, packages, RDMA on Soft-RoCE in a qemu guest)
@@ -78,7 +79,7 @@ demo: deps build
 
 # PostgreSQL + three ingestd on this machine, one killed mid-stream (docs/FLEET.md)
 demo-fleet: deps build
-	@deploy/demo-fleet.sh $(BUILD)
+	@deploy/demo-fleet.sh $(BUILD) $(if $(filter 1,$(RDMA)),--rdma)
 
 # Everything but the guest run goes through the sanitized tree first (ingestd, ingest-send
 # and the libraries under ASan/UBSan, driven by the real gRPC clients; a sanitizer report

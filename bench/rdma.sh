@@ -15,15 +15,24 @@
 #             into the same ingestd (a memory window per grant): push MB/s / ib_write_bw MB/s
 #   summary   one line: pull/ib_read_bw and push/ib_write_bw, measured in the same run
 #   CPU       data-plane lcore CPU seconds per GB moved (and the whole ingestd's)
+#   scaling   N = 1, 2, 3 dataplane lcores (ingestd --lcores 0-N, the guest has 4 vCPUs) and
+#             N producers at once, one session per lcore by the placement rule: aggregate
+#             MB/s (all producers' bytes over the longest producer's time) against
+#             ib_read_bw -q N / ib_write_bw -q N (N QPs) in the same run, pull and push,
+#             and how many frames each lcore carried (Stats lcores)
 #
 # Knobs (env): BENCH_SIZE (4M), BENCH_COUNT (256 frames: with --reuse-buffers the producer
 #              generates its ~20 pool buffers once, inside the timed run), BENCH_CREDITS (16),
 #              BENCH_POLL (adaptive|busy), BENCH_ITERS (ib_read_bw iterations, = COUNT),
 #              BENCH_REUSE (1: ingest-send --reuse-buffers; 0: fresh synthetic content
 #              and its CRC-32C for every frame, as the first version of this bench did),
-#              BENCH_WORKERS (1: persistence workers, where the node verifies the CRC).
-# Caveats under TCG: both ends share the guest's 2 vCPUs (and rxe's kernel work runs on
-# them too). Without --reuse-buffers ingest-send generates every frame's content and its
+#              BENCH_WORKERS (1: persistence workers, where the node verifies the CRC),
+#              BENCH_SCALE (1: the scaling table; 0: skip it), BENCH_SCALE_COUNT (64 frames
+#              per producer), BENCH_SCALE_MAX (3 lcores, at most vCPUs - 1).
+# Caveats under TCG: both ends share the guest's vCPUs (4 by default, RXE_VM_SMP; rxe's
+# kernel work runs on them too), and the guest's vCPUs share the host's cores: the scaling
+# table says what the node does with more lcores against what the device does with more
+# QPs in the same run, not what a NIC would. Without --reuse-buffers ingest-send generates every frame's content and its
 # CRC-32C on the same CPUs, which ib_read_bw does not: that measured the producer's
 # generator, not the data path. With it, the producer fills each pool buffer once and
 # resends it under new frame ids with its (exact, cached) CRC. The node still verifies the
@@ -37,12 +46,16 @@ BUILD=${1:-${ING_BUILD_DIR:-$SRC/build}}
 BUILD=$(cd "$BUILD" && pwd)
 
 if [ "${RXE_VM:-0}" != 1 ]; then
-	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= "$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
+	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= RXE_VM_SMP="${RXE_VM_SMP:-4}" \
+		RXE_VM_MEM="${RXE_VM_MEM:-3072}" "$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
 		bash "$SRC/bench/rdma.sh" "$BUILD"
 fi
 
 : "${BENCH_SIZE:=4M}" "${BENCH_COUNT:=256}" "${BENCH_CREDITS:=16}" "${BENCH_POLL:=adaptive}"
 : "${BENCH_ITERS:=$BENCH_COUNT}" "${BENCH_REUSE:=1}" "${BENCH_WORKERS:=1}"
+: "${BENCH_SCALE:=1}" "${BENCH_SCALE_COUNT:=64}" "${BENCH_SCALE_MAX:=3}"
+# the pools on hugepage MRs, as the tests run them (ingestd --hugepages auto)
+echo 256 >/proc/sys/vm/nr_hugepages 2>/dev/null || true
 REUSE=()
 [ "$BENCH_REUSE" = 1 ] && REUSE=(--reuse-buffers)
 STATS=$BUILD/tests/rxe_stats
@@ -57,16 +70,17 @@ trap cleanup EXIT
 
 echo "== bench/rdma.sh: $RXE_DEV ($RXE_IP, gid $RXE_GID_INDEX), frame/message size $BENCH_SIZE, $BENCH_COUNT frames, poll $BENCH_POLL, reuse-buffers $BENCH_REUSE, $BENCH_WORKERS persistence worker(s), $(nproc) vCPU"
 
-# ib_bw TOOL: the perftest TOOL (ib_read_bw / ib_write_bw) over rxe with this run's size and
-# count; prints its result line and sets BW_MBS (MB/s) and BW_GBPS.
+# ib_bw TOOL [ITERS [QPS]]: the perftest TOOL (ib_read_bw / ib_write_bw) over rxe with this
+# run's size, ITERS messages (BENCH_ITERS) per QP over QPS QPs (1); prints its result line
+# and sets BW_MBS (MB/s) and BW_GBPS.
 ib_bw() {
-	local tool=$1 sp ok=0 line
-	timeout 300 "$tool" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$BENCH_ITERS" -F --report_gbits \
+	local tool=$1 iters=${2:-$BENCH_ITERS} qps=${3:-1} sp ok=0 line
+	timeout 300 "$tool" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$iters" -q "$qps" -F --report_gbits \
 		>"$T/bw-srv.log" 2>&1 &
 	sp=$!
 	for _ in 1 2 3 4 5 6 7 8 9 10; do   # the server needs a moment to listen under TCG
 		sleep 1
-		if timeout 300 "$tool" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$BENCH_ITERS" -F \
+		if timeout 300 "$tool" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n "$iters" -q "$qps" -F \
 			--report_gbits "$RXE_IP" >"$T/bw-cli.log" 2>&1; then ok=1; break; fi
 		grep -q "Couldn't connect" "$T/bw-cli.log" && kill -0 $sp 2>/dev/null || break
 	done
@@ -214,3 +228,50 @@ print(f"summary      : pull {pull['mb_s']:.1f} MB/s = {pull['mb_s'] / base:.2f}x
       f" push {push['mb_s']:.1f} MB/s = {push['mb_s'] / wbase:.2f}x ib_write_bw ({wbase:.1f} MB/s)")
 EOF
 kill -TERM "$PID"; wait "$PID" || true; PID=
+
+# ---- scaling: N dataplane lcores, N producers at once, against N-QP perftest
+[ "$BENCH_SCALE" = 1 ] || exit 0
+maxn=$BENCH_SCALE_MAX
+[ $((maxn + 1)) -le "$(nproc)" ] || maxn=$(($(nproc) - 1))
+[ "$maxn" -ge 1 ] || { echo "scaling: needs 2 vCPUs or more"; exit 0; }
+# scale_row MODE N: ingestd with N dataplane lcores, N producers of MODE (rdma | rdma-write)
+# at once; sets ROW_MBS and ROW_LCORES (frames per lcore, "a/b/c")
+scale_row() {
+	local mode=$1 n=$2 k pids=() port
+	"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/sdata" --lcores "0-$n" \
+		--pool "$BENCH_SIZE:$((n * (BENCH_CREDITS + 4)))" --workers "$BENCH_WORKERS" --sink null \
+		--credits "$BENCH_CREDITS" --rdma on --poll-mode "$BENCH_POLL" --port-file "$T/sport" \
+		--log-level warn >"$T/singestd.log" 2>&1 &
+	PID=$!
+	for _ in $(seq 1 300); do [ -s "$T/sport" ] && break; sleep 0.1; done
+	[ -s "$T/sport" ] || { cat "$T/singestd.log"; exit 1; }
+	port=$(tr -dc '0-9' <"$T/sport")
+	for k in $(seq 1 "$n"); do
+		"$SEND" --server "127.0.0.1:$port" --transport "$mode" --count "$BENCH_SCALE_COUNT" \
+			--size "$BENCH_SIZE" --credits "$BENCH_CREDITS" --first-id $((k * 100000)) \
+			--wafer "scale-$k" "${REUSE[@]}" --json --quiet >"$T/scale-$k.json" 2>"$T/scale-$k.err" &
+		pids+=($!)
+	done
+	for k in "${pids[@]}"; do wait "$k" || { cat "$T"/scale-*.err; exit 1; }; done
+	ROW_MBS=$(python3 -c 'import json, sys
+ds = [json.load(open(p)) for p in sys.argv[1:]]
+assert all(d["failed"] == 0 for d in ds)
+print("%.1f" % (sum(d["bytes"] for d in ds) / 1e6 / max(d["wall_s"] for d in ds)))' "$T"/scale-*.json)
+	ROW_LCORES=$("$STATS" "127.0.0.1:$port" | awk '$1 ~ /^lcore\.[0-9]+\.framesReceived$/ {
+		printf "%s%s", sep, $2; sep = "/" }')
+	kill -TERM "$PID"; wait "$PID" || true; PID=
+	rm -rf "$T/sdata" "$T"/scale-*.json "$T/sport"
+}
+echo
+echo "scaling: $BENCH_SIZE frames, $BENCH_SCALE_COUNT per producer, null sink, $(nproc) vCPU; aggregate = all producers' bytes / the longest producer's time"
+printf '%-10s %7s %9s %12s %20s %7s  %s\n' mode lcores producers "ingest MB/s" "perftest -q N MB/s" ratio "frames per lcore"
+for mode in rdma rdma-write; do
+	tool=ib_read_bw
+	[ "$mode" = rdma-write ] && tool=ib_write_bw
+	for n in $(seq 1 "$maxn"); do
+		ib_bw "$tool" "$BENCH_SCALE_COUNT" "$n" >/dev/null
+		scale_row "$mode" "$n"
+		printf '%-10s %7s %9s %12s %20s %7s  %s\n' "$mode" "$n" "$n" "$ROW_MBS" "$BW_MBS ($tool)" \
+			"$(awk -v a="$ROW_MBS" -v b="$BW_MBS" 'BEGIN{printf "%.2fx", a / b}')" "$ROW_LCORES"
+	done
+done
