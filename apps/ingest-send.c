@@ -700,8 +700,9 @@ static const char *failure_fix(const struct ing_ack *a)
 		       "(--id-prefix, --first-id) or --wafer";
 	case ING_ERR_TOO_LARGE:
 		return "the node's --max-frame or its largest --pool slot is smaller";
-	case ING_ERR_NO_SPACE:
-		return "free space in the node's data dir, then send again";
+	case ING_ERR_NO_SPACE:   /* retryable: a full disk, or the tier's --local-high-water mark */
+		return "retryable: send it again once the node has room (free space in its data dir, "
+		       "or its object store tier takes the backlog)";
 	default:
 		return a->retryable ? "retryable: send it again" : NULL;
 	}

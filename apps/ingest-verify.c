@@ -15,6 +15,11 @@
  * With --allow-missing (after a crash: the manifest lists what was sent, not what was
  * acked) a frame without a catalog row counts as missing, not bad; a frame that has a row
  * must still pass every check, since its row is what a DURABLE ack promised.
+ * Frames the node has tiered (catalog location both or tiered, README "Object store tier")
+ * are checked in the object store the same way, with --tier URL --tier-credentials FILE
+ * (the node's): the object has exactly `length` bytes, whose crc32c and content are the
+ * expected ones, and its x-amz-meta-crc32c and ETag are the catalog's. A tiered frame
+ * (no local copy left) without --tier cannot be checked: reported, exit 1.
  * With --fleet CONNINFO (a fleet of nodes, docs/FLEET_NODE.md): every manifest frame must
  * have a row in the fleet catalog (PostgreSQL) on at least one node, and every such copy
  * must be intact in that node's catalog and file (--data-dir NODE=DIR, once per node);
@@ -39,6 +44,7 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/ident.h"
+#include "dataplane/store/s3.h"
 #include "dataplane/store/store.h"
 #include "producer/synth.h"
 #include "control/fleet/fleet.h"
@@ -71,6 +77,10 @@ struct verify {
 	uint8_t *buf, *buf2;
 	size_t cap, cap2;
 	uint64_t frames, ok, bad, bytes, missing;
+	/* the object store (--tier): frames with a verified object are checked there too */
+	struct ing_s3 *s3;
+	uint64_t objects, unchecked;
+	size_t got;
 };
 
 static void problem(struct verify *v, const struct expect *e, const char *fmt, ...)
@@ -126,11 +136,14 @@ static int read_exact(const char *path, uint8_t **b, size_t *cap, uint64_t len, 
 	return rc;
 }
 
-static bool check_catalog(struct verify *v, const struct expect *e, const char *rel)
+static bool check_catalog(struct verify *v, const struct expect *e, const char *rel,
+			  struct ing_catalog_row *rowp)
 {
 	struct ing_catalog_row row;
 	bool good = true;
 	int rc = ing_catalog_lookup(v->cat, e->wafer, e->id, &row);
+	if (rc == 0)
+		*rowp = row;
 
 	if (rc == -ENOENT) {
 		problem(v, e, "no catalog row");
@@ -169,11 +182,88 @@ static int catalog_has(struct verify *v, const struct expect *e)
 	return -1;
 }
 
+/* The bytes of a copy (the file, or the object read back) against what was sent. */
+static bool check_bytes(struct verify *v, const struct expect *e, const uint8_t *b, const char *what)
+{
+	bool good = true;
+	uint32_t crc = ing_crc32c(0, b, e->len);
+	if (e->has_crc && crc != e->crc) {
+		problem(v, e, "%scrc32c %08x, expected %08x", what, crc, e->crc);
+		good = false;
+	}
+	if (e->synth) {
+		uint64_t at = synth_compare(b, e->len, e->key, e->seed);
+		if (at != UINT64_MAX) {
+			problem(v, e, "%scontent differs from the synthetic frame at byte %" PRIu64, what, at);
+			good = false;
+		}
+	} else if (e->src[0]) {
+		uint64_t ssize;
+		int r2 = read_exact(e->src, &v->buf2, &v->cap2, e->len, &ssize);
+		if (r2 == 0 && memcmp(b, v->buf2, e->len)) {
+			problem(v, e, "%scontent differs from %s", what, e->src);
+			good = false;
+		} else if (r2 && !v->quiet) {
+			fprintf(stderr, "ingest-verify: frame %s: source %s not compared (%s)\n",
+				e->id, e->src, strerror(-r2));
+		}
+	}
+	return good;
+}
+
+static int object_sink(void *arg, const uint8_t *p, size_t n)
+{
+	struct verify *v = arg;
+	if (v->got + n > v->cap)
+		return -EFBIG;
+	memcpy(v->buf + v->got, p, n);
+	v->got += n;
+	return 0;
+}
+
+/* The frame's object in the store: its length, bytes and metadata as the catalog says. */
+static bool check_object(struct verify *v, const struct expect *e, const struct ing_catalog_row *row)
+{
+	char key[ING_S3_KEY_MAX + 1], why[1024];
+	struct ing_s3_object o;
+	if (ing_s3_key(v->s3, key, sizeof(key), e->wafer, e->id)) {
+		problem(v, e, "no object key for these ids");
+		return false;
+	}
+	if (grow(&v->buf, &v->cap, e->len + 1)) {
+		problem(v, e, "out of memory");
+		return false;
+	}
+	v->got = 0;
+	enum ing_s3_result res = ing_s3_get(v->s3, key, 0, 0, object_sink, v, &o, why, sizeof(why));
+	v->objects++;
+	if (res != ING_S3_OK) {
+		problem(v, e, "object %s: %s", key, why);
+		return false;
+	}
+	if (v->got != e->len) {
+		problem(v, e, "object %s has %zu bytes, expected %" PRIu64, key, v->got, e->len);
+		return false;
+	}
+	bool good = check_bytes(v, e, v->buf, "object: ");
+	if (!o.has_crc || o.crc32c != row->crc32c) {
+		problem(v, e, "object %s: x-amz-meta-crc32c %s%08x, the catalog %08x", key,
+			o.has_crc ? "" : "missing/", o.crc32c, row->crc32c);
+		good = false;
+	}
+	if (row->object_md5[0] && strcmp(o.etag, row->object_md5)) {
+		problem(v, e, "object %s: ETag %s, the catalog recorded %s", key, o.etag, row->object_md5);
+		good = false;
+	}
+	return good;
+}
+
 static bool check_frame(struct verify *v, struct expect *e)
 {
 	char rel[512], full[PATH_MAX + 600];
 	uint64_t size = 0;
 	bool good = true;
+	struct ing_catalog_row row = { .location = ING_LOC_LOCAL };
 
 	if (v->allow_missing) {
 		int has = catalog_has(v, e);
@@ -195,39 +285,30 @@ static bool check_frame(struct verify *v, struct expect *e)
 	}
 	snprintf(rel, sizeof(rel), "frames/%s/%s.frame", wn, fn);
 	snprintf(full, sizeof(full), "%s/%s", v->data_dir, rel);
-	int rc = read_exact(full, &v->buf, &v->cap, e->len, &size);
-	if (rc == -EFBIG || rc == -ENODATA) {
-		problem(v, e, "%s has %" PRIu64 " bytes, expected %" PRIu64, full, size, e->len);
+	if (v->check_catalog && !check_catalog(v, e, rel, &row))
 		good = false;
-	} else if (rc) {
-		problem(v, e, "%s: %s", full, strerror(-rc));
-		good = false;
-	} else {
-		uint32_t crc = ing_crc32c(0, v->buf, e->len);
-		if (e->has_crc && crc != e->crc) {
-			problem(v, e, "crc32c %08x, expected %08x", crc, e->crc);
+	/* a tiered frame's local copy was deleted on purpose, once its object was verified */
+	if (row.location != ING_LOC_TIERED) {
+		int rc = read_exact(full, &v->buf, &v->cap, e->len, &size);
+		if (rc == -EFBIG || rc == -ENODATA) {
+			problem(v, e, "%s has %" PRIu64 " bytes, expected %" PRIu64, full, size, e->len);
+			good = false;
+		} else if (rc) {
+			problem(v, e, "%s: %s", full, strerror(-rc));
+			good = false;
+		} else if (!check_bytes(v, e, v->buf, "")) {
 			good = false;
 		}
-		if (e->synth) {
-			uint64_t at = synth_compare(v->buf, e->len, e->key, e->seed);
-			if (at != UINT64_MAX) {
-				problem(v, e, "content differs from the synthetic frame at byte %" PRIu64, at);
-				good = false;
-			}
-		} else if (e->src[0]) {
-			uint64_t ssize;
-			int r2 = read_exact(e->src, &v->buf2, &v->cap2, e->len, &ssize);
-			if (r2 == 0 && memcmp(v->buf, v->buf2, e->len)) {
-				problem(v, e, "content differs from %s", e->src);
-				good = false;
-			} else if (r2 && !v->quiet) {
-				fprintf(stderr, "ingest-verify: frame %s: source %s not compared (%s)\n",
-					e->id, e->src, strerror(-r2));
-			}
-		}
 	}
-	if (v->check_catalog && !check_catalog(v, e, rel))
+	if (row.location != ING_LOC_LOCAL && v->s3) {
+		if (!check_object(v, e, &row))
+			good = false;
+	} else if (row.location == ING_LOC_TIERED) {
+		v->unchecked++;
+		problem(v, e, "tiered: its bytes are only in the object store (give the node's --tier URL and "
+			"--tier-credentials FILE to check them there)");
 		good = false;
+	}
 	v->frames++;
 	if (good) {
 		v->ok++;
@@ -282,6 +363,10 @@ struct verify_cfg {
 	unsigned max_errors;
 	bool no_catalog, allow_missing, json, quiet;
 	struct synth_spec synth;
+	/* the node's object store (ingestd --tier ...) */
+	const char *tier, *tier_credentials, *tier_region;
+	int tier_path_style;
+	struct ing_s3 s3;
 };
 
 static void cfg_init(void *p)
@@ -294,6 +379,8 @@ static void cfg_init(void *p)
 	c->size = 4u << 20;
 	c->seed = 1;
 	c->max_errors = 20;
+	c->tier_path_style = 1;
+	ing_s3_init(&c->s3);
 }
 
 static int set_data_dir(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
@@ -331,6 +418,12 @@ static const struct ing_opt opts[] = {
 	ING_OPT_UINT_(C, "max-errors", max_errors, 0, UINT32_MAX, "problems printed"),
 	ING_OPT_BOOL_(C, "json", json, "summary as JSON on stdout"),
 	ING_OPT_BOOL_(C, "quiet", quiet, "only problems and the exit status"),
+	ING_OPT_STR_(C, "tier", tier, "URL", "the node's object store (ingestd --tier): frames the catalog\n"
+		     "has there (location both or tiered) are read back and\n"
+		     "checked there too"),
+	ING_OPT_PATH_(C, "tier-credentials", tier_credentials, "FILE", "its keys (ingestd --tier-credentials)"),
+	ING_OPT_STR_(C, "tier-region", tier_region, "NAME", "its SigV4 region (default us-east-1)"),
+	ING_OPT_CHOICE_(C, "tier-path-style", tier_path_style, "on=1|off=0", "path-style requests (default on)"),
 	ING_OPT_STR_(C, "fleet", fleet, "CONNINFO", "a fleet: every frame in the fleet catalog (PostgreSQL, libpq\n"
 		     "conninfo) on >= 1 node, each copy intact in that node's\n"
 		     "catalog and file (--data-dir NODE=DIR once per node); copies\n"
@@ -393,6 +486,20 @@ static int parse_args(int argc, char **argv, struct verify_cfg *c)
 		c->wafer = ING_DEFAULT_WAFER;
 	if (ing_id_check(c->wafer, strlen(c->wafer)))
 		return ing_cli_usage_error(&cli, "--wafer: a wafer id is " ING_ID_RULE);
+	if (c->tier || c->tier_credentials) {
+		char twhy[PATH_MAX + 160];
+		if (!c->tier || !c->tier_credentials)
+			return ing_cli_usage_error(&cli, "--tier and --tier-credentials go together");
+		if (c->no_catalog)
+			return ing_cli_usage_error(&cli, "--tier needs the catalog (it says where each frame is)");
+		if (ing_s3_parse_url(&c->s3, c->tier, twhy, sizeof(twhy)))
+			return ing_cli_usage_error(&cli, "--tier: %s", twhy);
+		if (ing_s3_read_credentials(&c->s3, c->tier_credentials, twhy, sizeof(twhy)))
+			return ing_cli_usage_error(&cli, "--tier-credentials: '%s': %s", c->tier_credentials, twhy);
+		if (c->tier_region)
+			snprintf(c->s3.region, sizeof(c->s3.region), "%s", c->tier_region);
+		c->s3.path_style = c->tier_path_style != 0;
+	}
 	return 0;
 }
 
@@ -502,12 +609,15 @@ static void summary(const struct verify_cfg *c, const struct verify *v, double s
 		fprintf(stderr, "ingest-verify: (%u more problems not shown)\n", v->shown - v->max_errors);
 	if (c->json)
 		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"bad\":%" PRIu64 ",\"missing\":%" PRIu64
-		       ",\"bytes\":%" PRIu64 ",\"catalog\":%s,\"seconds\":%.3f}\n",
-		       v->frames, v->ok, v->bad, v->missing, v->bytes, v->check_catalog ? "true" : "false", s);
+		       ",\"bytes\":%" PRIu64 ",\"catalog\":%s,\"objects\":%" PRIu64 ",\"unchecked\":%" PRIu64
+		       ",\"seconds\":%.3f}\n", v->frames, v->ok, v->bad, v->missing, v->bytes,
+		       v->check_catalog ? "true" : "false", v->objects, v->unchecked, s);
 	else if (!v->quiet)
 		fprintf(stderr, "ingest-verify: %" PRIu64 " frames checked (%.1f MiB) in %.2f s: %" PRIu64
-			" ok, %" PRIu64 " bad%s\n", v->frames, (double)v->bytes / 1048576.0, s, v->ok, v->bad,
-			v->check_catalog ? " (files, bytes, crc32c and catalog rows)" : " (catalog not checked)");
+			" ok, %" PRIu64 " bad%s; %" PRIu64 " objects read back from the store%s\n", v->frames,
+			(double)v->bytes / 1048576.0, s, v->ok, v->bad,
+			v->check_catalog ? " (files, bytes, crc32c and catalog rows)" : " (catalog not checked)",
+			v->objects, v->unchecked ? ", tiered frames not checked: give --tier" : "");
 	if (v->allow_missing && !v->quiet && !c->json)
 		fprintf(stderr, "ingest-verify: %" PRIu64 " frames not in the catalog (never made durable)\n",
 			v->missing);
@@ -530,6 +640,7 @@ int main(int argc, char **argv)
 	v.allow_missing = c.allow_missing;
 	v.quiet = c.quiet;
 	v.max_errors = c.max_errors;
+	v.s3 = c.tier ? &c.s3 : NULL;
 	rc = open_catalog(&c, &v);
 	struct expect *e = rc ? NULL : malloc(sizeof(*e));
 	if (!rc && !e)
@@ -546,5 +657,6 @@ int main(int argc, char **argv)
 	ing_catalog_close(v.cat);
 	free(v.buf);
 	free(v.buf2);
+	explicit_bzero(&c.s3, sizeof(c.s3));
 	return rc;
 }

@@ -21,6 +21,7 @@
 #include "control/service.h"
 #include "control/fleet/fleet.h"
 #include "dataplane/store/store.h"
+#include "dataplane/tier/tier.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -69,6 +70,11 @@ void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
 	o->fleet_heartbeat_ms = ING_DEFAULT_FLEET_HEARTBEAT_MS;
 	o->fleet_batch = ING_DEFAULT_FLEET_BATCH;
+	o->tier_path_style = 1;
+	o->tier_parallel = ING_TIER_DEFAULT_PARALLEL;
+	o->tier_timeout_ms = ING_S3_DEFAULT_TIMEOUT_MS;
+	o->local_retention_ms = -1;
+	ing_s3_init(&o->tier_s3);
 }
 
 enum phase { PH_RUN = 0, PH_DRAIN, PH_CLOSE, PH_DONE };
@@ -91,6 +97,7 @@ struct ing_node {
 	struct ing_metrics_srv *metrics;  /* NULL: no --metrics-listen */
 	struct ing_timer watchdog; /* systemd WATCHDOG=1 pings, when WATCHDOG_USEC is set */
 	struct ing_fleet *fleet;   /* node identity, membership, catalog export */
+	struct ing_tier *tier;     /* object store tier (NULL: --sink null) */
 	uint64_t watchdog_ns;      /* ping period (half the watchdog timeout), 0: off */
 	int stop_fd;               /* eventfd: ing_node_stop from any thread */
 	int port;
@@ -522,10 +529,14 @@ static void teardown(struct ing_node *d)
 	}
 	ing_persist_stop(d->persist, 10000); /* drains into the ack ring */
 	d->persist = NULL;
-	ing_svc_destroy(d->svc);             /* returns every slot it held */
+	ing_tier_stop(d->tier);              /* uploads in progress go again at the next start;
+					      * the reads it held come back answered */
+	ing_svc_destroy(d->svc);             /* returns every slot and read it held */
 	d->svc = NULL;
 	ing_fleet_stop(d->fleet);            /* after the calls that read it */
 	d->fleet = NULL;
+	ing_tier_destroy(d->tier);
+	d->tier = NULL;
 	if (d->sfd >= 0) {
 		if (d->loop)
 			ing_loop_del_fd(d->loop, d->sfd);
@@ -542,6 +553,7 @@ static void teardown(struct ing_node *d)
 	d->pool = NULL;
 	ing_eal_stop();
 	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));
+	explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));
 	d->torn_down = true;
 }
 
@@ -734,6 +746,20 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	d->persist = ing_persist_start(&pe, d->acks);
 	if (!d->persist)
 		goto fail;
+	if (d->o.sink == ING_SINK_FILE) {   /* after persistence: the catalog exists */
+		struct ing_tier_opts to;
+		ing_tier_opts_init(&to);
+		to.data_dir = d->o.data_dir;
+		to.s3 = d->o.tier ? &d->o.tier_s3 : NULL;
+		to.parallel = d->o.tier_parallel;
+		to.retention_ms = d->o.local_retention_ms;
+		to.high_water_pct = d->o.local_high_water_pct;
+		to.high_water_bytes = d->o.local_high_water_bytes;
+		d->tier = ing_tier_start(&to);   /* also reads frames back (GetFrame) */
+		explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));   /* the tier has its copy */
+		if (!d->tier)
+			goto fail;
+	}
 
 	/* ---- loop, service, server */
 	d->loop = ing_loop_create();
@@ -805,6 +831,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	so.auth_token = NULL;
 	if (!d->svc)
 		goto fail;
+	ing_svc_attach_tier(d->svc, d->tier);
 	if (d->rdma) {
 		ing_svc_attach_rdma(d->svc, d->rdma);
 		rc = ing_loop_add_fd(d->loop, ing_rdma_fd(d->rdma), EPOLLIN, rdma_cb, d->rdma);

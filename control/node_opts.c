@@ -15,6 +15,7 @@
 #include "control/node.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
+#include "dataplane/tier/tier.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -236,6 +237,101 @@ static int set_drain(const struct ing_opt *d, void *cfg, const char *v, char *wh
 	return 0;
 }
 
+/* ---------------------------------------------------------------- object store tier */
+
+/* --local-retention: a duration with its unit (7d, 12h, 0s), or off */
+static int set_retention(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	uint64_t ms;
+	(void)d;
+	if (!strcmp(v, "off")) {
+		((O *)cfg)->local_retention_ms = -1;
+		return 0;
+	}
+	if (ing_parse_duration_ms(v, 0, 3650ull * 86400000, &ms)) {
+		snprintf(why, whylen, "'%.64s' is not a duration with its unit (0s, 12h, 7d; at most 3650d) "
+			 "or off", v);
+		return -EINVAL;
+	}
+	((O *)cfg)->local_retention_ms = (int64_t)ms;
+	return 0;
+}
+
+/* --local-high-water: "80%" of the data dir's file system, or a size of local frames ("500G") */
+static int set_high_water(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	O *o = cfg;
+	size_t n = strlen(v);
+	uint64_t x;
+	(void)d;
+	o->local_high_water_pct = 0;
+	o->local_high_water_bytes = 0;
+	if (!strcmp(v, "off"))
+		return 0;
+	if (n > 1 && v[n - 1] == '%') {
+		char num[8];
+		if (n - 1 >= sizeof(num) || (memcpy(num, v, n - 1), num[n - 1] = 0,
+					      ing_parse_u64(num, 99, &x)) || x < 1) {
+			snprintf(why, whylen, "'%.64s' is not a percentage of 1%%..99%%", v);
+			return -EINVAL;
+		}
+		o->local_high_water_pct = (unsigned)x;
+		return 0;
+	}
+	if (ing_parse_size(v, &x) || x < (1ull << 20)) {
+		snprintf(why, whylen, "'%.64s' is not a percentage (80%%) or a size of at least 1M (500G)", v);
+		return -EINVAL;
+	}
+	o->local_high_water_bytes = x;
+	return 0;
+}
+
+static int set_region(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	O *o = cfg;
+	size_t n = strlen(v);
+	(void)d;
+	if (!n || n >= sizeof(o->tier_s3.region) ||
+	    strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n) {
+		snprintf(why, whylen, "'%.64s' is not a region name (e.g. us-east-1)", v);
+		return -EINVAL;
+	}
+	o->tier_region = v;
+	return 0;
+}
+
+/* The tier flags as a whole (after the file and every flag): 0, or 2 with one line printed. */
+static int tier_finish(O *o)
+{
+	const struct ing_cli *c = &ing_ingestd_cli;
+	char why[PATH_MAX + 160];
+
+	if (!o->tier) {
+		const char *lone = o->tier_credentials ? "--tier-credentials" :
+				   o->local_retention_ms >= 0 ? "--local-retention" :
+				   o->local_high_water_pct || o->local_high_water_bytes ? "--local-high-water" :
+				   NULL;
+		if (lone)
+			return ing_cli_usage_error(c, "%s needs --tier s3://HOST:PORT/BUCKET (a local copy goes "
+						   "only once the object store holds the frame)", lone);
+		return 0;
+	}
+	if (o->sink != ING_SINK_FILE)
+		return ing_cli_usage_error(c, "--tier needs --sink file (with --sink null nothing is stored)");
+	if (ing_s3_parse_url(&o->tier_s3, o->tier, why, sizeof(why)))
+		return ing_cli_usage_error(c, "--tier: %s", why);
+	if (!o->tier_credentials)
+		return ing_cli_usage_error(c, "--tier needs --tier-credentials FILE ('access_key = ...' and "
+					   "'secret_key = ...' lines, mode 600)");
+	if (ing_s3_read_credentials(&o->tier_s3, o->tier_credentials, why, sizeof(why)))
+		return ing_cli_usage_error(c, "--tier-credentials: '%s': %s", o->tier_credentials, why);
+	if (o->tier_region)
+		snprintf(o->tier_s3.region, sizeof(o->tier_s3.region), "%s", o->tier_region);
+	o->tier_s3.path_style = o->tier_path_style != 0;
+	o->tier_s3.timeout_ms = o->tier_timeout_ms;
+	return 0;
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define LISTEN(name, f, help) ING_OPT_CUSTOM_(O, name, f, set_listen, "ADDR", help)
@@ -336,6 +432,30 @@ static const struct ing_opt opt_table[] = {
 	{ "drain", "[=on|off]", ING_OPT_CUSTOM, offsetof(O, drain), 0, 0, 0, NULL, set_drain,
 	  "start DRAINING: producers send no new wafers here (SIGUSR2\n"
 	  "toggles ACTIVE/DRAINING at run time)", NULL, ING_OPTF_OPTIONAL },
+	/* object store tier: a verified second copy in S3, a bounded local disk (README) */
+	ING_OPT_STR_(O, "tier", tier, "URL", "after DURABLE, upload every frame to s3://HOST:PORT/BUCKET\n"
+		     "[/PREFIX] (an S3 store such as Ceph radosgw; https:// for\n"
+		     "TLS) (default: off)"),
+	ING_OPT_PATH_(O, "tier-credentials", tier_credentials, "FILE", "the store's keys: 'access_key = ...' and\n"
+		      "'secret_key = ...' lines (or aws_access_key_id and\n"
+		      "aws_secret_access_key), mode 600"),
+	ING_OPT_CUSTOM_(O, "tier-region", tier_region, set_region, "NAME", "SigV4 region of the store (default us-east-1)"),
+	ING_OPT_CHOICE_(O, "tier-path-style", tier_path_style, "on=1|off=0",
+			"requests to http://host/bucket/key (on, the default) or to\n"
+			"http://bucket.host/key (off: virtual-hosted)"),
+	ING_OPT_UINT_(O, "tier-parallel", tier_parallel, 1, ING_TIER_MAX_PARALLEL, "uploads at once"),
+	SECS("tier-timeout", tier_timeout_ms, 1 * S, 3600 * S, "a request to the store that makes no progress this long\n"
+	     "fails and is retried"),
+	ING_OPT_CUSTOM_(O, "local-retention", local_retention_ms, set_retention, "DURATION",
+			"delete a frame's local copy this long after DURABLE, once\n"
+			"its object is verified in the store (7d; 0s: at once;\n"
+			"default off: keep every local copy)"),
+	ING_OPT_CUSTOM_(O, "local-high-water", local_high_water_pct, set_high_water, "MARK",
+			"bound the local disk: N% of the data dir's file system, or a\n"
+			"size of local frames (500G); above 90% of the mark verified\n"
+			"copies go, oldest first (unless --local-retention keeps\n"
+			"them); at the mark new frames are refused NO_SPACE,\n"
+			"retryable (default off)"),
 	/* old spellings: a bare number is milliseconds, as it always was */
 	MS_ALIAS("grant-ms", grant_ms, 100, 3600 * S, "grant-timeout"),
 	MS_ALIAS("handshake-timeout-ms", handshake_timeout_ms, 10, 600 * S, "handshake-timeout"),
@@ -417,7 +537,7 @@ int ing_ingestd_opts_finish(struct ing_ingestd_opts *o)
 					sizeof(awhy)))
 			return ing_cli_usage_error(c, "--auth-token-file: '%s': %s", o->auth_token_file, awhy);
 	}
-	return 0;
+	return tier_finish(o);
 }
 
 int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o)

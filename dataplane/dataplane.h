@@ -195,6 +195,12 @@ void ing_fring_destroy(struct ing_fring *r);
 int ing_fring_push(struct ing_fring *r, struct ing_frame **f, unsigned n);
 /* Pop up to max frames; returns the count. */
 unsigned ing_fring_pop(struct ing_fring *r, struct ing_frame **f, unsigned max);
+/*
+ * The same ring for messages that are not frames: pointers to the receiving thread's own
+ * message structs (the tier thread's reads), handed over exactly like frames.
+ */
+int ing_fring_push_msg(struct ing_fring *r, void *const *m, unsigned n);
+unsigned ing_fring_pop_msg(struct ing_fring *r, void **m, unsigned max);
 /* The doorbell eventfd (for epoll), or -1. */
 int ing_fring_fd(const struct ing_fring *r);
 /* Consume the doorbell's pending wake-ups (call before draining). */

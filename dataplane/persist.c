@@ -8,8 +8,9 @@
  * rename + dir fsync), insert all their catalog rows in ONE transaction (group commit),
  * then hand every frame, good or bad, to the ack ring. A frame is ACKed durable only after
  * both its file and its catalog row are durable. A catalogued id is a duplicate only while
- * its file is there with the catalogued length (one stat); a file lost or cut short is
- * written again from the re-sent copy, outside the group (its row already exists).
+ * its file is there with the catalogued length (one stat) or its object is verified in the
+ * object store (location both or tiered); a file lost or cut short is written again from
+ * the re-sent copy, outside the group (its row already exists).
  *
  * Workers get their cpu affinity set explicitly at start (planned cpu, or the unpinned
  * set): inherited, it would be the EAL main thread's single control cpu.
@@ -199,7 +200,9 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 	struct ing_persist *p = w->p;
 	int rc = file_intact(p->data_dir, row->path, row->length);
 
-	if (rc == 0) {
+	/* a frame whose object is verified in the store (dataplane/tier/) is stored, with or
+	 * without its local copy (deleted by the retention): nothing to write again */
+	if (rc == 0 || row->location != ING_LOC_LOCAL) {
 		f->duplicate = true;
 		return;
 	}

@@ -9,9 +9,13 @@
  * are.
  *
  * Steps: lock the data dir; salvage; count the files (for the progress line); write every
- * row into catalog.db.rebuilding in transactions of ING_REBUILD_BATCH; close it (SQLite
- * checkpoints its WAL), fsync; rename the old catalog (and its -wal/-shm) to
- * catalog.db.damaged-<time>, the new one to catalog.db; fsync the directory.
+ * row into catalog.db.rebuilding in transactions of ING_REBUILD_BATCH; then the salvaged
+ * rows of frames in the object store that have no file (the tier deleted it, on purpose:
+ * their bytes are in the store, dataplane/tier/); close it (SQLite checkpoints its WAL),
+ * fsync; rename the old catalog (and its -wal/-shm) to catalog.db.damaged-<time>, the new
+ * one to catalog.db; fsync the directory. The tier's outbox is not carried over: ingestd
+ * --tier queues every frame still local again (a frame already in the store is found
+ * there, same bytes, and not uploaded twice).
  */
 #include "dataplane/store/store.h"
 #include "common/clock.h"
@@ -41,7 +45,7 @@ struct rb {
 	const char *dir;
 	struct ing_catalog_rebuild_report *r;
 	sqlite3 *salvage;            /* scratch: the old catalog's readable rows, by path */
-	sqlite3_stmt *st_find;
+	sqlite3_stmt *st_find, *st_used;
 	struct ing_catalog *cat;     /* the new catalog */
 	struct ing_catalog_row *rows;
 	unsigned nrows;
@@ -75,21 +79,31 @@ static int salvage(struct rb *b, const char *old, const char *scratch)
 	    sqlite3_exec(b->salvage, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
 			 "CREATE TABLE old (path TEXT PRIMARY KEY, wafer_id TEXT, frame_id TEXT,"
 			 " timestamp INTEGER, crc32c INTEGER, transport INTEGER, received_ns INTEGER,"
-			 " durable_ns INTEGER) WITHOUT ROWID;", NULL, NULL, NULL)) {
+			 " durable_ns INTEGER, location TEXT, object_md5 TEXT, tiered_ns INTEGER,"
+			 " local_deleted_ns INTEGER, length INTEGER, used INTEGER DEFAULT 0) WITHOUT ROWID;",
+			 NULL, NULL, NULL)) {
 		ING_ERR(COMP, "scratch database %s: %s", scratch, sqlite3_errmsg(b->salvage));
 		return -EIO;
 	}
 	if (sqlite3_prepare_v2(b->salvage, "SELECT wafer_id, frame_id, timestamp, crc32c, transport,"
-			       " received_ns, durable_ns FROM old WHERE path = ?1", -1, &b->st_find, NULL)) {
+			       " received_ns, durable_ns, location, object_md5, tiered_ns FROM old"
+			       " WHERE path = ?1", -1, &b->st_find, NULL) ||
+	    sqlite3_prepare_v2(b->salvage, "UPDATE old SET used = 1 WHERE path = ?1", -1, &b->st_used,
+			       NULL)) {
 		ING_ERR(COMP, "scratch database: %s", sqlite3_errmsg(b->salvage));
 		return -EIO;
 	}
 	if (access(old, F_OK) != 0)
 		return 0;
 	rc = sqlite3_open_v2(old, &db, SQLITE_OPEN_READONLY, NULL);
-	if (rc == SQLITE_OK)
+	/* schema 3 (the tier's columns), else a schema 2 catalog: every frame local */
+	if (rc == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, "SELECT path, wafer_id, frame_id, timestamp, crc32c, transport,"
+			       " received_ns, durable_ns, location, object_md5, tiered_ns, local_deleted_ns,"
+			       " length FROM frames", -1, &rd, NULL) != SQLITE_OK)
 		rc = sqlite3_prepare_v2(db, "SELECT path, wafer_id, frame_id, timestamp, crc32c, transport,"
-					" received_ns, durable_ns FROM frames", -1, &rd, NULL);
+					" received_ns, durable_ns, 'local', NULL, NULL, NULL, length FROM frames",
+					-1, &rd, NULL);
 	if (rc != SQLITE_OK) {
 		ING_INFO(COMP, "%s gives no rows (%s): every id comes from its file's name", old,
 			 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -97,10 +111,10 @@ static int salvage(struct rb *b, const char *old, const char *scratch)
 		return 0;
 	}
 	sqlite3_exec(b->salvage, "BEGIN", NULL, NULL, NULL);
-	sqlite3_prepare_v2(b->salvage, "INSERT OR IGNORE INTO old VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-			   -1, &wr, NULL);
+	sqlite3_prepare_v2(b->salvage, "INSERT OR IGNORE INTO old VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,"
+			   "?10,?11,?12,?13,0)", -1, &wr, NULL);
 	while ((rc = sqlite3_step(rd)) == SQLITE_ROW) {
-		for (int i = 0; i < 8; i++)
+		for (int i = 0; i < 13; i++)
 			sqlite3_bind_value(wr, i + 1, sqlite3_column_value(rd, i));
 		if (sqlite3_step(wr) == SQLITE_DONE)
 			b->r->salvaged_rows++;
@@ -130,10 +144,67 @@ static bool old_row(struct rb *b, const char *rel, struct ing_catalog_row *row, 
 		row->transport = (uint8_t)sqlite3_column_int(st, 4);
 		row->received_ns = sqlite3_column_int64(st, 5);
 		row->durable_ns = sqlite3_column_int64(st, 6);
+		/* a file is here: its frame is local, and both when its object was verified */
+		if (ing_location_parse((const char *)sqlite3_column_text(st, 7)) > ING_LOC_LOCAL &&
+		    sqlite3_column_text(st, 8)) {
+			row->location = ING_LOC_BOTH;
+			snprintf(row->object_md5, sizeof(row->object_md5), "%s", sqlite3_column_text(st, 8));
+			row->tiered_ns = sqlite3_column_int64(st, 9);
+		}
 		found = true;
+		sqlite3_bind_text(b->st_used, 1, rel, -1, SQLITE_STATIC);
+		(void)sqlite3_step(b->st_used);
+		sqlite3_reset(b->st_used);
 	}
 	sqlite3_reset(st);
 	return found;
+}
+
+static int flush_rows(struct rb *b);
+
+/*
+ * The old rows of frames in the object store whose file is not here (no file was found
+ * for them): deleted by the tier on purpose ('tiered'), or gone since ('both'): their
+ * bytes are in the store, so their rows stay, as tiered.
+ */
+static int tiered_rows(struct rb *b)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = 0;
+	if (sqlite3_prepare_v2(b->salvage, "SELECT path, wafer_id, frame_id, timestamp, crc32c, transport,"
+			       " received_ns, durable_ns, location, object_md5, tiered_ns, local_deleted_ns,"
+			       " length FROM old WHERE used = 0 AND location IN ('both', 'tiered')"
+			       " AND object_md5 IS NOT NULL", -1, &st, NULL))
+		return 0;   /* the old catalog gave no tier columns */
+	while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+		struct ing_catalog_row *row = &b->rows[b->nrows];
+		memset(row, 0, sizeof(*row));
+		snprintf(row->path, sizeof(row->path), "%s", sqlite3_column_text(st, 0));
+		snprintf(row->wafer_id, sizeof(row->wafer_id), "%s", sqlite3_column_text(st, 1));
+		snprintf(row->frame_id, sizeof(row->frame_id), "%s", sqlite3_column_text(st, 2));
+		row->timestamp = sqlite3_column_int64(st, 3);
+		row->crc32c = (uint32_t)sqlite3_column_int64(st, 4);
+		row->transport = (uint8_t)sqlite3_column_int(st, 5);
+		row->received_ns = sqlite3_column_int64(st, 6);
+		row->durable_ns = sqlite3_column_int64(st, 7);
+		bool was_both = ing_location_parse((const char *)sqlite3_column_text(st, 8)) == ING_LOC_BOTH;
+		row->location = ING_LOC_TIERED;
+		snprintf(row->object_md5, sizeof(row->object_md5), "%s", sqlite3_column_text(st, 9));
+		row->tiered_ns = sqlite3_column_int64(st, 10);
+		row->local_deleted_ns = sqlite3_column_int64(st, 11);
+		row->length = (uint64_t)sqlite3_column_int64(st, 12);
+		if (was_both)
+			ING_WARN(COMP, "%s/%s: its local copy is gone; its object was verified in the store: "
+				 "catalogued as tiered (ingest-verify --tier checks it)", b->dir, row->path);
+		b->r->tiered++;
+		if (++b->nrows == ING_REBUILD_BATCH)
+			rc = flush_rows(b);
+	}
+	sqlite3_finalize(st);
+	if (b->r->tiered)
+		ING_INFO(COMP, "%llu frames whose bytes are only in the object store: rows kept from the old "
+			 "catalog", (unsigned long long)b->r->tiered);
+	return rc;
 }
 
 static int flush_rows(struct rb *b)
@@ -359,6 +430,8 @@ int ing_catalog_rebuild(const char *data_dir, struct ing_catalog_rebuild_report 
 	}
 	rc = walk(&b, false);
 	if (rc == 0)
+		rc = tiered_rows(&b);
+	if (rc == 0)
 		rc = flush_rows(&b);
 	tick(&b, true);
 	ing_catalog_close(b.cat);   /* the last connection: SQLite checkpoints and drops the WAL */
@@ -403,6 +476,7 @@ out:
 	if (b.cat)
 		ing_catalog_close(b.cat);
 	sqlite3_finalize(b.st_find);
+	sqlite3_finalize(b.st_used);
 	if (b.salvage)
 		sqlite3_close(b.salvage);
 	unlink(scratch);
