@@ -39,6 +39,15 @@ interop)
 	dotnet "$OUT/Interop/release/Interop.dll" --work "$BUILD/test-work/seed-dotnet" \
 		--ping-minutes "${ING_DOTNET_PING_MINUTES:-2}"
 	;;
+binding)
+	# only the SONAME on the loader path, as the runtime .deb ships libingest
+	LIBDIR=$BUILD/dotnet/runtime-lib
+	rm -rf "$LIBDIR"
+	mkdir -p "$LIBDIR"
+	cp -L "$BUILD/producer/libingest.so.1" "$LIBDIR/libingest.so.1"
+	LD_LIBRARY_PATH=$LIBDIR ING_RUNTIME_LIB_DIR=$LIBDIR \
+		dotnet test "$OUT/H3000.Ingest.Tests/release/H3000.Ingest.Tests.dll" --logger "console;verbosity=normal"
+	;;
 *)
 	echo "run.sh: unknown step '$STEP'" >&2
 	exit 2
