@@ -62,6 +62,11 @@ deb: deps-deb build
 	@rm -f $(CURDIR)/$(BUILD)/deb-out/*.deb
 	@cd $(BUILD) && cpack -G DEB -B $(CURDIR)/$(BUILD)/deb-out >/dev/null && ls $(CURDIR)/$(BUILD)/deb-out/*.deb
 
+# H3000.Ingest.<version>.nupkg (the .NET binding, libingest.so.1 under
+# runtimes/linux-x64/native/) into $(BUILD)/nuget; needs the .NET SDK (README)
+nuget: build
+	@bindings/dotnet/pack.sh $(BUILD)
+
 # libFuzzer needs clang; the tree holds only the fuzz targets and the libraries they use.
 build-fuzz: deps
 	@$(call CONFIGURE,$(BUILD_FUZZ),-DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DING_FUZZ=ON)

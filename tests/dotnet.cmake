@@ -30,3 +30,9 @@ set_tests_properties(dotnet.sdk_missing PROPERTIES LABELS func TIMEOUT 60)
 add_test(NAME dotnet.binding COMMAND ${_dn_run} binding ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(dotnet.binding PROPERTIES LABELS dotnet TIMEOUT 900 SKIP_RETURN_CODE 77
                      FIXTURES_REQUIRED dotnet_built)
+#  - dotnet.nuget_sample: make nuget's package (bindings/dotnet/pack.sh) in a local folder
+#    feed; samples/dotnet restored from that feed alone, built, run against an ingestd
+#    without LD_LIBRARY_PATH: it loads the package's libingest.so.1 and stores 40 frames
+add_test(NAME dotnet.nuget_sample COMMAND ${_dn_run} sample ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(dotnet.nuget_sample PROPERTIES LABELS dotnet TIMEOUT 600 SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED dotnet_built)
