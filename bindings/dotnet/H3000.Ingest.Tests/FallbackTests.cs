@@ -53,8 +53,8 @@ public class FallbackTests
                         acks[a.FrameId] = l = [];
                     l.Add(a);
                     // recycle on RECEIVED (the default): the buffer is ours again
-                    if (a.Buffer is { InFlight: false, IsRented: true } fb && (a.Stage == AckStage.Received || a.IsFinal) && !free.Contains(fb))
-                        free.Enqueue(fb);
+                    if (a.ReturnsBuffer)
+                        free.Enqueue(a.Buffer!);
                 }
             }
             ProducerStats st = p.GetStats();
@@ -67,6 +67,7 @@ public class FallbackTests
         {
             List<Ack> l = acks[id];
             Assert.True(l.Count(a => a.IsFinal) == 1, $"{id}: {string.Join("; ", l)}");
+            Assert.True(l.Count(a => a.ReturnsBuffer) == 1, $"{id}: the buffer came back {l.Count(a => a.ReturnsBuffer)} times");
             Ack last = l[^1];
             Assert.True(last.Stored && last.Ok && last.Stage == AckStage.Durable && last.WaferId == wafer && last.Crc32c == crc, last.ToString());
         }

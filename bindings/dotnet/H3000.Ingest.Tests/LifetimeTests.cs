@@ -136,8 +136,8 @@ public class LifetimeTests
                     Ack a = buf[i];
                     if (a.Stored) stored[a.FrameId] = a;
                     else if (a.IsFinal) failed.Add(a);
-                    if (a.IsFinal && a.Buffer is { IsRented: true, InFlight: false } fb)
-                        free.Enqueue(fb);   // fleet mode recycles at DURABLE
+                    if (a.ReturnsBuffer)
+                        free.Enqueue(a.Buffer!);   // fleet mode recycles at DURABLE
                 }
                 if (!killed && stored.Count >= 40)
                 {

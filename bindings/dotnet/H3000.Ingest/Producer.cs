@@ -459,6 +459,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         bool final = stored || !ok || stage == AckStage.Durable;
         string fid, wid;
         FrameBuffer? buf = null;
+        bool returns = false;
         if (si >= 0 && si < _subs.Length && _subs[si].FrameId != null)
         {
             ref Submission s = ref _subs[si];
@@ -469,6 +470,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             if (buf != null && buf.Submission == si && (final || (ok && stage >= _recycleOn)))
             {
                 buf.Submission = -1;
+                returns = true;
                 if (buf.ReleasePending)
                 {
                     buf.ReleasePending = false;
@@ -490,7 +492,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         }
         string msg = ok ? "ok" : Native.Utf8(a->msg, 512);
         return new Ack(buf, fid, wid, stage, ok, stored, (ErrorCode)a->code, a->retryable != 0, a->duplicate != 0,
-                       a->crc32c, a->latency_ns, a->node_latency_ns, msg, (int)a->resends);
+                       a->crc32c, a->latency_ns, a->node_latency_ns, msg, (int)a->resends, returns);
     }
 
     // under or outside _gate: acks for a later Poll while the caller waits for a credit

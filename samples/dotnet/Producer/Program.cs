@@ -89,8 +89,8 @@ while (stored + failed < count)
             Console.WriteLine($"{a.FrameId}: not stored: {a.Code}{(a.Retryable ? " (retryable)" : "")}: {a.Message}");
         }
         // the buffer is ours again once its recycle ack (RECEIVED) or final ack came
-        if (a.Buffer is { InFlight: false, IsRented: true } b && !free.Contains(b))
-            free.Enqueue(b);
+        if (a.ReturnsBuffer)
+            free.Enqueue(a.Buffer!);
     }
 }
 Console.WriteLine($"{stored} of {count} frames stored ({failed} failed)");

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/dotnet.sh [BUILD_DIR] [--guest] - C# producers against ingest-send, same ingestd,
+# same run: not a test, it prints figures and ratios and asserts nothing.
+#
+#   host (default): ingestd --rdma off --sink null (the producers' path, not the disk):
+#     baseline  ingest-send --transport grpc --reuse-buffers
+#     binding   bench/dotnet/DotnetSend --transport grpc (H3000.Ingest over libingest),
+#               and its managed allocations per frame on the steady path
+#               (GC.GetAllocatedBytesForCurrentThread; goal 0)
+#     grpc-net  DotnetSend --transport grpc-net: a pure Grpc.Net.Client PushFrames producer
+#   --guest: the same over RDMA READ and RDMA WRITE inside the Soft-RoCE guest
+#     (deploy/rxe-vm; TCG: the ratios are what counts, not the MB/s)
+# Each pair runs ABAB (baseline, C#, baseline, C#) and the ratio is C# over the mean of
+# the baselines around it. Needs `tests/dotnet/run.sh build` (or ctest dotnet.build) first.
+# Knobs (env): BENCH_SIZE (bytes, 4194304), BENCH_COUNT (frames, 400; guest 64),
+# BENCH_CREDITS (16).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/.." && pwd)
+GUEST=0
+BUILD=
+for a in "$@"; do
+	case $a in
+	--guest) GUEST=1 ;;
+	*) BUILD=$a ;;
+	esac
+done
+BUILD=$(cd "${BUILD:-${ING_BUILD_DIR:-$SRC/build}}" && pwd)
+if [ "$GUEST" = 1 ] && [ "${RXE_VM:-0}" != 1 ]; then
+	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= "$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
+		bash "$SRC/bench/dotnet.sh" "$BUILD" --guest
+fi
+command -v dotnet >/dev/null 2>&1 || { echo "bench/dotnet.sh: the .NET SDK (dotnet) is not installed" >&2; exit 1; }
+DSEND=$BUILD/dotnet/bin/DotnetSend/release/DotnetSend.dll
+SEND=$BUILD/apps/ingest-send INGESTD=$BUILD/apps/ingestd
+for f in "$DSEND" "$SEND" "$INGESTD"; do
+	[ -f "$f" ] || { echo "bench/dotnet.sh: $f not built (make build; tests/dotnet/run.sh build $BUILD $SRC)" >&2; exit 1; }
+done
+export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 LD_LIBRARY_PATH=$BUILD/producer
+[ "$GUEST" = 1 ] && export HOME=/tmp/bench-dotnet-home && mkdir -p "$HOME"
+: "${BENCH_SIZE:=4194304}" "${BENCH_CREDITS:=16}"
+if [ "$GUEST" = 1 ]; then : "${BENCH_COUNT:=64}"; else : "${BENCH_COUNT:=400}"; fi
+T=$(mktemp -d /tmp/bench-dotnet.XXXXXX)
+PID=
+cleanup() { [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+RDMA=(--rdma off)
+[ "$GUEST" = 1 ] && RDMA=(--rdma on --rdma-write auto)
+"$INGESTD" --listen 127.0.0.1:0 --port-file "$T/port" --data-dir "$T/data" --sink null \
+	--pool 4M:32 --workers 1 --credits "$BENCH_CREDITS" "${RDMA[@]}" >"$T/ingestd.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 300); do [ -s "$T/port" ] && break; sleep 0.1; done
+[ -s "$T/port" ] || { cat "$T/ingestd.log"; exit 1; }
+S=127.0.0.1:$(cat "$T/port")
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+n=0
+c_send() {   # TRANSPORT -> mib_s
+	n=$((n + 1))
+	"$SEND" --server "$S" --transport "$1" --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
+		--credits "$BENCH_CREDITS" --reuse-buffers --wafer "b$n" --json --quiet >"$T/r$n.json"
+	field "$T/r$n.json" mib_s
+}
+cs_send() {   # TRANSPORT -> "mib_s alloc_bytes_per_frame"
+	n=$((n + 1))
+	dotnet "$DSEND" --server "$S" --transport "$1" --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
+		--credits "$BENCH_CREDITS" --buffers "$BENCH_CREDITS" --reuse-buffers --wafer "b$n" >"$T/r$n.json"
+	echo "$(field "$T/r$n.json" mib_s) $(field "$T/r$n.json" alloc_bytes_per_frame)"
+}
+pair() {   # LABEL C_TRANSPORT CS_TRANSPORT
+	local a1 b1 a2 b2 al1 al2
+	a1=$(c_send "$2"); read -r b1 al1 < <(cs_send "$3")
+	a2=$(c_send "$2"); read -r b2 al2 < <(cs_send "$3")
+	python3 - "$1" "$2" "$3" "$a1" "$b1" "$a2" "$b2" "$al1" "$al2" <<'PY'
+import sys
+label, ct, cst, a1, b1, a2, b2, al1, al2 = sys.argv[1:]
+a1, b1, a2, b2 = map(float, (a1, b1, a2, b2))
+base = (a1 + a2) / 2
+cs = (b1 + b2) / 2
+alloc = "" if float(al1) < 0 else ", managed allocations %s / %s bytes per frame" % (al1, al2)
+print("%-28s ingest-send %s %.0f, %.0f MiB/s; C# %s %.0f, %.0f MiB/s; ratio C#/ingest-send %.2f%s"
+      % (label, ct, a1, a2, cst, b1, b2, cs / base, alloc))
+PY
+}
+echo "== bench/dotnet.sh: $BENCH_COUNT x $BENCH_SIZE bytes, credits $BENCH_CREDITS, --reuse-buffers, ingestd --sink null, $(nproc) cpus$([ "$GUEST" = 1 ] && echo ", Soft-RoCE guest (TCG)")"
+if [ "$GUEST" = 1 ]; then
+	pair "RDMA READ (H3000.Ingest)" rdma rdma
+	pair "RDMA WRITE (H3000.Ingest)" rdma-write rdma-write
+else
+	pair "fallback (H3000.Ingest)" grpc grpc
+	pair "fallback (Grpc.Net.Client)" grpc grpc-net
+fi
