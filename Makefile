@@ -11,6 +11,7 @@
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang tree build-fuzz/)
 #   make fault  the fault suite, FAULT_ITERATIONS kill -9 rounds (root: loop devices)
 #   make test-tsan  unit + functional tests that run threads, under ThreadSanitizer
+#   make nuget  H3000.Ingest.<version>.nupkg (the .NET binding) into build/nuget (.NET SDK)
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz

@@ -11,10 +11,10 @@
 #     grpc-net  DotnetSend --transport grpc-net: a pure Grpc.Net.Client PushFrames producer
 #   --guest: the same over RDMA READ and RDMA WRITE inside the Soft-RoCE guest
 #     (deploy/rxe-vm; TCG: the ratios are what counts, not the MB/s)
-# Each pair runs ABAB (baseline, C#, baseline, C#) and the ratio is C# over the mean of
-# the baselines around it. Needs `tests/dotnet/run.sh build` (or ctest dotnet.build) first.
+# Each pair runs BENCH_ROUNDS rounds of (ingest-send, C#) back to back; it prints every
+# figure and the median of the per-round ratios C#/ingest-send. Needs `tests/dotnet/run.sh build` (or ctest dotnet.build) first.
 # Knobs (env): BENCH_SIZE (bytes, 4194304), BENCH_COUNT (frames, 400; guest 64),
-# BENCH_CREDITS (16).
+# BENCH_CREDITS (16), BENCH_ROUNDS (3), BENCH_ONLY (read,write,binding,grpc-net: which pairs).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/.." && pwd)
@@ -39,7 +39,7 @@ for f in "$DSEND" "$SEND" "$INGESTD"; do
 done
 export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 LD_LIBRARY_PATH=$BUILD/producer
 [ "$GUEST" = 1 ] && export HOME=/tmp/bench-dotnet-home && mkdir -p "$HOME"
-: "${BENCH_SIZE:=4194304}" "${BENCH_CREDITS:=16}"
+: "${BENCH_SIZE:=4194304}" "${BENCH_CREDITS:=16}" "${BENCH_ROUNDS:=3}" "${BENCH_ONLY:=read,write,binding,grpc-net}"
 if [ "$GUEST" = 1 ]; then : "${BENCH_COUNT:=64}"; else : "${BENCH_COUNT:=400}"; fi
 T=$(mktemp -d /tmp/bench-dotnet.XXXXXX)
 PID=
@@ -58,35 +58,41 @@ n=0
 c_send() {   # TRANSPORT -> mib_s
 	n=$((n + 1))
 	"$SEND" --server "$S" --transport "$1" --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
-		--credits "$BENCH_CREDITS" --reuse-buffers --wafer "b$n" --json --quiet >"$T/r$n.json"
+		--credits "$BENCH_CREDITS" --reuse-buffers --wafer "b$(date +%s%N)" --json --quiet >"$T/r$n.json"
 	field "$T/r$n.json" mib_s
 }
-cs_send() {   # TRANSPORT -> "mib_s alloc_bytes_per_frame"
+cs_send() {   # TRANSPORT -> "mib_s alloc_bytes alloc_frames"
 	n=$((n + 1))
 	dotnet "$DSEND" --server "$S" --transport "$1" --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
-		--credits "$BENCH_CREDITS" --buffers "$BENCH_CREDITS" --reuse-buffers --wafer "b$n" >"$T/r$n.json"
-	echo "$(field "$T/r$n.json" mib_s) $(field "$T/r$n.json" alloc_bytes_per_frame)"
+		--credits "$BENCH_CREDITS" --buffers "$BENCH_CREDITS" --reuse-buffers --wafer "b$(date +%s%N)" >"$T/r$n.json"
+	echo "$(field "$T/r$n.json" mib_s) $(field "$T/r$n.json" alloc_bytes) $(field "$T/r$n.json" alloc_frames)"
 }
-pair() {   # LABEL C_TRANSPORT CS_TRANSPORT
-	local a1 b1 a2 b2 al1 al2
-	a1=$(c_send "$2"); read -r b1 al1 < <(cs_send "$3")
-	a2=$(c_send "$2"); read -r b2 al2 < <(cs_send "$3")
-	python3 - "$1" "$2" "$3" "$a1" "$b1" "$a2" "$b2" "$al1" "$al2" <<'PY'
-import sys
-label, ct, cst, a1, b1, a2, b2, al1, al2 = sys.argv[1:]
-a1, b1, a2, b2 = map(float, (a1, b1, a2, b2))
-base = (a1 + a2) / 2
-cs = (b1 + b2) / 2
-alloc = "" if float(al1) < 0 else ", managed allocations %s / %s bytes per frame" % (al1, al2)
-print("%-28s ingest-send %s %.0f, %.0f MiB/s; C# %s %.0f, %.0f MiB/s; ratio C#/ingest-send %.2f%s"
-      % (label, ct, a1, a2, cst, b1, b2, cs / base, alloc))
+pair() {   # LABEL C_TRANSPORT CS_TRANSPORT: BENCH_ROUNDS x (ingest-send, C#), medians
+	local r a res out=()
+	for r in $(seq 1 "$BENCH_ROUNDS"); do
+		a=$(c_send "$2")
+		res=$(cs_send "$3")   # "mib_s alloc_bytes alloc_frames" (no /dev/fd in the guest)
+		out+=("$a,${res// /,}")
+	done
+	python3 - "$1" "$2" "$3" "${out[@]}" <<'PY'
+import statistics, sys
+label, ct, cst = sys.argv[1:4]
+rows = [tuple(map(float, r.split(","))) for r in sys.argv[4:]]
+base = statistics.median(r[0] for r in rows)
+cs = statistics.median(r[1] for r in rows)
+ratio = statistics.median(r[1] / r[0] for r in rows)
+alloc = "" if rows[0][2] < 0 else ", managed allocations %s" % " / ".join(
+    "%d bytes in %d frames" % (r[2], r[3]) for r in rows)
+print("%-28s ingest-send %s %s MiB/s; C# %s %s MiB/s; median ratio C#/ingest-send %.2f%s"
+      % (label, ct, " ".join("%.0f" % r[0] for r in rows), cst, " ".join("%.0f" % r[1] for r in rows), ratio, alloc))
 PY
 }
 echo "== bench/dotnet.sh: $BENCH_COUNT x $BENCH_SIZE bytes, credits $BENCH_CREDITS, --reuse-buffers, ingestd --sink null, $(nproc) cpus$([ "$GUEST" = 1 ] && echo ", Soft-RoCE guest (TCG)")"
 if [ "$GUEST" = 1 ]; then
-	pair "RDMA READ (H3000.Ingest)" rdma rdma
-	pair "RDMA WRITE (H3000.Ingest)" rdma-write rdma-write
+	[[ $BENCH_ONLY =~ read ]] && pair "RDMA READ (H3000.Ingest)" rdma rdma
+	[[ $BENCH_ONLY =~ write ]] && pair "RDMA WRITE (H3000.Ingest)" rdma-write rdma-write
 else
-	pair "fallback (H3000.Ingest)" grpc grpc
-	pair "fallback (Grpc.Net.Client)" grpc grpc-net
+	[[ $BENCH_ONLY =~ binding ]] && pair "fallback (H3000.Ingest)" grpc grpc
+	[[ $BENCH_ONLY =~ grpc-net ]] && pair "fallback (Grpc.Net.Client)" grpc grpc-net
 fi
+exit 0

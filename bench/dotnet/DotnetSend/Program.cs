@@ -80,13 +80,15 @@ internal static class Program
         }
     }
 
-    private static void Report(Opts o, string transport, int ok, int failed, long bytes, double wall, double allocPerFrame)
+    private static void Report(Opts o, string transport, int ok, int failed, long bytes, double wall, double allocPerFrame,
+                               long allocBytes = -1, int allocFrames = 0)
     {
         Console.WriteLine(JsonSerializer.Serialize(new Dictionary<string, object>
         {
             ["frames"] = o.Count, ["ok"] = ok, ["failed"] = failed, ["bytes"] = bytes,
             ["wall_s"] = Math.Round(wall, 3), ["mib_s"] = Math.Round(bytes / wall / (1 << 20), 1),
             ["transport"] = transport, ["alloc_bytes_per_frame"] = Math.Round(allocPerFrame, 2),
+            ["alloc_bytes"] = allocBytes, ["alloc_frames"] = allocFrames,
         }));
     }
 
@@ -166,7 +168,7 @@ internal static class Program
         long alloc = GC.GetAllocatedBytesForCurrentThread() - allocStart;
         if (o.Manifest != null)
             Synth.WriteManifest(o.Manifest, manifest, o.Seed);
-        Report(o, transport, ok, failed, bytes, wall, (double)alloc / Math.Max(1, o.Count - allocFrom));
+        Report(o, transport, ok, failed, bytes, wall, (double)alloc / Math.Max(1, o.Count - allocFrom), alloc, o.Count - allocFrom);
         return failed == 0 && ok == o.Count ? 0 : 1;
     }
 
