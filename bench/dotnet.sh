@@ -5,7 +5,8 @@
 #
 #   host (default): ingestd --rdma off --sink null (the producers' path, not the disk):
 #     baseline  ingest-send --transport grpc --reuse-buffers
-#     binding   bench/dotnet/DotnetSend --transport grpc (H3000.Ingest over libingest),
+#     binding   bench/dotnet/DotnetSend --transport grpc (H3000.Ingest over libingest;
+#               4 warm-up frames before its clock starts: the JIT's first compilations),
 #               and its managed allocations per frame on the steady path
 #               (GC.GetAllocatedBytesForCurrentThread; goal 0)
 #     grpc-net  DotnetSend --transport grpc-net: a pure Grpc.Net.Client PushFrames producer
@@ -43,7 +44,7 @@ export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 LD_LIBRARY_PATH=$BUILD/prod
 if [ "$GUEST" = 1 ]; then : "${BENCH_COUNT:=64}"; else : "${BENCH_COUNT:=400}"; fi
 T=$(mktemp -d /tmp/bench-dotnet.XXXXXX)
 PID=
-cleanup() { [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null; rm -rf "$T"; }
+cleanup() { if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; fi; rm -rf "$T"; }
 trap cleanup EXIT
 RDMA=(--rdma off)
 [ "$GUEST" = 1 ] && RDMA=(--rdma on --rdma-write auto)
@@ -64,7 +65,7 @@ c_send() {   # TRANSPORT -> mib_s
 cs_send() {   # TRANSPORT -> "mib_s alloc_bytes alloc_frames"
 	n=$((n + 1))
 	dotnet "$DSEND" --server "$S" --transport "$1" --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
-		--credits "$BENCH_CREDITS" --buffers "$BENCH_CREDITS" --reuse-buffers --wafer "b$(date +%s%N)" >"$T/r$n.json"
+		--credits "$BENCH_CREDITS" --buffers "$BENCH_CREDITS" --reuse-buffers --warmup 4 --wafer "b$(date +%s%N)" >"$T/r$n.json"
 	echo "$(field "$T/r$n.json" mib_s) $(field "$T/r$n.json" alloc_bytes) $(field "$T/r$n.json" alloc_frames)"
 }
 pair() {   # LABEL C_TRANSPORT CS_TRANSPORT: BENCH_ROUNDS x (ingest-send, C#), medians

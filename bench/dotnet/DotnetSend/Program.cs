@@ -6,7 +6,7 @@
 //
 //   DotnetSend --server HOST:PORT [--transport auto|rdma|rdma-write|grpc|grpc-net]
 //              [--count N] [--size BYTES] [--seed S] [--wafer ID] [--id-prefix P]
-//              [--credits N] [--buffers N] [--manifest PATH] [--reuse-buffers]
+//              [--credits N] [--buffers N] [--manifest PATH] [--reuse-buffers] [--warmup N]
 //
 // auto/rdma/rdma-write/grpc go through H3000.Ingest (libingest); grpc-net is a pure
 // Grpc.Net.Client producer (Negotiate, then PushFrames in maxChunkSize chunks with at most
@@ -16,7 +16,9 @@
 // measurement, as ingest-send --reuse-buffers). Prints one JSON line: frames, ok, failed,
 // bytes, wall_s (first submit to last final ack), mib_s, transport, and for H3000.Ingest
 // alloc_bytes_per_frame (GC.GetAllocatedBytesForCurrentThread over the frames after the
-// first `buffers`, the steady path). Exit 0 when every frame is stored.
+// first `buffers`, the steady path). --warmup N: N frames (wafer "<wafer>-warmup") sent
+// and acknowledged before the clock starts, so the JIT's first compilations are not in
+// the figure. Exit 0 when every frame is stored.
 using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
@@ -34,7 +36,7 @@ internal static class Program
     private sealed class Opts
     {
         public string Server = "127.0.0.1:50051", Transport = "auto", Wafer = "dotnet-send", Prefix = "frame-";
-        public int Count = 100, Size = 4 << 20, Credits, Buffers = 16;
+        public int Count = 100, Size = 4 << 20, Credits, Buffers = 16, Warmup;
         public ulong Seed = 1;
         public string? Manifest;
         public bool Reuse;
@@ -59,6 +61,7 @@ internal static class Program
                 case "--buffers": o.Buffers = int.Parse(Next(), CultureInfo.InvariantCulture); break;
                 case "--manifest": o.Manifest = Next(); break;
                 case "--reuse-buffers": o.Reuse = true; break;
+                case "--warmup": o.Warmup = int.Parse(Next(), CultureInfo.InvariantCulture); break;
                 default:
                     Console.Error.WriteLine($"DotnetSend: unknown option {args[i]}");
                     return 2;
@@ -126,6 +129,18 @@ internal static class Program
         string[] ids = Enumerable.Range(0, o.Count).Select(i => o.Prefix + i.ToString(CultureInfo.InvariantCulture)).ToArray();
         var manifest = new List<(string, string, long, uint)>();
         var acks = new Ack[64];
+        for (int w = 0; w < o.Warmup; w++)
+        {
+            FrameBuffer b = free.Pop();
+            p.Submit(b, o.Size, "warmup-" + w.ToString(CultureInfo.InvariantCulture), o.Wafer + "-warmup");
+            while (p.InFlight > 0)
+            {
+                int k = p.Poll(acks, TimeSpan.FromMilliseconds(100));
+                for (int i = 0; i < k; i++)
+                    if (acks[i].ReturnsBuffer)
+                        free.Push(acks[i].Buffer!);
+            }
+        }
         int next = 0, ok = 0, failed = 0;
         long bytes = 0, allocStart = 0;
         int allocFrom = Math.Min(o.Buffers, o.Count / 2);
