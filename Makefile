@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # h3000 ingest - the two entry points. Each installs what is missing, configures, builds.
 #   make demo   start ingestd on loopback with the embedded defaults, send a few hundred
-#               frames, verify them, print throughput and ack latency, stop
+#               frames, verify them, print throughput and ack latency, stop; TIER=1: through
+#               the object store tier too (a single-node Ceph on this machine)
 #   make demo-fleet  PostgreSQL + three ingestd, ingest-send --servers, kill -9 one node
 #               mid-stream, print where every frame ended up and that none was lost
 #   make test   unit + functional + interop tests under ASan/UBSan, a short fuzz regression
@@ -77,8 +78,9 @@ build-tsan: deps
 	@$(call CONFIGURE,$(BUILD_TSAN),-DCMAKE_BUILD_TYPE=Debug -DING_SANITIZE_THREAD=ON)
 	@cmake --build $(BUILD_TSAN) -j$(JOBS)
 
+# TIER=1: the same through the object store tier (a single-node Ceph started for it)
 demo: deps build
-	@deploy/demo.sh $(BUILD)
+	@deploy/demo.sh $(BUILD) $(if $(filter 1,$(TIER)),--tier)
 
 # PostgreSQL + three ingestd on this machine, one killed mid-stream (docs/FLEET.md)
 demo-fleet: deps build

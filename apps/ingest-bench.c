@@ -14,12 +14,11 @@
  *
  *   ingest-bench --server 127.0.0.1:50051 --data-dir /srv/ingest --out results/
  *
- * Exit: 0 done, 1 a point failed frames or the outputs could not be written, 2 usage or
- * connection errors.
+ * main is the steps: options, the node reachable (else nothing is written), the floors,
+ * the sweep, the outputs. Exit status in --help.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -35,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/json.h"
+#include "common/cli.h"
 #include "common/clock.h"
 #include "common/hist.h"
 #include "common/io.h"
@@ -80,33 +81,35 @@ enum bx { BX_GRPC, BX_RDMA, BX_RDMA_WRITE };
 
 struct cfg {
 	const char *server, *out, *data_dir, *git_rev, *auth_token_file, *wafer;
+	const char *transports, *sizes, *loads;   /* the lists as given */
 	enum bx xport[MAX_XPORTS];
 	unsigned nxport;
-	uint64_t size[MAX_SIZES];
+	struct ing_size_range size[MAX_SIZES];    /* a sweep group per item; a range: mixed */
 	unsigned nsize;
 	double load[MAX_LOADS];
 	unsigned nload;
-	double duration_s, warmup_s, capacity_s;
+	unsigned duration_ms, warmup_ms, capacity_ms;
 	double capacity_fps;       /* 0: measure */
 	unsigned credits;
-	bool json, plots;
-	double max_time_s;
+	bool json, no_plots;
+	unsigned max_time_ms;
 	/* floors measured elsewhere (ib_read_lat in the RDMA guest): --floor NAME=P50:P99 ms */
 	struct { char name[64]; double p50_ms, p99_ms; } xfloor[4];
 	unsigned nxfloor;
+	char token[ING_AUTH_TOKEN_MAX + 2];
 };
 
 struct point {
 	enum bx xport;
-	uint64_t size;
+	uint64_t size, size_lo;    /* the largest frame; the smallest (== size: one size) */
 	double load;               /* fraction; 0 for the capacity run */
 	double offered_fps, achieved_fps, mb_s;
-	uint64_t sent, ok, failed, unsent, late_max_ns;
+	uint64_t sent, ok, failed, unsent, late_max_ns, ok_bytes;
 	struct ing_hist h[H_N];
 };
 
 struct floor {
-	uint64_t size;
+	uint64_t size;             /* the largest frame of its --sizes item */
 	struct ing_hist tcp, disk;
 	char disk_note[160];
 };
@@ -114,6 +117,7 @@ struct floor {
 /* one frame in flight */
 struct rec {
 	uint64_t t_sched;
+	uint64_t len;
 	int buf;                   /* index into bufs, -1 once RECEIVED */
 	bool measured, used;
 };
@@ -123,6 +127,7 @@ struct run {
 	struct ing_producer *p;
 	void **bufs;
 	uint32_t *crcs;
+	uint64_t *lens;            /* a buffer's frame length (a --sizes range: one per buffer) */
 	int *free_buf;
 	unsigned nbuf, nfree;
 	struct rec *recs;
@@ -152,6 +157,26 @@ static double ms(uint64_t ns)
 	return (double)ns / 1e6;
 }
 
+/* "1.0 MiB", or "1.0-4.0 MiB" for a --sizes range */
+static const char *size_label(const struct point *p, char *buf, size_t n)
+{
+	if (p->size_lo == p->size)
+		snprintf(buf, n, "%.1f MiB", (double)p->size / 1048576.0);
+	else
+		snprintf(buf, n, "%.1f-%.1f MiB", (double)p->size_lo / 1048576.0,
+			 (double)p->size / 1048576.0);
+	return buf;
+}
+
+/* a size in results.json: a number, or {"min":..,"max":..} for a range */
+static void json_size(FILE *f, uint64_t lo, uint64_t hi)
+{
+	if (lo == hi)
+		fprintf(f, "%" PRIu64, hi);
+	else
+		fprintf(f, "{\"min\":%" PRIu64 ",\"max\":%" PRIu64 "}", lo, hi);
+}
+
 static const char *xname(enum bx t)
 {
 	return t == BX_RDMA ? "rdma" : t == BX_RDMA_WRITE ? "rdma-write" : "grpc";
@@ -165,35 +190,112 @@ static enum bx bx_of(struct ing_producer *p)
 	return strncmp(ing_producer_transport_note(p), "RDMA_WRITE", 10) ? BX_RDMA : BX_RDMA_WRITE;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: ingest-bench [options]\n"
-		"  --server ADDR        ingestd gRPC address (default " DEFAULT_SERVER ")\n"
-		"  --out DIR            results directory (created; default bench-results)\n"
-		"  --transport LIST     grpc,rdma,rdma-write (default grpc; rdma: READ pull,\n"
-		"                       rdma-write: WRITE push)\n"
-		"  --sizes LIST         frame sizes, e.g. 4M,16M (default 4M)\n"
-		"  --loads LIST         percent of the measured capacity (default " DEFAULT_LOADS ")\n"
-		"  --duration S         measured seconds per load point (default 5)\n"
-		"  --warmup S           seconds before each point's measurement (default 1)\n"
-		"  --capacity-s S       closed-loop seconds to find the capacity (default 4)\n"
-		"  --capacity-fps F     skip that and use F frames/s as 100 %%\n"
-		"  --credits N          frames in flight wanted (default: the server's)\n"
-		"  --data-dir DIR       the node's data dir: the disk floor is measured there\n"
-		"                       (O_DIRECT write + fdatasync of one frame); default: none\n"
-		"  --git-rev REV        recorded in results.json (default: unknown)\n"
-		"  --floor NAME=P50:P99 a floor measured elsewhere, in ms (e.g. ib_read_lat in the\n"
-		"                       RDMA guest), shown in the report; up to 4\n"
-		"  --auth-token-file P  shared secret of an ingestd run with --auth-token-file\n"
-		"  --max-time S         refuse a sweep planned longer than S (default 1800)\n"
-		"  --no-plots           no gnuplot (data and report only)\n"
-		"  --json               results.json also on stdout\n"
-		"  --log-level L        err|warn|info|debug (default warn)\n");
-}
-
 /* ------------------------------------------------------------------ options */
 
+static void cfg_init(void *p)
+{
+	struct cfg *c = p;
+	memset(c, 0, sizeof(*c));
+	c->server = DEFAULT_SERVER;
+	c->out = "bench-results";
+	c->wafer = "ingest-bench";
+	c->git_rev = "unknown";
+	c->transports = "grpc";
+	c->sizes = "4M";
+	c->loads = DEFAULT_LOADS;
+	c->duration_ms = 5000;
+	c->warmup_ms = 1000;
+	c->capacity_ms = 4000;
+	c->max_time_ms = 1800000;
+}
+
+static int set_capacity_fps(const struct ing_opt *d, void *cfg, const char *v, char *why,
+			    size_t whylen)
+{
+	char *e;
+	(void)d;
+	errno = 0;
+	double x = strtod(v, &e);
+	if (errno || e == v || *e || x < 0.01 || x > 1e6) {
+		snprintf(why, whylen, "'%.64s' is not frames per second in 0.01..1000000", v);
+		return -EINVAL;
+	}
+	((struct cfg *)cfg)->capacity_fps = x;
+	return 0;
+}
+
+/* --floor NAME=P50:P99, up to 4 */
+static int set_floor(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	struct cfg *c = cfg;
+	const char *eq = strrchr(v, '=');
+	(void)d;
+	if (c->nxfloor == 4) {
+		snprintf(why, whylen, "at most 4 floors");
+		return -EINVAL;
+	}
+	if (!eq || eq == v || (size_t)(eq - v) >= sizeof(c->xfloor[0].name) ||
+	    sscanf(eq + 1, "%lf:%lf", &c->xfloor[c->nxfloor].p50_ms, &c->xfloor[c->nxfloor].p99_ms) != 2) {
+		snprintf(why, whylen, "'%.64s' is not NAME=P50:P99 (milliseconds)", v);
+		return -EINVAL;
+	}
+	memcpy(c->xfloor[c->nxfloor].name, v, (size_t)(eq - v));
+	c->xfloor[c->nxfloor].name[eq - v] = 0;
+	c->nxfloor++;
+	return 0;
+}
+
+#define C struct cfg
+static const struct ing_opt opts[] = {
+	ING_OPT_CUSTOM_(C, "server", server, ing_opt_set_hostport, "HOST:PORT",
+			"ingestd's gRPC address (default " DEFAULT_SERVER ")"),
+	ING_OPT_PATH_(C, "out", out, "DIR", "results directory (created; default bench-results)"),
+	ING_OPT_STR_(C, "transport", transports, "LIST", "grpc,rdma,rdma-write (default grpc; rdma: READ pull,\n"
+		     "rdma-write: WRITE push)"),
+	ING_OPT_STR_(C, "sizes", sizes, "LIST", "frame sizes, a sweep per item: sizes and MIN-MAX ranges\n"
+		     "(a range: mixed sizes), e.g. 4M,16M or 1M-4M (default 4M)"),
+	ING_OPT_STR_(C, "loads", loads, "LIST", "percent of the measured capacity (default " DEFAULT_LOADS ")"),
+	ING_OPT_DURATION_(C, "duration", duration_ms, 100, 3600000, "measured time per load point"),
+	ING_OPT_DURATION_(C, "warmup", warmup_ms, 0, 600000, "time before each point's measurement"),
+	ING_OPT_DURATION_(C, "capacity-time", capacity_ms, 500, 600000, "closed loop to find the capacity"),
+	ING_OPT_CUSTOM_(C, "capacity-fps", capacity_fps, set_capacity_fps, "F", "skip that and use F frames/s as 100 %"),
+	ING_OPT_UINT_(C, "credits", credits, 1, 65535, "frames in flight wanted (default: the node's)"),
+	ING_OPT_PATH_(C, "data-dir", data_dir, "DIR", "the node's data dir: the disk floor is measured there\n"
+		      "(O_DIRECT write + fdatasync of one frame); default: none"),
+	ING_OPT_STR_(C, "git-rev", git_rev, "REV", "recorded in results.json (default: unknown)"),
+	ING_OPT_CUSTOM_(C, "floor", xfloor, set_floor, "NAME=P50:P99", "a floor measured elsewhere, in ms (e.g. ib_read_lat in the\n"
+			"RDMA guest), shown in the report; up to 4"),
+	ING_OPT_PATH_(C, "auth-token-file", auth_token_file, "PATH", "shared secret of an ingestd run with --auth-token-file"),
+	ING_OPT_DURATION_(C, "max-time", max_time_ms, 1000, 86400000, "refuse a sweep planned longer than this"),
+	ING_OPT_BOOL_(C, "no-plots", no_plots, "no gnuplot (data and report only)"),
+	ING_OPT_BOOL_(C, "json", json, "results.json also on stdout"),
+	ING_OPT_LOG_LEVEL_ENTRY(C, "warn"),
+	{ "capacity-s", "S", ING_OPT_DURATION, ING_OPT_FIELD(C, capacity_ms, unsigned), 500, 600000,
+	  1000, NULL, NULL, NULL, "capacity-time", 0 },
+};
+
+static const struct ing_cli cli = {
+	.prog = "ingest-bench",
+	.synopsis = "[options]",
+	.summary = "latency benchmark of an h3000 ingest node: capacity, open-loop sweep, report",
+	.about = "Per transport and frame size: the node's capacity (closed loop, every credit\n"
+		 "busy), then each --loads fraction of it open loop (latency from each frame's\n"
+		 "scheduled time: no coordinated omission). Floors measured in the same run (TCP\n"
+		 "loopback round trip, O_DIRECT write + fdatasync). Writes report.md with plots,\n"
+		 "results.json, points.csv and timeline.csv into --out.\n",
+	.opts = opts,
+	.nopts = sizeof(opts) / sizeof(opts[0]),
+	.max_args = 0,
+	.init = cfg_init,
+	.cfg_size = sizeof(struct cfg),
+	.notes = "Example:\n  ingest-bench --server 127.0.0.1:50051 --data-dir /srv/ingest --out results/\n",
+	.exit_status = "  0  the sweep ran and every output was written\n"
+		       "  1  a point had failed frames, the sweep stopped (what was measured is written),\n"
+		       "     the node could not be reached (nothing is written), or an output failed\n"
+		       "  2  usage error\n",
+};
+
+/* "a,b,c" into out[][32]: the count, or -EINVAL (an empty item, too many, too long) */
 static int parse_list(const char *s, char out[][32], unsigned max)
 {
 	unsigned n = 0;
@@ -210,137 +312,63 @@ static int parse_list(const char *s, char out[][32], unsigned max)
 	return n ? (int)n : -EINVAL;
 }
 
-static int parse_double(const char *s, double lo, double hi, double *v)
+/* Seconds the sweep takes as planned (the drains after each point not counted). */
+static double planned_s(const struct cfg *c)
 {
-	char *e;
-	errno = 0;
-	*v = strtod(s, &e);
-	return errno || e == s || *e || *v < lo || *v > hi ? -EINVAL : 0;
+	return (double)(c->nxport * c->nsize) *
+	       ((c->capacity_fps ? 0 : c->capacity_ms / 1e3 + 1) +
+		c->nload * (c->duration_ms + c->warmup_ms) / 1e3);
 }
 
-/* 0: run; 1: --help printed; -EINVAL: bad usage (said why) */
+/* The options, then the lists and the token file: 0, 1 (--help/--version) or 2. */
 static int parse_args(int argc, char **argv, struct cfg *c)
 {
-	static const struct option lo[] = {
-		{ "server", 1, 0, 's' }, { "out", 1, 0, 'o' }, { "transport", 1, 0, 't' },
-		{ "sizes", 1, 0, 'z' }, { "loads", 1, 0, 'l' }, { "duration", 1, 0, 'd' },
-		{ "warmup", 1, 0, 'w' }, { "capacity-s", 1, 0, 'C' }, { "capacity-fps", 1, 0, 'F' },
-		{ "credits", 1, 0, 'c' }, { "data-dir", 1, 0, 'D' }, { "git-rev", 1, 0, 'g' },
-		{ "auth-token-file", 1, 0, 'a' }, { "max-time", 1, 0, 'M' },
-		{ "no-plots", 0, 0, 'P' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'h' },
-		{ "log-level", 1, 0, 'L' }, { "floor", 1, 0, 'f' }, { 0, 0, 0, 0 },
-	};
-	char items[MAX_LOADS][32];
-	int o, n;
-	const char *loads = DEFAULT_LOADS;
+	char items[MAX_LOADS][32], why[512];
+	int argi, n;
 
-	memset(c, 0, sizeof(*c));
-	c->server = DEFAULT_SERVER;
-	c->out = "bench-results";
-	c->wafer = "ingest-bench";
-	c->git_rev = "unknown";
-	c->xport[0] = BX_GRPC;
-	c->nxport = 1;
-	c->size[0] = 4ull << 20;
-	c->nsize = 1;
-	c->duration_s = 5;
-	c->warmup_s = 1;
-	c->capacity_s = 4;
-	c->plots = true;
-	c->max_time_s = 1800;
-	while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		uint64_t u;
-		switch (o) {
-		case 's': c->server = optarg; break;
-		case 'o': c->out = optarg; break;
-		case 'D': c->data_dir = optarg; break;
-		case 'g': c->git_rev = optarg; break;
-		case 'a': c->auth_token_file = optarg; break;
-		case 'P': c->plots = false; break;
-		case 'j': c->json = true; break;
-		case 'L': {
-			enum ing_log_level lv;
-			if (ing_log_parse_level(optarg, &lv))
-				goto bad;
-			ing_log_set_level(lv);
-			break;
-		}
-		case 'l': loads = optarg; break;
-		case 't':
-			if ((n = parse_list(optarg, items, MAX_XPORTS)) < 0)
-				goto bad;
-			c->nxport = (unsigned)n;
-			for (int i = 0; i < n; i++) {
-				if (!strcmp(items[i], "grpc"))
-					c->xport[i] = BX_GRPC;
-				else if (!strcmp(items[i], "rdma") || !strcmp(items[i], "rdma-read"))
-					c->xport[i] = BX_RDMA;
-				else if (!strcmp(items[i], "rdma-write"))
-					c->xport[i] = BX_RDMA_WRITE;
-				else {
-					fprintf(stderr, "ingest-bench: --transport: '%s' is not grpc, rdma or rdma-write\n",
-						items[i]);
-					return -EINVAL;
-				}
-			}
-			break;
-		case 'z':
-			if ((n = parse_list(optarg, items, MAX_SIZES)) < 0)
-				goto bad;
-			c->nsize = (unsigned)n;
-			for (int i = 0; i < n; i++)
-				if (synth_parse_size(items[i], &c->size[i]) || !c->size[i])
-					goto bad;
-			break;
-		case 'd': if (parse_double(optarg, 0.1, 3600, &c->duration_s)) goto bad; break;
-		case 'w': if (parse_double(optarg, 0, 600, &c->warmup_s)) goto bad; break;
-		case 'C': if (parse_double(optarg, 0.5, 600, &c->capacity_s)) goto bad; break;
-		case 'F': if (parse_double(optarg, 0.01, 1e6, &c->capacity_fps)) goto bad; break;
-		case 'M': if (parse_double(optarg, 1, 86400, &c->max_time_s)) goto bad; break;
-		case 'c':
-			if (ing_parse_u64(optarg, 65535, &u) || !u)
-				goto bad;
-			c->credits = (unsigned)u;
-			break;
-		case 'f': {
-			const char *eq = strrchr(optarg, '=');
-			if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof(c->xfloor[0].name) ||
-			    c->nxfloor == 4 ||
-			    sscanf(eq + 1, "%lf:%lf", &c->xfloor[c->nxfloor].p50_ms,
-				   &c->xfloor[c->nxfloor].p99_ms) != 2)
-				goto bad;
-			memcpy(c->xfloor[c->nxfloor].name, optarg, (size_t)(eq - optarg));
-			c->xfloor[c->nxfloor].name[eq - optarg] = 0;
-			c->nxfloor++;
-			break;
-		}
-		case 'h': usage(stdout); return 1;
-		default: usage(stderr); return -EINVAL;
-		}
-		continue;
-bad:
-		fprintf(stderr, "ingest-bench: bad value '%s' for %s (see --help)\n", optarg,
-			argv[optind - 1]);
-		return -EINVAL;
+	cfg_init(c);
+	int rc = ing_cli_parse(&cli, argc, argv, c, &argi);
+	if (rc)
+		return rc;
+	if ((n = parse_list(c->transports, items, MAX_XPORTS)) < 0)
+		return ing_cli_usage_error(&cli, "--transport: '%s' is not a list of up to %d of grpc, "
+					   "rdma, rdma-write", c->transports, MAX_XPORTS);
+	c->nxport = (unsigned)n;
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(items[i], "grpc"))
+			c->xport[i] = BX_GRPC;
+		else if (!strcmp(items[i], "rdma") || !strcmp(items[i], "rdma-read"))
+			c->xport[i] = BX_RDMA;
+		else if (!strcmp(items[i], "rdma-write"))
+			c->xport[i] = BX_RDMA_WRITE;
+		else
+			return ing_cli_usage_error(&cli, "--transport: '%s' is not grpc, rdma or rdma-write",
+						   items[i]);
 	}
-	if (optind < argc) {
-		fprintf(stderr, "ingest-bench: unexpected argument '%s'\n", argv[optind]);
-		return -EINVAL;
-	}
-	if ((n = parse_list(loads, items, MAX_LOADS)) < 0) {
-		fprintf(stderr, "ingest-bench: --loads: a comma-separated list of percents\n");
-		return -EINVAL;
-	}
+	if (ing_parse_sizes(c->sizes, c->size, MAX_SIZES, &c->nsize, why, sizeof(why)))
+		return ing_cli_usage_error(&cli, "--sizes: %s", why);
+	if ((n = parse_list(c->loads, items, MAX_LOADS)) < 0)
+		return ing_cli_usage_error(&cli, "--loads: '%s' is not a list of up to %d percents",
+					   c->loads, MAX_LOADS);
 	c->nload = (unsigned)n;
 	for (int i = 0; i < n; i++) {
-		double v;
-		if (parse_double(items[i], 0.1, 200, &v)) {
-			fprintf(stderr, "ingest-bench: --loads: '%s' is not a percent in 0.1..200\n",
-				items[i]);
-			return -EINVAL;
-		}
+		char *e;
+		errno = 0;
+		double v = strtod(items[i], &e);
+		if (errno || e == items[i] || *e || v < 0.1 || v > 200)
+			return ing_cli_usage_error(&cli, "--loads: '%s' is not a percent in 0.1..200",
+						   items[i]);
 		c->load[i] = v / 100.0;
 	}
+	if (c->auth_token_file &&
+	    ing_token_file_read(c->auth_token_file, c->token, sizeof(c->token), why, sizeof(why)))
+		return ing_cli_usage_error(&cli, "--auth-token-file: '%s': %s", c->auth_token_file, why);
+	double planned = planned_s(c);
+	if (planned > c->max_time_ms / 1e3)
+		return ing_cli_usage_error(&cli, "the sweep would take about %.0f s, more than --max-time "
+					   "%.0f s: fewer --sizes, --loads or --transport items, a "
+					   "shorter --duration, or a larger --max-time", planned,
+					   c->max_time_ms / 1e3);
 	return 0;
 }
 
@@ -498,9 +526,10 @@ static void progress(struct run *r, const struct point *pt, const char *what, ui
 		return;
 	*last = now;
 	double done = (double)(now - t0) / 1e9, tot = (double)total_ns / 1e9;
-	fprintf(stderr, "\r[%u/%u] %s %.0fK %s: %4.1f/%.1f s  %" PRIu64 " durable  "
+	char sz[48];
+	fprintf(stderr, "\r[%u/%u] %s %s %s: %4.1f/%.1f s  %" PRIu64 " durable  "
 		"p99 %.2f ms   ", r->point_no, r->points_total, xname(pt->xport),
-		(double)pt->size / 1024.0, what, done > tot ? tot : done, tot, pt->ok,
+		size_label(pt, sz, sizeof(sz)), what, done > tot ? tot : done, tot, pt->ok,
 		ms(ing_hist_quantile(&pt->h[H_DURABLE], 0.99)));
 }
 
@@ -533,10 +562,11 @@ static void on_ack(struct run *r, struct point *pt, const struct ing_ack *a, uin
 	if (a->ok) {
 		uint64_t bin = (now - r->t_run0) / TL_BIN_NS;
 		if (bin < r->tl_n)
-			r->tl_bytes[bin] += pt->size;
+			r->tl_bytes[bin] += x->len;
 		if (x->measured) {
 			uint64_t sum = 0;
 			pt->ok++;
+			pt->ok_bytes += x->len;
 			ing_hist_add(&pt->h[H_DURABLE], now - x->t_sched);
 			for (unsigned s = 0; s < ING_NODE_STAGES; s++)
 				sum += a->node_stage_ns[s];
@@ -590,7 +620,7 @@ static int phase(struct run *r, struct point *pt, double rate, uint64_t warm_ns,
 			snprintf(id, sizeof(id), "%s-%" PRIu64, r->tag, r->seq);
 			struct ing_frame_desc d = {
 				.frame_id = id, .wafer_id = r->c->wafer, .data = r->bufs[b],
-				.length = pt->size, .crc32c = r->crcs[b], .has_crc = 1, .user = x,
+				.length = r->lens[b], .crc32c = r->crcs[b], .has_crc = 1, .user = x,
 			};
 			int s = ing_producer_submit(r->p, &d);
 			if (s == -EAGAIN)
@@ -602,7 +632,8 @@ static int phase(struct run *r, struct point *pt, double rate, uint64_t warm_ns,
 			r->nfree--;
 			r->nfree_rec--;
 			r->seq++;
-			*x = (struct rec){ .t_sched = due, .buf = b, .measured = due >= t_meas, .used = true };
+			*x = (struct rec){ .t_sched = due, .len = r->lens[b], .buf = b,
+					   .measured = due >= t_meas, .used = true };
 			if (x->measured) {
 				pt->sent++;
 				if (now - due > pt->late_max_ns)
@@ -656,7 +687,7 @@ static int phase(struct run *r, struct point *pt, double rate, uint64_t warm_ns,
 	pt->offered_fps = rate;
 	double sec = (double)dur_ns / 1e9;
 	pt->achieved_fps = (double)pt->ok / sec;
-	pt->mb_s = (double)pt->ok * (double)pt->size / 1e6 / sec;
+	pt->mb_s = (double)pt->ok_bytes / 1e6 / sec;
 	return rc;
 }
 
@@ -669,20 +700,6 @@ static void json_hist(FILE *f, const struct ing_hist *h)
 		fprintf(f, ",\"%s_ms\":%.4f", pq_name[q], ms(ing_hist_quantile(h, pq[q])));
 	fprintf(f, ",\"max_ms\":%.4f,\"mean_ms\":%.4f}", ms(h->max),
 		h->count ? ms(h->sum / h->count) : 0.0);
-}
-
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(f, "\\u%04x", *s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
 }
 
 static void host_info(char *host, size_t hl, char *cpu, size_t cl)
@@ -714,30 +731,34 @@ static void write_json(FILE *f, const struct cfg *c, const struct point *caps,
 	char host[512], cpu[256];
 	host_info(host, sizeof(host), cpu, sizeof(cpu));
 	fprintf(f, "{\"tool\":\"ingest-bench\",\"started\":\"%s\",\"git_rev\":", started);
-	json_str(f, c->git_rev);
+	ing_json_str(f, c->git_rev);
 	fprintf(f, ",\"host\":{\"uname\":");
-	json_str(f, host);
+	ing_json_str(f, host);
 	fprintf(f, ",\"cpu\":");
-	json_str(f, cpu);
+	ing_json_str(f, cpu);
 	fprintf(f, ",\"cpus_online\":%ld},\"params\":{\"server\":", sysconf(_SC_NPROCESSORS_ONLN));
-	json_str(f, c->server);
+	ing_json_str(f, c->server);
 	fprintf(f, ",\"duration_s\":%.3f,\"warmup_s\":%.3f,\"capacity_s\":%.3f,"
 		"\"capacity_fps_given\":%.3f,\"credits\":%u,\"loads_pct\":[",
-		c->duration_s, c->warmup_s, c->capacity_s, c->capacity_fps, c->credits);
+		c->duration_ms / 1e3, c->warmup_ms / 1e3, c->capacity_ms / 1e3, c->capacity_fps, c->credits);
 	for (unsigned i = 0; i < c->nload; i++)
 		fprintf(f, "%s%.1f", i ? "," : "", c->load[i] * 100);
 	fprintf(f, "],\"sizes\":[");
-	for (unsigned i = 0; i < c->nsize; i++)
-		fprintf(f, "%s%" PRIu64, i ? "," : "", c->size[i]);
+	for (unsigned i = 0; i < c->nsize; i++) {
+		fprintf(f, "%s", i ? "," : "");
+		json_size(f, c->size[i].lo, c->size[i].hi);
+	}
 	fprintf(f, "],\"transports\":[");
 	for (unsigned i = 0; i < c->nxport; i++)
 		fprintf(f, "%s\"%s\"", i ? "," : "", xname(c->xport[i]));
 	fprintf(f, "],\"latency\":\"from each frame's scheduled send time (open loop), "
 		"warm-up excluded; histogram error < 1 %%\"},\"capacity\":[");
-	for (unsigned i = 0; i < c->nxport * c->nsize; i++)
-		fprintf(f, "%s{\"transport\":\"%s\",\"size\":%" PRIu64 ",\"fps\":%.2f,\"mb_s\":%.1f}",
-			i ? "," : "", xname(caps[i].xport), caps[i].size, caps[i].achieved_fps,
+	for (unsigned i = 0; i < c->nxport * c->nsize; i++) {
+		fprintf(f, "%s{\"transport\":\"%s\",\"size\":", i ? "," : "", xname(caps[i].xport));
+		json_size(f, caps[i].size_lo, caps[i].size);
+		fprintf(f, ",\"fps\":%.2f,\"mb_s\":%.1f}", caps[i].achieved_fps,
 			caps[i].mb_s);
+	}
 	fprintf(f, "],\"floors\":[");
 	for (unsigned i = 0; i < nfl; i++) {
 		fprintf(f, "%s{\"size\":%" PRIu64 ",\"tcp_loopback_rtt\":", i ? "," : "", fl[i].size);
@@ -745,23 +766,25 @@ static void write_json(FILE *f, const struct cfg *c, const struct point *caps,
 		fprintf(f, ",\"disk_write_fdatasync\":");
 		json_hist(f, &fl[i].disk);
 		fprintf(f, ",\"disk_note\":");
-		json_str(f, fl[i].disk_note);
+		ing_json_str(f, fl[i].disk_note);
 		fprintf(f, "}");
 	}
 	for (unsigned i = 0; i < c->nxfloor; i++) {
 		fprintf(f, "%s{\"name\":", nfl || i ? "," : "");
-		json_str(f, c->xfloor[i].name);
+		ing_json_str(f, c->xfloor[i].name);
 		fprintf(f, ",\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"given\":true}", c->xfloor[i].p50_ms,
 			c->xfloor[i].p99_ms);
 	}
 	fprintf(f, "],\"points\":[");
 	for (unsigned i = 0; i < npts; i++) {
 		const struct point *p = &pts[i];
-		fprintf(f, "%s{\"transport\":\"%s\",\"size\":%" PRIu64 ",\"load_pct\":%.1f,"
+		fprintf(f, "%s{\"transport\":\"%s\",\"size\":", i ? "," : "", xname(p->xport));
+		json_size(f, p->size_lo, p->size);
+		fprintf(f, ",\"load_pct\":%.1f,"
 			"\"offered_fps\":%.3f,\"achieved_fps\":%.3f,\"mb_s\":%.2f,\"sent\":%" PRIu64
 			",\"ok\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"unsent\":%" PRIu64
 			",\"max_submit_lag_ms\":%.3f,\"stages\":{",
-			i ? "," : "", xname(p->xport), p->size, p->load * 100, p->offered_fps,
+			p->load * 100, p->offered_fps,
 			p->achieved_fps, p->mb_s, p->sent, p->ok, p->failed, p->unsent,
 			ms(p->late_max_ns));
 		for (unsigned k = 0; k < H_N; k++) {
@@ -785,7 +808,11 @@ static FILE *out_open(const struct cfg *c, const char *name)
 
 static void tag_of(const struct point *p, char *buf, size_t n)
 {
-	snprintf(buf, n, "%s_%" PRIu64 "K", xname(p->xport), p->size / 1024);
+	if (p->size_lo == p->size)
+		snprintf(buf, n, "%s_%" PRIu64 "K", xname(p->xport), p->size / 1024);
+	else
+		snprintf(buf, n, "%s_%" PRIu64 "K-%" PRIu64 "K", xname(p->xport), p->size_lo / 1024,
+			 p->size / 1024);
 }
 
 /* CDF of the durable latency per load: blocks (one per load) of "ms fraction" lines. */
@@ -880,106 +907,117 @@ static void md_hist_row(FILE *f, const char *name, const char *what, const struc
 	fprintf(f, " | %.2f | %s |\n", ms(h->max), floor);
 }
 
-static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
-			 const struct point *pts, unsigned npts, const struct floor *fl,
-			 const char *started, bool plots)
+/* The floors a group's stages are shown next to ("-" when not measured). */
+struct floor_text {
+	char tcp[64], disk[96], rdma_read[128], rdma_write[128];
+};
+
+static void floor_texts(const struct cfg *c, const struct floor *fl, const struct point *p0,
+			struct floor_text *t)
 {
-	char host[512], cpu[256];
-	host_info(host, sizeof(host), cpu, sizeof(cpu));
-	fprintf(f, "# Ingest latency benchmark\n\n"
-		"Started %s on `%s` (%s, %ld CPUs), node `%s`, git `%s`. Each load point offers a "
-		"fraction of the capacity measured just before (closed loop, every credit busy) "
-		"for %.1f s after %.1f s of warm-up, open loop: latency counts from each frame's "
-		"scheduled send time (no coordinated omission). Percentiles from histograms with "
-		"< 1 %% error; all times in ms. Data: `results.json`, `points.csv`, `timeline.csv`.\n\n",
-		started, host, cpu, sysconf(_SC_NPROCESSORS_ONLN), c->server, c->git_rev,
-		c->duration_s, c->warmup_s);
-	unsigned per = c->nload;
-	for (unsigned g = 0; g < npts / per; g++) {
-		const struct point *p0 = &pts[g * per], *cap = &caps[g];
-		const struct floor *fr = NULL;
-		char tag[64], tcpf[64] = "-", diskf[96] = "-";
-		for (unsigned k = 0; k < c->nsize; k++)
-			if (fl[k].size == p0->size)
-				fr = &fl[k];
-		if (fr && fr->tcp.count)
-			snprintf(tcpf, sizeof(tcpf), "TCP RTT %.2f / %.2f", ms(ing_hist_quantile(&fr->tcp, 0.5)),
-				 ms(ing_hist_quantile(&fr->tcp, 0.99)));
-		if (fr && fr->disk.count)
-			snprintf(diskf, sizeof(diskf), "write+fdatasync %.2f / %.2f (written+synced)",
-				 ms(ing_hist_quantile(&fr->disk, 0.5)), ms(ing_hist_quantile(&fr->disk, 0.99)));
-		char rdmaf[128] = "", rdmawf[128] = "";
-		for (unsigned k = 0; k < c->nxfloor; k++) {
-			char *dst = !strncmp(c->xfloor[k].name, "ib_read_lat", 11) ? rdmaf
-				    : !strncmp(c->xfloor[k].name, "ib_write_lat", 12) ? rdmawf : NULL;
-			if (dst)
-				snprintf(dst, sizeof(rdmaf), "%s %.2f / %.2f", c->xfloor[k].name,
-					 c->xfloor[k].p50_ms, c->xfloor[k].p99_ms);
-		}
-		tag_of(p0, tag, sizeof(tag));
-		fprintf(f, "## %s, %.1f MiB frames\n\nCapacity (closed loop): **%.1f frames/s, "
-			"%.1f MB/s**.\n\n| load | offered fps | achieved fps | MB/s | frames | failed | "
-			"unsent | DURABLE P50 | P95 | P99 | P99.9 |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
-			xname(p0->xport), (double)p0->size / 1048576.0, cap->achieved_fps, cap->mb_s);
-		for (unsigned i = 0; i < per; i++) {
-			const struct point *p = &p0[i];
-			const struct ing_hist *h = &p->h[H_DURABLE];
-			fprintf(f, "| %.0f%% | %.1f | %.1f | %.1f | %" PRIu64 " | %" PRIu64 " | %" PRIu64
-				" | %.2f | %.2f | %.2f | %.2f |\n", p->load * 100, p->offered_fps,
-				p->achieved_fps, p->mb_s, p->ok, p->failed, p->unsent,
-				ms(ing_hist_quantile(h, 0.5)), ms(ing_hist_quantile(h, 0.95)),
-				ms(ing_hist_quantile(h, 0.99)), ms(ing_hist_quantile(h, 0.999)));
-		}
-		/* the bar: P99 at 50 % load <= 3x the unloaded P50 (the lowest load measured) */
-		const struct point *lo = p0, *half = NULL;
-		for (unsigned i = 0; i < per; i++) {
-			if (p0[i].load < lo->load)
-				lo = &p0[i];
-			if (p0[i].load > 0.49 && p0[i].load < 0.51)
-				half = &p0[i];
-		}
-		if (half && lo->h[H_RECEIVED].count && half->h[H_RECEIVED].count) {
-			double p50 = ms(ing_hist_quantile(&lo->h[H_RECEIVED], 0.5));
-			double p99 = ms(ing_hist_quantile(&half->h[H_RECEIVED], 0.99));
-			double p999 = ms(ing_hist_quantile(&half->h[H_RECEIVED], 0.999));
-			fprintf(f, "\nBar (RECEIVED P99 at 50%% load <= 3x the RECEIVED P50 at the lowest "
-				"load, %.0f%%): %.2f ms vs 3 x %.2f = %.2f ms: **%s** (%.1fx); RECEIVED "
-				"P99.9 at 50%%: %.2f ms (%.1fx).\n", lo->load * 100, p99, p50, 3 * p50,
-				p99 <= 3 * p50 ? "met" : "NOT met", p50 > 0 ? p99 / p50 : 0.0, p999,
-				p50 > 0 ? p999 / p50 : 0.0);
-		}
-		if (half && lo->h[H_DURABLE].count && half->h[H_DURABLE].count) {
-			double p50 = ms(ing_hist_quantile(&lo->h[H_DURABLE], 0.5));
-			double p99 = ms(ing_hist_quantile(&half->h[H_DURABLE], 0.99));
-			fprintf(f, "\nBar (DURABLE P99 at 50%% load <= 3x the P50 at the lowest load, "
-				"%.0f%%): %.2f ms vs 3 x %.2f = %.2f ms: **%s** (%.1fx).\n",
-				lo->load * 100, p99, p50, 3 * p50, p99 <= 3 * p50 ? "met" : "NOT met",
-				p50 > 0 ? p99 / p50 : 0.0);
-		}
-		fprintf(f, "\nWhere the time goes (the node's stages come back in every DURABLE "
-			"Ack; each is timed from the end of the one before), next to its floor "
-			"measured in this run (P50 / P99):\n\n");
-		for (unsigned i = 0; i < per; i++) {
-			const struct point *p = &p0[i];
-			fprintf(f, "\n**%.0f%% load** (%.1f frames/s offered)\n\n| stage | what | n | P50 | P90 | "
-				"P95 | P99 | P99.9 | max | floor |\n|---|---|---|---|---|---|---|---|---|---|\n",
-				p->load * 100, p->offered_fps);
-			for (unsigned k = 0; k < H_N; k++) {
-				const char *floor = "";
-				if (k == H_RECEIVED || k == H_NODE0 + ING_NODE_RECEIVED)
-					floor = p->xport == BX_RDMA && rdmaf[0] ? rdmaf
-					      : p->xport == BX_RDMA_WRITE && rdmawf[0] ? rdmawf : tcpf;
-				else if (k == H_NODE0 + ING_NODE_SYNCED)
-					floor = diskf;
-				md_hist_row(f, h_name[k], h_what[k], &p->h[k], floor);
-			}
-		}
-		if (plots)
-			fprintf(f, "\n![latency vs load](latency_vs_load_%s.png)\n\n"
-				"![CDF per load](cdf_%s.png)\n\n![node stages P99](stages_p99_%s.png)\n",
-				tag, tag, tag);
-		fprintf(f, "\n");
+	const struct floor *fr = NULL;
+	snprintf(t->tcp, sizeof(t->tcp), "-");
+	snprintf(t->disk, sizeof(t->disk), "-");
+	t->rdma_read[0] = t->rdma_write[0] = '\0';
+	for (unsigned k = 0; k < c->nsize; k++)
+		if (fl[k].size == p0->size)
+			fr = &fl[k];
+	if (fr && fr->tcp.count)
+		snprintf(t->tcp, sizeof(t->tcp), "TCP RTT %.2f / %.2f", ms(ing_hist_quantile(&fr->tcp, 0.5)),
+			 ms(ing_hist_quantile(&fr->tcp, 0.99)));
+	if (fr && fr->disk.count)
+		snprintf(t->disk, sizeof(t->disk), "write+fdatasync %.2f / %.2f (written+synced)",
+			 ms(ing_hist_quantile(&fr->disk, 0.5)), ms(ing_hist_quantile(&fr->disk, 0.99)));
+	for (unsigned k = 0; k < c->nxfloor; k++) {
+		char *dst = !strncmp(c->xfloor[k].name, "ib_read_lat", 11) ? t->rdma_read
+			    : !strncmp(c->xfloor[k].name, "ib_write_lat", 12) ? t->rdma_write : NULL;
+		if (dst)
+			snprintf(dst, sizeof(t->rdma_read), "%s %.2f / %.2f", c->xfloor[k].name,
+				 c->xfloor[k].p50_ms, c->xfloor[k].p99_ms);
 	}
+}
+
+/* The bars: P99 at 50 % load <= 3x the unloaded P50 (the lowest load measured). */
+static void report_bars(FILE *f, const struct point *p0, unsigned per)
+{
+	const struct point *lo = p0, *half = NULL;
+	for (unsigned i = 0; i < per; i++) {
+		if (p0[i].load < lo->load)
+			lo = &p0[i];
+		if (p0[i].load > 0.49 && p0[i].load < 0.51)
+			half = &p0[i];
+	}
+	if (half && lo->h[H_RECEIVED].count && half->h[H_RECEIVED].count) {
+		double p50 = ms(ing_hist_quantile(&lo->h[H_RECEIVED], 0.5));
+		double p99 = ms(ing_hist_quantile(&half->h[H_RECEIVED], 0.99));
+		double p999 = ms(ing_hist_quantile(&half->h[H_RECEIVED], 0.999));
+		fprintf(f, "\nBar (RECEIVED P99 at 50%% load <= 3x the RECEIVED P50 at the lowest "
+			"load, %.0f%%): %.2f ms vs 3 x %.2f = %.2f ms: **%s** (%.1fx); RECEIVED "
+			"P99.9 at 50%%: %.2f ms (%.1fx).\n", lo->load * 100, p99, p50, 3 * p50,
+			p99 <= 3 * p50 ? "met" : "NOT met", p50 > 0 ? p99 / p50 : 0.0, p999,
+			p50 > 0 ? p999 / p50 : 0.0);
+	}
+	if (half && lo->h[H_DURABLE].count && half->h[H_DURABLE].count) {
+		double p50 = ms(ing_hist_quantile(&lo->h[H_DURABLE], 0.5));
+		double p99 = ms(ing_hist_quantile(&half->h[H_DURABLE], 0.99));
+		fprintf(f, "\nBar (DURABLE P99 at 50%% load <= 3x the P50 at the lowest load, "
+			"%.0f%%): %.2f ms vs 3 x %.2f = %.2f ms: **%s** (%.1fx).\n",
+			lo->load * 100, p99, p50, 3 * p50, p99 <= 3 * p50 ? "met" : "NOT met",
+			p50 > 0 ? p99 / p50 : 0.0);
+	}
+}
+
+/* One transport x size group: capacity, the loads, the bars, every stage by load. */
+static void report_group(FILE *f, const struct cfg *c, const struct point *cap,
+			 const struct point *p0, const struct floor *fl, bool plots)
+{
+	unsigned per = c->nload;
+	struct floor_text ft;
+	char tag[64], sz[48];
+
+	floor_texts(c, fl, p0, &ft);
+	tag_of(p0, tag, sizeof(tag));
+	fprintf(f, "## %s, %s frames\n\nCapacity (closed loop): **%.1f frames/s, "
+		"%.1f MB/s**.\n\n| load | offered fps | achieved fps | MB/s | frames | failed | "
+		"unsent | DURABLE P50 | P95 | P99 | P99.9 |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+		xname(p0->xport), size_label(p0, sz, sizeof(sz)), cap->achieved_fps, cap->mb_s);
+	for (unsigned i = 0; i < per; i++) {
+		const struct point *p = &p0[i];
+		const struct ing_hist *h = &p->h[H_DURABLE];
+		fprintf(f, "| %.0f%% | %.1f | %.1f | %.1f | %" PRIu64 " | %" PRIu64 " | %" PRIu64
+			" | %.2f | %.2f | %.2f | %.2f |\n", p->load * 100, p->offered_fps,
+			p->achieved_fps, p->mb_s, p->ok, p->failed, p->unsent,
+			ms(ing_hist_quantile(h, 0.5)), ms(ing_hist_quantile(h, 0.95)),
+			ms(ing_hist_quantile(h, 0.99)), ms(ing_hist_quantile(h, 0.999)));
+	}
+	report_bars(f, p0, per);
+	fprintf(f, "\nWhere the time goes (the node's stages come back in every DURABLE "
+		"Ack; each is timed from the end of the one before), next to its floor "
+		"measured in this run (P50 / P99):\n\n");
+	for (unsigned i = 0; i < per; i++) {
+		const struct point *p = &p0[i];
+		fprintf(f, "\n**%.0f%% load** (%.1f frames/s offered)\n\n| stage | what | n | P50 | P90 | "
+			"P95 | P99 | P99.9 | max | floor |\n|---|---|---|---|---|---|---|---|---|---|\n",
+			p->load * 100, p->offered_fps);
+		for (unsigned k = 0; k < H_N; k++) {
+			const char *floor = "";
+			if (k == H_RECEIVED || k == H_NODE0 + ING_NODE_RECEIVED)
+				floor = p->xport == BX_RDMA && ft.rdma_read[0] ? ft.rdma_read
+				      : p->xport == BX_RDMA_WRITE && ft.rdma_write[0] ? ft.rdma_write : ft.tcp;
+			else if (k == H_NODE0 + ING_NODE_SYNCED)
+				floor = ft.disk;
+			md_hist_row(f, h_name[k], h_what[k], &p->h[k], floor);
+		}
+	}
+	if (plots)
+		fprintf(f, "\n![latency vs load](latency_vs_load_%s.png)\n\n"
+			"![CDF per load](cdf_%s.png)\n\n![node stages P99](stages_p99_%s.png)\n",
+			tag, tag, tag);
+	fprintf(f, "\n");
+}
+
+static void report_floors(FILE *f, const struct cfg *c, const struct floor *fl)
+{
 	fprintf(f, "## Floors (same run)\n\n| frame size | floor | n | P50 | P90 | P95 | P99 | P99.9 | max | how |\n"
 		"|---|---|---|---|---|---|---|---|---|---|\n");
 	for (unsigned k = 0; k < c->nsize; k++) {
@@ -996,6 +1034,25 @@ static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
 	if (!c->nxfloor)
 		fprintf(f, "\nRDMA floors (ib_read_lat / ib_write_lat) are measured in the Soft-RoCE "
 			"guest (`bench/latency.sh BUILD --guest`); not part of this run.\n");
+}
+
+static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
+			 const struct point *pts, unsigned npts, const struct floor *fl,
+			 const char *started, bool plots)
+{
+	char host[512], cpu[256];
+	host_info(host, sizeof(host), cpu, sizeof(cpu));
+	fprintf(f, "# Ingest latency benchmark\n\n"
+		"Started %s on `%s` (%s, %ld CPUs), node `%s`, git `%s`. Each load point offers a "
+		"fraction of the capacity measured just before (closed loop, every credit busy) "
+		"for %.1f s after %.1f s of warm-up, open loop: latency counts from each frame's "
+		"scheduled send time (no coordinated omission). Percentiles from histograms with "
+		"< 1 %% error; all times in ms. Data: `results.json`, `points.csv`, `timeline.csv`.\n\n",
+		started, host, cpu, sysconf(_SC_NPROCESSORS_ONLN), c->server, c->git_rev,
+		c->duration_ms / 1e3, c->warmup_ms / 1e3);
+	for (unsigned g = 0; g < npts / c->nload; g++)
+		report_group(f, c, &caps[g], &pts[g * c->nload], fl, plots);
+	report_floors(f, c, fl);
 	fprintf(f, "\nFew samples: with fewer than 100 frames in a point its P99 is its maximum, "
 		"with fewer than 1000 its P99.9 is; raise --duration for tails that mean something.\n");
 	if (plots)
@@ -1018,8 +1075,13 @@ static int write_csv(const struct cfg *c, const struct point *pts, unsigned npts
 		const struct point *p = &pts[i];
 		char tag[64];
 		tag_of(p, tag, sizeof(tag));
-		fprintf(f, "%s,%s,%.1f,%" PRIu64 ",%.3f,%.3f,%.2f,%" PRIu64 ",%" PRIu64 ",%" PRIu64,
-			tag, xname(p->xport), p->load * 100, p->size, p->offered_fps, p->achieved_fps,
+		char sz[48];
+		if (p->size_lo == p->size)
+			snprintf(sz, sizeof(sz), "%" PRIu64, p->size);
+		else
+			snprintf(sz, sizeof(sz), "%" PRIu64 "-%" PRIu64, p->size_lo, p->size);
+		fprintf(f, "%s,%s,%.1f,%s,%.3f,%.3f,%.2f,%" PRIu64 ",%" PRIu64 ",%" PRIu64,
+			tag, xname(p->xport), p->load * 100, sz, p->offered_fps, p->achieved_fps,
 			p->mb_s, p->ok, p->failed, p->unsent);
 		for (unsigned k = 0; k < H_N; k++) {
 			for (unsigned q = 0; q < NPQ; q++)
@@ -1033,20 +1095,24 @@ static int write_csv(const struct cfg *c, const struct point *pts, unsigned npts
 
 /* ------------------------------------------------------------------ main */
 
-static struct ing_producer *connect_for(const struct cfg *c, enum bx t, uint64_t size,
-					struct run *r, const char *token)
+/*
+ * Connect for one sweep group over transport t, frames of sizes sz (a range: each buffer
+ * gets its own length within it), and fill the buffers. 0, or -errno after saying why.
+ */
+static int connect_for(const struct cfg *c, enum bx t, const struct ing_size_range *sz,
+		       struct run *r)
 {
 	struct ing_producer_opts o;
-	char err[256];
+	char err[512];
 	ing_producer_opts_init(&o);
 	o.server = c->server;
 	o.transport = t == BX_GRPC ? ING_TRANSPORT_GRPC : ING_TRANSPORT_RDMA;
 	o.rdma_mode = t == BX_RDMA_WRITE ? ING_RDMA_MODE_WRITE : ING_RDMA_MODE_DEFAULT;
 	o.credits = c->credits;
 	o.client_name = "ingest-bench";
-	o.auth_token = token;
+	o.auth_token = c->auth_token_file ? c->token : NULL;
 	o.frame_timeout_ms = 30000;
-	o.pool_frame_size = (size + 4095) & ~4095ull;
+	o.pool_frame_size = (sz->hi + 4095) & ~4095ull;
 	unsigned nbuf = c->credits ? c->credits : 64;
 	if ((uint64_t)nbuf * o.pool_frame_size > BUFFER_BUDGET)
 		nbuf = (unsigned)(BUFFER_BUDGET / o.pool_frame_size);
@@ -1055,25 +1121,31 @@ static struct ing_producer *connect_for(const struct cfg *c, enum bx t, uint64_t
 	o.pool_frames = nbuf;
 	struct ing_producer *p = ing_producer_connect(&o, err, sizeof(err));
 	if (!p) {
-		fprintf(stderr, "ingest-bench: %s: %s\n", xname(t), err);
-		return NULL;
+		bool dflt = !strcmp(c->server, DEFAULT_SERVER);
+		fprintf(stderr, "ingest-bench: %s: %s%s\n", xname(t), err,
+			dflt && strstr(err, "is ingestd running") ? "; that is the default --server: "
+			"give the node's address with --server HOST:PORT" : "");
+		return -ECONNREFUSED;
 	}
-	if (size > ing_producer_max_frame(p)) {
-		fprintf(stderr, "ingest-bench: %" PRIu64 "-byte frames exceed the node's maximum %" PRIu64 "\n",
-			size, ing_producer_max_frame(p));
+	if (sz->hi > ing_producer_max_frame(p)) {
+		fprintf(stderr, "ingest-bench: --sizes: %" PRIu64 "-byte frames exceed the node's largest "
+			"frame, %" PRIu64 " bytes (its --max-frame or largest --pool slot)\n", sz->hi,
+			ing_producer_max_frame(p));
 		ing_producer_close(p, 1000);
-		return NULL;
+		return -EFBIG;
 	}
 	r->p = p;
 	r->nbuf = r->nfree = 0;
 	for (unsigned i = 0; i < nbuf; i++) {
-		void *b = ing_frame_alloc(p, size);
+		void *b = ing_frame_alloc(p, sz->hi);
 		if (!b)
 			break;
 		char id[64];
 		snprintf(id, sizeof(id), "%s-buf-%u", r->tag, i);
+		uint64_t key = synth_key(id);
 		r->bufs[i] = b;
-		r->crcs[i] = synth_fill_crc(b, size, synth_key(id), 1);
+		r->lens[i] = sz->lo + (sz->hi > sz->lo ? synth_mix64(key) % (sz->hi - sz->lo + 1) : 0);
+		r->crcs[i] = synth_fill_crc(b, r->lens[i], key, 1);
 		r->free_buf[r->nfree++] = (int)i;
 		r->nbuf++;
 	}
@@ -1083,16 +1155,24 @@ static struct ing_producer *connect_for(const struct cfg *c, enum bx t, uint64_t
 	if (!r->recs || !r->free_rec || r->nbuf < 2) {
 		fprintf(stderr, "ingest-bench: no memory for %u frame buffers\n", nbuf);
 		ing_producer_close(p, 1000);
-		return NULL;
+		r->p = NULL;
+		return -ENOMEM;
 	}
 	r->nfree_rec = 0;
 	for (unsigned i = 0; i < r->nrec; i++)
 		r->free_rec[r->nfree_rec++] = (int)(r->nrec - 1 - i);
-	return p;
+	if (bx_of(p) != t) {
+		fprintf(stderr, "ingest-bench: asked for %s, the node gave %s (%s)\n", xname(t),
+			xname(bx_of(p)), ing_producer_transport_note(p));
+		return -ENOTSUP;   /* the caller disconnects */
+	}
+	return 0;
 }
 
 static void disconnect(struct run *r)
 {
+	if (!r->p)
+		return;
 	for (unsigned i = 0; i < r->nbuf; i++)
 		ing_frame_free(r->p, r->bufs[i]);
 	ing_producer_close(r->p, 5000);
@@ -1106,9 +1186,10 @@ static void disconnect(struct run *r)
 static void print_point(const struct run *r, const struct point *p)
 {
 	const struct ing_hist *d = &p->h[H_DURABLE], *n = &p->h[H_NODE_TOTAL];
-	fprintf(stderr, "%s%s %6.1f KiB load %5.1f%%: %7.1f fps offered, %7.1f achieved, "
+	char sz[48];
+	fprintf(stderr, "%s%s %s load %5.1f%%: %7.1f fps offered, %7.1f achieved, "
 		"DURABLE p50 %.2f p99 %.2f p99.9 %.2f ms; node p99 %.2f ms%s\n",
-		r->tty ? "\r" : "", xname(p->xport), (double)p->size / 1024.0, p->load * 100,
+		r->tty ? "\r" : "", xname(p->xport), size_label(p, sz, sizeof(sz)), p->load * 100,
 		p->offered_fps, p->achieved_fps, ms(ing_hist_quantile(d, 0.5)),
 		ms(ing_hist_quantile(d, 0.99)), ms(ing_hist_quantile(d, 0.999)),
 		ms(ing_hist_quantile(n, 0.99)), p->failed ? "  (FAILED FRAMES)" : "");
@@ -1132,192 +1213,244 @@ static void print_stages(const struct point *pts, unsigned npts)
 	}
 }
 
-int main(int argc, char **argv)
-{
-	struct cfg c;
+/* Everything a sweep holds: the run's buffers, the points, the floors. */
+struct sweep {
 	struct run r;
-	char token[ING_AUTH_TOKEN_MAX + 2] = "", why[256], started[64];
-	int ret = 2;
+	struct point *pts, *caps;
+	struct floor *fl;
+	unsigned ngroups, npts;
+	char started[64];
+	bool any_failed;
+};
 
-	if (!getenv("ING_LOG_LEVEL"))
-		ing_log_set_level(ING_LOG_WARN);   /* the library's info lines add nothing here */
-	int pa = parse_args(argc, argv, &c);
-	if (pa)
-		return pa > 0 ? 0 : 2;
-	if (c.auth_token_file &&
-	    ing_token_file_read(c.auth_token_file, token, sizeof(token), why, sizeof(why))) {
-		fprintf(stderr, "ingest-bench: %s\n", why);
-		return 2;
-	}
-	double planned = (double)(c.nxport * c.nsize) *
-			 ((c.capacity_fps ? 0 : c.capacity_s + 1) + c.nload * (c.duration_s + c.warmup_s));
-	if (planned > c.max_time_s) {
-		fprintf(stderr, "ingest-bench: the sweep would take about %.0f s, more than --max-time %.0f\n",
-			planned, c.max_time_s);
-		return 2;
-	}
-	if (mkdir(c.out, 0755) && errno != EEXIST) {
-		fprintf(stderr, "ingest-bench: %s: %s\n", c.out, strerror(errno));
-		return 2;
-	}
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGPIPE, SIG_IGN);
+static int sweep_alloc(const struct cfg *c, struct sweep *w)
+{
+	struct run *r = &w->r;
 	time_t now_s = time(NULL);
-	strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now_s));
-
-	memset(&r, 0, sizeof(r));
-	r.c = &c;
-	r.tty = isatty(STDERR_FILENO);
-	snprintf(r.tag, sizeof(r.tag), "bench-%lld-%d", (long long)now_s, (int)getpid());
-	r.bufs = calloc(BUFFER_BUDGET / 4096 + 64, sizeof(*r.bufs));
-	r.crcs = calloc(BUFFER_BUDGET / 4096 + 64, sizeof(*r.crcs));
-	r.free_buf = calloc(BUFFER_BUDGET / 4096 + 64, sizeof(*r.free_buf));
-	unsigned ngroups = c.nxport * c.nsize, npts = ngroups * c.nload;
-	struct point *pts = calloc(npts, sizeof(*pts)), *caps = calloc(ngroups, sizeof(*caps));
-	struct floor *fl = calloc(c.nsize, sizeof(*fl));
-	r.tl_n = (unsigned)((planned + 120 + ngroups * 2 * DRAIN_NS / 1e9) * 1e9 / TL_BIN_NS);
-	r.tl_bytes = calloc(r.tl_n, sizeof(*r.tl_bytes));
-	if (!r.bufs || !r.crcs || !r.free_buf || !pts || !caps || !fl || !r.tl_bytes) {
+	strftime(w->started, sizeof(w->started), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now_s));
+	r->c = c;
+	r->tty = isatty(STDERR_FILENO);
+	snprintf(r->tag, sizeof(r->tag), "bench-%lld-%d", (long long)now_s, (int)getpid());
+	size_t nb = BUFFER_BUDGET / 4096 + 64;
+	r->bufs = calloc(nb, sizeof(*r->bufs));
+	r->crcs = calloc(nb, sizeof(*r->crcs));
+	r->lens = calloc(nb, sizeof(*r->lens));
+	r->free_buf = calloc(nb, sizeof(*r->free_buf));
+	w->ngroups = c->nxport * c->nsize;
+	w->npts = w->ngroups * c->nload;
+	w->pts = calloc(w->npts, sizeof(*w->pts));
+	w->caps = calloc(w->ngroups, sizeof(*w->caps));
+	w->fl = calloc(c->nsize, sizeof(*w->fl));
+	r->tl_n = (unsigned)((planned_s(c) + 120 + w->ngroups * 2 * DRAIN_NS / 1e9) * 1e9 / TL_BIN_NS);
+	r->tl_bytes = calloc(r->tl_n, sizeof(*r->tl_bytes));
+	if (!r->bufs || !r->crcs || !r->lens || !r->free_buf || !w->pts || !w->caps || !w->fl ||
+	    !r->tl_bytes) {
 		fprintf(stderr, "ingest-bench: out of memory\n");
-		goto out;
+		return -ENOMEM;
 	}
-	r.points_total = npts + (c.capacity_fps ? 0 : ngroups);
+	r->points_total = w->npts + (c->capacity_fps ? 0 : w->ngroups);
+	return 0;
+}
 
-	/* the floors, per size, before the node is loaded */
-	for (unsigned k = 0; k < c.nsize; k++) {
-		void *d = malloc(c.size[k]);
-		fl[k].size = c.size[k];
-		if (!d)
-			goto out;
-		synth_fill(d, c.size[k], 1, 1);
-		int rc = floor_tcp(c.size[k], d, &fl[k].tcp);
+static void sweep_free(struct sweep *w)
+{
+	free(w->r.bufs);
+	free(w->r.crcs);
+	free(w->r.lens);
+	free(w->r.free_buf);
+	free(w->r.tl_bytes);
+	free(w->pts);
+	free(w->caps);
+	free(w->fl);
+}
+
+/* Step 1: the node answers the first group's Negotiate; else nothing is measured or written. */
+static int probe_node(const struct cfg *c, struct sweep *w)
+{
+	int rc = connect_for(c, c->xport[0], &c->size[0], &w->r);
+	disconnect(&w->r);
+	if (rc)
+		fprintf(stderr, "ingest-bench: nothing measured, no report written\n");
+	return rc;
+}
+
+/* Step 2: the floors, per size (the largest frame of each item), before the node is loaded. */
+static int measure_floors(const struct cfg *c, struct sweep *w)
+{
+	for (unsigned k = 0; k < c->nsize; k++) {
+		struct floor *fl = &w->fl[k];
+		uint64_t size = c->size[k].hi;
+		void *d = malloc(size);
+		fl->size = size;
+		if (!d) {
+			fprintf(stderr, "ingest-bench: out of memory for a %" PRIu64 "-byte frame\n", size);
+			return -ENOMEM;
+		}
+		synth_fill(d, size, 1, 1);
+		int rc = floor_tcp(size, d, &fl->tcp);
 		if (rc)
 			fprintf(stderr, "ingest-bench: TCP floor: %s\n", strerror(-rc));
-		if (c.data_dir) {
-			rc = floor_disk(c.data_dir, c.size[k], d, &fl[k].disk, fl[k].disk_note,
-					sizeof(fl[k].disk_note));
+		if (c->data_dir) {
+			rc = floor_disk(c->data_dir, size, d, &fl->disk, fl->disk_note, sizeof(fl->disk_note));
 			if (rc) {
-				fprintf(stderr, "ingest-bench: disk floor in %s: %s\n", c.data_dir,
+				fprintf(stderr, "ingest-bench: disk floor in %s: %s\n", c->data_dir,
 					strerror(-rc));
-				snprintf(fl[k].disk_note, sizeof(fl[k].disk_note), "failed: %s",
-					 strerror(-rc));
+				snprintf(fl->disk_note, sizeof(fl->disk_note), "failed: %s", strerror(-rc));
 			}
 		}
 		fprintf(stderr, "floor %.1f MiB: TCP loopback RTT p50 %.2f p99 %.2f ms; disk write+fdatasync "
-			"p50 %.2f p99 %.2f ms%s\n", (double)c.size[k] / 1048576.0,
-			ms(ing_hist_quantile(&fl[k].tcp, 0.5)), ms(ing_hist_quantile(&fl[k].tcp, 0.99)),
-			ms(ing_hist_quantile(&fl[k].disk, 0.5)), ms(ing_hist_quantile(&fl[k].disk, 0.99)),
-			c.data_dir ? "" : " (no --data-dir: not measured)");
+			"p50 %.2f p99 %.2f ms%s\n", (double)size / 1048576.0,
+			ms(ing_hist_quantile(&fl->tcp, 0.5)), ms(ing_hist_quantile(&fl->tcp, 0.99)),
+			ms(ing_hist_quantile(&fl->disk, 0.5)), ms(ing_hist_quantile(&fl->disk, 0.99)),
+			c->data_dir ? "" : " (no --data-dir: not measured)");
 		free(d);
 	}
+	return 0;
+}
 
-	r.t_run0 = ing_now_ns();
-	bool any_failed = false;
-	int rc = 0;
-	for (unsigned x = 0; x < c.nxport && !rc; x++) {
-		for (unsigned s = 0; s < c.nsize && !rc; s++) {
-			unsigned g = x * c.nsize + s;
-			struct point *cap = &caps[g];
-			cap->xport = c.xport[x];
-			cap->size = c.size[s];
-			if (!connect_for(&c, c.xport[x], c.size[s], &r, c.auth_token_file ? token : NULL)) {
-				rc = -ECONNREFUSED;
-				break;
-			}
-			if (bx_of(r.p) != c.xport[x]) {
-				fprintf(stderr, "ingest-bench: asked for %s, got %s (%s)\n", xname(c.xport[x]),
-					xname(bx_of(r.p)), ing_producer_transport_note(r.p));
-				disconnect(&r);
-				rc = -ENOTSUP;
-				break;
-			}
-			if (c.capacity_fps) {
-				cap->achieved_fps = c.capacity_fps;
-				cap->mb_s = c.capacity_fps * (double)c.size[s] / 1e6;
-			} else {
-				r.point_no++;
-				/* closed loop; the first quarter warms up */
-				uint64_t dur = (uint64_t)(c.capacity_s * 1e9);
-				rc = phase(&r, cap, 0, dur / 4, dur - dur / 4, "capacity");
-				fprintf(stderr, "%s%s %.1f KiB capacity (closed loop, %u credits): %.1f frames/s, "
-					"%.1f MB/s\n", r.tty ? "\r" : "", xname(c.xport[x]),
-					(double)c.size[s] / 1024.0, ing_producer_credits(r.p),
-					cap->achieved_fps, cap->mb_s);
-				if (!rc && cap->achieved_fps <= 0) {
-					fprintf(stderr, "ingest-bench: no frame became durable while measuring "
-						"the capacity\n");
-					rc = -EIO;
-				}
-			}
-			for (unsigned l = 0; l < c.nload && !rc; l++) {
-				struct point *p = &pts[g * c.nload + l];
-				p->xport = c.xport[x];
-				p->size = c.size[s];
-				p->load = c.load[l];
-				r.point_no++;
-				char what[32];
-				snprintf(what, sizeof(what), "%.0f%% load", c.load[l] * 100);
-				rc = phase(&r, p, c.load[l] * cap->achieved_fps,
-					   (uint64_t)(c.warmup_s * 1e9), (uint64_t)(c.duration_s * 1e9), what);
-				print_point(&r, p);
-				any_failed |= p->failed > 0;
-			}
-			disconnect(&r);
+/* One group: its capacity (closed loop, or --capacity-fps), then each load open loop. */
+static int sweep_group(const struct cfg *c, struct sweep *w, unsigned x, unsigned s)
+{
+	struct run *r = &w->r;
+	unsigned g = x * c->nsize + s;
+	struct point *cap = &w->caps[g];
+	int rc;
+
+	cap->xport = c->xport[x];
+	cap->size = c->size[s].hi;
+	cap->size_lo = c->size[s].lo;
+	rc = connect_for(c, c->xport[x], &c->size[s], r);
+	if (rc) {
+		disconnect(r);
+		return rc;
+	}
+	if (c->capacity_fps) {
+		cap->achieved_fps = c->capacity_fps;
+		cap->mb_s = c->capacity_fps * (double)(cap->size_lo + cap->size) / 2 / 1e6;
+	} else {
+		char sz[48];
+		r->point_no++;
+		/* closed loop; the first quarter warms up */
+		uint64_t dur = (uint64_t)c->capacity_ms * 1000000ull;
+		rc = phase(r, cap, 0, dur / 4, dur - dur / 4, "capacity");
+		fprintf(stderr, "%s%s %s capacity (closed loop, %u credits): %.1f frames/s, %.1f MB/s\n",
+			r->tty ? "\r" : "", xname(c->xport[x]), size_label(cap, sz, sizeof(sz)),
+			ing_producer_credits(r->p), cap->achieved_fps, cap->mb_s);
+		if (!rc && cap->achieved_fps <= 0) {
+			fprintf(stderr, "ingest-bench: no frame became durable while measuring the capacity\n");
+			rc = -EIO;
 		}
 	}
-	print_stages(pts, npts);
-	if (rc) {
+	for (unsigned l = 0; l < c->nload && !rc; l++) {
+		struct point *p = &w->pts[g * c->nload + l];
+		char what[32];
+		p->xport = c->xport[x];
+		p->size = c->size[s].hi;
+		p->size_lo = c->size[s].lo;
+		p->load = c->load[l];
+		r->point_no++;
+		snprintf(what, sizeof(what), "%.0f%% load", c->load[l] * 100);
+		rc = phase(r, p, c->load[l] * cap->achieved_fps, (uint64_t)c->warmup_ms * 1000000ull,
+			   (uint64_t)c->duration_ms * 1000000ull, what);
+		print_point(r, p);
+		w->any_failed |= p->failed > 0;
+	}
+	disconnect(r);
+	return rc;
+}
+
+/* Step 3: every transport x size group. 0, or the -errno that stopped it. */
+static int run_sweep(const struct cfg *c, struct sweep *w)
+{
+	int rc = 0;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	w->r.t_run0 = ing_now_ns();
+	for (unsigned x = 0; x < c->nxport && !rc; x++)
+		for (unsigned s = 0; s < c->nsize && !rc; s++)
+			rc = sweep_group(c, w, x, s);
+	print_stages(w->pts, w->npts);
+	if (rc)
 		fprintf(stderr, "ingest-bench: sweep stopped: %s; writing what was measured\n",
 			strerror(-rc));
-	}
+	return rc;
+}
 
-	/* results */
-	FILE *f = out_open(&c, "results.json");
-	if (!f)
-		goto out;
-	write_json(f, &c, caps, pts, npts, fl, c.nsize, started);
+/* Step 4: results.json (and --json), points.csv, timeline.csv, the CDFs, plots, report.md. */
+static int write_outputs(const struct cfg *c, struct sweep *w, bool *plotted)
+{
+	struct run *r = &w->r;
+	FILE *f;
+
+	*plotted = false;
+	if (mkdir(c->out, 0755) && errno != EEXIST) {
+		fprintf(stderr, "ingest-bench: --out %s: %s\n", c->out, strerror(errno));
+		return -errno;
+	}
+	if (!(f = out_open(c, "results.json")))
+		return -EIO;
+	write_json(f, c, w->caps, w->pts, w->npts, w->fl, c->nsize, w->started);
 	if (fclose(f))
-		goto out;
-	if (c.json) {
-		write_json(stdout, &c, caps, pts, npts, fl, c.nsize, started);
+		return -EIO;
+	if (c->json) {
+		write_json(stdout, c, w->caps, w->pts, w->npts, w->fl, c->nsize, w->started);
 		fflush(stdout);
 	}
-	if (write_csv(&c, pts, npts))
-		goto out;
-	if (!(f = out_open(&c, "timeline.csv")))
-		goto out;
+	if (write_csv(c, w->pts, w->npts))
+		return -EIO;
+	if (!(f = out_open(c, "timeline.csv")))
+		return -EIO;
 	fprintf(f, "t_s,mb_s\n");
-	uint64_t last_bin = (ing_now_ns() - r.t_run0) / TL_BIN_NS;
-	for (unsigned b = 0; b < r.tl_n && b <= last_bin; b++)
+	uint64_t last_bin = (ing_now_ns() - r->t_run0) / TL_BIN_NS;
+	for (unsigned b = 0; b < r->tl_n && b <= last_bin; b++)
 		fprintf(f, "%.1f,%.2f\n", (double)b * TL_BIN_NS / 1e9,
-			(double)r.tl_bytes[b] / 1e6 / ((double)TL_BIN_NS / 1e9));
-	fclose(f);
-	for (unsigned g = 0; g < ngroups; g++) {
+			(double)r->tl_bytes[b] / 1e6 / ((double)TL_BIN_NS / 1e9));
+	if (fclose(f))
+		return -EIO;
+	for (unsigned g = 0; g < w->ngroups; g++) {
 		char tag[64], name[96];
-		tag_of(&pts[g * c.nload], tag, sizeof(tag));
+		tag_of(&w->pts[g * c->nload], tag, sizeof(tag));
 		snprintf(name, sizeof(name), "cdf_%s.dat", tag);
-		if (!(f = out_open(&c, name)))
-			goto out;
-		write_cdf(f, &pts[g * c.nload], c.nload);
-		fclose(f);
+		if (!(f = out_open(c, name)))
+			return -EIO;
+		write_cdf(f, &w->pts[g * c->nload], c->nload);
+		if (fclose(f))
+			return -EIO;
 	}
-	bool plotted = c.plots && run_gnuplot(&c, pts, npts, c.nload) == 0;
-	if (!(f = out_open(&c, "report.md")))
-		goto out;
-	write_report(f, &c, caps, pts, npts, fl, started, plotted);
-	fclose(f);
+	*plotted = !c->no_plots && run_gnuplot(c, w->pts, w->npts, c->nload) == 0;
+	if (!(f = out_open(c, "report.md")))
+		return -EIO;
+	write_report(f, c, w->caps, w->pts, w->npts, w->fl, w->started, *plotted);
+	if (fclose(f))
+		return -EIO;
 	fprintf(stderr, "ingest-bench: results in %s/ (report.md, results.json, points.csv%s)\n",
-		c.out, plotted ? ", *.png" : "");
-	ret = rc ? 2 : (any_failed || (c.plots && !plotted)) ? 1 : 0;
-out:
-	explicit_bzero(token, sizeof(token));
-	free(r.bufs);
-	free(r.crcs);
-	free(r.free_buf);
-	free(r.tl_bytes);
-	free(pts);
-	free(caps);
-	free(fl);
-	return ret;
+		c->out, *plotted ? ", *.png" : "");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct cfg c;
+	static struct sweep w;
+	bool plotted = false;
+	int rc;
+
+	if (!getenv("ING_LOG_LEVEL"))
+		ing_log_set_level(ING_LOG_WARN);   /* the library's info lines add nothing here */
+	rc = parse_args(argc, argv, &c);
+	if (rc)
+		return rc == 1 ? ING_EXIT_OK : rc;
+	signal(SIGPIPE, SIG_IGN);
+	if (sweep_alloc(&c, &w) || probe_node(&c, &w)) {
+		sweep_free(&w);
+		explicit_bzero(c.token, sizeof(c.token));
+		return ING_EXIT_FAILURE;
+	}
+	rc = measure_floors(&c, &w);
+	if (!rc)
+		rc = run_sweep(&c, &w);
+	explicit_bzero(c.token, sizeof(c.token));
+	int out = write_outputs(&c, &w, &plotted);
+	sweep_free(&w);
+	return rc || out || w.any_failed || (!c.no_plots && !plotted) ? ING_EXIT_FAILURE : ING_EXIT_OK;
 }

@@ -3,12 +3,13 @@
  * ingest-doctor: pre-flight check of an ingest node. Prints PASS/WARN/FAIL per check with a
  * one-line fix, then "summary: N PASS, N WARN, N FAIL". --config reads ingestd's own
  * config file (the same option table, control/node_opts.c) and checks the node it
- * describes; --sysfs-root/--procfs-root point it at fixture trees (tests).
+ * describes, its object store (--tier) included; --sysfs-root/--procfs-root point it at fixture trees (tests).
  */
 #include "common/cli.h"
 #include "common/parse.h"
 #include "control/node.h"
 #include "dataplane/dataplane.h"
+#include "dataplane/store/s3.h"
 #include "numa/doctor.h"
 
 #include <errno.h>
@@ -22,6 +23,10 @@ struct doctor_cfg {
 	struct ing_doctor_opts o;
 	const char *config;
 	bool json;
+	/* the object store (ingestd --tier ...): reachable, credentials, bucket */
+	const char *tier, *tier_credentials, *tier_region;
+	int tier_path_style;
+	unsigned tier_timeout_ms;
 };
 #define C struct doctor_cfg
 
@@ -65,18 +70,6 @@ static int set_memlock(const struct ing_opt *d, void *cfg, const char *v, char *
 	return 0;
 }
 
-/* an int field that is -1 until set: a cpu or node number */
-static int set_index(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
-{
-	uint64_t x;
-	if (ing_parse_u64(v, 65535, &x)) {
-		snprintf(why, whylen, "'%.64s' is not a number in 0..65535", v);
-		return -EINVAL;
-	}
-	*(int *)(void *)((char *)cfg + d->off) = (int)x;
-	return 0;
-}
-
 static const struct ing_opt opts[] = {
 	{ "config", "FILE", ING_OPT_PATH, offsetof(C, config), 0, 0, 0, NULL, NULL,
 	  "ingestd's config file (ingestd --config): check the node it\n"
@@ -91,7 +84,7 @@ static const struct ing_opt opts[] = {
 			"auto falls back to 4 KiB pages, off does not use them"),
 	ING_OPT_STR_(C, "rdma-dev", o.rdma_dev, "NAME", "device to check (default: the first one)"),
 	ING_OPT_STR_(C, "lcores", o.plan.lcores, "LIST", "ingestd's --lcores: control + dataplane lcores, e.g. 8-10"),
-	ING_OPT_CUSTOM_(C, "pool-node", o.plan.pool_node, set_index, "N", "ingestd's --pool-node: NUMA node of the pool"),
+	ING_OPT_CUSTOM_(C, "pool-node", o.plan.pool_node, ing_opt_set_index, "N", "ingestd's --pool-node: NUMA node of the pool"),
 	ING_OPT_UINT_(C, "workers", o.plan.n_workers, 1, ING_PLAN_MAX_WORKERS, "ingestd's --workers: persistence workers (default 2)"),
 	ING_OPT_BOOL_(C, "json", json, "JSON instead of text"),
 	ING_OPT_PATH_(C, "sysfs-root", o.sysfs_root, "DIR", "read sysfs there instead of /sys (test fixtures)"),
@@ -99,11 +92,15 @@ static const struct ing_opt opts[] = {
 	ING_OPT_CUSTOM_(C, "memlock", o.memlock, set_memlock, "N|unlimited", "use this memlock limit instead of getrlimit()"),
 	ING_OPT_PATH_(C, "topology", o.topology, "FILE", "hwloc XML for the NUMA checks (default: live, $HWLOC_XMLFILE)"),
 	/* ingest-topo's placement overrides (not ingestd flags): what-if checks of a plan */
-	ING_OPT_CUSTOM_(C, "control-cpu", o.plan.control_cpu, set_index, "N", "what-if: the control thread's cpu (as ingest-topo)"),
+	ING_OPT_CUSTOM_(C, "control-cpu", o.plan.control_cpu, ing_opt_set_index, "N", "what-if: the control thread's cpu (as ingest-topo)"),
 	ING_OPT_STR_(C, "worker-cpus", o.plan.worker_cpus, "LIST", "what-if: pin the persistence workers to LIST (as ingest-topo)"),
 	ING_OPT_UINT_(C, "dataplane", o.plan.n_dataplane, 0, ING_PLAN_MAX_LCORES, "what-if: dataplane lcores (as ingest-topo; default 1)"),
 	ING_OPT_STR_(C, "block-dev", o.plan.block_dev, "NAME", "what-if: the storage device (as ingest-topo)"),
 	ING_OPT_BOOL_(C, "allow-smt", o.plan.allow_smt, "what-if: SMT siblings as dataplane lcores (as ingest-topo)"),
+	ING_OPT_STR_(C, "tier", tier, "URL", "ingestd's --tier: check the object store (reachable, the\n"
+		     "credentials accepted, the bucket there)"),
+	ING_OPT_PATH_(C, "tier-credentials", tier_credentials, "FILE", "ingestd's --tier-credentials"),
+	ING_OPT_STR_(C, "tier-region", tier_region, "NAME", "ingestd's --tier-region"),
 };
 
 static const struct ing_cli cli = {
@@ -127,15 +124,12 @@ static const struct ing_cli cli = {
 /* --config FILE: ingestd's file, read by ingestd's own table, into the doctor's options */
 static int read_ingestd_config(struct doctor_cfg *c)
 {
-	static char text[64 << 10];   /* the values point into it */
-	struct ing_cli ic = ing_ingestd_cli;
 	struct ing_ingestd_opts io;
 	struct ing_pool_opts po;
 	char why[200];
 
 	ing_ingestd_opts_init(&io);
-	ic.prog = cli.prog;   /* "ingest-doctor: FILE:LINE: ..." */
-	if (ing_cli_read_config(&ic, c->config, text, sizeof(text), &io))
+	if (ing_ingestd_opts_read_config_as(cli.prog, c->config, &io))
 		return ING_EXIT_USAGE;
 	ing_pool_opts_init(&po);
 	if (ing_pool_spec_parse(&po, io.pool, why, sizeof(why)))   /* the default: always parses */
@@ -147,13 +141,59 @@ static int read_ingestd_config(struct doctor_cfg *c)
 	c->o.plan.lcores = io.lcores;
 	c->o.plan.pool_node = io.pool_node;
 	c->o.plan.n_workers = io.workers;
+	c->tier = io.tier;
+	c->tier_credentials = io.tier_credentials;
+	c->tier_region = io.tier_region;
+	c->tier_path_style = io.tier_path_style;
+	c->tier_timeout_ms = io.tier_timeout_ms;
 	return 0;
+}
+
+/*
+ * tier.store: the store ingestd --tier would upload to answers for the bucket with these
+ * credentials. A WARN, never a FAIL: the node ingests without its store (the frames stay
+ * local and queued), so a store that is away must not keep it from starting; the fix line
+ * says what to do.
+ */
+static void check_tier(const struct doctor_cfg *c, struct ing_doctor_report *r)
+{
+	struct ing_s3 s3;
+	char why[1024];
+	ing_s3_init(&s3);
+	if (!c->tier_credentials) {
+		ing_doctor_add(r, "tier", "tier.store", ING_CHECK_FAIL,
+			       "add tier-credentials = FILE (access_key = ..., secret_key = ..., mode 600)",
+			       "%s: no credentials file given (ingestd would refuse to start)", c->tier);
+		return;
+	}
+	if (ing_s3_parse_url(&s3, c->tier, why, sizeof(why)) ||
+	    ing_s3_read_credentials(&s3, c->tier_credentials, why, sizeof(why))) {
+		ing_doctor_add(r, "tier", "tier.store", ING_CHECK_FAIL, "fix tier / tier-credentials",
+			       "%s (ingestd would refuse to start)", why);
+		return;
+	}
+	if (c->tier_region)
+		snprintf(s3.region, sizeof(s3.region), "%s", c->tier_region);
+	s3.path_style = c->tier_path_style != 0;
+	if (c->tier_timeout_ms)
+		s3.timeout_ms = c->tier_timeout_ms;
+	enum ing_s3_result res = ing_s3_check(&s3, why, sizeof(why));
+	if (res == ING_S3_OK)
+		ing_doctor_add(r, "tier", "tier.store", ING_CHECK_PASS, NULL,
+			       "%s: bucket reachable, credentials accepted", s3.display);
+	else
+		ing_doctor_add(r, "tier", "tier.store", ING_CHECK_WARN,
+			       res == ING_S3_NO_BUCKET ? "create the bucket, or fix tier" :
+			       res == ING_S3_DENIED ? "fix the keys in the tier-credentials file, or the user's permissions" :
+			       "start the store or fix tier; until then frames stay local and queued",
+			       "%s", why);
+	explicit_bzero(&s3, sizeof(s3));
 }
 
 int main(int argc, char **argv)
 {
 	static const char *const first[] = { "config", NULL };
-	struct doctor_cfg c = { 0 };
+	struct doctor_cfg c = { .tier_path_style = 1 };
 	int argi, rc;
 
 	ing_doctor_opts_init(&c.o);
@@ -171,6 +211,10 @@ int main(int argc, char **argv)
 		return ING_EXIT_FAILURE;
 	}
 	int fails = ing_doctor_run(&c.o, r);
+	if (c.tier) {
+		check_tier(&c, r);
+		fails = (int)r->n_fail;
+	}
 	if (c.json) {
 		ing_doctor_format_json(r, stdout);
 		fputc('\n', stdout);

@@ -8,6 +8,7 @@
  * Exit status: 0 the node is SERVING and ready, 1 it is not (or cannot be reached; the
  * reason is printed), 2 usage error.
  */
+#include "common/json.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -119,13 +120,10 @@ static const struct ing_cli cli = {
 /* --config FILE: ingestd's own table; the listen address on this host, TLS, the token */
 static int read_ingestd_config(C *c)
 {
-	static char text[64 << 10];   /* the values point into it */
-	struct ing_cli ic = ing_ingestd_cli;
 	struct ing_ingestd_opts io;
 
 	ing_ingestd_opts_init(&io);
-	ic.prog = PROG;
-	if (ing_cli_read_config(&ic, c->config, text, sizeof(text), &io))
+	if (ing_ingestd_opts_read_config_as(PROG, c->config, &io))
 		return ING_EXIT_USAGE;
 	const char *port = strrchr(io.listen, ':');
 	const char *host = io.listen;
@@ -150,7 +148,7 @@ static int read_ingestd_config(C *c)
 
 struct sample {
 	bool reached;
-	char err[300];
+	char err[640];
 	int health;                    /* HealthCheckResponse.ServingStatus, -1: no answer */
 	H3000__StatsReply *stats;      /* NULL: no answer (err says why) */
 	char stats_err[300];
@@ -359,6 +357,56 @@ static const char *member_state(H3000__MemberState st)
 	return v ? v->name + (strncmp(v->name, "MEMBER_", 7) ? 0 : 7) : "?";
 }
 
+static void json_value(const ProtobufCFieldDescriptor *f, const void *p);
+
+/* true when a singular field holds more than its proto3 default */
+static bool field_set(const ProtobufCFieldDescriptor *f, const void *p)
+{
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
+	case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64:
+		return *(const uint64_t *)p != 0;
+	case PROTOBUF_C_TYPE_DOUBLE:
+		return *(const double *)p != 0.0;
+	case PROTOBUF_C_TYPE_FLOAT:
+		return *(const float *)p != 0.0f;
+	case PROTOBUF_C_TYPE_BOOL:
+		return *(const protobuf_c_boolean *)p;
+	case PROTOBUF_C_TYPE_STRING:
+		return *(char *const *)p && **(char *const *)p;
+	case PROTOBUF_C_TYPE_BYTES: case PROTOBUF_C_TYPE_MESSAGE:
+		return false;
+	default:
+		return *(const uint32_t *)p != 0;
+	}
+}
+
+/*
+ * One line "label  name value, ..." of the message's singular fields whose names start
+ * with prefix and hold more than their default: fields a node of a newer version adds
+ * (the tier's, say) show up without a change here. Nothing when none is set.
+ */
+static void print_fields(const ProtobufCMessage *m, const char *prefix, const char *label)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	unsigned n = 0;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const void *p = (const char *)m + f->offset;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED || strncmp(f->name, prefix, strlen(prefix)) ||
+		    !field_set(f, p))
+			continue;
+		if (n++ == 0)
+			printf("         %-8s ", label);
+		else
+			printf(", ");
+		printf("%s ", f->name);
+		json_value(f, p);
+	}
+	if (n)
+		putchar('\n');
+}
+
 static void print_text(const C *c, const struct sample *s, const struct rates *rt)
 {
 	char a[32], b[32], d[32], e[32], when[32];
@@ -423,6 +471,7 @@ static void print_text(const C *c, const struct sample *s, const struct rates *r
 			printf("         export   lag %" PRIu64 " rows (%.1f s), %" PRIu64 " exported, %" PRIu64
 			       " errors, PostgreSQL %s\n", r->fleetexportlagrows, r->fleetexportlagseconds,
 			       r->fleetexportedrows, r->fleetexporterrors, r->fleetpgup ? "up" : "DOWN");
+		print_fields(&r->base, "tier", "tier");   /* the object-store tier, where the node has one */
 	}
 	if (!s->members) {
 		printf("Members  no answer\n");
@@ -446,20 +495,6 @@ static void print_text(const C *c, const struct sample *s, const struct rates *r
 }
 
 /* ---------------------------------------------------------------- JSON */
-
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
 
 static void json_message(const ProtobufCMessage *m);
 
@@ -490,13 +525,13 @@ static void json_value(const ProtobufCFieldDescriptor *f, const void *p)
 	case PROTOBUF_C_TYPE_ENUM: {
 		const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(f->descriptor, *(const int *)p);
 		if (v)
-			json_str(v->name);
+			ing_json_str(stdout, v->name);
 		else
 			printf("%d", *(const int *)p);
 		break;
 	}
 	case PROTOBUF_C_TYPE_STRING:
-		json_str(*(char *const *)p);
+		ing_json_str(stdout, *(char *const *)p);
 		break;
 	case PROTOBUF_C_TYPE_BYTES:
 		printf("%zu", ((const ProtobufCBinaryData *)p)->len);   /* the length only */
@@ -537,7 +572,7 @@ static void json_message(const ProtobufCMessage *m)
 		const char *base = (const char *)m + f->offset;
 		if (i)
 			putchar(',');
-		json_str(f->name);
+		ing_json_str(stdout, f->name);
 		putchar(':');
 		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
 			size_t n = *(const size_t *)(const void *)((const char *)m + f->quantifier_offset);
@@ -559,11 +594,11 @@ static void json_message(const ProtobufCMessage *m)
 static void print_json(const C *c, const struct sample *s, const struct rates *rt)
 {
 	printf("{\"server\":");
-	json_str(c->server);
+	ing_json_str(stdout, c->server);
 	printf(",\"reachable\":%s,\"health\":", s->reached ? "true" : "false");
-	json_str(health_name(s->health));
+	ing_json_str(stdout, health_name(s->health));
 	printf(",\"ready\":%s,\"notReady\":", s->stats && s->stats->ready ? "true" : "false");
-	json_str(!s->reached ? s->err : !s->stats ? s->stats_err : s->stats->ready ? "" : s->stats->notready);
+	ing_json_str(stdout, !s->reached ? s->err : !s->stats ? s->stats_err : s->stats->ready ? "" : s->stats->notready);
 	printf(",\"throughput\":{\"bytesPerSecond\":%.1f,\"framesPerSecond\":%.2f,\"seconds\":%.3f,"
 	       "\"sinceStart\":%s}", rt->bytes_s, rt->frames_s, rt->seconds, rt->since_start ? "true" : "false");
 	printf(",\"stats\":");

@@ -15,15 +15,19 @@
  * With --allow-missing (after a crash: the manifest lists what was sent, not what was
  * acked) a frame without a catalog row counts as missing, not bad; a frame that has a row
  * must still pass every check, since its row is what a DURABLE ack promised.
+ * Frames the node has tiered (catalog location both or tiered, README "Object store tier")
+ * are checked in the object store the same way, with --tier URL --tier-credentials FILE
+ * (the node's): the object has exactly `length` bytes, whose crc32c and content are the
+ * expected ones, and its x-amz-meta-crc32c and ETag are the catalog's. A tiered frame
+ * (no local copy left) without --tier cannot be checked: reported, exit 1.
  * With --fleet CONNINFO (a fleet of nodes, docs/FLEET_NODE.md): every manifest frame must
  * have a row in the fleet catalog (PostgreSQL) on at least one node, and every such copy
  * must be intact in that node's catalog and file (--data-dir NODE=DIR, once per node);
  * copies on two nodes with the same CRC are counted as duplicates, not errors.
- * Exit: 0 all good, 1 some frame bad, 2 usage or setup error.
+ * Exit status: 0 all good, 1 a frame bad or missing (or the catalog unreadable), 2 usage.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -34,11 +38,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "common/io.h"
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/ident.h"
+#include "dataplane/store/s3.h"
 #include "dataplane/store/store.h"
 #include "producer/synth.h"
 #include "control/fleet/fleet.h"
@@ -71,6 +77,10 @@ struct verify {
 	uint8_t *buf, *buf2;
 	size_t cap, cap2;
 	uint64_t frames, ok, bad, bytes, missing;
+	/* the object store (--tier): frames with a verified object are checked there too */
+	struct ing_s3 *s3;
+	uint64_t objects, unchecked;
+	size_t got;
 };
 
 static void problem(struct verify *v, const struct expect *e, const char *fmt, ...)
@@ -126,11 +136,14 @@ static int read_exact(const char *path, uint8_t **b, size_t *cap, uint64_t len, 
 	return rc;
 }
 
-static bool check_catalog(struct verify *v, const struct expect *e, const char *rel)
+static bool check_catalog(struct verify *v, const struct expect *e, const char *rel,
+			  struct ing_catalog_row *rowp)
 {
 	struct ing_catalog_row row;
 	bool good = true;
 	int rc = ing_catalog_lookup(v->cat, e->wafer, e->id, &row);
+	if (rc == 0)
+		*rowp = row;
 
 	if (rc == -ENOENT) {
 		problem(v, e, "no catalog row");
@@ -169,11 +182,88 @@ static int catalog_has(struct verify *v, const struct expect *e)
 	return -1;
 }
 
+/* The bytes of a copy (the file, or the object read back) against what was sent. */
+static bool check_bytes(struct verify *v, const struct expect *e, const uint8_t *b, const char *what)
+{
+	bool good = true;
+	uint32_t crc = ing_crc32c(0, b, e->len);
+	if (e->has_crc && crc != e->crc) {
+		problem(v, e, "%scrc32c %08x, expected %08x", what, crc, e->crc);
+		good = false;
+	}
+	if (e->synth) {
+		uint64_t at = synth_compare(b, e->len, e->key, e->seed);
+		if (at != UINT64_MAX) {
+			problem(v, e, "%scontent differs from the synthetic frame at byte %" PRIu64, what, at);
+			good = false;
+		}
+	} else if (e->src[0]) {
+		uint64_t ssize;
+		int r2 = read_exact(e->src, &v->buf2, &v->cap2, e->len, &ssize);
+		if (r2 == 0 && memcmp(b, v->buf2, e->len)) {
+			problem(v, e, "%scontent differs from %s", what, e->src);
+			good = false;
+		} else if (r2 && !v->quiet) {
+			fprintf(stderr, "ingest-verify: frame %s: source %s not compared (%s)\n",
+				e->id, e->src, strerror(-r2));
+		}
+	}
+	return good;
+}
+
+static int object_sink(void *arg, const uint8_t *p, size_t n)
+{
+	struct verify *v = arg;
+	if (v->got + n > v->cap)
+		return -EFBIG;
+	memcpy(v->buf + v->got, p, n);
+	v->got += n;
+	return 0;
+}
+
+/* The frame's object in the store: its length, bytes and metadata as the catalog says. */
+static bool check_object(struct verify *v, const struct expect *e, const struct ing_catalog_row *row)
+{
+	char key[ING_S3_KEY_MAX + 1], why[1024];
+	struct ing_s3_object o;
+	if (ing_s3_key(v->s3, key, sizeof(key), e->wafer, e->id)) {
+		problem(v, e, "no object key for these ids");
+		return false;
+	}
+	if (grow(&v->buf, &v->cap, e->len + 1)) {
+		problem(v, e, "out of memory");
+		return false;
+	}
+	v->got = 0;
+	enum ing_s3_result res = ing_s3_get(v->s3, key, 0, 0, object_sink, v, &o, why, sizeof(why));
+	v->objects++;
+	if (res != ING_S3_OK) {
+		problem(v, e, "object %s: %s", key, why);
+		return false;
+	}
+	if (v->got != e->len) {
+		problem(v, e, "object %s has %zu bytes, expected %" PRIu64, key, v->got, e->len);
+		return false;
+	}
+	bool good = check_bytes(v, e, v->buf, "object: ");
+	if (!o.has_crc || o.crc32c != row->crc32c) {
+		problem(v, e, "object %s: x-amz-meta-crc32c %s%08x, the catalog %08x", key,
+			o.has_crc ? "" : "missing/", o.crc32c, row->crc32c);
+		good = false;
+	}
+	if (row->object_md5[0] && strcmp(o.etag, row->object_md5)) {
+		problem(v, e, "object %s: ETag %s, the catalog recorded %s", key, o.etag, row->object_md5);
+		good = false;
+	}
+	return good;
+}
+
 static bool check_frame(struct verify *v, struct expect *e)
 {
 	char rel[512], full[PATH_MAX + 600];
 	uint64_t size = 0;
 	bool good = true;
+	struct ing_catalog_row row = { .location = ING_LOC_LOCAL };
 
 	if (v->allow_missing) {
 		int has = catalog_has(v, e);
@@ -195,39 +285,30 @@ static bool check_frame(struct verify *v, struct expect *e)
 	}
 	snprintf(rel, sizeof(rel), "frames/%s/%s.frame", wn, fn);
 	snprintf(full, sizeof(full), "%s/%s", v->data_dir, rel);
-	int rc = read_exact(full, &v->buf, &v->cap, e->len, &size);
-	if (rc == -EFBIG || rc == -ENODATA) {
-		problem(v, e, "%s has %" PRIu64 " bytes, expected %" PRIu64, full, size, e->len);
+	if (v->check_catalog && !check_catalog(v, e, rel, &row))
 		good = false;
-	} else if (rc) {
-		problem(v, e, "%s: %s", full, strerror(-rc));
-		good = false;
-	} else {
-		uint32_t crc = ing_crc32c(0, v->buf, e->len);
-		if (e->has_crc && crc != e->crc) {
-			problem(v, e, "crc32c %08x, expected %08x", crc, e->crc);
+	/* a tiered frame's local copy was deleted on purpose, once its object was verified */
+	if (row.location != ING_LOC_TIERED) {
+		int rc = read_exact(full, &v->buf, &v->cap, e->len, &size);
+		if (rc == -EFBIG || rc == -ENODATA) {
+			problem(v, e, "%s has %" PRIu64 " bytes, expected %" PRIu64, full, size, e->len);
+			good = false;
+		} else if (rc) {
+			problem(v, e, "%s: %s", full, strerror(-rc));
+			good = false;
+		} else if (!check_bytes(v, e, v->buf, "")) {
 			good = false;
 		}
-		if (e->synth) {
-			uint64_t at = synth_compare(v->buf, e->len, e->key, e->seed);
-			if (at != UINT64_MAX) {
-				problem(v, e, "content differs from the synthetic frame at byte %" PRIu64, at);
-				good = false;
-			}
-		} else if (e->src[0]) {
-			uint64_t ssize;
-			int r2 = read_exact(e->src, &v->buf2, &v->cap2, e->len, &ssize);
-			if (r2 == 0 && memcmp(v->buf, v->buf2, e->len)) {
-				problem(v, e, "content differs from %s", e->src);
-				good = false;
-			} else if (r2 && !v->quiet) {
-				fprintf(stderr, "ingest-verify: frame %s: source %s not compared (%s)\n",
-					e->id, e->src, strerror(-r2));
-			}
-		}
 	}
-	if (v->check_catalog && !check_catalog(v, e, rel))
+	if (row.location != ING_LOC_LOCAL && v->s3) {
+		if (!check_object(v, e, &row))
+			good = false;
+	} else if (row.location == ING_LOC_TIERED) {
+		v->unchecked++;
+		problem(v, e, "tiered: its bytes are only in the object store (give the node's --tier URL and "
+			"--tier-credentials FILE to check them there)");
 		good = false;
+	}
 	v->frames++;
 	if (good) {
 		v->ok++;
@@ -272,31 +353,154 @@ static int parse_manifest_line(char *line, struct expect *e, int version)
 	return 0;
 }
 
-/* A plain decimal/hex number, no sign, no overflow ("-1" would wrap to 2^64-1). */
-static bool parse_u64(const char *s, uint64_t *out)
+/* ---------------------------------------------------------------- options */
+
+struct verify_cfg {
+	const char *data_dirs[MAX_FLEET_NODES];   /* --data-dir, once (or once per node) */
+	unsigned ndirs;
+	const char *manifest, *wafer, *prefix, *fleet, *sizes;
+	uint64_t first, count, size, seed;
+	unsigned max_errors;
+	bool no_catalog, allow_missing, json, quiet;
+	struct synth_spec synth;
+	/* the node's object store (ingestd --tier ...) */
+	const char *tier, *tier_credentials, *tier_region;
+	int tier_path_style;
+	struct ing_s3 s3;
+};
+
+static void cfg_init(void *p)
 {
-	return ing_parse_u64(s, UINT64_MAX, out) == 0;
+	struct verify_cfg *c = p;
+	memset(c, 0, sizeof(*c));
+	c->wafer = DEFAULT_WAFER;
+	c->prefix = DEFAULT_ID_PREFIX;
+	c->first = 1;
+	c->size = 4u << 20;
+	c->seed = 1;
+	c->max_errors = 20;
+	c->tier_path_style = 1;
+	ing_s3_init(&c->s3);
 }
 
-static void usage(FILE *f)
+static int set_data_dir(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
-	fprintf(f,
-		"usage: ingest-verify --data-dir DIR (--manifest PATH | synthetic parameters)\n"
-		"  --manifest PATH   written by ingest-send --manifest\n"
-		"  --first-id N --count N --size SIZE | --sizes MIN-MAX --seed S --wafer ID\n"
-		"  [--id-prefix P]   (default " DEFAULT_ID_PREFIX ")\n"
-		"                    the same synthetic parameters as the send\n"
-		"  --no-catalog      do not check catalog.db\n"
-		"  --allow-missing   a frame without a catalog row is missing, not bad (after a\n"
-		"                    crash: a manifest of sent frames; rows must still be intact)\n"
-		"  --max-errors N    problems printed (default 20)\n"
-		"  --json            summary as JSON on stdout\n"
-		"  --quiet           only problems and the exit status\n"
-		"       ingest-verify --fleet CONNINFO --manifest PATH --data-dir NODE=DIR...\n"
-		"  --fleet CONNINFO  a fleet: every frame in the fleet catalog (PostgreSQL, libpq\n"
-		"                    conninfo) on >= 1 node, each copy intact in that node's\n"
-		"                    catalog and file (--data-dir NODE=DIR once per node); copies\n"
-		"                    on two nodes with the same crc32c are counted, not errors\n");
+	struct verify_cfg *c = cfg;
+	(void)d;
+	if (!*v) {
+		snprintf(why, whylen, "empty value: give a directory");
+		return -EINVAL;
+	}
+	if (c->ndirs == MAX_FLEET_NODES) {
+		snprintf(why, whylen, "more than %d data dirs", MAX_FLEET_NODES);
+		return -EINVAL;
+	}
+	c->data_dirs[c->ndirs++] = v;
+	return 0;
+}
+
+#define C struct verify_cfg
+static const struct ing_opt opts[] = {
+	ING_OPT_CUSTOM_(C, "data-dir", data_dirs, set_data_dir, "DIR", "ingestd's data dir (--fleet: NODE=DIR, once per node)"),
+	ING_OPT_PATH_(C, "manifest", manifest, "PATH", "written by ingest-send --manifest (or --durable-manifest)"),
+	ING_OPT_U64_(C, "first-id", first, 0, UINT64_MAX, "without a manifest, the synthetic frames of a send with the\n"
+		     "same --first-id, --count, --size/--sizes, --seed, --wafer,\n"
+		     "--id-prefix: the first counter"),
+	ING_OPT_U64_(C, "count", count, 0, 1ull << 40, "how many synthetic frames"),
+	ING_OPT_SIZE_(C, "size", size, 1, 1ull << 40, "their size"),
+	ING_OPT_STR_(C, "sizes", sizes, "LIST", "their sizes, as ingest-send --sizes (e.g. 1M-16M)"),
+	ING_OPT_U64_(C, "seed", seed, 0, UINT64_MAX, "their seed"),
+	ING_OPT_STR_(C, "wafer", wafer, "ID", "their wafer (default " DEFAULT_WAFER ")"),
+	ING_OPT_STR_(C, "id-prefix", prefix, "P", "their frame id prefix (default " DEFAULT_ID_PREFIX ")"),
+	ING_OPT_BOOL_(C, "no-catalog", no_catalog, "do not check catalog.db (ingestd --sink null)"),
+	ING_OPT_BOOL_(C, "allow-missing", allow_missing, "a frame without a catalog row is missing, not bad (after a\n"
+		      "crash: a manifest of sent frames; rows must still be intact)"),
+	ING_OPT_UINT_(C, "max-errors", max_errors, 0, UINT32_MAX, "problems printed"),
+	ING_OPT_BOOL_(C, "json", json, "summary as JSON on stdout"),
+	ING_OPT_BOOL_(C, "quiet", quiet, "only problems and the exit status"),
+	ING_OPT_STR_(C, "tier", tier, "URL", "the node's object store (ingestd --tier): frames the catalog\n"
+		     "has there (location both or tiered) are read back and\n"
+		     "checked there too"),
+	ING_OPT_PATH_(C, "tier-credentials", tier_credentials, "FILE", "its keys (ingestd --tier-credentials)"),
+	ING_OPT_STR_(C, "tier-region", tier_region, "NAME", "its SigV4 region (default us-east-1)"),
+	ING_OPT_CHOICE_(C, "tier-path-style", tier_path_style, "on=1|off=0", "path-style requests (default on)"),
+	ING_OPT_STR_(C, "fleet", fleet, "CONNINFO", "a fleet: every frame in the fleet catalog (PostgreSQL, libpq\n"
+		     "conninfo) on >= 1 node, each copy intact in that node's\n"
+		     "catalog and file (--data-dir NODE=DIR once per node); copies\n"
+		     "on two nodes with the same crc32c are counted, not errors"),
+};
+
+static const struct ing_cli cli = {
+	.prog = "ingest-verify",
+	.synopsis = "--data-dir DIR (--manifest PATH | --count N ...) [options]",
+	.summary = "check stored h3000 frames against what was sent, byte for byte",
+	.about = "For every frame of a manifest (or of the synthetic parameters of a send): its\n"
+		 "file exists with the length, crc32c and bytes sent, and catalog.db has its row.\n"
+		 "  ingest-verify --fleet CONNINFO --manifest PATH --data-dir NODE=DIR...\n"
+		 "checks a fleet of nodes.\n",
+	.opts = opts,
+	.nopts = sizeof(opts) / sizeof(opts[0]),
+	.max_args = 0,
+	.init = cfg_init,
+	.cfg_size = sizeof(struct verify_cfg),
+	.exit_status = "  0  every frame is stored intact\n"
+		       "  1  a frame is bad or missing, no frame was checked, or the catalog or the\n"
+		       "     manifest could not be read\n"
+		       "  2  usage error\n",
+};
+
+/* The options and the checks between them: 0, 1 (--help/--version) or 2. */
+static int parse_args(int argc, char **argv, struct verify_cfg *c)
+{
+	char why[256];
+	int argi, rc = ing_cli_parse(&cli, argc, argv, c, &argi);
+	if (rc)
+		return rc;
+	if (c->sizes) {
+		if (synth_spec_sizes(&c->synth, c->sizes, why, sizeof(why)))
+			return ing_cli_usage_error(&cli, "--sizes: %s", why);
+		c->synth.seed = c->seed;
+	} else {
+		synth_spec_fixed(&c->synth, c->seed, c->size);
+	}
+	if (c->count && c->first > UINT64_MAX - (c->count - 1))
+		return ing_cli_usage_error(&cli, "--first-id %" PRIu64 " + --count %" PRIu64
+					   " passes the largest frame id", c->first, c->count);
+	if (c->fleet) {
+		if (!c->manifest || !c->ndirs)
+			return ing_cli_usage_error(&cli, "--fleet needs --manifest PATH and --data-dir "
+						   "NODE=DIR for each node");
+		return 0;
+	}
+	if (!c->ndirs)
+		return ing_cli_usage_error(&cli, "--data-dir DIR is missing (ingestd's data dir)");
+	if (c->ndirs > 1)
+		return ing_cli_usage_error(&cli, "--data-dir given %u times: one node, one data dir "
+					   "(several only with --fleet)", c->ndirs);
+	if (!c->manifest && !c->count)
+		return ing_cli_usage_error(&cli, "nothing to check: give --manifest PATH, or --count N "
+					   "and the other synthetic parameters of the send");
+	if (c->allow_missing && c->no_catalog)
+		return ing_cli_usage_error(&cli, "--allow-missing needs the catalog (not --no-catalog)");
+	if (!*c->wafer)
+		c->wafer = ING_DEFAULT_WAFER;
+	if (ing_id_check(c->wafer, strlen(c->wafer)))
+		return ing_cli_usage_error(&cli, "--wafer: a wafer id is " ING_ID_RULE);
+	if (c->tier || c->tier_credentials) {
+		char twhy[PATH_MAX + 160];
+		if (!c->tier || !c->tier_credentials)
+			return ing_cli_usage_error(&cli, "--tier and --tier-credentials go together");
+		if (c->no_catalog)
+			return ing_cli_usage_error(&cli, "--tier needs the catalog (it says where each frame is)");
+		if (ing_s3_parse_url(&c->s3, c->tier, twhy, sizeof(twhy)))
+			return ing_cli_usage_error(&cli, "--tier: %s", twhy);
+		if (ing_s3_read_credentials(&c->s3, c->tier_credentials, twhy, sizeof(twhy)))
+			return ing_cli_usage_error(&cli, "--tier-credentials: '%s': %s", c->tier_credentials, twhy);
+		if (c->tier_region)
+			snprintf(c->s3.region, sizeof(c->s3.region), "%s", c->tier_region);
+		c->s3.path_style = c->tier_path_style != 0;
+	}
+	return 0;
 }
 
 /* --fleet CONNINFO --manifest PATH --data-dir NODE=DIR...: ing_fleet_verify */
@@ -305,16 +509,10 @@ static int fleet_main(const char *conninfo, const char *manifest, const char *co
 {
 	static struct ing_fleet_verify_node nodes[MAX_FLEET_NODES];
 	static char ids[MAX_FLEET_NODES][ING_FLEET_ID_MAX + 1];
-	if (!manifest || !ndirs) {
-		fprintf(stderr, "ingest-verify: --fleet needs --manifest PATH and --data-dir NODE=DIR for each node\n");
-		return 2;
-	}
 	for (unsigned i = 0; i < ndirs; i++) {
 		const char *eq = strchr(dirs[i], '=');
-		if (!eq || eq == dirs[i] || !eq[1] || (size_t)(eq - dirs[i]) > ING_FLEET_ID_MAX) {
-			fprintf(stderr, "ingest-verify: --fleet: --data-dir '%s' is not NODE=DIR\n", dirs[i]);
-			return 2;
-		}
+		if (!eq || eq == dirs[i] || !eq[1] || (size_t)(eq - dirs[i]) > ING_FLEET_ID_MAX)
+			return ing_cli_usage_error(&cli, "--fleet: --data-dir '%s' is not NODE=DIR", dirs[i]);
 		snprintf(ids[i], sizeof(ids[i]), "%.*s", (int)(eq - dirs[i]), dirs[i]);
 		nodes[i].node_id = ids[i];
 		nodes[i].data_dir = eq + 1;
@@ -322,7 +520,7 @@ static int fleet_main(const char *conninfo, const char *manifest, const char *co
 	struct ing_fleet_verify_result r;
 	uint64_t t0 = ing_now_ns();
 	if (ing_fleet_verify(conninfo, manifest, nodes, ndirs, max_errors, &r))
-		return 2;
+		return ING_EXIT_FAILURE;   /* said why */
 	double s = (double)(ing_now_ns() - t0) / 1e9;
 	if (json)
 		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"missing\":%" PRIu64 ",\"bad\":%" PRIu64
@@ -338,178 +536,127 @@ static int fleet_main(const char *conninfo, const char *manifest, const char *co
 	return r.missing || r.bad || !r.frames ? 1 : 0;
 }
 
+/* Open catalog.db read-only (unless --no-catalog): 0 or the exit status, said why. */
+static int open_catalog(const struct verify_cfg *c, struct verify *v)
+{
+	char db[PATH_MAX];
+	struct stat st;
+
+	if (!v->check_catalog)
+		return 0;
+	snprintf(db, sizeof(db), "%s/catalog.db", v->data_dir);
+	if (stat(db, &st)) {
+		fprintf(stderr, "ingest-verify: %s: %s (is --data-dir ingestd's data dir? use "
+			"--no-catalog for a node run with --sink null)\n", db, strerror(errno));
+		return ING_EXIT_FAILURE;
+	}
+	(void)c;
+	v->cat = ing_catalog_open_ro(db);   /* logs why not */
+	if (!v->cat) {
+		fprintf(stderr, "ingest-verify: %s: cannot open the catalog\n", db);
+		return ING_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+/* Every frame of the manifest: 0, or the exit status when it cannot be read. */
+static int check_manifest(const char *manifest, struct verify *v, struct expect *e)
+{
+	FILE *f = fopen(manifest, "r");
+	if (!f) {
+		fprintf(stderr, "ingest-verify: --manifest %s: %s\n", manifest, strerror(errno));
+		return ING_EXIT_FAILURE;
+	}
+	char line[PATH_MAX + 2048];
+	unsigned lineno = 0;
+	int version = 2;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		if (lineno == 1 && !strncmp(line, "# ingest-send manifest v1:", 26))
+			version = 1;
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		if (parse_manifest_line(line, e, version)) {
+			fprintf(stderr, "ingest-verify: %s:%u: not 'frame_id wafer length crc32c source'\n",
+				manifest, lineno);
+			v->bad++;
+			continue;
+		}
+		check_frame(v, e);
+	}
+	fclose(f);
+	return 0;
+}
+
+/* Every synthetic frame of --first-id, --count, --size(s), --seed, --wafer, --id-prefix. */
+static void check_synthetic(const struct verify_cfg *c, struct verify *v, struct expect *e)
+{
+	for (uint64_t i = 0; i < c->count; i++) {
+		memset(e, 0, sizeof(*e));
+		snprintf(e->id, sizeof(e->id), "%s%" PRIu64, c->prefix, c->first + i);
+		snprintf(e->wafer, sizeof(e->wafer), "%s", c->wafer);
+		e->key = synth_key(e->id);
+		e->len = synth_frame_len(&c->synth, e->key);
+		e->synth = true;
+		e->seed = c->synth.seed;
+		check_frame(v, e);
+	}
+}
+
+static void summary(const struct verify_cfg *c, const struct verify *v, double s)
+{
+	if (v->shown > v->max_errors)
+		fprintf(stderr, "ingest-verify: (%u more problems not shown)\n", v->shown - v->max_errors);
+	if (c->json)
+		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"bad\":%" PRIu64 ",\"missing\":%" PRIu64
+		       ",\"bytes\":%" PRIu64 ",\"catalog\":%s,\"objects\":%" PRIu64 ",\"unchecked\":%" PRIu64
+		       ",\"seconds\":%.3f}\n", v->frames, v->ok, v->bad, v->missing, v->bytes,
+		       v->check_catalog ? "true" : "false", v->objects, v->unchecked, s);
+	else if (!v->quiet)
+		fprintf(stderr, "ingest-verify: %" PRIu64 " frames checked (%.1f MiB) in %.2f s: %" PRIu64
+			" ok, %" PRIu64 " bad%s; %" PRIu64 " objects read back from the store%s\n", v->frames,
+			(double)v->bytes / 1048576.0, s, v->ok, v->bad,
+			v->check_catalog ? " (files, bytes, crc32c and catalog rows)" : " (catalog not checked)",
+			v->objects, v->unchecked ? ", tiered frames not checked: give --tier" : "");
+	if (v->allow_missing && !v->quiet && !c->json)
+		fprintf(stderr, "ingest-verify: %" PRIu64 " frames not in the catalog (never made durable)\n",
+			v->missing);
+}
+
 int main(int argc, char **argv)
 {
-	enum { O_DIR = 256, O_MAN, O_FIRST, O_COUNT, O_SIZE, O_SIZES, O_SEED, O_WAFER, O_NOCAT,
-	       O_MAXERR, O_JSON, O_QUIET, O_HELP, O_MISSING, O_PREFIX, O_FLEET };
-	static const struct option lo[] = {
-		{ "data-dir", required_argument, 0, O_DIR },
-		{ "manifest", required_argument, 0, O_MAN },
-		{ "first-id", required_argument, 0, O_FIRST },
-		{ "count", required_argument, 0, O_COUNT },
-		{ "size", required_argument, 0, O_SIZE },
-		{ "sizes", required_argument, 0, O_SIZES },
-		{ "seed", required_argument, 0, O_SEED },
-		{ "wafer", required_argument, 0, O_WAFER },
-		{ "id-prefix", required_argument, 0, O_PREFIX },
-		{ "no-catalog", no_argument, 0, O_NOCAT },
-		{ "allow-missing", no_argument, 0, O_MISSING },
-		{ "max-errors", required_argument, 0, O_MAXERR },
-		{ "json", no_argument, 0, O_JSON },
-		{ "quiet", no_argument, 0, O_QUIET },
-		{ "help", no_argument, 0, O_HELP },
-		{ "fleet", required_argument, 0, O_FLEET },
-		{ 0, 0, 0, 0 },
-	};
-	struct verify v = { .check_catalog = true, .max_errors = 20 };
-	struct synth_spec sp = { .seed = 1, .size_min = 4u << 20, .size_max = 4u << 20 };
-	const char *manifest = NULL, *wafer = DEFAULT_WAFER, *prefix = DEFAULT_ID_PREFIX;
-	uint64_t first = 1, count = 0;
-	bool json = false;
-	const char *fleet = NULL;
-	static const char *dirs[MAX_FLEET_NODES];
-	unsigned ndirs = 0;
-	int opt, ret = 2;
-	uint64_t n;
+	static struct verify_cfg c;
+	struct verify v = { 0 };
+	int rc;
 
-	int li = 0;
-	while ((opt = getopt_long(argc, argv, "h", lo, &li)) != -1) {
-		switch (opt) {
-		case O_DIR:
-			v.data_dir = optarg;
-			if (ndirs == MAX_FLEET_NODES) {
-				fprintf(stderr, "ingest-verify: more than %d --data-dir\n", MAX_FLEET_NODES);
-				return 2;
-			}
-			dirs[ndirs++] = optarg;
-			break;
-		case O_FLEET: fleet = optarg; break;
-		case O_MAN: manifest = optarg; break;
-		case O_FIRST: if (!parse_u64(optarg, &first)) goto bad; break;
-		case O_COUNT: if (!parse_u64(optarg, &count) || count > (1ull << 40)) goto bad; break;
-		case O_SIZE:
-			if (synth_parse_size(optarg, &sp.size_min) || !sp.size_min)
-				goto bad;
-			sp.size_max = sp.size_min;
-			break;
-		case O_SIZES:
-			if (synth_parse_range(optarg, &sp.size_min, &sp.size_max))
-				goto bad;
-			break;
-		case O_SEED: if (!parse_u64(optarg, &sp.seed)) goto bad; break;
-		case O_WAFER: wafer = optarg; break;
-		case O_PREFIX: prefix = optarg; break;
-		case O_NOCAT: v.check_catalog = false; break;
-		case O_MISSING: v.allow_missing = true; break;
-		case O_MAXERR:
-			if (!parse_u64(optarg, &n) || n > UINT32_MAX)
-				goto bad;
-			v.max_errors = (unsigned)n;
-			break;
-		case O_JSON: json = true; break;
-		case O_QUIET: v.quiet = true; break;
-		case O_HELP: case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (count && first > UINT64_MAX - (count - 1)) {
-		fprintf(stderr, "ingest-verify: --first-id %" PRIu64 " + --count %" PRIu64
-			" passes the largest frame id\n", first, count);
-		return 2;
-	}
-	if (fleet)
-		return fleet_main(fleet, manifest, dirs, ndirs, v.max_errors, json, v.quiet);
-	if (!v.data_dir || (!manifest && !count) || optind != argc) {
-		usage(stderr);
-		return 2;
-	}
-	if (v.allow_missing && !v.check_catalog) {
-		fprintf(stderr, "ingest-verify: --allow-missing needs the catalog (not --no-catalog)\n");
-		return 2;
-	}
-	if (!*wafer)
-		wafer = ING_DEFAULT_WAFER;
-	if (ing_id_check(wafer, strlen(wafer))) {
-		fprintf(stderr, "ingest-verify: bad --wafer: a wafer id is " ING_ID_RULE "\n");
-		return 2;
-	}
-	if (v.check_catalog) {
-		char db[PATH_MAX];
-		struct stat st;
-		snprintf(db, sizeof(db), "%s/catalog.db", v.data_dir);
-		if (stat(db, &st)) {
-			fprintf(stderr, "ingest-verify: %s: %s (use --no-catalog for --sink null)\n", db,
-				strerror(errno));
-			return 2;
-		}
-		v.cat = ing_catalog_open_ro(db);   /* logs why not */
-		if (!v.cat) {
-			fprintf(stderr, "ingest-verify: %s: cannot open the catalog\n", db);
-			goto out;
-		}
-	}
-
+	cfg_init(&c);
+	rc = parse_args(argc, argv, &c);
+	if (rc)
+		return rc == 1 ? ING_EXIT_OK : rc;
+	if (c.fleet)
+		return fleet_main(c.fleet, c.manifest, c.data_dirs, c.ndirs, c.max_errors, c.json, c.quiet);
+	v.data_dir = c.data_dirs[0];
+	v.check_catalog = !c.no_catalog;
+	v.allow_missing = c.allow_missing;
+	v.quiet = c.quiet;
+	v.max_errors = c.max_errors;
+	v.s3 = c.tier ? &c.s3 : NULL;
+	rc = open_catalog(&c, &v);
+	struct expect *e = rc ? NULL : malloc(sizeof(*e));
+	if (!rc && !e)
+		rc = ING_EXIT_FAILURE;
 	uint64_t t0 = ing_now_ns();
-	struct expect *e = malloc(sizeof(*e));
-	if (!e)
-		goto out;
-	if (manifest) {
-		FILE *f = fopen(manifest, "r");
-		if (!f) {
-			fprintf(stderr, "ingest-verify: %s: %s\n", manifest, strerror(errno));
-			free(e);
-			goto out;
-		}
-		char line[PATH_MAX + 2048];
-		unsigned lineno = 0;
-		int version = 2;
-		while (fgets(line, sizeof(line), f)) {
-			lineno++;
-			if (lineno == 1 && !strncmp(line, "# ingest-send manifest v1:", 26))
-				version = 1;
-			if (line[0] == '#' || line[0] == '\n')
-				continue;
-			if (parse_manifest_line(line, e, version)) {
-				fprintf(stderr, "ingest-verify: %s:%u: bad line\n", manifest, lineno);
-				v.bad++;
-				continue;
-			}
-			check_frame(&v, e);
-		}
-		fclose(f);
-	}
-	for (uint64_t i = 0; i < count; i++) {
-		memset(e, 0, sizeof(*e));
-		snprintf(e->id, sizeof(e->id), "%s%" PRIu64, prefix, first + i);
-		snprintf(e->wafer, sizeof(e->wafer), "%s", wafer);
-		e->key = synth_key(e->id);
-		e->len = synth_frame_len(&sp, e->key);
-		e->synth = true;
-		e->seed = sp.seed;
-		check_frame(&v, e);
+	if (!rc && c.manifest)
+		rc = check_manifest(c.manifest, &v, e);
+	if (!rc) {
+		check_synthetic(&c, &v, e);
+		summary(&c, &v, (double)(ing_now_ns() - t0) / 1e9);
+		rc = v.bad || !v.frames ? ING_EXIT_FAILURE : ING_EXIT_OK;
 	}
 	free(e);
-	double s = (double)(ing_now_ns() - t0) / 1e9;
-	if (v.shown > v.max_errors)
-		fprintf(stderr, "ingest-verify: (%u more problems not shown)\n", v.shown - v.max_errors);
-	if (json)
-		printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"bad\":%" PRIu64 ",\"missing\":%" PRIu64
-		       ",\"bytes\":%" PRIu64 ",\"catalog\":%s,\"seconds\":%.3f}\n",
-		       v.frames, v.ok, v.bad, v.missing, v.bytes, v.check_catalog ? "true" : "false", s);
-	else if (!v.quiet)
-		fprintf(stderr, "ingest-verify: %" PRIu64 " frames checked (%.1f MiB) in %.2f s: %" PRIu64
-			" ok, %" PRIu64 " bad%s\n", v.frames, (double)v.bytes / 1048576.0, s, v.ok, v.bad,
-			v.check_catalog ? " (files, bytes, crc32c and catalog rows)" : " (catalog not checked)");
-	if (v.allow_missing && !v.quiet && !json)
-		fprintf(stderr, "ingest-verify: %" PRIu64 " frames not in the catalog (never made durable)\n",
-			v.missing);
-	ret = v.bad || !v.frames ? 1 : 0;
-out:
 	ing_catalog_close(v.cat);
 	free(v.buf);
 	free(v.buf2);
-	return ret;
-bad:
-	fprintf(stderr, "ingest-verify: bad value '%s' for --%s\n", optarg, lo[li].name);
-	return 2;
+	explicit_bzero(&c.s3, sizeof(c.s3));
+	return rc;
 }

@@ -66,6 +66,7 @@ int main(int argc, char **argv)
 	}
 	rc = ing_node_start(&o, &ss, &node);
 	explicit_bzero(o.auth_token, sizeof(o.auth_token));   /* the node has its copy */
+	explicit_bzero(&o.tier_s3, sizeof(o.tier_s3));
 	if (rc)
 		return rc == -EINVAL ? ING_EXIT_USAGE : ING_EXIT_FAILURE;
 	rc = ing_node_wait(node);

@@ -68,7 +68,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-EXTRA=(--duration 5 --warmup 1 --capacity-s 4)
+EXTRA=(--duration 5s --warmup 1s --capacity-time 4s)
 NODE=()
 if [ "$GUEST" = 1 ]; then
 	# the frame size of the sweep (the last --sizes wins; 1M by default here)
@@ -76,8 +76,9 @@ if [ "$GUEST" = 1 ]; then
 	for ((i = 0; i < ${#ARGS[@]}; i++)); do
 		[ "${ARGS[$i]}" = --sizes ] && SIZE=${ARGS[$((i + 1))]%%,*}
 	done
+	SIZE=${SIZE##*-}   # a range MIN-MAX: the pool and the floors take its largest frame
 	SZ=$(numfmt --from=iec "$SIZE")
-	EXTRA=(--transport grpc,rdma,rdma-write --sizes "$SIZE" --duration 2 --warmup 1 --capacity-s 3)
+	EXTRA=(--transport grpc,rdma,rdma-write --sizes "$SIZE" --duration 2s --warmup 1s --capacity-time 3s)
 	NODE=(--rdma on --pool "$SIZE:40" --credits 16 --workers 1)
 	for t in ib_read_lat ib_write_lat; do   # the RDMA floor: one message of the frame size
 		timeout 120 "$t" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -s "$SZ" -n 100 -F >"$TMP/$t-srv.log" 2>&1 &

@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -108,7 +109,7 @@ int ing_cli_set(const struct ing_opt *d, void *cfg, const char *v, char *why, si
 		*FIELD(cfg, d, bool) = true;
 		return 0;
 	case ING_OPT_STR:
-		*FIELD(cfg, d, const char *) = *v ? v : NULL;   /* "name =" in a file: the default */
+		*FIELD(cfg, d, const char *) = *v || !(d->flags & ING_OPTF_EMPTY_NULL) ? v : NULL;
 		return 0;
 	case ING_OPT_PATH:
 		if (!*v) {
@@ -172,6 +173,74 @@ int ing_cli_set(const struct ing_opt *d, void *cfg, const char *v, char *why, si
 	}
 	snprintf(why, whylen, "unknown option type");
 	return -EINVAL;
+}
+
+int ing_opt_set_index(const struct ing_opt *d, void *cfg, const char *v, char *why,
+		      size_t whylen)
+{
+	uint64_t x;
+	if (!v || ing_parse_u64(v, 65535, &x)) {
+		snprintf(why, whylen, "'%.64s' is not a cpu or node number (0..65535)", v ? v : "");
+		return -EINVAL;
+	}
+	*FIELD(cfg, d, int) = (int)x;
+	return 0;
+}
+
+/* one HOST:PORT of [s, s + n): NULL, or what is wrong with it */
+static const char *hostport_why(const char *s, size_t n)
+{
+	const char *end = s + n, *port;
+	if (n && s[0] == '[') {
+		const char *rb = memchr(s, ']', n);
+		if (!rb || rb == s + 1 || rb + 1 == end || rb[1] != ':')
+			return "is not [V6]:PORT";
+		port = rb + 2;
+	} else {
+		const char *colon = NULL;
+		for (const char *p = s; p < end; p++)
+			if (*p == ':')
+				colon = p;
+		if (!colon)
+			return "has no :PORT (the node listens on 50051 by default: HOST:50051)";
+		if (colon == s)
+			return "has no host";
+		port = colon + 1;
+	}
+	size_t pl = (size_t)(end - port);
+	unsigned long v = 0;
+	if (!pl || pl > 5)
+		return "has no valid port (1..65535)";
+	for (const char *p = port; p < end; p++) {
+		if (*p < '0' || *p > '9')
+			return "has no valid port (1..65535)";
+		v = v * 10 + (unsigned long)(*p - '0');
+	}
+	return v >= 1 && v <= 65535 ? NULL : "has no valid port (1..65535)";
+}
+
+int ing_opt_set_hostport(const struct ing_opt *d, void *cfg, const char *v, char *why,
+			 size_t whylen)
+{
+	const char *p = v;
+	if (!v || !*v) {
+		snprintf(why, whylen, "empty value: give HOST:PORT");
+		return -EINVAL;
+	}
+	for (;;) {
+		const char *comma = (d->flags & ING_OPTF_LIST) ? strchr(p, ',') : NULL;
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		const char *w = hostport_why(p, n);
+		if (w) {
+			snprintf(why, whylen, "'%.*s' %s", (int)(n > 128 ? 128 : n), p, w);
+			return -EINVAL;
+		}
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	*FIELD(cfg, d, const char *) = v;
+	return 0;
 }
 
 int ing_opt_set_log_level(const struct ing_opt *d, void *cfg, const char *v, char *why,
@@ -287,7 +356,7 @@ void ing_cli_help(const struct ing_cli *c, FILE *f)
 	}
 	fprintf(f, "Usage: %s %s\n%s\n", c->prog, c->synopsis, c->summary);
 	if (c->about)
-		fprintf(f, "%s", c->about);
+		fprintf(f, "\n%s", c->about);
 	fprintf(f, "\nOptions:\n");
 	for (unsigned i = 0; i < c->nopts; i++) {
 		const struct ing_opt *d = &c->opts[i];
@@ -387,6 +456,7 @@ static struct option *long_opts(const struct ing_cli *c)
 {
 	static struct option lo[ING_CLI_MAX_OPTS + 3];
 	unsigned n = c->nopts < ING_CLI_MAX_OPTS ? c->nopts : ING_CLI_MAX_OPTS;
+	assert(c->nopts <= ING_CLI_MAX_OPTS);   /* a table this long: raise the limit */
 	for (unsigned i = 0; i < n; i++) {
 		const struct ing_opt *d = &c->opts[i];
 		int has = d->flags & ING_OPTF_OPTIONAL ? optional_argument

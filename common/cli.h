@@ -30,7 +30,7 @@ enum { ING_EXIT_OK = 0, ING_EXIT_FAILURE = 1, ING_EXIT_USAGE = 2 };
 
 enum ing_opt_type {
 	ING_OPT_BOOL,      /* no value: sets a bool to true */
-	ING_OPT_STR,       /* const char *; "" allowed (a config file's "name =": NULL) */
+	ING_OPT_STR,       /* const char *; "" stays "" (ING_OPTF_EMPTY_NULL: NULL) */
 	ING_OPT_PATH,      /* const char *, not empty */
 	ING_OPT_UINT,      /* unsigned in lo..hi */
 	ING_OPT_U64,       /* uint64_t in lo..hi */
@@ -51,6 +51,7 @@ typedef int (*ing_opt_set_fn)(const struct ing_opt *d, void *cfg, const char *v,
 
 #define ING_OPTF_OPTIONAL 1u   /* the value may be left out (--drain, --drain=off) */
 #define ING_OPTF_NOCONF 2u     /* command line only (not a config-file key) */
+#define ING_OPTF_EMPTY_NULL 8u /* STR: "" means unset (NULL), e.g. a config file's "name =" */
 
 struct ing_opt {
 	const char *name;      /* long flag without "--"; the config-file key */
@@ -147,7 +148,17 @@ void ing_cli_version(const struct ing_cli *c, FILE *f);
 int ing_cli_usage_error(const struct ing_cli *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Setters for CUSTOM options that every client program has. */
+/* Setters for CUSTOM options that several programs have. */
+/* A cpu or NUMA node number 0..65535 into an int field (-1 until set). */
+int ing_opt_set_index(const struct ing_opt *d, void *cfg, const char *v, char *why,
+		      size_t whylen);
+/*
+ * A node's address HOST:PORT or [V6]:PORT (host not empty, port 1..65535) into a const
+ * char * field; with d->flags & ING_OPTF_LIST, a comma-separated list of them (--servers).
+ */
+int ing_opt_set_hostport(const struct ing_opt *d, void *cfg, const char *v, char *why,
+			 size_t whylen);
+#define ING_OPTF_LIST 4u
 /* --log-level err|warn|info|debug: sets the process's log level at once (no field). */
 int ing_opt_set_log_level(const struct ing_opt *d, void *cfg, const char *v, char *why,
 			  size_t whylen);

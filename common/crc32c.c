@@ -5,8 +5,10 @@
  *   sse4.2     x86-64 crc32q, three interleaved streams merged by a GF(2) multiply
  *   armv8-crc  arm64 crc32cx, the same three-stream layout
  *   table      slicing-by-8, any CPU
- * A PCLMUL folding variant was not added: the three-stream crc32q loop already runs at
- * several bytes per cycle, above the memory bandwidth a frame streams at, so it would not pay.
+ * and, registered by programs that link it (ing_crc32c_register), ISA-L's crc32_iscsi
+ * (PCLMUL folding): ingestd's fallback computes the crc32c over slot bytes still in the
+ * cache right after the recv that placed them, where the three-stream crc32q loop (~8
+ * bytes a cycle) is the limit and ISA-L is 2.3x faster (docs/ARCHITECTURE.md).
  * $ING_CRC32C=table|sse4.2|armv8-crc overrides the choice (e.g. the table under qemu TCG,
  * where crc32 is emulated and slower than the table); an unknown or unsupported name is
  * ignored with a warning.
@@ -299,10 +301,60 @@ static const struct crc_impl impls[] = {
 #define NIMPLS (sizeof(impls) / sizeof(impls[0]))
 
 static const struct crc_impl *active = &impls[NIMPLS - 1];
+static struct crc_impl ext;   /* registered (ing_crc32c_register); name NULL: none */
+static const struct crc_impl *builtin = &impls[NIMPLS - 1];   /* its copy: ext's too */
+
+static uint32_t copy_ext(uint32_t c, uint8_t *dst, const uint8_t *src, size_t n)
+{
+	return builtin->copy(c, dst, src, n);
+}
 
 static int impl_usable(const struct crc_impl *im)
 {
 	return !im->supported || im->supported();
+}
+
+static size_t nvariants(void)
+{
+	return NIMPLS + (ext.name ? 1 : 0);
+}
+
+static const struct crc_impl *variant(size_t i)
+{
+	return i < NIMPLS ? &impls[i] : &ext;
+}
+
+/* The best usable (a registered one first), or the one $ING_CRC32C names. */
+static void select_impl(void)
+{
+	for (size_t i = 0; i < NIMPLS; i++) {
+		if (impl_usable(&impls[i])) {
+			builtin = &impls[i];
+			break;
+		}
+	}
+	active = ext.name ? &ext : builtin;
+	const char *force = getenv("ING_CRC32C");
+	if (force && *force) {
+		size_t i;
+		for (i = 0; i < nvariants(); i++)
+			if (!strcmp(force, variant(i)->name) && impl_usable(variant(i)))
+				break;
+		if (i < nvariants())
+			active = variant(i);
+		else if (ext.name || NIMPLS > 1)
+			ING_WARN("crc32c", "ING_CRC32C=%s is not an implementation this CPU can run: using %s",
+				 force, active->name);
+	}
+}
+
+void ing_crc32c_register(const struct ing_crc32c_ext *e)
+{
+	ext.name = e->name;
+	ext.supported = NULL;
+	ext.crc = e->crc;
+	ext.copy = copy_ext;
+	select_impl();
 }
 
 __attribute__((constructor)) static void crc32c_init(void)
@@ -321,24 +373,7 @@ __attribute__((constructor)) static void crc32c_init(void)
 	shift_small[0] = gf2_xpow8n(BLK_SMALL);
 	shift_small[1] = gf2_xpow8n(2 * BLK_SMALL);
 
-	for (size_t i = 0; i < NIMPLS; i++) {
-		if (impl_usable(&impls[i])) {
-			active = &impls[i];
-			break;
-		}
-	}
-	const char *force = getenv("ING_CRC32C");
-	if (force && *force) {
-		size_t i;
-		for (i = 0; i < NIMPLS; i++)
-			if (!strcmp(force, impls[i].name) && impl_usable(&impls[i]))
-				break;
-		if (i < NIMPLS)
-			active = &impls[i];
-		else
-			ING_WARN("crc32c", "ING_CRC32C=%s is not an implementation this CPU can run: using %s",
-				 force, active->name);
-	}
+	select_impl();
 }
 
 const char *ing_crc32c_impl(void)
@@ -360,25 +395,25 @@ uint32_t ing_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
 
 size_t ing_crc32c_variants(void)
 {
-	return NIMPLS;
+	return nvariants();
 }
 
 const char *ing_crc32c_variant(size_t i, int *usable)
 {
-	if (i >= NIMPLS)
+	if (i >= nvariants())
 		return NULL;
 	if (usable)
-		*usable = impl_usable(&impls[i]);
-	return impls[i].name;
+		*usable = impl_usable(variant(i));
+	return variant(i)->name;
 }
 
 int ing_crc32c_variant_run(size_t i, uint32_t *crc, void *dst, const void *src, size_t len)
 {
-	if (i >= NIMPLS || !impl_usable(&impls[i]))
+	if (i >= nvariants() || !impl_usable(variant(i)))
 		return -ENOTSUP;
 	if (dst)
-		*crc = len ? ~impls[i].copy(~*crc, dst, src, len) : *crc;
+		*crc = len ? ~variant(i)->copy(~*crc, dst, src, len) : *crc;
 	else
-		*crc = ~impls[i].crc(~*crc, src, len);
+		*crc = ~variant(i)->crc(~*crc, src, len);
 	return 0;
 }

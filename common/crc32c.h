@@ -22,8 +22,23 @@ __attribute__((visibility("default"))) uint32_t ing_crc32c(uint32_t crc, const v
 __attribute__((visibility("default"))) uint32_t ing_crc32c_copy(uint32_t crc, void *dst,
 								 const void *src, size_t len);
 
-/* "sse4.2", "armv8-crc" or "table": the implementation in use (for start-up logs). */
+/* "isa-l", "sse4.2", "armv8-crc" or "table": the implementation in use (start-up logs). */
 const char *ing_crc32c_impl(void);
+
+/*
+ * An implementation from a library only some programs link (ingestd: ISA-L, common/
+ * crc32c_isal.c): crc(raw, p, n) takes and returns the raw (not inverted) register, as
+ * the built-in ones do. Registered before the threads that compute crcs start; it becomes
+ * the one in use unless $ING_CRC32C names another. ing_crc32c_copy keeps the built-in
+ * fused copy. Not thread-safe (call it at start-up).
+ */
+struct ing_crc32c_ext {
+	const char *name;
+	uint32_t (*crc)(uint32_t raw, const uint8_t *p, size_t n);
+};
+void ing_crc32c_register(const struct ing_crc32c_ext *e);
+/* ISA-L's crc32_iscsi as ing_crc32c (common/crc32c_isal.c, target ing_crc_isal). */
+void ing_crc32c_use_isal(void);
 
 /*
  * Every implementation built for this architecture, for tests: ing_crc32c_variant(i, &ok)

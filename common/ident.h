@@ -53,6 +53,14 @@ char *ing_id_printable(char *out, size_t cap, const char *id, size_t len);
 int ing_id_file_name(char *out, size_t cap, const char *id);
 
 /*
+ * The id whose ing_id_file_name is name (catalog recovery): a plain name is the id, a
+ * percent-encoded one is decoded. 0; -ENOENT for a shortened name (prefix + '~' + SHA-256:
+ * the id is not in it); -EINVAL when no id has this name (checked by encoding the result
+ * again), -ENAMETOOLONG when cap is too small.
+ */
+int ing_id_from_file_name(char *out, size_t cap, const char *name);
+
+/*
  * One token of a text manifest: bytes <= 0x20, '%' and >= 0x7f become %XX, so an id
  * with spaces or non-ASCII stays one whitespace-free word. ing_id_unescape reverses it
  * (-EINVAL: a bad %XX or a result longer than cap - 1).

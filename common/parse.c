@@ -127,6 +127,8 @@ int ing_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms,
 		unit = 60000;
 	else if (!strcmp(p, "h"))
 		unit = 3600000;
+	else if (!strcmp(p, "d"))
+		unit = 86400000;
 	else
 		return -EINVAL;
 	if (!unit || (frac * unit) % frac_div)

@@ -20,13 +20,14 @@ int ing_parse_size_n(const char *s, size_t n, uint64_t *out);
 /* A whole number, decimal or 0x-hex, at most max. 0, -EINVAL or -ERANGE. */
 int ing_parse_u64(const char *s, uint64_t max, uint64_t *out);
 /*
- * A duration: a number with a unit, "500ms", "30s", "2m", "1h", "1.5s" (a fraction is fine as
+ * A duration: a number with a unit, "500ms", "30s", "2m", "1h", "7d", "1.5s" (a fraction is fine as
  * long as the result is whole milliseconds). A bare number counts in bare_unit_ms (1000: the
  * flag's old unit was seconds, 1: milliseconds). Result in milliseconds, at most max_ms.
  * 0, -EINVAL (malformed, or finer than 1 ms) or -ERANGE (above max_ms).
  */
 int ing_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms, uint64_t *out);
-/* "30s", "500ms", "2m", "1h", "1500ms": the shortest exact spelling of ms into buf. */
+/* "30s", "500ms", "2m", "1h", "1500ms": the shortest exact spelling of ms into buf (days as
+ * hours: "168h"). */
 const char *ing_fmt_duration(uint64_t ms, char *buf, size_t len);
 
 /* One item of a size list: a size (lo == hi) or a range lo-hi. */

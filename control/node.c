@@ -12,6 +12,7 @@
  */
 #include "control/node.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/hugepages.h"
 #include "common/log.h"
 #include "control/grpc/grpc.h"
@@ -19,6 +20,8 @@
 #include "control/metrics.h"
 #include "control/service.h"
 #include "control/fleet/fleet.h"
+#include "dataplane/store/store.h"
+#include "dataplane/tier/tier.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -67,6 +70,11 @@ void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
 	o->fleet_heartbeat_ms = ING_DEFAULT_FLEET_HEARTBEAT_MS;
 	o->fleet_batch = ING_DEFAULT_FLEET_BATCH;
+	o->tier_path_style = 1;
+	o->tier_parallel = ING_TIER_DEFAULT_PARALLEL;
+	o->tier_timeout_ms = ING_S3_DEFAULT_TIMEOUT_MS;
+	o->local_retention_ms = -1;
+	ing_s3_init(&o->tier_s3);
 }
 
 enum phase { PH_RUN = 0, PH_DRAIN, PH_CLOSE, PH_DONE };
@@ -89,6 +97,7 @@ struct ing_node {
 	struct ing_metrics_srv *metrics;  /* NULL: no --metrics-listen */
 	struct ing_timer watchdog; /* systemd WATCHDOG=1 pings, when WATCHDOG_USEC is set */
 	struct ing_fleet *fleet;   /* node identity, membership, catalog export */
+	struct ing_tier *tier;     /* object store tier (NULL: --sink null) */
 	uint64_t watchdog_ns;      /* ping period (half the watchdog timeout), 0: off */
 	int stop_fd;               /* eventfd: ing_node_stop from any thread */
 	int port;
@@ -331,33 +340,14 @@ static int write_port_file(const char *path, int port)
  */
 static int data_dir_lock(const char *dir)
 {
-	char path[PATH_MAX], pid[32] = "";
-	int fd;
+	char holder[64];
+	int fd = ing_store_lock(dir, holder, sizeof(holder));
 
-	snprintf(path, sizeof(path), "%s/.ingestd.lock", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int rc = -errno;
-		ING_ERR(COMP, "data dir %s: cannot open %s: %s", dir, path, strerror(-rc));
-		return rc;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		int rc = -errno;
-		ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
-		pid[n > 0 ? n : 0] = 0;
-		pid[strcspn(pid, "\n")] = 0;
-		if (rc == -EWOULDBLOCK)
-			ING_ERR(COMP, "data dir %s is in use by another ingestd (pid %s); stop it first",
-				dir, pid[0] ? pid : "?");
-		else
-			ING_ERR(COMP, "data dir %s: locking %s: %s", dir, path, strerror(-rc));
-		close(fd);
-		return rc == -EWOULDBLOCK ? -EBUSY : rc;
-	}
-	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		ING_WARN(COMP, "%s: cannot record the pid: %s", path, strerror(errno));
-	return 0;
+	if (fd == -EBUSY)
+		ING_ERR(COMP, "data dir %s is in use by %s; stop it first", dir, holder);
+	else if (fd < 0)
+		ING_ERR(COMP, "data dir %s: locking %s/.ingestd.lock: %s", dir, dir, strerror(-fd));
+	return fd < 0 ? fd : 0;
 }
 
 /* fsync the directory holding path (best effort: a failure shows at the probe write) */
@@ -539,10 +529,14 @@ static void teardown(struct ing_node *d)
 	}
 	ing_persist_stop(d->persist, 10000); /* drains into the ack ring */
 	d->persist = NULL;
-	ing_svc_destroy(d->svc);             /* returns every slot it held */
+	ing_tier_stop(d->tier);              /* uploads in progress go again at the next start;
+					      * the reads it held come back answered */
+	ing_svc_destroy(d->svc);             /* returns every slot and read it held */
 	d->svc = NULL;
 	ing_fleet_stop(d->fleet);            /* after the calls that read it */
 	d->fleet = NULL;
+	ing_tier_destroy(d->tier);
+	d->tier = NULL;
 	if (d->sfd >= 0) {
 		if (d->loop)
 			ing_loop_del_fd(d->loop, d->sfd);
@@ -559,6 +553,7 @@ static void teardown(struct ing_node *d)
 	d->pool = NULL;
 	ing_eal_stop();
 	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));
+	explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));
 	d->torn_down = true;
 }
 
@@ -607,6 +602,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	int rc = 0;
 
 	*out = NULL;
+	ing_crc32c_use_isal();   /* before any thread computes a crc (common/crc32c.h) */
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		ING_ERR(COMP, "out of memory");
@@ -750,6 +746,20 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	d->persist = ing_persist_start(&pe, d->acks);
 	if (!d->persist)
 		goto fail;
+	if (d->o.sink == ING_SINK_FILE) {   /* after persistence: the catalog exists */
+		struct ing_tier_opts to;
+		ing_tier_opts_init(&to);
+		to.data_dir = d->o.data_dir;
+		to.s3 = d->o.tier ? &d->o.tier_s3 : NULL;
+		to.parallel = d->o.tier_parallel;
+		to.retention_ms = d->o.local_retention_ms;
+		to.high_water_pct = d->o.local_high_water_pct;
+		to.high_water_bytes = d->o.local_high_water_bytes;
+		d->tier = ing_tier_start(&to);   /* also reads frames back (GetFrame) */
+		explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));   /* the tier has its copy */
+		if (!d->tier)
+			goto fail;
+	}
 
 	/* ---- loop, service, server */
 	d->loop = ing_loop_create();
@@ -794,7 +804,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		ro.lcore.grant_ms = d->o.grant_ms;
 		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->acks, NULL, rdma_why, sizeof(rdma_why));
 		if (!d->rdma && d->o.rdma > 0) {
-			ING_ERR(COMP, "--rdma on: %s", rdma_why);
+			ING_ERR(COMP, "--rdma on: %s (--rdma auto serves the gRPC stream without RDMA; "
+				"ingest-doctor checks the RDMA set-up)", rdma_why);
 			goto fail;
 		}
 	} else {
@@ -820,6 +831,7 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	so.auth_token = NULL;
 	if (!d->svc)
 		goto fail;
+	ing_svc_attach_tier(d->svc, d->tier);
 	if (d->rdma) {
 		ing_svc_attach_rdma(d->svc, d->rdma);
 		rc = ing_loop_add_fd(d->loop, ing_rdma_fd(d->rdma), EPOLLIN, rdma_cb, d->rdma);
@@ -897,8 +909,8 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	ING_INFO(COMP, "pool %s: %u slots, largest %" PRIu64 " bytes, %s, node %d", d->o.pool, total,
 		 ing_pool_max_len(d->pool), ing_pool_on_hugepages(d->pool) ? "hugepages" : "4 KiB pages",
 		 pool_o.numa_node);
-	ING_INFO(COMP, "persistence: %u workers, sink %s, data dir %s", d->o.workers,
-		 d->o.sink == ING_SINK_FILE ? "file" : "null", d->o.data_dir);
+	ING_INFO(COMP, "persistence: %u workers, sink %s, data dir %s, crc32c %s", d->o.workers,
+		 d->o.sink == ING_SINK_FILE ? "file" : "null", d->o.data_dir, ing_crc32c_impl());
 	ING_INFO(COMP, "sessions: credits %u, max frame %" PRIu64 ", frame timeout %u s", d->o.credits,
 		 d->o.max_frame && d->o.max_frame < ing_pool_max_len(d->pool) ? d->o.max_frame :
 									     ing_pool_max_len(d->pool),

@@ -20,6 +20,7 @@
 #include "common/token.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
+#include "dataplane/store/s3.h"
 
 /* The node's configuration: every ingestd flag has a field here (apps/ingestd.c). */
 struct ing_ingestd_opts {
@@ -69,6 +70,18 @@ struct ing_ingestd_opts {
 	unsigned fleet_heartbeat_ms;
 	unsigned fleet_batch;
 	bool drain;                  /* start DRAINING */
+	/* object store tier (dataplane/tier/tier.h, README "Object store tier") */
+	const char *tier;            /* s3://HOST:PORT/BUCKET[/PREFIX]; NULL: no tier */
+	const char *tier_credentials;
+	const char *tier_region;     /* NULL: ING_S3_DEFAULT_REGION */
+	int tier_path_style;         /* 1 path-style (default), 0 virtual-hosted */
+	unsigned tier_parallel;
+	unsigned tier_timeout_ms;
+	int64_t local_retention_ms;  /* -1: no time rule */
+	unsigned local_high_water_pct;
+	uint64_t local_high_water_bytes;
+	struct ing_s3 tier_s3;       /* filled by parse_args from the flags above (secret inside:
+				      * the node wipes its copy once the tier holds it) */
 	bool check_only;             /* --check-config: validate, then exit 0 */
 };
 
@@ -91,6 +104,9 @@ extern const struct ing_cli ing_ingestd_cli;
 int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o);
 /* Read one config file into o (o->config = path): 0, or 2 after one line FILE:LINE: why. */
 int ing_ingestd_opts_read_config(const char *path, struct ing_ingestd_opts *o);
+/* The same for another program that takes ingestd's file (ingest-doctor, ingest-stat,
+ * ingest-catalog --config): its errors are "PROG: FILE:LINE: ..." (one file a process). */
+int ing_ingestd_opts_read_config_as(const char *prog, const char *path, struct ing_ingestd_opts *o);
 /* The checks between options (as ing_ingestd_opts_parse ends with): 0 or 2 (line printed). */
 int ing_ingestd_opts_finish(struct ing_ingestd_opts *o);
 /*

@@ -15,6 +15,7 @@
 #include "control/node.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
+#include "dataplane/tier/tier.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -236,9 +237,108 @@ static int set_drain(const struct ing_opt *d, void *cfg, const char *v, char *wh
 	return 0;
 }
 
+/* ---------------------------------------------------------------- object store tier */
+
+/* --local-retention: a duration with its unit (7d, 12h, 0s), or off */
+static int set_retention(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	uint64_t ms;
+	(void)d;
+	if (!strcmp(v, "off")) {
+		((O *)cfg)->local_retention_ms = -1;
+		return 0;
+	}
+	if (ing_parse_duration_ms(v, 0, 3650ull * 86400000, &ms)) {
+		snprintf(why, whylen, "'%.64s' is not a duration with its unit (0s, 12h, 7d; at most 3650d) "
+			 "or off", v);
+		return -EINVAL;
+	}
+	((O *)cfg)->local_retention_ms = (int64_t)ms;
+	return 0;
+}
+
+/* --local-high-water: "80%" of the data dir's file system, or a size of local frames ("500G") */
+static int set_high_water(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	O *o = cfg;
+	size_t n = strlen(v);
+	uint64_t x;
+	(void)d;
+	o->local_high_water_pct = 0;
+	o->local_high_water_bytes = 0;
+	if (!strcmp(v, "off"))
+		return 0;
+	if (n > 1 && v[n - 1] == '%') {
+		char num[8];
+		if (n - 1 >= sizeof(num) || (memcpy(num, v, n - 1), num[n - 1] = 0,
+					      ing_parse_u64(num, 99, &x)) || x < 1) {
+			snprintf(why, whylen, "'%.64s' is not a percentage of 1%%..99%%", v);
+			return -EINVAL;
+		}
+		o->local_high_water_pct = (unsigned)x;
+		return 0;
+	}
+	if (ing_parse_size(v, &x) || x < (1ull << 20)) {
+		snprintf(why, whylen, "'%.64s' is not a percentage (80%%) or a size of at least 1M (500G)", v);
+		return -EINVAL;
+	}
+	o->local_high_water_bytes = x;
+	return 0;
+}
+
+static int set_region(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	O *o = cfg;
+	size_t n = strlen(v);
+	(void)d;
+	if (!n || n >= sizeof(o->tier_s3.region) ||
+	    strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n) {
+		snprintf(why, whylen, "'%.64s' is not a region name (e.g. us-east-1)", v);
+		return -EINVAL;
+	}
+	o->tier_region = v;
+	return 0;
+}
+
+/* The tier flags as a whole (after the file and every flag): 0, or 2 with one line printed. */
+static int tier_finish(O *o)
+{
+	const struct ing_cli *c = &ing_ingestd_cli;
+	char why[PATH_MAX + 160];
+
+	if (!o->tier) {
+		const char *lone = o->tier_credentials ? "--tier-credentials" :
+				   o->local_retention_ms >= 0 ? "--local-retention" :
+				   o->local_high_water_pct || o->local_high_water_bytes ? "--local-high-water" :
+				   NULL;
+		if (lone)
+			return ing_cli_usage_error(c, "%s needs --tier s3://HOST:PORT/BUCKET (a local copy goes "
+						   "only once the object store holds the frame)", lone);
+		return 0;
+	}
+	if (o->sink != ING_SINK_FILE)
+		return ing_cli_usage_error(c, "--tier needs --sink file (with --sink null nothing is stored)");
+	if (ing_s3_parse_url(&o->tier_s3, o->tier, why, sizeof(why)))
+		return ing_cli_usage_error(c, "--tier: %s", why);
+	if (!o->tier_credentials)
+		return ing_cli_usage_error(c, "--tier needs --tier-credentials FILE ('access_key = ...' and "
+					   "'secret_key = ...' lines, mode 600)");
+	if (ing_s3_read_credentials(&o->tier_s3, o->tier_credentials, why, sizeof(why)))
+		return ing_cli_usage_error(c, "--tier-credentials: '%s': %s", o->tier_credentials, why);
+	if (o->tier_region)
+		snprintf(o->tier_s3.region, sizeof(o->tier_s3.region), "%s", o->tier_region);
+	o->tier_s3.path_style = o->tier_path_style != 0;
+	o->tier_s3.timeout_ms = o->tier_timeout_ms;
+	return 0;
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define LISTEN(name, f, help) ING_OPT_CUSTOM_(O, name, f, set_listen, "ADDR", help)
+/* a string whose empty value ("name =" in the file) means the default */
+#define STR(name, f, arg, help) \
+	{ name, arg, ING_OPT_STR, ING_OPT_FIELD(O, f, const char *), 0, 0, 0, NULL, NULL, help, NULL, \
+	  ING_OPTF_EMPTY_NULL }
 #define TRISTATE(name, f, help) ING_OPT_CHOICE_(O, name, f, "auto=-1|on=1|off=0", help)
 #define SECS(name, f, lo, hi, help) ING_OPT_DURATION_(O, name, f, lo, hi, help)
 #define MS_ALIAS(name, f, lo, hi, to) ING_OPT_MS_ALIAS_(O, name, f, lo, hi, to)
@@ -265,13 +365,13 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_UINT_(O, "credits", credits, 1, 65536, "most frames in flight per session"),
 	ING_OPT_SIZE_(O, "max-frame", max_frame, 1, 1ull << 40, "largest frame accepted (default: the largest pool slot)"),
 	SECS("frame-timeout", frame_timeout_ms, 1 * S, DAY, "a frame must be complete this long after its first byte"),
-	ING_OPT_STR_(O, "lcores", lcores, "LIST", "EAL lcores: control first, then dataplane (default: the plan,\n"
+	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane (default: the plan,\n"
 		     "ingest-topo shows it)"),
 	ING_OPT_CUSTOM_(O, "pool-node", pool_node, set_pool_node, "N", "NUMA node of the pool (default: the plan)"),
-	ING_OPT_STR_(O, "rdma-dev", rdma_dev, "NAME", "RDMA device to place around (default: the first found)"),
+	STR("rdma-dev", rdma_dev, "NAME", "RDMA device to place around (default: the first found)"),
 	TRISTATE("rdma", rdma, "RDMA data path (auto: on when a device and an rdma_cm\n"
 		 "listener work, else the gRPC stream only, logged)"),
-	ING_OPT_STR_(O, "rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
+	STR("rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
 	ING_OPT_UINT_(O, "rdma-port", rdma_port, 0, 65535, "rdma_cm listen port"),
 	ING_OPT_CUSTOM_(O, "poll-mode", poll_mode, set_poll_mode, "MODE", "dataplane lcores: adaptive (default) or busy"),
 	ING_OPT_CUSTOM_(O, "rdma-write", rdma_write, set_rdma_write, "MODE",
@@ -286,10 +386,10 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_CUSTOM_(O, "log-level", log_level, set_log_level, "LEVEL", "err|warn|info|debug (default info)"),
 	ING_OPT_CUSTOM_(O, "log-format", log_format, set_log_format, "FMT",
 			"text (default) or json: one JSON object per line (journald, Loki)"),
-	ING_OPT_STR_(O, "port-file", port_file, "PATH", "write the bound TCP port to PATH once listening"),
+	STR("port-file", port_file, "PATH", "write the bound TCP port to PATH once listening"),
 	ING_OPT_CUSTOM_(O, "ready-fd", ready_fd, set_ready_fd, "N", "write \"READY <port>\\n\" to fd N once serving, then close it"),
-	ING_OPT_STR_(O, "tls-cert", tls_cert, "PEM", "TLS certificate (with --tls-key: TLS + ALPN h2, else h2c)"),
-	ING_OPT_STR_(O, "tls-key", tls_key, "PEM", "TLS private key"),
+	STR("tls-cert", tls_cert, "PEM", "TLS certificate (with --tls-key: TLS + ALPN h2, else h2c)"),
+	STR("tls-key", tls_key, "PEM", "TLS private key"),
 	ING_OPT_PATH_(O, "auth-token-file", auth_token_file, "PATH", "require this shared secret (one line, 16..256 printable\n"
 		      "characters, mode 600): Negotiate authToken, a negotiated\n"
 		      "session for streams, 'authorization: Bearer' for Stats"),
@@ -315,13 +415,13 @@ static const struct ing_opt opt_table[] = {
 		      "20, one more each second)"),
 	SECS("auth-backoff-max", auth_backoff_max_ms, 1 * S, DAY, "longest back-off after failed authentication (default 60s)"),
 	LISTEN("metrics-listen", metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (default: off)"),
-	ING_OPT_STR_(O, "metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
+	STR("metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
 	/* fleet: identity, membership, catalog export (docs/FLEET_NODE.md) */
 	ING_OPT_CUSTOM_(O, "node-id", node_id, set_node_id, "ID", "this node's id in the fleet, what producers hash wafers\n"
 			"over (default: the advertised address)"),
 	ING_OPT_CUSTOM_(O, "advertise", advertise, set_advertise, "HOST:PORT", "address producers dial for this node (default: the listen\n"
 			"address with the bound port)"),
-	ING_OPT_STR_(O, "fleet-db", fleet_db, "CONNINFO", "fleet catalog in PostgreSQL (libpq conninfo, e.g.\n"
+	STR("fleet-db", fleet_db, "CONNINFO", "fleet catalog in PostgreSQL (libpq conninfo, e.g.\n"
 		     "'host=db dbname=fleet'): export catalog rows, heartbeat the\n"
 		     "membership (default: off)"),
 	ING_OPT_CUSTOM_(O, "fleet-peers", fleet_peers, set_fleet_peers, "LIST", "static membership id=host:port,... answered by Members\n"
@@ -332,6 +432,30 @@ static const struct ing_opt opt_table[] = {
 	{ "drain", "[=on|off]", ING_OPT_CUSTOM, offsetof(O, drain), 0, 0, 0, NULL, set_drain,
 	  "start DRAINING: producers send no new wafers here (SIGUSR2\n"
 	  "toggles ACTIVE/DRAINING at run time)", NULL, ING_OPTF_OPTIONAL },
+	/* object store tier: a verified second copy in S3, a bounded local disk (README) */
+	ING_OPT_STR_(O, "tier", tier, "URL", "after DURABLE, upload every frame to s3://HOST:PORT/BUCKET\n"
+		     "[/PREFIX] (an S3 store such as Ceph radosgw; https:// for\n"
+		     "TLS) (default: off)"),
+	ING_OPT_PATH_(O, "tier-credentials", tier_credentials, "FILE", "the store's keys: 'access_key = ...' and\n"
+		      "'secret_key = ...' lines (or aws_access_key_id and\n"
+		      "aws_secret_access_key), mode 600"),
+	ING_OPT_CUSTOM_(O, "tier-region", tier_region, set_region, "NAME", "SigV4 region of the store (default us-east-1)"),
+	ING_OPT_CHOICE_(O, "tier-path-style", tier_path_style, "on=1|off=0",
+			"requests to http://host/bucket/key (on, the default) or to\n"
+			"http://bucket.host/key (off: virtual-hosted)"),
+	ING_OPT_UINT_(O, "tier-parallel", tier_parallel, 1, ING_TIER_MAX_PARALLEL, "uploads at once"),
+	SECS("tier-timeout", tier_timeout_ms, 1 * S, 3600 * S, "a request to the store that makes no progress this long\n"
+	     "fails and is retried"),
+	ING_OPT_CUSTOM_(O, "local-retention", local_retention_ms, set_retention, "DURATION",
+			"delete a frame's local copy this long after DURABLE, once\n"
+			"its object is verified in the store (7d; 0s: at once;\n"
+			"default off: keep every local copy)"),
+	ING_OPT_CUSTOM_(O, "local-high-water", local_high_water_pct, set_high_water, "MARK",
+			"bound the local disk: N% of the data dir's file system, or a\n"
+			"size of local frames (500G); above 90% of the mark verified\n"
+			"copies go, oldest first (unless --local-retention keeps\n"
+			"them); at the mark new frames are refused NO_SPACE,\n"
+			"retryable (default off)"),
 	/* old spellings: a bare number is milliseconds, as it always was */
 	MS_ALIAS("grant-ms", grant_ms, 100, 3600 * S, "grant-timeout"),
 	MS_ALIAS("handshake-timeout-ms", handshake_timeout_ms, 10, 600 * S, "handshake-timeout"),
@@ -373,8 +497,15 @@ static char conf_text[64 << 10];
 
 int ing_ingestd_opts_read_config(const char *path, struct ing_ingestd_opts *o)
 {
+	return ing_ingestd_opts_read_config_as(ing_ingestd_cli.prog, path, o);
+}
+
+int ing_ingestd_opts_read_config_as(const char *prog, const char *path, struct ing_ingestd_opts *o)
+{
+	struct ing_cli ic = ing_ingestd_cli;
+	ic.prog = prog;
 	o->config = path;
-	return ing_cli_read_config(&ing_ingestd_cli, path, conf_text, sizeof(conf_text), o);
+	return ing_cli_read_config(&ic, path, conf_text, sizeof(conf_text), o);
 }
 
 /* A file the daemon will need later (TLS): readable now, or a usage error naming it. */
@@ -406,7 +537,7 @@ int ing_ingestd_opts_finish(struct ing_ingestd_opts *o)
 					sizeof(awhy)))
 			return ing_cli_usage_error(c, "--auth-token-file: '%s': %s", o->auth_token_file, awhy);
 	}
-	return 0;
+	return tier_finish(o);
 }
 
 int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o)

@@ -161,4 +161,12 @@ void ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r);
 struct ing_fleet;
 void ing_svc_attach_fleet(struct ing_svc *s, struct ing_fleet *f);
 
+/*
+ * Object store tier (dataplane/tier/tier.h): new frames are refused NO_SPACE (retryable)
+ * while it is at the high-water mark; Stats (field 60) and /metrics show its state. t
+ * outlives the service's calls. Before the loop runs; NULL ok.
+ */
+struct ing_tier;
+void ing_svc_attach_tier(struct ing_svc *s, struct ing_tier *t);
+
 #endif

@@ -316,6 +316,7 @@ struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 	e->id_hash = ing_id_hash(f->frame_id, strlen(f->frame_id));
 	e->gen = f->gen = ++s->admissions;
 	e->length = f->length;
+	s->inflight_bytes += e->length;   /* the high-water mark counts them (svc_tier.c) */
 	e->state = FE_FILLING;
 	f->cookie = e->idx;
 	ht_insert(s, e);
@@ -386,6 +387,7 @@ void svc_frame_release(struct svc_frame *e)
 	ht_remove(s, e);
 	/* slot, credit and the peer's count go back through admission, which wakes waiters */
 	admit_put(&s->adm, e->f, ss, e->peer);
+	s->inflight_bytes -= e->length;
 	e->f = NULL;
 	e->xp = NULL;
 	e->call = NULL;
@@ -1155,6 +1157,10 @@ int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_
 		return ING_E_INVALID_ARGUMENT;
 	}
 	*wafer_out = wafer;
+	/* the local disk is at the high-water mark (the object store is behind or away):
+	 * refused before it takes a slot, retryable */
+	if (svc_tier_refusing(s, length, why, whylen))
+		return ING_E_NO_SPACE;
 	return ING_E_NONE;
 }
 
@@ -1424,6 +1430,8 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->methods[3].ctx = s;
 	s->methods[4] = svc_members_method;
 	s->methods[4].ctx = s;
+	s->methods[5] = svc_getframe_method;
+	s->methods[5].ctx = s;
 	return s;
 fail:
 	ing_svc_destroy(s);
@@ -1461,6 +1469,7 @@ void ing_svc_destroy(struct ing_svc *s)
 			ing_timer_cancel(s->loop, &e->timer);
 		}
 	}
+	svc_tier_destroy(s);
 	admit_fini(&s->adm);   /* its timer callback would find s freed */
 	if (s->loop) {
 		ing_timer_cancel(s->loop, &s->retry_timer);

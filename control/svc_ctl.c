@@ -246,7 +246,8 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	int code = svc_meta_check(s, pc->sess, F, strlen(F), NULL, m->length, m->waferid, &wafer,
 				  why, sizeof(why));
 	if (code) {
-		svc_nack(pc, NULL, F, code, false, "%s", why);
+		svc_nack(pc, code == ING_E_NO_SPACE ? wafer : NULL, F, code, code == ING_E_NO_SPACE, "%s",
+			 why);
 		return 0;
 	}
 	if (ctl_admit(cc, m) == CTL_WAIT)

@@ -277,7 +277,7 @@ struct ing_svc {
 	struct ing_fring *acks;
 	struct ing_grpc_server *srv;
 	struct ing_svc_opts o;
-	struct ing_grpc_method methods[5];
+	struct ing_grpc_method methods[6];
 	uint64_t max_frame;
 	bool stopping;
 	bool acks_fd_added;
@@ -328,6 +328,13 @@ struct ing_svc {
 	struct svc_metrics m;
 	struct ing_fleet *fleet;     /* node identity and fleet export (NULL: none) */
 	struct svc_ops ops;          /* failures by code, per-peer series (svc_ops.c) */
+	struct ing_tier *tier;       /* object store tier (NULL: none) */
+	uint64_t c_tier_refused;     /* frames refused NO_SPACE at the high-water mark */
+	bool tier_refusing;          /* the last new frame was refused at the mark */
+	uint64_t inflight_bytes;     /* declared bytes of the frames admitted, not finished */
+	bool tier_fd_added;          /* the tier's read doorbell is on the loop */
+	uint8_t *get_buf;            /* one FrameData being packed (GetFrame) */
+	uint64_t c_get_frames, c_get_bytes, c_get_failed;  /* GetFrame calls and bytes sent */
 };
 
 /* svc.c: shared helpers */
@@ -440,6 +447,27 @@ struct ing_mtext;
 void svc_fleet_negotiate(struct ing_svc *s, struct H3000__NegotiateReply *rep);
 void svc_fleet_stats(struct ing_svc *s, struct H3000__StatsReply *r);
 void svc_fleet_metrics(struct ing_svc *s, struct ing_mtext *t);
+
+/* svc_tier.c: the high-water refusal, the tier's StatsReply field (60) and /metrics, and
+ * rpc GetFrame (its reads are done by the tier thread) */
+extern const struct ing_grpc_method svc_getframe_method;
+/* Finish the GetFrame calls' reads the tier thread gave back; free them (ing_svc_destroy). */
+void svc_tier_destroy(struct ing_svc *s);
+/*
+ * With authentication on, rpc needs "authorization: Bearer <token>" (Stats, GetFrame): 0 to go
+ * on, or the status the call was finished with (UNAUTHENTICATED, or RESOURCE_EXHAUSTED while
+ * the address is locked out after failures).
+ */
+int svc_require_bearer(struct ing_svc *s, struct ing_grpc_call *c, const char *rpc);
+#include "dataplane/tier/tier.h"
+struct H3000__TierStats;
+/* True (counted, why set) when a new frame of length bytes must be refused NO_SPACE at the
+ * high-water mark (the frames admitted and not yet durable count as used). */
+bool svc_tier_refusing(struct ing_svc *s, uint64_t length, char *why, size_t whylen);
+/* StatsReply.tier = pb, filled from st (both the caller's, alive until the reply is packed) */
+void svc_tier_stats(struct ing_svc *s, struct H3000__StatsReply *r, struct H3000__TierStats *pb,
+		    struct ing_tier_stats *st);
+void svc_tier_metrics(struct ing_svc *s, struct ing_mtext *t);
 
 /*
  * svc_ctl.c: ControlStream, the descriptor stream of the RDMA transports (a FrameMeta per

@@ -256,5 +256,6 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_family(t, "ingest_uptime_seconds", "gauge", "Seconds since the service started.");
 	ing_mtext_sample(t, "ingest_uptime_seconds", "", (double)(now - s->t_start_ns) / 1e9);
 	svc_fleet_metrics(s, t);
+	svc_tier_metrics(s, t);
 	svc_ops_metrics(s, t);
 }

@@ -162,7 +162,8 @@ static int resolve_msg(struct stream_call *pc, uint64_t n)
 		int code = svc_meta_check(s, pc->c.sess, F, p->id_len, m->frameid, m->length,
 					  m->waferid, &wafer, why, sizeof(why));
 		if (code) {
-			stream_nack(pc, NULL, F, code, false, "%s", why);
+			stream_nack(pc, code == ING_E_NO_SPACE ? wafer : NULL, F, code, code == ING_E_NO_SPACE,
+				    "%s", why);
 			return R_DISCARD;
 		}
 		e = svc_frame_find_call(s, &pc->c, F);

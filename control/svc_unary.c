@@ -66,6 +66,30 @@ static int refuse_auth(struct ing_grpc_call *c, struct ing_svc *s, const char *r
 	return ING_GRPC_UNAUTHENTICATED;
 }
 
+int svc_require_bearer(struct ing_svc *s, struct ing_grpc_call *c, const char *rpc)
+{
+	if (!s->auth)
+		return 0;
+	/* the one credential of these calls: the node's token as a bearer token (nghttp2
+	 * refuses NUL, CR and LF in header values: strlen is the value's length) */
+	char why[160];
+	struct svc_peer *peer = svc_peer_get(s, ing_grpc_call_peer_addr(c));
+	const char *h = ing_grpc_call_header(c, "authorization");
+	int rc = 0;
+	if (svc_auth_locked(s, peer, why, sizeof(why))) {
+		rc = fail(c, ING_GRPC_RESOURCE_EXHAUSTED, why);
+	} else if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !svc_auth_token_ok(s, h + 7, strlen(h + 7))) {
+		svc_auth_failed(s, peer);
+		snprintf(why, sizeof(why), "this node requires the header 'authorization: Bearer <token>' for %s",
+			 rpc);
+		rc = refuse_auth(c, s, rpc, why);
+	} else {
+		svc_auth_succeeded(peer);
+	}
+	svc_peer_put(s, peer);
+	return rc;
+}
+
 /*
  * Length on the wire of the last top-level length-delimited field `field` of msg (the one
  * protobuf's merge keeps), so a string with a NUL inside is compared whole, not up to the
@@ -277,27 +301,9 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	H3000__StatsReply r = H3000__STATS_REPLY__INIT;
 	(void)msg;
 	(void)len;
-	if (s->auth) {
-		/* the one Stats credential: the node's token as a bearer token (nghttp2 refuses
-		 * NUL, CR and LF in header values: strlen is the value's length) */
-		char why[160];
-		struct svc_peer *peer = svc_peer_get(s, ing_grpc_call_peer_addr(c));
-		const char *h = ing_grpc_call_header(c, "authorization");
-		int rc = 0;
-		if (svc_auth_locked(s, peer, why, sizeof(why)))
-			rc = fail(c, ING_GRPC_RESOURCE_EXHAUSTED, why);
-		else if (!h || strncasecmp(h, "Bearer ", 7) != 0 ||
-			 !svc_auth_token_ok(s, h + 7, strlen(h + 7))) {
-			svc_auth_failed(s, peer);
-			rc = refuse_auth(c, s, "Stats",
-					 "this node requires the header 'authorization: Bearer <token>' for Stats");
-		} else {
-			svc_auth_succeeded(peer);
-		}
-		svc_peer_put(s, peer);
-		if (rc)
-			return rc;
-	}
+	int rc = svc_require_bearer(s, c, "Stats");
+	if (rc)
+		return rc;
 	unsigned rdma = 0, fb = 0, npush = 0;
 	for (unsigned i = 0; i < s->o.max_sessions; i++) {
 		if (!s->sess[i].in_use)
@@ -387,6 +393,9 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	r.n_stagelatency = SVC_NSTAGES + 1;
 	r.stagelatency = slp;
 	svc_fleet_stats(s, &r);
+	H3000__TierStats tier_pb;
+	struct ing_tier_stats tier_st;
+	svc_tier_stats(s, &r, &tier_pb, &tier_st);
 	svc_ops_stats(s, &r);
 	return reply(c, &r.base);
 }

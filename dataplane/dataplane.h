@@ -195,6 +195,12 @@ void ing_fring_destroy(struct ing_fring *r);
 int ing_fring_push(struct ing_fring *r, struct ing_frame **f, unsigned n);
 /* Pop up to max frames; returns the count. */
 unsigned ing_fring_pop(struct ing_fring *r, struct ing_frame **f, unsigned max);
+/*
+ * The same ring for messages that are not frames: pointers to the receiving thread's own
+ * message structs (the tier thread's reads), handed over exactly like frames.
+ */
+int ing_fring_push_msg(struct ing_fring *r, void *const *m, unsigned n);
+unsigned ing_fring_pop_msg(struct ing_fring *r, void **m, unsigned max);
 /* The doorbell eventfd (for epoll), or -1. */
 int ing_fring_fd(const struct ing_fring *r);
 /* Consume the doorbell's pending wake-ups (call before draining). */
@@ -210,8 +216,6 @@ struct ing_persist_opts {
 	unsigned workers;      /* default ING_DEFAULT_WORKERS */
 	unsigned ring_size;    /* per worker, default ING_DEFAULT_RING_SIZE */
 	enum ing_sink sink;    /* file (default) or null (benchmarks: no write, no catalog) */
-	int cpu;               /* legacy, used when worker_cpus is NULL: -1 not pinned, else
-				  worker i on cpu (cpu + i) % online cpus */
 	bool verify_crc;       /* default true: compute crc32c and compare when declared */
 	/*
 	 * 1..19: each worker runs SCHED_BATCH at this nice level, so a worker waking from

@@ -140,24 +140,34 @@ void __tsan_release(void *addr);
 #define FRING_ACQUIRE(r) ((void)(r))
 #endif
 
-int ing_fring_push(struct ing_fring *r, struct ing_frame **f, unsigned n)
+int ing_fring_push_msg(struct ing_fring *r, void *const *m, unsigned n)
 {
 	if (!n)
 		return 0;
 	FRING_RELEASE(r);
-	if (rte_ring_enqueue_bulk(r->r, (void *const *)f, n, NULL) != n)
+	if (rte_ring_enqueue_bulk(r->r, m, n, NULL) != n)
 		return -ENOBUFS;
 	if (r->efd >= 0 && __atomic_exchange_n(&r->rung, 1, __ATOMIC_SEQ_CST) == 0)
 		ring_bell(r);
 	return 0;
 }
 
-unsigned ing_fring_pop(struct ing_fring *r, struct ing_frame **f, unsigned max)
+unsigned ing_fring_pop_msg(struct ing_fring *r, void **m, unsigned max)
 {
-	unsigned n = rte_ring_dequeue_burst(r->r, (void **)f, max, NULL);
+	unsigned n = rte_ring_dequeue_burst(r->r, m, max, NULL);
 	if (n)
 		FRING_ACQUIRE(r);
 	return n;
+}
+
+int ing_fring_push(struct ing_fring *r, struct ing_frame **f, unsigned n)
+{
+	return ing_fring_push_msg(r, (void *const *)f, n);
+}
+
+unsigned ing_fring_pop(struct ing_fring *r, struct ing_frame **f, unsigned max)
+{
+	return ing_fring_pop_msg(r, (void **)f, max);
 }
 
 int ing_fring_fd(const struct ing_fring *r)

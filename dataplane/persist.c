@@ -8,8 +8,9 @@
  * rename + dir fsync), insert all their catalog rows in ONE transaction (group commit),
  * then hand every frame, good or bad, to the ack ring. A frame is ACKed durable only after
  * both its file and its catalog row are durable. A catalogued id is a duplicate only while
- * its file is there with the catalogued length (one stat); a file lost or cut short is
- * written again from the re-sent copy, outside the group (its row already exists).
+ * its file is there with the catalogued length (one stat) or its object is verified in the
+ * object store (location both or tiered); a file lost or cut short is written again from
+ * the re-sent copy, outside the group (its row already exists).
  *
  * Workers get their cpu affinity set explicitly at start (planned cpu, or the unpinned
  * set): inherited, it would be the EAL main thread's single control cpu.
@@ -86,7 +87,6 @@ void ing_persist_opts_init(struct ing_persist_opts *o)
 	o->workers = ING_DEFAULT_WORKERS;
 	o->ring_size = ING_DEFAULT_RING_SIZE;
 	o->sink = ING_SINK_FILE;
-	o->cpu = -1;
 	o->verify_crc = true;
 	o->nice = ING_DEFAULT_WORKER_NICE;
 }
@@ -200,7 +200,9 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 	struct ing_persist *p = w->p;
 	int rc = file_intact(p->data_dir, row->path, row->length);
 
-	if (rc == 0) {
+	/* a frame whose object is verified in the store (dataplane/tier/) is stored, with or
+	 * without its local copy (deleted by the retention): nothing to write again */
+	if (rc == 0 || row->location != ING_LOC_LOCAL) {
 		f->duplicate = true;
 		return;
 	}
@@ -560,7 +562,7 @@ static void format_cpus(const cpu_set_t *set, char *buf, size_t len)
 /* fill the per-worker cpus and the unpinned set from the options */
 static void plan_cpus(struct ing_persist *p, const struct ing_persist_opts *o)
 {
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), nconf = sysconf(_SC_NPROCESSORS_CONF);
+	long nconf = sysconf(_SC_NPROCESSORS_CONF);
 
 	CPU_ZERO(&p->unpinned);
 	for (unsigned i = 0; o->unpinned_cpus && i < o->n_unpinned_cpus; i++)
@@ -575,8 +577,6 @@ static void plan_cpus(struct ing_persist *p, const struct ing_persist_opts *o)
 		int cpu = -1;
 		if (o->worker_cpus && o->n_worker_cpus)
 			cpu = o->worker_cpus[i % o->n_worker_cpus];
-		else if (o->cpu >= 0)
-			cpu = (o->cpu + (int)i) % (int)(ncpu > 0 ? ncpu : 1);
 		if (cpu >= CPU_SETSIZE) {
 			ING_WARN(COMP, "worker %u: cpu %d does not exist: not pinned", i, cpu);
 			cpu = -1;

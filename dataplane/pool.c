@@ -125,6 +125,28 @@ static void slot_init(struct rte_mempool *mp, void *opaque, void *obj, unsigned 
 	f->cls = (uint8_t)a->c;
 }
 
+/*
+ * Without reserved hugepages: 4 KiB pages, but 2 MiB-aligned and MADV_HUGEPAGE, so that
+ * transparent hugepages back the slots where the kernel has them (THP "madvise" or
+ * "always"). The bytes of a fallback frame are written by the kernel's recv copy and read
+ * by the crc32c: with 2 MiB pages that costs a TLB miss per 2 MiB, not per 4 KiB
+ * (bench/fallback.sh: docs/ARCHITECTURE.md, the fallback's receive path).
+ */
+static void *map_thp(size_t len)
+{
+	const size_t align = 2u << 20;
+	uint8_t *m = mmap(NULL, len + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return MAP_FAILED;
+	uint8_t *a = (uint8_t *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
+	if (a > m)
+		munmap(m, (size_t)(a - m));
+	if (a + len < m + len + align)
+		munmap(a + len, (size_t)(m + len + align - (a + len)));
+	(void)madvise(a, len, MADV_HUGEPAGE);   /* EINVAL: no THP in this kernel, still fine */
+	return a;
+}
+
 static int class_map(struct ing_pool *p, unsigned c, const struct ing_pool_opts *o, uint64_t hpsz)
 {
 	struct pool_class *pc = &p->cls[c];
@@ -156,7 +178,7 @@ static int class_map(struct ing_pool *p, unsigned c, const struct ing_pool_opts 
 	if (m == MAP_FAILED) {
 		pc->slot_size = round_up_u64(want, ING_PAGE_4K);
 		pc->len = (size_t)(pc->slot_size * pc->count);
-		m = mmap(NULL, pc->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		m = map_thp(pc->len);
 		if (m == MAP_FAILED) {
 			rc = -errno;
 			ING_ERR(COMP, "%s class %u: mmap %zu bytes: %s", p->name, c, pc->len, strerror(-rc));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# demo.sh BUILD_DIR [--keep] [--count N] [--data-dir DIR] - the `make demo` driver:
+# demo.sh BUILD_DIR [--keep] [--count N] [--data-dir DIR] [--tier] - the `make demo` driver:
 #  1. ingest-doctor's summary of this machine (when built);
 #  2. ingestd on loopback with its embedded defaults (127.0.0.1:50051, or a free port when
 #     that one is taken), data in BUILD_DIR/demo-data unless --data-dir;
@@ -8,18 +8,25 @@
 #  4. ingest-verify: every stored frame's bytes, crc32c and catalog row;
 #  5. throughput, P50/P95/P99 ack latency, where the frames are; ingestd stopped with SIGTERM;
 #  6. the demo data is deleted unless --keep.
+# --tier (make demo TIER=1): a single-node Ceph (monitor, OSD, radosgw; tests/tier/ceph_lib.sh,
+# the Debian packages ceph-mon, ceph-osd and radosgw) is started first, ingestd tiers every
+# frame to it with --local-retention 0s, the demo waits until every frame is in the store and
+# its local copy deleted, checks them there (ingest-verify --tier), fetches one back with
+# ingest-get, and prints the upload rate; the cluster is stopped and removed at the end.
 set -euo pipefail
 
-usage() { echo "usage: deploy/demo.sh BUILD_DIR [--keep] [--count N] [--data-dir DIR]" >&2; exit 2; }
+usage() { echo "usage: deploy/demo.sh BUILD_DIR [--keep] [--count N] [--data-dir DIR] [--tier]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 BUILD=$(cd "$1" && pwd) || usage
 shift
 KEEP=0
 COUNT=300
 DATA=
+TIER=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--keep) KEEP=1 ;;
+	--tier) TIER=1 ;;
 	--count) COUNT=${2:?}; shift ;;
 	--data-dir) DATA=${2:?}; shift ;;
 	*) usage ;;
@@ -88,6 +95,7 @@ cleanup() {
 		for _ in $(seq 1 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$PID" 2>/dev/null || true
 	fi
+	[ "$TIER" = 0 ] || ceph_cleanup
 	if [ "$KEEP" = 1 ]; then
 		echo "demo: kept the frames in $DATA and the logs in $RUN"
 	else
@@ -97,6 +105,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# ---------------------------------------------------------------- 1b. the object store
+TIER_ARGS=()
+if [ "$TIER" = 1 ]; then
+	SRC=$(cd "$(dirname "$0")/.." && pwd)
+	fail() { echo "demo: $*" >&2; exit 1; }
+	. "$SRC/tests/tier/ceph_lib.sh"
+	say "a single-node Ceph for the object store tier (monitor, OSD, radosgw on loopback)"
+	ceph_start
+	ceph_s3 mb demo-frames
+	TIER_ARGS=(--tier "s3://127.0.0.1:$CEPH_RGW_PORT/demo-frames" --tier-credentials "$CEPH_CREDS"
+		   --local-retention 0s)
+	echo "ingestd uploads every frame to s3://127.0.0.1:$CEPH_RGW_PORT/demo-frames and deletes"
+	echo "its local copy once the object is verified (--local-retention 0s)"
+fi
+
 # ---------------------------------------------------------------- 2. ingestd
 LISTEN=()
 if (exec 3<>/dev/tcp/127.0.0.1/50051) 2>/dev/null; then
@@ -104,7 +127,7 @@ if (exec 3<>/dev/tcp/127.0.0.1/50051) 2>/dev/null; then
 	LISTEN=(--listen 127.0.0.1:0)
 fi
 say "starting ingestd (embedded defaults${LISTEN:+, ${LISTEN[*]}}), data dir $DATA"
-"$INGESTD" "${LISTEN[@]}" --data-dir "$DATA" --port-file "$RUN/port" >"$RUN/ingestd.log" 2>&1 &
+"$INGESTD" "${LISTEN[@]}" --data-dir "$DATA" --port-file "$RUN/port" "${TIER_ARGS[@]}" >"$RUN/ingestd.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 300); do
 	[ -s "$RUN/port" ] && break
@@ -134,6 +157,31 @@ fi
 # ---------------------------------------------------------------- 4. verify
 say "ingest-verify: every stored frame (length, bytes, crc32c, catalog row)"
 "$VERIFY" --data-dir "$DATA" --manifest "$RUN/manifest" || { echo "demo: verification FAILED" >&2; exit 1; }
+
+# ---------------------------------------------------------------- 4b. the tier
+if [ "$TIER" = 1 ]; then
+	say "object store tier: every frame uploaded, verified, its local copy deleted"
+	export TIER_RPC_STUBS=$RUN/stubs
+	/usr/bin/python3 "$SRC/tests/tier/tier_rpc.py" wait "127.0.0.1:$PORT" \
+		"backlogFrames == 0 and framesTiered == $COUNT" 600 >"$RUN/tier.json" ||
+		{ echo "demo: the frames were not all tiered within 10 min" >&2; tail -n 20 "$RUN/ingestd.log" >&2; exit 1; }
+	python3 - "$RUN/tier.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("  store           %s" % d["store"])
+print("  uploaded        %d frames, %.1f MiB (%d were already there)" % (d["uploadedFrames"],
+      d["uploadedBytes"] / 1048576, d["alreadyStored"]))
+print("  upload rate     %.1f MB/s over the last 10 s" % (d["uploadBytesPerSecond"] / 1e6))
+print("  where           %d local, %d local + store, %d store only; %d local copies deleted" % (
+      d["framesLocal"], d["framesBoth"], d["framesTiered"], d["localDeleted"]))
+EOF
+	say "ingest-verify --tier: every frame read back from the store and checked"
+	"$VERIFY" --data-dir "$DATA" --manifest "$RUN/manifest" --tier "s3://127.0.0.1:$CEPH_RGW_PORT/demo-frames" \
+		--tier-credentials "$CEPH_CREDS" || { echo "demo: verification in the store FAILED" >&2; exit 1; }
+	say "ingest-get: frame '${ID_PREFIX}1' back from the store (its local copy is gone)"
+	"$BUILD/apps/ingest-get" --server "127.0.0.1:$PORT" --wafer "$WAFER" --frame "${ID_PREFIX}1" \
+		--out "$RUN/frame-1" || { echo "demo: ingest-get FAILED" >&2; exit 1; }
+fi
 
 # ---------------------------------------------------------------- 5. results
 say "stopping ingestd (SIGTERM)"

@@ -26,9 +26,13 @@ BUILD_PKGS=(
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libdpdk-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
   libhwloc-dev hwloc libnghttp2-dev libssl-dev libsqlite3-dev
+  # ingestd's crc32c (ISA-L, common/crc32c_isal.c)
+  libisal-dev
   libcmocka-dev help2man libsystemd-dev
   # fleet catalog client (ingestd --fleet-db, ingest-verify --fleet)
   libpq-dev
+  # object store tier: S3 over HTTP with SigV4 (ingestd --tier, ingest-verify --tier)
+  libcurl4-openssl-dev
 )
 DEB_PKGS=(
   # make deb: cpack -G DEB (dpkg-shlibdeps, dpkg-deb)
@@ -51,6 +55,9 @@ TEST_PKGS=(
   prometheus systemd curl
   # fault suite (tests/fault): loop-mounted ext4, fsfreeze, catalog checks
   e2fsprogs mount
+  # the object store tier's tests, demo and bench (tests/tier): a single-node Ceph with
+  # radosgw, and a second S3 client (boto3; s3cmd for the bench baseline)
+  ceph-mon ceph-osd radosgw python3-boto3 s3cmd
   # bench (bench/fallback.sh: iperf3, fio, and the stock C++ gRPC server it builds on demand)
   iperf3 fio gnuplot-nox libgrpc++-dev protobuf-compiler-grpc
 )

@@ -54,22 +54,16 @@ void ing_doctor_opts_init(struct ing_doctor_opts *o)
 	ing_plan_opts_init(&o->plan);
 }
 
-static void add(struct ctx *c, const char *section, const char *name, enum ing_check_status st,
-		const char *fix, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void add(struct ctx *c, const char *section, const char *name, enum ing_check_status st,
-		const char *fix, const char *fmt, ...)
+static void vadd(struct ing_doctor_report *r, const char *section, const char *name,
+		 enum ing_check_status st, const char *fix, const char *fmt, va_list ap)
 {
-	struct ing_doctor_report *r = c->r;
-	va_list ap;
 	if (r->n >= ING_DOCTOR_MAX_CHECKS)
 		return;
 	struct ing_check *k = &r->checks[r->n++];
 	snprintf(k->section, sizeof(k->section), "%s", section);
 	snprintf(k->name, sizeof(k->name), "%s", name);
 	k->status = st;
-	va_start(ap, fmt);
 	vsnprintf(k->detail, sizeof(k->detail), fmt, ap);
-	va_end(ap);
 	snprintf(k->fix, sizeof(k->fix), "%s", st == ING_CHECK_PASS || !fix ? "" : fix);
 	if (st == ING_CHECK_PASS)
 		r->n_pass++;
@@ -77,6 +71,26 @@ static void add(struct ctx *c, const char *section, const char *name, enum ing_c
 		r->n_warn++;
 	else
 		r->n_fail++;
+}
+
+static void add(struct ctx *c, const char *section, const char *name, enum ing_check_status st,
+		const char *fix, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void add(struct ctx *c, const char *section, const char *name, enum ing_check_status st,
+		const char *fix, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vadd(c->r, section, name, st, fix, fmt, ap);
+	va_end(ap);
+}
+
+void ing_doctor_add(struct ing_doctor_report *r, const char *section, const char *name,
+		    enum ing_check_status st, const char *fix, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vadd(r, section, name, st, fix, fmt, ap);
+	va_end(ap);
 }
 
 static const char *human(uint64_t b, char *buf, size_t len)

@@ -68,6 +68,10 @@ struct ing_doctor_report {
 
 /* Run every check. Always fills r; returns the number of FAILs (>= 0). */
 int ing_doctor_run(const struct ing_doctor_opts *o, struct ing_doctor_report *r);
+/* Add one more check's result to r (a program's own check, e.g. the object store). */
+void ing_doctor_add(struct ing_doctor_report *r, const char *section, const char *name,
+		    enum ing_check_status st, const char *fix, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
 /* The check called name, NULL if it was not run. */
 const struct ing_check *ing_doctor_find(const struct ing_doctor_report *r, const char *name);
 const char *ing_check_status_str(enum ing_check_status s);

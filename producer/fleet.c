@@ -481,7 +481,7 @@ static void members_learn(struct fleet *f, char (*addrs)[256], unsigned naddr, i
 {
 	for (unsigned k = 0; k < naddr; k++) {
 		struct ing_grpc_chan_opts co;
-		char cerr[160] = "", gmsg[160] = "";
+		char cerr[512] = "", gmsg[160] = "";
 		uint8_t *resp = NULL;
 		size_t rlen = 0;
 
@@ -686,7 +686,8 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 	free(addrs);
 	return p;
 fail:
-	ING_ERR(COMP, "connect: %s", err);
+	/* the caller has err (ingest-send prints it): a log line would say it twice */
+	ING_INFO(COMP, "connect: %s", err);
 	free(addrs);
 	fleet_free(p);
 	return NULL;

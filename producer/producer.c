@@ -743,7 +743,9 @@ static int negotiate(struct ing_producer *p, const H3000__Transport *ts, size_t 
 	if (st == ING_GRPC_UNAUTHENTICATED) {
 		snprintf(err, errlen, "ingest node at %s refused the connection (UNAUTHENTICATED): %s%s",
 			 p->server, *gmsg ? gmsg : "authentication required",
-			 p->o.auth_token ? "" : " (no auth token given)");
+			 p->o.auth_token ? " (the token given is not the node's --auth-token-file)"
+					 : " (no auth token given: the node runs with --auth-token-file; give "
+					   "the same secret: auth_token, ingest-send --auth-token-file)");
 		free(resp);
 		return -EACCES;
 	}
@@ -968,7 +970,7 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	co.tls_key = p->o.tls_key;
 	co.tls_server_name = p->o.tls_server_name;
 	co.keepalive_ms = p->o.keepalive_ms > 0 ? p->o.keepalive_ms : 0;
-	char cerr[160] = "";
+	char cerr[512] = "";
 	p->ch = ing_grpc_chan_connect(&co, cerr, sizeof(cerr));
 	if (!p->ch) {
 		if (*cerr)
@@ -1072,7 +1074,8 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 fail:
 	if (r)
 		h3000__negotiate_reply__free_unpacked(r, NULL);
-	ING_ERR(COMP, "connect: %s", err);
+	/* the caller has err (ingest-send prints it): a log line would say it twice */
+	ING_INFO(COMP, "connect: %s", err);
 	producer_free(p);
 	return NULL;
 }

@@ -24,10 +24,41 @@ uint64_t synth_mix64(uint64_t z)
 
 uint64_t synth_frame_len(const struct synth_spec *s, uint64_t frame_id)
 {
-	if (s->size_max <= s->size_min)
-		return s->size_min;
-	uint64_t span = s->size_max - s->size_min + 1;
-	return s->size_min + mix64(s->seed ^ 0x5bd1e9955bd1e995ull ^ mix64(frame_id)) % span;
+	const struct ing_size_range *r = &s->sizes[0];
+	if (s->nsizes > 1)
+		r = &s->sizes[mix64(s->seed ^ 0x2545f4914f6cdd1dull ^ mix64(frame_id)) % s->nsizes];
+	if (r->hi <= r->lo)
+		return r->lo;
+	uint64_t span = r->hi - r->lo + 1;
+	return r->lo + mix64(s->seed ^ 0x5bd1e9955bd1e995ull ^ mix64(frame_id)) % span;
+}
+
+void synth_spec_fixed(struct synth_spec *s, uint64_t seed, uint64_t size)
+{
+	memset(s, 0, sizeof(*s));
+	s->seed = seed;
+	s->nsizes = 1;
+	s->sizes[0].lo = s->sizes[0].hi = size;
+}
+
+int synth_spec_sizes(struct synth_spec *s, const char *list, char *why, size_t whylen)
+{
+	struct ing_size_range r[ING_SIZES_MAX];
+	unsigned n;
+	if (ing_parse_sizes(list, r, ING_SIZES_MAX, &n, why, whylen))
+		return -EINVAL;
+	memcpy(s->sizes, r, sizeof(r[0]) * n);
+	s->nsizes = n;
+	return 0;
+}
+
+uint64_t synth_spec_max(const struct synth_spec *s)
+{
+	uint64_t m = 0;
+	for (unsigned i = 0; i < s->nsizes; i++)
+		if (s->sizes[i].hi > m)
+			m = s->sizes[i].hi;
+	return m;
 }
 
 static inline uint64_t frame_key(uint64_t frame_id, uint64_t seed)
@@ -110,31 +141,4 @@ uint64_t synth_compare(const void *buf, uint64_t len, uint64_t frame_id, uint64_
 		i += n;
 	}
 	return len % 8 ? first_diff(b, len, key, nw, 1) : UINT64_MAX;
-}
-
-int synth_parse_size(const char *s, uint64_t *out)
-{
-	return ing_parse_size(s, out) ? -EINVAL : 0;
-}
-
-int synth_parse_range(const char *s, uint64_t *lo, uint64_t *hi)
-{
-	char a[64];
-	const char *dash = s ? strchr(s, '-') : NULL;
-	if (!s)
-		return -EINVAL;
-	if (!dash) {
-		if (synth_parse_size(s, lo))
-			return -EINVAL;
-		*hi = *lo;
-	} else {
-		size_t n = (size_t)(dash - s);
-		if (n == 0 || n >= sizeof(a))
-			return -EINVAL;
-		memcpy(a, s, n);
-		a[n] = '\0';
-		if (synth_parse_size(a, lo) || synth_parse_size(dash + 1, hi))
-			return -EINVAL;
-	}
-	return *lo == 0 || *lo > *hi ? -EINVAL : 0;
 }

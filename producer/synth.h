@@ -15,6 +15,9 @@
  *
  *   length(n) with sizes [lo, hi]:
  *              lo + mix64(seed ^ 0x5bd1e9955bd1e995 ^ mix64(n)) % (hi - lo + 1)
+ *   with a list of k > 1 sizes or ranges (--sizes 64K,4M,16M-64M): item
+ *              i = mix64(seed ^ 0x2545f4914f6cdd1d ^ mix64(n)) % k
+ *   then the length above over item i's [lo, hi] (a single size: lo = hi).
  *
  * So frame content depends only on (frame id, seed), a prefix of a longer frame equals the
  * shorter one, and "--sizes 1M-16M --seed S" yields uniformly mixed, mostly unaligned sizes.
@@ -24,9 +27,11 @@
 #define ING_PRODUCER_SYNTH_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "common/ident.h"
+#include "common/parse.h"
 
 /* The number a frame id's synthetic content and length derive from (frame_id below). */
 static inline uint64_t synth_key(const char *frame_id)
@@ -36,9 +41,16 @@ static inline uint64_t synth_key(const char *frame_id)
 
 struct synth_spec {
 	uint64_t seed;
-	uint64_t size_min;   /* bytes, >= 1 */
-	uint64_t size_max;   /* >= size_min; == size_min for fixed-size frames */
+	unsigned nsizes;     /* 1..ING_SIZES_MAX */
+	struct ing_size_range sizes[ING_SIZES_MAX];   /* bytes, lo >= 1, hi >= lo */
 };
+
+/* One size for every frame. */
+void synth_spec_fixed(struct synth_spec *s, uint64_t seed, uint64_t size);
+/* --sizes LIST (common/parse.h's one grammar, ing_parse_sizes). 0 or -EINVAL with why. */
+int synth_spec_sizes(struct synth_spec *s, const char *list, char *why, size_t whylen);
+/* The largest length the spec makes. */
+uint64_t synth_spec_max(const struct synth_spec *s);
 
 uint64_t synth_mix64(uint64_t z);
 /* Length of frame key n (synth_key) under spec. */
@@ -49,9 +61,5 @@ void synth_fill(void *buf, uint64_t len, uint64_t n, uint64_t seed);
 uint32_t synth_fill_crc(void *buf, uint64_t len, uint64_t n, uint64_t seed);
 /* Offset of the first byte differing from the generated content, UINT64_MAX if none. */
 uint64_t synth_compare(const void *buf, uint64_t len, uint64_t n, uint64_t seed);
-/* "4096", "64K", "4M", "1G" (also "4MiB", "4MB": binary units). 0 or -EINVAL. */
-int synth_parse_size(const char *s, uint64_t *out);
-/* "1M-16M" or a single size. 0 or -EINVAL (also when lo > hi or lo == 0). */
-int synth_parse_range(const char *s, uint64_t *lo, uint64_t *hi);
 
 #endif

@@ -118,6 +118,7 @@ struct ing_grpc_chan {
 	uint64_t next_ping_ns;
 	uint64_t ping_sent_ns;
 	bool ping_out;
+	const char *probe_host, *probe_port;   /* during connect only */
 };
 
 void ing_grpc_chan_opts_init(struct ing_grpc_chan_opts *o)
@@ -887,8 +888,72 @@ static int tcp_connect(const char *host, const char *port, uint64_t deadline, ch
 		return fd;
 	}
 	freeaddrinfo(res);
-	seterr(err, errlen, "connect %s:%s: %s", host, port, strerror(-rc));
+	seterr(err, errlen, "connect %s:%s: %s%s", host, port, strerror(-rc),
+	       rc == -ECONNREFUSED ? ": nothing listens there (is ingestd running, and on this "
+				     "address and port?)"
+	       : rc == -ETIMEDOUT ? ": no answer (a wrong host, a firewall, or the node is down)"
+	       : rc == -EHOSTUNREACH || rc == -ENETUNREACH ? ": no route to that host" : "");
 	return rc;
+}
+
+/*
+ * After a failed connect, a second short connection that says why: a node that speaks TLS
+ * to a cleartext client (it just closes) or cleartext HTTP/2 to a TLS client (its SETTINGS
+ * are no TLS record). Bounded by deadline; true when the probe saw the other protocol.
+ */
+#define PROBE_NS 2000000000ull   /* a probe's own deadline: the connect's may be spent */
+
+static bool probe_speaks_tls(const char *host, const char *port, uint64_t deadline)
+{
+	bool tls = false;
+	int fd = tcp_connect(host, port, deadline, NULL, 0);
+	if (fd < 0)
+		return false;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	static const unsigned char alpn[] = "\x02h2";   /* as a client would: no h2-less warning */
+	if (ctx)
+		SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1);
+	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+	if (ssl && SSL_set_fd(ssl, fd)) {
+		SSL_set_connect_state(ssl);
+		for (;;) {   /* verify nothing: only whether a TLS server answers */
+			int r = grpc_ssl_handshake(ssl);
+			if (r == 1) {
+				tls = true;
+				break;
+			}
+			int e = SSL_get_error(ssl, r);
+			if ((e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) ||
+			    wait_fd(fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline) < 0)
+				break;
+		}
+	}
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	ERR_clear_error();
+	close(fd);
+	return tls;
+}
+
+static bool probe_speaks_h2c(const char *host, const char *port, uint64_t deadline)
+{
+	static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+				      "\0\0\0\x04\0\0\0\0\0";   /* + an empty SETTINGS */
+	uint8_t b[9];
+	size_t got = 0;
+	int fd = tcp_connect(host, port, deadline, NULL, 0);
+	if (fd < 0)
+		return false;
+	if (send(fd, preface, sizeof(preface) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(preface) - 1) {
+		while (got < sizeof(b) && wait_fd(fd, POLLIN, deadline) == 0) {
+			ssize_t n = recv(fd, b + got, sizeof(b) - got, 0);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+	}
+	close(fd);
+	return got == sizeof(b) && b[3] == 0x04;   /* the server's SETTINGS frame */
 }
 
 static int tls_connect(struct ing_grpc_chan *ch, const struct ing_grpc_chan_opts *o,
@@ -957,9 +1022,22 @@ static int tls_connect(struct ing_grpc_chan *ch, const struct ing_grpc_chan_opts
 		else {
 			char ebuf[256];
 			long vr = SSL_get_verify_result(ch->ssl);
-			if (vr != X509_V_OK)
-				seterr(err, errlen, "TLS handshake: server certificate: %s (expected name %s)",
-				       X509_verify_cert_error_string(vr), host);
+			unsigned long ssl_err = ERR_peek_error();
+			if (ERR_GET_REASON(ssl_err) == SSL_R_WRONG_VERSION_NUMBER &&
+			    probe_speaks_h2c(ch->probe_host, ch->probe_port, ing_now_ns() + PROBE_NS))
+				seterr(err, errlen, "TLS handshake with %s: the node speaks cleartext "
+				       "HTTP/2, not TLS: connect without TLS (no tls_ca; ingest-send: "
+				       "no --tls-ca), or start ingestd with --tls-cert and --tls-key",
+				       ch->authority);
+			else if (vr == X509_V_ERR_HOSTNAME_MISMATCH || vr == X509_V_ERR_IP_ADDRESS_MISMATCH)
+				seterr(err, errlen, "TLS handshake with %s: the node's certificate does not "
+				       "name %s (%s): connect by a name it has, or name it with "
+				       "tls_server_name (ingest-send --tls-server-name)", ch->authority,
+				       host, X509_verify_cert_error_string(vr));
+			else if (vr != X509_V_OK)
+				seterr(err, errlen, "TLS handshake with %s: the node's certificate: %s: is "
+				       "tls_ca (ingest-send --tls-ca) the CA that signed it?", ch->authority,
+				       X509_verify_cert_error_string(vr));
 			else
 				seterr(err, errlen, "TLS handshake: %s",
 				       grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf),
@@ -1023,6 +1101,8 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 	ch->fd = tcp_connect(host, port, deadline, err, errlen);
 	if (ch->fd < 0)
 		goto fail;
+	ch->probe_host = host;   /* for the probes that explain a failed handshake */
+	ch->probe_port = port;
 	if (o->tls && tls_connect(ch, o, host, deadline, err, errlen) < 0)
 		goto fail;
 
@@ -1076,7 +1156,11 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 			}
 			seterr(err, errlen, "%s: connection failed during HTTP/2 setup: %s%s%s%s",
 			       o->target, strerror(-r), *ebuf ? " (TLS: " : "", ebuf, *ebuf ? ")" : "");
-			if (ch->ssl && !o->tls_cert && !*ebuf)
+			if (!ch->ssl && probe_speaks_tls(host, port, ing_now_ns() + PROBE_NS))
+				seterr(err, errlen, "%s: the node speaks TLS and closed this cleartext "
+				       "connection: connect with TLS, giving the CA of its certificate "
+				       "(tls_ca; ingest-send --tls-ca PEM)", o->target);
+			else if (ch->ssl && !o->tls_cert && !*ebuf)
 				seterr(err, errlen, "%s: closed by the node after the TLS handshake (%s): "
 				       "does it require a client certificate?", o->target, strerror(-r));
 			goto fail;

@@ -68,6 +68,7 @@
 #define SRV_PLACE_MAX (1024u * 1024) /* one placed read */
 #define SRV_PLACE_MIN (4u * 1024)   /* default place_min */
 #define SRV_SPEC_MAX 64             /* frames read ahead into place by one readv */
+#define SRV_LOWAT_MAX (256u * 1024) /* SO_RCVLOWAT while a frame's data is due (conn_lowat) */
 #define SRV_WRITES_PER_FLUSH 64
 #define SRV_MAX_HDRS 64
 #define SRV_MAX_HDR_BYTES (16u * 1024)
@@ -148,6 +149,7 @@ struct conn {
 	/* placement: where the client's stream stands; the address nghttp2 is being fed a
 	 * placed run from (its on_data_chunk_recv pointer names it); calls that can place */
 	struct h2_track tr;
+	int lowat;                /* SO_RCVLOWAT set (0: the kernel's 1) */
 	const uint8_t *place;
 	unsigned nsink;
 	/* in-memory connection (grpc_server_feed): input not read yet, read sizes, output */
@@ -1236,6 +1238,32 @@ static void read_plan(struct conn *cn, struct rd *rd)
 	rd->iov[0].iov_len = rd->want;
 }
 
+/*
+ * Wake-ups: while the rest of a DATA frame's data is due to be read into place, epoll
+ * need not wake the loop before up to SRV_LOWAT_MAX of it is in the socket (SO_RCVLOWAT;
+ * the frame was sent whole, so those bytes come; the kernel still wakes early when its
+ * buffer is under pressure, and on FIN). Elsewhere (frame headers, other frames, TLS, whose
+ * socket bytes are records) the kernel's default of one byte.
+ */
+static void conn_lowat(struct conn *cn)
+{
+	if (cn->fd < 0 || (!cn->nsink && !cn->lowat))
+		return;
+	int want = 0;
+	struct ing_grpc_call *c = cn->ssl ? NULL : data_call(cn);
+	size_t n = 0;
+	if (c && call_sink(c, &n)) {
+		if (n > cn->tr.left)
+			n = cn->tr.left;
+		want = n > SRV_LOWAT_MAX ? (int)SRV_LOWAT_MAX : (int)n;
+	}
+	if (want == cn->lowat)
+		return;
+	int v = want ? want : 1;
+	if (setsockopt(cn->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
+		cn->lowat = want;
+}
+
 /* Give nghttp2 n bytes the connection read (placed: where call's sink said, at p), and
  * follow them. nghttp2's return. */
 static ssize_t conn_feed(struct conn *cn, const uint8_t *p, size_t n, bool placed)
@@ -1485,6 +1513,7 @@ static bool conn_service(struct conn *cn, bool readable)
 	}
 	if (more && cn->ssl && SSL_pending(cn->ssl))
 		conn_kick(cn);   /* decrypted bytes epoll cannot see */
+	conn_lowat(cn);
 	int rc = conn_flush(cn);
 	if (rc != 0) {
 		cn->linger = rc > 0;
@@ -1637,6 +1666,10 @@ static void conn_close(struct conn *cn, const char *why)
 	}
 	/* close() with unread input sends RST, and an RST makes the peer's kernel drop what
 	 * the peer has not read yet (the last acks, the trailers): read the input away first */
+	if (cn->fd >= 0 && cn->lowat) {   /* the linger must wake on any byte */
+		int one = 1;
+		(void)setsockopt(cn->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	}
 	if (cn->fd >= 0 && !(cn->linger && linger_start(s, cn->fd))) {
 		(void)linger_drain(cn->fd);
 		close(cn->fd);

@@ -3,8 +3,10 @@
  * catalog.c - the frame catalog in SQLite (WAL, synchronous=FULL). One handle per thread
  * (opened without SQLite's own mutexes); several handles on one file serialise their write
  * transactions through SQLite's locks plus a busy timeout. A frame is (wafer_id, frame_id),
- * both TEXT as the producer sent them (schema 2, PRAGMA user_version = 2). Schema 1 had
- * INTEGER frame ids and is migrated on open (migrate_v1).
+ * both TEXT as the producer sent them, and where its bytes are (location: local, both,
+ * tiered; schema 3, PRAGMA user_version = 3). Older schemas are migrated on open, each in
+ * one transaction: schema 1 had INTEGER frame ids (migrate_v1), schema 2 no tier columns
+ * (migrate_v2).
  */
 #include "dataplane/store/store.h"
 #include "common/log.h"
@@ -28,7 +30,15 @@ struct ing_catalog {
 	char path[256];
 };
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
+#define SET_VERSION "PRAGMA user_version = 3;"
+
+/* The tier columns (schema 3), as migrate_v2 adds them to a schema-2 table. */
+#define TIER_COLUMN_LOCATION \
+	"location TEXT NOT NULL DEFAULT 'local' CHECK (location IN ('local', 'both', 'tiered'))"
+#define TIER_COLUMN_MD5 "object_md5 TEXT"
+#define TIER_COLUMN_TIERED "tiered_ns INTEGER"
+#define TIER_COLUMN_DELETED "local_deleted_ns INTEGER"
 
 #define FRAMES_COLUMNS \
 	" wafer_id TEXT NOT NULL," \
@@ -40,11 +50,46 @@ struct ing_catalog {
 	" transport INTEGER," \
 	" received_ns INTEGER," \
 	" durable_ns INTEGER," \
+	" " TIER_COLUMN_LOCATION "," \
+	" " TIER_COLUMN_MD5 "," \
+	" " TIER_COLUMN_TIERED "," \
+	" " TIER_COLUMN_DELETED "," \
 	" PRIMARY KEY (wafer_id, frame_id)) WITHOUT ROWID;"
+
+/* the local copies the retention may delete, oldest first (dataplane/tier/): only rows
+ * whose object is verified and whose local copy is still there are in it */
+#define FRAMES_BOTH_INDEX \
+	"CREATE INDEX IF NOT EXISTS frames_both ON frames (durable_ns) WHERE location = 'both';"
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS frames (" FRAMES_COLUMNS
-	"PRAGMA user_version = 2;";
+	FRAMES_BOTH_INDEX
+	SET_VERSION;
+
+/* what a lookup reads, after the key (a reader of a schema 1 or 2 file: constants) */
+#define LOOKUP_COLUMNS "timestamp, length, crc32c, path, transport, received_ns, durable_ns"
+#define LOOKUP_TIER_COLUMNS ", location, object_md5, tiered_ns, local_deleted_ns"
+#define LOOKUP_TIER_NONE ", 'local', NULL, NULL, NULL"
+
+const char *ing_location_name(enum ing_location l)
+{
+	switch (l) {
+	case ING_LOC_LOCAL: return "local";
+	case ING_LOC_BOTH: return "both";
+	case ING_LOC_TIERED: return "tiered";
+	}
+	return NULL;
+}
+
+int ing_location_parse(const char *s)
+{
+	if (!s)
+		return -1;
+	for (int l = ING_LOC_LOCAL; l <= ING_LOC_TIERED; l++)
+		if (!strcmp(s, ing_location_name((enum ing_location)l)))
+			return l;
+	return -1;
+}
 
 /*
  * SQLite's message plus the OS error behind it, if any: "disk I/O error" alone does not say
@@ -97,6 +142,34 @@ static int map_rc_db(struct ing_catalog *c, int rc)
 	return map_rc(rc);
 }
 
+/*
+ * A catalog SQLite cannot read (not a database, a corrupt page) says what to do: the frame
+ * files are the truth, and ingest-catalog rebuilds the catalog from them. True (after
+ * logging; on the data path at most once a second) when rc is such an error.
+ */
+static bool damaged(const struct ing_catalog *c, int rc, const char *sqlmsg, bool data_path)
+{
+	char dir[sizeof(c->path)];
+	char *slash;
+
+	if ((rc & 0xff) != SQLITE_NOTADB && (rc & 0xff) != SQLITE_CORRUPT)
+		return false;
+	snprintf(dir, sizeof(dir), "%s", c->path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		snprintf(dir, sizeof(dir), ".");
+#define DAMAGED_FMT "%s is damaged (%s): stop ingestd, then rebuild it from the frame files: " \
+	"ingest-catalog rebuild --data-dir %s (docs/OPERATIONS.md, Catalog recovery)"
+	if (data_path)
+		ING_LOG_RL(ING_LOG_ERR, COMP, DAMAGED_FMT, c->path, sqlmsg, dir);
+	else
+		ING_ERR(COMP, DAMAGED_FMT, c->path, sqlmsg, dir);
+#undef DAMAGED_FMT
+	return true;
+}
+
 static int prep(struct ing_catalog *c, const char *sql, sqlite3_stmt **st)
 {
 	int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
@@ -111,6 +184,10 @@ static int exec(struct ing_catalog *c, const char *sql)
 {
 	char *err = NULL, b[256];
 	int rc = sqlite3_exec(c->db, sql, NULL, NULL, &err);
+	if (rc != SQLITE_OK && damaged(c, rc, err ? err : sqlite3_errstr(rc), false)) {
+		sqlite3_free(err);
+		return -EBADMSG;
+	}
 	if (rc != SQLITE_OK) {
 		ING_ERR(COMP, "%s: '%s': %s", c->path, sql,
 			why(c, rc, err ? err : sqlite3_errstr(rc), b, sizeof(b)));
@@ -162,7 +239,8 @@ static int64_t int_id_columns(struct ing_catalog *c)
 }
 
 /*
- * Schema 1 (frame_id INTEGER PRIMARY KEY, ids unique across wafers) to schema 2, in one
+ * Schema 1 (frame_id INTEGER PRIMARY KEY, ids unique across wafers) to schema 3 (the
+ * frames table as it is now, tier columns included: every frame local), in one
  * transaction: a crash leaves either catalog whole. Ids become their decimal text (the
  * file names were already the decimal id, so paths stay valid); u64 ids above INT64_MAX
  * were stored as the same bit pattern and come back unsigned.
@@ -172,7 +250,7 @@ static int migrate_v1(struct ing_catalog *c)
 	sqlite3_stmt *rd = NULL, *wr = NULL;
 	int64_t n = 0;
 	/* every persistence worker opens its own handle at start: the first to get the
-	 * write lock migrates, the others find schema 2 once they hold it */
+	 * write lock migrates, the others find schema 3 once they hold it */
 	int rc = exec(c, "BEGIN IMMEDIATE;");
 	if (rc == 0 && int_id_columns(c) <= 0)
 		return exec(c, "COMMIT;");
@@ -208,7 +286,7 @@ static int migrate_v1(struct ing_catalog *c)
 	sqlite3_finalize(rd);
 	sqlite3_finalize(wr);
 	if (rc == 0)
-		rc = exec(c, "DROP TABLE frames_v1; PRAGMA user_version = 2; COMMIT;");
+		rc = exec(c, "DROP TABLE frames_v1;" FRAMES_BOTH_INDEX SET_VERSION "COMMIT;");
 	if (rc < 0) {
 		if (!sqlite3_get_autocommit(c->db))
 			(void)exec(c, "ROLLBACK;");
@@ -216,8 +294,45 @@ static int migrate_v1(struct ing_catalog *c)
 			c->path, sqlite3_errmsg(c->db));
 		return rc;
 	}
-	ING_INFO(COMP, "%s: catalog migrated to string frame ids (schema 1 -> 2, %lld rows)", c->path,
-		 (long long)n);
+	ING_INFO(COMP, "%s: catalog migrated to string frame ids (schema 1 -> %d, %lld rows)", c->path,
+		 SCHEMA_VERSION, (long long)n);
+	return 0;
+}
+
+static int64_t has_column(struct ing_catalog *c, const char *name)
+{
+	char sql[160];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pragma_table_info('frames') WHERE name='%s'", name);
+	return query_int(c, sql);
+}
+
+/*
+ * Schema 2 to 3: the tier columns, in one transaction (ADD COLUMN rewrites no row: the
+ * defaults are read for rows written before). Every existing frame is 'local'.
+ */
+static int migrate_v2(struct ing_catalog *c)
+{
+	/* as in migrate_v1: the first worker to hold the write lock migrates */
+	int rc = exec(c, "BEGIN IMMEDIATE;");
+	if (rc == 0 && has_column(c, "location") > 0)
+		return exec(c, "COMMIT;");
+	if (rc == 0)
+		rc = exec(c, "ALTER TABLE frames ADD COLUMN " TIER_COLUMN_LOCATION ";"
+			  "ALTER TABLE frames ADD COLUMN " TIER_COLUMN_MD5 ";"
+			  "ALTER TABLE frames ADD COLUMN " TIER_COLUMN_TIERED ";"
+			  "ALTER TABLE frames ADD COLUMN " TIER_COLUMN_DELETED ";"
+			  FRAMES_BOTH_INDEX SET_VERSION "COMMIT;");
+	if (rc < 0) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "%s", sqlite3_errmsg(c->db));   /* before ROLLBACK resets it */
+		if (!sqlite3_get_autocommit(c->db))
+			(void)exec(c, "ROLLBACK;");
+		ING_ERR(COMP, "%s: adding the tier columns to the catalog failed (%s); it is unchanged",
+			c->path, msg);
+		return rc;
+	}
+	ING_INFO(COMP, "%s: catalog migrated to schema %d (tier columns: every frame is local)", c->path,
+		 SCHEMA_VERSION);
 	return 0;
 }
 
@@ -235,6 +350,11 @@ static int schema_init(struct ing_catalog *c)
 	}
 	if (has > 0 && int_ids > 0)
 		return migrate_v1(c);
+	if (has > 0 && has_column(c, "location") == 0) {
+		int rc = migrate_v2(c);
+		if (rc < 0)
+			return rc;
+	}
 	return exec(c, schema);
 }
 
@@ -245,6 +365,8 @@ static int schema_check_ro(struct ing_catalog *c)
 	int64_t has = query_int(c, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='frames'");
 
 	if (ver < 0 || has < 0) {
+		if (damaged(c, sqlite3_errcode(c->db), sqlite3_errmsg(c->db), false))
+			return -EBADMSG;
 		ING_ERR(COMP, "%s: not readable as a catalog: %s", c->path, sqlite3_errmsg(c->db));
 		return -EIO;
 	}
@@ -288,8 +410,10 @@ struct ing_catalog *ing_catalog_open_ro(const char *path)
 		goto fail;
 	/* the same lookup as the writer's: a schema-1 file (INTEGER ids) matches a decimal id
 	 * through the column's affinity */
-	if (prep(c, "SELECT timestamp, length, crc32c, path, transport, received_ns,"
-		    " durable_ns FROM frames WHERE wafer_id = ?1 AND frame_id = ?2", &c->st_lookup) < 0 ||
+	if (prep(c, has_column(c, "location") > 0 ?
+		    "SELECT " LOOKUP_COLUMNS LOOKUP_TIER_COLUMNS " FROM frames WHERE wafer_id = ?1 AND frame_id = ?2" :
+		    "SELECT " LOOKUP_COLUMNS LOOKUP_TIER_NONE " FROM frames WHERE wafer_id = ?1 AND frame_id = ?2",
+		 &c->st_lookup) < 0 ||
 	    prep(c, "SELECT count(*) FROM frames", &c->st_count) < 0)
 		goto fail;
 	return c;
@@ -327,10 +451,11 @@ struct ing_catalog *ing_catalog_open(const char *path)
 	if (exec(c, "PRAGMA journal_mode=WAL;") < 0 || exec(c, "PRAGMA synchronous=FULL;") < 0 ||
 	    schema_init(c) < 0)
 		goto fail;
-	if (prep(c, "SELECT timestamp, length, crc32c, path, transport, received_ns,"
-		    " durable_ns FROM frames WHERE wafer_id = ?1 AND frame_id = ?2", &c->st_lookup) < 0 ||
+	if (prep(c, "SELECT " LOOKUP_COLUMNS LOOKUP_TIER_COLUMNS " FROM frames"
+		    " WHERE wafer_id = ?1 AND frame_id = ?2", &c->st_lookup) < 0 ||
 	    prep(c, "INSERT INTO frames (frame_id, wafer_id, timestamp, length, crc32c, path,"
-		    " transport, received_ns, durable_ns) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+		    " transport, received_ns, durable_ns, location, object_md5, tiered_ns,"
+		    " local_deleted_ns) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
 		 &c->st_insert) < 0 ||
 	    prep(c, "BEGIN IMMEDIATE", &c->st_begin) < 0 || prep(c, "COMMIT", &c->st_commit) < 0 ||
 	    prep(c, "ROLLBACK", &c->st_rollback) < 0 ||
@@ -390,6 +515,11 @@ int ing_catalog_lookup(struct ing_catalog *c, const char *wafer_id, const char *
 			row->transport = (uint8_t)sqlite3_column_int(st, 4);
 			row->received_ns = sqlite3_column_int64(st, 5);
 			row->durable_ns = sqlite3_column_int64(st, 6);
+			int loc = ing_location_parse((const char *)sqlite3_column_text(st, 7));
+			row->location = (uint8_t)(loc < 0 ? ING_LOC_LOCAL : loc);
+			copy_text(row->object_md5, sizeof(row->object_md5), sqlite3_column_text(st, 8));
+			row->tiered_ns = sqlite3_column_int64(st, 9);
+			row->local_deleted_ns = sqlite3_column_int64(st, 10);
 		}
 		ret = 0;
 	} else if (rc == SQLITE_DONE) {
@@ -438,12 +568,22 @@ int ing_catalog_insert(struct ing_catalog *c, const struct ing_catalog_row *rows
 		sqlite3_bind_int(st, 7, r->transport);
 		sqlite3_bind_int64(st, 8, r->received_ns);
 		sqlite3_bind_int64(st, 9, r->durable_ns);
+		const char *loc = ing_location_name((enum ing_location)r->location);
+		sqlite3_bind_text(st, 10, loc ? loc : "local", -1, SQLITE_STATIC);
+		if (r->object_md5[0])
+			sqlite3_bind_text(st, 11, r->object_md5, -1, SQLITE_STATIC);
+		if (r->tiered_ns)
+			sqlite3_bind_int64(st, 12, r->tiered_ns);
+		if (r->local_deleted_ns)
+			sqlite3_bind_int64(st, 13, r->local_deleted_ns);
 		rc = sqlite3_step(st);
 		sqlite3_reset(st);
 		sqlite3_clear_bindings(st);
 		if (rc != SQLITE_DONE) {
 			char b[256];
 			ret = map_rc_db(c, rc);
+			if (ret != -EEXIST && damaged(c, rc, sqlite3_errmsg(c->db), true))
+				break;
 			if (ret != -EEXIST)
 				ING_LOG_RL(ING_LOG_ERR, COMP, "%s: insert of frame %s/%s: %s", c->path,
 					   r->wafer_id, r->frame_id,
@@ -475,4 +615,24 @@ int64_t ing_catalog_count(struct ing_catalog *c)
 		n = sqlite3_column_int64(c->st_count, 0);
 	sqlite3_reset(c->st_count);
 	return n;
+}
+
+int ing_catalog_quick_check(struct ing_catalog *c, char *why, size_t whylen)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(c->db, "PRAGMA quick_check(5)", -1, &st, NULL);
+	size_t n = 0;
+
+	why[0] = '\0';
+	if (rc == SQLITE_OK) {
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			const char *t = (const char *)sqlite3_column_text(st, 0);
+			if (t && strcmp(t, "ok") && n < whylen)
+				n += (size_t)snprintf(why + n, whylen - n, "%s%s", n ? "; " : "", t);
+		}
+	}
+	if (rc != SQLITE_DONE && n == 0)
+		snprintf(why, whylen, "%s", sqlite3_errmsg(c->db));
+	sqlite3_finalize(st);
+	return why[0] ? -EBADMSG : 0;
 }

@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -334,4 +335,31 @@ int dp_store_sweep_tmp(const char *data_dir)
 	}
 	closedir(d);
 	return n;
+}
+
+int ing_store_lock(const char *dir, char *holder, size_t holderlen)
+{
+	char path[PATH_MAX], pid[32] = "";
+	int fd;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/.ingestd.lock", dir) >= sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int rc = -errno;
+		ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = 0;
+		pid[strcspn(pid, "\n")] = 0;
+		close(fd);
+		if (rc != -EWOULDBLOCK)
+			return rc;
+		snprintf(holder, holderlen, "another ingestd (pid %s)", pid[0] ? pid : "?");
+		return -EBUSY;
+	}
+	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		ING_WARN(COMP, "%s: cannot record the pid: %s", path, strerror(errno));
+	return fd;
 }

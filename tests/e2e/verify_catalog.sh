@@ -7,7 +7,7 @@
 #  2. on copies of the data dir, one row at a time made wrong: length, crc32c, path, row
 #     deleted: ingest-verify exits 1 and names the frame and the fault;
 #  3. --allow-missing: the deleted row counts as missing (exit 0), a wrong row still fails;
-#  4. no catalog, and a file that is not a catalog: exit 2 with the reason.
+#  4. no catalog, and a file that is not a catalog: exit 1 (a runtime failure, not usage) with the reason.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -106,15 +106,15 @@ timeout 60 "$VERIFY" --data-dir "$TMP/gone" --manifest "$TMP/manifest" --allow-m
 [ "$(json "$TMP/gone.json" 'ok')" = 5 ] || fail "ok is not 5: $(cat "$TMP/gone.json")"
 expect_bad crc "catalog crc32c" --allow-missing
 
-step "no catalog / not a catalog: exit 2 with the reason"
+step "no catalog / not a catalog: exit 1 (runtime, not usage) with the reason"
 rm -rf "$TMP/nocat" && cp -a "$DATA" "$TMP/nocat" && rm -f "$TMP/nocat"/catalog.db*
 rc=0
 "$VERIFY" --data-dir "$TMP/nocat" --manifest "$TMP/manifest" 2>"$TMP/nocat.err" || rc=$?
-[ "$rc" = 2 ] || fail "without catalog.db: exit $rc, expected 2"
+[ "$rc" = 1 ] || fail "without catalog.db: exit $rc, expected 1"
 grep -q "catalog.db" "$TMP/nocat.err" || fail "without catalog.db: no reason given: $(cat "$TMP/nocat.err")"
 python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('create table t(x)')" "$TMP/nocat/catalog.db"
 rc=0
 "$VERIFY" --data-dir "$TMP/nocat" --manifest "$TMP/manifest" 2>"$TMP/notcat.err" || rc=$?
-[ "$rc" = 2 ] || fail "a database without a frames table: exit $rc, expected 2"
+[ "$rc" = 1 ] || fail "a database without a frames table: exit $rc, expected 1"
 grep -q "no frames table" "$TMP/notcat.err" || fail "not a catalog: no reason given: $(cat "$TMP/notcat.err")"
 echo "verify_catalog: PASS"

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_parse - the flag and config parsers: ing_parse_size/_n, ing_parse_u64
- * (common/parse.c) and the --pool class list (ing_pool_parse_classes, dataplane/pool.c).
- * Input: one selector byte, then the text. Oracles: an independent 128-bit reference
- * computes every accepted value (no silent overflow, no trailing garbage accepted);
- * ing_parse_size(s) == ing_parse_size_n(s, strlen(s)); an accepted pool list has 1..max
- * classes, each of 1 byte..1 TiB and 1..1000000 slots, exactly as many as the text lists.
+ * fuzz_parse - the flag and config parsers: ing_parse_size/_n, ing_parse_u64, the
+ * durations and --sizes lists (common/parse.c) and the --pool class list
+ * (ing_pool_spec_parse, dataplane/pool_spec.c). Input: one selector byte, then the text.
+ * Oracles: an independent 128-bit reference computes every accepted value (no silent
+ * overflow, no trailing garbage accepted); ing_parse_size(s) == ing_parse_size_n(s,
+ * strlen(s)); an accepted pool list has 1..max classes, each of 1 byte..1 TiB and
+ * 1..1000000 slots, exactly as many as the text lists; an accepted duration is at most
+ * its maximum and reads back the same from its shortest spelling; an accepted --sizes
+ * list has one item per ',', each 1 <= lo <= hi.
  */
 #include "common/parse.h"
 #include "common/log.h"
@@ -121,6 +124,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t v = 0, w = 0;
 	int rc, ref;
 
+	if (sel & 0x40) {
+		if (sel & 1) {
+			struct ing_size_range r[ING_SIZES_MAX];
+			unsigned k = 0, commas = 0;
+			char why[160];
+			if (ing_parse_sizes(s, r, ING_SIZES_MAX, &k, why, sizeof(why)) == 0) {
+				for (size_t i = 0; i < sl; i++)
+					commas += s[i] == ',';
+				if (k < 1 || k > ING_SIZES_MAX || k != commas + 1)
+					abort();
+				for (unsigned i = 0; i < k; i++)
+					if (!r[i].lo || r[i].lo > r[i].hi)
+						abort();
+			}
+		} else {
+			uint64_t max = (sel & 0x80) ? UINT64_MAX : 86400000, bare = (sel & 2) ? 1 : 1000;
+			char buf[48];
+			if (ing_parse_duration_ms(s, bare, max, &v) == 0) {
+				if (v > max || ing_parse_duration_ms(ing_fmt_duration(v, buf, sizeof(buf)), 0,
+								     UINT64_MAX, &w) || w != v)
+					abort();
+			}
+		}
+		free(s);
+		return 0;
+	}
 	switch (sel % 3) {
 	case 0:
 		rc = ing_parse_size_n(s, n, &v);

@@ -169,7 +169,9 @@ def main():
     # flag parsers: [selector] + text
     for i, t in enumerate([b"\x00" + b"16M", b"\x00" + b"4KiB", b"\x00" + b"18446744073709551615",
                            b"\x01" + b"0x1F", b"\x81" + b"18446744073709551616",
-                           b"\x02" + b"4M:16,16M:8,64M:4", b"\x02" + b"1G:1,", b"\x02" + b"4K:1000000"]):
+                           b"\x02" + b"4M:16,16M:8,64M:4", b"\x02" + b"1G:1,", b"\x02" + b"4K:1000000",
+                           b"\x40" + b"1.5s", b"\x42" + b"500ms", b"\xc0" + b"2h",
+                           b"\x41" + b"64K,4M,16M-64M"]):
         write("fuzz_parse", "seed%d" % i, t)
 
 

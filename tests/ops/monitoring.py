@@ -16,13 +16,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from opslib import Run, http_get  # noqa: E402
 
 build, src = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 ingestd = os.path.join(build, "apps", "ingestd")
@@ -35,49 +35,8 @@ for b in (ingestd, send, PROM, PROMTOOL):
     if not os.access(b, os.X_OK):
         sys.exit(f"FAIL: {b} not found (deploy/install-deps.sh installs prometheus)")
 
-T0 = time.monotonic()
-tmp = tempfile.mkdtemp(prefix="ops-monitoring.")
-procs = []
-
-
-def stop_all():
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def fail(msg):
-    print(f"FAIL: {msg}", file=sys.stderr)
-    stop_all()
-    for name in ("ingestd.log", "prometheus.log"):
-        path = os.path.join(tmp, name)
-        if os.path.exists(path):
-            print(f"--- {name} (tail)", file=sys.stderr)
-            sys.stderr.write(open(path, errors="replace").read()[-2000:])
-    shutil.rmtree(tmp, ignore_errors=True)
-    sys.exit(1)
-
-
-def wait_for(what, pred, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline or time.monotonic() - T0 > 120:
-            fail(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-def http_get(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.read().decode()
+run = Run("ops-monitoring.", limit=120)
+fail, wait_for = run.fail, run.wait_for
 
 
 # ---- 1. promtool
@@ -137,17 +96,10 @@ if len(used) < 20:
     fail(f"only {len(used)} metric names found in the rules and the dashboard: {sorted(used)}")
 
 dead_fleet_db = "host=127.0.0.1 port=1 dbname=fleet connect_timeout=1"
-portf, mportf = os.path.join(tmp, "port"), os.path.join(tmp, "mport")
-log = open(os.path.join(tmp, "ingestd.log"), "wb")
-ing = subprocess.Popen([ingestd, "--listen", "127.0.0.1:0", "--port-file", portf,
-                        "--metrics-listen", "127.0.0.1:0", "--metrics-port-file", mportf,
-                        "--data-dir", os.path.join(tmp, "data"), "--pool", "1M:8,4M:4",
-                        "--workers", "1", "--node-id", "m0", "--fleet-peers", "m1=127.0.0.1:1",
-                        "--fleet-db", dead_fleet_db], stdout=log, stderr=log)
-procs.append(ing)
-wait_for("ingestd's port files", lambda: all(os.path.exists(p) and open(p).read().strip()
-                                            for p in (portf, mportf)))
-gport, mport = open(portf).read().strip(), open(mportf).read().strip()
+ing, gport, mport = run.start_ingestd(ingestd, ["--data-dir", run.path("data"), "--pool", "1M:8,4M:4",
+                                                "--workers", "1", "--node-id", "m0",
+                                                "--fleet-peers", "m1=127.0.0.1:1",
+                                                "--fleet-db", dead_fleet_db])
 r = subprocess.run([send, "--server", f"127.0.0.1:{gport}", "--count", "30", "--sizes", "64K-2M",
                     "--rate", "10", "--quiet"], capture_output=True, timeout=60)
 if r.returncode != 0:
@@ -167,10 +119,9 @@ print(f"ok: all {len(used)} metric names of the rules and the dashboard are in /
       f"({', '.join(sorted(used)[:6])}, ...)")
 
 # ---- 4. a real Prometheus with the rules
-rules_copy = os.path.join(tmp, "ingest-alerts.yml")
+rules_copy = run.path("ingest-alerts.yml")
 shutil.copy(RULES, rules_copy)
-with open(os.path.join(tmp, "prometheus.yml"), "w") as f:
-    f.write(f"""global:
+api = run.start_prometheus(PROM, f"""global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files: ['{rules_copy}']
@@ -181,29 +132,6 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:{mport}']
 """)
-plog = open(os.path.join(tmp, "prometheus.log"), "wb")
-api = None
-for attempt in range(3):   # the picked port may be taken by someone else meanwhile
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        pport = s.getsockname()[1]
-    prom = subprocess.Popen([PROM, "--config.file", os.path.join(tmp, "prometheus.yml"),
-                             "--storage.tsdb.path", os.path.join(tmp, "tsdb"),
-                             "--web.listen-address", f"127.0.0.1:{pport}", "--log.level", "warn"],
-                            stdout=plog, stderr=plog)
-    procs.append(prom)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and prom.poll() is None:
-        try:
-            http_get(f"http://127.0.0.1:{pport}/-/ready", timeout=1)
-            api = f"http://127.0.0.1:{pport}/api/v1"
-            break
-        except OSError:
-            time.sleep(0.2)
-    if api:
-        break
-if not api:
-    fail("prometheus did not become ready")
 
 
 def query(expr):
@@ -249,8 +177,7 @@ for must in ("Ready", "Stored throughput", "Frames/s by result", "Failures by co
         fail(f"the panel {must!r} has no data against a node with traffic")
 print(f"ok: all {len(queries) - 1} dashboard queries run; empty here (no RDMA, nothing failing): "
       f"{sorted(set(empty))}")
-stop_all()
+run.stop_all()
 if ing.returncode != 0:
     fail(f"ingestd exited {ing.returncode} after SIGTERM")
-shutil.rmtree(tmp, ignore_errors=True)
-print(f"PASS: deploy/monitoring ({time.monotonic() - T0:.1f} s)")
+run.finish("PASS: deploy/monitoring")

@@ -19,14 +19,13 @@ static fleet of three, /metrics on):
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from opslib import Run, http_status  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 src = os.path.abspath(sys.argv[2])
@@ -41,8 +40,8 @@ try:
 except ImportError:
     sys.exit("FAIL: python3-grpcio is missing (deploy/install-deps.sh installs it)")
 
-tmp = tempfile.mkdtemp(prefix="ops-oncall.")
-proc = None
+run = Run("ops-oncall.", limit=180, logs=("ingestd.log",))
+fail, wait_for, tmp = run.fail, run.wait_for, run.tmp
 subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc", "-I", os.path.join(src, "proto"),
                        "--python_out=" + tmp, "--grpc_python_out=" + tmp,
                        os.path.join(src, "proto", "h3000.proto")])
@@ -51,35 +50,8 @@ import h3000_pb2  # noqa: E402
 import h3000_pb2_grpc  # noqa: E402
 
 
-def fail(msg):
-    print(f"FAIL: {msg}", file=sys.stderr)
-    if proc and proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    log = os.path.join(tmp, "ingestd.log")
-    if os.path.exists(log):
-        sys.stderr.write(open(log, "rb").read()[-3000:].decode("utf-8", "replace"))
-    shutil.rmtree(tmp, ignore_errors=True)
-    sys.exit(1)
-
-
-def wait_for(what, pred, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def http(path):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{mport}{path}", timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+    return http_status(f"http://127.0.0.1:{mport}{path}")
 
 
 def metrics():
@@ -98,18 +70,11 @@ token = os.path.join(tmp, "token")
 with open(token, "w") as f:
     f.write("oncall-test-token-0123456789\n")
 os.chmod(token, 0o600)
-portf, mportf = os.path.join(tmp, "port"), os.path.join(tmp, "mport")
 data = os.path.join(tmp, "data")
-with open(os.path.join(tmp, "ingestd.log"), "wb") as log:
-    proc = subprocess.Popen([ingestd, "--listen", "127.0.0.1:0", "--port-file", portf,
-                             "--metrics-listen", "127.0.0.1:0", "--metrics-port-file", mportf,
-                             "--data-dir", data, "--pool", "1M:8,4M:4", "--workers", "1",
-                             "--max-frame", "2M", "--auth-token-file", token,
-                             "--node-id", "n0", "--fleet-peers", "n1=127.0.0.1:1,n2=127.0.0.1:2"],
-                            stdout=log, stderr=log)
-wait_for("the port files", lambda: all(os.path.exists(p) and open(p).read().strip()
-                                       for p in (portf, mportf)))
-port, mport = open(portf).read().strip(), open(mportf).read().strip()
+proc, port, mport = run.start_ingestd(ingestd, ["--data-dir", data, "--pool", "2M:8,4M:4", "--workers", "1",
+                                                "--max-frame", "2M", "--auth-token-file", token,
+                                                "--node-id", "n0",
+                                                "--fleet-peers", "n1=127.0.0.1:1,n2=127.0.0.1:2"])
 server = f"127.0.0.1:{port}"
 conf = os.path.join(tmp, "ingestd.conf")
 with open(conf, "w") as f:   # what the node runs with, as ingest-stat --config reads it
@@ -198,7 +163,7 @@ print(screen, end="")
 for pat in (r"^Health   SERVING, ready; up ", r"^Stats    stored .*/s, .* frames/s",
             r"^         frames   durable 20, duplicate 0, failed 1, refused \d+",
             r"^         failures .*duplicate_conflict 1", r"^         failures .*too_large \d",
-            r"^         pool     24\.0 MiB on (hugepages|4 KiB pages), \d+ of 12 slots in use",
+            r"^         pool     32\.0 MiB on (hugepages|4 KiB pages), \d+ of 12 slots in use",
             r"^         disk     .* free of ", r"^         sessions \d+ .*connections [1-9]",
             r"^Members  3 \(static, epoch \d+\)", r"^         n0 .* ACTIVE .*\(this node\)$",
             r"^         n1 +127\.0\.0\.1:1 +ACTIVE", r"^         n2 +127\.0\.0\.1:2 +ACTIVE"):
@@ -215,7 +180,7 @@ if not (j["health"] == "SERVING" and j["ready"] and s["framesDurable"] == 20 and
 fails = {f["code"]: f["count"] for f in s["failures"]}
 if fails.get("ERROR_DUPLICATE_CONFLICT") != 1 or fails.get("ERROR_TOO_LARGE", 0) < 1:
     fail(f"--json failures: {fails}")
-if s["poolBytes"] != 24 << 20 or s["diskSizeBytes"] <= 0 or s["connections"] < 1:
+if s["poolBytes"] != 32 << 20 or s["diskSizeBytes"] <= 0 or s["connections"] < 1:
     fail(f"--json pool/disk/connections: {s['poolBytes']} {s['diskSizeBytes']} {s['connections']}")
 if sorted(x["nodeId"] for x in j["members"]["members"]) != ["n0", "n1", "n2"]:
     fail(f"--json members: {j['members']}")
@@ -262,5 +227,4 @@ proc.send_signal(signal.SIGTERM)
 rc = proc.wait(timeout=30)
 if rc != 0:
     fail(f"ingestd exited {rc}")
-shutil.rmtree(tmp, ignore_errors=True)
-print("PASS: on-call metrics, health endpoints and ingest-stat")
+run.finish("PASS: on-call metrics, health endpoints and ingest-stat")

@@ -12,14 +12,13 @@ import json
 import math
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from opslib import Run, http_get  # noqa: E402
 
 build = os.path.abspath(sys.argv[1])
 ingestd = os.path.join(build, "apps", "ingestd")
@@ -31,80 +30,18 @@ for b in (ingestd, send):
 if not os.access(PROM, os.X_OK):
     sys.exit("FAIL: prometheus not installed (Debian package 'prometheus'; deploy/install-deps.sh)")
 
-T0 = time.monotonic()
-LIMIT = 90
-tmp = tempfile.mkdtemp(prefix="ops-prom.")
-procs = []
-
-
-def stop_all():
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def fail(msg):
-    print(f"FAIL: {msg}", file=sys.stderr)
-    stop_all()
-    for name in ("ingestd.log", "prometheus.log"):
-        path = os.path.join(tmp, name)
-        if os.path.exists(path):
-            print(f"--- {name} (tail)", file=sys.stderr)
-            sys.stderr.write(open(path, errors="replace").read()[-2500:])
-    shutil.rmtree(tmp, ignore_errors=True)
-    sys.exit(1)
-
-
-def budget():
-    if time.monotonic() - T0 > LIMIT:
-        fail(f"over the {LIMIT} s budget")
-
-
-def wait_file(path, proc, what):
-    deadline = time.monotonic() + 30
-    while not (os.path.exists(path) and open(path).read().strip()):
-        if proc.poll() is not None:
-            fail(f"{what} exited {proc.returncode} during start-up")
-        if time.monotonic() > deadline:
-            fail(f"{what}: no {path} within 30 s")
-        time.sleep(0.1)
-    return int(open(path).read().strip())
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.read().decode()
-
+run = Run("ops-prom.", limit=90)
+fail = run.fail
 
 # ---- ingestd with /metrics
-portf, mportf = os.path.join(tmp, "port"), os.path.join(tmp, "mport")
-log = open(os.path.join(tmp, "ingestd.log"), "wb")
-ing = subprocess.Popen([ingestd, "--listen", "127.0.0.1:0", "--port-file", portf,
-                        "--metrics-listen", "127.0.0.1:0", "--metrics-port-file", mportf,
-                        "--data-dir", os.path.join(tmp, "data"), "--pool", "1M:8,4M:8",
-                        "--workers", "1"], stdout=log, stderr=log)
-procs.append(ing)
-gport = wait_file(portf, ing, "ingestd")
-mport = wait_file(mportf, ing, "ingestd")
+ing, gport, mport = run.start_ingestd(ingestd, ["--data-dir", run.path("data"), "--pool", "1M:8,4M:8",
+                                                "--workers", "1"])
 page = http_get(f"http://127.0.0.1:{mport}/metrics")
 if "ingest_frames_total" not in page:
     fail("/metrics has no ingest_frames_total")
 
 # ---- Prometheus: 1 s scrapes of ingestd, temp storage, loopback only
-with open(os.path.join(tmp, "prometheus.yml"), "w") as f:
-    f.write(f"""global:
+api = run.start_prometheus(PROM, f"""global:
   scrape_interval: 1s
   evaluation_interval: 1s
 scrape_configs:
@@ -114,33 +51,11 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:{mport}']
 """)
-plog = open(os.path.join(tmp, "prometheus.log"), "wb")
-prom = None
-for attempt in range(3):   # the picked port may be taken by someone else meanwhile
-    pport = free_port()
-    prom = subprocess.Popen([PROM, "--config.file", os.path.join(tmp, "prometheus.yml"),
-                             "--storage.tsdb.path", os.path.join(tmp, "tsdb"),
-                             "--web.listen-address", f"127.0.0.1:{pport}",
-                             "--log.level", "warn"], stdout=plog, stderr=plog)
-    procs.append(prom)
-    api = f"http://127.0.0.1:{pport}/api/v1"
-    ready = False
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and prom.poll() is None:
-        try:
-            http_get(f"http://127.0.0.1:{pport}/-/ready", timeout=1)
-            ready = True
-            break
-        except OSError:
-            time.sleep(0.2)
-    if ready:
-        break
-if not ready:
-    fail("prometheus did not become ready")
 
 
 def query(expr):
-    budget()
+    if time.monotonic() - run.t0 > run.limit:
+        fail(f"over the {run.limit} s budget")
     url = f"{api}/query?" + urllib.parse.urlencode({"query": expr})
     d = json.loads(http_get(url))
     if d.get("status") != "success":
@@ -156,14 +71,8 @@ def scalar(expr):
 
 
 # the target is up (scraped at least once)
-deadline = time.monotonic() + 20
-while True:
-    r = query('up{job="ingestd"}')
-    if r and float(r[0]["value"][1]) == 1:
-        break
-    if time.monotonic() > deadline:
-        fail(f"ingestd target not up in Prometheus: {r}")
-    time.sleep(0.5)
+run.wait_for("the ingestd target up in Prometheus",
+             lambda: (lambda r: r and float(r[0]["value"][1]) == 1)(query('up{job="ingestd"}')), 20)
 print("ok: Prometheus scrapes ingestd (up == 1)")
 
 # ---- traffic: 40 frames of 256 KiB-2 MiB at 10 frames/s
@@ -196,8 +105,7 @@ free = scalar("ingest_disk_free_bytes")
 if free <= 0:
     fail(f"ingest_disk_free_bytes = {free}")
 
-stop_all()
+run.stop_all()
 if ing.returncode != 0:
     fail(f"ingestd exited {ing.returncode} after SIGTERM")
-shutil.rmtree(tmp, ignore_errors=True)
-print(f"PASS: Prometheus scrape ({time.monotonic() - T0:.1f} s)")
+run.finish("PASS: Prometheus scrape")

@@ -88,6 +88,7 @@ for f in /usr/bin/ingestd /usr/bin/ingest-send /usr/bin/ingest-verify /usr/bin/i
 	/etc/h3000/ingestd.conf /usr/lib/sysusers.d/h3000-ingest.conf \
 	/usr/share/doc/h3000-ingest/README.md /usr/share/doc/h3000-ingest/docs/ARCHITECTURE.md \
 	/usr/share/doc/h3000-ingest/docs/OPERATIONS.md /usr/bin/ingest-stat /usr/share/man/man1/ingest-stat.1.gz \
+	/usr/bin/ingest-catalog /usr/share/man/man1/ingest-catalog.1.gz \
 	/usr/share/doc/h3000-ingest/examples/monitoring/ingest-alerts.yml \
 	/usr/share/doc/h3000-ingest/examples/monitoring/ingest-dashboard.json \
 	/usr/share/man/man1/ingestd.1.gz /usr/share/man/man1/ingest-bench.1.gz \

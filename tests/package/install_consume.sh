@@ -4,7 +4,8 @@
 # from `cmake --install` into a temporary prefix:
 #  1. the layout: 6 programs and ingest-hugepages, libingest.so.1 (SONAME) with its
 #     symlinks, the header, ingest.pc, the CMake package, the systemd units pointing into
-#     the prefix, the example config, the service user's sysusers.d entry, man pages,
+#     the prefix, the example config, the service user's sysusers.d entry (systemd-sysusers
+#     makes the user from it, as the README says), man pages,
 #     docs; for a prefix systemd does not search, the install says the exact command;
 #     with the default prefix /usr/local (README: make install) the units land in a
 #     directory systemd searches, and UNITDIR (ING_UNITDIR) puts them elsewhere;
@@ -33,7 +34,7 @@ fail() {
 step "cmake --install into $P"
 cmake --install "$BUILD" --prefix "$P" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "cmake --install"; }
 for f in bin/ingestd bin/ingest-send bin/ingest-verify bin/ingest-topo bin/ingest-doctor \
-	bin/ingest-bench bin/ingest-stat sbin/ingest-hugepages; do
+	bin/ingest-bench bin/ingest-stat bin/ingest-catalog sbin/ingest-hugepages; do
 	[ -x "$P/$f" ] || fail "$f not installed"
 done
 for f in include/ingest/producer.h lib/pkgconfig/ingest.pc lib/cmake/ingest/ingestConfig.cmake \
@@ -48,6 +49,13 @@ grep -qx "ExecStart=$P/sbin/ingest-hugepages --config $P/etc/h3000/ingestd.conf"
 	fail "the installed ingest-hugepages does not default to the prefix's config"
 grep -qF "note: systemd does not look in $P/lib/systemd/system: systemctl link $P/lib/systemd/system/ingestd.service" \
 	"$T/install.log" || fail "the install did not say how to make systemd see the unit: $(cat "$T/install.log" | tail -3)"
+
+step "README's service user command: systemd-sysusers on the installed entry (in a scratch root)"
+mkdir -p "$T/sysroot/etc"
+systemd-sysusers --root="$T/sysroot" "$P/lib/sysusers.d/h3000-ingest.conf" >"$T/sysusers.log" 2>&1 ||
+	{ cat "$T/sysusers.log"; fail "systemd-sysusers $P/lib/sysusers.d/h3000-ingest.conf"; }
+grep -Eq '^h3000:x:[0-9]+:[0-9]+:h3000 ingest node:/var/lib/h3000:/usr/sbin/nologin$' "$T/sysroot/etc/passwd" ||
+	fail "systemd-sysusers made no system user h3000: $(cat "$T/sysroot/etc/passwd")"
 
 step "the default prefix /usr/local (DESTDIR): units where systemd looks"
 DESTDIR=$T/root cmake --install "$BUILD" --prefix /usr/local >"$T/install2.log" 2>&1 ||
@@ -71,7 +79,7 @@ soname=$(readelf -d "$P/lib/libingest.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/
 grep -qx "ExecStart=$P/bin/ingestd --config $P/etc/h3000/ingestd.conf" \
 	"$P/lib/systemd/system/ingestd.service" ||
 	fail "the unit does not start $P/bin/ingestd --config $P/etc/h3000/ingestd.conf"
-for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor ingest-bench ingest-stat; do
+for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor ingest-bench ingest-stat ingest-catalog; do
 	zcat "$P/share/man/man1/$m.1.gz" | grep -q '^\.TH' || fail "man page $m.1.gz missing or empty"
 done
 zcat "$P/share/man/man1/ingestd.1.gz" | grep -qF 'data\-dir' || fail "ingestd(1) lacks its options"

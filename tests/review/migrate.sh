@@ -75,7 +75,7 @@ step "restart: the catalog is migrated, every frame found by its decimal id"
 ing_start "$INGESTD" "$TMP/port" "$TMP/ingestd2.log" --data-dir "$DATA" --pool 1M:8 --workers 2 \
 	--log-level info
 PID=$ING_PID SERVER=$ING_SERVER
-grep -q "catalog migrated to string frame ids (schema 1 -> 2, 12 rows)" "$TMP/ingestd2.log" ||
+grep -q "catalog migrated to string frame ids (schema 1 -> 3, 12 rows)" "$TMP/ingestd2.log" ||
 	fail "no migration line in the log"
 [ "$(grep -c "catalog migrated" "$TMP/ingestd2.log")" = 1 ] || fail "migrated more than once"
 timeout 60 "$VERIFY" --data-dir "$DATA" --manifest "$TMP/m-a" || fail "ingest-verify M-a after the migration"

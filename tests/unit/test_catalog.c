@@ -365,12 +365,118 @@ static void test_migrate_v1(void **state)
 	snprintf(r.wafer_id, sizeof(r.wafer_id), "W3");
 	assert_int_equal(ing_catalog_insert(c, &r, 1), 0);
 	ing_catalog_close(c);
-	/* reopening finds schema 2: nothing to migrate, rows intact */
+	/* reopening finds schema 3: nothing to migrate, rows intact, every frame local */
 	c = ing_catalog_open(path);
 	assert_non_null(c);
 	assert_int_equal(ing_catalog_count(c), 3);
-	assert_int_equal(ing_catalog_lookup(c, "W3", "18446744073709551615", NULL), 0);
+	assert_int_equal(ing_catalog_lookup(c, "W3", "18446744073709551615", &got), 0);
+	assert_int_equal(got.location, ING_LOC_LOCAL);
 	ing_catalog_close(c);
+	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = 3", path);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* The schema-2 table of an ingestd before the object store tier (no location columns). */
+static void make_v2(const char *path)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd),
+		 "sqlite3 '%s' \"CREATE TABLE frames (wafer_id TEXT NOT NULL, frame_id TEXT NOT NULL,"
+		 " timestamp INTEGER, length INTEGER NOT NULL, crc32c INTEGER NOT NULL, path TEXT NOT NULL,"
+		 " transport INTEGER, received_ns INTEGER, durable_ns INTEGER,"
+		 " PRIMARY KEY (wafer_id, frame_id)) WITHOUT ROWID; PRAGMA user_version = 2;"
+		 " INSERT INTO frames VALUES ('W1', 'f1', 5, 4096, 3735928559, 'frames/W1/f1.frame', 2, 1, 2);"
+		 " INSERT INTO frames VALUES ('W1', 'f2', 6, 10, 1, 'frames/W1/f2.frame', 1, 1, 3);\"",
+		 path);
+	assert_int_equal(system(cmd), 0);
+}
+
+/*
+ * A catalog of schema 2 gets the tier columns on open, in one transaction: its rows read
+ * back unchanged and local; the new columns take the tier's values. A read-only open of a
+ * schema-2 file (ingest-verify on an old data dir) reads every frame as local, migrating
+ * nothing.
+ */
+static void test_migrate_v2(void **state)
+{
+	(void)state;
+	char path[160], cmd[512];
+	snprintf(path, sizeof(path), "%s/v2.db", dir);
+	make_v2(path);
+
+	struct ing_catalog *ro = ing_catalog_open_ro(path);
+	assert_non_null(ro);
+	struct ing_catalog_row got;
+	assert_int_equal(ing_catalog_lookup(ro, "W1", "f1", &got), 0);
+	assert_int_equal(got.location, ING_LOC_LOCAL);
+	assert_string_equal(got.object_md5, "");
+	ing_catalog_close(ro);
+	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = 2", path);
+	assert_int_equal(system(cmd), 0);   /* the reader changed nothing */
+
+	struct ing_catalog *c = ing_catalog_open(path);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_count(c), 2);
+	assert_int_equal(ing_catalog_lookup(c, "W1", "f1", &got), 0);
+	assert_int_equal(got.crc32c, 3735928559u);
+	assert_true(got.length == 4096 && got.timestamp == 5 && got.transport == 2 && got.durable_ns == 2);
+	assert_string_equal(got.path, "frames/W1/f1.frame");
+	assert_int_equal(got.location, ING_LOC_LOCAL);
+	assert_true(got.tiered_ns == 0 && got.local_deleted_ns == 0);
+	ing_catalog_close(c);
+	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = 3", path);
+	assert_int_equal(system(cmd), 0);
+	/* the columns work: a tiered frame reads back so, a bad location is refused */
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' \"UPDATE frames SET location = 'tiered',"
+		 " object_md5 = '0123456789abcdef0123456789abcdef', tiered_ns = 7, local_deleted_ns = 8"
+		 " WHERE frame_id = 'f2'\"", path);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' \"UPDATE frames SET location = 'elsewhere'\" 2>/dev/null",
+		 path);
+	assert_int_not_equal(system(cmd), 0);
+	c = ing_catalog_open(path);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_lookup(c, "W1", "f2", &got), 0);
+	assert_int_equal(got.location, ING_LOC_TIERED);
+	assert_string_equal(got.object_md5, "0123456789abcdef0123456789abcdef");
+	assert_true(got.tiered_ns == 7 && got.local_deleted_ns == 8);
+	assert_int_equal(ing_catalog_lookup(c, "W1", "f1", &got), 0);
+	assert_int_equal(got.location, ING_LOC_LOCAL);
+	ing_catalog_close(c);
+}
+
+/* A failed migration leaves the schema-2 file as it was (one transaction). */
+static void test_migrate_v2_atomic(void **state)
+{
+	(void)state;
+	char path[160], cmd[512];
+	snprintf(path, sizeof(path), "%s/v2ro.db", dir);
+	make_v2(path);
+	/* an index named like the one schema 3 adds, on another column: the migration's
+	 * CREATE INDEX IF NOT EXISTS keeps it, so take a name clash that fails instead */
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' \"CREATE TABLE frames_both (x);\"", path);
+	assert_int_equal(system(cmd), 0);
+	assert_null(ing_catalog_open(path));
+	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = 2 &&"
+		 " test \"$(sqlite3 '%s' \"SELECT count(*) FROM pragma_table_info('frames')\")\" = 9",
+		 path, path);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE frames_both'", path);
+	assert_int_equal(system(cmd), 0);
+	struct ing_catalog *c = ing_catalog_open(path);
+	assert_non_null(c);
+	assert_int_equal(ing_catalog_count(c), 2);
+	ing_catalog_close(c);
+}
+
+static void test_location_names(void **state)
+{
+	(void)state;
+	for (int l = ING_LOC_LOCAL; l <= ING_LOC_TIERED; l++)
+		assert_int_equal(ing_location_parse(ing_location_name((enum ing_location)l)), l);
+	assert_int_equal(ing_location_parse("Local"), -1);
+	assert_int_equal(ing_location_parse(NULL), -1);
+	assert_null(ing_location_name((enum ing_location)3));
 }
 
 int main(void)
@@ -386,6 +492,9 @@ int main(void)
 		cmocka_unit_test(test_concurrent_writers),
 		cmocka_unit_test(test_string_ids),
 		cmocka_unit_test(test_migrate_v1),
+		cmocka_unit_test(test_migrate_v2),
+		cmocka_unit_test(test_migrate_v2_atomic),
+		cmocka_unit_test(test_location_names),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -27,6 +27,7 @@ static void durations(void **state)
 		{ "30s", 1000, 30000 }, { "500ms", 1000, 500 }, { "2m", 1000, 120000 },
 		{ "1h", 1000, 3600000 }, { "1.5s", 1000, 1500 }, { "0.25s", 1, 250 },
 		{ "30", 1000, 30000 }, { "30", 1, 30 }, { "5min", 1, 300000 }, { "0", 1000, 0 },
+		{ "7d", 1000, 604800000 }, { "0.5d", 1, 43200000 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		uint64_t v = 7;
@@ -48,6 +49,7 @@ static void durations(void **state)
 	assert_string_equal(ing_fmt_duration(120000, b, sizeof(b)), "2m");
 	assert_string_equal(ing_fmt_duration(1500, b, sizeof(b)), "1500ms");
 	assert_string_equal(ing_fmt_duration(7200000, b, sizeof(b)), "2h");
+	assert_string_equal(ing_fmt_duration(172800000, b, sizeof(b)), "48h");
 	assert_string_equal(ing_fmt_duration(0, b, sizeof(b)), "0s");
 }
 
@@ -199,6 +201,10 @@ static void good_flags(void **state)
 	assert_int_equal(r.c.timeout_ms, 90000);
 	assert_int_equal(parse(&r, out, sizeof(out), 2, "--frame-timeout-ms", "3s", NULL), 0);
 	assert_int_equal(r.c.timeout_ms, 3000);
+	/* an empty string given on the command line is the empty string (ingest-send --wafer "") */
+	assert_int_equal(parse(&r, out, sizeof(out), 2, "--server", "", NULL), 0);
+	assert_non_null(r.c.server);
+	assert_string_equal(r.c.server, "");
 }
 
 /* every mistake: exit 2, one line on stderr, naming the flag and "try 'prog --help'" */

@@ -185,6 +185,7 @@ static void test_health(void **state)
 	assert_non_null(s);
 	int port = ing_metrics_srv_port(s);
 	const char *get = "GET /metrics HTTP/1.1\r\n\r\n";
+	const char *healthz = "GET /healthz HTTP/1.1\r\n\r\n", *readyz = "GET /readyz HTTP/1.1\r\n\r\n";
 
 	/* process_* with plausible values: this process's fds, memory, start time */
 	exchange(l, port, get, strlen(get), buf, sizeof(buf));
@@ -204,26 +205,26 @@ static void test_health(void **state)
 	assert_true(start > now - 3600 && start <= now + 1);
 
 	/* /healthz: the loop answered */
-	exchange(l, port, "GET /healthz HTTP/1.1\r\n\r\n", 27, buf, sizeof(buf));
+	exchange(l, port, healthz, strlen(healthz), buf, sizeof(buf));
 	assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));
 	assert_non_null(strstr(buf, "ok: control loop turning"));
 	/* /readyz without a check: as /healthz */
-	exchange(l, port, "GET /readyz HTTP/1.1\r\n\r\n", 26, buf, sizeof(buf));
+	exchange(l, port, readyz, strlen(readyz), buf, sizeof(buf));
 	assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));
 	/* with the node's check: 200 when it passes, 503 with the reason when not */
 	ing_metrics_srv_set_ready(s, ready);
 	ready_now = true;
-	exchange(l, port, "GET /readyz HTTP/1.1\r\n\r\n", 26, buf, sizeof(buf));
+	exchange(l, port, readyz, strlen(readyz), buf, sizeof(buf));
 	assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));
 	assert_non_null(strstr(buf, "\r\n\r\nok thing\nready\n"));
 	ready_now = false;
-	exchange(l, port, "GET /readyz HTTP/1.1\r\n\r\n", 26, buf, sizeof(buf));
+	exchange(l, port, readyz, strlen(readyz), buf, sizeof(buf));
 	assert_non_null(strstr(buf, "HTTP/1.1 503 Service Unavailable\r\n"));
 	assert_non_null(strstr(buf, "not ready: thing is off\n"));
-	exchange(l, port, "HEAD /readyz HTTP/1.1\r\n\r\n", 27, buf, sizeof(buf));
+	exchange(l, port, "HEAD /readyz HTTP/1.1\r\n\r\n", 25, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "HTTP/1.1 503 "));
 	assert_null(strstr(buf, "thing"));
-	exchange(l, port, "GET /healthz HTTP/1.1\r\n\r\n", 27, buf, sizeof(buf));
+	exchange(l, port, healthz, strlen(healthz), buf, sizeof(buf));
 	assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));   /* alive, though not ready */
 
 	ing_metrics_srv_destroy(s);

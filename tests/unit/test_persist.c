@@ -771,7 +771,7 @@ static void worker_affinity(unsigned idx, cpu_set_t *set)
 }
 
 static struct ing_persist *start_placed(const int *cpus, unsigned ncpus, const int *unpinned,
-					unsigned nunpinned, int legacy_cpu, unsigned workers)
+					unsigned nunpinned, unsigned workers)
 {
 	struct ing_persist_opts o;
 	ing_persist_opts_init(&o);
@@ -780,7 +780,6 @@ static struct ing_persist *start_placed(const int *cpus, unsigned ncpus, const i
 	o.sink = ING_SINK_NULL;
 	o.workers = workers;
 	o.ring_size = 64;
-	o.cpu = legacy_cpu;
 	o.worker_cpus = cpus;
 	o.n_worker_cpus = ncpus;
 	o.unpinned_cpus = unpinned;
@@ -828,7 +827,7 @@ static void test_worker_placement(void **state)
 	assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(one_cpu), &one_cpu), 0);
 
 	/* 1. not pinned, the start-up set given (what ingestd does): exactly that set */
-	struct ing_persist *p = start_placed(NULL, 0, start_cpus, nstart, -1, 2);
+	struct ing_persist *p = start_placed(NULL, 0, start_cpus, nstart, 2);
 	assert_non_null(p);
 	for (unsigned i = 0; i < 2; i++) {
 		worker_affinity(i, &got);
@@ -845,7 +844,7 @@ static void test_worker_placement(void **state)
 	CPU_ZERO(&all);
 	for (long c = 0; c < nconf && c < CPU_SETSIZE; c++)
 		CPU_SET((int)c, &all);
-	p = start_placed(NULL, 0, NULL, 0, -1, 2);
+	p = start_placed(NULL, 0, NULL, 0, 2);
 	assert_non_null(p);
 	for (unsigned i = 0; i < 2; i++) {
 		cpu_set_t both;
@@ -860,7 +859,7 @@ static void test_worker_placement(void **state)
 	/* 3. a per-worker plan with an unpinned entry, round-robin past its end: 2,-1,2 ... */
 	int a = second >= 0 ? second : first;
 	int plan[] = { a, -1, first };
-	p = start_placed(plan, 3, start_cpus, nstart, 0 /* ignored: the plan wins */, 4);
+	p = start_placed(plan, 3, start_cpus, nstart, 4);
 	assert_non_null(p);
 	worker_affinity(0, &got);
 	assert_int_equal(CPU_COUNT(&got), 1);
@@ -879,19 +878,6 @@ static void test_worker_placement(void **state)
 	assert_int_equal(f->status, ING_E_NONE);
 	ing_pool_put(f);
 	ing_persist_stop(p, 1000);
-
-	/* 4. legacy start cpu: worker i on cpu (cpu + i) % online */
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (CPU_ISSET(0, &start_set) && (ncpu < 2 || CPU_ISSET(1, &start_set))) {
-		p = start_placed(NULL, 0, NULL, 0, 0, 2);
-		assert_non_null(p);
-		for (unsigned i = 0; i < 2; i++) {
-			worker_affinity(i, &got);
-			assert_int_equal(CPU_COUNT(&got), 1);
-			assert_true(CPU_ISSET((int)(i % (unsigned)ncpu), &got));
-		}
-		ing_persist_stop(p, 1000);
-	}
 
 	/* the caller's own mask is not touched */
 	assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof(got), &got), 0);

@@ -246,15 +246,16 @@ static void test_synth_vectors(void **state)
 	assert_memory_equal(b, v1, 13);
 	synth_fill(b, 11, 42, 7);
 	assert_memory_equal(b, v2, 11);
-	struct synth_spec s = { .seed = 1, .size_min = 1u << 20, .size_max = 16u << 20 };
+	struct synth_spec s = { .seed = 1, .nsizes = 1, .sizes = { { 1u << 20, 16u << 20 } } };
 	assert_int_equal(synth_frame_len(&s, 1), 14515795);
 	assert_int_equal(synth_frame_len(&s, 2), 11246269);
-	struct synth_spec s2 = { .seed = 7, .size_min = 65536, .size_max = 4u << 20 };
+	struct synth_spec s2 = { .seed = 7, .nsizes = 1, .sizes = { { 65536, 4u << 20 } } };
 	assert_int_equal(synth_frame_len(&s2, 300), 2972915);
 	/* the key of a string id: 64-bit FNV-1a of its bytes */
 	assert_true(synth_key("frame-1") == 0xb2ff214a2a8d9180ull);
 	assert_true(synth_key("") == 0xcbf29ce484222325ull);
-	struct synth_spec fixed = { .seed = 3, .size_min = 4096, .size_max = 4096 };
+	struct synth_spec fixed;
+	synth_spec_fixed(&fixed, 3, 4096);
 	assert_int_equal(synth_frame_len(&fixed, 77), 4096);
 }
 
@@ -297,30 +298,37 @@ static void test_synth_fill_crc(void **state)
 	free(b);
 }
 
-static void test_synth_parse(void **state)
+/* --sizes lists: one item keeps the single-range lengths; several items pick one per frame */
+static void test_synth_sizes(void **state)
 {
 	(void)state;
-	uint64_t v, lo, hi;
-	assert_int_equal(synth_parse_size("4096", &v), 0);
-	assert_int_equal(v, 4096);
-	assert_int_equal(synth_parse_size("64K", &v), 0);
-	assert_int_equal(v, 65536);
-	assert_int_equal(synth_parse_size("4MiB", &v), 0);
-	assert_int_equal(v, 4u << 20);
-	assert_int_equal(synth_parse_size("1g", &v), 0);
-	assert_int_equal(v, 1u << 30);
-	assert_int_equal(synth_parse_size("4X", &v), -EINVAL);
-	assert_int_equal(synth_parse_size("", &v), -EINVAL);
-	assert_int_equal(synth_parse_size("-1", &v), -EINVAL);
-	assert_int_equal(synth_parse_range("1M-16M", &lo, &hi), 0);
-	assert_int_equal(lo, 1u << 20);
-	assert_int_equal(hi, 16u << 20);
-	assert_int_equal(synth_parse_range("8K", &lo, &hi), 0);
-	assert_int_equal(lo, 8192);
-	assert_int_equal(hi, 8192);
-	assert_int_equal(synth_parse_range("16M-1M", &lo, &hi), -EINVAL);
-	assert_int_equal(synth_parse_range("0-1M", &lo, &hi), -EINVAL);
-	assert_int_equal(synth_parse_range("-1M", &lo, &hi), -EINVAL);
+	struct synth_spec s;
+	char why[160];
+
+	memset(&s, 0, sizeof(s));
+	s.seed = 1;
+	assert_int_equal(synth_spec_sizes(&s, "1M-16M", why, sizeof(why)), 0);
+	assert_int_equal(synth_frame_len(&s, 1), 14515795);    /* as before lists existed */
+	assert_int_equal(synth_spec_sizes(&s, "64K,4M,16M-64M", why, sizeof(why)), 0);
+	assert_int_equal(s.nsizes, 3);
+	assert_true(synth_spec_max(&s) == 64u << 20);
+	unsigned seen[3] = { 0 };
+	for (uint64_t n = 0; n < 3000; n++) {
+		uint64_t len = synth_frame_len(&s, n);
+		if (len == 65536)
+			seen[0]++;
+		else if (len == 4u << 20)
+			seen[1]++;
+		else if (len >= 16u << 20 && len <= 64u << 20)
+			seen[2]++;
+		else
+			fail_msg("frame %llu: length %llu is in no item", (unsigned long long)n,
+				 (unsigned long long)len);
+	}
+	for (int i = 0; i < 3; i++)   /* uniform over the items: ~1000 each */
+		assert_true(seen[i] > 800 && seen[i] < 1200);
+	assert_int_equal(synth_spec_sizes(&s, "16M-1M", why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "MIN-MAX"));
 }
 
 int main(void)
@@ -335,7 +343,7 @@ int main(void)
 		cmocka_unit_test(test_synth_vectors),
 		cmocka_unit_test(test_synth_compare),
 		cmocka_unit_test(test_synth_fill_crc),
-		cmocka_unit_test(test_synth_parse),
+		cmocka_unit_test(test_synth_sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tier_db.c - the tier's catalog access: the upload outbox (tier_outbox) and the frames'
+ * location, on the tier thread's own connection to catalog.db.
+ *
+ * An AFTER INSERT trigger on `frames` queues each new row in tier_outbox, inside the
+ * persistence worker's own catalog transaction: a DURABLE frame always has its outbox
+ * row, across any crash, and persistence needs no change (the fleet's outbox, the same
+ * way: control/fleet/outbox.c). A row leaves the outbox in the transaction that marks its
+ * frame 'both' (object verified), so every outbox row is a frame still 'local'.
+ *
+ * synchronous=NORMAL on this connection: what it commits may be lost by a power cut and
+ * comes back as work that is redone without harm. A lost 'both' leaves the frame queued:
+ * its PUT finds the object (412), the same bytes, done. A lost 'tiered' (the local copy
+ * was deleted and its directory fsync'ed first) leaves 'both' with no file: reads go to the
+ * store, and the next deletion pass verifies the object again and records it.
+ */
+#include "dataplane/tier/tier_internal.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#define COMP "tier"
+#define BUSY_TIMEOUT_MS 10000
+
+struct tier_db {
+	sqlite3 *db;
+	sqlite3_stmt *st_due, *st_mark_both, *st_dequeue, *st_failed, *st_cand, *st_deleted,
+		*st_unmark, *st_enqueue, *st_backlog, *st_new, *st_begin, *st_commit, *st_rollback;
+	char path[PATH_MAX];
+};
+
+/* Unix ms from SQLite's clock (julianday of the Unix epoch is 2440587.5) */
+#define NOW_MS "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+
+static const char outbox_table[] =
+	"CREATE TABLE IF NOT EXISTS tier_outbox ("
+	" seq INTEGER PRIMARY KEY,"
+	" wafer_id TEXT NOT NULL,"
+	" frame_id TEXT NOT NULL,"
+	" length INTEGER NOT NULL,"
+	" crc32c INTEGER NOT NULL,"
+	" path TEXT NOT NULL,"
+	" queued_ms INTEGER NOT NULL,"
+	" attempts INTEGER NOT NULL DEFAULT 0,"
+	" next_ms INTEGER NOT NULL DEFAULT 0,"
+	" last_error TEXT,"
+	" requeued INTEGER NOT NULL DEFAULT 0,"   /* queued again by the tier, not a new frame */
+	" UNIQUE (wafer_id, frame_id));";
+
+#define OUTBOX_COLS "wafer_id, frame_id, length, crc32c, path, queued_ms"
+
+static const char outbox_trigger[] =
+	"CREATE TRIGGER tier_outbox_frames AFTER INSERT ON frames BEGIN"
+	" INSERT OR IGNORE INTO tier_outbox (" OUTBOX_COLS ")"
+	" VALUES (NEW.wafer_id, NEW.frame_id, NEW.length, NEW.crc32c, NEW.path, " NOW_MS "); END;";
+
+static const char outbox_backfill[] =
+	"INSERT OR IGNORE INTO tier_outbox (" OUTBOX_COLS ")"
+	" SELECT wafer_id, frame_id, length, crc32c, path, " NOW_MS " FROM frames"
+	" WHERE location = 'local';";
+
+static int exec(struct tier_db *t, const char *sql)
+{
+	char *err = NULL;
+	int rc = sqlite3_exec(t->db, sql, NULL, NULL, &err);
+	if (rc != SQLITE_OK) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "%s: %s", t->path, err ? err : sqlite3_errstr(rc));
+		sqlite3_free(err);
+		return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? -EBUSY : -EIO;
+	}
+	return 0;
+}
+
+static int64_t query_int(struct tier_db *t, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(t->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* a statement that returns no row; 0 or -errno (logged) */
+static int step_done(struct tier_db *t, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+		return 0;
+	ING_LOG_RL(ING_LOG_WARN, COMP, "%s: %s: %s", t->path, what, sqlite3_errmsg(t->db));
+	return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? -EBUSY : -EIO;
+}
+
+static int prep(struct tier_db *t, const char *sql, sqlite3_stmt **st)
+{
+	if (sqlite3_prepare_v3(t->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK) {
+		ING_ERR(COMP, "%s: prepare '%s': %s", t->path, sql, sqlite3_errmsg(t->db));
+		return -EIO;
+	}
+	return 0;
+}
+
+void tier_db_close(struct tier_db *t)
+{
+	if (!t)
+		return;
+	sqlite3_stmt *all[] = { t->st_due, t->st_mark_both, t->st_dequeue, t->st_failed, t->st_cand,
+				t->st_deleted, t->st_unmark, t->st_enqueue, t->st_backlog, t->st_new,
+				t->st_begin, t->st_commit, t->st_rollback };
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		sqlite3_finalize(all[i]);
+	if (t->db)
+		sqlite3_close(t->db);
+	free(t);
+}
+
+struct tier_db *tier_db_open(const char *catalog_path)
+{
+	struct tier_db *t = calloc(1, sizeof(*t));
+	if (!t) {
+		ING_ERR(COMP, "out of memory");
+		return NULL;
+	}
+	snprintf(t->path, sizeof(t->path), "%s", catalog_path);
+	int rc = sqlite3_open_v2(catalog_path, &t->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		ING_ERR(COMP, "open %s: %s", catalog_path, t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_busy_timeout(t->db, BUSY_TIMEOUT_MS);
+	if (exec(t, "PRAGMA journal_mode=WAL;") < 0 || exec(t, "PRAGMA synchronous=NORMAL;") < 0 ||
+	    exec(t, outbox_table) < 0)
+		goto fail;
+	if (query_int(t, "SELECT count(*) FROM pragma_table_info('frames') WHERE name='location'") <= 0) {
+		ING_ERR(COMP, "%s: no frames table of schema 3 (location column)", catalog_path);
+		goto fail;
+	}
+	if (prep(t, "SELECT seq, " OUTBOX_COLS ", attempts FROM tier_outbox WHERE next_ms <= ?1"
+		    " AND seq <= ?3 ORDER BY seq LIMIT ?2", &t->st_due) ||
+	    prep(t, "UPDATE frames SET location = 'both', object_md5 = ?3, tiered_ns = ?4"
+		    " WHERE wafer_id = ?1 AND frame_id = ?2 AND location = 'local'", &t->st_mark_both) ||
+	    prep(t, "DELETE FROM tier_outbox WHERE seq = ?1", &t->st_dequeue) ||
+	    prep(t, "UPDATE tier_outbox SET attempts = attempts + 1, next_ms = ?2, last_error = ?3"
+		    " WHERE seq = ?1", &t->st_failed) ||
+	    prep(t, "SELECT wafer_id, frame_id, length, crc32c, path, object_md5, durable_ns FROM frames"
+		    " WHERE location = 'both' AND durable_ns <= ?1 ORDER BY durable_ns LIMIT ?2",
+		 &t->st_cand) ||
+	    prep(t, "UPDATE frames SET location = 'tiered', local_deleted_ns = ?3"
+		    " WHERE wafer_id = ?1 AND frame_id = ?2 AND location = 'both'", &t->st_deleted) ||
+	    prep(t, "UPDATE frames SET location = 'local', object_md5 = NULL, tiered_ns = NULL,"
+		    " local_deleted_ns = NULL WHERE wafer_id = ?1 AND frame_id = ?2", &t->st_unmark) ||
+	    prep(t, "INSERT OR IGNORE INTO tier_outbox (" OUTBOX_COLS ", requeued) SELECT wafer_id,"
+		    " frame_id, length, crc32c, path, " NOW_MS ", 1 FROM frames WHERE wafer_id = ?1"
+		    " AND frame_id = ?2", &t->st_enqueue) ||
+	    prep(t, "SELECT count(*), total(length), coalesce(min(queued_ms), 0) FROM tier_outbox",
+		 &t->st_backlog) ||
+	    prep(t, "SELECT total(requeued = 0), total(CASE WHEN requeued = 0 THEN length END),"
+		    " coalesce(max(seq), ?1) FROM tier_outbox WHERE seq > ?1", &t->st_new) ||
+	    prep(t, "BEGIN IMMEDIATE", &t->st_begin) || prep(t, "COMMIT", &t->st_commit) ||
+	    prep(t, "ROLLBACK", &t->st_rollback))
+		goto fail;
+	return t;
+fail:
+	tier_db_close(t);
+	return NULL;
+}
+
+int tier_db_enable(struct tier_db *t)
+{
+	int rc = exec(t, "BEGIN IMMEDIATE;");
+	if (rc)
+		return rc;
+	bool fresh = query_int(t, "SELECT count(*) FROM sqlite_master WHERE type='trigger'"
+			       " AND name='tier_outbox_frames'") == 0;
+	if (fresh)
+		rc = exec(t, outbox_trigger);
+	if (rc == 0 && fresh)
+		rc = exec(t, outbox_backfill);
+	if (rc == 0)
+		rc = exec(t, "COMMIT;");
+	if (rc) {
+		if (!sqlite3_get_autocommit(t->db))
+			(void)exec(t, "ROLLBACK;");
+		return rc;
+	}
+	if (fresh)
+		ING_INFO(COMP, "%s: tier outbox trigger created; %lld frames queued for the object store",
+			 t->path, (long long)query_int(t, "SELECT count(*) FROM tier_outbox"));
+	return 0;
+}
+
+int tier_db_disable(struct tier_db *t)
+{
+	if (query_int(t, "SELECT count(*) FROM sqlite_master WHERE type='trigger'"
+			 " AND name='tier_outbox_frames'") <= 0)
+		return 0;
+	ING_INFO(COMP, "%s: no object store configured (--tier): tier outbox trigger dropped "
+		 "(%lld queued frames kept for the next run with --tier)", t->path,
+		 (long long)query_int(t, "SELECT count(*) FROM tier_outbox"));
+	return exec(t, "DROP TRIGGER IF EXISTS tier_outbox_frames;");
+}
+
+static void copy_text(char *dst, size_t n, const unsigned char *s)
+{
+	snprintf(dst, n, "%s", s ? (const char *)s : "");
+}
+
+int tier_db_due(struct tier_db *t, int64_t now_ms, int64_t max_seq, struct tier_row *rows,
+		unsigned max)
+{
+	sqlite3_stmt *st = t->st_due;
+	int n = 0, rc = SQLITE_DONE;
+
+	sqlite3_bind_int64(st, 1, now_ms);
+	sqlite3_bind_int64(st, 2, max);
+	sqlite3_bind_int64(st, 3, max_seq);
+	while ((unsigned)n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct tier_row *r = &rows[n++];
+		memset(r, 0, sizeof(*r));
+		r->seq = sqlite3_column_int64(st, 0);
+		copy_text(r->wafer_id, sizeof(r->wafer_id), sqlite3_column_text(st, 1));
+		copy_text(r->frame_id, sizeof(r->frame_id), sqlite3_column_text(st, 2));
+		r->length = (uint64_t)sqlite3_column_int64(st, 3);
+		r->crc32c = (uint32_t)sqlite3_column_int64(st, 4);
+		copy_text(r->path, sizeof(r->path), sqlite3_column_text(st, 5));
+		r->queued_ms = sqlite3_column_int64(st, 6);
+		r->attempts = (unsigned)sqlite3_column_int(st, 7);
+		rc = SQLITE_DONE;
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "%s: outbox read: %s", t->path, sqlite3_errmsg(t->db));
+		n = -EIO;
+	}
+	sqlite3_reset(st);
+	return n;
+}
+
+static void bind_key(sqlite3_stmt *st, const struct tier_row *r)
+{
+	sqlite3_bind_text(st, 1, r->wafer_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, r->frame_id, -1, SQLITE_STATIC);
+}
+
+static int txn_end(struct tier_db *t, int rc)
+{
+	if (rc == 0)
+		rc = step_done(t, t->st_commit, "COMMIT");
+	if (rc && !sqlite3_get_autocommit(t->db))
+		(void)step_done(t, t->st_rollback, "ROLLBACK");
+	return rc;
+}
+
+int tier_db_uploaded(struct tier_db *t, const struct tier_row *r, const char *md5_hex,
+		     int64_t tiered_ns)
+{
+	int rc = step_done(t, t->st_begin, "BEGIN");
+	if (rc)
+		return rc;
+	bind_key(t->st_mark_both, r);
+	sqlite3_bind_text(t->st_mark_both, 3, md5_hex, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(t->st_mark_both, 4, tiered_ns);
+	rc = step_done(t, t->st_mark_both, "mark both");
+	if (rc == 0) {
+		sqlite3_bind_int64(t->st_dequeue, 1, r->seq);
+		rc = step_done(t, t->st_dequeue, "dequeue");
+	}
+	return txn_end(t, rc);
+}
+
+int tier_db_failed(struct tier_db *t, const struct tier_row *r, int64_t next_ms, const char *why)
+{
+	sqlite3_bind_int64(t->st_failed, 1, r->seq);
+	sqlite3_bind_int64(t->st_failed, 2, next_ms);
+	sqlite3_bind_text(t->st_failed, 3, why, -1, SQLITE_STATIC);
+	return step_done(t, t->st_failed, "record a failed attempt");
+}
+
+int tier_db_candidates(struct tier_db *t, int64_t cutoff_ns, struct tier_row *rows, unsigned max)
+{
+	sqlite3_stmt *st = t->st_cand;
+	int n = 0, rc = SQLITE_DONE;
+
+	sqlite3_bind_int64(st, 1, cutoff_ns);
+	sqlite3_bind_int64(st, 2, max);
+	while ((unsigned)n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct tier_row *r = &rows[n++];
+		memset(r, 0, sizeof(*r));
+		copy_text(r->wafer_id, sizeof(r->wafer_id), sqlite3_column_text(st, 0));
+		copy_text(r->frame_id, sizeof(r->frame_id), sqlite3_column_text(st, 1));
+		r->length = (uint64_t)sqlite3_column_int64(st, 2);
+		r->crc32c = (uint32_t)sqlite3_column_int64(st, 3);
+		copy_text(r->path, sizeof(r->path), sqlite3_column_text(st, 4));
+		copy_text(r->object_md5, sizeof(r->object_md5), sqlite3_column_text(st, 5));
+		r->durable_ns = sqlite3_column_int64(st, 6);
+		rc = SQLITE_DONE;
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "%s: deletion candidates: %s", t->path, sqlite3_errmsg(t->db));
+		n = -EIO;
+	}
+	sqlite3_reset(st);
+	return n;
+}
+
+int tier_db_local_deleted(struct tier_db *t, const struct tier_row *r, int64_t deleted_ns)
+{
+	bind_key(t->st_deleted, r);
+	sqlite3_bind_int64(t->st_deleted, 3, deleted_ns);
+	return step_done(t, t->st_deleted, "mark tiered");
+}
+
+int tier_db_requeue(struct tier_db *t, const struct tier_row *r)
+{
+	int rc = step_done(t, t->st_begin, "BEGIN");
+	if (rc)
+		return rc;
+	bind_key(t->st_unmark, r);
+	rc = step_done(t, t->st_unmark, "mark local");
+	if (rc == 0) {
+		bind_key(t->st_enqueue, r);
+		rc = step_done(t, t->st_enqueue, "queue again");
+	}
+	return txn_end(t, rc);
+}
+
+int tier_db_backlog(struct tier_db *t, uint64_t *frames, uint64_t *bytes, int64_t *oldest_ms)
+{
+	int rc = sqlite3_step(t->st_backlog), ret = 0;
+	if (rc == SQLITE_ROW) {
+		*frames = (uint64_t)sqlite3_column_int64(t->st_backlog, 0);
+		*bytes = (uint64_t)sqlite3_column_double(t->st_backlog, 1);
+		*oldest_ms = sqlite3_column_int64(t->st_backlog, 2);
+	} else {
+		ret = -EIO;
+	}
+	sqlite3_reset(t->st_backlog);
+	return ret;
+}
+
+int tier_db_new_rows(struct tier_db *t, int64_t *seq, uint64_t *frames, uint64_t *bytes)
+{
+	sqlite3_bind_int64(t->st_new, 1, *seq);
+	int rc = sqlite3_step(t->st_new), ret = 0;
+	if (rc == SQLITE_ROW) {
+		*frames = (uint64_t)sqlite3_column_double(t->st_new, 0);
+		*bytes = (uint64_t)sqlite3_column_double(t->st_new, 1);
+		*seq = sqlite3_column_int64(t->st_new, 2);
+	} else {
+		ret = -EIO;
+	}
+	sqlite3_reset(t->st_new);
+	return ret;
+}
+
+int tier_db_census(struct tier_db *t, struct tier_census *c, int64_t *seq)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	/* one read transaction: the counts and the outbox's newest seq are of the same moment,
+	 * so tier_db_new_rows from that seq on counts each later frame exactly once */
+	if (exec(t, "BEGIN;"))
+		return -EIO;
+	*seq = query_int(t, "SELECT coalesce(max(seq), 0) FROM tier_outbox");
+	if (sqlite3_prepare_v2(t->db, "SELECT location, count(*), total(length) FROM frames GROUP BY location",
+			       -1, &st, NULL) != SQLITE_OK) {
+		(void)exec(t, "ROLLBACK;");
+		return -EIO;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int l = ing_location_parse((const char *)sqlite3_column_text(st, 0));
+		if (l < 0)
+			continue;
+		c->frames[l] = (uint64_t)sqlite3_column_int64(st, 1);
+		c->bytes[l] = (uint64_t)sqlite3_column_double(st, 2);
+	}
+	sqlite3_finalize(st);
+	(void)exec(t, "COMMIT;");
+	return rc == SQLITE_DONE && *seq >= 0 ? 0 : -EIO;
+}

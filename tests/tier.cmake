@@ -1,0 +1,15 @@
+# SPDX-License-Identifier: Apache-2.0
+# The object store tier against a real store (label tier): tests/tier/tier_store.sh starts
+# a single-node Ceph once (tests/tier/ceph_lib.sh: monitor, OSD on a sparse BlueStore file,
+# radosgw; loopback, a private temp dir, torn down on exit) and runs every case on it:
+# bad input, wrong credentials, a missing bucket, 500 frames of 1-64 MiB tiered and read
+# back (boto3, ingest-get, ingest-verify --tier), kill -9 of ingestd, of the OSD and of
+# radosgw mid-upload, the store down at the high-water mark. About 4-5 minutes on a loaded
+# 2-core machine. Release tree only, like the fleet's multi-process tests: under ASan it
+# would not fit the sanitized run's 300 s, and the tier's code runs in the ASan tree
+# through unit.test_tier_db and unit.test_s3. The Ceph packages come from
+# deploy/install-deps.sh; without them the test fails saying which one is missing.
+if(NOT ING_SANITIZE AND NOT ING_SANITIZE_THREAD)
+  add_test(NAME tier.store COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_store.sh ${PROJECT_BINARY_DIR})
+  set_tests_properties(tier.store PROPERTIES LABELS tier TIMEOUT 1200 RUN_SERIAL TRUE)
+endif()

@@ -1,0 +1,210 @@
+# SPDX-License-Identifier: Apache-2.0
+# tests/tier/ceph_lib.sh - a single-node Ceph for the object store tests: one monitor, one
+# OSD (BlueStore on a sparse file, so the disk it takes is what is stored), one radosgw,
+# all on 127.0.0.1 with random free ports, in a private temp dir, authentication off
+# (loopback only). Cold start to S3 serving takes ~15-20 s and ~0.3 GB of memory.
+#
+#   . tests/tier/ceph_lib.sh
+#   trap 'ceph_cleanup' EXIT        # or call ceph_cleanup from your own EXIT trap
+#   ceph_start                      # sets CEPH_DIR, CEPH_S3 (http://127.0.0.1:PORT),
+#                                   # CEPH_CREDS (a credentials file, mode 600),
+#                                   # CEPH_ACCESS_KEY, CEPH_SECRET_KEY
+#   ceph_s3 mb BUCKET               # tests/tier/s3tool.py with the cluster's endpoint/keys
+#   ceph_kill_osd / ceph_start_osd  # kill -9 the OSD / start it again
+#   ceph_kill_rgw / ceph_start_rgw  # the same for radosgw
+#
+# Every wait is bounded (CEPH_WAIT seconds). Pitfall: with "auth = none" radosgw needs
+# "ms mon client mode = crc" in its own section, or it loops on
+# "get_initial_auth_request returned -13" and gives up after 300 s. Needs the Debian
+# packages ceph-mon, ceph-osd, radosgw and python3-boto3 (deploy/install-deps.sh); without
+# them ceph_start fails saying so. Callers define fail() (print and exit non-zero).
+
+CEPH_WAIT=${CEPH_WAIT:-60}
+CEPH_DIR=
+CEPH_S3=
+CEPH_CREDS=
+CEPH_ACCESS_KEY=H3000TIERTESTKEY0001
+CEPH_SECRET_KEY=h3000-tier-test-secret-key-not-for-production
+CEPH_RGW_PORT=
+_CEPH_TOOL=$(dirname "${BASH_SOURCE[0]}")/s3tool.py
+
+ceph_free_port() {
+	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+_ceph() {
+	timeout "$CEPH_WAIT" ceph -c "$CEPH_DIR/ceph.conf" --connect-timeout 10 "$@"
+}
+
+# _ceph_pid NAME: the daemon's pid from its pid file ("" if none or dead)
+_ceph_pid() {
+	local p
+	p=$(cat "$CEPH_DIR/run/$1.pid" 2>/dev/null) || return 0
+	[ -n "$p" ] && kill -0 "$p" 2>/dev/null && echo "$p"
+}
+
+_ceph_logs() {
+	local f
+	for f in "$CEPH_DIR"/log/*.log; do
+		[ -f "$f" ] || continue
+		echo "--- $f (last lines)"
+		tail -5 "$f"
+	done
+}
+
+ceph_start() {
+	local b
+	for b in ceph-mon ceph-osd radosgw radosgw-admin monmaptool ceph; do
+		command -v "$b" >/dev/null ||
+			fail "$b not found: the tier tests need a single-node Ceph (apt-get install ceph-mon ceph-osd radosgw; deploy/install-deps.sh)"
+	done
+	/usr/bin/python3 -c 'import boto3' 2>/dev/null ||
+		fail "python3-boto3 not found (apt-get install python3-boto3; deploy/install-deps.sh)"
+	CEPH_DIR=$(mktemp -d /tmp/h3000-ceph.XXXXXX) || fail "mktemp failed"
+	mkdir -p "$CEPH_DIR"/{mon,osd,run,log}
+	local mon_port fsid t0=$SECONDS
+	mon_port=$(ceph_free_port)
+	CEPH_RGW_PORT=$(ceph_free_port)
+	fsid=$(cat /proc/sys/kernel/random/uuid)
+	cat >"$CEPH_DIR/ceph.conf" <<EOF
+[global]
+fsid = $fsid
+mon host = v2:127.0.0.1:$mon_port
+public addr = 127.0.0.1
+auth cluster required = none
+auth service required = none
+auth client required = none
+auth supported = none
+keyring = /dev/null
+run dir = $CEPH_DIR/run
+admin socket = $CEPH_DIR/run/\$name.asok
+pid file = $CEPH_DIR/run/\$name.pid
+log file = $CEPH_DIR/log/\$name.log
+osd pool default size = 1
+osd pool default min size = 1
+osd pool default pg num = 8
+osd pool default pgp num = 8
+osd pool default pg autoscale mode = off
+osd crush chooseleaf type = 0
+mon allow pool size one = true
+mon warn on pool no redundancy = false
+mon max pg per osd = 1000
+mon data avail warn = 1
+mon data avail crit = 0
+mon data = $CEPH_DIR/mon
+osd data = $CEPH_DIR/osd
+osd objectstore = bluestore
+bluestore block path = $CEPH_DIR/osd/block.file
+bluestore block create = true
+bluestore block size = 17179869184
+bluestore block db create = false
+bluestore block wal create = false
+bluestore cache autotune = false
+bluestore cache size = 134217728
+osd memory target = 939524096
+[client.rgw]
+rgw frontends = beast endpoint=127.0.0.1:$CEPH_RGW_PORT
+ms mon client mode = crc
+rgw enable usage log = true
+rgw usage log tick interval = 1
+rgw usage log flush threshold = 1
+EOF
+	monmaptool --create --add a "v2:127.0.0.1:$mon_port" --fsid "$fsid" "$CEPH_DIR/monmap" \
+		>"$CEPH_DIR/log/setup.log" 2>&1 || fail "monmaptool failed: $(tail -3 "$CEPH_DIR/log/setup.log")"
+	timeout "$CEPH_WAIT" ceph-mon -c "$CEPH_DIR/ceph.conf" --mkfs -i a --monmap "$CEPH_DIR/monmap" \
+		>>"$CEPH_DIR/log/setup.log" 2>&1 || fail "ceph-mon --mkfs failed: $(tail -3 "$CEPH_DIR/log/setup.log")"
+	ceph-mon -c "$CEPH_DIR/ceph.conf" -i a >>"$CEPH_DIR/log/setup.log" 2>&1 ||
+		fail "ceph-mon did not start: $(_ceph_logs)"
+	local osd_uuid
+	osd_uuid=$(cat /proc/sys/kernel/random/uuid)
+	_ceph osd new "$osd_uuid" >>"$CEPH_DIR/log/setup.log" 2>&1 ||
+		fail "ceph osd new failed (monitor not answering): $(_ceph_logs)"
+	timeout "$CEPH_WAIT" ceph-osd -c "$CEPH_DIR/ceph.conf" -i 0 --mkfs --osd-uuid "$osd_uuid" \
+		>>"$CEPH_DIR/log/setup.log" 2>&1 || fail "ceph-osd --mkfs failed: $(_ceph_logs)"
+	ceph_start_osd
+	ceph_start_rgw
+	timeout "$CEPH_WAIT" radosgw-admin -c "$CEPH_DIR/ceph.conf" user create --uid=tier \
+		--display-name="h3000 tier test" --access-key="$CEPH_ACCESS_KEY" \
+		--secret="$CEPH_SECRET_KEY" >>"$CEPH_DIR/log/setup.log" 2>&1 ||
+		fail "radosgw-admin user create failed: $(tail -3 "$CEPH_DIR/log/setup.log")"
+	CEPH_S3=http://127.0.0.1:$CEPH_RGW_PORT
+	CEPH_CREDS=$CEPH_DIR/s3.creds
+	(umask 077; printf 'access_key = %s\nsecret_key = %s\n' "$CEPH_ACCESS_KEY" "$CEPH_SECRET_KEY" >"$CEPH_CREDS")
+	echo "ceph: mon, osd, radosgw up in $((SECONDS - t0)) s; S3 at $CEPH_S3 (dir $CEPH_DIR)"
+}
+
+# ceph_start_osd: start the OSD and wait until it has booted (its own state, from its admin
+# socket: after a kill -9 the monitor still lists the dead one as up for a while)
+ceph_start_osd() {
+	ceph-osd -c "$CEPH_DIR/ceph.conf" -i 0 >>"$CEPH_DIR/log/setup.log" 2>&1 ||
+		fail "ceph-osd did not start: $(_ceph_logs)"
+	local deadline=$((SECONDS + CEPH_WAIT))
+	until timeout 10 ceph --admin-daemon "$CEPH_DIR/run/osd.0.asok" status 2>/dev/null |
+		grep -q '"state": "active"'; do
+		[ $SECONDS -lt $deadline ] || fail "the OSD is not active after ${CEPH_WAIT} s: $(_ceph_logs)"
+		sleep 0.5
+	done
+}
+
+# ceph_start_rgw: start radosgw and wait until it answers HTTP
+ceph_start_rgw() {
+	radosgw -c "$CEPH_DIR/ceph.conf" -n client.rgw >>"$CEPH_DIR/log/setup.log" 2>&1 ||
+		fail "radosgw did not start: $(_ceph_logs)"
+	local deadline=$((SECONDS + CEPH_WAIT))
+	until curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$CEPH_RGW_PORT/"; do
+		[ $SECONDS -lt $deadline ] || fail "radosgw does not answer on port $CEPH_RGW_PORT after ${CEPH_WAIT} s: $(_ceph_logs)"
+		sleep 0.5
+	done
+}
+
+# _ceph_kill9 NAME: kill -9 the daemon and wait until it is gone
+_ceph_kill9() {
+	local p deadline=$((SECONDS + CEPH_WAIT))
+	p=$(_ceph_pid "$1")
+	[ -n "$p" ] || fail "$1 is not running"
+	kill -9 "$p"
+	while kill -0 "$p" 2>/dev/null; do
+		[ $SECONDS -lt $deadline ] || fail "$1 (pid $p) survives kill -9"
+		sleep 0.1
+	done
+	rm -f "$CEPH_DIR/run/$1.pid"
+}
+
+ceph_kill_osd() { _ceph_kill9 osd.0; }
+ceph_kill_rgw() { _ceph_kill9 client.rgw; }
+
+# ceph_s3 ARGS...: tests/tier/s3tool.py against this cluster
+ceph_s3() {
+	/usr/bin/python3 "$_CEPH_TOOL" --endpoint "$CEPH_S3" --access-key "$CEPH_ACCESS_KEY" \
+		--secret-key "$CEPH_SECRET_KEY" "$@"
+}
+
+# ceph_usage_puts BUCKET: successful object PUTs the gateway logged into BUCKET (its usage
+# log, flushed every second: wait a moment after the last PUT). A PUT refused by
+# If-None-Match (412) is not successful: this counts the objects written, each time one was.
+ceph_usage_puts() {
+	timeout "$CEPH_WAIT" radosgw-admin -c "$CEPH_DIR/ceph.conf" usage show --uid=tier 2>/dev/null |
+		/usr/bin/python3 -c 'import json,sys
+d = json.load(sys.stdin)
+print(sum(c.get("successful_ops", 0) for e in d.get("entries", []) for b in e.get("buckets", [])
+          if b.get("bucket") == sys.argv[1] for c in b.get("categories", []) if c.get("category") == "put_obj"))' "$1"
+}
+
+# ceph_cleanup: stop every daemon (TERM, then KILL after 10 s) and remove the dir
+ceph_cleanup() {
+	[ -n "$CEPH_DIR" ] && [ -d "$CEPH_DIR" ] || return 0
+	local n p pids=()
+	for n in client.rgw osd.0 mon.a; do
+		p=$(_ceph_pid "$n")
+		[ -n "$p" ] && kill "$p" 2>/dev/null && pids+=("$p")
+	done
+	local deadline=$((SECONDS + 10))
+	for p in "${pids[@]}"; do
+		while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $deadline ]; do
+			sleep 0.2
+		done
+		kill -9 "$p" 2>/dev/null
+	done
+	rm -rf "$CEPH_DIR"
+	CEPH_DIR=
+}

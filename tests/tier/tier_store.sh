@@ -1,0 +1,316 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# tier_store.sh BUILD_DIR [STEP...] - the object store tier against a real store: a
+# single-node Ceph (tests/tier/ceph_lib.sh: monitor, OSD, radosgw on loopback, started
+# once for every step, stopped on exit even on failure) and real ingestd nodes.
+#
+# Steps (all by default, or the ones named):
+#   badinput   usage errors at start: credentials file readable by others, a bad URL,
+#              --local-retention without --tier: exit 2, one line with the fix
+#   creds      wrong secret key: ingestd starts, says so at start and in Stats
+#              (CREDENTIALS_REFUSED); frames still DURABLE, queued; the doctor warns
+#   bucket     a missing bucket: NO_BUCKET at start and in Stats; created: the backlog drains
+#   frames500  500 frames of 1-64 MiB tiered byte-identical: every object read back with
+#              boto3 equals its local copy, one successful PUT per object (radosgw's usage
+#              log); --local-retention 0s: every local copy goes, ingest-get (from the
+#              store) and ingest-verify --tier (every frame, read back from the store)
+#   kill9      kill -9 of ingestd while uploads are in progress: restarted, every frame in
+#              the store once (objects and successful PUTs counted by the store), none
+#              skipped
+#   osd        kill -9 of the OSD while uploads are in progress: uploads fail and stall,
+#              frames sent meanwhile are ACKed DURABLE; OSD back: everything tiered
+#   rgw        the same with kill -9 of radosgw
+#   highwater  the store down while the high-water mark is reached: retryable NO_SPACE
+#              NACKs, every ACKed frame intact; store back: the backlog drains, local
+#              copies go, the refused frames are taken when sent again
+# The size mix of frames500 (440 x 1 MiB, 50 x 4-16 MiB, 10 x 64 MiB, ~1.4 GB) covers both
+# ends of 1-64 MiB and the pool's three classes while keeping the bytes moved (ingest,
+# upload, two read-backs) to about a minute on a loaded 2-core machine.
+set -u
+BUILD=${1:?usage: tier_store.sh BUILD_DIR [STEP...]}
+shift
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
+. "$HERE/ceph_lib.sh"
+
+INGESTD=$BUILD/apps/ingestd
+SEND=$BUILD/apps/ingest-send
+VERIFY=$BUILD/apps/ingest-verify
+GET=$BUILD/apps/ingest-get
+DOCTOR=$BUILD/apps/ingest-doctor
+ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$GET" "$DOCTOR"
+W=$(mktemp -d /tmp/h3000-tier.XXXXXX)
+export TIER_RPC_STUBS=$W/stubs
+RPC="/usr/bin/python3 $HERE/tier_rpc.py"
+PID=
+SERVER=
+STEPS=${*:-badinput creds bucket frames500 kill9 osd rgw highwater}
+
+fail() {
+	echo "FAIL: $*"
+	for f in "$W"/node*.log; do
+		[ -f "$f" ] || continue
+		echo "--- $f (last lines)"
+		tail -15 "$f"
+	done
+	[ -s "$W/stats.json" ] && { echo "--- last Stats"; cat "$W/stats.json"; echo; }
+	exit 1
+}
+cleanup() {
+	ing_kill_pid
+	ceph_cleanup
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+# node_start DATA_DIR BUCKET [INGESTD ARGS...]: ingestd tiering to BUCKET ($PID, $SERVER)
+node_start() {
+	local dir=$1 bucket=$2
+	shift 2
+	NODE_LOG=$W/node.$(basename "$dir").$SECONDS.log
+	ing_start "$INGESTD" "$W/port" "$NODE_LOG" --data-dir "$dir" --hugepages off \
+		--tier "s3://127.0.0.1:$CEPH_RGW_PORT/$bucket" --tier-credentials "$CEPH_CREDS" "$@"
+	PID=$ING_PID
+	SERVER=$ING_SERVER
+}
+
+# tier_wait EXPR SECONDS WHAT: poll Stats (frame counters + TierStats) until EXPR holds
+tier_wait() {
+	$RPC wait "$SERVER" "$1" "$2" >"$W/stats.json" || fail "$3: '$1' not reached within $2 s"
+}
+tier_stat() { json "$W/stats.json" "$1"; }
+
+# send N SIZES FIRST_ID MANIFEST [ARGS...]: frames that must all be ACKed DURABLE
+send() {
+	local n=$1 sizes=$2 first=$3 man=$4
+	shift 4
+	"$SEND" --server "$SERVER" --count "$n" --sizes "$sizes" --first-id "$first" --manifest "$man" \
+		--quiet "$@" >"$W/send.out" 2>&1 || fail "ingest-send of $n frames: $(tail -3 "$W/send.out")"
+}
+
+# objects BUCKET: how many objects the store holds there (boto3)
+objects() { ceph_s3 count "$1" || fail "listing bucket $1 failed"; }
+
+step_badinput() {
+	step "bad input at start: each is one line with the fix, exit 2, nothing started"
+	local creds=$W/open.creds rc
+	printf 'access_key = %s\nsecret_key = %s\n' "$CEPH_ACCESS_KEY" "$CEPH_SECRET_KEY" >"$creds"
+	chmod 644 "$creds"
+	rc=0
+	"$INGESTD" --data-dir "$W/bad" --tier "s3://127.0.0.1:$CEPH_RGW_PORT/frames" \
+		--tier-credentials "$creds" >"$W/bad.out" 2>&1 || rc=$?
+	[ "$rc" = 2 ] && grep -q "chmod 600" "$W/bad.out" ||
+		fail "credentials readable by others: exit $rc, $(cat "$W/bad.out")"
+	rc=0
+	"$INGESTD" --data-dir "$W/bad" --tier "s3://127.0.0.1:$CEPH_RGW_PORT" \
+		--tier-credentials "$CEPH_CREDS" >"$W/bad.out" 2>&1 || rc=$?
+	[ "$rc" = 2 ] && grep -q "no bucket" "$W/bad.out" || fail "URL without bucket: exit $rc, $(cat "$W/bad.out")"
+	rc=0
+	"$INGESTD" --data-dir "$W/bad" --local-retention 7d >"$W/bad.out" 2>&1 || rc=$?
+	[ "$rc" = 2 ] && grep -q "needs --tier" "$W/bad.out" ||
+		fail "--local-retention without --tier: exit $rc, $(cat "$W/bad.out")"
+	[ ! -e "$W/bad/catalog.db" ] || fail "a refused start left a catalog behind"
+}
+
+step_creds() {
+	step "wrong credentials: clear at start and in Stats, frames durable and queued"
+	local wrong=$W/wrong.creds
+	(umask 077; printf 'access_key = %s\nsecret_key = not-the-secret\n' "$CEPH_ACCESS_KEY" >"$wrong")
+	ceph_s3 mb creds
+	ing_start "$INGESTD" "$W/port" "$W/node.creds.log" --data-dir "$W/dc" --hugepages off \
+		--tier "s3://127.0.0.1:$CEPH_RGW_PORT/creds" --tier-credentials "$wrong"
+	PID=$ING_PID
+	SERVER=$ING_SERVER
+	tier_wait "storeState == 4" 60 "credentials refused"
+	tier_stat storeError | grep -q "refused the credentials" || fail "Stats storeError: $(tier_stat storeError)"
+	grep -q "credentials refused.*refused the credentials" "$W/node.creds.log" ||
+		fail "no clear line at start in the log"
+	send 5 1M 1 "$W/creds.man"
+	tier_wait "framesDurable == 5 and backlogFrames == 5 and uploadedFrames == 0" 30 "frames queued"
+	"$DOCTOR" --tier "s3://127.0.0.1:$CEPH_RGW_PORT/creds" --tier-credentials "$wrong" >"$W/doctor.out" 2>&1
+	grep -q "WARN  tier.store.*refused the credentials" "$W/doctor.out" || fail "doctor: $(grep tier "$W/doctor.out")"
+	ing_term_pid
+	"$VERIFY" --data-dir "$W/dc" --manifest "$W/creds.man" --quiet || fail "frames lost"
+}
+
+step_bucket() {
+	step "missing bucket: clear at start and in Stats; created: the backlog drains"
+	node_start "$W/dc" later
+	tier_wait "storeState == 5" 60 "no bucket"
+	tier_stat storeError | grep -q "bucket 'later' does not exist.*create it" ||
+		fail "Stats storeError: $(tier_stat storeError)"
+	grep -q "object store no bucket: bucket 'later' does not exist" "$NODE_LOG" || fail "no clear line in the log"
+	ceph_s3 mb later
+	tier_wait "backlogFrames == 0 and framesBoth == 5 and storeState == 2" 60 "the backlog drains"
+	[ "$(objects later)" = 5 ] || fail "$(objects later) objects in bucket later, 5 expected"
+	ing_term_pid
+}
+
+step_frames500() {
+	step "500 frames of 1-64 MiB tiered byte-identical"
+	ceph_s3 mb frames
+	node_start "$W/d500" frames
+	local t0=$SECONDS
+	send 440 1M 1 "$W/m1"
+	send 50 4M-16M 441 "$W/m2"
+	send 10 64M 491 "$W/m3"
+	cat "$W/m1" "$W/m2" "$W/m3" >"$W/m500"
+	tier_wait "backlogFrames == 0 and framesBoth == 500 and uploadedFrames == 500" 300 "500 frames tiered"
+	echo "  500 frames ($(tier_stat uploadedBytes) bytes) durable and tiered in $((SECONDS - t0)) s"
+	"$VERIFY" --data-dir "$W/d500" --manifest "$W/m500" >"$W/verify.out" 2>&1 ||
+		fail "ingest-verify: $(tail -5 "$W/verify.out")"
+	ceph_s3 cmp-dir frames "$W/d500" >"$W/cmp.out" 2>&1 || fail "boto3 read-back: $(tail -5 "$W/cmp.out")"
+	grep -q "^500 objects, 500 local copies, 500 equal" "$W/cmp.out" || fail "boto3: $(cat "$W/cmp.out")"
+	sleep 2   # the gateway's usage log is flushed every second
+	[ "$(ceph_usage_puts frames)" = 500 ] || fail "$(ceph_usage_puts frames) successful PUTs, 500 objects"
+	ing_term_pid
+
+	step "--local-retention 0s: every local copy goes once its object is verified again"
+	node_start "$W/d500" frames --local-retention 0s
+	tier_wait "framesTiered == 500 and framesBoth == 0 and localBytes == 0 and localDeleted == 500" 120 "local copies deleted"
+	[ -z "$(find "$W/d500/frames" -name '*.frame')" ] || fail "local copies left: $(find "$W/d500/frames" -name '*.frame' | head -3)"
+	local id
+	for id in 1 2 440 441 490 491 495 500; do
+		"$GET" --server "$SERVER" --wafer ingest-send --frame "frame-$id" --out "$W/get.$id" 2>"$W/get.err" ||
+			fail "ingest-get frame-$id: $(cat "$W/get.err")"
+		grep -q "from the object store (location tiered), crc32c" "$W/get.err" || fail "ingest-get: $(cat "$W/get.err")"
+		ceph_s3 get frames "ingest-send/frame-$id" "$W/boto.$id"
+		cmp -s "$W/get.$id" "$W/boto.$id" || fail "frame-$id: ingest-get and boto3 read different bytes"
+		rm -f "$W/get.$id" "$W/boto.$id"
+	done
+	if "$GET" --server "$SERVER" --wafer ingest-send --frame frame-1 --source local --out "$W/x" 2>"$W/get.err"; then
+		fail "--source local of a tiered frame succeeded"
+	fi
+	grep -q "no copy there: .*no local copy (location tiered" "$W/get.err" || fail "ingest-get: $(cat "$W/get.err")"
+	"$VERIFY" --data-dir "$W/d500" --manifest "$W/m500" --tier "s3://127.0.0.1:$CEPH_RGW_PORT/frames" \
+		--tier-credentials "$CEPH_CREDS" >"$W/verify.out" 2>&1 || fail "ingest-verify --tier (tiered): $(tail -5 "$W/verify.out")"
+	grep -q "500 ok, 0 bad.*500 objects read back" "$W/verify.out" || fail "ingest-verify: $(tail -2 "$W/verify.out")"
+	"$VERIFY" --data-dir "$W/d500" --manifest "$W/m3" >"$W/verify.out" 2>&1 &&
+		fail "ingest-verify without --tier passed frames it cannot read"
+	grep -q "tiered: its bytes are only in the object store" "$W/verify.out" || fail "ingest-verify: $(tail -2 "$W/verify.out")"
+	ing_term_pid
+	rm -rf "$W/d500"
+}
+
+# fault_frames BUCKET DIR: 60 x 4 MiB sent; returns once uploads are in progress
+fault_frames() {
+	ceph_s3 mb "$1"
+	node_start "$2" "$1" --tier-timeout 5s "${@:3}"
+	send 60 4M 1 "$W/$1.m1"
+	tier_wait "uploadsInProgress >= 1 and uploadedFrames >= 5" 60 "uploads in progress"
+}
+
+step_kill9() {
+	step "kill -9 of ingestd mid-tier: resume, nothing uploaded twice, nothing skipped"
+	fault_frames kill9 "$W/dk"
+	kill -9 "$PID"
+	wait "$PID" 2>/dev/null
+	PID=
+	local before inprog
+	before=$(tier_stat uploadedFrames)
+	inprog=$(tier_stat uploadsInProgress)
+	local t0=$SECONDS
+	node_start "$W/dk" kill9
+	tier_wait "backlogFrames == 0 and framesBoth == 60" 120 "resumed after kill -9"
+	echo "  killed after $before uploads, $inprog in progress; backlog drained $((SECONDS - t0)) s after" \
+		"the restart; $(tier_stat alreadyStored) found already stored (same bytes), $(tier_stat uploadedFrames) uploaded"
+	[ "$(objects kill9)" = 60 ] || fail "$(objects kill9) objects, 60 frames"
+	ceph_s3 cmp-dir kill9 "$W/dk" >"$W/cmp.out" 2>&1 || fail "read-back: $(tail -5 "$W/cmp.out")"
+	sleep 2
+	[ "$(ceph_usage_puts kill9)" = 60 ] || fail "$(ceph_usage_puts kill9) successful PUTs for 60 objects"
+	[ "$(sqlite3 "$W/dk/catalog.db" "SELECT count(*) FROM frames WHERE location = 'both'")" = 60 ] ||
+		fail "catalog: not every frame is 'both'"
+	ing_term_pid
+	rm -rf "$W/dk"
+}
+
+# store_fault NAME KILL START: kill a daemon mid-upload; ingest goes on; restart: all tiered
+store_fault() {
+	local name=$1 kill=$2 start=$3
+	fault_frames "$name" "$W/d$name"
+	$kill
+	local t0=$SECONDS
+	send 20 4M 101 "$W/$name.m2"   # DURABLE acks while the store cannot take them
+	tier_wait "framesDurable == 80 and uploadErrors >= 1 and backlogFrames >= 20" 120 "uploads stall"
+	echo "  $name killed: 20 more frames DURABLE; uploads failing ($(tier_stat uploadErrors) errors, store state" \
+		"$(tier_stat storeState)), backlog $(tier_stat backlogFrames)"
+	$start
+	local t1=$SECONDS
+	tier_wait "backlogFrames == 0 and framesBoth == 80" 180 "uploads resume"
+	echo "  $name back: backlog drained in $((SECONDS - t1)) s ($((SECONDS - t0)) s after the kill)"
+	[ "$(objects "$name")" = 80 ] || fail "$(objects "$name") objects, 80 frames"
+	ceph_s3 cmp-dir "$name" "$W/d$name" >"$W/cmp.out" 2>&1 || fail "read-back: $(tail -5 "$W/cmp.out")"
+	cat "$W/$name.m1" "$W/$name.m2" >"$W/$name.man"
+	"$VERIFY" --data-dir "$W/d$name" --manifest "$W/$name.man" --quiet || fail "frames lost"
+	ing_term_pid
+	rm -rf "$W/d$name"
+}
+
+step_osd() {
+	step "kill -9 of the OSD mid-upload: uploads stall, DURABLE acks go on, then resume"
+	store_fault osd ceph_kill_osd ceph_start_osd
+	# the gateway may finish a write it had already taken when the OSD comes back: the
+	# retry then finds the object (412, same bytes) and never writes it a second time
+	sleep 2
+	local puts
+	puts=$(ceph_usage_puts osd)
+	[ "$puts" -le 80 ] || fail "$puts successful PUTs for 80 objects"
+}
+
+step_rgw() {
+	step "kill -9 of radosgw mid-upload: uploads fail, DURABLE acks go on, then resume"
+	# (radosgw's usage log loses what it had not flushed when it is killed: no PUT count here)
+	store_fault rgw ceph_kill_rgw ceph_start_rgw
+}
+
+step_highwater() {
+	step "store down at the high-water mark: retryable NO_SPACE, nothing lost, drains after"
+	ceph_s3 mb highwater
+	ceph_kill_rgw
+	node_start "$W/dh" highwater --local-high-water 256M --tier-timeout 5s
+	local rc=0
+	"$SEND" --server "$SERVER" --count 40 --sizes 16M --first-id 1 --manifest "$W/hw.all" \
+		--durable-manifest "$W/hw.ok" --quiet >"$W/send.out" 2>&1 || rc=$?
+	[ "$rc" != 0 ] || fail "640 MiB were all taken with a 256 MiB high-water mark and no store"
+	grep -q "failed: ingest node storage full (the node: local frames at --local-high-water 256 MiB.*retry later): retryable" "$W/send.out" ||
+		fail "no retryable NO_SPACE NACK naming the mark: $(tail -3 "$W/send.out")"
+	local ok
+	ok=$(grep -vc '^#' "$W/hw.ok")
+	[ "$ok" -ge 1 ] && [ "$ok" -lt 40 ] || fail "$ok of 40 frames taken"
+	$RPC stats "$SERVER" >"$W/stats.json" || fail "Stats"
+	[ "$(tier_stat refusedFrames)" -ge 1 ] && [ "$(tier_stat refusing)" = True ] ||
+		fail "Stats: refusing $(tier_stat refusing), refusedFrames $(tier_stat refusedFrames)"
+	echo "  store down: $ok frames taken ($(tier_stat localBytes) bytes local), $(tier_stat refusedFrames) refused NO_SPACE"
+	"$VERIFY" --data-dir "$W/dh" --manifest "$W/hw.ok" --quiet || fail "an ACKed frame is not intact"
+	ceph_start_rgw
+	local t0=$SECONDS
+	tier_wait "backlogFrames == 0 and storeState == 2 and localBytes < 256 * 1048576" 120 "drained after the store came back"
+	echo "  store back: drained in $((SECONDS - t0)) s, $(tier_stat localDeleted) local copies deleted"
+	# the refused frames sent again, one at a time: each is taken once the tier has made room
+	# (uploaded, then deleted verified copies below 90 % of the mark); a refusal says retry
+	local id i n=0 t1=$SECONDS
+	for id in $(seq 1 40); do
+		grep -q "^frame-$id " "$W/hw.ok" && continue
+		for i in $(seq 1 10); do
+			"$SEND" --server "$SERVER" --count 1 --sizes 16M --first-id "$id" --quiet >"$W/send.out" 2>&1 && break
+			grep -q "storage full.*retryable" "$W/send.out" || fail "resend of frame-$id: $(tail -3 "$W/send.out")"
+			tier_wait "backlogFrames == 0 and localBytes <= 256 * 1048576 * 9 // 10" 120 "room again"
+		done
+		[ "$i" -lt 10 ] || fail "frame-$id still refused after 10 tries"
+		n=$((n + 1))
+	done
+	echo "  the $n refused frames taken when sent again ($((SECONDS - t1)) s, the store taking them)"
+	tier_wait "backlogFrames == 0 and framesBoth + framesTiered == 40" 120 "all 40 tiered"
+	[ "$(sqlite3 "$W/dh/catalog.db" "SELECT count(*) FROM frames")" = 40 ] || fail "not 40 frames in the catalog"
+	[ "$(objects highwater)" = 40 ] || fail "$(objects highwater) objects, 40 frames"
+	"$VERIFY" --data-dir "$W/dh" --manifest "$W/hw.all" --tier "s3://127.0.0.1:$CEPH_RGW_PORT/highwater" \
+		--tier-credentials "$CEPH_CREDS" >"$W/verify.out" 2>&1 || fail "ingest-verify --tier: $(tail -5 "$W/verify.out")"
+	ing_term_pid
+	rm -rf "$W/dh"
+}
+
+ceph_start
+for s in $STEPS; do
+	"step_$s"
+done
+echo "PASS: tier store ($STEPS) in $SECONDS s"
