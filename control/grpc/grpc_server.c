@@ -1666,6 +1666,10 @@ static void conn_close(struct conn *cn, const char *why)
 	}
 	/* close() with unread input sends RST, and an RST makes the peer's kernel drop what
 	 * the peer has not read yet (the last acks, the trailers): read the input away first */
+	if (cn->fd >= 0 && cn->lowat) {   /* the linger must wake on any byte */
+		int one = 1;
+		(void)setsockopt(cn->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	}
 	if (cn->fd >= 0 && !(cn->linger && linger_start(s, cn->fd))) {
 		(void)linger_drain(cn->fd);
 		close(cn->fd);

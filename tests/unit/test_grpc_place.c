@@ -324,6 +324,18 @@ static void data(struct wbuf *w, uint32_t sid, struct gstream *g, size_t n, int 
 	}
 }
 
+/* At most n more bytes of stream g as one unpadded DATA frame on sid, END_STREAM with its
+ * last byte; false when nothing is left. */
+static bool data_next(struct wbuf *w, uint32_t sid, struct gstream *g, size_t n)
+{
+	if (g->off == g->b.len)
+		return false;
+	if (n > g->b.len - g->off)
+		n = g->b.len - g->off;
+	data(w, sid, g, n, -1, g->off + n == g->b.len);
+	return true;
+}
+
 /* ---------------------------------------------------------------- the server's bytes */
 
 struct seen {
@@ -565,13 +577,11 @@ static void test_place_two_streams(void **state)
 	headers(&w, 1);
 	headers(&w, 3);
 	size_t hdr_end = w.len;   /* the first read ends here: the calls exist, then placement */
-	while (a.off < a.b.len || b.off < b.b.len) {
+	for (bool more = true; more;) {
 		size_t n = a.b.len - a.off < 9999 ? a.b.len - a.off : 9999;
-		if (n)
+		if (n)   /* stream 1's odd-sized frames are padded */
 			data(&w, 1, &a, n, n % 2 ? 3 : -1, a.off + n == a.b.len);
-		n = b.b.len - b.off < 12345 ? b.b.len - b.off : 12345;
-		if (n)
-			data(&w, 3, &b, n, -1, b.off + n == b.b.len);
+		more = data_next(&w, 3, &b, 12345) || a.off < a.b.len;
 	}
 	const size_t sizes[][2] = { { hdr_end, 0 }, { 4096, 0 }, { 777, 9 } };
 	for (unsigned v = 0; v < 3; v++) {
@@ -611,10 +621,8 @@ static void test_place_reset_mid_payload(void **state)
 	data(&w, 1, &a, 16000, 2, false);
 	rst(&w, 1, 8 /* CANCEL */);
 	headers(&w, 3);
-	while (b.off < b.b.len) {
-		size_t n = b.b.len - b.off < 16000 ? b.b.len - b.off : 16000;
-		data(&w, 3, &b, n, -1, b.off + n == b.b.len);
-	}
+	while (data_next(&w, 3, &b, 16000))
+		;
 	reset();
 	struct ing_grpc_server *s = server(1u << 20, 4u << 20, 1);
 	struct grpc_feed f;
@@ -826,20 +834,15 @@ static void test_place_read_ahead(void **state)
 		case 17:
 			if (b.off == 0)
 				headers(&w, 3);
-			if (b.off < b.b.len) {
-				size_t m = b.b.len - b.off < 16384 ? b.b.len - b.off : 16384;
-				data(&w, 3, &b, m, -1, b.off + m == b.b.len);
-			}
+			(void)data_next(&w, 3, &b, 16384);
 			break;
 		default:
 			break;
 		}
 		data(&w, 1, &a, n, pad, a.off + n == a.b.len);
 	}
-	while (b.off < b.b.len) {
-		size_t m = b.b.len - b.off < 16384 ? b.b.len - b.off : 16384;
-		data(&w, 3, &b, m, -1, b.off + m == b.b.len);
-	}
+	while (data_next(&w, 3, &b, 16384))
+		;
 	const size_t sizes[][3] = { { hdr_end, 0, 0 }, { hdr_end, 100000, 0 },
 				    { hdr_end, 16393, 9 }, { hdr_end, 40000, 5000 } };
 	for (unsigned v = 0; v < 4; v++) {
