@@ -755,6 +755,9 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		to.retention_ms = d->o.local_retention_ms;
 		to.high_water_pct = d->o.local_high_water_pct;
 		to.high_water_bytes = d->o.local_high_water_bytes;
+		to.cpus = d->n_start_cpus ? d->start_cpus : NULL;
+		to.ncpus = d->n_start_cpus;
+		to.nice = d->o.worker_nice;
 		d->tier = ing_tier_start(&to);   /* also reads frames back (GetFrame) */
 		explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));   /* the tier has its copy */
 		if (!d->tier)

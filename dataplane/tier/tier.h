@@ -56,6 +56,12 @@ struct ing_tier_opts {
 	int64_t retention_ms;       /* keep a local copy this long after DURABLE; -1: no time rule */
 	unsigned high_water_pct;    /* 1..99 % of the data dir's file system; 0: none */
 	uint64_t high_water_bytes;  /* bytes of frames with a local copy; 0: none */
+	/* where the thread runs (as unpinned persistence workers: the process's cpus from
+	 * before EAL pinned the control thread; NULL: every configured cpu) and at what
+	 * priority (SCHED_BATCH at this nice, as the workers: background work) */
+	const int *cpus;
+	unsigned ncpus;
+	unsigned nice;
 };
 void ing_tier_opts_init(struct ing_tier_opts *o);
 
