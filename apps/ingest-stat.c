@@ -101,7 +101,8 @@ static const struct ing_cli cli = {
 	.about = "Asks the node over its gRPC port: grpc.health.v1 Check, h3000.RDMASvc Stats and\n"
 		 "Members. Health: SERVING and ready (serving, data dir writable, pool\n"
 		 "prefaulted, not draining). Stats: stored throughput, ack and per-stage P99s,\n"
-		 "failures by code, pool, disk, sessions, connections, the fleet export lag.\n"
+		 "failures by code, pool, disk, sessions, connections, the fleet export lag, the\n"
+		 "object store tier's backlog and lag.\n"
 		 "Members: the fleet as this node sees it.\n",
 	.opts = opts,
 	.nopts = sizeof(opts) / sizeof(opts[0]),
@@ -357,54 +358,22 @@ static const char *member_state(H3000__MemberState st)
 	return v ? v->name + (strncmp(v->name, "MEMBER_", 7) ? 0 : 7) : "?";
 }
 
-static void json_value(const ProtobufCFieldDescriptor *f, const void *p);
-
-/* true when a singular field holds more than its proto3 default */
-static bool field_set(const ProtobufCFieldDescriptor *f, const void *p)
+/* the object store tier (docs/TIER.md): the store's state, the upload backlog and lag */
+static void print_tier(const H3000__TierStats *t)
 {
-	switch (f->type) {
-	case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
-	case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64:
-		return *(const uint64_t *)p != 0;
-	case PROTOBUF_C_TYPE_DOUBLE:
-		return *(const double *)p != 0.0;
-	case PROTOBUF_C_TYPE_FLOAT:
-		return *(const float *)p != 0.0f;
-	case PROTOBUF_C_TYPE_BOOL:
-		return *(const protobuf_c_boolean *)p;
-	case PROTOBUF_C_TYPE_STRING:
-		return *(char *const *)p && **(char *const *)p;
-	case PROTOBUF_C_TYPE_BYTES: case PROTOBUF_C_TYPE_MESSAGE:
-		return false;
-	default:
-		return *(const uint32_t *)p != 0;
-	}
-}
-
-/*
- * One line "label  name value, ..." of the message's singular fields whose names start
- * with prefix and hold more than their default: fields a node of a newer version adds
- * (the tier's, say) show up without a change here. Nothing when none is set.
- */
-static void print_fields(const ProtobufCMessage *m, const char *prefix, const char *label)
-{
-	const ProtobufCMessageDescriptor *d = m->descriptor;
-	unsigned n = 0;
-	for (unsigned i = 0; i < d->n_fields; i++) {
-		const ProtobufCFieldDescriptor *f = &d->fields[i];
-		const void *p = (const char *)m + f->offset;
-		if (f->label == PROTOBUF_C_LABEL_REPEATED || strncmp(f->name, prefix, strlen(prefix)) ||
-		    !field_set(f, p))
-			continue;
-		if (n++ == 0)
-			printf("         %-8s ", label);
-		else
-			printf(", ");
-		printf("%s ", f->name);
-		json_value(f, p);
-	}
-	if (n)
-		putchar('\n');
+	char a[32], b[32];
+	const ProtobufCEnumValue *v =
+		protobuf_c_enum_descriptor_get_value(&h3000__tier_store_state__descriptor, t->storestate);
+	const char *state = v ? v->name + (strncmp(v->name, "TIER_STORE_", 11) ? 0 : 11) : "?";
+	printf("         tier     %s %s%s%s; backlog %" PRIu64 " frames (%s), lag %.1f s, uploading %s/s,"
+	       " %" PRIu64 " errors\n", t->store, state, t->storeerror && *t->storeerror ? ": " : "",
+	       t->storeerror ? t->storeerror : "", t->backlogframes,
+	       human_bytes((double)t->backlogbytes, a, sizeof(a)), t->lagseconds,
+	       human_bytes(t->uploadbytespersecond, b, sizeof(b)), t->uploaderrors);
+	if (t->locationsknown)
+		printf("         where    %" PRIu64 " local only, %" PRIu64 " local + store, %" PRIu64
+		       " store only%s\n", t->frameslocal, t->framesboth, t->framestiered,
+		       t->refusing ? "; REFUSING new frames at --local-high-water" : "");
 }
 
 static void print_text(const C *c, const struct sample *s, const struct rates *rt)
@@ -471,7 +440,8 @@ static void print_text(const C *c, const struct sample *s, const struct rates *r
 			printf("         export   lag %" PRIu64 " rows (%.1f s), %" PRIu64 " exported, %" PRIu64
 			       " errors, PostgreSQL %s\n", r->fleetexportlagrows, r->fleetexportlagseconds,
 			       r->fleetexportedrows, r->fleetexporterrors, r->fleetpgup ? "up" : "DOWN");
-		print_fields(&r->base, "tier", "tier");   /* the object-store tier, where the node has one */
+		if (r->tier && r->tier->enabled)
+			print_tier(r->tier);
 	}
 	if (!s->members) {
 		printf("Members  no answer\n");

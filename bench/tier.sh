@@ -11,11 +11,14 @@
 #   boto3    the same files put to the same radosgw by boto3, 4 threads and 1
 #   s3cmd    the same files, s3cmd put (one stream, no multipart)
 #   ingest   ingest-send to ingestd without and with --tier (the store taking the frames
-#            while they come in), throughput, and the tier thread's CPU per GiB uploaded
+#            while they come in): as fast as it goes (closed loop), and paced at 80 % of
+#            the tier's upload rate so that the store keeps up (open loop, --rate): the
+#            throughput and the DURABLE P99; ingestd's CPU per GiB ingested and the tier
+#            thread's per GiB uploaded
 # Ratios and their goals: upload/boto3 >= 0.9 at equal parallelism; ingest with the tier
 # >= 0.9 x without, while the store keeps up. Ceph runs on the same cores as ingestd here,
-# so the second ratio also pays for the store's own CPU; the tier thread's CPU per GiB is
-# the node's share alone. Every step is bounded; the run takes a few minutes.
+# so the closed-loop ratio also pays for the store's own CPU; the CPU per GiB lines are the
+# node's share alone. Every step is bounded; the run takes a few minutes.
 set -euo pipefail
 
 usage() { echo "usage: bench/tier.sh BUILD_DIR [--frames N] [--size SIZE] [--rounds N]" >&2; exit 2; }
@@ -152,10 +155,34 @@ for r in $(seq 1 "$ROUNDS"); do
 				fail "the tier did not catch up"
 			cpu=$(cpu_of "$PID" ingest-tier)
 			echo "$cpu $BYTES" | awk '{ printf "%.3f\n", $1 / ($2 / 1073741824) }' >>"$TMP/cpu"
+		else
+			awk -v hz="$(getconf CLK_TCK)" -v b="$BYTES" '{ printf "%.3f\n", ($14 + $15) / hz / (b / 1073741824) }' \
+				"/proc/$PID/stat" >>"$TMP/cpu.ingest"
 		fi
 		stop
 		rm -rf "$TMP/i$r$mode"
 	done
+	# ---- paced below the store's rate: the store keeps up
+	fps=$(echo "$(median <"$TMP/tier.p4") $BYTES $FRAMES" | awk '{ f = int(0.8 * $1 * 1e6 / ($2 / $3)); print f < 1 ? 1 : f }')
+	for mode in off on; do
+		args=()
+		if [ "$mode" = on ]; then
+			ceph_s3 mb "paced$r"
+			read -ra args <<<"$(tier_args "paced$r")"
+		fi
+		node "$TMP/p$r$mode" "${args[@]}"
+		"$SEND" --server "$SERVER" --count "$FRAMES" --sizes "$SIZE" --wafer "pace$r" --quiet --json \
+			--reuse-buffers --rate "$fps" >"$TMP/send.json" 2>/dev/null || fail "ingest-send failed"
+		"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['mb_s'], d['latency_ms']['durable']['p99'])" \
+			"$TMP/send.json" >>"$TMP/paced.$mode"
+		if [ "$mode" = on ]; then
+			$RPC stats "$SERVER" >"$TMP/stats.json"
+			"$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['backlogFrames'])" "$TMP/stats.json" >>"$TMP/paced.backlog"
+		fi
+		stop
+		rm -rf "$TMP/p$r$mode"
+	done
+	echo "$fps" >"$TMP/fps"
 	echo "bench: round $r done"
 done
 
@@ -169,7 +196,16 @@ printf "  upload, one        tier %7.1f   boto3 1 thread  %7.1f   ratio %.2f   s
 	"$(m s3cmd)" "$(echo "$(m tier.p1) $(m s3cmd)" | awk '{ print $1 / $2 }')"
 printf "  ingest             tier off %7.1f   tier on %7.1f   ratio %.2f (goal >= 0.9)\n" \
 	"$(m ingest.off)" "$(m ingest.on)" "$(echo "$(m ingest.on) $(m ingest.off)" | awk '{ print $1 / $2 }')"
-printf "  with the tier on:  backlog at the end of the ingest %s frames of %s (0: the store kept up);\n" \
+printf "  with the tier on:  backlog at the end of the ingest %s frames of %s (0: the store kept up)\n" \
 	"$(m backlog)" "$FRAMES"
-printf "                     tier thread %.2f cpu-s per GiB uploaded\n" "$(m cpu)"
+pm() { awk -v k="$2" '{ print $k }' "$TMP/$1" | median; }
+printf "  paced, %s frames/s (80 %% of the tier's rate): tier off %7.1f MB/s, DURABLE p99 %.1f ms;\n" \
+	"$(cat "$TMP/fps")" "$(pm paced.off 1)" "$(pm paced.off 2)"
+printf "                     tier on  %7.1f MB/s, DURABLE p99 %.1f ms; throughput ratio %.2f (goal >= 0.9),\n" \
+	"$(pm paced.on 1)" "$(pm paced.on 2)" "$(echo "$(pm paced.on 1) $(pm paced.off 1)" | awk '{ print $1 / $2 }')"
+printf "                     backlog at the end %s frames\n" "$(m paced.backlog)"
+printf "  node cpu:          ingest %.2f cpu-s per GiB (ingestd, tier off); the tier thread adds %.2f per\n" \
+	"$(m cpu.ingest)" "$(m cpu)"
+printf "                     GiB uploaded (%.0f %% more)\n" \
+	"$(echo "$(m cpu) $(m cpu.ingest)" | awk '{ print 100 * $1 / $2 }')"
 echo "(Ceph's monitor, OSD and radosgw share this machine's cores with ingestd and the clients)"

@@ -8,14 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int ing_token_file_read(const char *path, char *tok, size_t cap, char *why, size_t whylen)
+int ing_secret_file_open(const char *path, char *why, size_t whylen)
 {
-	char buf[ING_AUTH_TOKEN_MAX + 2];
 	struct stat st;
-	ssize_t n;
-	int fd, rc = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int rc = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
 		rc = -errno;
 		snprintf(why, whylen, "%s", strerror(-rc));
@@ -36,6 +33,18 @@ int ing_token_file_read(const char *path, char *tok, size_t cap, char *why, size
 		close(fd);
 		return rc;
 	}
+	return fd;
+}
+
+int ing_token_file_read(const char *path, char *tok, size_t cap, char *why, size_t whylen)
+{
+	char buf[ING_AUTH_TOKEN_MAX + 2];
+	ssize_t n;
+	int rc = 0;
+
+	int fd = ing_secret_file_open(path, why, whylen);
+	if (fd < 0)
+		return fd;
 	size_t len = 0;
 	while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) != 0) {
 		if (n < 0 && errno == EINTR)

@@ -15,4 +15,11 @@
  */
 int ing_token_file_read(const char *path, char *tok, size_t cap, char *why, size_t whylen);
 
+/*
+ * Open a file that holds a secret (a token, an object store's keys) for reading: it must be
+ * a regular file that no group or other may touch. The fd (close it), or -errno with the
+ * reason in why ("mode 644 lets group/other read the secret: chmod 600 PATH").
+ */
+int ing_secret_file_open(const char *path, char *why, size_t whylen);
+
 #endif

@@ -716,6 +716,9 @@ static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 		to.high_water_pct = d->o.local_high_water_pct;
 		to.high_water_bytes = d->o.local_high_water_bytes;
 		to.ctl = d->ctl;                 /* where its read answers go (GetFrame) */
+		to.cpus = d->n_start_cpus ? d->start_cpus : NULL;
+		to.ncpus = d->n_start_cpus;
+		to.nice = d->o.worker_nice;
 		d->tier = ing_tier_start(&to);   /* also reads frames back (GetFrame) */
 		explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));   /* the tier has its copy */
 		if (!d->tier)

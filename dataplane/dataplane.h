@@ -316,4 +316,12 @@ struct ing_persist_stats {
 };
 void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats *s);
 
+/*
+ * Called by a background thread itself (persistence workers, the tier thread): SCHED_BATCH
+ * (no wake-up preemption of other threads) and nice for this thread only (Linux:
+ * setpriority on a tid), unless it already runs at that nice or lower; nice 0: nothing. A
+ * failure is logged (who names the thread) and it runs at the normal priority.
+ */
+void ing_thread_lower_priority(unsigned nice, const char *who);
+
 #endif

@@ -485,27 +485,22 @@ static void process_burst(struct worker *w, struct ing_frame **fr, unsigned n)
 	}
 }
 
-/*
- * Called by the worker itself: SCHED_BATCH (no wake-up preemption of other threads) and
- * nice p->nice for this thread only (Linux: setpriority on a tid), unless it already runs
- * at that nice or lower. A failure is logged and the worker runs at the normal priority.
- */
-static void lower_priority(struct worker *w)
+void ing_thread_lower_priority(unsigned nice, const char *who)
 {
 	struct sched_param sp = { .sched_priority = 0 };
 	int rc;
 
-	if (!w->p->nice)
+	if (!nice)
 		return;
 	rc = pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
 	if (rc)
-		ING_WARN(COMP, "worker %u: SCHED_BATCH: %s", w->idx, strerror(rc));
+		ING_WARN(COMP, "%s: SCHED_BATCH: %s", who, strerror(rc));
 	errno = 0;
 	int cur = getpriority(PRIO_PROCESS, (id_t)gettid());
-	if (errno == 0 && cur >= (int)w->p->nice)
+	if (errno == 0 && cur >= (int)nice)
 		return;   /* already that low (ingestd run under nice): never raise it */
-	if (setpriority(PRIO_PROCESS, (id_t)gettid(), (int)w->p->nice) < 0)
-		ING_WARN(COMP, "worker %u: nice %u: %s", w->idx, w->p->nice, strerror(errno));
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), (int)nice) < 0)
+		ING_WARN(COMP, "%s: nice %u: %s", who, nice, strerror(errno));
 }
 
 static void *worker_main(void *arg)
@@ -516,7 +511,7 @@ static void *worker_main(void *arg)
 
 	snprintf(name, sizeof(name), "ing-persist%u", w->idx);
 	pthread_setname_np(pthread_self(), name);
-	lower_priority(w);
+	ing_thread_lower_priority(p->nice, name);
 	for (;;) {
 		unsigned n = ing_mbox_pop(w->in, w->msgs, BURST);
 		if (n) {

@@ -599,6 +599,73 @@ static void fleet_free(struct ing_producer *p)
 	producer_destroy(p);
 }
 
+/* the servers list "a:p,b:p, c:p" into addrs: how many, 0 with err set */
+static unsigned parse_servers(const char *s, char (*addrs)[256], char *err, size_t errlen)
+{
+	const char *list = s;
+	unsigned naddr = 0;
+	while (*s) {
+		while (*s == ',' || *s == ' ')
+			s++;
+		size_t l = strcspn(s, ", ");
+		if (!l)
+			break;
+		if (naddr == FLEET_MAX_NODES || l >= sizeof(addrs[0])) {
+			snprintf(err, errlen, "servers: %s", naddr == FLEET_MAX_NODES ?
+				 "more than 64 nodes" : "an address longer than 255 characters");
+			return 0;
+		}
+		memcpy(addrs[naddr], s, l);
+		addrs[naddr][l] = '\0';
+		naddr++;
+		s += l;
+	}
+	if (!naddr)
+		snprintf(err, errlen, "servers: no address in '%s'", list);
+	return naddr;
+}
+
+/* the options of the node sessions: the transport asked for, keep until DURABLE, the
+ * router's pool (producer_shared); the fleet keeps its own copies of the secrets and paths
+ * (f->s_*) */
+static int node_opts(struct fleet *f, const struct ing_producer_opts *o, char *err, size_t errlen)
+{
+	f->sub_o = f->top->o;
+	f->sub_o.pool_frames = 0;
+	f->sub_o.keepalive_ms = o->keepalive_ms ? o->keepalive_ms : FLEET_DEFAULT_KEEPALIVE_MS;
+	f->sub_o.servers = NULL;
+	f->s_auth = dup_opt(o->auth_token);
+	f->s_ca = dup_opt(o->tls_ca);
+	f->s_cert = dup_opt(o->tls_cert);
+	f->s_key = dup_opt(o->tls_key);
+	f->s_sni = dup_opt(o->tls_server_name);
+	if ((o->auth_token && !f->s_auth) || (o->tls_ca && !f->s_ca) || (o->tls_cert && !f->s_cert) ||
+	    (o->tls_key && !f->s_key) || (o->tls_server_name && !f->s_sni)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	f->sub_o.auth_token = f->sub_o.tls_ca = f->sub_o.tls_cert = f->sub_o.tls_key = NULL;
+	f->sub_o.tls_server_name = NULL;
+	return 0;
+}
+
+/* the window: what the nodes up give together, room for the ones not up yet */
+static int window_alloc(struct fleet *f, unsigned credits, unsigned up, char *err, size_t errlen)
+{
+	f->cap = credits + credits / up * (f->nnodes - up);
+	if (f->cap > FLEET_MAX_FRAMES)
+		f->cap = FLEET_MAX_FRAMES;
+	f->fr = calloc(f->cap, sizeof(*f->fr));
+	f->order = calloc(f->cap, sizeof(*f->order));
+	f->aq_cap = 2 * f->cap + 2;
+	f->ackq = calloc(f->aq_cap, sizeof(*f->ackq));
+	if (!f->fr || !f->order || !f->ackq) {
+		snprintf(err, errlen, "out of memory (%u frames)", f->cap);
+		return -1;
+	}
+	return 0;
+}
+
 struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err, size_t errlen)
 {
 	char (*addrs)[256] = calloc(FLEET_MAX_NODES, sizeof(*addrs));
@@ -633,46 +700,9 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 	f->cooldown_ms = o->node_cooldown_ms > 0 ? o->node_cooldown_ms : FLEET_DEFAULT_COOLDOWN_MS;
 	f->refresh_ms = o->membership_refresh_ms > 0 ? o->membership_refresh_ms : FLEET_DEFAULT_REFRESH_MS;
 
-	/* the servers list: "a:p,b:p, c:p" */
-	const char *s = o->servers;
-	while (*s) {
-		while (*s == ',' || *s == ' ')
-			s++;
-		size_t l = strcspn(s, ", ");
-		if (!l)
-			break;
-		if (naddr == FLEET_MAX_NODES || l >= sizeof(addrs[0])) {
-			snprintf(err, errlen, "servers: %s", naddr == FLEET_MAX_NODES ?
-				 "more than 64 nodes" : "an address longer than 255 characters");
-			goto fail;
-		}
-		memcpy(addrs[naddr], s, l);
-		addrs[naddr][l] = '\0';
-		naddr++;
-		s += l;
-	}
-	if (!naddr) {
-		snprintf(err, errlen, "servers: no address in '%s'", o->servers);
+	naddr = parse_servers(o->servers, addrs, err, errlen);
+	if (!naddr || node_opts(f, o, err, errlen))
 		goto fail;
-	}
-
-	/* node sessions: the transport asked for, keep until DURABLE, the router's pool */
-	f->sub_o = p->o;
-	f->sub_o.pool_frames = 0;
-	f->sub_o.keepalive_ms = o->keepalive_ms ? o->keepalive_ms : FLEET_DEFAULT_KEEPALIVE_MS;
-	f->sub_o.servers = NULL;
-	f->s_auth = dup_opt(o->auth_token);
-	f->s_ca = dup_opt(o->tls_ca);
-	f->s_cert = dup_opt(o->tls_cert);
-	f->s_key = dup_opt(o->tls_key);
-	f->s_sni = dup_opt(o->tls_server_name);
-	if ((o->auth_token && !f->s_auth) || (o->tls_ca && !f->s_ca) || (o->tls_cert && !f->s_cert) ||
-	    (o->tls_key && !f->s_key) || (o->tls_server_name && !f->s_sni)) {
-		snprintf(err, errlen, "out of memory");
-		goto fail;
-	}
-	f->sub_o.auth_token = f->sub_o.tls_ca = f->sub_o.tls_cert = f->sub_o.tls_key = NULL;
-	f->sub_o.tls_server_name = NULL;
 
 	/* the frame pool every node session uses (registered per RDMA device as they connect) */
 	if (p->o.pool_frames) {
@@ -717,18 +747,8 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 			 o->servers);
 		goto fail;
 	}
-	/* the window: what the nodes give together, room for the ones not up yet */
-	f->cap = credits + credits / up * (f->nnodes - up);
-	if (f->cap > FLEET_MAX_FRAMES)
-		f->cap = FLEET_MAX_FRAMES;
-	f->fr = calloc(f->cap, sizeof(*f->fr));
-	f->order = calloc(f->cap, sizeof(*f->order));
-	f->aq_cap = 2 * f->cap + 2;
-	f->ackq = calloc(f->aq_cap, sizeof(*f->ackq));
-	if (!f->fr || !f->order || !f->ackq) {
-		snprintf(err, errlen, "out of memory (%u frames)", f->cap);
+	if (window_alloc(f, credits, up, err, errlen))
 		goto fail;
-	}
 	p->credits = f->cap;
 	p->max_frame = max_frame;
 	fleet_note(f);

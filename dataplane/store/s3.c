@@ -6,6 +6,7 @@
 #include "dataplane/store/s3.h"
 #include "common/crc32c.h"
 #include "common/log.h"
+#include "common/token.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -186,35 +187,18 @@ static bool key_ok(const char *v)
 
 int ing_s3_read_credentials(struct ing_s3 *s, const char *path, char *why, size_t whylen)
 {
-	struct stat st;
 	char line[1024];
 	unsigned ln = 0;
 	int rc = 0;
 	char ak[ING_S3_CRED_MAX + 1] = "", sk[ING_S3_CRED_MAX + 1] = "";
 
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, whylen, "%s", strerror(-rc));
-		return rc;
-	}
-	if (fstat(fd, &st) != 0) {
-		rc = -errno;
-		snprintf(why, whylen, "%s", strerror(-rc));
-	} else if (!S_ISREG(st.st_mode)) {
-		rc = -EINVAL;
-		snprintf(why, whylen, "not a regular file");
-	} else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		rc = -EPERM;
-		snprintf(why, whylen, "mode %03o lets group/other read the secret key: chmod 600 %s",
-			 (unsigned)(st.st_mode & 0777), path);
-	}
-	FILE *f = rc ? NULL : fdopen(fd, "r");
+	int fd = ing_secret_file_open(path, why, whylen);
+	if (fd < 0)
+		return fd;
+	FILE *f = fdopen(fd, "r");
 	if (!f) {
-		if (!rc) {
-			rc = -errno;
-			snprintf(why, whylen, "%s", strerror(-rc));
-		}
+		rc = -errno;
+		snprintf(why, whylen, "%s", strerror(-rc));
 		close(fd);
 		return rc;
 	}

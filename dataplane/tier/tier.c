@@ -7,7 +7,8 @@
  * --tier-parallel; two deletion checks; one probe of the store; the reads of GetFrame). A
  * frame's upload:
  *   HASH   read the local file once, 1 MiB per transfer and loop pass (the loop stays
- *          responsive): SHA-256 and CRC-32C, which must be the catalog's
+ *          responsive): SHA-256 and CRC-32C, which must be the catalog's; as many frames
+ *          as are on the wire are hashed ahead, so the next PUT is ready when one ends
  *   PUT    create-only (If-None-Match: *), the SHA-256 signed as the payload's (the store
  *          checks the bytes it receives against it), the body read again from the file,
  *          its CRC-32C checked once more as it goes out
@@ -46,6 +47,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -71,11 +73,12 @@
 #define USAGE_EVERY_MS 50u      /* the mark is held to what the node takes in about this */
 #define DELETE_EVERY_MS 1000u
 #define RATE_SAMPLES 11          /* one a second: a 10 s window */
-#define MAX_XFERS (ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1 + ING_TIER_MAX_READS)
+/* uploads: --tier-parallel on the wire and as many more being hashed ahead */
+#define MAX_XFERS (2 * ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1 + ING_TIER_MAX_READS)
 #define READ_RING 16             /* the tier's mailbox: >= ING_TIER_MAX_READS */
 
 enum xkind { XK_UPLOAD, XK_DELETE, XK_PROBE, XK_READ };
-enum xstate { XS_FREE = 0, XS_HASH, XS_PUT, XS_VERIFY, XS_CHECK, XS_PROBE, XS_GET };
+enum xstate { XS_FREE = 0, XS_HASH, XS_READY, XS_PUT, XS_VERIFY, XS_CHECK, XS_PROBE, XS_GET };
 
 struct xfer {
 	enum xkind kind;
@@ -100,6 +103,8 @@ struct ing_tier {
 	int64_t retention_ms;
 	unsigned hw_pct;
 	uint64_t hw_bytes;
+	cpu_set_t cpus;
+	unsigned nice;
 	/* thread */
 	pthread_t th;
 	bool started;
@@ -108,7 +113,8 @@ struct ing_tier {
 	struct tier_db *db;
 	uint8_t *buf;              /* HASH_CHUNK */
 	struct xfer x[MAX_XFERS];
-	unsigned n_up, n_del;
+	unsigned n_up, n_del;      /* uploads (hashing, hashed, on the wire), deletion checks */
+	unsigned n_wire;           /* uploads on the wire (PUT or its HEAD): at most parallel */
 	bool probing;
 	/* catalog view */
 	bool outbox_on, census_done;
@@ -251,9 +257,11 @@ static void xfer_put(struct ing_tier *t, struct xfer *x)
 	x->fd = -1;
 	EVP_MD_CTX_free(x->md);
 	x->md = NULL;
-	if (x->kind == XK_UPLOAD)
+	if (x->kind == XK_UPLOAD) {
 		t->n_up--;
-	else if (x->kind == XK_DELETE)
+		if (x->st == XS_PUT || x->st == XS_VERIFY)
+			t->n_wire--;
+	} else if (x->kind == XK_DELETE)
 		t->n_del--;
 	else if (x->kind == XK_PROBE)
 		t->probing = false;
@@ -325,8 +333,8 @@ static void upload_begin(struct ing_tier *t, const struct tier_row *row)
 	x->st = XS_HASH;
 }
 
-/* The hash pass is done: the bytes must be the catalog's, then the PUT goes. */
-static void upload_put(struct ing_tier *t, struct xfer *x)
+/* The hash pass is done: the bytes must be the catalog's; then the frame waits its turn. */
+static void upload_hashed(struct ing_tier *t, struct xfer *x)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned mdl = 0;
@@ -343,6 +351,12 @@ static void upload_put(struct ing_tier *t, struct xfer *x)
 	}
 	for (unsigned i = 0; i < mdl && i < 32; i++)
 		snprintf(x->sha_hex + 2 * i, 3, "%02x", md[i]);
+	x->st = XS_READY;
+}
+
+/* A hashed frame goes on the wire: the create-only PUT. */
+static void upload_put(struct ing_tier *t, struct xfer *x)
+{
 	char key[ING_S3_KEY_MAX + 1];
 	if (ing_s3_key(&t->s3, key, sizeof(key), x->row.wafer_id, x->row.frame_id)) {
 		row_failed(t, x, CONFLICT_RETRY_MS, "no object key for these ids");
@@ -352,8 +366,27 @@ static void upload_put(struct ing_tier *t, struct xfer *x)
 	x->req.fd = x->fd;
 	x->req.len = x->row.length;
 	if (!xfer_start(t, x, s3_req_put(&x->req, &t->s3, key, x->sha_hex, x->row.crc32c,
-					 x->row.wafer_id, x->row.frame_id), XS_PUT))
+					 x->row.wafer_id, x->row.frame_id), XS_PUT)) {
 		xfer_put(t, x);
+		return;
+	}
+	t->n_wire++;
+}
+
+/* Hashed frames go on the wire, oldest first, while fewer than parallel are there. */
+static void start_puts(struct ing_tier *t)
+{
+	while (t->n_wire < t->parallel && t->store_state == ING_TIER_STORE_OK) {
+		struct xfer *first = NULL;
+		for (unsigned i = 0; i < MAX_XFERS; i++) {
+			struct xfer *x = &t->x[i];
+			if (x->st == XS_READY && (!first || x->row.seq < first->row.seq))
+				first = x;
+		}
+		if (!first)
+			return;
+		upload_put(t, first);
+	}
 }
 
 /* Hash up to HASH_CHUNK bytes of one pending upload; true while hashing remains. */
@@ -382,7 +415,7 @@ static bool hash_step(struct ing_tier *t)
 		x->crc = ing_crc32c(x->crc, t->buf, (size_t)got);
 		x->hashed += (uint64_t)got;
 		if (x->hashed == x->row.length)
-			upload_put(t, x);
+			upload_hashed(t, x);
 		else
 			more = true;
 	}
@@ -809,12 +842,14 @@ static void poll_new(struct ing_tier *t, uint64_t now)
 
 static void start_uploads(struct ing_tier *t)
 {
-	struct tier_row rows[ING_TIER_MAX_PARALLEL * 2];
-	if (t->n_up >= t->parallel || !t->poll_due)
+	struct tier_row rows[ING_TIER_MAX_PARALLEL * 4];
+	/* as many more as are on the wire are read and hashed ahead, so the next PUT is ready
+	 * when one ends (the hash pass is most of a frame's time at --tier-parallel 1) */
+	if (t->n_up >= 2 * t->parallel || !t->poll_due)
 		return;
 	t->poll_due = false;
-	int n = tier_db_due(t->db, now_ms(), t->seen_seq, rows, t->parallel + t->n_up);
-	for (int i = 0; i < n && t->n_up < t->parallel; i++)
+	int n = tier_db_due(t->db, now_ms(), t->seen_seq, rows, 2 * t->parallel + t->n_up);
+	for (int i = 0; i < n && t->n_up < 2 * t->parallel; i++)
 		if (!in_flight(t, &rows[i]))
 			upload_begin(t, &rows[i]);
 }
@@ -921,7 +956,7 @@ static void refresh_stats(struct ing_tier *t, uint64_t now)
 	s->uploaded_bytes = t->uploaded_bytes;
 	s->already_stored = t->already_stored;
 	s->upload_errors = t->upload_errors;
-	s->uploads_in_progress = t->n_up;
+	s->uploads_in_progress = t->n_wire;
 	s->conflicts = t->conflicts;
 	s->census_done = t->census_done;
 	s->frames_local = t->census.frames[ING_LOC_LOCAL];
@@ -990,6 +1025,13 @@ static void *tier_main(void *arg)
 	struct ing_tier *t = arg;
 	struct curl_waitfd wake = { .fd = ing_mbox_fd(t->in), .events = CURL_WAIT_POLLIN };
 
+	/* background work, like the persistence workers: off the control thread's single cpu
+	 * (threads inherit their creator's mask, which EAL pinned) and below it in priority */
+	int arc = pthread_setaffinity_np(pthread_self(), sizeof(t->cpus), &t->cpus);
+	if (arc)
+		ING_WARN(COMP, "tier thread: setting its cpus: %s (left on the control thread's)", strerror(arc));
+	ing_thread_lower_priority(t->nice, "tier thread");
+
 	while (!atomic_load(&t->stop)) {
 		uint64_t now = ing_now_ns();
 		bool busy = false;
@@ -1012,6 +1054,8 @@ static void *tier_main(void *arg)
 		int running = 0;
 		curl_multi_perform(t->multi, &running);
 		collect(t);
+		if (t->enabled)
+			start_puts(t);   /* hashed frames, into the places the finished ones left */
 		if (now >= t->next_stats_ns)
 			refresh_stats(t, now);
 		int timeout = busy ? 0 : !t->enabled ? IDLE_POLL_MS :
@@ -1061,6 +1105,16 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	t->retention_ms = o->retention_ms;
 	t->hw_pct = o->high_water_pct;
 	t->hw_bytes = o->high_water_bytes;
+	t->nice = o->nice;
+	CPU_ZERO(&t->cpus);
+	for (unsigned i = 0; o->cpus && i < o->ncpus; i++)
+		if (o->cpus[i] >= 0 && o->cpus[i] < CPU_SETSIZE)
+			CPU_SET(o->cpus[i], &t->cpus);
+	if (!CPU_COUNT(&t->cpus)) {
+		long n = sysconf(_SC_NPROCESSORS_CONF);
+		for (long c = 0; c < (n > 0 ? n : 1) && c < CPU_SETSIZE; c++)
+			CPU_SET((int)c, &t->cpus);
+	}
 	t->store_state = t->enabled ? ING_TIER_STORE_UNKNOWN : ING_TIER_STORE_OFF;
 	t->probe_ms = PROBE_MIN_MS;
 	t->snap.enabled = t->enabled;

@@ -57,6 +57,12 @@ struct ing_tier_opts {
 	unsigned high_water_pct;    /* 1..99 % of the data dir's file system; 0: none */
 	uint64_t high_water_bytes;  /* bytes of frames with a local copy; 0: none */
 	struct ing_mbox *ctl;       /* the control thread's mailbox: read answers go there */
+	/* where the thread runs (as unpinned persistence workers: the process's cpus from
+	 * before EAL pinned the control thread; NULL: every configured cpu) and at what
+	 * priority (SCHED_BATCH at this nice, as the workers: background work) */
+	const int *cpus;
+	unsigned ncpus;
+	unsigned nice;
 };
 
 /* Events on the tier thread's mailbox (control posts them; control's own: dataplane.h). */

@@ -88,9 +88,8 @@ def stats_dict(pb, stub):
     r = stub.Stats(pb.StatsRequest(), timeout=10)
     d = {}
     for f in r.DESCRIPTOR.fields:
-        # scalars only: the expressions compare numbers, and json.dumps takes no messages
-        # (TierStats, LcoreStats)
-        if f.label != f.LABEL_REPEATED and f.type != f.TYPE_MESSAGE:
+        # scalars only: a message field (StatsReply.tier) is not JSON and no EXPR needs one
+        if f.label != f.LABEL_REPEATED and f.message_type is None:
             d[f.name] = getattr(r, f.name)
     return d
 

@@ -6,8 +6,9 @@
  2. the Grafana dashboard is one JSON object with unique panel ids, each panel with a
     datasource, a grid position and at least one query;
  3. every metric name in the rules' and the dashboard's PromQL exists in the /metrics of a
-    live ingestd (fleet catalog configured, peers, frames stored), Prometheus' own `up`
-    excepted; histogram series (_bucket, _sum, _count) count as their family's;
+    live ingestd (fleet catalog and object store tier configured, both out of reach;
+    peers; frames stored), Prometheus' own `up` excepted; histogram series (_bucket, _sum,
+    _count) count as their family's; ingest-stat shows that node's export and tier lines;
  4. a real Prometheus scraping that node with the rule file loaded evaluates every rule
     without error (health "ok"), and every dashboard query (with $instance = .*) runs;
     the throughput, failures, latency and ready panels return data.
@@ -27,11 +28,12 @@ from opslib import Run, http_get  # noqa: E402
 build, src = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 ingestd = os.path.join(build, "apps", "ingestd")
 send = os.path.join(build, "apps", "ingest-send")
+stat = os.path.join(build, "apps", "ingest-stat")
 RULES = os.path.join(src, "deploy", "monitoring", "ingest-alerts.yml")
 DASH = os.path.join(src, "deploy", "monitoring", "ingest-dashboard.json")
 PROM = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-for b in (ingestd, send, PROM, PROMTOOL):
+for b in (ingestd, send, stat, PROM, PROMTOOL):
     if not os.access(b, os.X_OK):
         sys.exit(f"FAIL: {b} not found (deploy/install-deps.sh installs prometheus)")
 
@@ -95,11 +97,19 @@ for what, expr in queries + [("rule", e) for e in rule_exprs]:
 if len(used) < 20:
     fail(f"only {len(used)} metric names found in the rules and the dashboard: {sorted(used)}")
 
+# a node with every optional part on: a fleet catalog and an object store tier (both out of
+# reach: their families are there all the same, the alerts' inputs at their worst)
 dead_fleet_db = "host=127.0.0.1 port=1 dbname=fleet connect_timeout=1"
+creds = run.path("s3.cred")
+with open(creds, "w") as f:
+    f.write("access_key = monitoring-test\nsecret_key = monitoring-test-secret\n")
+os.chmod(creds, 0o600)
 ing, gport, mport = run.start_ingestd(ingestd, ["--data-dir", run.path("data"), "--pool", "1M:8,4M:4",
                                                 "--workers", "1", "--node-id", "m0",
                                                 "--fleet-peers", "m1=127.0.0.1:1",
-                                                "--fleet-db", dead_fleet_db])
+                                                "--fleet-db", dead_fleet_db,
+                                                "--tier", "s3://127.0.0.1:1/frames",
+                                                "--tier-credentials", creds])
 r = subprocess.run([send, "--server", f"127.0.0.1:{gport}", "--count", "30", "--sizes", "64K-2M",
                     "--rate", "10", "--quiet"], capture_output=True, timeout=60)
 if r.returncode != 0:
@@ -172,11 +182,22 @@ for title, expr in queries:
         empty.append(title)
 for must in ("Ready", "Stored throughput", "Frames/s by result", "Failures by code",
              "Ack latency P99 (admission to RECEIVED / DURABLE)", "Process memory",
-             "Top producers (stored bytes/s)", "Fleet export lag"):
+             "Top producers (stored bytes/s)", "Fleet export lag",
+             "Object store tier: backlog and lag"):
     if must in empty:
         fail(f"the panel {must!r} has no data against a node with traffic")
 print(f"ok: all {len(queries) - 1} dashboard queries run; empty here (no RDMA, nothing failing): "
       f"{sorted(set(empty))}")
+
+# ingest-stat shows the same node's export and tier lines (where present)
+r = subprocess.run([stat, "--server", f"127.0.0.1:{gport}", "--sample", "0"], capture_output=True,
+                   text=True, timeout=60)
+print(r.stdout, end="")
+if not re.search(r"^         export   lag \d+ rows .*, PostgreSQL DOWN$", r.stdout, re.M):
+    fail("ingest-stat shows no export line with PostgreSQL DOWN")
+if not re.search(r"^         tier     s3://127\.0\.0\.1:1/frames (UNREACHABLE|UNKNOWN).*; backlog \d+ frames",
+                 r.stdout, re.M):
+    fail("ingest-stat shows no tier line for the unreachable store")
 run.stop_all()
 if ing.returncode != 0:
     fail(f"ingestd exited {ing.returncode} after SIGTERM")

@@ -203,7 +203,7 @@ ceph_cleanup() {
 		while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $deadline ]; do
 			sleep 0.2
 		done
-		kill -9 "$p" 2>/dev/null
+		kill -9 "$p" 2>/dev/null || true   # (callers may run with set -e)
 	done
 	rm -rf "$CEPH_DIR"
 	CEPH_DIR=

@@ -9,7 +9,11 @@
 #              --local-retention without --tier: exit 2, one line with the fix
 #   creds      wrong secret key: ingestd starts, says so at start and in Stats
 #              (CREDENTIALS_REFUSED); frames still DURABLE, queued; the doctor warns
-#   bucket     a missing bucket: NO_BUCKET at start and in Stats; created: the backlog drains
+#   bucket     a missing bucket: NO_BUCKET at start and in Stats; created: the backlog drains,
+#              but for a frame whose key already holds another object (a conflict: kept local)
+#   getframe   ingest-get and a grpcio client read frames from the local copy and the store;
+#              the token is required; an unknown frame, a bad id; a local copy damaged after
+#              it was stored is DATA_LOSS, and ingest-get reads the store's copy instead
 #   frames500  500 frames of 1-64 MiB tiered byte-identical: every object read back with
 #              boto3 equals its local copy, one successful PUT per object (radosgw's usage
 #              log); --local-retention 0s: every local copy goes, ingest-get (from the
@@ -44,7 +48,8 @@ export TIER_RPC_STUBS=$W/stubs
 RPC="/usr/bin/python3 $HERE/tier_rpc.py"
 PID=
 SERVER=
-STEPS=${*:-badinput creds bucket frames500 kill9 osd rgw highwater}
+STEPS=${*:-badinput creds bucket getframe frames500 kill9 osd rgw highwater}
+PY=/usr/bin/python3
 
 fail() {
 	echo "FAIL: $*"
@@ -141,9 +146,73 @@ step_bucket() {
 		fail "Stats storeError: $(tier_stat storeError)"
 	grep -q "object store no bucket: bucket 'later' does not exist" "$NODE_LOG" || fail "no clear line in the log"
 	ceph_s3 mb later
-	tier_wait "backlogFrames == 0 and framesBoth == 5 and storeState == 2" 60 "the backlog drains"
+	# another object already under frame-3's key: a conflict, that frame stays local
+	head -c 1000 /dev/urandom >"$W/other"
+	ceph_s3 put later ingest-send/frame-3 "$W/other"
+	tier_wait "backlogFrames == 1 and framesBoth == 4 and conflicts == 1 and storeState == 2" 60 \
+		"the backlog drains, but for the conflict"
+	sqlite3 "$W/dc/catalog.db" "SELECT last_error FROM tier_outbox WHERE frame_id = 'frame-3'" |
+		grep -q "another object is stored under key ingest-send/frame-3.*the frame stays local" ||
+		fail "the conflict is not in tier_outbox.last_error"
+	[ "$(sqlite3 "$W/dc/catalog.db" "SELECT location FROM frames WHERE frame_id = 'frame-3'")" = local ] ||
+		fail "frame-3 is not local"
 	[ "$(objects later)" = 5 ] || fail "$(objects later) objects in bucket later, 5 expected"
 	ing_term_pid
+}
+
+step_getframe() {
+	step "GetFrame: the bytes from the local copy or the store, checked; a corrupt copy; auth"
+	local tok=$W/token
+	(umask 077; echo "tier-test-token-0123456789" >"$tok")
+	ceph_s3 mb getframe
+	node_start "$W/dg" getframe --auth-token-file "$tok"
+	"$SEND" --server "$SERVER" --auth-token-file "$tok" --count 3 --sizes 5M --first-id 1 --quiet \
+		--manifest "$W/g.man" >"$W/send.out" 2>&1 || fail "ingest-send: $(tail -2 "$W/send.out")"
+	local i   # (Stats needs the token too: the catalog says when they are tiered)
+	for i in $(seq 1 300); do
+		[ "$(sqlite3 "$W/dg/catalog.db" "SELECT count(*) FROM frames WHERE location = 'both'")" = 3 ] && break
+		sleep 0.2
+	done
+	[ "$i" -lt 300 ] || fail "the 3 frames were not tiered"
+	if "$GET" --server "$SERVER" --wafer ingest-send --frame frame-1 --out "$W/g1" 2>"$W/get.err"; then
+		fail "GetFrame without the token succeeded"
+	fi
+	grep -q "unauthenticated: .*authorization: Bearer" "$W/get.err" || fail "ingest-get: $(cat "$W/get.err")"
+	[ ! -e "$W/g1" ] || fail "a refused GetFrame left its output file"
+	"$GET" --server "$SERVER" --auth-token-file "$tok" --wafer ingest-send --frame frame-1 --out "$W/g1" \
+		2>"$W/get.err" || fail "ingest-get: $(cat "$W/get.err")"
+	cmp -s "$W/g1" "$W/dg/frames/ingest-send/frame-1.frame" || fail "ingest-get: other bytes than the local copy"
+	"$GET" --server "$SERVER" --auth-token-file "$tok" --wafer ingest-send --frame nope --out "$W/gx" \
+		2>"$W/get.err" && fail "GetFrame of an unknown frame succeeded"
+	grep -q "not found: no frame nope of wafer ingest-send" "$W/get.err" || fail "ingest-get: $(cat "$W/get.err")"
+	"$GET" --server "$SERVER" --auth-token-file "$tok" --frame $'bad\x01id' --out "$W/gx" 2>"$W/get.err" &&
+		fail "a bad frame id was taken"
+	grep -q "a frame id is" "$W/get.err" || fail "ingest-get: $(cat "$W/get.err")"
+	# the local copy damaged after it was stored: DATA_LOSS from it, the store's copy read instead
+	printf 'XXXX' | dd of="$W/dg/frames/ingest-send/frame-2.frame" bs=1 seek=1000 conv=notrunc status=none
+	"$GET" --server "$SERVER" --auth-token-file "$tok" --wafer ingest-send --frame frame-2 --source local \
+		--out "$W/g2" 2>"$W/get.err" && fail "a corrupt local copy was returned as good"
+	grep -q "data loss: the local copy of frame ingest-send/frame-2 is corrupt" "$W/get.err" ||
+		fail "ingest-get: $(cat "$W/get.err")"
+	[ ! -e "$W/g2" ] || fail "the corrupt bytes were left in the output file"
+	"$GET" --server "$SERVER" --auth-token-file "$tok" --wafer ingest-send --frame frame-2 --out "$W/g2" \
+		2>"$W/get.err" || fail "ingest-get from the store after the local copy failed: $(cat "$W/get.err")"
+	grep -q "reading the object store's" "$W/get.err" && grep -q "from the object store" "$W/get.err" ||
+		fail "ingest-get did not fall back to the store: $(cat "$W/get.err")"
+	"$VERIFY" --data-dir "$W/dg" --manifest "$W/g.man" --quiet >/dev/null 2>&1 &&
+		fail "ingest-verify passed the damaged local copy"
+	# a stock gRPC client (grpcio) reads the frame from the store
+	"$PY" "$HERE/tier_rpc.py" get "$SERVER" ingest-send frame-2 "$W/g2py" store >/dev/null 2>"$W/get.err" &&
+		fail "grpcio GetFrame without the token succeeded"
+	ing_term_pid
+	node_start "$W/dg" getframe
+	"$PY" "$HERE/tier_rpc.py" get "$SERVER" ingest-send frame-2 "$W/g2py" store >"$W/g.json" ||
+		fail "grpcio GetFrame: $(cat "$W/g.json")"
+	cmp -s "$W/g2py" "$W/g2" || fail "grpcio and ingest-get read different bytes"
+	json "$W/g.json" 'source == 2 and length == 5 * 1048576 and location == "both"' | grep -q True ||
+		fail "GetFrame's first message: $(cat "$W/g.json")"
+	ing_term_pid
+	rm -rf "$W/dg"
 }
 
 step_frames500() {
