@@ -92,7 +92,9 @@ struct ing_producer_opts {
 	   hashing of the wafer id over the node ids (ing_producer_hrw_score), keeps every
 	   frame until DURABLE (recycle_on is DURABLE in fleet mode, whatever was asked) and
 	   re-sends the frames of a failed node to the wafer's next node. `server` may then be
-	   NULL. Fleet mode uses the gRPC stream transport. NULL: one node, `server`. */
+	   NULL. Each node gets `transport` and `rdma_mode` as asked: RDMA where the node
+	   offers it (frames from ing_frame_alloc: one registered pool for every node), with
+	   AUTO the gRPC stream where it does not. NULL: one node, `server`. */
 	const char *servers;
 	int ack_deadline_ms;         /* fleet: a node that holds a frame this long without its
 	                                DURABLE ack is failed over (hung); default 10000 */

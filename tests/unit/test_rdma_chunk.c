@@ -16,20 +16,6 @@
 
 #define MIB (1ull << 20)
 
-static int setup(void **state)
-{
-	(void)state;
-	fake_init();
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	fake_fini();
-	return 0;
-}
-
 static void test_plan(void **state)
 {
 	struct ing_rdma_plan p;
@@ -279,11 +265,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan),
-		cmocka_unit_test_setup_teardown(test_sizes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rd_atom_limit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sq_accounting, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_signal_cadence, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_max_msg_clamp, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sizes, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_rd_atom_limit, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_sq_accounting, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_signal_cadence, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_max_msg_clamp, fake_setup, fake_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

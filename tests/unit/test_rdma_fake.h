@@ -310,6 +310,21 @@ static inline void fake_fini(void)
 	fake = NULL;
 }
 
+/* cmocka group/test setup and teardown around fake_init / fake_fini */
+static inline int fake_setup(void **state)
+{
+	(void)state;
+	fake_init();
+	return 0;
+}
+
+static inline int fake_teardown(void **state)
+{
+	(void)state;
+	fake_fini();
+	return 0;
+}
+
 /* ---------------------------------------------------------------- fake node io */
 
 /*

@@ -105,20 +105,6 @@ static void test_sticky(void **state)
 #define NF 4            /* frames per session */
 #define FLEN (192u << 10)
 
-static int setup(void **state)
-{
-	(void)state;
-	fake_init();
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	fake_fini();
-	return 0;
-}
-
 static struct ing_rdma_lcore *lcore_on(struct fake_io *io, unsigned id)
 {
 	struct ing_rdma_lcore_opts o;
@@ -243,7 +229,7 @@ int main(void)
 		cmocka_unit_test(test_pick_rule),
 		cmocka_unit_test(test_short_sessions_go_round),
 		cmocka_unit_test(test_sticky),
-		cmocka_unit_test_setup_teardown(test_three_lcores, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_three_lcores, fake_setup, fake_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,20 +17,6 @@
 #include "common/clock.h"
 #include "test_rdma_fake.h"
 
-static int setup(void **state)
-{
-	(void)state;
-	fake_init();
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	fake_fini();
-	return 0;
-}
-
 static struct ing_rdma_lcore_stats stats(struct ing_rdma_lcore *lc)
 {
 	struct ing_rdma_lcore_stats s;
@@ -474,16 +460,16 @@ static void test_destroy_returns_frames(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_busy_never_sleeps, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_adaptive_arms_then_sleeps, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_adaptive_time_bound, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_repoll_after_arm, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_wake_on_job_then_cq_event, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_error_fails_only_that_frame, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_park_timeout_and_unknown_qp, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_backpressure, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_post_failure, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_destroy_returns_frames, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_busy_never_sleeps, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_adaptive_arms_then_sleeps, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_adaptive_time_bound, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_repoll_after_arm, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_wake_on_job_then_cq_event, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_error_fails_only_that_frame, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_park_timeout_and_unknown_qp, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_backpressure, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_post_failure, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_destroy_returns_frames, fake_setup, fake_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
