@@ -7,6 +7,15 @@
 # --json summaries), e.g. json s.json 'latency_ms["durable"]["count"]'.
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
 
+# jget FILE KEY: the first "KEY": value of a JSON file (quotes dropped), without starting
+# python: a python start costs 10-20 s in the TCG guest. For ingest-send's --json summary,
+# whose top-level keys come before any nested key of the same name (ok, failed, transport,
+# session_id, and under "fleet" rerouted, failovers, first_rerouted_durable_unix_ms).
+jget() {
+	awk -v k="\"$2\":" '{ i = index($0, k); if (!i) next
+		v = substr($0, i + length(k)); sub(/[,}].*/, "", v); gsub(/"/, "", v); print v; exit }' "$1"
+}
+
 # ing_start INGESTD PORTFILE LOG [INGESTD ARGS...]: start ingestd in the background on
 # 127.0.0.1 with a port picked by the kernel and wait (30 s at most) for its port file.
 # Sets ING_PID and ING_SERVER (127.0.0.1:PORT); calls fail if ingestd exits first or
