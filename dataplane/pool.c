@@ -111,6 +111,7 @@ static int region_prefault(uint8_t *base, size_t len, uint64_t page)
 struct slot_init_arg {
 	struct ing_pool *p;
 	unsigned c;
+	unsigned first;   /* pool index of the class's first slot */
 };
 
 static void slot_init(struct rte_mempool *mp, void *opaque, void *obj, unsigned idx)
@@ -125,6 +126,7 @@ static void slot_init(struct rte_mempool *mp, void *opaque, void *obj, unsigned 
 	f->buf = pc->base + (size_t)idx * pc->slot_size;
 	f->cap = pc->slot_size;
 	f->slot = idx;
+	f->index = a->first + idx;
 	f->cls = (uint8_t)a->c;
 }
 
@@ -213,6 +215,9 @@ static int class_mempool(struct ing_pool *p, unsigned c, int node)
 {
 	struct pool_class *pc = &p->cls[c];
 	struct slot_init_arg arg = { .p = p, .c = c };
+
+	for (unsigned k = 0; k < c; k++)
+		arg.first += p->cls[k].count;
 	char mpname[RTE_MEMPOOL_NAMESIZE];
 
 	dp_unique_name(mpname, sizeof(mpname), "ingp");
