@@ -172,7 +172,8 @@ bool ing_pool_on_hugepages(const struct ing_pool *p);
 /* Region of class c (for ibv_reg_mr: once per region). 0 or -ENOENT. */
 int ing_pool_region(const struct ing_pool *p, unsigned c, void **base, size_t *len);
 unsigned ing_pool_nclasses(const struct ing_pool *p);
-/* Class c: slot capacity (bytes), slots, slots free now (approximate). 0 or -ENOENT. */
+/* Class c: the largest frame it takes (its size as --pool gave it, 4 KiB-rounded, whatever
+ * the pages), slots, slots free now (approximate). 0 or -ENOENT. */
 int ing_pool_class_stats(const struct ing_pool *p, unsigned c, uint64_t *slot_size,
 			 unsigned *total, unsigned *free_slots);
 

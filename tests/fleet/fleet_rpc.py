@@ -87,9 +87,8 @@ def main():
 def stats_dict(pb, stub):
     r = stub.Stats(pb.StatsRequest(), timeout=10)
     d = {}
-    for f in r.DESCRIPTOR.fields:
-        # scalars only: a message field (StatsReply.tier) is not JSON and no EXPR needs one
-        if f.label != f.LABEL_REPEATED and f.message_type is None:
+    for f in r.DESCRIPTOR.fields:   # the scalars (a message field, e.g. tier, is not JSON)
+        if f.label != f.LABEL_REPEATED and f.type != f.TYPE_MESSAGE:
             d[f.name] = getattr(r, f.name)
     return d
 

@@ -39,8 +39,8 @@ fail() {
 	{ echo "NOT RUN: the default hugepage size here is not 2 MiB"; exit 77; }
 [ -f "$FREE_FILE" ] || { echo "NOT RUN: no per-node hugepage counts (NUMA node 0)"; exit 77; }
 
-send_and_verify() {
-	timeout 60 "$SEND" --server "$ING_SERVER" --transport grpc --count 6 --sizes 256K-2M \
+send_and_verify() {   # [SIZES]
+	timeout 60 "$SEND" --server "$ING_SERVER" --transport grpc --count 6 --sizes "${1:-256K-2M}" \
 		--wafer "HP-$MODE" --manifest "$T/m" --json --quiet >"$T/send.json" || fail "ingest-send exited $?"
 	[ "$(json "$T/send.json" 'ok')" = 6 ] || fail "not 6 frames ok: $(cat "$T/send.json")"
 	timeout 60 "$VERIFY" --data-dir "$T/data" --manifest "$T/m" --quiet || fail "ingest-verify"
@@ -111,7 +111,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 [ -w "$NR_FILE" ] || { echo "NOT RUN: $NR_FILE is not writable here"; exit 77; }
 SAVED_NR=$(cat "$NR_FILE")
-pool=2M:8
+# 1 MiB slots: each takes a whole 2 MiB page, and the largest frame stays 1 MiB
+pool=1M:8
 # other processes on this host (any ingestd: auto is the default) take free hugepages as
 # they start: the reservation leaves room for them, and is made again if they took it all
 for attempt in 1 2 3; do
@@ -132,7 +133,8 @@ done
 grep -q 'pool on hugepages: 8 x 2 MiB needed' "$T/ingestd.log" || fail "ingestd did not choose hugepages"
 grep -q "pool $pool: 8 slots, .*, hugepages, node 0" "$T/ingestd.log" || fail "the pool is not on hugepages"
 if grep -q 'WARN.*pool .*4 KiB pages' "$T/ingestd.log"; then fail "a 4 KiB pages warning with hugepages free"; fi
-# the pool's region: one mapping of 16 MiB on 2 MiB pages
+grep -q "max frame 1048576," "$T/ingestd.log" || fail "the largest frame is not the class's 1 MiB: $(grep 'max frame' "$T/ingestd.log")"
+# the pool's region: one mapping of 16 MiB (8 slots of a 2 MiB page) on 2 MiB pages
 python3 - "$PID" <<'EOF' || fail "no 16 MiB mapping on 2 MiB pages in ingestd's smaps"
 import re, sys
 cur = None
@@ -145,7 +147,7 @@ for line in open("/proc/%s/smaps" % sys.argv[1]):
         sys.exit(0)
 sys.exit(1)
 EOF
-send_and_verify
+send_and_verify 256K-1M
 ing_term_pid
 "$DOCTOR" --pool-bytes 16M --pool-node 0 --json >"$T/doctor.json" || true
 python3 - "$T/doctor.json" <<'EOF' || fail "ingest-doctor's memory.hugepages with pages reserved"

@@ -9,12 +9,15 @@ public class BadInputTests
     [Fact]
     public async Task Bad_ids_lengths_and_buffers_throw_and_store_nothing()
     {
-        // node max frame 1 MiB, producer pool frames of 2 MiB: a 2 MiB frame is too large
+        // a node of 1 MiB slots, producer pool frames of 8 MiB: a frame above the node's
+        // maximum (what Negotiate said) fits a buffer
         await using IngestNode node = await IngestNode.StartAsync(Support.Work("badinput"), "--pool", "1M:8", "--workers", "1",
                                                                   "--rdma", "off");
-        await using Producer p = Producer.Connect(Support.Grpc(node) with { PoolFrames = 4, PoolFrameSize = 2 << 20 });
+        await using Producer p = Producer.Connect(Support.Grpc(node) with { PoolFrames = 4, PoolFrameSize = 8 << 20 });
+        int tooBig = checked((int)p.MaxFrameSize + 1);
+        Assert.True(tooBig <= 8 << 20, $"the node's maximum frame {p.MaxFrameSize} fits no 8 MiB buffer");
         await using Producer other = Producer.Connect(Support.Grpc(node) with { PoolFrames = 1 });
-        FrameBuffer b = p.Rent(2 << 20);
+        FrameBuffer b = p.Rent(8 << 20);
         b.Memory.Span.Fill(0x5a);
 
         ArgumentException e = Assert.Throws<ArgumentException>(() => p.TrySubmit(b, 100, "", "bad"));
@@ -30,13 +33,13 @@ public class BadInputTests
         e = Assert.Throws<ArgumentException>(() => p.TrySubmit(b, 100, "bad-\ud800-id", "bad"));
         Assert.Contains("lone surrogate", e.Message, StringComparison.Ordinal);
         Assert.Throws<ArgumentOutOfRangeException>(() => p.TrySubmit(b, 0, "len0", "bad"));
-        Assert.Throws<ArgumentOutOfRangeException>(() => p.TrySubmit(b, (2 << 20) + 1, "len-over", "bad"));
+        Assert.Throws<ArgumentOutOfRangeException>(() => p.TrySubmit(b, (8 << 20) + 1, "len-over", "bad"));
         FrameBuffer ob = other.Rent(1000);
         e = Assert.Throws<ArgumentException>(() => p.TrySubmit(ob, 100, "foreign", "bad"));
         Assert.Contains("another producer", e.Message, StringComparison.Ordinal);
 
         // above the node's maximum: libingest's -EINVAL with its reason, not retryable
-        IngestException ie = Assert.Throws<IngestException>(() => p.TrySubmit(b, 2 << 20, "too-big", "bad"));
+        IngestException ie = Assert.Throws<IngestException>(() => p.TrySubmit(b, tooBig, "too-big", "bad"));
         Assert.False(ie.Retryable);
         Assert.Equal(-22, ie.Errno);
         Assert.Contains("MaxFrameSize", ie.Message, StringComparison.Ordinal);
