@@ -12,6 +12,7 @@
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang tree build-fuzz/)
 #   make fault  the fault suite, FAULT_ITERATIONS kill -9 rounds (root: loop devices)
 #   make test-tsan  unit + functional tests that run threads, under ThreadSanitizer
+#   make nuget  H3000.Ingest.<version>.nupkg (the .NET binding) into build/nuget (.NET SDK)
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
@@ -62,6 +63,11 @@ install: build
 deb: deps-deb build
 	@rm -f $(CURDIR)/$(BUILD)/deb-out/*.deb
 	@cd $(BUILD) && cpack -G DEB -B $(CURDIR)/$(BUILD)/deb-out >/dev/null && ls $(CURDIR)/$(BUILD)/deb-out/*.deb
+
+# H3000.Ingest.<version>.nupkg (the .NET binding, libingest.so.1 under
+# runtimes/linux-x64/native/) into $(BUILD)/nuget; needs the .NET SDK (README)
+nuget: build
+	@bindings/dotnet/pack.sh $(BUILD)
 
 # libFuzzer needs clang; the tree holds only the fuzz targets and the libraries they use.
 build-fuzz: deps

@@ -27,8 +27,19 @@ void ing_hist_reset(struct ing_hist *h)
 	memset(h, 0, sizeof(*h));
 }
 
+/* 100 us .. 30 s: a frame of 1..64 MiB takes ~1 ms (memory) to seconds (slow disk, queue) */
+const uint64_t ing_hist_prom_le_ns[ING_HIST_PROM_NB] = {
+	100000ull, 250000ull, 500000ull, 1000000ull, 2500000ull, 5000000ull, 10000000ull,
+	25000000ull, 50000000ull, 100000000ull, 250000000ull, 500000000ull, 1000000000ull,
+	2500000000ull, 5000000000ull, 10000000000ull, 20000000000ull, 30000000000ull,
+};
+
 void ing_hist_add(struct ing_hist *h, uint64_t v)
 {
+	unsigned p = 0;
+	while (p < ING_HIST_PROM_NB && v > ing_hist_prom_le_ns[p])   /* le: inclusive */
+		p++;
+	h->prom[p]++;
 	unsigned b = bucket_of(v);
 	if (b >= ING_HIST_BUCKETS)
 		b = ING_HIST_BUCKETS - 1;
@@ -61,33 +72,3 @@ uint64_t ing_hist_quantile(const struct ing_hist *h, double q)
 	return h->max;
 }
 
-void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src)
-{
-	if (!src->count)
-		return;
-	for (unsigned b = 0; b < ING_HIST_BUCKETS; b++)
-		dst->b[b] += src->b[b];
-	if (!dst->count || src->min < dst->min)
-		dst->min = src->min;
-	if (src->max > dst->max)
-		dst->max = src->max;
-	dst->count += src->count;
-	dst->sum += src->sum;
-}
-
-/* 100 us .. 30 s: a frame of 1..64 MiB takes ~1 ms (memory) to seconds (slow disk, queue) */
-const uint64_t ing_phist_le_ns[ING_PHIST_NB] = {
-	100000ull, 250000ull, 500000ull, 1000000ull, 2500000ull, 5000000ull, 10000000ull,
-	25000000ull, 50000000ull, 100000000ull, 250000000ull, 500000000ull, 1000000000ull,
-	2500000000ull, 5000000000ull, 10000000000ull, 20000000000ull, 30000000000ull,
-};
-
-void ing_phist_add(struct ing_phist *h, uint64_t ns)
-{
-	unsigned i = 0;
-	while (i < ING_PHIST_NB && ns > ing_phist_le_ns[i])   /* le: upper bound inclusive */
-		i++;
-	h->b[i]++;
-	h->count++;
-	h->sum_ns += ns;
-}

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fixed-size log-linear latency histogram (HDR-style: 128 linear sub-buckets per power of
- * two, so a quantile is within 1/128 < 1 % of the true sample value over the whole
- * uint64 range, 1 ns .. centuries), no allocation, one owner thread. Values in ns.
+ * The project's one latency histogram: fixed-size log-linear (HDR-style: 128 linear
+ * sub-buckets per power of two, so a quantile is within 1/128 < 1 % of the true sample value
+ * over the whole uint64 range, 1 ns .. centuries), plus exact counts at the fixed Prometheus
+ * bounds (ing_hist_prom_le_ns: 100 us .. 30 s), so that quantiles (Acks, Stats) and /metrics
+ * buckets come from the same samples. No allocation, one owner thread. Values in ns.
  * Debian packages no C HDR histogram library, hence this one (tests/unit/test_hist.c
  * checks it against exact percentiles of random samples).
  */
@@ -15,9 +17,14 @@
 #define ING_HIST_SUB (1u << ING_HIST_SUB_BITS)
 #define ING_HIST_BUCKETS ((64 - ING_HIST_SUB_BITS + 1) * ING_HIST_SUB)
 
+/* Prometheus bucket bounds (le, ns, inclusive): 100 us .. 30 s, then +Inf */
+#define ING_HIST_PROM_NB 18
+extern const uint64_t ing_hist_prom_le_ns[ING_HIST_PROM_NB];
+
 struct ing_hist {
 	uint64_t count;
 	uint64_t min, max, sum;
+	uint64_t prom[ING_HIST_PROM_NB + 1];   /* per Prometheus bucket (not cumulative); last +Inf */
 	uint32_t b[ING_HIST_BUCKETS];
 };
 
@@ -29,20 +36,8 @@ void ing_hist_add(struct ing_hist *h, uint64_t v);
  * above it. 0 if empty.
  */
 uint64_t ing_hist_quantile(const struct ing_hist *h, double q);
-void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src);
 /* Largest value that falls into bucket b (b < ING_HIST_BUCKETS): for walking h->b (CDFs). */
 uint64_t ing_hist_bucket_upper(unsigned b);
 
-/*
- * Fixed Prometheus buckets (seconds: 100 us .. 30 s, then +Inf), for /metrics: the counts
- * are per bucket (not cumulative), sum in ns. No allocation, one owner thread; ~200 bytes.
- */
-#define ING_PHIST_NB 18   /* finite upper bounds; b[ING_PHIST_NB] is the +Inf bucket */
-extern const uint64_t ing_phist_le_ns[ING_PHIST_NB];
-struct ing_phist {
-	uint64_t count, sum_ns;
-	uint64_t b[ING_PHIST_NB + 1];
-};
-void ing_phist_add(struct ing_phist *h, uint64_t ns);
 
 #endif

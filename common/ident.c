@@ -211,30 +211,19 @@ int ing_id_file_name(char *out, size_t cap, const char *id)
 int ing_id_from_file_name(char *out, size_t cap, const char *name)
 {
 	char id[ING_ID_MAX + 1], again[ING_ID_FILE_NAME_MAX + 1];
-	size_t o = 0;
+	size_t n;
 
 	if (strchr(name, '~'))
 		return -ENOENT;   /* '~' is escaped everywhere but in a shortened name */
-	for (const char *s = name; *s; s++) {
-		int c = (unsigned char)*s;
-		if (c == '%') {
-			int hi = ing_hex_digit(s[1]), lo = hi < 0 ? -1 : ing_hex_digit(s[2]);
-			if (hi < 0 || lo < 0)
-				return -EINVAL;
-			c = hi * 16 + lo;
-			s += 2;
-		}
-		if (o >= ING_ID_MAX)
-			return -EINVAL;
-		id[o++] = (char)c;
-	}
-	id[o] = '\0';
+	if (ing_id_unescape(id, sizeof(id), name))
+		return -EINVAL;   /* a bad %XX, or longer than any id */
 	/* only the one encoding of an id is its name (no "%41" for "A", no lower-case hex) */
 	if (ing_id_file_name(again, sizeof(again), id) || strcmp(again, name))
 		return -EINVAL;
-	if (o + 1 > cap)
+	n = strlen(id);
+	if (n + 1 > cap)
 		return -ENAMETOOLONG;
-	memcpy(out, id, o + 1);
+	memcpy(out, id, n + 1);
 	return 0;
 }
 

@@ -4,7 +4,6 @@
  * or a pool slot, whatever their transport, served first come first served per size class.
  */
 #include "control/admit.h"
-#include "control/svc_internal.h"
 #include "control/xport.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -129,20 +128,20 @@ static int wait_for(struct admit *a, struct admit_req *r, uint8_t why)
 	return -EAGAIN;
 }
 
-bool admit_peer_slot_ok(const struct admit *a, const struct svc_peer *p)
+bool admit_peer_slot_ok(const struct admit *a, const struct admit_share *p)
 {
 	if (!p || !a->max_slots_per_peer || p->slots < a->max_slots_per_peer)
 		return true;
 	/* work-conserving: over its share only matters while another peer waits for a slot */
 	for (const struct admit_req *w = a->head; w; w = w->next)
-		if (w->peer != p && w->why == ADMIT_SLOT)
+		if (w->share != p && w->why == ADMIT_SLOT)
 			return false;
 	return true;
 }
 
 int admit_try(struct admit *a, struct admit_req *r, struct ing_frame **out)
 {
-	struct svc_session *ss = r->sess;
+	struct admit_credit *cr = r->credit;
 
 	*out = NULL;
 	r->cls = (uint8_t)admit_class_of(a, r->length);
@@ -150,9 +149,9 @@ int admit_try(struct admit *a, struct admit_req *r, struct ing_frame **out)
 		admit_cancel(a, r);
 		return -EINVAL;
 	}
-	if (ss && ss->inflight >= ss->credits)
+	if (cr && cr->inflight >= cr->credits)
 		return wait_for(a, r, ADMIT_CREDIT);
-	if (!admit_peer_slot_ok(a, r->peer))
+	if (!admit_peer_slot_ok(a, r->share))
 		return wait_for(a, r, ADMIT_PEER);
 	/*
 	 * First come, first served per size class: every request that waits for a slot ahead
@@ -165,7 +164,7 @@ int admit_try(struct admit *a, struct admit_req *r, struct ing_frame **out)
 	for (const struct admit_req *w = a->head; w && w->ticket < t; w = w->next) {
 		if (w == r)
 			continue;
-		if ((w->why == ADMIT_SLOT || (w->why == ADMIT_PEER && w->peer == r->peer)) &&
+		if ((w->why == ADMIT_SLOT || (w->why == ADMIT_PEER && w->share == r->share)) &&
 		    w->cls < end)
 			end = w->cls;
 	}
@@ -173,12 +172,10 @@ int admit_try(struct admit *a, struct admit_req *r, struct ing_frame **out)
 	if (!f)
 		return wait_for(a, r, ADMIT_SLOT);
 	queue_remove(a, r);
-	if (ss)
-		ss->inflight++;
-	if (r->peer) {
-		r->peer->slots++;
-		r->peer->refs++;
-	}
+	if (cr)
+		cr->inflight++;
+	if (r->share)
+		r->share->slots++;
 	*out = f;
 	return 0;
 }
@@ -196,20 +193,16 @@ void admit_cancel(struct admit *a, struct admit_req *r)
 		admit_wake(a);   /* it may have held back classes others can use now */
 }
 
-void admit_put(struct admit *a, struct ing_frame *f, struct svc_session *sess,
-	       struct svc_peer *peer)
+void admit_put(struct admit *a, struct ing_frame *f, struct admit_credit *credit,
+	       struct admit_share *share)
 {
 	if (f)
 		ing_pool_put(f);
 	a->last_put_ns = ing_now_ns();
-	if (sess && sess->inflight)
-		sess->inflight--;
-	if (peer) {
-		if (peer->slots)
-			peer->slots--;
-		if (peer->refs)
-			peer->refs--;
-	}
+	if (credit && credit->inflight)
+		credit->inflight--;
+	if (share && share->slots)
+		share->slots--;
 	admit_wake(a);
 }
 

@@ -31,9 +31,18 @@
 #include "control/grpc/loop.h"
 #include "dataplane/dataplane.h"
 
-struct svc_session;
-struct svc_peer;
 struct xport_ops;
+
+/* What admission counts for a session (the core embeds it in its session). */
+struct admit_credit {
+	unsigned credits;    /* frames admitted and not yet given back, at most */
+	unsigned inflight;   /* so many now */
+};
+
+/* What admission counts for a peer address (the core embeds it in its peer entry). */
+struct admit_share {
+	unsigned slots;      /* pool slots its frames hold */
+};
 
 #define ADMIT_RECHECK_NS 2000000ull     /* retry of a deferred request (ADMIT_LATER) */
 #define ADMIT_BACKSTOP_NS 100000000ull  /* retry of the queue without a put or cancel */
@@ -53,8 +62,8 @@ struct admit_req {
 	/* --- set by the owner before admit_try --- */
 	const struct xport_ops *xp;   /* its progress() retries the request */
 	void *owner;                  /* the owner's handle (its call) */
-	struct svc_session *sess;     /* credits / inflight */
-	struct svc_peer *peer;        /* slot share; NULL: not tracked */
+	struct admit_credit *credit;  /* its session's credits; NULL: none */
+	struct admit_share *share;    /* its peer's slot share; NULL: not tracked */
 	uint64_t length;              /* declared frame length (<= largest class) */
 	/* --- kept by the admission layer --- */
 	uint64_t ticket;              /* arrival order while queued (kept across retries) */
@@ -94,7 +103,7 @@ int admit_init(struct admit *a, struct ing_loop *loop, struct ing_pool *pool,
 void admit_fini(struct admit *a);
 
 /*
- * Take a credit of r->sess and a slot for r->length, in turn. 0: *f is the slot (cleared
+ * Take a credit of r->credit and a slot for r->length, in turn. 0: *f is the slot (cleared
  * below its buffer fields), r is off the queue, the session's inflight and the peer's
  * slot count are raised. -EAGAIN: not now; r is queued (r->why says for what) and its
  * progress() will be called. -EINVAL: length above the largest class (never queued).
@@ -109,14 +118,14 @@ int admit_defer(struct admit *a, struct admit_req *r);
 void admit_cancel(struct admit *a, struct admit_req *r);
 /*
  * Give back what admit_try took for a frame: the slot f (NULL: kept by the dataplane,
- * only the counts), the credit of sess and the slot count of peer. Wakes the queue.
+ * only the counts), the credit and the slot share. Wakes the queue.
  */
-void admit_put(struct admit *a, struct ing_frame *f, struct svc_session *sess,
-	       struct svc_peer *peer);
+void admit_put(struct admit *a, struct ing_frame *f, struct admit_credit *credit,
+	       struct admit_share *share);
 /* Capacity may have changed (credits raised, a session ended): retry the queue soon. */
 void admit_wake(struct admit *a);
-/* Peer p may take one more slot: under its share, or no other peer waits for a slot. */
-bool admit_peer_slot_ok(const struct admit *a, const struct svc_peer *p);
+/* A peer with share p may take one more slot: under its share, or no other peer waits. */
+bool admit_peer_slot_ok(const struct admit *a, const struct admit_share *p);
 /* The size class that holds len (nclasses when none does). */
 unsigned admit_class_of(const struct admit *a, uint64_t len);
 

@@ -99,21 +99,21 @@ void ing_mtext_u64(struct ing_mtext *t, const char *name, const char *labels, ui
 			 (unsigned long long)v);
 }
 
-void ing_mtext_phist(struct ing_mtext *t, const char *name, const char *labels,
-		     const struct ing_phist *h)
+void ing_mtext_hist(struct ing_mtext *t, const char *name, const char *labels,
+		    const struct ing_hist *h)
 {
 	const char *sep = *labels ? "," : "";
 	uint64_t cum = 0;
-	for (unsigned i = 0; i < ING_PHIST_NB; i++) {
-		cum += h->b[i];
+	for (unsigned i = 0; i < ING_HIST_PROM_NB; i++) {
+		cum += h->prom[i];
 		ing_mtext_printf(t, "%s_bucket{%s%sle=\"%.9g\"} %llu\n", name, labels, sep,
-				 (double)ing_phist_le_ns[i] / 1e9, (unsigned long long)cum);
+				 (double)ing_hist_prom_le_ns[i] / 1e9, (unsigned long long)cum);
 	}
-	cum += h->b[ING_PHIST_NB];
+	cum += h->prom[ING_HIST_PROM_NB];
 	ing_mtext_printf(t, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
 			 (unsigned long long)cum);
 	ing_mtext_printf(t, "%s_sum%s%s%s %.9g\n", name, *labels ? "{" : "", labels,
-			 *labels ? "}" : "", (double)h->sum_ns / 1e9);
+			 *labels ? "}" : "", (double)h->sum / 1e9);
 	ing_mtext_printf(t, "%s_count%s%s%s %llu\n", name, *labels ? "{" : "", labels,
 			 *labels ? "}" : "", (unsigned long long)cum);
 }

@@ -38,8 +38,8 @@ void ing_mtext_sample(struct ing_mtext *t, const char *name, const char *labels,
 void ing_mtext_u64(struct ing_mtext *t, const char *name, const char *labels, uint64_t v);
 /* A histogram's series (cumulative _bucket{le=...}, _sum in seconds, _count); labels is
  * a prefix like `stage="durable"` or "" (the family line is the caller's). */
-void ing_mtext_phist(struct ing_mtext *t, const char *name, const char *labels,
-		     const struct ing_phist *h);
+void ing_mtext_hist(struct ing_mtext *t, const char *name, const char *labels,
+		    const struct ing_hist *h);
 
 /* Fills t with the whole page (all families). */
 typedef void (*ing_metrics_render_fn)(void *arg, struct ing_mtext *t);

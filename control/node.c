@@ -3,10 +3,10 @@
  * node.c - the ingest node's start, run and stop (control/node.h), moved out of ingestd's
  * main so that tests drive the node directly.
  *
- * Start order: data dir -> topology + placement plan -> EAL -> pool -> ack ring ->
+ * Start order: data dir -> topology + placement plan -> EAL -> pool -> control mailbox ->
  * persistence -> loop -> service -> RDMA -> gRPC server -> /metrics -> run. A stop request
- * (SIGINT/SIGTERM through the signalfd, or ing_node_stop through an eventfd, both in the
- * loop): health NOT_SERVING, GOAWAY, up to 10 s for in-flight frames to become durable and
+ * (SIGINT/SIGTERM through the signalfd, or ing_node_stop as a call on the control thread's
+ * mailbox): health NOT_SERVING, GOAWAY, up to 10 s for in-flight frames to become durable and
  * their acks to go out, then every open call is finished and everything is torn down in
  * reverse order. A second request skips the wait.
  */
@@ -33,7 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -83,7 +83,7 @@ struct ing_node {
 	struct ing_ingestd_opts o;
 	struct ing_loop *loop;
 	struct ing_pool *pool;
-	struct ing_fring *acks;
+	struct ing_mbox *ctl;      /* the control thread's mailbox (lives until ing_node_destroy) */
 	struct ing_persist *persist;
 	struct ing_svc *svc;
 	struct ing_grpc_server *srv;
@@ -99,8 +99,8 @@ struct ing_node {
 	struct ing_fleet *fleet;   /* node identity, membership, catalog export */
 	struct ing_tier *tier;     /* object store tier (NULL: --sink null) */
 	uint64_t watchdog_ns;      /* ping period (half the watchdog timeout), 0: off */
-	int stop_fd;               /* eventfd: ing_node_stop from any thread */
 	int port;
+	int pool_node;             /* where the pool went (-1: any) */
 	bool torn_down;
 	int status;                /* ing_node_wait's result */
 	/* the cpus this process could run on before EAL pinned the control thread */
@@ -223,12 +223,6 @@ static void watchdog_cb(void *arg)
 	ing_timer_arm(d->loop, &d->watchdog, ing_now_ns() + d->watchdog_ns);
 }
 
-static void rdma_cb(void *arg, uint32_t events)
-{
-	(void)events;
-	ing_rdma_dispatch(arg);
-}
-
 static void shutdown_tick(void *arg)
 {
 	struct ing_node *d = arg;
@@ -298,16 +292,11 @@ static void signal_cb(void *arg, uint32_t events)
 	}
 }
 
-static void stop_cb(void *arg, uint32_t events)
+/* ing_node_stop's call, run on the control thread (nothing once the node is torn down) */
+static void stop_msg(void *arg, uint32_t val)
 {
-	struct ing_node *d = arg;
-	uint64_t v;
-	(void)events;
-
-	if (read(d->stop_fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
-		return;
-	while (v--)
-		stop_request(d, "stop requested");
+	(void)val;
+	stop_request(arg, "stop requested");
 }
 
 static int write_port_file(const char *path, int port)
@@ -521,13 +510,13 @@ static void teardown(struct ing_node *d)
 	d->metrics = NULL;
 	ing_grpc_server_destroy(d->srv);     /* every call closed: the service lets go of them */
 	d->srv = NULL;
-	if (d->rdma) {                       /* pollers stop; frames they held go to the ack ring */
-		if (d->loop)
-			ing_loop_del_fd(d->loop, ing_rdma_fd(d->rdma));
+	if (d->rdma) {                       /* pollers stop; frames they held go to control */
+		if (d->svc)
+			(void)ing_svc_attach_rdma(d->svc, NULL);
 		ing_rdma_destroy(d->rdma);
 		d->rdma = NULL;
 	}
-	ing_persist_stop(d->persist, 10000); /* drains into the ack ring */
+	ing_persist_stop(d->persist, 10000); /* drains into the control mailbox */
 	d->persist = NULL;
 	ing_tier_stop(d->tier);              /* uploads in progress go again at the next start;
 					      * the reads it held come back answered */
@@ -543,12 +532,8 @@ static void teardown(struct ing_node *d)
 		close(d->sfd);
 		d->sfd = -1;
 	}
-	if (d->stop_fd >= 0 && d->loop)   /* the fd itself stays open until ing_node_destroy */
-		ing_loop_del_fd(d->loop, d->stop_fd);
 	ing_loop_destroy(d->loop);
 	d->loop = NULL;
-	ing_fring_destroy(d->acks);
-	d->acks = NULL;
 	ing_pool_destroy(d->pool);
 	d->pool = NULL;
 	ing_eal_stop();
@@ -593,142 +578,117 @@ static int fleet_start(struct ing_node *d, int port)
 	return 0;
 }
 
-int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
-		   struct ing_node **out)
+/* The cpus this thread may run on, captured before EAL pins it to the control lcore:
+ * persistence workers the plan leaves unpinned run on these, not on control's one cpu
+ * (threads inherit their creator's mask). This honours taskset and the cgroup's cpuset;
+ * the dataplane lcores' cpus stay in the set (on a small machine that is all there is, and
+ * the scheduler balances). */
+static void capture_start_cpus(struct ing_node *d)
 {
-	struct ing_node *d;
-	char err[512];
-	bool usage = false;
-	int rc = 0;
-
-	*out = NULL;
-	ing_crc32c_use_isal();   /* before any thread computes a crc (common/crc32c.h) */
-	d = calloc(1, sizeof(*d));
-	if (!d) {
-		ING_ERR(COMP, "out of memory");
-		return -ENOMEM;
-	}
-	d->o = *o;
-	d->sfd = -1;
-	d->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (d->stop_fd < 0) {
-		rc = -errno;
-		ING_ERR(COMP, "eventfd: %s", strerror(-rc));
-		free(d);
-		return rc;
-	}
-	/*
-	 * The cpus this thread may run on, captured before EAL pins it to the control lcore:
-	 * persistence workers the plan leaves unpinned run on these, not on control's one cpu
-	 * (threads inherit their creator's mask). This honours taskset and the cgroup's
-	 * cpuset; the dataplane lcores' cpus stay in the set (on a small machine that is all
-	 * there is, and the scheduler balances).
-	 */
 	cpu_set_t start_set;
-	if (sched_getaffinity(0, sizeof(start_set), &start_set) == 0) {
+
+	if (sched_getaffinity(0, sizeof(start_set), &start_set) == 0)
 		for (int c = 0; c < CPU_SETSIZE; c++)
 			if (CPU_ISSET(c, &start_set))
 				d->start_cpus[d->n_start_cpus++] = c;
-	}
+}
 
-	/* a pool this machine cannot hold fails here, with the numbers, not as a bare mmap error */
-	if (ing_ingestd_opts_check_host(&d->o, true, err, sizeof(err), NULL, 0)) {
-		fprintf(stderr, "ingestd: %s\n", err);
-		usage = true;
-		goto fail;
-	}
-	rc = data_dir_ready(d->o.data_dir, d->o.sink);
-	if (rc)
-		goto fail;
-
-	/* ---- placement plan */
-	struct ing_plan plan;
-	bool have_plan = false;
-	char lcores[128] = "";
-	int main_lcore = -1;
+/*
+ * The placement plan (numa/): where control, the lcores and the workers run, and the EAL
+ * lcore list from it. *have: false without a topology (EAL gets --lcores as given). 0;
+ * -EINVAL with *usage for a flag naming what this machine lacks; -EIO.
+ */
+static int start_plan(struct ing_node *d, struct ing_plan *plan, bool *have, char *lcores,
+		      size_t lcores_len, int *main_lcore, bool *usage)
+{
+	char err[512];
 	struct ing_topo *topo = ing_topo_load(NULL, err, sizeof(err));
+	int rc;
+
+	*have = false;
 	if (!topo) {
 		ING_WARN(COMP, "no topology (%s): no placement plan; EAL lcores %s", err,
 			 d->o.lcores ? d->o.lcores : "0");
-	} else {
-		struct ing_plan_opts po;
-		ing_plan_opts_init(&po);
-		po.rdma_dev = d->o.rdma_dev;
-		po.data_dir = d->o.data_dir;
-		po.n_workers = d->o.workers;
-		po.lcores = d->o.lcores;
-		po.pool_node = d->o.pool_node;
-		rc = ing_plan_make(topo, &po, &plan, err, sizeof(err));
-		ing_topo_destroy(topo);
-		if (rc) {
-			/* a flag naming cpus, a node or a device this machine lacks: usage error */
-			if ((rc == -EINVAL && (d->o.lcores || d->o.pool_node >= 0 || d->o.rdma_dev)) ||
-			    (rc == -ENODEV && d->o.rdma_dev)) {
-				fprintf(stderr, "ingestd: %s%s (see --help)\n",
-					rc == -ENODEV ? "--rdma-dev: " : "", err);
-				usage = true;
-				goto fail;
-			}
-			ING_ERR(COMP, "placement plan: %s", err);
-			{ rc = -EIO; goto fail; }
-		}
-		have_plan = true;
-		ing_plan_log(&plan);
-		if (ing_plan_eal_lcores(&plan, lcores, sizeof(lcores), &main_lcore) != 0) {
-			ING_ERR(COMP, "placement plan: EAL lcore list too long");
-			{ rc = -EIO; goto fail; }
-		}
+		return 0;
 	}
+	struct ing_plan_opts po;
+	ing_plan_opts_init(&po);
+	po.rdma_dev = d->o.rdma_dev;
+	po.data_dir = d->o.data_dir;
+	po.n_workers = d->o.workers;
+	po.lcores = d->o.lcores;
+	po.pool_node = d->o.pool_node;
+	rc = ing_plan_make(topo, &po, plan, err, sizeof(err));
+	ing_topo_destroy(topo);
+	if (rc) {
+		/* a flag naming cpus, a node or a device this machine lacks: usage error */
+		if ((rc == -EINVAL && (d->o.lcores || d->o.pool_node >= 0 || d->o.rdma_dev)) ||
+		    (rc == -ENODEV && d->o.rdma_dev)) {
+			fprintf(stderr, "ingestd: %s%s (see --help)\n",
+				rc == -ENODEV ? "--rdma-dev: " : "", err);
+			*usage = true;
+			return -EINVAL;
+		}
+		ING_ERR(COMP, "placement plan: %s", err);
+		return -EIO;
+	}
+	*have = true;
+	ing_plan_log(plan);
+	if (ing_plan_eal_lcores(plan, lcores, lcores_len, main_lcore) != 0) {
+		ING_ERR(COMP, "placement plan: EAL lcore list too long");
+		return -EIO;
+	}
+	return 0;
+}
 
-	/* ---- the ports, before EAL and the pool take their time: one in use is said at once */
-	rc = listen_check(d);
-	if (rc)
-		goto fail;
-
-	/* ---- EAL */
+/* EAL on the plan's lcores. Its own heap (descriptors) stays on 4 KiB pages (no_huge):
+ * only the pool's regions go on hugepages, mapped MAP_HUGETLB by the pool (no hugetlbfs). */
+static int start_eal(struct ing_node *d, const struct ing_plan *plan, const char *lcores,
+		     int main_lcore)
+{
 	struct ing_eal_opts eo;
 	ing_eal_opts_init(&eo);
-	if (have_plan) {
+	if (plan) {
 		eo.lcores = lcores;
 		eo.main_lcore = main_lcore;
 	} else {
 		eo.lcores = d->o.lcores;
 	}
-	/* EAL's own heap (rings, descriptors) stays on 4 KiB pages (eo.no_huge): only the
-	 * pool's regions go on hugepages, mapped MAP_HUGETLB by the pool (no hugetlbfs) */
-	rc = ing_eal_start(&eo);
+	int rc = ing_eal_start(&eo);
 	if (rc) {
 		ING_ERR(COMP, "EAL start failed: %s", strerror(-rc));
-		{ rc = -EIO; goto fail; }
+		return -EIO;
 	}
+	return 0;
+}
 
-	/* ---- pool, ack ring, persistence */
+/* The MR pool, the control thread's mailbox and the persistence workers. */
+static int start_storage(struct ing_node *d, const struct ing_plan *plan)
+{
 	struct ing_pool_opts pool_o;
 	ing_pool_opts_init(&pool_o);
 	pool_o.name = "frames";
 	(void)ing_pool_parse_classes(&pool_o, d->o.pool); /* validated in parse_args */
-	pool_o.numa_node = d->o.pool_node >= 0 ? d->o.pool_node : (have_plan ? plan.pool_node : -1);
-	rc = pool_hugepages_mode(d, &pool_o);
+	pool_o.numa_node = d->o.pool_node >= 0 ? d->o.pool_node : (plan ? plan->pool_node : -1);
+	int rc = pool_hugepages_mode(d, &pool_o);
 	if (rc < 0)
-		goto fail;
+		return rc;
 	/* on: required; auto with enough free: tried, a class that loses a race for its
 	 * pages falls back to 4 KiB pages (said once below) */
 	pool_o.hugepages = rc == 0 ? 0 : d->o.hugepages > 0 ? 1 : -1;
 	bool want_huge = rc == 1;
-	rc = 0;
 	d->pool = ing_pool_create(&pool_o);
 	if (!d->pool)
-		goto fail;
+		return -EIO;
+	d->pool_node = pool_o.numa_node;
 	if (want_huge && !ing_pool_on_hugepages(d->pool))
 		ING_WARN(COMP, "pool partly on 4 KiB pages: the free hugepages were taken by another "
 			 "process while it was mapped; reserve more (ingest-hugepages)");
-	unsigned total = ing_pool_total(d->pool);
-	unsigned ring = 256;
-	while (ring < 2 * total)
-		ring <<= 1;
-	d->acks = ing_fring_create("acks", ring, ING_FRING_SC, true);
-	if (!d->acks)
-		goto fail;
+	/* Per frame in flight at most three messages wait here at once (GRANTED, RECEIVED,
+	 * DONE), one frame per slot; the rest is room for connection events and calls. */
+	d->ctl = ing_mbox_create("control", 4 * ing_pool_total(d->pool) + 4096);
+	if (!d->ctl)
+		return -EIO;
 	struct ing_persist_opts pe;
 	ing_persist_opts_init(&pe);
 	pe.data_dir = d->o.data_dir;
@@ -737,15 +697,15 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 	pe.sink = d->o.sink;
 	if (d->o.persist_ring)
 		pe.ring_size = d->o.persist_ring;
-	if (have_plan && plan.n_workers > 0) {
-		pe.worker_cpus = plan.worker_cpus;   /* per worker, -1: not pinned */
-		pe.n_worker_cpus = plan.n_workers;
+	if (plan && plan->n_workers > 0) {
+		pe.worker_cpus = plan->worker_cpus;   /* per worker, -1: not pinned */
+		pe.n_worker_cpus = plan->n_workers;
 	}
 	pe.unpinned_cpus = d->n_start_cpus ? d->start_cpus : NULL;
 	pe.n_unpinned_cpus = d->n_start_cpus;
-	d->persist = ing_persist_start(&pe, d->acks);
+	d->persist = ing_persist_start(&pe, d->ctl);
 	if (!d->persist)
-		goto fail;
+		return -EIO;
 	if (d->o.sink == ING_SINK_FILE) {   /* after persistence: the catalog exists */
 		struct ing_tier_opts to;
 		ing_tier_opts_init(&to);
@@ -755,163 +715,177 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		to.retention_ms = d->o.local_retention_ms;
 		to.high_water_pct = d->o.local_high_water_pct;
 		to.high_water_bytes = d->o.local_high_water_bytes;
+		to.ctl = d->ctl;                 /* where its read answers go (GetFrame) */
 		to.cpus = d->n_start_cpus ? d->start_cpus : NULL;
 		to.ncpus = d->n_start_cpus;
 		to.nice = d->o.worker_nice;
 		d->tier = ing_tier_start(&to);   /* also reads frames back (GetFrame) */
 		explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));   /* the tier has its copy */
 		if (!d->tier)
-			goto fail;
+			return -EIO;
 	}
+	return 0;
+}
 
-	/* ---- loop, service, server */
-	d->loop = ing_loop_create();
-	if (!d->loop)
-		goto fail;
-	ing_timer_init(&d->tick, shutdown_tick, d);
-	ing_timer_init(&d->watchdog, watchdog_cb, d);
 
-	struct ing_svc_opts so;
-	ing_svc_opts_init(&so);
-	so.credits_default = d->o.credits;
-	so.credits_max = d->o.credits;
-	so.max_frame = d->o.max_frame;
-	so.frame_timeout_ms = d->o.frame_timeout_ms;
-	so.max_sessions = d->o.max_sessions;
-	so.session_idle_ms = d->o.session_idle_ms;
-	so.auth_token = d->o.auth_token_file ? d->o.auth_token : NULL;
-	so.max_sessions_per_peer = d->o.max_sessions_per_peer;
-	so.max_slots_per_peer = d->o.max_slots_per_peer;
-	so.slot_stall_ms = d->o.slot_stall_ms;
-	so.auth_fail_burst = d->o.auth_fail_burst;
-	so.auth_backoff_max_ms = d->o.auth_backoff_max_ms;
-	struct ing_grpc_server_opts gso;
-	ing_grpc_server_opts_init(&gso);
-	if (gso.max_recv_msg < so.max_chunk + (64u << 10))
-		gso.max_recv_msg = so.max_chunk + (64u << 10);
-	so.max_msg = gso.max_recv_msg;
-	if (so.backlog_max < (size_t)gso.window_bytes + gso.max_recv_msg)
-		so.backlog_max = (size_t)gso.window_bytes + gso.max_recv_msg;
-	/* ---- RDMA: rdma_cm listener + dataplane pollers, or a loud gRPC-only fallback */
-	char rdma_why[192] = "";
-	so.rdma.rdma_available = false;
+/* The service's and the gRPC server's options from ingestd's. */
+static void service_opts(const struct ing_node *d, struct ing_svc_opts *so,
+			 struct ing_grpc_server_opts *gso)
+{
+	ing_svc_opts_init(so);
+	so->credits_default = d->o.credits;
+	so->credits_max = d->o.credits;
+	so->max_frame = d->o.max_frame;
+	so->frame_timeout_ms = d->o.frame_timeout_ms;
+	so->max_sessions = d->o.max_sessions;
+	so->session_idle_ms = d->o.session_idle_ms;
+	so->auth_token = d->o.auth_token_file ? d->o.auth_token : NULL;
+	so->max_sessions_per_peer = d->o.max_sessions_per_peer;
+	so->max_slots_per_peer = d->o.max_slots_per_peer;
+	so->slot_stall_ms = d->o.slot_stall_ms;
+	so->auth_fail_burst = d->o.auth_fail_burst;
+	so->auth_backoff_max_ms = d->o.auth_backoff_max_ms;
+	ing_grpc_server_opts_init(gso);
+	if (gso->max_recv_msg < so->max_chunk + (64u << 10))
+		gso->max_recv_msg = so->max_chunk + (64u << 10);
+	so->max_msg = gso->max_recv_msg;
+	if (so->backlog_max < (size_t)gso->window_bytes + gso->max_recv_msg)
+		so->backlog_max = (size_t)gso->window_bytes + gso->max_recv_msg;
+	gso->listen = d->o.listen;
+	gso->tls_cert = d->o.tls_cert;
+	gso->tls_key = d->o.tls_key;
+	gso->tls_client_ca = d->o.tls_client_ca;
+	if (d->o.handshake_timeout_ms)
+		gso->handshake_timeout_ms = d->o.handshake_timeout_ms;
+	if (d->o.idle_timeout_ms)
+		gso->idle_timeout_ms = d->o.idle_timeout_ms;
+	if (d->o.max_connections)
+		gso->max_connections = d->o.max_connections;
+	if (d->o.max_conns_per_peer)
+		gso->max_conns_per_peer = d->o.max_conns_per_peer;
+	if (d->o.health_reserve)
+		gso->health_reserve = d->o.health_reserve;
+	/* every stream without a session takes one: a peer limited below one connection's
+	   streams is refused below what the node advertises (SETTINGS) */
+	unsigned spp = so->max_sessions_per_peer ? so->max_sessions_per_peer :
+						   ING_DEFAULT_MAX_SESSIONS_PER_PEER;
+	if (spp < gso->max_concurrent_streams)
+		ING_WARN(COMP, "--max-sessions-per-peer %u is below the %u concurrent streams a "
+			 "connection may open: a client's streams past %u get RESOURCE_EXHAUSTED",
+			 spp, gso->max_concurrent_streams, spp);
+}
+
+/* The RDMA engine (rdma_cm listener + dataplane pollers), or a loud gRPC-only fallback;
+ * what Negotiate offers goes into so->rdma. -EIO only when --rdma on cannot be had. */
+static int start_rdma(struct ing_node *d, const struct ing_plan *plan, struct ing_svc_opts *so)
+{
+	char why[192] = "";
+
+	so->rdma.rdma_available = false;
 	if (d->o.rdma != 0) {
 		struct ing_rdma_opts ro;
 		ing_rdma_opts_init(&ro);
 		ro.addr = d->o.rdma_addr;
 		ro.port = (uint16_t)d->o.rdma_port;
-		ro.device = d->o.rdma_dev ? d->o.rdma_dev : (have_plan && plan.rdma_dev[0] ? plan.rdma_dev : NULL);
+		ro.device = d->o.rdma_dev ? d->o.rdma_dev : (plan && plan->rdma_dev[0] ? plan->rdma_dev : NULL);
 		ro.nlcores = 0;             /* one poller per EAL worker lcore */
 		ro.lcore.mode = d->o.poll_mode;
 		ro.push = d->o.rdma_write;
 		ro.lcore.grant_ms = d->o.grant_ms;
-		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->acks, NULL, rdma_why, sizeof(rdma_why));
+		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->ctl, NULL, why, sizeof(why));
 		if (!d->rdma && d->o.rdma > 0) {
 			ING_ERR(COMP, "--rdma on: %s (--rdma auto serves the gRPC stream without RDMA; "
-				"ingest-doctor checks the RDMA set-up)", rdma_why);
-			goto fail;
+				"ingest-doctor checks the RDMA set-up)", why);
+			return -EIO;
 		}
 	} else {
-		snprintf(rdma_why, sizeof(rdma_why), "disabled by --rdma off");
+		snprintf(why, sizeof(why), "disabled by --rdma off");
 	}
 	if (d->rdma) {
 		snprintf(d->rdma_note, sizeof(d->rdma_note), "rdma_cm %s:%u on %s", ing_rdma_addr(d->rdma),
 			 ing_rdma_port(d->rdma), ing_rdma_device(d->rdma));
-		so.rdma.rdma_available = true;
-		so.rdma.rdma_addr = ing_rdma_addr(d->rdma);
-		so.rdma.rdma_port = ing_rdma_port(d->rdma);
-		so.rdma.grant_ms = d->o.grant_ms;
+		so->rdma.rdma_available = true;
+		so->rdma.rdma_addr = ing_rdma_addr(d->rdma);
+		so->rdma.rdma_port = ing_rdma_port(d->rdma);
+		so->rdma.grant_ms = d->o.grant_ms;
 	} else {
-		snprintf(d->rdma_note, sizeof(d->rdma_note), "%s", rdma_why[0] ? rdma_why : "no RDMA device on this node");
+		snprintf(d->rdma_note, sizeof(d->rdma_note), "%s", why[0] ? why : "no RDMA device on this node");
 		ING_WARN(COMP, "RDMA READ not available (%s): producers get the gRPC fallback", d->rdma_note);
 	}
-	so.rdma.note = d->rdma_note;
+	so->rdma.note = d->rdma_note;
+	return 0;
+}
+
+/* The service on the loop, with the RDMA engine attached and its pollers launched. */
+static int start_service(struct ing_node *d, struct ing_svc_opts *so)
+{
 	if (d->o.max_frame && d->o.max_frame > ing_pool_max_len(d->pool))
 		ING_WARN(COMP, "--max-frame %" PRIu64 " above the largest pool slot %" PRIu64 "; capped",
 			 d->o.max_frame, ing_pool_max_len(d->pool));
-	d->svc = ing_svc_create(d->loop, d->pool, d->persist, d->acks, &so);
+	d->svc = ing_svc_create(d->loop, d->pool, d->persist, d->ctl, so);
 	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));   /* the service has its copy */
-	so.auth_token = NULL;
+	so->auth_token = NULL;
 	if (!d->svc)
-		goto fail;
+		return -EIO;
 	ing_svc_attach_tier(d->svc, d->tier);
 	if (d->rdma) {
-		ing_svc_attach_rdma(d->svc, d->rdma);
-		rc = ing_loop_add_fd(d->loop, ing_rdma_fd(d->rdma), EPOLLIN, rdma_cb, d->rdma);
+		int rc = ing_svc_attach_rdma(d->svc, d->rdma);
 		if (rc == 0)
 			rc = ing_rdma_start(d->rdma);
 		if (rc) {
 			ING_ERR(COMP, "RDMA engine start failed: %s", strerror(-rc));
-			goto fail;
+			return rc;
 		}
 	}
+	return 0;
+}
 
-	gso.listen = d->o.listen;
-	gso.tls_cert = d->o.tls_cert;
-	gso.tls_key = d->o.tls_key;
-	gso.tls_client_ca = d->o.tls_client_ca;
-	if (d->o.handshake_timeout_ms)
-		gso.handshake_timeout_ms = d->o.handshake_timeout_ms;
-	if (d->o.idle_timeout_ms)
-		gso.idle_timeout_ms = d->o.idle_timeout_ms;
-	if (d->o.max_connections)
-		gso.max_connections = d->o.max_connections;
-	if (d->o.max_conns_per_peer)
-		gso.max_conns_per_peer = d->o.max_conns_per_peer;
-	if (d->o.health_reserve)
-		gso.health_reserve = d->o.health_reserve;
-	{
-		/* every stream without a session takes one: a peer limited below one connection's
-		   streams is refused below what the node advertises (SETTINGS) */
-		unsigned spp = so.max_sessions_per_peer ? so.max_sessions_per_peer :
-							   ING_DEFAULT_MAX_SESSIONS_PER_PEER;
-		if (spp < gso.max_concurrent_streams)
-			ING_WARN(COMP, "--max-sessions-per-peer %u is below the %u concurrent streams a "
-				 "connection may open: a client's streams past %u get RESOURCE_EXHAUSTED",
-				 spp, gso.max_concurrent_streams, spp);
-	}
+/* The gRPC server carrying the service, the fleet, /metrics and the signals, all on the loop. */
+static int start_server(struct ing_node *d, const struct ing_grpc_server_opts *gso,
+			const sigset_t *signals)
+{
 	unsigned nm;
 	const struct ing_grpc_method *methods = ing_svc_methods(d->svc, &nm);
-	d->srv = ing_grpc_server_create(d->loop, &gso, methods, nm);
+	d->srv = ing_grpc_server_create(d->loop, gso, methods, nm);
 	if (!d->srv)
-		goto fail;
+		return -EIO;
 	ing_svc_attach_server(d->svc, d->srv);
 	ing_svc_set_node_info(d->svc, node_info, d);
-	int port = ing_grpc_server_port(d->srv);
-	if (fleet_start(d, port))
-		goto fail;
+	d->port = ing_grpc_server_port(d->srv);
+	if (fleet_start(d, d->port))
+		return -EIO;
 	if (d->o.metrics_listen) {
 		d->metrics = ing_metrics_srv_create(d->loop, d->o.metrics_listen, metrics_render, d);
 		if (!d->metrics)
-			goto fail;
+			return -EIO;
 		ing_metrics_srv_set_ready(d->metrics, node_ready);
 	}
-
 	if (signals) {
 		d->sfd = signalfd(-1, signals, SFD_NONBLOCK | SFD_CLOEXEC);
 		if (d->sfd < 0) {
-			rc = -errno;
+			int rc = -errno;
 			ING_ERR(COMP, "signalfd: %s", strerror(errno));
-			goto fail;
+			return rc;
 		}
-		rc = ing_loop_add_fd(d->loop, d->sfd, EPOLLIN, signal_cb, d);
+		int rc = ing_loop_add_fd(d->loop, d->sfd, EPOLLIN, signal_cb, d);
 		if (rc) {
 			ING_ERR(COMP, "cannot watch signals: %s", strerror(-rc));
-			goto fail;
+			return rc;
 		}
 	}
-	rc = ing_loop_add_fd(d->loop, d->stop_fd, EPOLLIN, stop_cb, d);
-	if (rc) {
-		ING_ERR(COMP, "cannot watch the stop doorbell: %s", strerror(-rc));
-		goto fail;
-	}
 	ing_grpc_server_set_serving(d->srv, true);
+	return 0;
+}
 
+/* What the node serves, in a few lines. */
+static void log_serving(const struct ing_node *d, const struct ing_svc_opts *so,
+			const struct ing_grpc_server_opts *gso)
+{
 	ING_INFO(COMP, "h3000 ingestd %s serving gRPC on %s (port %d, %s)", ING_VERSION, d->o.listen,
-		 port, d->o.tls_cert ? "TLS" : "cleartext h2c");
-	ING_INFO(COMP, "pool %s: %u slots, largest %" PRIu64 " bytes, %s, node %d", d->o.pool, total,
+		 d->port, d->o.tls_cert ? "TLS" : "cleartext h2c");
+	ING_INFO(COMP, "pool %s: %u slots, largest %" PRIu64 " bytes, %s, node %d", d->o.pool, ing_pool_total(d->pool),
 		 ing_pool_max_len(d->pool), ing_pool_on_hugepages(d->pool) ? "hugepages" : "4 KiB pages",
-		 pool_o.numa_node);
+		 d->pool_node);
 	ING_INFO(COMP, "persistence: %u workers, sink %s, data dir %s, crc32c %s", d->o.workers,
 		 d->o.sink == ING_SINK_FILE ? "file" : "null", d->o.data_dir, ing_crc32c_impl());
 	ING_INFO(COMP, "sessions: credits %u, max frame %" PRIu64 ", frame timeout %u s", d->o.credits,
@@ -920,10 +894,10 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		 d->o.frame_timeout_ms / 1000);
 	ING_INFO(COMP, "limits: connections %u (%u per address, +%u for health), handshake %u ms, idle %u s; "
 		 "sessions %u (%u per address); slot stall %u ms%s",
-		 gso.max_connections, gso.max_conns_per_peer, gso.health_reserve,
-		 gso.handshake_timeout_ms, gso.idle_timeout_ms / 1000, so.max_sessions,
-		 so.max_sessions_per_peer ? so.max_sessions_per_peer : ING_DEFAULT_MAX_SESSIONS_PER_PEER,
-		 so.slot_stall_ms ? so.slot_stall_ms : ING_DEFAULT_SLOT_STALL_MS,
+		 gso->max_connections, gso->max_conns_per_peer, gso->health_reserve,
+		 gso->handshake_timeout_ms, gso->idle_timeout_ms / 1000, so->max_sessions,
+		 so->max_sessions_per_peer ? so->max_sessions_per_peer : ING_DEFAULT_MAX_SESSIONS_PER_PEER,
+		 so->slot_stall_ms ? so->slot_stall_ms : ING_DEFAULT_SLOT_STALL_MS,
 		 d->o.tls_client_ca ? "; client certificates required" : "");
 	int pm = d->rdma ? ing_rdma_push_mode(d->rdma) : 0;
 	ING_INFO(COMP, "transports: gRPC stream (PushFrames) yes; RDMA READ %s (%s); RDMA WRITE push %s",
@@ -934,12 +908,19 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 			 "Stats: authorization: Bearer; health open)", d->o.auth_token_file);
 	else
 		ING_INFO(COMP, "authentication: off (any client may stream; see --auth-token-file)");
+}
+
+/* Tell whoever waits that the node serves: port files, --ready-fd, systemd (READY=1 and
+ * the watchdog's pings at half its timeout). */
+static int announce_ready(struct ing_node *d)
+{
+	int rc;
 
 	if (d->o.port_file) {
-		rc = write_port_file(d->o.port_file, port);
+		rc = write_port_file(d->o.port_file, d->port);
 		if (rc) {
 			ING_ERR(COMP, "cannot write port file %s: %s", d->o.port_file, strerror(-rc));
-			goto fail;
+			return rc;
 		}
 	}
 	if (d->metrics && d->o.metrics_port_file) {
@@ -947,18 +928,16 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		if (rc) {
 			ING_ERR(COMP, "cannot write metrics port file %s: %s", d->o.metrics_port_file,
 				strerror(-rc));
-			goto fail;
+			return rc;
 		}
 	}
 	if (d->o.ready_fd >= 0) {
 		char line[32];
-		int n = snprintf(line, sizeof(line), "READY %d\n", port);
+		int n = snprintf(line, sizeof(line), "READY %d\n", d->port);
 		if (write(d->o.ready_fd, line, (size_t)n) != n)
 			ING_WARN(COMP, "--ready-fd %d: %s", d->o.ready_fd, strerror(errno));
 		close(d->o.ready_fd);
 	}
-
-	/* systemd (Type=notify): ready now; watchdog pings at half its timeout */
 	uint64_t wd_usec = 0;
 	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
 		d->watchdog_ns = wd_usec * 1000ull / 2;
@@ -966,14 +945,65 @@ int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		ING_INFO(COMP, "systemd watchdog: %llu ms, pinging every %llu ms",
 			 (unsigned long long)(wd_usec / 1000), (unsigned long long)(d->watchdog_ns / 1000000));
 	}
-	(void)sd_notifyf(0, "READY=1\nSTATUS=serving gRPC on port %d\nMAINPID=%d", port, (int)getpid());
-	d->port = port;
+	(void)sd_notifyf(0, "READY=1\nSTATUS=serving gRPC on port %d\nMAINPID=%d", d->port, (int)getpid());
+	return 0;
+}
 
+int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
+		   struct ing_node **out)
+{
+	struct ing_node *d;
+	struct ing_plan plan;
+	struct ing_svc_opts so;
+	struct ing_grpc_server_opts gso;
+	char err[512], lcores[128] = "";
+	int main_lcore = -1, rc;
+	bool have_plan = false, usage = false;
+
+	*out = NULL;
+	ing_crc32c_use_isal();   /* before any thread computes a crc (common/crc32c.h) */
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		ING_ERR(COMP, "out of memory");
+		return -ENOMEM;
+	}
+	d->o = *o;
+	d->sfd = -1;
+	capture_start_cpus(d);
+	/* a pool this machine cannot hold fails here, with the numbers, not as a bare mmap error */
+	if (ing_ingestd_opts_check_host(&d->o, true, err, sizeof(err), NULL, 0)) {
+		fprintf(stderr, "ingestd: %s\n", err);
+		usage = true;
+		rc = -EINVAL;
+		goto fail;
+	}
+	if ((rc = data_dir_ready(d->o.data_dir, d->o.sink)) ||
+	    (rc = start_plan(d, &plan, &have_plan, lcores, sizeof(lcores), &main_lcore, &usage)) ||
+	    /* the ports before EAL and the pool take their time: one in use is said at once */
+	    (rc = listen_check(d)) ||
+	    (rc = start_eal(d, have_plan ? &plan : NULL, lcores, main_lcore)) ||
+	    (rc = start_storage(d, have_plan ? &plan : NULL)))
+		goto fail;
+	d->loop = ing_loop_create();
+	if (!d->loop) {
+		rc = -EIO;
+		goto fail;
+	}
+	ing_timer_init(&d->tick, shutdown_tick, d);
+	ing_timer_init(&d->watchdog, watchdog_cb, d);
+	service_opts(d, &so, &gso);
+	if ((rc = start_rdma(d, have_plan ? &plan : NULL, &so)) ||
+	    (rc = start_service(d, &so)) ||
+	    (rc = start_server(d, &gso, signals)))
+		goto fail;
+	log_serving(d, &so, &gso);
+	if ((rc = announce_ready(d)))
+		goto fail;
 	*out = d;
 	return 0;
 fail:
 	teardown(d);
-	close(d->stop_fd);
+	ing_mbox_destroy(d->ctl);
 	free(d);
 	/* -EINVAL means a usage error to the caller: only the plan reports one */
 	return usage ? -EINVAL : (rc < 0 && rc != -EINVAL ? rc : -EIO);
@@ -986,10 +1016,15 @@ int ing_node_port(const struct ing_node *n)
 
 void ing_node_stop(struct ing_node *n)
 {
-	uint64_t one = 1;
-
-	if (n && write(n->stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-		ING_WARN(COMP, "stop request: %s", strerror(errno));
+	/* the mailbox has room for every frame's messages and 4096 more: full only if the
+	 * control thread is stuck, so try for a second and say so */
+	for (int i = 0; n && ing_mbox_call(n->ctl, stop_msg, n, 0); i++) {
+		if (i == 1000) {
+			ING_ERR(COMP, "stop request: the control thread's mailbox stays full");
+			return;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
 }
 
 int ing_node_wait(struct ing_node *d)
@@ -1021,6 +1056,6 @@ void ing_node_destroy(struct ing_node *n)
 		return;
 	if (!n->torn_down)
 		teardown(n);
-	close(n->stop_fd);
+	ing_mbox_destroy(n->ctl);
 	free(n);
 }

@@ -122,7 +122,7 @@ int ing_ingestd_opts_check_host(const struct ing_ingestd_opts *o, bool starting,
 struct ing_node;
 /*
  * Bring the node up on the calling thread, in order: data dir (created, locked, probed),
- * placement plan, EAL, pool, ack ring, persistence, loop, service, RDMA (or the logged
+ * placement plan, EAL, pool, control mailbox, persistence, loop, service, RDMA (or the logged
  * gRPC fallback), gRPC server, /metrics; then the port files, --ready-fd and
  * sd_notify(READY=1). o is copied (o->auth_token is wiped from the copy once the service
  * holds it). signals: SIGINT/SIGTERM blocked by the caller in every thread, read through

@@ -3,10 +3,10 @@
  * service.h - the ingest node's gRPC service h3000.RDMASvc (Negotiate, ControlStream,
  * PushFrames, Stats): sessions and credits, the PushFrames fallback data path (chunks
  * copied straight into MR-pool slots, handed to persistence), and the RECEIVED/DURABLE
- * acks. Runs entirely on the control thread's loop; persistence workers talk to it only
- * through the ack fring.
+ * acks. Runs entirely on the control thread's loop; dataplane lcores and persistence
+ * workers talk to it only through the control thread's mailbox (dataplane.h: ing_mbox).
  *
- * Lifetime (ingestd): pool, ack fring, persistence, loop -> ing_svc_create ->
+ * Lifetime (ingestd): pool, control mailbox, persistence, loop -> ing_svc_create ->
  * ing_grpc_server_create(ing_svc_methods()) -> ing_svc_attach_server -> run.
  * Teardown: ing_svc_shutdown_begin, wait for ing_svc_quiescent, ing_svc_close_calls,
  * ing_grpc_server_destroy, ing_persist_stop, ing_svc_destroy (returns every slot it still
@@ -95,11 +95,13 @@ void ing_svc_opts_init(struct ing_svc_opts *o);
 struct ing_svc;
 
 /*
- * Create the service. Registers the ack fring's doorbell with the loop. pool, persist and
- * acks stay owned by the caller and must outlive the service. NULL + log on error.
+ * Create the service. It serves ctl, the control thread's mailbox (its doorbell goes on the
+ * loop): the frames lcores and persistence workers send back, and calls posted from other
+ * threads. pool, persist and ctl stay owned by the caller and must outlive the service.
+ * NULL + log on error.
  */
 struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
-			       struct ing_persist *persist, struct ing_fring *acks,
+			       struct ing_persist *persist, struct ing_mbox *ctl,
 			       const struct ing_svc_opts *o);
 /* The method table for ing_grpc_server_create (valid as long as the service). */
 const struct ing_grpc_method *ing_svc_methods(struct ing_svc *s, unsigned *n);
@@ -116,8 +118,8 @@ uint64_t ing_svc_in_flight(const struct ing_svc *s);
 /* Finish every open call with status/message (shutdown). */
 void ing_svc_close_calls(struct ing_svc *s, int status, const char *message);
 /*
- * Drain the ack ring, return every slot the service still holds, free everything. Call
- * after the server is destroyed (no call left) and persistence stopped. NULL ok.
+ * Drain the control mailbox, return every slot the service still holds, free everything.
+ * Call after the server is destroyed (no call left) and persistence stopped. NULL ok.
  */
 void ing_svc_destroy(struct ing_svc *s);
 
@@ -145,13 +147,14 @@ typedef void (*ing_svc_node_info_fn)(void *arg, struct ing_svc_node_info *out);
 void ing_svc_set_node_info(struct ing_svc *s, ing_svc_node_info_fn fn, void *arg);
 
 /*
- * RDMA data path (control/svc_rdma.c): ControlStream READ jobs go to r, its callbacks
- * (session check of CM connect requests, RECEIVED, device removal) come here. Call after
- * ing_svc_create, before the loop runs; r outlives the service's calls (ingestd destroys
- * it after the server and before persistence). NULL ok.
+ * RDMA data path (control/svc_rdma.c): ControlStream jobs go to r, its callbacks (session
+ * check of CM connect requests, connection state, device removal) come here, and the
+ * service drives it from the loop: its CM channel, its timer, the lcores' connection
+ * events. Call after ing_svc_create, before the loop runs; NULL detaches it (before the
+ * engine is destroyed: ingestd does so after the server, before persistence).
  */
 struct ing_rdma;
-void ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r);
+int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r);   /* 0 or -errno */
 
 /*
  * Fleet identity and export (control/fleet/fleet.h): rpc Members answers from f, NegotiateReply

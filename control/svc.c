@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc.c - the ingest service core: sessions, the table of admitted frames, acks (the
- * DURABLE results persistence pushes to the ack fring), the persistence retry list and
- * the service's lifetime (Negotiate/Stats: svc_unary.c).
+ * svc.c - the ingest service core: sessions, the table of admitted frames, the control
+ * thread's mailbox (what the lcores and persistence workers tell it about each frame),
+ * acks, the persistence retry list and the service's lifetime (Negotiate/Stats:
+ * svc_unary.c).
  *
  * Everything runs on the control thread. One life cycle for every transport: a frame
  * takes its credit and slot from the admission layer (admit.c), gets an entry in svc->fr
  * (found by id through svc->ht) and its transport is started (xport.h); its bytes land
- * in the slot (svc_frame_complete when control copied them, svc_frame_received when a
- * dataplane lcore did), persistence checks the crc and makes it durable, it comes back
- * on the ack fring, is acked DURABLE on the call that sent it, and admit_put gives slot
- * and credit back, which wakes the frames waiting for them. One failure path
+ * in the slot (svc_frame_complete when control copied them; ING_EV_RECEIVED on the mailbox
+ * when a dataplane lcore did), persistence checks the crc and makes it durable, it comes
+ * back as ING_EV_DONE on the same mailbox, is acked DURABLE on the call that sent it, and
+ * admit_put gives slot and credit back, which wakes the frames waiting for them. One failure path
  * (svc_frame_fail: the transport's cancel, one Ack, the slot back) serves the deadline,
  * the stall check, a failed transfer and a bad chunk. The core knows transports only by
  * their ops tables. Calls finish from svc_kick's zero-delay timer, so nothing re-enters
@@ -20,6 +21,7 @@
 #include "common/clock.h"
 #include "common/ident.h"
 #include "common/log.h"
+#include "dataplane/rdma/rdma.h"
 #include "h3000.pb-c.h"
 
 #include <errno.h>
@@ -300,25 +302,26 @@ static void frame_timeout_cb(void *arg)
 struct svc_frame *svc_frame_admit(struct ing_svc *s, struct svc_call *pc,
 				  const struct xport_ops *xp, struct ing_frame *f, int *rc)
 {
-	if (s->free_head == UINT32_MAX) {   /* cannot happen: one entry per pool slot */
-		admit_put(&s->adm, f, pc->sess, pc->peer);
+	struct svc_frame *e = &s->fr[f->index];   /* one record per pool slot */
+	if (f->index >= s->nfr || e->state != FE_FREE) {   /* cannot happen */
+		ING_ERR("svc", "frame %s: slot %u has no free record", f->frame_id, f->index);
+		admit_put(&s->adm, f, pc->sess ? &pc->sess->cr : NULL, pc->peer ? &pc->peer->share : NULL);
 		*rc = -ENOSPC;
 		return NULL;
 	}
-	struct svc_frame *e = &s->fr[s->free_head];
-	s->free_head = e->next_free;
 	s->nfr_used++;
 	e->f = f;
 	e->xp = xp;
 	e->call = pc;
 	e->sess = pc->sess;     /* admit_try counted the credit and the peer's slot */
 	e->peer = pc->peer;
+	if (e->peer)
+		e->peer->refs++;    /* the entry stays while the frame holds its slot */
 	e->id_hash = ing_id_hash(f->frame_id, strlen(f->frame_id));
-	e->gen = f->gen = ++s->admissions;
+	s->admissions++;
 	e->length = f->length;
 	s->inflight_bytes += e->length;   /* the high-water mark counts them (svc_tier.c) */
 	e->state = FE_FILLING;
-	f->cookie = e->idx;
 	ht_insert(s, e);
 	pc->open_frames++;
 	e->progress_ns = ing_now_ns();
@@ -341,17 +344,6 @@ void svc_frame_progress(struct svc_frame *e)
 	e->progress_ns = ing_now_ns();   /* frame_timeout_cb reads it */
 }
 
-struct svc_frame *svc_frame_by_cookie(struct ing_svc *s, uint64_t cookie, uint64_t gen,
-				      const struct xport_ops *xp)
-{
-	if (cookie >= s->nfr)
-		return NULL;
-	struct svc_frame *e = &s->fr[cookie];
-	if (e->state != FE_FILLING || !e->f || e->gen != gen || e->xp != xp)
-		return NULL;
-	return e;
-}
-
 /* The slot of a session goes free (expired, evicted, its implicit stream ended). */
 static void session_drop(struct ing_svc *s, struct svc_session *ss)
 {
@@ -366,7 +358,7 @@ static void session_drop(struct ing_svc *s, struct svc_session *ss)
 
 static void session_maybe_idle(struct ing_svc *s, struct svc_session *ss)
 {
-	if (ss->inflight)
+	if (ss->cr.inflight)
 		return;
 	ss->idle_since_ns = ing_now_ns();   /* implicit with a stream: idle since (eviction) */
 	if (ss->streams)
@@ -386,7 +378,8 @@ void svc_frame_release(struct svc_frame *e)
 	ing_timer_cancel(s->loop, &e->timer);
 	ht_remove(s, e);
 	/* slot, credit and the peer's count go back through admission, which wakes waiters */
-	admit_put(&s->adm, e->f, ss, e->peer);
+	admit_put(&s->adm, e->f, ss ? &ss->cr : NULL, e->peer ? &e->peer->share : NULL);
+	svc_peer_put(s, e->peer);
 	s->inflight_bytes -= e->length;
 	e->f = NULL;
 	e->xp = NULL;
@@ -396,8 +389,6 @@ void svc_frame_release(struct svc_frame *e)
 	e->sess = NULL;
 	if (ss)
 		session_maybe_idle(s, ss);
-	e->next_free = s->free_head;
-	s->free_head = e->idx;
 	s->nfr_used--;
 	if (pc) {
 		pc->open_frames--;
@@ -447,7 +438,8 @@ static void retry_timer_cb(void *arg)
 	persist_retry(arg);
 }
 
-void svc_frame_received(struct svc_frame *e, uint64_t t_ns)
+/* ING_EV_RECEIVED: a dataplane lcore filled the slot and sends the frame to persistence. */
+static void frame_received(struct svc_frame *e, uint64_t t_ns)
 {
 	struct ing_svc *s = e->svc;
 	uint64_t t_admit = e->f->t_admit_ns;
@@ -487,52 +479,37 @@ void svc_frame_complete(struct svc_frame *e)
 	persist_retry(s);
 }
 
-const char *const svc_stage_name[SVC_NSTAGES + 1] = {
-	"received", "crc", "written", "synced", "catalogued", "ack", "total",
-};
 
-/*
- * Split admitted -> now into the node's stages; a stage the frame skipped (0 stamp) is 0
- * and its time goes to the next one reached, so the stages always add up.
- */
-static void stage_split(const struct ing_frame *f, uint64_t now, uint64_t *out)
+/* The record of a frame the service holds in state st, or NULL. */
+static struct svc_frame *frame_record(struct ing_svc *s, const struct ing_frame *f, uint8_t st)
 {
-	const uint64_t t[SVC_NSTAGES] = { f->t_received_ns, f->t_crc_ns, f->t_written_ns,
-					  f->t_synced_ns, f->t_durable_ns, now };
-	uint64_t prev = f->t_admit_ns;
-	for (unsigned i = 0; i < SVC_NSTAGES; i++) {
-		out[i] = 0;
-		if (!t[i] || t[i] < prev)
-			continue;
-		out[i] = t[i] - prev;
-		prev = t[i];
-	}
+	struct svc_frame *e = f->index < s->nfr ? &s->fr[f->index] : NULL;
+
+	return e && e->f == f && e->state == st ? e : NULL;
 }
 
-/* One frame back from persistence. */
-static void frame_durable(struct ing_svc *s, struct ing_frame *f)
+/*
+ * ING_EV_DONE: the frame is control's again. Persisted (or failed in persistence) after
+ * its RECEIVED; or failed by the dataplane lcore that was filling it (no RECEIVED).
+ */
+static void frame_done(struct ing_svc *s, struct ing_frame *f)
 {
-	uint64_t idx = f->cookie;
-	if (idx < s->nfr && s->fr[idx].f == f && s->fr[idx].state == FE_FILLING &&
-	    s->fr[idx].gen == f->gen) {
-		/* a dataplane transfer came back before its RECEIVED notice was handled */
-		struct svc_frame *e = &s->fr[idx];
-		if (f->status != ING_E_NONE) {
-			s->c_rdma_errors++;
-			svc_frame_fail(e, f->status, f->retryable, "frame %s: %s", f->frame_id,
-				       f->msg[0] ? f->msg : "transfer failed");
-			return;
-		}
-		svc_frame_received(e, f->t_received_ns);   /* DURABLE overtook RECEIVED */
+	struct svc_frame *e = frame_record(s, f, FE_FILLING);
+
+	if (e) {   /* the transfer failed in the dataplane */
+		s->c_rdma_errors++;
+		svc_frame_fail(e, f->status ? f->status : ING_E_INTERNAL, f->retryable, "frame %s: %s",
+			       f->frame_id, f->msg[0] ? f->msg : "transfer failed");
+		return;
 	}
-	if (idx >= s->nfr || s->fr[idx].f != f || s->fr[idx].state != FE_PERSISTING) {
+	e = frame_record(s, f, FE_PERSISTING);
+	if (!e) {
 		struct ing_log_ctx lc = { .wafer = f->wafer_id, .frame = f->frame_id };
 		ING_LOGC(ING_LOG_ERR, "svc", &lc, "frame %s: ack for a frame the service does not hold; "
 			 "slot returned", f->frame_id);
 		ing_pool_put(f);
 		return;
 	}
-	struct svc_frame *e = &s->fr[idx];
 	uint64_t now = ing_now_ns();
 	uint64_t t_dur = f->t_durable_ns ? f->t_durable_ns : now;
 	struct svc_ack a = {
@@ -564,14 +541,9 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 		s->c_bytes_durable += f->length;
 		if (f->duplicate)
 			s->c_dup++;
-		ing_hist_add(&s->lat, a.latency_ns);
-		stage_split(f, now, a.stage_ns);
-		for (unsigned i = 0; i < SVC_NSTAGES; i++)
-			ing_hist_add(&s->stage_lat[i], a.stage_ns[i]);
-		ing_hist_add(&s->stage_lat[SVC_ST_TOTAL], now - f->t_admit_ns);
 	}
 	s->persisting--;
-	svc_metrics_durable(s, f, now);
+	svc_metrics_durable(s, f, now, a.stage_ns);   /* the stages, in the one latency view */
 	svc_ops_frame(s, e->peer, f->status, f->length);
 	if (e->call)
 		svc_send_ack(e->call, &a);
@@ -580,17 +552,55 @@ static void frame_durable(struct ing_svc *s, struct ing_frame *f)
 	svc_frame_release(e);
 }
 
-static void acks_cb(void *arg, uint32_t events)
+/* One event on the control thread's mailbox (calls run inside ing_mbox_run). */
+static void on_event(void *ctx, const struct ing_msg *m)
+{
+	struct ing_svc *s = ctx;
+	struct svc_frame *e;
+
+	switch (m->kind) {
+	case ING_EV_RECEIVED:
+		e = frame_record(s, m->f, FE_FILLING);
+		if (e)
+			frame_received(e, m->f->t_received_ns);
+		else
+			ING_LOG_RL(ING_LOG_ERR, "svc", "frame %s: RECEIVED for a frame not being filled",
+				   m->f->frame_id);
+		break;
+	case ING_EV_GRANTED:
+		e = frame_record(s, m->f, FE_FILLING);
+		if (e)
+			svc_frame_granted(e, m->val, (uint32_t)(m->u64 >> 32), (uint32_t)m->u64);
+		break;
+	case ING_EV_DONE:
+		frame_done(s, m->f);
+		break;
+	case ING_EV_CONN_ERROR:
+	case ING_EV_CONN_RELEASED:
+		ing_rdma_conn_event(s->rdma, m);   /* NULL engine (gone): nothing to do */
+		break;
+	case ING_EV_TIER_READ_DONE:
+		svc_tier_read_done(s, m->arg);
+		break;
+	default:
+		ING_LOG_RL(ING_LOG_ERR, "svc", "unknown message %u on the control mailbox", m->kind);
+		break;
+	}
+}
+
+#define MBOX_BUDGET 256u   /* messages per loop wake-up: sockets and timers get their turn */
+
+static void mbox_cb(void *arg, uint32_t events)
 {
 	struct ing_svc *s = arg;
-	struct ing_frame *fs[32];
-	unsigned n;
+	unsigned done = 0, n;
 	(void)events;
 
-	ing_fring_clear(s->acks);
-	while ((n = ing_fring_pop(s->acks, fs, 32)) > 0)
-		for (unsigned i = 0; i < n; i++)
-			frame_durable(s, fs[i]);
+	do {
+		n = ing_mbox_run(s->ctl, MBOX_BUDGET - done, on_event, s);
+		done += n;
+	} while (done < MBOX_BUDGET && (n || !ing_mbox_idle(s->ctl)));
+	/* budget spent: the doorbell was not consumed, so the loop calls again at once */
 	persist_retry(s);
 }
 
@@ -618,7 +628,7 @@ static void sweep(struct ing_svc *s)
 	uint64_t idle = (uint64_t)s->o.session_idle_ms * 1000000ull;
 	for (unsigned i = 0; i < s->o.max_sessions; i++) {
 		struct svc_session *ss = &s->sess[i];
-		if (!ss->in_use || ss->streams || ss->inflight)
+		if (!ss->in_use || ss->streams || ss->cr.inflight)
 			continue;
 		if (now - ss->idle_since_ns >= idle) {
 			struct ing_log_ctx lc = svc_log_session(ss);
@@ -642,7 +652,7 @@ static void sweep_timer_cb(void *arg)
 static bool stream_idle(const struct svc_session *ss, uint64_t now)
 {
 	const struct svc_call *pc = ss->icall;
-	if (!ss->implicit || ss->inflight || now - ss->idle_since_ns < EVICT_STREAM_IDLE_NS)
+	if (!ss->implicit || ss->cr.inflight || now - ss->idle_since_ns < EVICT_STREAM_IDLE_NS)
 		return false;
 	return !pc || !(pc->blocked || pc->finished || pc->want_finish);
 }
@@ -663,7 +673,7 @@ static struct svc_session *evict_oldest_idle(struct ing_svc *s, struct svc_peer 
 	for (int pass = 0; pass < 2 && !old; pass++) {
 		for (unsigned i = 0; i < s->o.max_sessions; i++) {
 			struct svc_session *ss = &s->sess[i];
-			if (!ss->in_use || ss->inflight || (peer && ss->peer != peer))
+			if (!ss->in_use || ss->cr.inflight || (peer && ss->peer != peer))
 				continue;
 			if (pass == 0 ? ss->streams != 0 : !stream_idle(ss, now))
 				continue;
@@ -726,7 +736,7 @@ struct svc_session *svc_session_new(struct ing_svc *s, struct svc_peer *peer)
 	} while (ss->id == 0 || svc_session_find(s, ss->id));
 	ss->in_use = true;
 	ss->idle_since_ns = ing_now_ns();
-	ss->credits = s->o.credits_default < s->o.credits_max ? s->o.credits_default : s->o.credits_max;
+	ss->cr.credits = s->o.credits_default < s->o.credits_max ? s->o.credits_default : s->o.credits_max;
 	ss->max_frame = s->max_frame;
 	ss->transport = ING_XPORT_GRPC;
 	s->nsess++;
@@ -795,7 +805,7 @@ void svc_call_free(struct svc_call *pc)
 			e->call = NULL;
 			svc_frame_release(e);
 		} else {
-			/* persisting, or a dataplane transfer (back on the ack ring): detach */
+			/* persisting, or a dataplane transfer (it comes back as DONE): detach */
 			e->call = NULL;
 		}
 	}
@@ -965,6 +975,106 @@ void svc_call_check_done(struct svc_call *pc)
 
 /* ================================================================ acks */
 
+/* ---- the rest of the transports' view of the core (control/xport.h) */
+
+uint64_t svc_call_session(const struct svc_call *pc)
+{
+	return pc->sess ? pc->sess->id : 0;
+}
+
+bool svc_call_push(const struct svc_call *pc)
+{
+	return pc->sess && pc->sess->push;
+}
+
+void svc_call_error(struct svc_call *pc, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	pc->err_status = status;
+	va_start(ap, fmt);
+	vsnprintf(pc->err_msg, sizeof(pc->err_msg), fmt, ap);
+	va_end(ap);
+}
+
+bool svc_call_closing(const struct svc_call *pc)
+{
+	return pc->finished || pc->want_finish;
+}
+
+void svc_call_set_blocked(struct svc_call *pc, bool blocked)
+{
+	pc->blocked = blocked;
+}
+
+void svc_call_half_close(struct svc_call *pc)
+{
+	pc->half_closed = true;
+}
+
+void svc_call_end_frames(struct svc_call *pc, const char *why)
+{
+	struct ing_svc *s = pc->svc;
+
+	for (uint32_t i = 0; i < s->nfr && pc->open_frames; i++) {
+		struct svc_frame *e = &s->fr[i];
+		if (e->state == FE_FILLING && e->call == pc)
+			svc_frame_fail(e, ING_E_CANCELLED, true,
+				       "frame %s: %s after %" PRIu64 " of %" PRIu64 " bytes",
+				       e->f->frame_id, why, e->f->filled, e->length);
+	}
+}
+
+void svc_call_admit_req(struct svc_call *pc, struct admit_req *r, const struct xport_ops *xp,
+			void *owner, uint64_t length)
+{
+	r->xp = xp;
+	r->owner = owner;
+	r->credit = pc->sess ? &pc->sess->cr : NULL;
+	r->share = pc->peer ? &pc->peer->share : NULL;
+	r->length = length;
+}
+
+struct admit *svc_admission(struct ing_svc *s)
+{
+	return &s->adm;
+}
+
+void svc_note_parked(struct ing_svc *s)
+{
+	s->c_ctl_parked++;
+}
+
+const struct ing_svc_opts *svc_opts(const struct ing_svc *s)
+{
+	return &s->o;
+}
+
+struct ing_rdma *svc_rdma_engine(const struct ing_svc *s)
+{
+	return s->rdma;
+}
+
+struct ing_frame *svc_frame_ing(const struct svc_frame *e)
+{
+	return e->f;
+}
+
+struct ing_svc *svc_frame_service(const struct svc_frame *e)
+{
+	return e->svc;
+}
+
+struct svc_call *svc_frame_call(const struct svc_frame *e)
+{
+	return e->call;
+}
+
+bool svc_frame_filling(const struct svc_frame *e)
+{
+	return e->state == FE_FILLING;
+}
+
 static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
 {
 	H3000__Ack m = H3000__ACK__INIT;
@@ -1096,6 +1206,27 @@ void svc_ack_received(struct svc_frame *e, uint64_t latency_ns)
 	svc_send_ack(e->call, &a);
 }
 
+/* The slot is open for the producer's WRITE: Ack{GRANTED} to the frame's call. A frame
+ * whose call is gone is never written: its grant expires in the lcore. The lcore still
+ * owns the frame: only what admission set is read here (buf, length, ids). */
+void svc_frame_granted(struct svc_frame *e, uint32_t grant_id, uint32_t grant_rkey,
+		       uint32_t qp_num)
+{
+	if (!e->call)
+		return;
+	struct svc_ack a = {
+		.ok = true,
+		.stage = H3000__ACK_STAGE__ACK_STAGE_GRANTED,
+		.grant_id = grant_id,
+		.grant_rkey = grant_rkey,
+		.grant_qp = qp_num,
+		.grant_addr = (uint64_t)(uintptr_t)e->f->buf,
+		.grant_length = e->f->length,
+	};
+	svc_ack_set_id(&a, e->f->wafer_id, e->f->frame_id);
+	svc_send_ack(e->call, &a);
+}
+
 void svc_vnack(struct svc_call *pc, const char *wafer, const char *frame_id, int code,
 	       bool retryable, const char *fmt, va_list ap)
 {
@@ -1121,11 +1252,11 @@ void svc_nack(struct svc_call *pc, const char *wafer, const char *frame_id, int 
 	va_end(ap);
 }
 
-int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_id,
-		   size_t id_len, const char *meta_frame_id, uint64_t length, const char *wafer,
+int svc_meta_check(struct svc_call *pc, const char *frame_id, size_t id_len,
+		   const char *meta_frame_id, uint64_t length, const char *wafer,
 		   const char **wafer_out, char *why, size_t whylen)
 {
-	uint64_t max = ss ? ss->max_frame : s->max_frame;
+	uint64_t max = pc->sess ? pc->sess->max_frame : pc->svc->max_frame;
 	char idp[96];
 	const char *bad = ing_id_check(frame_id, id_len);
 
@@ -1159,7 +1290,7 @@ int svc_meta_check(struct ing_svc *s, struct svc_session *ss, const char *frame_
 	*wafer_out = wafer;
 	/* the local disk is at the high-water mark (the object store is behind or away):
 	 * refused before it takes a slot, retryable */
-	if (svc_tier_refusing(s, length, why, whylen))
+	if (svc_tier_refusing(pc->svc, length, why, whylen))
 		return ING_E_NO_SPACE;
 	return ING_E_NONE;
 }
@@ -1309,7 +1440,7 @@ void ing_svc_close_calls(struct ing_svc *s, int status, const char *message)
 }
 
 struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
-			       struct ing_persist *persist, struct ing_fring *acks,
+			       struct ing_persist *persist, struct ing_mbox *ctl,
 			       const struct ing_svc_opts *o)
 {
 	struct ing_svc *s = calloc(1, sizeof(*s));
@@ -1320,17 +1451,16 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	s->loop = loop;
 	s->pool = pool;
 	s->persist = persist;
-	s->acks = acks;
+	s->ctl = ctl;
 	s->o = *o;
 	s->t_start_ns = ing_now_ns();
-	ing_hist_reset(&s->lat);
-	for (unsigned i = 0; i <= SVC_NSTAGES; i++)
-		ing_hist_reset(&s->stage_lat[i]);
+	for (unsigned i = 0; i < SVC_LAT_N; i++)
+		ing_hist_reset(&s->lat[i]);
 	ing_timer_init(&s->retry_timer, retry_timer_cb, s);
 	ing_timer_init(&s->sweep_timer, sweep_timer_cb, s);
 	ing_timer_init(&s->kick_timer, kick_timer_cb, s);
-	if (!loop || !pool || !persist || !acks) {
-		ING_ERR("svc", "loop, pool, persistence and ack ring are required");
+	if (!loop || !pool || !persist || !ctl) {
+		ING_ERR("svc", "loop, pool, persistence and the control mailbox are required");
 		goto fail;
 	}
 	if (s->o.max_sessions == 0)
@@ -1395,22 +1525,14 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	for (uint32_t i = 0; i < s->nfr; i++) {
 		s->fr[i].idx = i;
 		s->fr[i].svc = s;
-		s->fr[i].next_free = i + 1 < s->nfr ? i + 1 : UINT32_MAX;
 		ing_timer_init(&s->fr[i].timer, frame_timeout_cb, &s->fr[i]);
 	}
-	s->free_head = 0;
-
-	int fd = ing_fring_fd(acks);
-	if (fd < 0) {
-		ING_ERR("svc", "the ack ring has no doorbell");
-		goto fail;
-	}
-	int rc = ing_loop_add_fd(loop, fd, EPOLLIN, acks_cb, s);
+	int rc = ing_loop_add_fd(loop, ing_mbox_fd(ctl), EPOLLIN, mbox_cb, s);
 	if (rc) {
-		ING_ERR("svc", "cannot watch the ack ring: %s", strerror(-rc));
+		ING_ERR("svc", "cannot watch the control mailbox: %s", strerror(-rc));
 		goto fail;
 	}
-	s->acks_fd_added = true;
+	s->ctl_fd_added = true;
 	ing_timer_arm(loop, &s->sweep_timer, ing_now_ns() + SWEEP_NS);
 
 	if (s->o.rdma.rdma_available)
@@ -1444,15 +1566,11 @@ void ing_svc_destroy(struct ing_svc *s)
 		return;
 	while (s->calls) /* normally none: the server closed them */
 		svc_call_free(s->calls);
-	if (s->acks) {
-		struct ing_frame *fs[32];
-		unsigned n;
-		while ((n = ing_fring_pop(s->acks, fs, 32)) > 0)
-			for (unsigned i = 0; i < n; i++)
-				frame_durable(s, fs[i]);
-	}
-	if (s->acks_fd_added)
-		ing_loop_del_fd(s->loop, ing_fring_fd(s->acks));
+	if (s->ctl)   /* what the stopped lcores and workers sent last */
+		while (ing_mbox_run(s->ctl, 256, on_event, s))
+			;
+	if (s->ctl_fd_added)
+		ing_loop_del_fd(s->loop, ing_mbox_fd(s->ctl));
 	if (s->fr) {
 		for (uint32_t i = 0; i < s->nfr; i++) {
 			struct svc_frame *e = &s->fr[i];

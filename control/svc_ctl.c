@@ -11,7 +11,10 @@
  * or credit waits (the call is paused; see "Backpressure" below), it is never refused
  * as busy while the node still makes progress.
  */
-#include "control/svc_internal.h"
+#include "control/admit.h"
+#include "control/grpc/grpc.h"
+#include "control/service.h"
+#include "control/xport.h"
 #include "common/clock.h"
 #include "common/ident.h"
 #include "common/log.h"
@@ -55,7 +58,7 @@ static int ctl_admit(struct ctl_call *cc, const H3000__FrameMeta *m)
 	struct ing_svc *s = pc->svc;
 	const char *F = m->frameid, *W = ctl_wafer(m);
 	/* a session that negotiated RDMA_WRITE has every frame granted and pushed */
-	const struct xport_ops *xp = pc->sess && pc->sess->push ? &xport_rdma_write : &xport_rdma_read;
+	const struct xport_ops *xp = svc_call_push(pc) ? &xport_rdma_write : &xport_rdma_read;
 	struct admit_req *r = &cc->req;
 	struct ing_frame *f;
 	int rc;
@@ -68,23 +71,19 @@ static int ctl_admit(struct ctl_call *cc, const H3000__FrameMeta *m)
 		svc_nack(pc, W, F, ING_E_SHUTTING_DOWN, true, "frame %s: ingest node is shutting down", F);
 		goto done;
 	}
-	if (!s->rdma) {
+	if (!svc_rdma_engine(s)) {
 		rc = -ENOTCONN;
 		goto refused;
 	}
-	r->xp = xp;
-	r->owner = cc;
-	r->sess = pc->sess;
-	r->peer = pc->peer;
-	r->length = m->length;
-	rc = admit_try(&s->adm, r, &f);
+	svc_call_admit_req(pc, r, xp, cc, m->length);
+	rc = admit_try(svc_admission(s), r, &f);
 	if (rc == -EAGAIN)
 		return CTL_WAIT;
 	if (rc)
 		goto refused;
 	snprintf(f->frame_id, sizeof(f->frame_id), "%s", F);
 	snprintf(f->wafer_id, sizeof(f->wafer_id), "%s", W);
-	f->session_id = pc->sess->id;
+	f->session_id = svc_call_session(pc);
 	f->length = m->length;
 	f->timestamp = m->timestamp;
 	f->crc32c = m->crc32c;
@@ -96,7 +95,7 @@ static int ctl_admit(struct ctl_call *cc, const H3000__FrameMeta *m)
 	if (svc_frame_admit(s, pc, xp, f, &rc))
 		return CTL_DONE;
 	if (rc == -ENOBUFS)   /* the lcore's job ring is full: wait for it like for a slot */
-		return admit_defer(&s->adm, r) == -EAGAIN ? CTL_WAIT : CTL_DONE;
+		return admit_defer(svc_admission(s), r) == -EAGAIN ? CTL_WAIT : CTL_DONE;
 refused:
 	if (rc == -ENOTCONN) {
 		svc_nack(pc, W, F, ING_E_NO_TRANSPORT, false,
@@ -106,7 +105,7 @@ refused:
 		svc_nack(pc, W, F, ING_E_BUSY, true, "frame %s: cannot queue the RDMA read (%d)", F, rc);
 	}
 done:
-	admit_cancel(&s->adm, r);
+	admit_cancel(svc_admission(s), r);
 	return CTL_DONE;
 }
 
@@ -120,8 +119,8 @@ static void ctl_park(struct ctl_call *cc, H3000__FrameMeta *m)
 	ING_LOGC(ING_LOG_DEBUG, "svc", &lc, "frame %s: waits for a %s (ControlStream call %" PRIu64 ")",
 		 m->frameid, cc->req.why == ADMIT_CREDIT ? "credit" : "pool slot", pc->id);
 	cc->meta = m;
-	pc->blocked = true;        /* svc_call_check_done: not done while a frame waits */
-	pc->svc->c_ctl_parked++;
+	svc_call_set_blocked(pc, true);   /* svc_call_check_done: not done while a frame waits */
+	svc_note_parked(pc->svc);
 	svc_call_pause(pc, SVC_PAUSE_BLOCKED);
 }
 
@@ -130,8 +129,8 @@ static void ctl_unpark(struct ctl_call *cc)
 {
 	struct svc_call *pc = &cc->c;
 	cc->meta = NULL;
-	pc->blocked = false;
-	if (pc->finished || pc->want_finish)
+	svc_call_set_blocked(pc, false);
+	if (svc_call_closing(pc))
 		return;
 	svc_call_unpause(pc, SVC_PAUSE_BLOCKED);  /* may deliver (and park) the next FrameMeta */
 	svc_call_check_done(pc);
@@ -145,12 +144,12 @@ void svc_ctl_progress(struct admit_req *r, bool expired)
 
 	if (!m)
 		return;
-	if (pc->finished || pc->want_finish) {
-		admit_cancel(&pc->svc->adm, r);   /* the call is ending: hold nothing back */
+	if (svc_call_closing(pc)) {
+		admit_cancel(svc_admission(pc->svc), r);   /* the call is ending: hold nothing back */
 	} else {
 		if (expired)
 			svc_nack(pc, ctl_wafer(m), m->frameid, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
-				 m->frameid, pc->svc->o.frame_timeout_ms);
+				 m->frameid, svc_opts(pc->svc)->frame_timeout_ms);
 		else if (ctl_admit(cc, m) == CTL_WAIT)
 			return;
 	}
@@ -161,9 +160,9 @@ void svc_ctl_progress(struct admit_req *r, bool expired)
 void svc_ctl_conn_lost(struct svc_call *pc)
 {
 	struct ctl_call *cc = (struct ctl_call *)pc;
-	admit_cancel(&pc->svc->adm, &cc->req);
+	admit_cancel(svc_admission(pc->svc), &cc->req);
 	cc->meta = NULL;
-	pc->blocked = false;
+	svc_call_set_blocked(pc, false);
 }
 
 static int ctl_start(struct ing_grpc_call *c, void *ctx)
@@ -191,13 +190,11 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 {
 	struct svc_call *pc = ing_grpc_call_user(c);
 	struct ctl_call *cc = (struct ctl_call *)pc;
-	struct ing_svc *s;
 	ProtobufCAllocator a;
 	char why[ING_FRAME_MSG_MAX];
 
-	if (!pc || pc->finished || pc->want_finish)
+	if (!pc || svc_call_closing(pc))
 		return 0;
-	s = pc->svc;
 	if (cc->meta) {
 		/* cannot happen: a paused call gets no message; never overwrite the arena */
 		ING_ERR("svc", "ControlStream call %" PRIu64 ": FrameMeta delivered while one waits", pc->id);
@@ -215,7 +212,7 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	svc_arena_allocator(pc, &a);
 	if (len <= SVC_META_MAX)
 		m = h3000__frame_meta__unpack(&a, len, msg);
-	if (!pc->sess && svc_call_bind_session(pc, m ? m->sessionid : 0)) {
+	if (!svc_call_session(pc) && svc_call_bind_session(pc, m ? m->sessionid : 0)) {
 		struct ing_log_ctx lc = svc_log_call(pc);
 		ING_LOGC(ING_LOG_INFO, "svc", &lc, "ControlStream from %s: %s", ing_grpc_call_peer(c), pc->err_msg);
 		ing_grpc_call_finish(c, pc->err_status, pc->err_msg);
@@ -236,15 +233,15 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 			 "frameId or waferId contains a NUL byte: both must be " ING_ID_RULE);
 		return 0;
 	}
-	if (m->sessionid && m->sessionid != pc->sess->id) {
+	if (m->sessionid && m->sessionid != svc_call_session(pc)) {
 		svc_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
-			 F, m->sessionid, pc->sess->id);
+			 F, m->sessionid, svc_call_session(pc));
 		return 0;
 	}
 	const char *wafer;
-	int code = svc_meta_check(s, pc->sess, F, strlen(F), NULL, m->length, m->waferid, &wafer,
-				  why, sizeof(why));
+	int code = svc_meta_check(pc, F, strlen(F), NULL, m->length, m->waferid, &wafer, why,
+				  sizeof(why));
 	if (code) {
 		svc_nack(pc, code == ING_E_NO_SPACE ? wafer : NULL, F, code, code == ING_E_NO_SPACE, "%s",
 			 why);
@@ -260,7 +257,7 @@ static void ctl_half_close(struct ing_grpc_call *c)
 	struct svc_call *pc = ing_grpc_call_user(c);
 	if (!pc)
 		return;
-	pc->half_closed = true;
+	svc_call_half_close(pc);
 	svc_call_check_done(pc);
 }
 

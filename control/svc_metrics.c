@@ -15,7 +15,12 @@
 
 static const char *const xport_name[SVC_X_N] = { "grpc", "rdma" };
 static const char *const result_name[SVC_R_N] = { "durable", "duplicate", "failed", "refused" };
-static const char *const stage_name[SVC_MS_N] = { "queue", "write", "sync", "commit", "ack" };
+/* ingest_stage_seconds and StatsReply.latency: their stages in the one latency view */
+const struct svc_metric_stage svc_metric_stage[SVC_METRIC_STAGES] = {
+	{ "queue", SVC_LAT_QUEUE }, { "write", SVC_LAT_WRITE }, { "sync", SVC_LAT_SYNC },
+	{ "commit", SVC_LAT_COMMIT }, { "ack", SVC_LAT_ACK },
+};
+#define metric_stage svc_metric_stage
 
 static unsigned xi(uint8_t transport)
 {
@@ -32,33 +37,58 @@ void svc_metrics_received(struct ing_svc *s, uint8_t transport, uint64_t bytes, 
 {
 	s->m.rx_frames[xi(transport)]++;
 	s->m.rx_bytes[xi(transport)] += bytes;
-	ing_phist_add(&s->m.ack_received, latency_ns);
+	ing_hist_add(&s->lat[SVC_LAT_RECEIVED_ALL], latency_ns);
 }
 
-static void stage(struct svc_metrics *m, enum svc_mstage st, uint64_t from, uint64_t to)
+const char *const svc_stage_name[SVC_NSTAGES + 1] = {
+	"received", "crc", "written", "synced", "catalogued", "ack", "total",
+};
+
+/*
+ * Split admitted -> now into the node's stages; a stage the frame skipped (0 stamp) is 0
+ * and its time goes to the next one reached, so the stages always add up.
+ */
+static void stage_split(const struct ing_frame *f, uint64_t now, uint64_t *out)
+{
+	const uint64_t t[SVC_NSTAGES] = { f->t_received_ns, f->t_crc_ns, f->t_written_ns,
+					  f->t_synced_ns, f->t_durable_ns, now };
+	uint64_t prev = f->t_admit_ns;
+	for (unsigned i = 0; i < SVC_NSTAGES; i++) {
+		out[i] = 0;
+		if (!t[i] || t[i] < prev)
+			continue;
+		out[i] = t[i] - prev;
+		prev = t[i];
+	}
+}
+
+static void cut(struct ing_svc *s, enum svc_lat l, uint64_t from, uint64_t to)
 {
 	if (from && to >= from)
-		ing_phist_add(&m->stage[st], to - from);
+		ing_hist_add(&s->lat[l], to - from);
 }
 
-void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now)
+void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now,
+			 uint64_t stage_ns[SVC_NSTAGES])
 {
-	struct svc_metrics *m = &s->m;
 	enum svc_result r = f->status != ING_E_NONE ? SVC_R_FAILED :
 			    f->duplicate ? SVC_R_DUPLICATE : SVC_R_DURABLE;
 
 	svc_metrics_result(s, f->transport, r, f->length);
 	if (r == SVC_R_FAILED)
 		return;
-	if (f->t_durable_ns > f->t_admit_ns)
-		ing_phist_add(&m->ack_durable, f->t_durable_ns - f->t_admit_ns);
-	stage(m, SVC_MS_QUEUE, f->t_received_ns, f->t_persist_ns);
+	uint64_t t_dur = f->t_durable_ns ? f->t_durable_ns : now;
+	ing_hist_add(&s->lat[SVC_LAT_DURABLE], t_dur > f->t_admit_ns ? t_dur - f->t_admit_ns : 0);
+	stage_split(f, now, stage_ns);
+	for (unsigned i = 0; i < SVC_NSTAGES; i++)   /* SVC_LAT_ACK among them */
+		ing_hist_add(&s->lat[i], stage_ns[i]);
+	ing_hist_add(&s->lat[SVC_LAT_TOTAL], now - f->t_admit_ns);
+	cut(s, SVC_LAT_QUEUE, f->t_received_ns, f->t_persist_ns);
 	if (f->t_written_ns && f->t_synced_ns) {   /* written now (not a duplicate, not the null sink) */
-		stage(m, SVC_MS_WRITE, f->t_persist_ns, f->t_written_ns);
-		stage(m, SVC_MS_SYNC, f->t_written_ns, f->t_synced_ns);
-		stage(m, SVC_MS_COMMIT, f->t_synced_ns, f->t_durable_ns);
+		cut(s, SVC_LAT_WRITE, f->t_persist_ns, f->t_written_ns);
+		cut(s, SVC_LAT_SYNC, f->t_written_ns, f->t_synced_ns);
+		cut(s, SVC_LAT_COMMIT, f->t_synced_ns, f->t_durable_ns);
 	}
-	stage(m, SVC_MS_ACK, f->t_durable_ns, now);
 }
 
 /* busy share of each poller since the previous sample (at least 1 s apart) */
@@ -82,10 +112,10 @@ static void sample_busy(struct ing_svc *s, uint64_t now)
 	m->busy_t_prev = now;
 }
 
-void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
+/* Frames and bytes finished, and received, by transport and result. */
+static void metrics_frames(struct ing_svc *s, struct ing_mtext *t)
 {
 	struct svc_metrics *m = &s->m;
-	uint64_t now = ing_now_ns();
 	char l[128];
 
 	ing_mtext_family(t, "ingest_frames_total", "counter",
@@ -115,20 +145,32 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 		snprintf(l, sizeof(l), "transport=\"%s\"", xport_name[x]);
 		ing_mtext_u64(t, "ingest_received_bytes_total", l, m->rx_bytes[x]);
 	}
+}
+
+/* The latency view's histograms (the acks' and the internal stages'). */
+static void metrics_latency(struct ing_svc *s, struct ing_mtext *t)
+{
+	char l[128];
 
 	ing_mtext_family(t, "ingest_ack_latency_seconds", "histogram",
 			 "Node-side time from a frame's admission to its RECEIVED or DURABLE ack.");
-	ing_mtext_phist(t, "ingest_ack_latency_seconds", "stage=\"received\"", &m->ack_received);
-	ing_mtext_phist(t, "ingest_ack_latency_seconds", "stage=\"durable\"", &m->ack_durable);
+	ing_mtext_hist(t, "ingest_ack_latency_seconds", "stage=\"received\"", &s->lat[SVC_LAT_RECEIVED_ALL]);
+	ing_mtext_hist(t, "ingest_ack_latency_seconds", "stage=\"durable\"", &s->lat[SVC_LAT_DURABLE]);
 	ing_mtext_family(t, "ingest_stage_seconds", "histogram",
 			 "Time of a frame in each internal stage after RECEIVED: queue (waiting for a "
 			 "persistence worker), write (bytes written to its file), sync (fdatasync and "
 			 "rename), commit (directory fsync and catalog transaction, shared by a group), "
 			 "ack (DURABLE to its ack on the control thread).");
-	for (unsigned i = 0; i < SVC_MS_N; i++) {
-		snprintf(l, sizeof(l), "stage=\"%s\"", stage_name[i]);
-		ing_mtext_phist(t, "ingest_stage_seconds", l, &m->stage[i]);
+	for (unsigned i = 0; i < sizeof(metric_stage) / sizeof(metric_stage[0]); i++) {
+		snprintf(l, sizeof(l), "stage=\"%s\"", metric_stage[i].name);
+		ing_mtext_hist(t, "ingest_stage_seconds", l, &s->lat[metric_stage[i].lat]);
 	}
+}
+
+/* Pool slots per class, frames in flight and in persistence, sessions by transport. */
+static void metrics_capacity(struct ing_svc *s, struct ing_mtext *t)
+{
+	char l[128];
 
 	for (int used = 0; used < 2; used++) {
 		const char *name = used ? "ingest_pool_slots_in_use" : "ingest_pool_slots";
@@ -160,6 +202,12 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 		snprintf(l, sizeof(l), "transport=\"%s\"", xport_name[x]);
 		ing_mtext_u64(t, "ingest_sessions", l, ns[x]);
 	}
+}
+
+/* Fallback switches, refused authentication, the fair-sharing limits, the gRPC receive
+ * path and admission. */
+static void metrics_limits(struct ing_svc *s, struct ing_mtext *t)
+{
 	ing_mtext_family(t, "ingest_fallback_switches_total", "counter",
 			 "Sessions that asked for RDMA and got the gRPC stream, plus RDMA device losses.");
 	ing_mtext_u64(t, "ingest_fallback_switches_total", "", s->c_fallback);
@@ -213,6 +261,13 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_family(t, "ingest_admission_waiting", "gauge",
 			 "Frames waiting for admission now.");
 	ing_mtext_u64(t, "ingest_admission_waiting", "", s->adm.nqueued);
+}
+
+/* The RDMA engine and each dataplane lcore's busy time and ratio. */
+static void metrics_rdma(struct ing_svc *s, struct ing_mtext *t, uint64_t now)
+{
+	struct svc_metrics *m = &s->m;
+	char l[128];
 
 	struct ing_rdma_stats rs;
 	ing_rdma_get_stats(s->rdma, &rs);   /* zeros without an RDMA engine */
@@ -253,6 +308,17 @@ void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
 		snprintf(l, sizeof(l), "lcore=\"%u\"", id);
 		ing_mtext_sample(t, "ingest_lcore_busy_ratio", l, m->busy_ratio[i]);
 	}
+}
+
+void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)
+{
+	uint64_t now = ing_now_ns();
+
+	metrics_frames(s, t);
+	metrics_latency(s, t);
+	metrics_capacity(s, t);
+	metrics_limits(s, t);
+	metrics_rdma(s, t, now);
 	ing_mtext_family(t, "ingest_uptime_seconds", "gauge", "Seconds since the service started.");
 	ing_mtext_sample(t, "ingest_uptime_seconds", "", (double)(now - s->t_start_ns) / 1e9);
 	svc_fleet_metrics(s, t);

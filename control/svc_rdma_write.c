@@ -4,27 +4,29 @@
  * descriptors come on ControlStream like for RDMA READ (svc_ctl.c admits and parks them);
  * for a session that negotiated TRANSPORT_RDMA_WRITE the admitted frame goes to its QP's
  * lcore as a push job: the lcore binds a type-2 memory window over exactly the slot (or
- * uses the pool MR when the device has none) and says GRANTED; this file answers that with
+ * uses the pool MR when the device has none) and says GRANTED; the core answers that with
  * Ack{GRANTED, grantId, grantAddr, grantRkey, grantLength, grantQpNum} on the frame's call.
  * The producer's WRITE WITH IMM, the length check and the invalidation are the lcore's
  * (dataplane/rdma/rdma_poller.c); RECEIVED and everything after are the core's, as for a
- * READ (svc_rdma.c's engine callbacks serve both transports).
+ * READ (the control mailbox serves both transports).
  * Ownership: XPORT_F_DATAPLANE: the lcore holds the frame from ing_rdma_submit until it
- * comes back on the ack ring; it bounds an unwritten grant by the grant timeout.
+ * comes back as DONE; it bounds an unwritten grant by the grant timeout.
  */
-#include "control/svc_internal.h"
-#include "common/log.h"
+#include "control/xport.h"
+#include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
-#include "h3000.pb-c.h"
 
 #include <errno.h>
 
 static int write_start(struct svc_frame *e)
 {
-	e->f->push = true;   /* the lcore grants the slot instead of reading */
-	e->f->raddr = 0;
-	e->f->rkey = 0;
-	return e->svc->rdma ? ing_rdma_submit(e->svc->rdma, e->f) : -ENOTCONN;
+	struct ing_rdma *r = svc_rdma_engine(svc_frame_service(e));
+	struct ing_frame *f = svc_frame_ing(e);
+
+	f->push = true;   /* the lcore grants the slot instead of reading */
+	f->raddr = 0;
+	f->rkey = 0;
+	return r ? ing_rdma_submit(r, f) : -ENOTCONN;
 }
 
 const struct xport_ops xport_rdma_write = {
@@ -35,25 +37,3 @@ const struct xport_ops xport_rdma_write = {
 	.progress = svc_ctl_progress,
 	.conn_lost = svc_ctl_conn_lost,
 };
-
-/* The slot is open for the producer's WRITE: Ack{GRANTED} to the frame's call. A frame
- * whose call is gone is never written: its grant expires in the lcore. */
-void svc_rdma_write_granted(void *arg, const struct ing_rdma_notice *n)
-{
-	struct ing_svc *s = arg;
-	struct svc_frame *e = svc_frame_by_cookie(s, n->cookie, n->gen, &xport_rdma_write);
-
-	if (!e || !e->call)
-		return;
-	struct svc_ack a = {
-		.ok = true,
-		.stage = H3000__ACK_STAGE__ACK_STAGE_GRANTED,
-		.grant_id = n->grant_id,
-		.grant_rkey = n->grant_rkey,
-		.grant_qp = n->qp_num,
-		.grant_addr = (uint64_t)(uintptr_t)e->f->buf,
-		.grant_length = e->f->length,
-	};
-	svc_ack_set_id(&a, e->f->wafer_id, e->f->frame_id);
-	svc_send_ack(e->call, &a);
-}

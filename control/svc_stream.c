@@ -25,7 +25,12 @@
  * advance() (the message accepted) makes it the new crc_run. A frame that completes carries crc_done, and persistence verifies the
  * declared crc against it instead of reading the frame again.
  */
-#include "control/svc_internal.h"
+#include "control/admit.h"
+#include "control/grpc/grpc.h"
+#include "control/service.h"
+#include "control/svc_chunk.h"
+#include "control/xport.h"
+#include "dataplane/dataplane.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/ident.h"
@@ -43,6 +48,7 @@ enum resolve_result { R_DIRECT, R_DISCARD, R_WAIT, R_FAIL };
 enum msg_mode { MSG_UNDECIDED = 0, MSG_DIRECT, MSG_STAGE, MSG_DISCARD };
 
 #define E_CALLFAIL (-EPROTO)   /* a callback failed the call: pc->c.err_status/err_msg */
+#define REFUSED_MAX 16u        /* refused frames whose later chunks are dropped */
 
 /* A PushFrames call: the core's part first, then what only this transport needs. */
 struct stream_call {
@@ -60,7 +66,7 @@ struct stream_call {
 	struct {
 		bool used;
 		char id[CP_ID_MAX + 1];   /* as the chunk parser keeps it ("" is an id here) */
-	} refused[SVC_REFUSED_MAX];
+	} refused[REFUSED_MAX];
 	unsigned refused_next;
 	/* a first chunk waiting for admission (c.blocked); its data is in stage */
 	struct admit_req req;
@@ -77,7 +83,7 @@ struct stream_call {
  * last chunk or a new first chunk). */
 static bool refused_take(struct stream_call *pc, const char *frame_id, bool forget)
 {
-	for (unsigned i = 0; i < SVC_REFUSED_MAX; i++) {
+	for (unsigned i = 0; i < REFUSED_MAX; i++) {
 		if (pc->refused[i].used && strcmp(pc->refused[i].id, frame_id) == 0) {
 			if (forget)
 				pc->refused[i].used = false;
@@ -93,7 +99,7 @@ static void refused_add(struct stream_call *pc, const char *frame_id)
 		return;
 	pc->refused[pc->refused_next].used = true;
 	snprintf(pc->refused[pc->refused_next].id, sizeof(pc->refused[0].id), "%s", frame_id);
-	pc->refused_next = (pc->refused_next + 1) % SVC_REFUSED_MAX;
+	pc->refused_next = (pc->refused_next + 1) % REFUSED_MAX;
 }
 
 /* Refuse a frame: its one answer; its later chunks are dropped. */
@@ -122,19 +128,19 @@ static int resolve_msg(struct stream_call *pc, uint64_t n)
 	pc->snap_offset = O;
 	pc->snap_session = p->session_id;
 	pc->cur = NULL;
-	if (!pc->c.sess) {
+	if (!svc_call_session(&pc->c)) {
 		if (svc_call_bind_session(&pc->c, p->session_id))
 			return R_FAIL;
-	} else if (p->session_id && p->session_id != pc->c.sess->id) {
+	} else if (p->session_id && p->session_id != svc_call_session(&pc->c)) {
 		stream_nack(pc, NULL, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: sessionId %" PRIu64 " differs from the stream's session %" PRIu64,
-			 F, p->session_id, pc->c.sess->id);
+			 F, p->session_id, svc_call_session(&pc->c));
 		return R_DISCARD;
 	}
 
 	if (O == 0 && (p->seen & (1u << CP_F_META))) {
 		/* first chunk */
-		if (s->stopping) {
+		if (ing_svc_stopping(s)) {
 			stream_nack(pc, NULL, F, ING_E_SHUTTING_DOWN, true,
 				 "frame %s: ingest node is shutting down", F);
 			return R_DISCARD;
@@ -159,15 +165,15 @@ static int resolve_msg(struct stream_call *pc, uint64_t n)
 		}
 		char why[ING_FRAME_MSG_MAX];
 		const char *wafer;
-		int code = svc_meta_check(s, pc->c.sess, F, p->id_len, m->frameid, m->length,
-					  m->waferid, &wafer, why, sizeof(why));
+		int code = svc_meta_check(&pc->c, F, p->id_len, m->frameid, m->length, m->waferid,
+					  &wafer, why, sizeof(why));
 		if (code) {
 			stream_nack(pc, code == ING_E_NO_SPACE ? wafer : NULL, F, code, code == ING_E_NO_SPACE,
 				    "%s", why);
 			return R_DISCARD;
 		}
 		e = svc_frame_find_call(s, &pc->c, F);
-		if (e && e->state == FE_FILLING) {
+		if (e && svc_frame_filling(e)) {
 			svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
 				       "frame %s: duplicate first chunk while the frame is in progress; frame dropped",
 				       F);
@@ -188,12 +194,8 @@ static int resolve_msg(struct stream_call *pc, uint64_t n)
 		 * size class, shared with the other transports); a retry keeps its place */
 		struct admit_req *r = &pc->req;
 		struct ing_frame *f;
-		r->xp = &xport_grpc_stream;
-		r->owner = pc;
-		r->sess = pc->c.sess;
-		r->peer = pc->c.peer;
-		r->length = m->length;
-		int rc = admit_try(&s->adm, r, &f);
+		svc_call_admit_req(&pc->c, r, &xport_grpc_stream, pc, m->length);
+		int rc = admit_try(svc_admission(s), r, &f);
 		if (rc == -EAGAIN)
 			return R_WAIT;
 		if (rc) {
@@ -203,7 +205,7 @@ static int resolve_msg(struct stream_call *pc, uint64_t n)
 		}
 		memcpy(f->frame_id, F, p->id_len + 1);   /* checked: id_len <= ING_ID_MAX */
 		snprintf(f->wafer_id, sizeof(f->wafer_id), "%s", wafer);
-		f->session_id = pc->c.sess->id;
+		f->session_id = svc_call_session(&pc->c);
 		f->length = m->length;
 		f->filled = 0;
 		f->timestamp = m->timestamp;
@@ -236,23 +238,24 @@ static int resolve_msg(struct stream_call *pc, uint64_t n)
 			 " but the frame is not in progress on this stream (missing first chunk?)", F, O);
 		return R_DISCARD;
 	}
-	if (e->state != FE_FILLING) {
-		if (O == e->length && n == 0)
+	struct ing_frame *ef = svc_frame_ing(e);
+	if (!svc_frame_filling(e)) {
+		if (O == ef->length && n == 0)
 			return R_DISCARD; /* an empty closing chunk after the frame completed */
-		stream_nack(pc, e->f->wafer_id, F, ING_E_INVALID_ARGUMENT, false,
+		stream_nack(pc, ef->wafer_id, F, ING_E_INVALID_ARGUMENT, false,
 			 "frame %s: chunk at offset %" PRIu64 " after the frame was complete", F, O);
 		return R_DISCARD;
 	}
-	if (O != e->f->filled) {
+	if (O != ef->filled) {
 		svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
 			       "frame %s: chunk at offset %" PRIu64 ", expected %" PRIu64
-			       " (gap or overlap); frame dropped", F, O, e->f->filled);
+			       " (gap or overlap); frame dropped", F, O, ef->filled);
 		return R_DISCARD;
 	}
-	if (n > e->length - O) {
+	if (n > ef->length - O) {
 		svc_frame_fail(e, ING_E_INVALID_ARGUMENT, false,
 			       "frame %s: chunk [%" PRIu64 ", %" PRIu64 ") past the declared length %" PRIu64
-			       "; frame dropped", F, O, O + n, e->length);
+			       "; frame dropped", F, O, O + n, ef->length);
 		return R_DISCARD;
 	}
 	pc->cur = e;
@@ -264,14 +267,14 @@ static int resolve(struct stream_call *pc, uint64_t n)
 {
 	int r = resolve_msg(pc, n);
 	if (r != R_WAIT)
-		admit_cancel(&pc->c.svc->adm, &pc->req);
+		admit_cancel(svc_admission(pc->c.svc), &pc->req);
 	return r;
 }
 
 /* A staged message's data goes to its frame, which resolve() just chose (R_DIRECT). */
 static void copy_staged(struct stream_call *pc)
 {
-	struct ing_frame *f = pc->cur->f;
+	struct ing_frame *f = svc_frame_ing(pc->cur);
 	pc->msg_crc = ing_crc32c_copy(f->crc_run, f->buf + pc->snap_offset, pc->stage,
 				      pc->cp.data_len);
 }
@@ -283,9 +286,9 @@ static void advance(struct stream_call *pc, uint64_t n)
 	struct ing_frame *f;
 
 	pc->cur = NULL;
-	if (!e || e->state != FE_FILLING)
+	if (!e || !svc_frame_filling(e))
 		return;
-	f = e->f;
+	f = svc_frame_ing(e);
 	f->filled += n;
 	f->crc_run = pc->msg_crc;
 	if (n)
@@ -303,11 +306,10 @@ static void advance(struct stream_call *pc, uint64_t n)
 /* The stage buffer grows to the largest data field staged on this call (<= max_msg). */
 static int stage_prepare(struct stream_call *pc, uint64_t len)
 {
-	size_t max = pc->c.svc->o.max_msg;
+	size_t max = svc_opts(pc->c.svc)->max_msg;
 	if (len > max) {
-		pc->c.err_status = ING_GRPC_RESOURCE_EXHAUSTED;
-		snprintf(pc->c.err_msg, sizeof(pc->c.err_msg), "chunk data of %" PRIu64 " bytes above %zu",
-			 len, max);
+		svc_call_error(&pc->c, ING_GRPC_RESOURCE_EXHAUSTED, "chunk data of %" PRIu64 " bytes above %zu",
+			       len, max);
 		return E_CALLFAIL;
 	}
 	if (len > pc->stage_cap || !pc->stage) {
@@ -318,8 +320,7 @@ static int stage_prepare(struct stream_call *pc, uint64_t len)
 			cap = max;
 		uint8_t *n = realloc(pc->stage, cap);
 		if (!n) {
-			pc->c.err_status = ING_GRPC_RESOURCE_EXHAUSTED;
-			snprintf(pc->c.err_msg, sizeof(pc->c.err_msg), "out of memory for the stage buffer");
+			svc_call_error(&pc->c, ING_GRPC_RESOURCE_EXHAUSTED, "out of memory for the stage buffer");
 			return E_CALLFAIL;
 		}
 		pc->stage = n;
@@ -341,7 +342,7 @@ static int cb_data_begin(void *arg, struct chunk_parser *p, uint64_t len)
 	switch (resolve(pc, len)) {
 	case R_DIRECT:
 		pc->mode = MSG_DIRECT;
-		pc->msg_crc = pc->cur->f->crc_run;   /* resolve: filled == snap_offset */
+		pc->msg_crc = svc_frame_ing(pc->cur)->crc_run;   /* resolve: filled == snap_offset */
 		return 0;
 	case R_DISCARD:
 		pc->mode = MSG_DISCARD;
@@ -358,7 +359,7 @@ static int cb_data(void *arg, struct chunk_parser *p, uint64_t off, const uint8_
 	struct stream_call *pc = arg;
 	(void)p;
 	if (pc->mode == MSG_DIRECT)
-		pc->msg_crc = ing_crc32c_copy(pc->msg_crc, pc->cur->f->buf + pc->snap_offset + off,
+		pc->msg_crc = ing_crc32c_copy(pc->msg_crc, svc_frame_ing(pc->cur)->buf + pc->snap_offset + off,
 					      d, n);
 	else if (pc->mode == MSG_STAGE)
 		memcpy(pc->stage + off, d, n);
@@ -384,9 +385,8 @@ static int call_error(struct stream_call *pc, int rc)
 {
 	if (rc == E_CALLFAIL && pc->c.err_status)
 		return pc->c.err_status;
-	pc->c.err_status = ING_GRPC_INVALID_ARGUMENT;
-	snprintf(pc->c.err_msg, sizeof(pc->c.err_msg), "malformed FrameChunk: %s",
-		 pc->cp.err ? pc->cp.err : "parse error");
+	svc_call_error(&pc->c, ING_GRPC_INVALID_ARGUMENT, "malformed FrameChunk: %s",
+		       pc->cp.err ? pc->cp.err : "parse error");
 	return pc->c.err_status;
 }
 
@@ -397,7 +397,7 @@ static void block(struct stream_call *pc)
 	lc.frame = pc->cp.frame_id;
 	ING_LOGC(ING_LOG_DEBUG, "svc", &lc, "frame %s: waits for a %s (call %" PRIu64 ")", pc->cp.frame_id,
 		 pc->req.why == ADMIT_CREDIT ? "credit" : "pool slot", pc->c.id);
-	pc->c.blocked = true;
+	svc_call_set_blocked(&pc->c, true);
 	svc_call_pause(&pc->c, SVC_PAUSE_BLOCKED);
 }
 
@@ -450,19 +450,18 @@ static int bl_reserve(struct stream_call *pc, size_t need)
 	size_t cap = pc->bl_cap ? pc->bl_cap : 65536;
 	while (cap < pc->bl_len + need)
 		cap *= 2;
-	if (cap > pc->c.svc->o.backlog_max) {
-		if (pc->bl_len + need > pc->c.svc->o.backlog_max) {
-			pc->c.err_status = ING_GRPC_RESOURCE_EXHAUSTED;
-			snprintf(pc->c.err_msg, sizeof(pc->c.err_msg),
-				 "more than %zu bytes sent while the stream was paused", pc->c.svc->o.backlog_max);
+	size_t max = svc_opts(pc->c.svc)->backlog_max;
+	if (cap > max) {
+		if (pc->bl_len + need > max) {
+			svc_call_error(&pc->c, ING_GRPC_RESOURCE_EXHAUSTED,
+				       "more than %zu bytes sent while the stream was paused", max);
 			return -ENOBUFS;
 		}
-		cap = pc->c.svc->o.backlog_max;
+		cap = max;
 	}
 	uint8_t *n = realloc(pc->bl, cap);
 	if (!n) {
-		pc->c.err_status = ING_GRPC_RESOURCE_EXHAUSTED;
-		snprintf(pc->c.err_msg, sizeof(pc->c.err_msg), "out of memory for the stream backlog");
+		svc_call_error(&pc->c, ING_GRPC_RESOURCE_EXHAUSTED, "out of memory for the stream backlog");
 		return -ENOMEM;
 	}
 	pc->bl = n;
@@ -479,16 +478,9 @@ static void fail_later(struct stream_call *pc, int status)
 /* Input is done and nothing is held: frames still partial can never complete. */
 static void end_of_input(struct stream_call *pc)
 {
-	struct ing_svc *s = pc->c.svc;
 	if (!pc->c.half_closed || pc->c.blocked || pc->bl_len)
 		return;
-	for (uint32_t i = 0; i < s->nfr && pc->c.open_frames; i++) {
-		struct svc_frame *e = &s->fr[i];
-		if (e->state == FE_FILLING && e->call == &pc->c)
-			svc_frame_fail(e, ING_E_CANCELLED, true,
-				       "frame %s: stream ended after %" PRIu64 " of %" PRIu64 " bytes",
-				       e->f->frame_id, e->f->filled, e->length);
-	}
+	svc_call_end_frames(&pc->c, "stream ended");
 	svc_call_check_done(&pc->c);
 }
 
@@ -497,7 +489,7 @@ static void replay(struct stream_call *pc)
 	size_t pos = 0;
 	int rc;
 
-	while (pos < pc->bl_len && !pc->c.blocked && !pc->c.want_finish && !pc->c.finished) {
+	while (pos < pc->bl_len && !pc->c.blocked && !svc_call_closing(&pc->c)) {
 		uint32_t len;
 		memcpy(&len, pc->bl + pos, sizeof(len));
 		bool open = pc->bl_open == pos + 1;
@@ -524,7 +516,7 @@ static void replay(struct stream_call *pc)
 			break;
 		}
 	}
-	if (pc->c.want_finish || pc->c.finished)
+	if (svc_call_closing(&pc->c))
 		pos = pc->bl_len;
 	memmove(pc->bl, pc->bl + pos, pc->bl_len - pos);
 	pc->bl_len -= pos;
@@ -536,8 +528,8 @@ static void replay(struct stream_call *pc)
 static void stream_progress(struct admit_req *ar, bool expired)
 {
 	struct stream_call *pc = ar->owner;
-	if (pc->c.finished || pc->c.want_finish) {
-		admit_cancel(&pc->c.svc->adm, ar);   /* the call is ending: hold nothing back */
+	if (svc_call_closing(&pc->c)) {
+		admit_cancel(svc_admission(pc->c.svc), ar);   /* the call is ending: hold nothing back */
 		return;
 	}
 	if (!pc->c.blocked)
@@ -546,14 +538,14 @@ static void stream_progress(struct admit_req *ar, bool expired)
 	int r;
 	if (expired) {
 		stream_nack(pc, NULL, p->frame_id, ING_E_BUSY, true, "frame %s: no pool slot or credit for %u ms",
-			  p->frame_id, pc->c.svc->o.frame_timeout_ms);
+			  p->frame_id, svc_opts(pc->c.svc)->frame_timeout_ms);
 		r = R_DISCARD;
 	} else {
 		r = resolve(pc, p->data_len);
 		if (r == R_WAIT)
 			return;
 	}
-	pc->c.blocked = false;
+	svc_call_set_blocked(&pc->c, false);
 	if (r == R_FAIL) {
 		fail_later(pc, call_error(pc, E_CALLFAIL));
 		return;
@@ -564,7 +556,7 @@ static void stream_progress(struct admit_req *ar, bool expired)
 	}
 	if (pc->bl_len)
 		replay(pc);
-	if (!pc->c.blocked && !pc->c.want_finish) {
+	if (!pc->c.blocked && !svc_call_closing(&pc->c)) {
 		svc_call_unpause(&pc->c, SVC_PAUSE_BLOCKED);
 		end_of_input(pc);
 		svc_call_check_done(&pc->c);
@@ -574,8 +566,8 @@ static void stream_progress(struct admit_req *ar, bool expired)
 /* The frame is failed by the core: its message goes nowhere, its later chunks are dropped. */
 static void stream_cancel(struct svc_frame *e)
 {
-	struct stream_call *pc = (struct stream_call *)e->call;
-	refused_add(pc, e->f->frame_id);
+	struct stream_call *pc = (struct stream_call *)svc_frame_call(e);
+	refused_add(pc, svc_frame_ing(e)->frame_id);
 	if (pc->cur == e) {
 		pc->cur = NULL;
 		if (pc->mode == MSG_DIRECT)
@@ -586,7 +578,7 @@ static void stream_cancel(struct svc_frame *e)
 static void stream_conn_lost(struct svc_call *c)
 {
 	struct stream_call *pc = (struct stream_call *)c;
-	admit_cancel(&c->svc->adm, &pc->req);
+	admit_cancel(svc_admission(c->svc), &pc->req);
 	free(pc->stage);
 	pc->stage = NULL;
 	free(pc->bl);
@@ -693,7 +685,7 @@ static uint8_t *stream_msg_sink(struct ing_grpc_call *c, size_t *n)
 		return NULL;
 	*n = run > SIZE_MAX ? SIZE_MAX : (size_t)run;
 	if (pc->mode == MSG_DIRECT && pc->cur)
-		return pc->cur->f->buf + pc->snap_offset + off;
+		return svc_frame_ing(pc->cur)->buf + pc->snap_offset + off;
 	if (pc->mode == MSG_STAGE)
 		return pc->stage + off;
 	return NULL;
@@ -707,7 +699,7 @@ static int stream_msg_placed(struct ing_grpc_call *c, size_t n)
 	if (!pc || pc->c.finished || pc->bl_open || chunk_parser_data_run(&pc->cp, &off) < n)
 		return ING_GRPC_INTERNAL;   /* cannot be: the sink was asked right before */
 	if (pc->mode == MSG_DIRECT && pc->cur)
-		pc->msg_crc = ing_crc32c(pc->msg_crc, pc->cur->f->buf + pc->snap_offset + off, n);
+		pc->msg_crc = ing_crc32c(pc->msg_crc, svc_frame_ing(pc->cur)->buf + pc->snap_offset + off, n);
 	chunk_parser_skip_data(&pc->cp, n);
 	return 0;
 }
@@ -742,7 +734,7 @@ static void stream_half_close(struct ing_grpc_call *c)
 	struct stream_call *pc = ing_grpc_call_user(c);
 	if (!pc)
 		return;
-	pc->c.half_closed = true;
+	svc_call_half_close(&pc->c);
 	end_of_input(pc);
 }
 

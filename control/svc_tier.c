@@ -225,29 +225,22 @@ static void get_pump(struct get_call *g)
 	g->rd_out = true;
 }
 
-/* the tier thread answered reads (loop fd callback) */
-static void get_answers(void *arg, uint32_t events)
+/* ING_EV_TIER_READ_DONE on the control mailbox (svc.c): the tier thread answered read r */
+void svc_tier_read_done(struct ing_svc *s, struct ing_tier_read *r)
 {
-	struct ing_svc *s = arg;
-	struct ing_tier_read *rs[ING_TIER_MAX_READS];
-	unsigned n;
-	(void)events;
-	while ((n = ing_tier_read_done(s->tier, rs, ING_TIER_MAX_READS)) > 0) {
-		for (unsigned i = 0; i < n; i++) {
-			struct get_call *g = rs[i]->owner;
-			g->rd_out = false;
-			if (!g->call) {   /* the call ended while the tier held the read */
-				get_free(g);
-				continue;
-			}
-			if (rs[i]->status) {
-				get_finish(g, read_status(rs[i]->status), rs[i]->msg);
-				continue;
-			}
-			g->pos = 0;
-			get_pump(g);
-		}
+	struct get_call *g = r->owner;
+	(void)s;
+	g->rd_out = false;
+	if (!g->call) {   /* the call ended while the tier held the read */
+		get_free(g);
+		return;
 	}
+	if (r->status) {
+		get_finish(g, read_status(r->status), r->msg);
+		return;
+	}
+	g->pos = 0;
+	get_pump(g);
 }
 
 void ing_svc_attach_tier(struct ing_svc *s, struct ing_tier *t)
@@ -256,27 +249,13 @@ void ing_svc_attach_tier(struct ing_svc *s, struct ing_tier *t)
 	if (!t)
 		return;
 	s->get_buf = malloc(GET_MSG_MAX);
-	if (s->get_buf && ing_loop_add_fd(s->loop, ing_tier_read_fd(t), EPOLLIN, get_answers, s) == 0)
-		s->tier_fd_added = true;
-	else
-		ING_ERR("svc", "GetFrame unavailable: cannot watch the tier's answers");
+	if (!s->get_buf)
+		ING_ERR("svc", "GetFrame unavailable: out of memory");
 }
 
 void svc_tier_destroy(struct ing_svc *s)
 {
-	if (!s->tier)
-		return;
-	struct ing_tier_read *rs[ING_TIER_MAX_READS];
-	unsigned n;
-	while ((n = ing_tier_read_done(s->tier, rs, ING_TIER_MAX_READS)) > 0)
-		for (unsigned i = 0; i < n; i++) {
-			struct get_call *g = rs[i]->owner;
-			g->rd_out = false;
-			get_free(g);   /* its call is gone: the server closed every call before */
-		}
-	if (s->tier_fd_added)
-		ing_loop_del_fd(s->loop, ing_tier_read_fd(s->tier));
-	s->tier_fd_added = false;
+	/* reads still out came back on the control mailbox, drained before this (svc.c) */
 	free(s->get_buf);
 	s->get_buf = NULL;
 }
@@ -311,7 +290,7 @@ static int get_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 		g->finished = true;
 		return rc;
 	}
-	if (!s->tier || !s->tier_fd_added)
+	if (!s->tier || !s->get_buf)
 		return get_fail(g, ING_GRPC_UNAVAILABLE, "this node keeps no frames (--sink null)");
 	if (svc_pb_string_has_nul(msg, len, 1, 2))
 		return get_fail(g, ING_GRPC_INVALID_ARGUMENT,

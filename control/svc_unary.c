@@ -143,6 +143,78 @@ static bool has_transport(const H3000__NegotiateRequest *r, H3000__Transport t)
 	return false;
 }
 
+/* the version range a client names, against this node's: 0, or the gRPC status with the
+ * reason in note */
+static int negotiate_version(const H3000__NegotiateRequest *r, char *note, size_t n)
+{
+	uint32_t vmin = r->versionmin, vmax = r->versionmax;
+	if (vmin == 0 && vmax == 0)
+		vmin = vmax = ING_PROTO_VERSION;   /* a client that says nothing speaks version 1 */
+	else if (vmax == 0)
+		vmax = vmin;
+	if (vmin == 0)
+		vmin = 1;
+	if (vmin > vmax) {
+		snprintf(note, n, "versionMin %u above versionMax %u", vmin, vmax);
+		return ING_GRPC_INVALID_ARGUMENT;
+	}
+	if (vmin > ING_PROTO_VERSION || vmax < ING_PROTO_VERSION) {
+		snprintf(note, n,
+			 "no common protocol version: client speaks %u..%u, this node speaks %u..%u",
+			 vmin, vmax, ING_PROTO_VERSION, ING_PROTO_VERSION);
+		return ING_GRPC_FAILED_PRECONDITION;
+	}
+	return 0;
+}
+
+static const char *rdma_why_not(const struct ing_svc *s)
+{
+	return s->o.rdma.note && s->o.rdma.note[0] ? s->o.rdma.note : "this node has no RDMA listener";
+}
+
+/* the transports this node offers (avail, for the reply) and the first of the client's list
+ * among them; UNSPECIFIED when there is none */
+static H3000__Transport negotiate_transport(const struct ing_svc *s,
+					    const H3000__NegotiateRequest *r, int push,
+					    H3000__Transport avail[3], size_t *navail)
+{
+	bool rdma = s->o.rdma.rdma_available;
+	*navail = 0;
+	if (rdma)
+		avail[(*navail)++] = H3000__TRANSPORT__TRANSPORT_RDMA_READ;
+	if (push)
+		avail[(*navail)++] = H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
+	avail[(*navail)++] = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
+
+	if (r->n_transports == 0)
+		return H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
+	for (size_t i = 0; i < r->n_transports; i++)
+		if (r->transports[i] == H3000__TRANSPORT__TRANSPORT_GRPC_STREAM ||
+		    (rdma && r->transports[i] == H3000__TRANSPORT__TRANSPORT_RDMA_READ) ||
+		    (push && r->transports[i] == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE))
+			return r->transports[i];
+	return H3000__TRANSPORT__TRANSPORT_UNSPECIFIED;
+}
+
+/* the reply's message and the log line: which transport and why */
+static void session_note(const struct ing_svc *s, const H3000__NegotiateRequest *r,
+			 H3000__Transport pick, int push, char *note, size_t n)
+{
+	bool rdma = s->o.rdma.rdma_available;
+	const char *addr = s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "";
+	if (pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ)
+		snprintf(note, n, "rdma read from %s:%u", addr, s->o.rdma.rdma_port);
+	else if (pick == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE)
+		snprintf(note, n, "rdma write push to %s:%u (grants: %s)", addr, s->o.rdma.rdma_port,
+			 push == 1 ? "memory windows" : "pool MR, not bounded per grant");
+	else if (!rdma && has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ))
+		snprintf(note, n, "fallback to gRPC stream: %s", rdma_why_not(s));
+	else if (!rdma)
+		snprintf(note, n, "gRPC stream; RDMA not offered: %s", rdma_why_not(s));
+	else
+		snprintf(note, n, "gRPC stream (client's choice)");
+}
+
 static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 {
 	struct ing_svc *s = ing_grpc_call_user(c);
@@ -170,53 +242,20 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 		}
 		svc_auth_succeeded(peer);
 	}
-	uint32_t vmin = r->versionmin, vmax = r->versionmax;
-	if (vmin == 0 && vmax == 0)
-		vmin = vmax = ING_PROTO_VERSION;   /* a client that says nothing speaks version 1 */
-	else if (vmax == 0)
-		vmax = vmin;
-	if (vmin == 0)
-		vmin = 1;
-	if (vmin > vmax) {
-		snprintf(note, sizeof(note), "versionMin %u above versionMax %u", vmin, vmax);
-		rc = fail(c, ING_GRPC_INVALID_ARGUMENT, note);
+	int code = negotiate_version(r, note, sizeof(note));
+	if (code) {
+		rc = fail(c, code, note);
 		goto out;
 	}
-	if (vmin > ING_PROTO_VERSION || vmax < ING_PROTO_VERSION) {
-		snprintf(note, sizeof(note),
-			 "no common protocol version: client speaks %u..%u, this node speaks %u..%u",
-			 vmin, vmax, ING_PROTO_VERSION, ING_PROTO_VERSION);
-		rc = fail(c, ING_GRPC_FAILED_PRECONDITION, note);
-		goto out;
-	}
-
 	bool rdma = s->o.rdma.rdma_available;
 	/* push (RDMA WRITE): 1 with memory windows, 2 with the pool MR (docs/PUSH.md) */
 	int push = rdma && s->rdma ? ing_rdma_push_mode(s->rdma) : 0;
 	H3000__Transport avail[3];
 	size_t navail = 0;
-	if (rdma)
-		avail[navail++] = H3000__TRANSPORT__TRANSPORT_RDMA_READ;
-	if (push)
-		avail[navail++] = H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
-	avail[navail++] = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
-
-	H3000__Transport pick = H3000__TRANSPORT__TRANSPORT_UNSPECIFIED;
-	if (r->n_transports == 0) {
-		pick = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
-	} else {
-		for (size_t i = 0; i < r->n_transports && !pick; i++) {
-			if (r->transports[i] == H3000__TRANSPORT__TRANSPORT_GRPC_STREAM ||
-			    (rdma && r->transports[i] == H3000__TRANSPORT__TRANSPORT_RDMA_READ) ||
-			    (push && r->transports[i] == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE))
-				pick = r->transports[i];
-		}
-	}
-	const char *why_not = s->o.rdma.note && s->o.rdma.note[0] ? s->o.rdma.note :
-			      "this node has no RDMA listener";
+	H3000__Transport pick = negotiate_transport(s, r, push, avail, &navail);
 	if (!pick) {
 		snprintf(note, sizeof(note), "no common transport: the client offers only RDMA (%s)",
-			 rdma ? "this node has RDMA WRITE push off" : why_not);
+			 rdma ? "this node has RDMA WRITE push off" : rdma_why_not(s));
 		rc = fail(c, ING_GRPC_FAILED_PRECONDITION, note);
 		goto out;
 	}
@@ -234,7 +273,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	unsigned credits = r->credits ? r->credits : s->o.credits_default;
 	if (credits > s->o.credits_max)
 		credits = s->o.credits_max;
-	ss->credits = credits;
+	ss->cr.credits = credits;
 	ss->max_frame = r->maxframesize && r->maxframesize < s->max_frame ? r->maxframesize : s->max_frame;
 	ss->transport = pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ ||
 			pick == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE ? ING_XPORT_RDMA : ING_XPORT_GRPC;
@@ -243,19 +282,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	ss->ack_received = r->ackreceived;
 	snprintf(ss->client, sizeof(ss->client), "%s", r->clientname ? r->clientname : "");
 
-	if (pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ)
-		snprintf(note, sizeof(note), "rdma read from %s:%u", s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "",
-			 s->o.rdma.rdma_port);
-	else if (ss->push)
-		snprintf(note, sizeof(note), "rdma write push to %s:%u (grants: %s)",
-			 s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "", s->o.rdma.rdma_port,
-			 push == 1 ? "memory windows" : "pool MR, not bounded per grant");
-	else if (!rdma && has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ))
-		snprintf(note, sizeof(note), "fallback to gRPC stream: %s", why_not);
-	else if (!rdma)
-		snprintf(note, sizeof(note), "gRPC stream; RDMA not offered: %s", why_not);
-	else
-		snprintf(note, sizeof(note), "gRPC stream (client's choice)");
+	session_note(s, r, pick, push, note, sizeof(note));
 	if (ss->transport == ING_XPORT_GRPC && has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ))
 		s->c_fallback++;
 
@@ -268,7 +295,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.rdmaaddr = (char *)(rdma && s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "");
 	rep.rdmaport = rdma ? s->o.rdma.rdma_port : 0;
 	rep.maxframesize = ss->max_frame;
-	rep.credits = ss->credits;
+	rep.credits = ss->cr.credits;
 	rep.ackreceived = ss->ack_received;
 	rep.ackstored = true;   /* Ack.stored is set */
 	if (ss->push) {
@@ -282,7 +309,7 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	struct ing_log_ctx lc = { .peer = ing_grpc_call_peer(c), .session = ss->id };
 	ING_LOGC(ING_LOG_INFO, "svc", &lc, "session %" PRIu64 " for %s (%s%s%s%s): credits %u, max frame %" PRIu64 ", %s",
 		 ss->id, ss->client[0] ? ss->client : "?", ing_grpc_call_peer(c),
-		 ident ? ", identity \"" : "", ident ? ident : "", ident ? "\"" : "", ss->credits,
+		 ident ? ", identity \"" : "", ident ? ident : "", ident ? "\"" : "", ss->cr.credits,
 		 ss->max_frame, note);
 	rc = reply(c, &rep.base);
 out:
@@ -327,9 +354,10 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	r.poolslotstotal = ing_pool_total(s->pool);
 	r.poolslotsfree = ing_pool_free(s->pool);
 	r.framesinflight = s->nfr_used;
-	r.acklatencyp50ns = ing_hist_quantile(&s->lat, 0.50);
-	r.acklatencyp95ns = ing_hist_quantile(&s->lat, 0.95);
-	r.acklatencyp99ns = ing_hist_quantile(&s->lat, 0.99);
+	const struct ing_hist *dur = &s->lat[SVC_LAT_DURABLE];
+	r.acklatencyp50ns = ing_hist_quantile(dur, 0.50);
+	r.acklatencyp95ns = ing_hist_quantile(dur, 0.95);
+	r.acklatencyp99ns = ing_hist_quantile(dur, 0.99);
 	r.rdmareaderrors = s->c_rdma_errors;
 	r.fallbackswitches = s->c_fallback;
 	r.transportnote = s->note;
@@ -352,33 +380,33 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	}
 	r.sessionspush = npush;
 	r.ctlframesparked = s->c_ctl_parked;
-	/* the /metrics histograms (svc_metrics.c) */
-	static const char *const names[] = { "ack_received", "ack_durable", "queue", "write",
-					     "sync", "commit", "ack" };
-	const struct ing_phist *hs[] = { &s->m.ack_received, &s->m.ack_durable,
-					 &s->m.stage[SVC_MS_QUEUE], &s->m.stage[SVC_MS_WRITE],
-					 &s->m.stage[SVC_MS_SYNC], &s->m.stage[SVC_MS_COMMIT],
-					 &s->m.stage[SVC_MS_ACK] };
-	enum { NH = sizeof(hs) / sizeof(hs[0]) };
+	/* the /metrics histograms (svc_metrics.c), from the same latency view */
+	enum { NH = 2 + SVC_METRIC_STAGES };
+	const char *names[NH] = { "ack_received", "ack_durable" };
+	const struct ing_hist *hs[NH] = { &s->lat[SVC_LAT_RECEIVED_ALL], &s->lat[SVC_LAT_DURABLE] };
+	for (unsigned i = 0; i < SVC_METRIC_STAGES; i++) {
+		names[2 + i] = svc_metric_stage[i].name;
+		hs[2 + i] = &s->lat[svc_metric_stage[i].lat];
+	}
 	H3000__LatencyHistogram lh[NH], *lhp[NH];
-	uint64_t counts[NH][ING_PHIST_NB + 1];
+	uint64_t counts[NH][ING_HIST_PROM_NB + 1];
 	for (unsigned i = 0; i < NH; i++) {
 		h3000__latency_histogram__init(&lh[i]);
 		lh[i].stage = (char *)names[i];
-		lh[i].n_bucketupperns = ING_PHIST_NB;
-		lh[i].bucketupperns = (uint64_t *)ing_phist_le_ns;
-		memcpy(counts[i], hs[i]->b, sizeof(counts[i]));
-		lh[i].n_bucketcounts = ING_PHIST_NB + 1;
+		lh[i].n_bucketupperns = ING_HIST_PROM_NB;
+		lh[i].bucketupperns = (uint64_t *)ing_hist_prom_le_ns;
+		memcpy(counts[i], hs[i]->prom, sizeof(counts[i]));
+		lh[i].n_bucketcounts = ING_HIST_PROM_NB + 1;
 		lh[i].bucketcounts = counts[i];
 		lh[i].count = hs[i]->count;
-		lh[i].sumns = hs[i]->sum_ns;
+		lh[i].sumns = hs[i]->sum;
 		lhp[i] = &lh[i];
 	}
 	r.n_latency = NH;
 	r.latency = lhp;
 	H3000__StageLatency sl[SVC_NSTAGES + 1], *slp[SVC_NSTAGES + 1];
 	for (unsigned i = 0; i <= SVC_NSTAGES; i++) {
-		const struct ing_hist *h = &s->stage_lat[i];
+		const struct ing_hist *h = &s->lat[i];   /* the Ack's stages, then the total */
 		h3000__stage_latency__init(&sl[i]);
 		sl[i].stage = (char *)svc_stage_name[i];
 		sl[i].count = h->count;

@@ -5,10 +5,10 @@
  * persistence workers, and EAL start-up. Files and catalog: dataplane/store/store.h.
  *
  * Ownership rule: a struct ing_frame is owned by exactly one thread at a time; it moves
- * between threads only through rte_rings (pointer hand-off). Control takes it from the
- * pool, fills it (fallback) or hands it to a dataplane lcore (RDMA), which pushes it to a
- * persistence worker, which pushes it to the ack ring; control sends the ACKs and puts it
- * back into the pool.
+ * between threads only inside a message on the next owner's mailbox. Control takes it from
+ * the pool, fills it (fallback) or sends it to a dataplane lcore (RDMA), which tells
+ * control RECEIVED and sends it on to a persistence worker, which sends it back to control
+ * (DONE); control sends the Acks and puts it back into the pool.
  */
 #ifndef ING_DATAPLANE_H
 #define ING_DATAPLANE_H
@@ -67,16 +67,13 @@ struct ing_frame {
 	uint32_t crc32c;      /* declared by the producer, valid when has_crc */
 	bool has_crc;
 	uint8_t transport;    /* enum ing_xport */
-	uint64_t cookie;      /* control's routing handle (index of its frame record) */
-	uint64_t gen;         /* control's admission number: a stale notice about an earlier
-			       * frame in this slot never matches the frame there now */
 	uint64_t raddr;       /* RDMA: producer address */
 	uint32_t rkey;        /* RDMA: producer rkey (never logged) */
 	uint32_t qp_num;      /* RDMA: which connection */
 	/* RDMA WRITE push (docs/PUSH.md): the producer writes into buf under a grant. The
 	 * grant fields are owned by the dataplane lcore while it holds the frame. */
 	bool push;            /* set by control at admission */
-	uint8_t push_state;   /* lcore: enum push_state in dataplane/rdma_poller.c */
+	uint8_t push_state;   /* lcore: enum push_state in dataplane/rdma/rdma_poller.c */
 	uint32_t grant_id;    /* lcore: immediate the write must carry (0: none yet) */
 	uint32_t grant_rkey;  /* lcore: rkey handed out in the grant (never logged) */
 	void *grant_mw;       /* lcore: the memory window bound over the slot (MW mode) */
@@ -106,6 +103,7 @@ struct ing_frame {
 	uint8_t *buf;         /* 4 KiB aligned (O_DIRECT, io_uring fixed buffer) */
 	uint64_t cap;         /* slot capacity, a multiple of 4 KiB */
 	uint32_t slot;        /* index within its class */
+	uint32_t index;       /* index within the pool, 0 .. ing_pool_total() - 1 */
 	uint8_t cls;          /* size class */
 };
 
@@ -174,40 +172,92 @@ bool ing_pool_on_hugepages(const struct ing_pool *p);
 /* Region of class c (for ibv_reg_mr: once per region). 0 or -ENOENT. */
 int ing_pool_region(const struct ing_pool *p, unsigned c, void **base, size_t *len);
 unsigned ing_pool_nclasses(const struct ing_pool *p);
-/* Class c: slot capacity (bytes), slots, slots free now (approximate). 0 or -ENOENT. */
+/* Class c: the largest frame it takes (its size as --pool gave it, 4 KiB-rounded, whatever
+ * the pages), slots, slots free now (approximate). 0 or -ENOENT. */
 int ing_pool_class_stats(const struct ing_pool *p, unsigned c, uint64_t *slot_size,
 			 unsigned *total, unsigned *free_slots);
 
-/* ---------------------------------------------------------------- rings */
+/* ---------------------------------------------------------------- mailboxes */
 
 /*
- * A bounded lockless queue of frame pointers (rte_ring) plus an optional eventfd doorbell
- * for a consumer that sleeps. Producers call ing_fring_push (ring it when the consumer
- * sleeps: the doorbell is rung on every push that finds the ring empty, cheap otherwise).
+ * One mailbox per thread (SPDK's spdk_thread_send_msg model): the control thread, every
+ * dataplane lcore and every persistence worker receive everything other threads tell them
+ * through their own mailbox, a bounded MP/SC queue of struct ing_msg with an eventfd
+ * doorbell, and sleep on that one fd. A message is an event about a frame ({kind, frame}:
+ * the frame moves with it, one owner at a time) or a call ({fn, arg}: fn runs on the
+ * owner's thread). Messages about one frame that one thread posts, or that a hand-off
+ * orders (the lcore posts RECEIVED before it hands the frame to persistence, which posts
+ * DONE), arrive in that order: one ordered channel per frame. Any thread posts; only the
+ * owner pops. No allocation after create; a full mailbox is -ENOBUFS (backpressure).
  */
-struct ing_fring;
-/* flags: ING_FRING_SP / ING_FRING_SC for single producer / consumer. size: power of 2. */
-#define ING_FRING_SP 1u
-#define ING_FRING_SC 2u
-struct ing_fring *ing_fring_create(const char *name, unsigned size, unsigned flags, bool doorbell);
-void ing_fring_destroy(struct ing_fring *r);
-/* Push n frames (all or none). 0 or -ENOBUFS. */
-int ing_fring_push(struct ing_fring *r, struct ing_frame **f, unsigned n);
-/* Pop up to max frames; returns the count. */
-unsigned ing_fring_pop(struct ing_fring *r, struct ing_frame **f, unsigned max);
+typedef void (*ing_msg_fn)(void *arg, uint32_t val);
+
+#define ING_MSG_CALL 0u   /* {fn, arg, val}: run fn(arg, val) on the owner's thread */
+
+/* Events on the control thread's mailbox (svc.c handles them). */
+enum ing_ctl_event {
+	ING_EV_RECEIVED = 1,      /* lcore: every byte of f landed (t_received_ns set); f goes on
+				   * to persistence right after, the lcore no longer touches it */
+	ING_EV_GRANTED = 2,       /* lcore (RDMA WRITE push): f's slot is open for the producer's
+				   * WRITE; val: grant id, u64: grant rkey << 32 | qp number.
+				   * The lcore still owns f: read only its admission fields */
+	ING_EV_DONE = 3,          /* persistence (or a failing lcore): f is control's again,
+				   * durable (status ING_E_NONE) or failed (status, msg) */
+	ING_EV_CONN_ERROR = 4,    /* lcore: a WR of QP val failed (u64: ibv_wc_status): disconnect */
+	ING_EV_CONN_RELEASED = 5, /* lcore: done with QP val: control may destroy it */
+	ING_EV_TIER_READ_DONE = 6,/* tier thread: arg, a struct ing_tier_read, is answered and
+				   * control's again (dataplane/tier/tier.h) */
+};
+
+/* Events on a persistence worker's mailbox. */
+enum ing_persist_event {
+	ING_EV_PERSIST = 16,      /* f: complete in its slot: check, store, post DONE to control */
+};
+
+struct ing_msg {
+	uint32_t kind;            /* ING_MSG_CALL or an event of the receiving thread */
+	uint32_t val;             /* a small value (grant id, qp number, call argument) */
+	union {
+		struct ing_frame *f;  /* events: the frame it is about */
+		void *arg;            /* calls: fn's argument; other events: an object */
+	};
+	union {
+		uint64_t u64;         /* events: a second value */
+		ing_msg_fn fn;        /* calls */
+	};
+};
+
+struct ing_mbox;
+/* size: messages it holds (any number, not rounded). NULL + log on error. No EAL needed. */
+struct ing_mbox *ing_mbox_create(const char *name, unsigned size);
+void ing_mbox_destroy(struct ing_mbox *mb);   /* tolerant of NULL */
+/* Any thread. Post one message, or n in order (all or none). 0 or -ENOBUFS (full: retry
+ * later; nothing was posted). */
+int ing_mbox_post(struct ing_mbox *mb, const struct ing_msg *m);
+int ing_mbox_post_n(struct ing_mbox *mb, const struct ing_msg *m, unsigned n);
+/* Any thread: the event {kind, f}; the call {fn, arg, val}. 0 or -ENOBUFS. */
+int ing_mbox_send(struct ing_mbox *mb, uint32_t kind, struct ing_frame *f);
+int ing_mbox_call(struct ing_mbox *mb, ing_msg_fn fn, void *arg, uint32_t val);
+/* Owner: pop up to max messages (a copy each), oldest first. Returns the count. */
+unsigned ing_mbox_pop(struct ing_mbox *mb, struct ing_msg *m, unsigned max);
+/* Owner: pop up to max messages, run the calls and hand the events to on_event(ctx, m),
+ * in order. Returns the count (fewer than max: the mailbox was empty). */
+typedef void (*ing_msg_handler)(void *ctx, const struct ing_msg *m);
+unsigned ing_mbox_run(struct ing_mbox *mb, unsigned max, ing_msg_handler on_event, void *ctx);
 /*
- * The same ring for messages that are not frames: pointers to the receiving thread's own
- * message structs (the tier thread's reads), handed over exactly like frames.
+ * Owner, found the mailbox empty and about to sleep: consume the doorbell, re-arm it and
+ * look again. true: still empty, sleep on ing_mbox_fd (a later post rings it); false: a
+ * message came in meanwhile, pop again.
  */
-int ing_fring_push_msg(struct ing_fring *r, void *const *m, unsigned n);
-unsigned ing_fring_pop_msg(struct ing_fring *r, void **m, unsigned max);
-/* The doorbell eventfd (for epoll), or -1. */
-int ing_fring_fd(const struct ing_fring *r);
-/* Consume the doorbell's pending wake-ups (call before draining). */
-void ing_fring_clear(struct ing_fring *r);
-/* Sleep until the doorbell rings or timeout_ms passes. 1 rung, 0 timeout, -errno. */
-int ing_fring_wait(struct ing_fring *r, int timeout_ms);
-unsigned ing_fring_count(const struct ing_fring *r);
+bool ing_mbox_idle(struct ing_mbox *mb);
+/* Owner: sleep until the doorbell rings or timeout_ms passes (-1: no limit). 1 rung,
+ * 0 timeout, -errno. */
+int ing_mbox_wait(struct ing_mbox *mb, int timeout_ms);
+/* Any thread: wake the owner without a message (it re-checks its stop flag). */
+void ing_mbox_kick(struct ing_mbox *mb);
+/* The doorbell eventfd (epoll, poll), -1 for NULL. */
+int ing_mbox_fd(const struct ing_mbox *mb);
+unsigned ing_mbox_count(const struct ing_mbox *mb);      /* any thread, approximate */
 
 /* ---------------------------------------------------------------- persistence */
 
@@ -245,20 +295,20 @@ void ing_persist_opts_init(struct ing_persist_opts *o);
 
 struct ing_persist;
 /*
- * Start the workers, each with its cpu affinity set explicitly (never the caller's mask by
- * inheritance; the placement is logged once). Completed frames from any thread go to
- * ing_persist_submit; results (status, duplicate, crc, t_durable_ns set) come out on acks
- * (MP/SC ring with doorbell, owned by the caller, consumed by the control thread).
- * NULL + log on error.
+ * Start the workers, each with its own mailbox and its cpu affinity set explicitly (never
+ * the caller's mask by inheritance; the placement is logged once). Completed frames from
+ * any thread go to ing_persist_submit; each comes back as ING_EV_DONE on ctl, the control
+ * thread's mailbox (status, duplicate, crc, t_durable_ns set). NULL + log on error.
  */
-struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct ing_fring *acks);
-/* Stop after draining what was submitted (bounded by timeout_ms); tolerant of NULL. */
+struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct ing_mbox *ctl);
+/* Stop after draining what was submitted (bounded by timeout_ms); tolerant of NULL.
+ * Every frame submitted is posted to ctl first (failed SHUTTING_DOWN past the deadline). */
 void ing_persist_stop(struct ing_persist *p, int timeout_ms);
 /*
  * Hand a complete frame (length bytes in buf, t_received_ns set) to the worker chosen by
  * ing_id_pair_hash (the same (wafer, frame) always lands on the same worker, so duplicates
- * serialise).
- * 0 or -ENOBUFS (ring full: retry later; the frame is still the caller's). Any thread.
+ * serialise): ING_EV_PERSIST on that worker's mailbox.
+ * 0 or -ENOBUFS (mailbox full: retry later; the frame is still the caller's). Any thread.
  */
 int ing_persist_submit(struct ing_persist *p, struct ing_frame *f);
 struct ing_persist_stats {

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * persist.c - persistence workers. Each worker is a plain pthread (it blocks in write,
- * fdatasync and SQLite) owning one MP/SC input ring with a doorbell and one catalog
- * handle. A frame id always maps to the same worker, so duplicates of one id serialise.
+ * fdatasync and SQLite) owning one mailbox (dataplane/mbox.c) and one catalog handle; it
+ * sleeps on its mailbox's doorbell and on nothing else (no timeout: a stop request kicks
+ * the doorbell). A frame id always maps to the same worker, so duplicates of one id
+ * serialise.
  *
  * Per burst: verify crc32c, look the id up, write the new frames (temp + fdatasync +
  * rename + dir fsync), insert all their catalog rows in ONE transaction (group commit),
- * then hand every frame, good or bad, to the ack ring. A frame is ACKed durable only after
+ * then send every frame, good or bad, back to control (ING_EV_DONE on its mailbox). A frame
+ * is ACKed durable only after
  * both its file and its catalog row are durable. A catalogued id is a duplicate only while
  * its file is there with the catalogued length (one stat) or its object is verified in the
  * object store (location both or tiered); a file lost or cut short is written again from
@@ -47,7 +50,6 @@
 
 #define COMP "persist"
 #define BURST 32
-#define IDLE_WAIT_MS 100
 #define GROUP_BYTES (64ull << 20)  /* written bytes per catalog transaction, at most */
 
 struct worker {
@@ -56,10 +58,11 @@ struct worker {
 	pthread_t th;
 	bool started;
 	bool exited;                  /* set by the worker when its loop has ended */
-	struct ing_fring *in;
+	struct ing_mbox *in;          /* ING_EV_PERSIST messages */
 	struct ing_catalog *cat;
 	struct ing_persist_stats st;  /* written by the worker (relaxed atomics), read by anyone */
 	struct ing_frame *burst[BURST];
+	struct ing_msg msgs[BURST];
 	struct ing_frame *ok[BURST];
 	struct ing_catalog_row rows[BURST];
 	int dir_rc[BURST];
@@ -74,7 +77,7 @@ struct ing_persist {
 	unsigned nice;        /* 0: leave the workers' scheduling alone */
 	cpu_set_t unpinned;   /* where workers that are not pinned run */
 	unsigned nworkers;
-	struct ing_fring *acks;
+	struct ing_mbox *ctl;   /* the control thread's mailbox: ING_EV_DONE */
 	int stop;       /* drain, then exit */
 	int abort;      /* deadline passed: fail what is left, exit */
 	struct worker *w;
@@ -214,7 +217,7 @@ static void restore_frame(struct worker *w, struct ing_frame *f, const struct in
 		return;
 	}
 	bool missing = rc == -ENOENT;
-	rc = ing_store_write(p->data_dir, row->path, f->buf, f->length, f->cap);
+	rc = ing_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, true, NULL);
 	if (rc < 0) {
 		if (rc == -ENOSPC || rc == -EDQUOT)
 			fail(f, ING_E_NO_SPACE, true, "no space left rewriting %s", row->path);
@@ -262,7 +265,7 @@ static void store_frame(struct worker *w, struct ing_frame *f, unsigned *nok,
 	memset(row, 0, sizeof(*row));
 	rc = ing_store_rel_path(row->path, sizeof(row->path), f->wafer_id, f->frame_id);
 	if (rc == 0)
-		rc = dp_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, false,
+		rc = ing_store_write(p->data_dir, row->path, f->buf, f->length, f->cap, false,
 				    &f->t_written_ns);
 	f->t_synced_ns = ing_now_ns();
 	if (rc < 0) {
@@ -306,7 +309,7 @@ static unsigned sync_dirs(struct worker *w, unsigned nok)
 			if (same_dir(w->rows[j].path, w->rows[i].path))
 				break;
 		if (j == i) {   /* first frame of this directory */
-			rc = dp_store_sync_dir(p->data_dir, w->rows[i].path);
+			rc = ing_store_sync_dir(p->data_dir, w->rows[i].path);
 			w->dir_rc[i] = rc;
 		} else {
 			rc = w->dir_rc[j];
@@ -375,38 +378,42 @@ static void commit_rows(struct worker *w, unsigned nok)
 		   strerror(-rc));
 }
 
-static void push_acks(struct worker *w, struct ing_frame **f, unsigned n)
+/* Every frame back to control, in order (ING_EV_DONE). Control's mailbox holds a message
+ * per pool slot and more, so it is full only if control stalls: wait for it then. */
+static void post_done(struct worker *w, struct ing_frame **f, unsigned n)
 {
 	struct ing_persist *p = w->p;
 	struct timespec ts = { 0, 200000 };
 	unsigned done = 0;
 	bool warned = false;
 
+	for (unsigned i = 0; i < n; i++)
+		w->msgs[i] = (struct ing_msg){ .kind = ING_EV_DONE, .f = f[i] };
 	while (done < n) {
 		unsigned k = n - done;
-		if (ing_fring_push(p->acks, f + done, k) == 0) {
+		if (ing_mbox_post_n(p->ctl, w->msgs + done, k) == 0) {
 			done += k;
 			continue;
 		}
-		if (ing_fring_push(p->acks, f + done, 1) == 0) {
+		if (ing_mbox_post(p->ctl, w->msgs + done) == 0) {
 			done++;
 			continue;
 		}
-		/* never drop an ack: the control thread will drain the ring */
+		/* never drop an answer: the control thread will drain its mailbox */
 		if (__atomic_load_n(&p->abort, __ATOMIC_ACQUIRE)) {
-			ING_ERR(COMP, "worker %u: ack ring full at shutdown, %u frames not acked",
+			ING_ERR(COMP, "worker %u: control's mailbox full at shutdown, %u frames not acked",
 				w->idx, n - done);
 			return;
 		}
 		if (!warned) {
-			ING_LOG_RL(ING_LOG_WARN, COMP, "worker %u: ack ring full, waiting", w->idx);
+			ING_LOG_RL(ING_LOG_WARN, COMP, "worker %u: control's mailbox full, waiting", w->idx);
 			warned = true;
 		}
 		nanosleep(&ts, NULL);
 	}
 }
 
-/* commit the group's catalog rows, stamp and count its frames, hand them to the acks */
+/* commit the group's catalog rows, stamp and count its frames, send them back to control */
 static void finish_group(struct worker *w, struct ing_frame **fr, unsigned n, unsigned nok)
 {
 	struct ing_persist *p = w->p;
@@ -439,7 +446,7 @@ static void finish_group(struct worker *w, struct ing_frame **fr, unsigned n, un
 	stat_add(&w->st.bytes, bytes);
 	stat_add(&w->st.duplicates, dups);
 	stat_add(&w->st.failures, bad);
-	push_acks(w, fr, n);
+	post_done(w, fr, n);
 }
 
 /*
@@ -506,21 +513,20 @@ static void *worker_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	ing_thread_lower_priority(p->nice, name);
 	for (;;) {
-		unsigned n = ing_fring_pop(w->in, w->burst, BURST);
+		unsigned n = ing_mbox_pop(w->in, w->msgs, BURST);
 		if (n) {
+			for (unsigned i = 0; i < n; i++)
+				w->burst[i] = w->msgs[i].f;   /* ING_EV_PERSIST, the only kind */
 			process_burst(w, w->burst, n);
 			continue;
 		}
-		/* about to sleep: consume the doorbell, then look once more (no lost wake-up) */
-		ing_fring_clear(w->in);
-		n = ing_fring_pop(w->in, w->burst, BURST);
-		if (n) {
-			process_burst(w, w->burst, n);
+		/* about to sleep: re-arm the doorbell and look once more (no lost wake-up) */
+		if (!ing_mbox_idle(w->in))
 			continue;
-		}
 		if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
 			break;   /* drained */
-		int rc = ing_fring_wait(w->in, IDLE_WAIT_MS);
+		/* no timeout: frames and the stop request (ing_mbox_kick) both ring the doorbell */
+		int rc = ing_mbox_wait(w->in, -1);
 		if (rc < 0) {
 			ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: wait: %s", w->idx, strerror(-rc));
 			struct timespec ts = { 0, 1000000 };
@@ -633,19 +639,19 @@ static void persist_free(struct ing_persist *p)
 		return;
 	for (unsigned i = 0; p->w && i < p->nworkers; i++) {
 		ing_catalog_close(p->w[i].cat);
-		ing_fring_destroy(p->w[i].in);
+		ing_mbox_destroy(p->w[i].in);
 	}
 	free(p->w);
 	free(p);
 }
 
-struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct ing_fring *acks)
+struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct ing_mbox *ctl)
 {
 	struct ing_persist *p;
 	char path[PATH_MAX];
 
-	if (!o || !acks || !o->workers || o->workers > 64) {
-		ING_ERR(COMP, "need options, an ack ring and 1..64 workers");
+	if (!o || !ctl || !o->workers || o->workers > 64) {
+		ING_ERR(COMP, "need options, control's mailbox and 1..64 workers");
 		return NULL;
 	}
 	if (o->sink == ING_SINK_FILE && (!o->data_dir || !*o->data_dir)) {
@@ -660,7 +666,7 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 	p->sink = o->sink;
 	p->verify_crc = o->verify_crc;
 	p->nice = o->nice > 19 ? 19 : o->nice;
-	p->acks = acks;
+	p->ctl = ctl;
 	if (o->data_dir &&
 	    (size_t)snprintf(p->data_dir, sizeof(p->data_dir), "%s", o->data_dir) >= sizeof(p->data_dir)) {
 		ING_ERR(COMP, "data_dir too long");
@@ -675,12 +681,12 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 	plan_cpus(p, o);
 	if (p->sink == ING_SINK_FILE) {
 		snprintf(path, sizeof(path), "%s/frames", p->data_dir);
-		int rc = dp_mkdirs(path, 0755);
+		int rc = ing_store_mkdirs(path, 0755);
 		if (rc < 0) {
 			ING_ERR(COMP, "creating %s: %s", path, strerror(-rc));
 			goto fail;
 		}
-		rc = dp_store_sweep_tmp(p->data_dir);
+		rc = ing_store_sweep_tmp(p->data_dir);
 		if (rc > 0)
 			ING_WARN(COMP, "removed %d temp files left by a crashed writer in %s", rc, path);
 		snprintf(path, sizeof(path), "%s/catalog.db", p->data_dir);
@@ -689,8 +695,7 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 		struct worker *w = &p->w[i];
 		w->p = p;
 		w->idx = i;
-		w->in = ing_fring_create("persist", o->ring_size ? o->ring_size : ING_DEFAULT_RING_SIZE,
-					 ING_FRING_SC, true);
+		w->in = ing_mbox_create("persist", o->ring_size ? o->ring_size : ING_DEFAULT_RING_SIZE);
 		if (!w->in)
 			goto fail;
 		if (p->sink == ING_SINK_FILE) {
@@ -743,7 +748,7 @@ void ing_persist_stop(struct ing_persist *p, int timeout_ms)
 	__atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
 	for (unsigned i = 0; i < p->nworkers; i++)
 		if (p->w[i].started)
-			fring_kick(p->w[i].in);
+			ing_mbox_kick(p->w[i].in);
 	uint64_t deadline = ing_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
 	for (unsigned i = 0; i < p->nworkers; i++)
 		if (p->w[i].started && !join_until(&p->w[i], deadline))
@@ -778,7 +783,7 @@ int ing_persist_submit(struct ing_persist *p, struct ing_frame *f)
 {
 	if (__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
 		return -ESHUTDOWN;
-	return ing_fring_push(p->w[route(p, f)].in, &f, 1);
+	return ing_mbox_send(p->w[route(p, f)].in, ING_EV_PERSIST, f);
 }
 
 void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats *s)

@@ -40,6 +40,9 @@ struct pool_class {
 	uint8_t *base;
 	size_t len;
 	uint64_t slot_size;
+	uint64_t limit;       /* the largest frame it takes: the class's size on 4 KiB pages,
+			       * whether or not its slots are hugepage-rounded (so --max-frame and
+			       * the class a frame lands in do not depend on the pages) */
 	unsigned count;
 	bool huge;
 	struct rte_mempool *mp;
@@ -108,6 +111,7 @@ static int region_prefault(uint8_t *base, size_t len, uint64_t page)
 struct slot_init_arg {
 	struct ing_pool *p;
 	unsigned c;
+	unsigned first;   /* pool index of the class's first slot */
 };
 
 static void slot_init(struct rte_mempool *mp, void *opaque, void *obj, unsigned idx)
@@ -122,6 +126,7 @@ static void slot_init(struct rte_mempool *mp, void *opaque, void *obj, unsigned 
 	f->buf = pc->base + (size_t)idx * pc->slot_size;
 	f->cap = pc->slot_size;
 	f->slot = idx;
+	f->index = a->first + idx;
 	f->cls = (uint8_t)a->c;
 }
 
@@ -155,6 +160,7 @@ static int class_map(struct ing_pool *p, unsigned c, const struct ing_pool_opts 
 	int rc;
 
 	pc->count = o->cls[c].count;
+	pc->limit = round_up_u64(want, ING_PAGE_4K);
 	if (o->hugepages != 0) {
 		pc->slot_size = round_up_u64(want, hpsz);
 		pc->len = (size_t)(pc->slot_size * pc->count);
@@ -209,6 +215,9 @@ static int class_mempool(struct ing_pool *p, unsigned c, int node)
 {
 	struct pool_class *pc = &p->cls[c];
 	struct slot_init_arg arg = { .p = p, .c = c };
+
+	for (unsigned k = 0; k < c; k++)
+		arg.first += p->cls[k].count;
 	char mpname[RTE_MEMPOOL_NAMESIZE];
 
 	dp_unique_name(mpname, sizeof(mpname), "ingp");
@@ -307,7 +316,7 @@ struct ing_frame *ing_pool_get_below(struct ing_pool *p, uint64_t len, unsigned 
 		return NULL;
 	for (unsigned c = 0; c < p->nclasses && c < cls_end; c++) {
 		struct pool_class *pc = &p->cls[c];
-		if (pc->slot_size < len)
+		if (pc->limit < len)
 			continue;
 		if (rte_mempool_get(pc->mp, &obj) == 0) {
 			struct ing_frame *f = obj;
@@ -329,7 +338,7 @@ void ing_pool_put(struct ing_frame *f)
 
 uint64_t ing_pool_max_len(const struct ing_pool *p)
 {
-	return p && p->nclasses ? p->cls[p->nclasses - 1].slot_size : 0;
+	return p && p->nclasses ? p->cls[p->nclasses - 1].limit : 0;
 }
 
 unsigned ing_pool_total(const struct ing_pool *p)
@@ -383,7 +392,7 @@ int ing_pool_class_stats(const struct ing_pool *p, unsigned c, uint64_t *slot_si
 {
 	if (!p || c >= p->nclasses)
 		return -ENOENT;
-	*slot_size = p->cls[c].slot_size;
+	*slot_size = p->cls[c].limit;
 	*total = p->cls[c].count;
 	*free_slots = p->cls[c].mp ? rte_mempool_avail_count(p->cls[c].mp) : 0;
 	return 0;

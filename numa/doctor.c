@@ -437,15 +437,14 @@ static void check_pool_memory(struct ctx *c)
 		    human(o->pool_bytes, a, 32), human(have, b, 32), avail ? "available" : "memory");
 }
 
-static void check_memory(struct ctx *c)
+/* CAP_IPC_LOCK lifts the memlock limit for ibv_reg_mr */
+static void check_memlock(struct ctx *c)
 {
 	const struct ing_doctor_opts *o = c->o;
-	char line[256], a[32], b[32], fix[320];
+	char line[256], a[32], b[32], path[PATH_MAX];
 	uint64_t pool = o->pool_bytes;
 	bool cap = false;
 
-	/* CAP_IPC_LOCK lifts the memlock limit for ibv_reg_mr */
-	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/self/status", c->proc);
 	FILE *f = fopen(path, "re");
 	while (f && fgets(line, sizeof(line), f)) {
@@ -478,10 +477,17 @@ static void check_memory(struct ctx *c)
 		    "memlock %s < pool %s + 16 MiB and no CAP_IPC_LOCK: ibv_reg_mr will fail%s",
 		    human((uint64_t)lim, a, 32), human(pool, b, 32),
 		    c->n_rdma ? "" : " (once RDMA is used)");
+}
 
-	/* hugepages: default size from meminfo, counts from sysfs */
+/* hugepages: default size from meminfo, counts from sysfs; sets c->hp_* */
+static void check_hugepages(struct ctx *c)
+{
+	const struct ing_doctor_opts *o = c->o;
+	char line[256], a[32], b[32], fix[320], path[PATH_MAX];
+	uint64_t pool = o->pool_bytes;
+
 	snprintf(path, sizeof(path), "%s/meminfo", c->proc);
-	f = fopen(path, "re");
+	FILE *f = fopen(path, "re");
 	while (f && fgets(line, sizeof(line), f)) {
 		unsigned long long kb;
 		if (sscanf(line, "Hugepagesize: %llu kB", &kb) == 1)
@@ -545,13 +551,16 @@ static void check_memory(struct ctx *c)
 		    "%s reserved; free%s %s >= pool %s", per_size, where,
 		    human(h.free * h.page_size, a, 32), human(pool, b, 32));
 	}
+}
 
-	check_pool_memory(c);
-
-	/* hugetlbfs mount */
+/* hugetlbfs mount */
+static void check_hugetlbfs(struct ctx *c)
+{
+	char line[256], path[PATH_MAX];
 	char mnt[256] = "", mopt[256] = "";
+
 	snprintf(path, sizeof(path), "%s/mounts", c->proc);
-	f = fopen(path, "re");
+	FILE *f = fopen(path, "re");
 	while (f && fgets(line, sizeof(line), f)) {
 		char dev[64], dir[256], fs[64], opts[256];
 		if (sscanf(line, "%63s %255s %63s %255s", dev, dir, fs, opts) == 4 &&
@@ -572,8 +581,14 @@ static void check_memory(struct ctx *c)
 	else
 		add(c, "memory", "memory.hugetlbfs", ING_CHECK_PASS, NULL,
 		    "no hugetlbfs mounted (not needed: the pool maps hugepages without it)");
+}
 
-	/* MR length: a multiple of the page size it lives on */
+/* MR length: a multiple of the page size it lives on */
+static void check_alignment(struct ctx *c)
+{
+	char a[32], b[32];
+	uint64_t pool = c->o->pool_bytes;
+
 	uint64_t align = c->hp_total ? c->hp_size : 4096;
 	if (pool % align)
 		add(c, "memory", "memory.alignment", ING_CHECK_FAIL,
@@ -585,7 +600,10 @@ static void check_memory(struct ctx *c)
 		add(c, "memory", "memory.alignment", ING_CHECK_PASS, NULL,
 		    "MR length %s = %llu x %s %spages", human(pool, a, 32),
 		    (unsigned long long)(pool / align), human(align, b, 32), c->hp_total ? "huge" : "");
+}
 
+static void check_hugepages_safe(struct ctx *c)
+{
 	const char *safe = getenv("RDMAV_HUGEPAGES_SAFE");
 	bool safe_on = safe && strcmp(safe, "0") != 0 && *safe;
 	if (safe_on)
@@ -599,6 +617,16 @@ static void check_memory(struct ctx *c)
 		add(c, "memory", "memory.hugepages_safe", ING_CHECK_PASS, NULL,
 		    "RDMAV_HUGEPAGES_SAFE not set (not needed: %s)",
 		    c->n_rdma ? "no hugepages" : "no RDMA device");
+}
+
+static void check_memory(struct ctx *c)
+{
+	check_memlock(c);
+	check_hugepages(c);
+	check_pool_memory(c);
+	check_hugetlbfs(c);
+	check_alignment(c);
+	check_hugepages_safe(c);
 }
 
 /* ------------------------------------------------------------------ storage */
@@ -927,14 +955,6 @@ int ing_doctor_run(const struct ing_doctor_opts *o, struct ing_doctor_report *r)
 	check_cpu(&c);
 	ing_topo_destroy(t);
 	return (int)r->n_fail;
-}
-
-const struct ing_check *ing_doctor_find(const struct ing_doctor_report *r, const char *name)
-{
-	for (unsigned i = 0; i < r->n; i++)
-		if (strcmp(r->checks[i].name, name) == 0)
-			return &r->checks[i];
-	return NULL;
 }
 
 void ing_doctor_format_text(const struct ing_doctor_report *r, FILE *f)

@@ -72,8 +72,6 @@ int ing_doctor_run(const struct ing_doctor_opts *o, struct ing_doctor_report *r)
 void ing_doctor_add(struct ing_doctor_report *r, const char *section, const char *name,
 		    enum ing_check_status st, const char *fix, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
-/* The check called name, NULL if it was not run. */
-const struct ing_check *ing_doctor_find(const struct ing_doctor_report *r, const char *name);
 const char *ing_check_status_str(enum ing_check_status s);
 /* Text: sections, one line per check (+ "fix:" line), then "summary: N PASS, N WARN, N FAIL". */
 void ing_doctor_format_text(const struct ing_doctor_report *r, FILE *f);

@@ -171,11 +171,6 @@ int ing_plan_eal_lcores(const struct ing_plan *p, char *lcores, size_t len, int 
 /* Human-readable and JSON renderings (JSON: one object, no trailing newline). */
 void ing_plan_format_text(const struct ing_plan *p, FILE *f);
 void ing_plan_format_json(const struct ing_plan *p, FILE *f);
-/*
- * Pin the calling thread to one cpu (a plan's worker_cpus[i], control_cpu ...); cpu < 0
- * is a no-op (not pinned). 0 or -errno (-EINVAL: no such cpu). Any thread, for itself.
- */
-int ing_cpu_bind_self(int cpu);
 /* The plan at INFO (one line per role), its warnings at WARN, component "numa". */
 void ing_plan_log(const struct ing_plan *p);
 /* The topology as text / JSON (nodes, cpus, cores, devices with their nodes). */

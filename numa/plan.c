@@ -462,19 +462,6 @@ int ing_plan_eal_lcores(const struct ing_plan *p, char *lcores, size_t len, int 
 	return strlen(lcores) + 1 >= len ? -ENOSPC : 0;
 }
 
-int ing_cpu_bind_self(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return 0;
-	if (cpu >= CPU_SETSIZE)
-		return -EINVAL;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return -pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 static void workers_str(const struct ing_plan *p, char *buf, size_t len)
 {
 	int w[ING_PLAN_MAX_WORKERS];

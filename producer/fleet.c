@@ -4,7 +4,7 @@
  * front of one ordinary producer session per ingest node.
  *
  *   submit -> fleet frame (kept until DURABLE) -> HRW owner among the nodes that take new
- *             wafers -> that node's session (ing_producer_submit, user = the fleet frame)
+ *             wafers -> that node's session (producer_session_submit, user = the fleet frame)
  *   poll   -> every node session polled without waiting, then one poll(2) over their
  *             sockets; acks are matched to the fleet frame AND to the node it is placed on
  *             (an ack from anywhere else is late: counted, ignored)
@@ -261,7 +261,7 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 	so.tls_cert = f->s_cert;
 	so.tls_key = f->s_key;
 	so.tls_server_name = f->s_sni;
-	struct ing_producer *sub = ing_producer_connect(&so, err, sizeof(err));
+	struct ing_producer *sub = producer_session_connect(&so, err, sizeof(err));
 	if (!sub) {
 		n->failed = true;
 		n->down_until_ns = ing_now_ns() + ms_ns(f->cooldown_ms);
@@ -530,6 +530,8 @@ static char *dup_opt(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+static const struct producer_ops fleet_ops;
+
 static void fleet_free(struct ing_producer *p)
 {
 	struct fleet *f = p->fleet;
@@ -554,6 +556,73 @@ static void fleet_free(struct ing_producer *p)
 	producer_destroy(p);
 }
 
+/* the servers list "a:p,b:p, c:p" into addrs: how many, 0 with err set */
+static unsigned parse_servers(const char *s, char (*addrs)[256], char *err, size_t errlen)
+{
+	const char *list = s;
+	unsigned naddr = 0;
+	while (*s) {
+		while (*s == ',' || *s == ' ')
+			s++;
+		size_t l = strcspn(s, ", ");
+		if (!l)
+			break;
+		if (naddr == FLEET_MAX_NODES || l >= sizeof(addrs[0])) {
+			snprintf(err, errlen, "servers: %s", naddr == FLEET_MAX_NODES ?
+				 "more than 64 nodes" : "an address longer than 255 characters");
+			return 0;
+		}
+		memcpy(addrs[naddr], s, l);
+		addrs[naddr][l] = '\0';
+		naddr++;
+		s += l;
+	}
+	if (!naddr)
+		snprintf(err, errlen, "servers: no address in '%s'", list);
+	return naddr;
+}
+
+/* the options of the node sessions: gRPC stream, keep until DURABLE, no pool of their own;
+ * the fleet keeps its own copies of the secrets and paths (f->s_*) */
+static int node_opts(struct fleet *f, const struct ing_producer_opts *o, char *err, size_t errlen)
+{
+	f->sub_o = f->top->o;
+	f->sub_o.transport = ING_TRANSPORT_GRPC;
+	f->sub_o.pool_frames = 0;
+	f->sub_o.keepalive_ms = o->keepalive_ms ? o->keepalive_ms : FLEET_DEFAULT_KEEPALIVE_MS;
+	f->sub_o.servers = NULL;
+	f->s_auth = dup_opt(o->auth_token);
+	f->s_ca = dup_opt(o->tls_ca);
+	f->s_cert = dup_opt(o->tls_cert);
+	f->s_key = dup_opt(o->tls_key);
+	f->s_sni = dup_opt(o->tls_server_name);
+	if ((o->auth_token && !f->s_auth) || (o->tls_ca && !f->s_ca) || (o->tls_cert && !f->s_cert) ||
+	    (o->tls_key && !f->s_key) || (o->tls_server_name && !f->s_sni)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	f->sub_o.auth_token = f->sub_o.tls_ca = f->sub_o.tls_cert = f->sub_o.tls_key = NULL;
+	f->sub_o.tls_server_name = NULL;
+	return 0;
+}
+
+/* the window: what the nodes up give together, room for the ones not up yet */
+static int window_alloc(struct fleet *f, unsigned credits, unsigned up, char *err, size_t errlen)
+{
+	f->cap = credits + credits / up * (f->nnodes - up);
+	if (f->cap > FLEET_MAX_FRAMES)
+		f->cap = FLEET_MAX_FRAMES;
+	f->fr = calloc(f->cap, sizeof(*f->fr));
+	f->order = calloc(f->cap, sizeof(*f->order));
+	f->aq_cap = 2 * f->cap + 2;
+	f->ackq = calloc(f->aq_cap, sizeof(*f->ackq));
+	if (!f->fr || !f->order || !f->ackq) {
+		snprintf(err, errlen, "out of memory (%u frames)", f->cap);
+		return -1;
+	}
+	return 0;
+}
+
 struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err, size_t errlen)
 {
 	char (*addrs)[256] = calloc(FLEET_MAX_NODES, sizeof(*addrs));
@@ -569,6 +638,7 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 		return NULL;
 	}
 	p->fleet = f;
+	p->ops = &fleet_ops;
 	f->top = p;
 	p->o = *o;
 	p->o.recycle_on = ING_ACK_DURABLE;   /* a re-send reads the bytes again */
@@ -587,47 +657,9 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 	f->cooldown_ms = o->node_cooldown_ms > 0 ? o->node_cooldown_ms : FLEET_DEFAULT_COOLDOWN_MS;
 	f->refresh_ms = o->membership_refresh_ms > 0 ? o->membership_refresh_ms : FLEET_DEFAULT_REFRESH_MS;
 
-	/* the servers list: "a:p,b:p, c:p" */
-	const char *s = o->servers;
-	while (*s) {
-		while (*s == ',' || *s == ' ')
-			s++;
-		size_t l = strcspn(s, ", ");
-		if (!l)
-			break;
-		if (naddr == FLEET_MAX_NODES || l >= sizeof(addrs[0])) {
-			snprintf(err, errlen, "servers: %s", naddr == FLEET_MAX_NODES ?
-				 "more than 64 nodes" : "an address longer than 255 characters");
-			goto fail;
-		}
-		memcpy(addrs[naddr], s, l);
-		addrs[naddr][l] = '\0';
-		naddr++;
-		s += l;
-	}
-	if (!naddr) {
-		snprintf(err, errlen, "servers: no address in '%s'", o->servers);
+	naddr = parse_servers(o->servers, addrs, err, errlen);
+	if (!naddr || node_opts(f, o, err, errlen))
 		goto fail;
-	}
-
-	/* node sessions: gRPC stream, keep until DURABLE, no pool of their own */
-	f->sub_o = p->o;
-	f->sub_o.transport = ING_TRANSPORT_GRPC;
-	f->sub_o.pool_frames = 0;
-	f->sub_o.keepalive_ms = o->keepalive_ms ? o->keepalive_ms : FLEET_DEFAULT_KEEPALIVE_MS;
-	f->sub_o.servers = NULL;
-	f->s_auth = dup_opt(o->auth_token);
-	f->s_ca = dup_opt(o->tls_ca);
-	f->s_cert = dup_opt(o->tls_cert);
-	f->s_key = dup_opt(o->tls_key);
-	f->s_sni = dup_opt(o->tls_server_name);
-	if ((o->auth_token && !f->s_auth) || (o->tls_ca && !f->s_ca) || (o->tls_cert && !f->s_cert) ||
-	    (o->tls_key && !f->s_key) || (o->tls_server_name && !f->s_sni)) {
-		snprintf(err, errlen, "out of memory");
-		goto fail;
-	}
-	f->sub_o.auth_token = f->sub_o.tls_ca = f->sub_o.tls_cert = f->sub_o.tls_key = NULL;
-	f->sub_o.tls_server_name = NULL;
 
 	bool answered[FLEET_MAX_NODES] = { false };
 	members_learn(f, addrs, naddr, p->o.connect_timeout_ms, answered);
@@ -655,18 +687,8 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 			 o->servers);
 		goto fail;
 	}
-	/* the window: what the nodes give together, room for the ones not up yet */
-	f->cap = credits + credits / up * (f->nnodes - up);
-	if (f->cap > FLEET_MAX_FRAMES)
-		f->cap = FLEET_MAX_FRAMES;
-	f->fr = calloc(f->cap, sizeof(*f->fr));
-	f->order = calloc(f->cap, sizeof(*f->order));
-	f->aq_cap = 2 * f->cap + 2;
-	f->ackq = calloc(f->aq_cap, sizeof(*f->ackq));
-	if (!f->fr || !f->order || !f->ackq) {
-		snprintf(err, errlen, "out of memory (%u frames)", f->cap);
+	if (window_alloc(f, credits, up, err, errlen))
 		goto fail;
-	}
 	p->credits = f->cap;
 	p->max_frame = max_frame;
 	if (p->o.pool_frames) {
@@ -789,7 +811,7 @@ static void place_and_send(struct fleet *f)
 			.frame_id = ff->id, .wafer_id = ff->wafer, .timestamp = ff->ts, .data = ff->data,
 			.length = ff->len, .crc32c = ff->crc, .has_crc = 1, .user = ff,
 		};
-		int rc = ing_producer_submit(nd->sub, &d);
+		int rc = producer_session_submit(nd->sub, &d);
 		if (rc == 0) {
 			ff->on_node = true;
 			ff->t_sent_ns = ing_now_ns();
@@ -850,7 +872,7 @@ static void fleet_pass(struct fleet *f)
 		struct fnode *n = &f->nodes[i];
 		if (!n->sub)
 			continue;
-		int got = ing_producer_poll(n->sub, acks, FLEET_SUB_ACKS, 0);
+		int got = producer_session_poll(n->sub, acks, FLEET_SUB_ACKS, sizeof(acks[0]), 0);
 		/* acks first: DURABLE acks that came in before a break count */
 		for (int k = 0; k < got && n->sub; k++)
 			handle_ack(f, i, &acks[k]);
@@ -880,7 +902,7 @@ static void fleet_wait(struct fleet *f, int wait_ms)
 	(void)poll(pfd, n, wait_ms);
 }
 
-int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
+static int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 {
 	struct fleet *f = p->fleet;
 	const char *wafer = d->wafer_id && *d->wafer_id ? d->wafer_id : ING_DEFAULT_WAFER;
@@ -921,7 +943,7 @@ int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	return 0;
 }
 
-int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_t ack_size,
+static int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_t ack_size,
 	       int timeout_ms)
 {
 	struct fleet *f = p->fleet;
@@ -955,7 +977,7 @@ int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_
 	return (int)n;
 }
 
-void fleet_close(struct ing_producer *p, int timeout_ms)
+static void fleet_close(struct ing_producer *p, int timeout_ms)
 {
 	struct fleet *f = p->fleet;
 	struct ing_ack scratch[16];
@@ -970,7 +992,7 @@ void fleet_close(struct ing_producer *p, int timeout_ms)
 		ING_WARN(COMP, "closing with %u frame(s) not DURABLE", f->nused);
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		if (f->nodes[i].sub) {
-			ing_producer_close(f->nodes[i].sub, 0);
+			producer_session_close(f->nodes[i].sub, 0);
 			f->nodes[i].sub = NULL;
 		}
 	}
@@ -980,12 +1002,12 @@ void fleet_close(struct ing_producer *p, int timeout_ms)
 	fleet_free(p);
 }
 
-unsigned fleet_in_flight(const struct ing_producer *p)
+static unsigned fleet_in_flight(const struct ing_producer *p)
 {
 	return p->fleet->nused + p->fleet->undelivered_terminal;
 }
 
-void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st)
+static void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st)
 {
 	const struct fleet *f = p->fleet;
 	st->nodes = f->nnodes;
@@ -993,6 +1015,16 @@ void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st)
 	for (unsigned i = 0; i < f->nnodes; i++)
 		st->nodes_up += node_eligible(&f->nodes[i]);
 }
+
+/* The router as the layer behind the application's handle (api.c). */
+static const struct producer_ops fleet_ops = {
+	.name = "fleet",
+	.submit = fleet_submit,
+	.poll = fleet_poll,
+	.close = fleet_close,
+	.in_flight = fleet_in_flight,
+	.stats = fleet_stats,
+};
 
 int ing_producer_fleet_node_sz(const struct ing_producer *p, unsigned i, struct ing_fleet_node *out,
 			       size_t node_size)

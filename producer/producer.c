@@ -643,8 +643,6 @@ void ing_frame_free(struct ing_producer *p, void *buf)
 
 /* ================================================================ connect / negotiate */
 
-#define PRODUCER_AUTH_TOKEN_MAX 256u   /* ingestd's ING_AUTH_TOKEN_MAX */
-
 /*
  * ABI of the sized structs (include/ingest/producer.h): the caller's struct may be smaller
  * (built against an older 1.x header) or larger (a newer one) than ours. Only
@@ -668,15 +666,6 @@ SAME_CODE(BUSY);
 SAME_CODE(CANCELLED);
 SAME_CODE(INTERNAL);
 SAME_CODE(SHUTTING_DOWN);
-
-static bool tail_is_zero(const void *s, size_t ours, size_t theirs)
-{
-	const unsigned char *b = s;
-	for (size_t i = ours; i < theirs; i++)
-		if (b[i])
-			return false;
-	return true;
-}
 
 void producer_opts_defaults(struct ing_producer_opts *o)
 {
@@ -841,78 +830,16 @@ void producer_destroy(struct ing_producer *p)
 	producer_free(p);
 }
 
-struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, char *err,
-					  size_t errlen)
+/* A session's producer with its options (defaults filled, strings copied) and frame pool. */
+static struct ing_producer *session_new(const struct ing_producer_opts *o, char *err, size_t errlen)
 {
-	char dummy[8];
-	struct ing_producer_opts full;
-	const struct ing_producer_opts *o = NULL;
-	H3000__NegotiateReply *r = NULL;
-	H3000__Transport offer[3];
-	size_t noffer = 0;
-	const struct producer_xport *rdma = PRODUCER_RDMA_XPORT; /* NULL: not built in */
-	char why[160] = "";
-
-	if (!err || !errlen) {
-		err = dummy;
-		errlen = sizeof(dummy);
-	}
-	*err = '\0';
-	/* the first opts_size bytes of the caller's struct over our defaults */
-	if (uo) {
-		if (uo->opts_size < offsetof(struct ing_producer_opts, server) + sizeof(uo->server)) {
-			snprintf(err, errlen, "opts.opts_size %zu: initialise the options with ing_producer_opts_init",
-				 uo->opts_size);
-			return NULL;
-		}
-		if (!tail_is_zero(uo, sizeof(full), uo->opts_size)) {
-			snprintf(err, errlen, "options set that libingest %s does not know (opts_size %zu > %zu)",
-				 ing_version_string(), uo->opts_size, sizeof(full));
-			return NULL;
-		}
-		producer_opts_defaults(&full);
-		memcpy(&full, uo, SIZE_MIN(uo->opts_size, sizeof(full)));
-		full.opts_size = sizeof(full);
-		o = &full;
-	}
-	bool fleet = o && o->servers && *o->servers;
-	if (!o || (!fleet && (!o->server || !*o->server))) {
-		snprintf(err, errlen, "no server address");
-		return NULL;
-	}
-	if (o->auth_token && strnlen(o->auth_token, PRODUCER_AUTH_TOKEN_MAX + 1) > PRODUCER_AUTH_TOKEN_MAX) {
-		snprintf(err, errlen, "auth_token longer than %u characters", PRODUCER_AUTH_TOKEN_MAX);
-		return NULL;
-	}
-	if ((o->tls_cert || o->tls_key || o->tls_server_name) && !o->tls_ca) {
-		snprintf(err, errlen, "TLS options need tls_ca (the CA that signed the node's certificate)");
-		return NULL;
-	}
-	if (!!o->tls_cert != !!o->tls_key) {
-		snprintf(err, errlen, "tls_cert and tls_key go together");
-		return NULL;
-	}
-	if (o->transport > ING_TRANSPORT_GRPC || o->rdma_mode > ING_RDMA_MODE_WRITE ||
-	    (o->recycle_on != ING_ACK_NONE && o->recycle_on != ING_ACK_RECEIVED &&
-	     o->recycle_on != ING_ACK_DURABLE)) {
-		snprintf(err, errlen, "bad options (transport %d, recycle_on %d)", o->transport,
-			 o->recycle_on);
-		return NULL;
-	}
-	if (fleet) {
-		if (o->transport == ING_TRANSPORT_RDMA) {
-			snprintf(err, errlen, "fleet mode (servers) uses the gRPC stream transport; "
-				 "transport rdma is not available with servers");
-			return NULL;
-		}
-		return fleet_connect(o, err, errlen);
-	}
 	struct ing_producer *p = calloc(1, sizeof(*p));
 	if (!p) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
 	p->o = *o;
+	p->ops = &producer_session_ops;
 	snprintf(p->server, sizeof(p->server), "%s", o->server);
 	snprintf(p->client_name, sizeof(p->client_name), "%s",
 		 o->client_name ? o->client_name : "libingest");
@@ -929,38 +856,54 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	if (!p->o.pool_frame_size)
 		p->o.pool_frame_size = PRODUCER_DEFAULT_POOL_FRAME;
 	p->xport = &grpc_xport;
-
 	if (p->o.pool_frames) {
 		int rc = producer_pool_create(&p->pool, p->o.pool_frames, p->o.pool_frame_size);
 		if (rc) {
 			snprintf(err, errlen, "frame pool %u x %" PRIu64 " bytes: %s", p->o.pool_frames,
 				 p->o.pool_frame_size, strerror(-rc));
-			goto fail;
+			producer_free(p);
+			return NULL;
 		}
 	}
+	return p;
+}
 
-	/* what can we offer? */
-	bool offer_rdma = false;
+/* The transports to offer in Negotiate, best first; *rdma_ok (why not in why). 0, or -1
+ * with err set when the application asked for RDMA and this side cannot do it. */
+static int session_offer(struct ing_producer *p, H3000__Transport *offer, size_t *noffer,
+			 bool *rdma_ok, char *why, size_t whylen, char *err, size_t errlen)
+{
+	const struct producer_xport *rdma = PRODUCER_RDMA_XPORT; /* NULL: not built in */
+
+	*noffer = 0;
+	*rdma_ok = false;
 	if (p->o.transport != ING_TRANSPORT_GRPC) {
 		if (!rdma)
-			snprintf(why, sizeof(why), "rdma is not built into libingest");
-		else if (rdma->probe && rdma->probe(p, why, sizeof(why)) < 0)
+			snprintf(why, whylen, "rdma is not built into libingest");
+		else if (rdma->probe && rdma->probe(p, why, whylen) < 0)
 			;
 		else
-			offer_rdma = true;
-		if (!offer_rdma && p->o.transport == ING_TRANSPORT_RDMA) {
+			*rdma_ok = true;
+		if (!*rdma_ok && p->o.transport == ING_TRANSPORT_RDMA) {
 			snprintf(err, errlen, "transport rdma requested but unavailable: %s", why);
-			goto fail;
+			return -1;
 		}
 	}
-	if (offer_rdma && p->o.rdma_mode == ING_RDMA_MODE_WRITE)
-		offer[noffer++] = H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
-	if (offer_rdma)
-		offer[noffer++] = H3000__TRANSPORT__TRANSPORT_RDMA_READ;
+	if (*rdma_ok && p->o.rdma_mode == ING_RDMA_MODE_WRITE)
+		offer[(*noffer)++] = H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
+	if (*rdma_ok)
+		offer[(*noffer)++] = H3000__TRANSPORT__TRANSPORT_RDMA_READ;
 	if (p->o.transport != ING_TRANSPORT_RDMA)
-		offer[noffer++] = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
+		offer[(*noffer)++] = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
+	return 0;
+}
 
+/* The gRPC channel to the node (TLS, keepalive). 0 or -1 with err set. */
+static int session_dial(struct ing_producer *p, char *err, size_t errlen)
+{
 	struct ing_grpc_chan_opts co;
+	char cerr[512] = "";
+
 	ing_grpc_chan_opts_init(&co);
 	co.target = p->server;
 	co.connect_timeout_ms = p->o.connect_timeout_ms;
@@ -970,90 +913,101 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	co.tls_key = p->o.tls_key;
 	co.tls_server_name = p->o.tls_server_name;
 	co.keepalive_ms = p->o.keepalive_ms > 0 ? p->o.keepalive_ms : 0;
-	char cerr[512] = "";
 	p->ch = ing_grpc_chan_connect(&co, cerr, sizeof(cerr));
-	if (!p->ch) {
-		if (*cerr)
-			snprintf(err, errlen, "%s", cerr);
-		else
-			snprintf(err, errlen, "cannot connect to %s", p->server);
-		goto fail;
-	}
-	if (negotiate(p, offer, noffer, &r, err, errlen))
-		goto fail;
+	if (p->ch)
+		return 0;
+	if (*cerr)
+		snprintf(err, errlen, "%s", cerr);
+	else
+		snprintf(err, errlen, "cannot connect to %s", p->server);
+	return -1;
+}
 
-	if ((r->transport == H3000__TRANSPORT__TRANSPORT_RDMA_READ ||
-	     (r->transport == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE &&
-	      p->o.rdma_mode == ING_RDMA_MODE_WRITE)) && offer_rdma) {
-		apply_reply(p, r);
-		p->xport = rdma;
-		p->push = r->transport == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
-		p->push_mw = r->pushmemorywindow;
-		char rerr[160] = "";
-		int rc = rdma->start ? rdma->start(p, rerr, sizeof(rerr)) : 0;
-		if (rc == 0) {
-			snprintf(p->note, sizeof(p->note), "%s negotiated, ingest node at %s:%u%s%s",
-				 transport_name(r->transport), p->rdma_addr, p->rdma_port,
-				 r->message && *r->message ? " - " : "", r->message ? r->message : "");
-		} else {
-			p->push = false;
-			if (rdma->stop)
-				rdma->stop(p);
-			p->xport = &grpc_xport;
-			if (p->o.transport == ING_TRANSPORT_RDMA) {
-				snprintf(err, errlen, "rdma setup to %s:%u failed: %s", p->rdma_addr,
-					 p->rdma_port, rerr);
-				goto fail;
-			}
-			/* loud and reversible: a new session on the fallback, next connect re-probes */
-			ING_WARN(COMP, "rdma setup to %s:%u failed (%s): falling back to gRPC streaming",
-				 p->rdma_addr, p->rdma_port, rerr);
-			snprintf(why, sizeof(why), "rdma setup failed: %.120s", rerr);
-			h3000__negotiate_reply__free_unpacked(r, NULL);
-			r = NULL;
-			offer[0] = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
-			if (negotiate(p, offer, 1, &r, err, errlen))
-				goto fail;
-			if (r->transport != H3000__TRANSPORT__TRANSPORT_GRPC_STREAM &&
-			    r->transport != H3000__TRANSPORT__TRANSPORT_UNSPECIFIED) {
-				snprintf(err, errlen, "ingest node chose %s after a GRPC_STREAM-only offer",
-					 transport_name(r->transport));
-				goto fail;
-			}
-			snprintf(p->note, sizeof(p->note), "fallback: %s", why);
-		}
-	} else if (r->transport == H3000__TRANSPORT__TRANSPORT_GRPC_STREAM ||
-		   r->transport == H3000__TRANSPORT__TRANSPORT_UNSPECIFIED) {
-		if (p->o.transport == ING_TRANSPORT_RDMA) {
-			snprintf(err, errlen, "transport rdma requested but the ingest node offers %s%s%s",
-				 transport_name(r->transport), r->message && *r->message ? ": " : "",
-				 r->message ? r->message : "");
-			goto fail;
-		}
-		if (p->o.transport == ING_TRANSPORT_GRPC)
-			snprintf(p->note, sizeof(p->note), "requested by the application");
-		else if (!offer_rdma)
-			snprintf(p->note, sizeof(p->note), "fallback: %s", why);
-		else
-			snprintf(p->note, sizeof(p->note), "fallback: the ingest node offers no RDMA%s%s",
-				 r->message && *r->message ? ": " : "", r->message ? r->message : "");
-	} else {
+/* The node chose RDMA: set it up, or fall back loudly to the gRPC stream (a new Negotiate
+ * in *r) unless the application insisted on RDMA. 0 or -1 with err set. */
+static int session_start_rdma(struct ing_producer *p, H3000__NegotiateReply **r, char *err,
+			      size_t errlen)
+{
+	const struct producer_xport *rdma = PRODUCER_RDMA_XPORT;
+	H3000__Transport grpc_only = H3000__TRANSPORT__TRANSPORT_GRPC_STREAM;
+	char rerr[160] = "", why[160];
+
+	apply_reply(p, *r);
+	p->xport = rdma;
+	p->push = (*r)->transport == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE;
+	p->push_mw = (*r)->pushmemorywindow;
+	int rc = rdma->start ? rdma->start(p, rerr, sizeof(rerr)) : 0;
+	if (rc == 0) {
+		snprintf(p->note, sizeof(p->note), "%s negotiated, ingest node at %s:%u%s%s",
+			 transport_name((*r)->transport), p->rdma_addr, p->rdma_port,
+			 (*r)->message && *(*r)->message ? " - " : "", (*r)->message ? (*r)->message : "");
+		return 0;
+	}
+	p->push = false;
+	if (rdma->stop)
+		rdma->stop(p);
+	p->xport = &grpc_xport;
+	if (p->o.transport == ING_TRANSPORT_RDMA) {
+		snprintf(err, errlen, "rdma setup to %s:%u failed: %s", p->rdma_addr, p->rdma_port, rerr);
+		return -1;
+	}
+	/* loud and reversible: a new session on the fallback, next connect re-probes */
+	ING_WARN(COMP, "rdma setup to %s:%u failed (%s): falling back to gRPC streaming",
+		 p->rdma_addr, p->rdma_port, rerr);
+	snprintf(why, sizeof(why), "rdma setup failed: %.120s", rerr);
+	h3000__negotiate_reply__free_unpacked(*r, NULL);
+	*r = NULL;
+	if (negotiate(p, &grpc_only, 1, r, err, errlen))
+		return -1;
+	if ((*r)->transport != H3000__TRANSPORT__TRANSPORT_GRPC_STREAM &&
+	    (*r)->transport != H3000__TRANSPORT__TRANSPORT_UNSPECIFIED) {
+		snprintf(err, errlen, "ingest node chose %s after a GRPC_STREAM-only offer",
+			 transport_name((*r)->transport));
+		return -1;
+	}
+	snprintf(p->note, sizeof(p->note), "fallback: %s", why);
+	return 0;
+}
+
+/* The transport the node's reply names (rdma_ok: we offered RDMA; why: why we did not). */
+static int session_pick(struct ing_producer *p, H3000__NegotiateReply **r, bool rdma_ok,
+			const char *why, char *err, size_t errlen)
+{
+	H3000__NegotiateReply *rr = *r;
+
+	if ((rr->transport == H3000__TRANSPORT__TRANSPORT_RDMA_READ ||
+	     (rr->transport == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE &&
+	      p->o.rdma_mode == ING_RDMA_MODE_WRITE)) && rdma_ok)
+		return session_start_rdma(p, r, err, errlen);
+	if (rr->transport != H3000__TRANSPORT__TRANSPORT_GRPC_STREAM &&
+	    rr->transport != H3000__TRANSPORT__TRANSPORT_UNSPECIFIED) {
 		snprintf(err, errlen, "ingest node chose transport %s which was not offered",
-			 transport_name(r->transport));
-		goto fail;
+			 transport_name(rr->transport));
+		return -1;
 	}
-	apply_reply(p, r);
-	h3000__negotiate_reply__free_unpacked(r, NULL);
-	r = NULL;
-	if (p->xport->kind == ING_TRANSPORT_GRPC && p->o.transport == ING_TRANSPORT_AUTO)
-		ING_WARN(COMP, "session %" PRIu64 " uses the gRPC fallback (%s)", p->session_id,
-			 p->note);
+	if (p->o.transport == ING_TRANSPORT_RDMA) {
+		snprintf(err, errlen, "transport rdma requested but the ingest node offers %s%s%s",
+			 transport_name(rr->transport), rr->message && *rr->message ? ": " : "",
+			 rr->message ? rr->message : "");
+		return -1;
+	}
+	if (p->o.transport == ING_TRANSPORT_GRPC)
+		snprintf(p->note, sizeof(p->note), "requested by the application");
+	else if (!rdma_ok)
+		snprintf(p->note, sizeof(p->note), "fallback: %s", why);
+	else
+		snprintf(p->note, sizeof(p->note), "fallback: the ingest node offers no RDMA%s%s",
+			 rr->message && *rr->message ? ": " : "", rr->message ? rr->message : "");
+	return 0;
+}
 
+/* The in-flight tables for the negotiated credits, and the session's one stream call. */
+static int session_open_stream(struct ing_producer *p, char *err, size_t errlen)
+{
 	if (alloc_tables(p)) {
 		snprintf(err, errlen, "out of memory (credits %u)", p->credits);
-		goto fail;
+		return -1;
 	}
-
 	char sid[24];
 	snprintf(sid, sizeof(sid), "%" PRIu64, p->session_id);
 	const char *md[] = { PRODUCER_SESSION_HEADER, sid, NULL };
@@ -1063,8 +1017,38 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	p->call = ing_grpc_chan_call(p->ch, p->xport->call_path, md, 0, &cbs);
 	if (!p->call) {
 		snprintf(err, errlen, "cannot open %s on %s", p->xport->call_path, p->server);
-		goto fail;
+		return -1;
 	}
+	return 0;
+}
+
+struct ing_producer *producer_session_connect(const struct ing_producer_opts *o, char *err,
+					      size_t errlen)
+{
+	H3000__NegotiateReply *r = NULL;
+	H3000__Transport offer[3];
+	size_t noffer = 0;
+	bool rdma_ok = false;
+	char why[160] = "";
+	struct ing_producer *p = session_new(o, err, errlen);
+
+	if (!p) {
+		ING_INFO(COMP, "connect: %s", err);   /* the caller has err: said once */
+		return NULL;
+	}
+	if (session_offer(p, offer, &noffer, &rdma_ok, why, sizeof(why), err, errlen) ||
+	    session_dial(p, err, errlen) ||
+	    negotiate(p, offer, noffer, &r, err, errlen) ||
+	    session_pick(p, &r, rdma_ok, why, err, errlen))
+		goto fail;
+	apply_reply(p, r);
+	h3000__negotiate_reply__free_unpacked(r, NULL);
+	r = NULL;
+	if (p->xport->kind == ING_TRANSPORT_GRPC && p->o.transport == ING_TRANSPORT_AUTO)
+		ING_WARN(COMP, "session %" PRIu64 " uses the gRPC fallback (%s)", p->session_id,
+			 p->note);
+	if (session_open_stream(p, err, errlen))
+		goto fail;
 	ING_INFO(COMP, "session %" PRIu64 " on %s: transport %s (%s), credits %u, max frame %" PRIu64
 		 ", chunk %u", p->session_id, p->server, p->xport->name, p->note, p->credits,
 		 p->max_frame, p->chunk_size);
@@ -1082,26 +1066,8 @@ fail:
 
 /* ================================================================ submit / poll */
 
-/* The 1.0 struct ing_frame_desc ends with user: the least a caller can pass. */
-#define DESC_SIZE_1_0 (offsetof(struct ing_frame_desc, user) + sizeof(void *))
-
-int ing_producer_submit_sz(struct ing_producer *p, const struct ing_frame_desc *ud,
-				   size_t desc_size)
+int producer_session_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 {
-	struct ing_frame_desc full;
-	const struct ing_frame_desc *d = ud;
-
-	if (!p || !ud || desc_size < DESC_SIZE_1_0)
-		return -EINVAL;
-	if (desc_size != sizeof(full)) {
-		if (!tail_is_zero(ud, sizeof(full), desc_size))
-			return -EOPNOTSUPP;
-		memset(&full, 0, sizeof(full));
-		memcpy(&full, ud, SIZE_MIN(desc_size, sizeof(full)));
-		d = &full;
-	}
-	if (p->fleet)
-		return fleet_submit(p, d);
 	if (p->broken || !p->call)
 		return -EPIPE;
 	const char *wafer = d->wafer_id && *d->wafer_id ? d->wafer_id : ING_DEFAULT_WAFER;
@@ -1192,16 +1158,9 @@ static void drive(struct ing_producer *p, int wait_ms)
 	check_timeouts(p, ing_now_ns());
 }
 
-/* The 1.0 struct ing_ack ends with msg: the least stride a caller can pass. */
-#define ACK_SIZE_1_0 (offsetof(struct ing_ack, msg) + sizeof(((struct ing_ack *)0)->msg))
-
-int ing_producer_poll_sz(struct ing_producer *p, struct ing_ack *acks, unsigned max,
-				 size_t ack_size, int timeout_ms)
+int producer_session_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max,
+			  size_t ack_size, int timeout_ms)
 {
-	if (!p || (acks && ack_size < ACK_SIZE_1_0))
-		return -EINVAL;
-	if (p->fleet)
-		return fleet_poll(p, acks, max, ack_size, timeout_ms);
 	if (timeout_ms < 0 || timeout_ms > p->o.frame_timeout_ms)
 		timeout_ms = p->o.frame_timeout_ms;
 	uint64_t deadline = ing_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -1224,22 +1183,16 @@ int ing_producer_poll_sz(struct ing_producer *p, struct ing_ack *acks, unsigned 
 	return (int)n;
 }
 
-void ing_producer_close(struct ing_producer *p, int timeout_ms)
+void producer_session_close(struct ing_producer *p, int timeout_ms)
 {
 	struct ing_ack scratch[16];
 
-	if (!p)
-		return;
-	if (p->fleet) {
-		fleet_close(p, timeout_ms);
-		return;
-	}
 	if (timeout_ms < 0)
 		timeout_ms = 0;
 	uint64_t deadline = ing_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	while (!p->broken && p->nused && ing_now_ns() < deadline) {
 		uint64_t left = (deadline - ing_now_ns()) / 1000000;
-		(void)ing_producer_poll(p, scratch, 16, (int)(left ? left : 1));
+		(void)producer_session_poll(p, scratch, 16, sizeof(scratch[0]), (int)(left ? left : 1));
 	}
 	if (p->nused)
 		ING_WARN(COMP, "session %" PRIu64 ": closing with %u frame(s) in flight", p->session_id,
@@ -1290,28 +1243,15 @@ unsigned ing_producer_credits(const struct ing_producer *p)
 	return p ? p->credits : 0;
 }
 
-unsigned ing_producer_in_flight(const struct ing_producer *p)
+unsigned producer_session_in_flight(const struct ing_producer *p)
 {
-	if (p && p->fleet)
-		return fleet_in_flight(p);
-	return p ? p->nused + p->undelivered_terminal : 0;
+	return p->nused + p->undelivered_terminal;
 }
 
-void ing_producer_get_stats_sz(const struct ing_producer *p, struct ing_producer_stats *s,
-				       size_t stats_size)
-{
-	struct ing_producer_stats st;
-
-	if (!s || !stats_size)
-		return;
-	memset(&st, 0, sizeof(st));
-	if (p) {
-		st = p->st;
-		st.in_flight = ing_producer_in_flight(p);
-		if (p->fleet)
-			fleet_stats(p, &st);
-	}
-	memcpy(s, &st, SIZE_MIN(stats_size, sizeof(st)));
-	if (stats_size > sizeof(st))
-		memset((char *)s + sizeof(st), 0, stats_size - sizeof(st));
-}
+const struct producer_ops producer_session_ops = {
+	.name = "session",
+	.submit = producer_session_submit,
+	.poll = producer_session_poll,
+	.close = producer_session_close,
+	.in_flight = producer_session_in_flight,
+};

@@ -12,6 +12,9 @@
  *          -> xport->pump (continue sending the FIFO under flow control)
  *          -> xport->poll (transport's own events, e.g. rdma_cm) -> timeouts -> acks out
  *
+ * Layers: api.c (the public functions) -> p->ops: the session below (producer.c), or the
+ * fleet router (fleet.c), which drives one session per node through producer_session_*.
+ *
  * What is common to both transports lives in producer.c: Negotiate, the one long-lived
  * gRPC call (PushFrames or ControlStream, both return stream Ack), Ack decoding, the
  * in-flight table, credits, timeouts, the ack queue, the frame pool, stats, close.
@@ -58,6 +61,7 @@ struct wire_ack;
 #define PRODUCER_DEFAULT_CREDITS 64u
 #define PRODUCER_DEFAULT_MAX_FRAME (64ull << 20)
 #define PRODUCER_MAX_CREDITS 4096u
+#define PRODUCER_AUTH_TOKEN_MAX 256u   /* ingestd's ING_AUTH_TOKEN_MAX */
 /* FrameChunk head: fields 1..5 plus the tag and length of field 15 (see chunk_head_encode). */
 #define PRODUCER_CHUNK_HEAD_MAX (3 * ING_ID_MAX + 128)
 #define PRODUCER_PATH_PUSH "/h3000.RDMASvc/PushFrames"
@@ -143,7 +147,25 @@ extern const struct producer_xport rdma_xport;
 #define PRODUCER_RDMA_XPORT ((const struct producer_xport *)NULL)
 #endif
 
+/*
+ * The layer behind a handle (api.c dispatches every public call through it): one node's
+ * session (producer.c: producer_session_ops) or the fleet router (fleet.c), which drives
+ * one session per node with the producer_session_* functions. Arguments come normalised
+ * (the library's own struct sizes; acks at the caller's stride ack_size).
+ */
+struct producer_ops {
+	const char *name;
+	int (*submit)(struct ing_producer *p, const struct ing_frame_desc *d);
+	int (*poll)(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_t ack_size,
+		    int timeout_ms);
+	void (*close)(struct ing_producer *p, int timeout_ms);   /* frees p */
+	unsigned (*in_flight)(const struct ing_producer *p);
+	/* add the layer's own counters to st (st holds p->st and in_flight); NULL: none */
+	void (*stats)(const struct ing_producer *p, struct ing_producer_stats *st);
+};
+
 struct ing_producer {
+	const struct producer_ops *ops;   /* the layer: session or fleet router */
 	struct ing_producer_opts o;
 	char server[256];
 	char client_name[128];
@@ -198,8 +220,7 @@ struct ing_producer {
 	/* fleet (NegotiateReply 20/21): this node's id and state, "" / 0 when not said */
 	char node_id[ING_ID_MAX + 1];
 	int node_state;                 /* enum ing_member_state */
-	/* fleet mode (opts.servers): the producer the application holds routes over one
-	 * producer per node (producer/fleet.c); NULL for a one-node producer */
+	/* fleet mode (opts.servers): the router's state (producer/fleet.c); NULL for a session */
 	struct fleet *fleet;
 };
 
@@ -230,17 +251,24 @@ int producer_pool_create(struct ppool *pl, unsigned nslots, uint64_t slot_size);
 /* Free without waiting: channel closed at once (fleet: a failed node's session). NULL ok. */
 void producer_destroy(struct ing_producer *p);
 
-/* ---- fleet mode (producer/fleet.c), behind the public functions ---- */
+/* ---- the session layer (producer.c): one node; its ops table, and its functions for the
+ * router above it (fleet.c), which calls them directly, never the public API ---- */
+
+extern const struct producer_ops producer_session_ops;
+/* opts (validated by api.c, defaults applied, servers unset). NULL with err set. */
+struct ing_producer *producer_session_connect(const struct ing_producer_opts *o, char *err,
+					      size_t errlen);
+int producer_session_submit(struct ing_producer *p, const struct ing_frame_desc *d);
+int producer_session_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max,
+			  size_t ack_size, int timeout_ms);
+void producer_session_close(struct ing_producer *p, int timeout_ms);
+unsigned producer_session_in_flight(const struct ing_producer *p);
+
+/* ---- the fleet router (producer/fleet.c) ---- */
 
 #define PRODUCER_PATH_MEMBERS "/h3000.RDMASvc/Members"
-/* opts (already validated, defaults applied) with servers set. */
+/* opts (validated by api.c, defaults applied) with servers set. NULL with err set. */
 struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err, size_t errlen);
-void fleet_close(struct ing_producer *p, int timeout_ms);
-int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d);
-int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max, size_t ack_size,
-	       int timeout_ms);
-unsigned fleet_in_flight(const struct ing_producer *p);
-void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st);
 /* HRW over node ids (lengths given): the score, and the winner of a comparison. */
 uint64_t fleet_hrw_score(const char *node, size_t nlen, const char *wafer, size_t wlen);
 bool fleet_hrw_better(uint64_t score_a, const char *id_a, uint64_t score_b, const char *id_b);

@@ -22,3 +22,17 @@ set_tests_properties(interop.seed_dotnet PROPERTIES LABELS "interop;dotnet" TIME
 add_test(NAME dotnet.sdk_missing COMMAND ${CMAKE_CURRENT_LIST_DIR}/dotnet/sdk_missing.sh
                                          ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
 set_tests_properties(dotnet.sdk_missing PROPERTIES LABELS func TIMEOUT 60)
+#  - dotnet.binding: H3000.Ingest's xunit tests in one process (bindings/dotnet/
+#    H3000.Ingest.Tests): mirror structs against tests/dotnet/layout_dump.c, loading by
+#    the SONAME alone, 1,000 frames over the fallback checked by ingest-verify, the async
+#    API, bad input (exceptions, nothing stored), dispose mid-flight (no leak), a killed
+#    node, fleet failover, zero managed allocations on the steady path
+add_test(NAME dotnet.binding COMMAND ${_dn_run} binding ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(dotnet.binding PROPERTIES LABELS dotnet TIMEOUT 900 SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED dotnet_built)
+#  - dotnet.nuget_sample: make nuget's package (bindings/dotnet/pack.sh) in a local folder
+#    feed; samples/dotnet restored from that feed alone, built, run against an ingestd
+#    without LD_LIBRARY_PATH: it loads the package's libingest.so.1 and stores 40 frames
+add_test(NAME dotnet.nuget_sample COMMAND ${_dn_run} sample ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(dotnet.nuget_sample PROPERTIES LABELS dotnet TIMEOUT 600 SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED dotnet_built)

@@ -66,4 +66,18 @@ ing_term_pid() {
 }
 
 # stat_of KEY: one counter of the node at $SERVER, read with tests/rxe/rxe_stats ($STATS).
-stat_of() { "$STATS" "$SERVER" | awk -v k="$1" '$1 == k { print $2 }'; }
+# A node that does not answer Stats within 60 s gives an empty value (the caller's check
+# fails) and, on stderr, the stacks of its threads ($PID, when gdb is there), so that the
+# hang can be read from the log.
+stat_of() {
+	local out
+	if ! out=$(timeout 60 "$STATS" "$SERVER"); then
+		echo "Stats of $SERVER: no answer within 60 s" >&2
+		if [ -n "${PID:-}" ] && command -v gdb >/dev/null; then
+			echo "--- threads of ingestd $PID ---" >&2
+			gdb -batch -p "$PID" -ex "thread apply all bt" 2>&1 | grep -v '^\[New\|^\[Thread' | head -200 >&2
+		fi
+		return 1
+	fi
+	awk -v k="$1" '$1 == k { print $2 }' <<<"$out"
+}

@@ -21,6 +21,10 @@ add_test(NAME rdma.rxe
                  ING_RXE_RESULTS=${_rxe_results}
                  ${_rxe_harness} ${PROJECT_SOURCE_DIR}/tests/rxe/run_all.sh)
 set_tests_properties(rdma.rxe PROPERTIES LABELS rdma TIMEOUT 900 RUN_SERIAL TRUE)
+# tests/rxe/dotnet_in_guest.sh runs the C# programs dotnet.build made on the host
+if(TEST dotnet.build)
+  set_property(TEST rdma.rxe APPEND PROPERTY FIXTURES_REQUIRED dotnet_built)
+endif()
 add_executable(rxe_stats ${CMAKE_CURRENT_LIST_DIR}/rxe/rxe_stats.c)
 target_link_libraries(rxe_stats PRIVATE ingest_static)
 # libingest's -EFAULT range check on RDMA against a real ingestd (tests/rxe/ctl_in_guest.sh)

@@ -156,11 +156,6 @@ const char *ing_fleet_node_id(const struct ing_fleet *f)
 	return f->node_id;
 }
 
-const char *ing_fleet_advertise(const struct ing_fleet *f)
-{
-	return f->advertise;
-}
-
 enum ing_member_state ing_fleet_state(const struct ing_fleet *f)
 {
 	return (enum ing_member_state)atomic_load_explicit(&f->state, memory_order_relaxed);

@@ -78,7 +78,6 @@ struct ing_fleet *ing_fleet_start(const struct ing_fleet_opts *o);
 void ing_fleet_stop(struct ing_fleet *f);
 
 const char *ing_fleet_node_id(const struct ing_fleet *f);
-const char *ing_fleet_advertise(const struct ing_fleet *f);
 /* ACTIVE or DRAINING. Any thread; the exporter writes a change at its next heartbeat. */
 enum ing_member_state ing_fleet_state(const struct ing_fleet *f);
 void ing_fleet_set_draining(struct ing_fleet *f, bool draining);

@@ -5,21 +5,22 @@
  * control thread's event loop.
  *
  * Threads and ownership (see docs of each function for who may call it):
- *  - control thread: ing_rdma_create/destroy, the CM event channel (on its ing_loop),
- *    ing_rdma_submit (READ jobs), the notice doorbell (RECEIVED acks, connection state).
+ *  - control thread: ing_rdma_create/destroy, the CM event channel (ing_rdma_cm_fd on its
+ *    ing_loop) and the engine's timers (ing_rdma_tick from a loop timer), ing_rdma_submit
+ *    (jobs), and the connection events the lcores post on its mailbox (ing_rdma_conn_event).
  *  - dataplane lcore N: ing_rdma_lcore_run (launched by EAL on a worker lcore). It owns one
- *    CQ + completion channel shared by all its QPs, its connection table and every frame
- *    from the moment it pops the frame's job until it hands the frame on: to persistence
- *    (ing_persist_submit) when the last READ completed, or to the ack ring (status set)
- *    when it failed. It tells control "RECEIVED" with a value notice (never the frame
- *    pointer: persistence may already have recycled the slot when control reads it).
+ *    CQ + completion channel shared by all its QPs, its mailbox, its connection table and
+ *    every frame from the moment it takes the frame's job from its mailbox until it hands
+ *    the frame on: when the last READ completed it posts ING_EV_RECEIVED (the frame) on
+ *    control's mailbox and then gives the frame to persistence, whose ING_EV_DONE follows
+ *    on the same mailbox; a frame that failed goes back to control as ING_EV_DONE.
  *
  * Failure model (issue: "bad rkey fails that frame only; QP recovered or session
  * reconnected and the other in-flight frames complete"): an RC QP whose READ fails goes to
  * ERROR on both sides, so it cannot be recovered alone. The lcore fails the faulty frame
  * (ING_E_TRANSFER, wc status in msg, not retryable for access errors), keeps the other
  * frames of that connection ("parked", progress reset), asks control to disconnect
- * (ING_RDMA_NOTE_CONN_ERROR), and the producer library reconnects with the same session id;
+ * (ING_EV_CONN_ERROR), and the producer library reconnects with the same session id;
  * the new QP of that session adopts the parked frames and READs them again. A producer that
  * does not come back within park_ms gets its parked frames failed (retryable) and the
  * slots return to the pool. A vanished producer shows up as RETRY_EXC_ERR or a CM
@@ -74,6 +75,9 @@ struct ing_rdma_ops {
 	void (*ack_cq_events)(struct ibv_cq *cq, unsigned n);
 	/* push only (never called on a lcore without ing_rdma_lcore_set_push) */
 	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+	/* push with memory windows only: a type-2 window of pd, and its release */
+	struct ibv_mw *(*alloc_mw)(struct ibv_pd *pd, enum ibv_mw_type type);
+	int (*dealloc_mw)(struct ibv_mw *mw);
 };
 extern const struct ing_rdma_ops ing_rdma_verbs_ops;
 
@@ -118,48 +122,29 @@ enum ing_rdma_poll_mode {
 /* "busy" | "adaptive". 0 or -EINVAL. */
 int ing_rdma_parse_poll_mode(const char *s, enum ing_rdma_poll_mode *m);
 
-/* Value notices lcore -> control (a per-lcore SP/SC ring, one shared eventfd doorbell). */
-enum ing_rdma_note_kind {
-	ING_RDMA_NOTE_RECEIVED = 1,     /* every byte of the frame landed: send Ack RECEIVED */
-	ING_RDMA_NOTE_CONN_ERROR = 2,   /* a WR of qp_num failed: QP is in ERROR, disconnect it */
-	ING_RDMA_NOTE_CONN_RELEASED = 3,/* the lcore is done with qp_num: control may destroy it */
-	ING_RDMA_NOTE_GRANTED = 4,      /* push: the frame's slot is open for the producer's
-					 * WRITE: send Ack{GRANTED, grant_id, grant_rkey} */
-};
-struct ing_rdma_notice {
-	uint32_t kind;        /* enum ing_rdma_note_kind */
-	uint32_t qp_num;
-	uint64_t session_id;
-	uint64_t gen;         /* the frame's admission number (ing_frame.gen) */
-	uint64_t cookie;      /* the frame's control routing handle */
-	uint64_t length;
-	uint64_t t_ns;        /* ing_now_ns() of the event (RECEIVED: t_received_ns) */
-	int32_t status;       /* CONN_ERROR: enum ibv_wc_status of the failing WR */
-	uint32_t lcore;
-	uint32_t grant_id;    /* GRANTED: the immediate the producer's write must carry */
-	uint32_t grant_rkey;  /* GRANTED: memory window (or pool MR) rkey */
+/* Events on an lcore's mailbox (control posts them; see dataplane.h for control's own). */
+enum ing_lcore_event {
+	ING_EV_JOB = 32,      /* f: READ it (or, f->push, grant its slot) on connection f->qp_num */
+	ING_EV_ATTACH = 33,   /* arg: the QP (ESTABLISHED soon; RTS already); u64: session id;
+			       * val: rd_atom << 16 | sq_depth */
+	ING_EV_DETACH = 34,   /* val: qp number, already moved to ERROR: drain, park its frames */
 };
 
 /*
- * How an lcore talks to the rest of the node. Production (ing_rdma_create): jobs from an
- * ing_fring, deliver = ing_persist_submit, fail = push to the ack ring. Unit tests: fakes.
- * deliver/fail return 0 or -ENOBUFS (the lcore keeps the frame in its bounded outbox and
- * retries: backpressure, no loss). Notices go to the lcore's own SP/SC notice ring
- * (ing_rdma_lcore_notices); note_fd (an eventfd, may be shared by all lcores, -1: none) is
- * written on the first notice after the consumer last found the ring empty.
+ * How an lcore talks to the rest of the node. Production (ing_rdma_create): deliver =
+ * ing_persist_submit, ctl = the control thread's mailbox. Unit tests: a fake deliver and a
+ * mailbox they read. deliver returns 0 or -ENOBUFS (the lcore keeps the frame in its
+ * bounded outbox and retries: backpressure, no loss); so does a full ctl.
  */
 struct ing_rdma_lcore_io {
+	struct ing_mbox *ctl;             /* ING_EV_RECEIVED/_GRANTED/_DONE/_CONN_* go here */
 	void *arg;
-	unsigned (*pop_jobs)(void *arg, struct ing_frame **f, unsigned max);
-	void (*clear_jobs)(void *arg);    /* consume the job doorbell before draining */
-	int job_fd;                       /* job doorbell (eventfd), -1: none */
 	int (*deliver)(void *arg, struct ing_frame *f);
-	int (*fail)(void *arg, struct ing_frame *f);
-	int note_fd;
+	unsigned mbox_size;               /* jobs the lcore's mailbox holds (0: default) */
 };
 
 struct ing_rdma_lcore_opts {
-	unsigned lcore_id;            /* for logs and notices */
+	unsigned lcore_id;            /* for logs */
 	enum ing_rdma_poll_mode mode; /* default ADAPTIVE */
 	unsigned busy_polls;          /* default ING_RDMA_DEFAULT_BUSY_POLLS */
 	unsigned busy_us;             /* default ING_RDMA_DEFAULT_BUSY_US: an idle spell ends
@@ -184,9 +169,9 @@ struct ing_rdma_lcore_stats {
 	uint64_t reads_posted, bytes_posted, post_errors;
 	uint64_t completions, wc_errors, wc_flushed, wc_stale;
 	uint64_t frames_ok, frames_failed, frames_requeued, jobs_rejected, backpressure;
-	uint64_t notices_dropped;
+	uint64_t out_dropped;         /* connection events the full outbox could not keep */
 	uint64_t polls, idle_polls, busy_ns;
-	uint64_t arms, sleeps, wake_cq, wake_job, wake_cmd, wake_timeout;
+	uint64_t arms, sleeps, wake_cq, wake_mbox, wake_timeout;
 	uint64_t conns_attached, conns_released;
 	uint64_t push_grants, push_frames_ok, push_grant_errors, push_recvs, push_mw_replaced;
 } __attribute__((aligned(64)));
@@ -201,9 +186,13 @@ struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o
 					     struct ibv_cq *cq, struct ibv_comp_channel *ch,
 					     int ch_fd, const struct ing_rdma_lcore_io *io,
 					     const uint32_t *lkeys, unsigned nlkeys);
-/* After the lcore stopped (or never ran). Frames still held are failed through io->fail
- * (ING_E_SHUTTING_DOWN) first. Tolerant of NULL. Does not destroy the CQ. */
+/* After the lcore stopped (or never ran). Frames still held, and jobs still in its mailbox,
+ * go back to control failed (ING_E_SHUTTING_DOWN) first. Tolerant of NULL. Does not
+ * destroy the CQ. */
 void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc);
+/* The same, with why as the failed frames' message (ing_rdma_lcore_destroy: "ingest node
+ * shutting down"). */
+void ing_rdma_lcore_destroy_why(struct ing_rdma_lcore *lc, const char *why);
 
 /*
  * Enable RDMA WRITE push on this lcore (control thread, before the lcore runs). mrs[c]:
@@ -216,29 +205,29 @@ void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc);
 int ing_rdma_lcore_set_push(struct ing_rdma_lcore *lc, struct ibv_pd *pd,
 			    struct ibv_mr *const *mrs, unsigned nmr, unsigned nmw);
 
-/* Control thread -> lcore commands (SP/SC ring + doorbell). 0 or -ENOBUFS. */
-int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint32_t qp_num,
-			  uint64_t session_id, unsigned rd_atom, unsigned sq_depth);
-/* Stop using qp_num (it must already be in ERROR, e.g. after rdma_disconnect, so that
- * outstanding WRs flush). Its frames are parked for a reconnect of the same session. */
+/*
+ * Control thread -> lcore, on the lcore's mailbox, taken in this order: a job (frame f with
+ * qp_num, length, raddr/rkey or push set); a QP to serve (qp->qp_num, in RTS); stop using
+ * qp_num (it must already be in ERROR, e.g. after rdma_disconnect, so that outstanding WRs
+ * flush; its frames are parked for a reconnect of the same session). 0 or -ENOBUFS.
+ */
+int ing_rdma_lcore_submit(struct ing_rdma_lcore *lc, struct ing_frame *f);
+int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint64_t session_id,
+			  unsigned rd_atom, unsigned sq_depth);
 int ing_rdma_lcore_detach(struct ing_rdma_lcore *lc, uint32_t qp_num);
 /* Ask the loop to return (any thread). */
 void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc);
 
-/* Lcore thread: one pass (commands, outbox, jobs, posts, one CQ burst, timers). Returns
- * the work done (0 = idle). */
+/* Lcore thread: one pass (outbox, mailbox, posts, one CQ burst, timers). Returns the work
+ * done (0 = idle). */
 int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc);
 /* Lcore thread: one poll pass plus the idle policy (busy spin, or arm + re-poll + sleep
- * up to sleep_ms on the CQ channel, the job and the command doorbells). Returns the work
- * done, 0 when idle or it slept. */
+ * up to sleep_ms on the CQ channel and the mailbox's doorbell). Returns the work done, 0
+ * when idle or it slept. */
 int ing_rdma_lcore_step(struct ing_rdma_lcore *lc);
 /* The loop: step until ing_rdma_lcore_stop. Signature of lcore_function_t (EAL). */
 int ing_rdma_lcore_run(void *lc);
 void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_lcore_stats *s);
-/* Pop value notices (control thread; one consumer per lcore). Returns the count; 0 only
- * after re-arming the doorbell: read note_fd, then call this until it returns 0. */
-unsigned ing_rdma_lcore_notices(struct ing_rdma_lcore *lc, struct ing_rdma_notice *n,
-				unsigned max);
 /* Frames currently held (queued, in flight, parked, in the outbox). Any thread, approx. */
 unsigned ing_rdma_lcore_frames_held(const struct ing_rdma_lcore *lc);
 
@@ -251,14 +240,10 @@ struct ing_rdma_cbs {
 	int (*session_check)(void *arg, uint64_t session_id);
 	/* ESTABLISHED (up=true) / gone (up=false) for the session's RDMA connection. */
 	void (*conn_state)(void *arg, uint64_t session_id, bool up);
-	/* A frame's bytes are in the node: send Ack{RECEIVED}. */
-	void (*received)(void *arg, const struct ing_rdma_notice *n);
 	/* The RDMA device went away (DEVICE_REMOVAL): stop offering RDMA. */
 	void (*device_lost)(void *arg, const char *why);
 	/* The engine is set up again after a removal (listening on addr:port): offer RDMA. */
 	void (*device_back)(void *arg, const char *addr, uint16_t port);
-	/* push: the frame's slot is granted (n->grant_id, n->grant_rkey). May be NULL. */
-	void (*granted)(void *arg, const struct ing_rdma_notice *n);
 };
 
 /* RDMA WRITE push (ingestd --rdma-write). */
@@ -286,7 +271,7 @@ struct ing_rdma_opts {
 	unsigned rd_atom;             /* wanted READs in flight per QP (capped by device) */
 	unsigned sq_depth;
 	unsigned cq_size;
-	unsigned job_ring_size;       /* per lcore, default ING_DEFAULT_RING_SIZE */
+	unsigned job_ring_size;       /* jobs per lcore mailbox, default ING_DEFAULT_RING_SIZE */
 	enum ing_rdma_push push;      /* default ING_RDMA_PUSH_AUTO */
 	struct ing_rdma_lcore_opts lcore; /* template for every poller */
 };
@@ -295,24 +280,32 @@ void ing_rdma_opts_init(struct ing_rdma_opts *o);
 struct ing_rdma;
 /*
  * Open the device behind opts->addr, register every pool region once per PD
- * (IBV_ACCESS_LOCAL_WRITE), create one CQ + channel + job ring + poller per lcore and start
- * listening. persist NULL: received frames go straight to acks (tests, null benches).
- * acks must be multi-producer (lcores and persistence workers push to it).
+ * (IBV_ACCESS_LOCAL_WRITE), create one CQ + channel + poller (with its mailbox) per lcore
+ * and start listening. The lcores post to ctl, the control thread's mailbox. persist
+ * NULL: received frames go straight back to control as DONE (tests, null benches).
  * Returns NULL + log (and a reason in why) when RDMA is not possible: the caller falls
  * back to the gRPC path. Control thread.
  *
- * Event loop: put ing_rdma_fd() on the control loop (EPOLLIN) and call ing_rdma_dispatch()
- * when it is readable: it is one epoll fd over the CM event channel, the lcores' notice
- * doorbell and a 1 s housekeeping timer (keeps ing_dataplane free of control/ symbols).
+ * The control thread's loop drives the engine (dataplane/ knows no control/ symbol): it
+ * watches ing_rdma_cm_fd() (EPOLLIN: ing_rdma_cm_dispatch), runs ing_rdma_tick() every
+ * ING_RDMA_TICK_MS from a loop timer, and hands the connection events its mailbox gets
+ * from the lcores (ING_EV_CONN_ERROR, ING_EV_CONN_RELEASED) to ing_rdma_conn_event().
  */
+#define ING_RDMA_TICK_MS 1000
 struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool *pool,
-				 struct ing_persist *persist, struct ing_fring *acks,
+				 struct ing_persist *persist, struct ing_mbox *ctl,
 				 const struct ing_rdma_cbs *cbs, char *why, size_t whylen);
-int ing_rdma_fd(const struct ing_rdma *r);
+/* The rdma_cm event channel's fd (non-blocking). */
+int ing_rdma_cm_fd(const struct ing_rdma *r);
 /* Replace the callbacks (e.g. once the service exists; before the loop runs). */
 void ing_rdma_set_cbs(struct ing_rdma *r, const struct ing_rdma_cbs *cbs);
-/* Handle CM events, lcore notices and timeouts (control thread). Returns events handled. */
-int ing_rdma_dispatch(struct ing_rdma *r);
+/* Handle the pending CM events (control thread). Returns events handled. */
+int ing_rdma_cm_dispatch(struct ing_rdma *r);
+/* Housekeeping (control thread): connections whose teardown is overdue, re-opening the
+ * device after a removal. */
+void ing_rdma_tick(struct ing_rdma *r);
+/* A connection event from an lcore (control thread). */
+void ing_rdma_conn_event(struct ing_rdma *r, const struct ing_msg *m);
 /* Launch the pollers (EAL worker lcores or threads). 0 or -errno. */
 int ing_rdma_start(struct ing_rdma *r);
 /* Stop pollers (bounded), disconnect every QP, destroy all. Tolerant of NULL/half-built. */
@@ -322,10 +315,11 @@ const char *ing_rdma_addr(const struct ing_rdma *r);
 uint16_t ing_rdma_port(const struct ing_rdma *r);
 const char *ing_rdma_device(const struct ing_rdma *r);
 /*
- * Queue the READ of frame f (raddr, rkey, length, frame_id, session_id, cookie, gen set) on the
- * session's connection; sets f->qp_num and transport. 0; -ENOTCONN when the session has
- * no RDMA connection (NACK ERROR_NO_TRANSPORT); -ENOBUFS when the lcore's ring is full
- * (retry later: the frame is still the caller's). Control thread.
+ * Queue the READ (or, f->push, the grant) of frame f (raddr, rkey, length, frame_id,
+ * session_id set) on the session's connection: a job on its lcore's mailbox; sets f->qp_num
+ * and transport. 0; -ENOTCONN when the session has no RDMA connection (NACK
+ * ERROR_NO_TRANSPORT); -ENOBUFS when the lcore's mailbox is full (retry later: the frame is
+ * still the caller's). Control thread.
  */
 int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f);
 /* Push (RDMA WRITE) offered: 0 none, 1 with memory windows, 2 with the pool MR. */

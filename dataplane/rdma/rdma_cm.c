@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma_cm.c - the RDMA engine on the ingest node: device + PD + pool MRs (registered once),
- * one CQ/channel/job ring/poller per dataplane lcore, and the rdma_cm listener whose event
- * channel the control thread's loop serves.
+ * one CQ/channel/poller (with its mailbox) per dataplane lcore, and the rdma_cm listener
+ * whose event channel, timer and connection events the control thread's loop serves.
  *
  * Connection life (control thread):
  *   CONNECT_REQUEST (session id in private data, checked by the service) -> RC QP on the
@@ -27,9 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <rdma/rdma_cma.h>
@@ -47,7 +44,6 @@ struct rdma_engine_lcore {
 	unsigned lcore_id;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
-	struct ing_fring *jobs;
 	struct ing_rdma_lcore *lc;
 	pthread_t th;
 	bool launched;
@@ -72,11 +68,9 @@ struct rconn {
 
 struct ing_rdma {
 	struct ing_rdma_opts o;
-	int epfd;
-	int tfd;
 	struct ing_pool *pool;
 	struct ing_persist *persist;
-	struct ing_fring *acks;
+	struct ing_mbox *ctl;     /* the control thread's mailbox */
 	struct ing_rdma_cbs cbs;
 	struct rdma_event_channel *ech;
 	struct rdma_cm_id *listen_id;
@@ -88,7 +82,6 @@ struct ing_rdma {
 	uint32_t lkeys[ING_POOL_MAX_CLASSES];
 	unsigned nmr;
 	int push_mode;     /* 0 off, 1 memory windows, 2 pool MR (ing_rdma_push_mode) */
-	int note_efd;
 	bool device_lost;
 	uint64_t reopen_at_ns;   /* device_lost: next re-open attempt */
 	char addr[INET6_ADDRSTRLEN];
@@ -115,16 +108,6 @@ void ing_rdma_opts_init(struct ing_rdma_opts *o)
 
 /* ---------------------------------------------------------------- lcore io (production) */
 
-static unsigned io_pop(void *arg, struct ing_frame **f, unsigned max)
-{
-	return ing_fring_pop(((struct rdma_engine_lcore *)arg)->jobs, f, max);
-}
-
-static void io_clear(void *arg)
-{
-	ing_fring_clear(((struct rdma_engine_lcore *)arg)->jobs);
-}
-
 static int io_deliver(void *arg, struct ing_frame *f)
 {
 	struct ing_rdma *r = ((struct rdma_engine_lcore *)arg)->r;
@@ -133,12 +116,7 @@ static int io_deliver(void *arg, struct ing_frame *f)
 		return ing_persist_submit(r->persist, f);
 	/* no persistence (tests, null benches): the frame is "done" once received */
 	f->t_durable_ns = f->t_received_ns;
-	return ing_fring_push(r->acks, &f, 1);
-}
-
-static int io_fail(void *arg, struct ing_frame *f)
-{
-	return ing_fring_push(((struct rdma_engine_lcore *)arg)->r->acks, &f, 1);
+	return ing_mbox_send(r->ctl, ING_EV_DONE, f);
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -231,7 +209,7 @@ static void conn_down(struct ing_rdma *r, struct rconn *c, const char *why)
 			ING_DBG(COMP, "qp 0x%x: modify to ERR failed", c->qp_num);
 	}
 	if (ing_rdma_lcore_detach(r->lcs[c->lcore].lc, c->qp_num))
-		ING_ERR(COMP, "qp 0x%x: lcore command ring full; detach lost", c->qp_num);
+		ING_ERR(COMP, "qp 0x%x: lcore mailbox full; detach lost", c->qp_num);
 	if (c->was_up && r->cbs.conn_state)
 		r->cbs.conn_state(r->cbs.arg, c->session_id, false);
 	if (r->st.conns_active)
@@ -336,8 +314,8 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 		return;
 	}
 	/* rdma_accept took the QP to RTS: the lcore may post as soon as it sees it */
-	if (ing_rdma_lcore_attach(el->lc, id->qp, c->qp_num, sid, rd, r->o.sq_depth)) {
-		ING_ERR(COMP, "qp 0x%x: lcore %u command ring full; dropping the connection", c->qp_num,
+	if (ing_rdma_lcore_attach(el->lc, id->qp, sid, rd, r->o.sq_depth)) {
+		ING_ERR(COMP, "qp 0x%x: lcore %u mailbox full; dropping the connection", c->qp_num,
 			el->lcore_id);
 		c->next = r->conns;
 		r->conns = c;
@@ -516,14 +494,12 @@ static int cm_drain(struct ing_rdma *r)
 	return k;
 }
 
-static int note_drain(struct ing_rdma *r);
-
-static void timers(struct ing_rdma *r)
+void ing_rdma_tick(struct ing_rdma *r)
 {
-	uint64_t now = ing_now_ns(), v;
+	uint64_t now = ing_now_ns();
 
-	if (read(r->tfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		ING_LOG_RL(ING_LOG_WARN, COMP, "timerfd: %s", strerror(errno));
+	if (!r)
+		return;
 	if (r->device_lost && now >= r->reopen_at_ns)
 		try_reopen(r);
 	for (struct rconn *c = r->conns, *nx; c; c = nx) {
@@ -541,74 +517,37 @@ void ing_rdma_set_cbs(struct ing_rdma *r, const struct ing_rdma_cbs *cbs)
 		r->cbs = *cbs;
 }
 
-int ing_rdma_fd(const struct ing_rdma *r)
+int ing_rdma_cm_fd(const struct ing_rdma *r)
 {
-	return r ? r->epfd : -1;
+	return r && r->ech ? r->ech->fd : -1;
 }
 
-int ing_rdma_dispatch(struct ing_rdma *r)
+int ing_rdma_cm_dispatch(struct ing_rdma *r)
 {
-	struct epoll_event ev[4];
-	int n, done = 0;
-
-	if (!r)
-		return 0;
-	n = epoll_wait(r->epfd, ev, 4, 0);
-	for (int i = 0; i < n; i++) {
-		if (ev[i].data.fd == r->ech->fd)
-			done += cm_drain(r);
-		else if (ev[i].data.fd == r->note_efd)
-			done += note_drain(r);
-		else if (ev[i].data.fd == r->tfd)
-			timers(r);
-	}
-	return done;
+	return r ? cm_drain(r) : 0;
 }
 
-static int note_drain(struct ing_rdma *r)
+void ing_rdma_conn_event(struct ing_rdma *r, const struct ing_msg *m)
 {
-	struct ing_rdma_notice n[64];
-	uint64_t v;
-	int done = 0;
+	struct rconn *c = r ? conn_by_qp(r, m->val) : NULL;
 
-	if (read(r->note_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		ING_LOG_RL(ING_LOG_WARN, COMP, "notice doorbell: %s", strerror(errno));
-	for (unsigned i = 0; i < r->nl; i++) {
-		unsigned k;
-		if (!r->lcs[i].lc)
-			continue;
-		while ((k = ing_rdma_lcore_notices(r->lcs[i].lc, n, 64)) > 0) {
-			done += (int)k;
-			for (unsigned j = 0; j < k; j++) {
-				struct rconn *c;
-				switch (n[j].kind) {
-				case ING_RDMA_NOTE_RECEIVED:
-					if (r->cbs.received)
-						r->cbs.received(r->cbs.arg, &n[j]);
-					break;
-				case ING_RDMA_NOTE_GRANTED:
-					if (r->cbs.granted)
-						r->cbs.granted(r->cbs.arg, &n[j]);
-					break;
-				case ING_RDMA_NOTE_CONN_ERROR:
-					r->st.conn_errors++;
-					c = conn_by_qp(r, n[j].qp_num);
-					if (c)
-						conn_down(r, c, n[j].status ? ibv_wc_status_str((enum ibv_wc_status)n[j].status)
-								       : "lcore error");
-					break;
-				case ING_RDMA_NOTE_CONN_RELEASED:
-					c = conn_by_qp(r, n[j].qp_num);
-					if (c) {
-						c->released = true;
-						conn_maybe_destroy(r, c);
-					}
-					break;
-				}
-			}
+	switch (m->kind) {
+	case ING_EV_CONN_ERROR:
+		if (!r)
+			return;
+		r->st.conn_errors++;
+		if (c)
+			conn_down(r, c, m->u64 ? ibv_wc_status_str((enum ibv_wc_status)m->u64) : "lcore error");
+		break;
+	case ING_EV_CONN_RELEASED:
+		if (c) {
+			c->released = true;
+			conn_maybe_destroy(r, c);
 		}
+		break;
+	default:
+		break;
 	}
-	return done;
 }
 
 /* ---------------------------------------------------------------- set-up */
@@ -670,22 +609,10 @@ static int bind_auto(struct ing_rdma *r, char *why, size_t whylen)
 	return -ENODEV;
 }
 
-static int ep_add(struct ing_rdma *r, int fd)
+/* The listening id, bound to the configured address (or the first local address on an
+ * RDMA device), its device's attributes and the largest message. 0 or -1 with why. */
+static int listener_open(struct ing_rdma *r, char *why, size_t whylen)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
-	return epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
-}
-
-/*
- * Everything on the device: the listening id (bound to the configured address, or the first
- * local address on an RDMA device), its verbs context, the PD, the pool's MRs and each
- * lcore's channel, CQ, job ring and poller. Used at start and again after DEVICE_REMOVAL
- * (timers: reopen); on failure the caller releases what was made (release_device).
- */
-static int device_open(struct ing_rdma *r, char *why, size_t whylen)
-{
-	struct ing_pool *pool = r->pool;
-
 	if (rdma_create_id(r->ech, &r->listen_id, r, RDMA_PS_TCP)) {
 		snprintf(why, whylen, "rdma_create_id: %s", strerror(errno));
 		return -1;
@@ -720,19 +647,20 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 	r->max_msg_sz = 0;
 	if (ibv_query_port(r->ctx, r->listen_id->port_num ? r->listen_id->port_num : 1, &pa) == 0)
 		r->max_msg_sz = pa.max_msg_sz;
-	r->pd = ibv_alloc_pd(r->ctx);
-	if (!r->pd) {
-		snprintf(why, whylen, "ibv_alloc_pd(%s) failed", r->devname);
-		return -1;
-	}
-	/*
-	 * Push (RDMA WRITE): with type-2 memory windows every grant opens exactly its slot, so
-	 * the pool MR only gets MW_BIND; without them the pool MR itself takes remote writes
-	 * (any connected producer of a push session can write anywhere in the pool: ingest-doctor
-	 * warns). --rdma-write decides.
-	 */
+	return 0;
+}
+
+/*
+ * Push (RDMA WRITE): with type-2 memory windows every grant opens exactly its slot, so the
+ * pool MR only gets MW_BIND; without them the pool MR itself takes remote writes (any
+ * connected producer of a push session can write anywhere in the pool: ingest-doctor
+ * warns). --rdma-write decides r->push_mode; returns the pool MR's access flags.
+ */
+static int push_mode_pick(struct ing_rdma *r)
+{
 	bool mw2 = ing_rdma_device_has_mw2(r->ctx);
 	int access = IBV_ACCESS_LOCAL_WRITE;
+
 	switch (r->o.push) {
 	case ING_RDMA_PUSH_AUTO:
 		r->push_mode = mw2 ? 1 : 2;
@@ -755,12 +683,17 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 		ING_WARN(COMP, "device %s has no type-2 memory windows: %s", r->devname,
 			 r->push_mode ? "RDMA WRITE push grants carry the pool MR's rkey (writes are not bounded to the granted slot)"
 				      : "RDMA WRITE push is off (--rdma-write mw)");
-	/* the pool's regions, once per PD: slots are addressed by lkey of their class */
-	r->nmr = ing_pool_nclasses(pool);
+	return access;
+}
+
+/* The pool's regions, once per PD: slots are addressed by lkey of their class. */
+static int pool_register(struct ing_rdma *r, int access, char *why, size_t whylen)
+{
+	r->nmr = ing_pool_nclasses(r->pool);
 	for (unsigned c = 0; c < r->nmr; c++) {
 		void *base;
 		size_t len;
-		if (ing_pool_region(pool, c, &base, &len)) {
+		if (ing_pool_region(r->pool, c, &base, &len)) {
 			snprintf(why, whylen, "pool region %u missing", c);
 			return -1;
 		}
@@ -772,6 +705,12 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 		}
 		r->lkeys[c] = r->mrs[c]->lkey;
 	}
+	return 0;
+}
+
+/* Each lcore's completion channel, CQ and poller (with its mailbox), push set up on it. */
+static int lcores_open(struct ing_rdma *r, char *why, size_t whylen)
+{
 	r->nl = r->o.nlcores;
 	for (unsigned i = 0; i < r->nl; i++) {
 		struct rdma_engine_lcore *el = &r->lcs[i];
@@ -796,24 +735,16 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 			snprintf(why, whylen, "ibv_create_cq(%d): %s", cqe, strerror(errno));
 			return -1;
 		}
-		el->jobs = ing_fring_create("rdmajobs", r->o.job_ring_size, ING_FRING_SC, true);
-		if (!el->jobs) {
-			snprintf(why, whylen, "job ring for lcore %u", el->lcore_id);
-			return -1;
-		}
 		lo.lcore_id = el->lcore_id;
 		if (!lo.max_msg_sz || (r->max_msg_sz && lo.max_msg_sz > r->max_msg_sz))
 			lo.max_msg_sz = r->max_msg_sz;
 		if (!lo.ops)
 			lo.ops = &ing_rdma_verbs_ops;
 		struct ing_rdma_lcore_io io = {
+			.ctl = r->ctl,
 			.arg = el,
-			.pop_jobs = io_pop,
-			.clear_jobs = io_clear,
-			.job_fd = ing_fring_fd(el->jobs),
 			.deliver = io_deliver,
-			.fail = io_fail,
-			.note_fd = r->note_efd,
+			.mbox_size = r->o.job_ring_size,
 		};
 		el->lc = ing_rdma_lcore_create(&lo, el->cq, el->ch, el->ch->fd, &io, r->lkeys, r->nmr);
 		if (!el->lc) {
@@ -823,7 +754,7 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 		/* one window per pool slot: a grant holds a slot, so they never run out */
 		if (r->push_mode &&
 		    ing_rdma_lcore_set_push(el->lc, r->pd, r->mrs, r->nmr,
-					    r->push_mode == 1 ? ing_pool_total(pool) : 0)) {
+					    r->push_mode == 1 ? ing_pool_total(r->pool) : 0)) {
 			snprintf(why, whylen, "RDMA WRITE push set-up on lcore %u failed (--rdma-write off to run without it)",
 				 el->lcore_id);
 			return -1;
@@ -832,8 +763,29 @@ static int device_open(struct ing_rdma *r, char *why, size_t whylen)
 	return 0;
 }
 
+/*
+ * Everything on the device: the listening id (bound to the configured address, or the first
+ * local address on an RDMA device), its verbs context, the PD, the pool's MRs and each
+ * lcore's channel, CQ and poller. Used at start and again after DEVICE_REMOVAL
+ * (timers: reopen); on failure the caller releases what was made (release_device).
+ */
+static int device_open(struct ing_rdma *r, char *why, size_t whylen)
+{
+	if (listener_open(r, why, whylen))
+		return -1;
+	r->pd = ibv_alloc_pd(r->ctx);
+	if (!r->pd) {
+		snprintf(why, whylen, "ibv_alloc_pd(%s) failed", r->devname);
+		return -1;
+	}
+	int access = push_mode_pick(r);
+	if (pool_register(r, access, why, whylen) || lcores_open(r, why, whylen))
+		return -1;
+	return 0;
+}
+
 struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool *pool,
-				 struct ing_persist *persist, struct ing_fring *acks,
+				 struct ing_persist *persist, struct ing_mbox *ctl,
 				 const struct ing_rdma_cbs *cbs, char *why, size_t whylen)
 {
 	struct ing_rdma *r;
@@ -845,7 +797,7 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 		whylen = sizeof(wbuf);
 	}
 	why[0] = 0;
-	if (!o || !pool || !acks || o->nlcores > ING_RDMA_MAX_LCORES) {
+	if (!o || !pool || !ctl || o->nlcores > ING_RDMA_MAX_LCORES) {
 		snprintf(why, whylen, "bad arguments");
 		ING_ERR(COMP, "rdma create: %s", why);
 		return NULL;
@@ -866,7 +818,6 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 		return NULL;
 	}
 	r->o = *o;
-	r->epfd = r->tfd = -1;
 	if (!r->o.nlcores) {
 		/* every EAL worker lcore polls; none (e.g. -l 0): one pinned-by-nobody thread */
 		unsigned id;
@@ -884,8 +835,7 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 	}
 	r->pool = pool;
 	r->persist = persist;
-	r->acks = acks;
-	r->note_efd = -1;
+	r->ctl = ctl;
 	if (cbs)
 		r->cbs = *cbs;
 	if (!r->o.sq_depth)
@@ -906,22 +856,9 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 		snprintf(why, whylen, "O_NONBLOCK on the CM channel: %s", strerror(errno));
 		goto fail;
 	}
-	r->note_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (r->note_efd < 0) {
-		snprintf(why, whylen, "eventfd: %s", strerror(errno));
-		goto fail;
-	}
 	if (device_open(r, why, whylen))
 		goto fail;
 	r->o.port = r->port; /* a re-open after DEVICE_REMOVAL listens where producers were told */
-	r->epfd = epoll_create1(EPOLL_CLOEXEC);
-	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
-	if (r->epfd < 0 || r->tfd < 0 || timerfd_settime(r->tfd, 0, &its, NULL) ||
-	    ep_add(r, r->ech->fd) || ep_add(r, r->note_efd) || ep_add(r, r->tfd)) {
-		snprintf(why, whylen, "epoll/timerfd: %s", strerror(errno));
-		goto fail;
-	}
 	ING_INFO(COMP, "RDMA listener on %s:%u (device %s, max_qp_rd_atom %d, max_qp_init_rd_atom %d, max_msg_sz %u, %u pool region(s) registered, %u poller(s), push %s)",
 		 r->addr, r->port, r->devname, r->dattr.max_qp_rd_atom, r->dattr.max_qp_init_rd_atom,
 		 r->max_msg_sz, r->nmr, r->nl,
@@ -979,8 +916,8 @@ int ing_rdma_start(struct ing_rdma *r)
 /*
  * Let go of everything on the device (destroy, or DEVICE_REMOVAL: the kernel waits for
  * every id/QP/MR/PD/CQ of a removed device to be released): stop the pollers (bounded by
- * sleep_ms), destroy the connections, fail the frames the lcores held (to the ack ring),
- * free the verbs objects. The event channel, the epoll fd and the shell stay.
+ * sleep_ms), destroy the connections, fail the frames the lcores held (back to control),
+ * free the verbs objects. The event channel and the shell stay.
  */
 static void release_device(struct ing_rdma *r, const char *why)
 {
@@ -1010,21 +947,9 @@ static void release_device(struct ing_rdma *r, const char *why)
 			ing_rdma_lcore_get_stats(el->lc, &ls);
 			add_lcore_stats(&r->st, &ls);
 		}
-		ing_rdma_lcore_destroy(el->lc); /* fails frames it still held to the ack ring */
+		/* the frames it held and the jobs in its mailbox go back to control, failed */
+		ing_rdma_lcore_destroy_why(el->lc, why);
 		el->lc = NULL;
-		if (el->jobs) {
-			struct ing_frame *f[32];
-			unsigned n;
-			while ((n = ing_fring_pop(el->jobs, f, 32)) > 0)
-				for (unsigned j = 0; j < n; j++) {
-					f[j]->status = ING_E_SHUTTING_DOWN;
-					f[j]->retryable = true;
-					snprintf(f[j]->msg, sizeof(f[j]->msg), "%s", why);
-					(void)ing_fring_push(r->acks, &f[j], 1);
-				}
-			ing_fring_destroy(el->jobs);
-			el->jobs = NULL;
-		}
 		if (el->cq)
 			ibv_destroy_cq(el->cq);
 		el->cq = NULL;
@@ -1053,12 +978,6 @@ void ing_rdma_destroy(struct ing_rdma *r)
 	release_device(r, "ingest node shutting down");
 	if (r->ech)
 		rdma_destroy_event_channel(r->ech);
-	if (r->note_efd >= 0)
-		close(r->note_efd);
-	if (r->tfd >= 0)
-		close(r->tfd);
-	if (r->epfd >= 0)
-		close(r->epfd);
 	free(r);
 }
 
@@ -1093,7 +1012,7 @@ int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f)
 		return -ENOTCONN;
 	f->qp_num = c->qp_num;
 	f->transport = ING_XPORT_RDMA;
-	return ing_fring_push(r->lcs[c->lcore].jobs, &f, 1);
+	return ing_rdma_lcore_submit(r->lcs[c->lcore].lc, f);
 }
 
 unsigned ing_rdma_nlcores(const struct ing_rdma *r)

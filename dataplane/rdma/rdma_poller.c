@@ -3,10 +3,12 @@
  * rdma_poller.c - one dataplane lcore: its connection table, chunked READ posting, CQ
  * polling in bursts, frame hand-off, and the busy/adaptive idle policy.
  *
- * Everything in struct ing_rdma_lcore below the rings is touched by the lcore thread only.
- * Control talks to it through the command ring (attach/detach) and the job ring; the lcore
- * answers with value notices. No malloc, lock or printf on the hot path: all tables are
- * sized at creation, and logging happens on failures only (rate-limited).
+ * Everything in struct ing_rdma_lcore below its mailbox is touched by the lcore thread only.
+ * Control talks to it through the lcore's mailbox (jobs, attach, detach, in the order
+ * control posted them); the lcore answers on control's mailbox with the frame itself
+ * (RECEIVED, GRANTED, DONE when it failed) and connection events. No malloc, lock or
+ * printf on the hot path: all tables are sized at creation, and logging happens on
+ * failures only (rate-limited).
  *
  * Work-request bookkeeping: every posted READ has a record in its connection's ring
  * (wr_id = the record's address; the record carries the frame pointer, the chunk length
@@ -21,8 +23,6 @@
 #include "common/log.h"
 
 #include <rte_common.h>
-#include <rte_ring.h>
-#include <rte_ring_elem.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #define COMP "rdma"
@@ -46,72 +45,7 @@
 			 __atomic_load_n(&(lc)->st.field, __ATOMIC_RELAXED) + (uint64_t)(v), \
 			 __ATOMIC_RELAXED)
 
-/* ---------------------------------------------------------------- SP/SC value rings */
-
-/*
- * Commands (control -> lcore) and notices (lcore -> control) are values, copied into
- * DPDK rings of fixed-size elements (rte_ring elem API, single producer / single
- * consumer). The ring lives in memory of our own (rte_ring_init, not a memzone): the
- * unit tests run the lcore with fake verbs and no EAL. Capacity: n rounded up to a power
- * of 2, exactly (RING_F_EXACT_SZ).
- */
-static struct rte_ring *vring_create(const char *name, unsigned n, unsigned esz)
-{
-	unsigned cap = 1;
-
-	while (cap < n)
-		cap <<= 1;
-	ssize_t sz = rte_ring_get_memsize_elem(esz, rte_align32pow2(cap + 1));
-	if (sz < 0)
-		return NULL;
-	struct rte_ring *r = aligned_alloc(RTE_CACHE_LINE_SIZE,
-					   ((size_t)sz + RTE_CACHE_LINE_SIZE - 1) &
-						   ~(size_t)(RTE_CACHE_LINE_SIZE - 1));
-	if (!r)
-		return NULL;
-	if (rte_ring_init(r, name, cap, RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ)) {
-		free(r);
-		return NULL;
-	}
-	return r;
-}
-
-/* 0, or -ENOBUFS. */
-static int vring_push(struct rte_ring *r, const void *e, unsigned esz)
-{
-	return rte_ring_sp_enqueue_bulk_elem(r, e, esz, 1, NULL) == 1 ? 0 : -ENOBUFS;
-}
-
-static void efd_ring(int fd)
-{
-	uint64_t one = 1;
-
-	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		ING_LOG_RL(ING_LOG_WARN, COMP, "doorbell write: %s", strerror(errno));
-}
-
-static void efd_clear(int fd)
-{
-	uint64_t v;
-
-	if (fd >= 0 && read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		ING_LOG_RL(ING_LOG_WARN, COMP, "doorbell read: %s", strerror(errno));
-}
-
 /* ---------------------------------------------------------------- state */
-
-enum { CMD_ATTACH = 1, CMD_DETACH = 2 };
-struct rdma_cmd {
-	uint32_t op;
-	uint32_t qp_num;
-	struct ibv_qp *qp;
-	uint64_t session_id;
-	uint32_t rd_atom;
-	uint32_t sq_depth;
-};
-/* rte_ring elements are whole 32-bit words */
-_Static_assert(sizeof(struct rdma_cmd) % 4 == 0, "rdma_cmd: not a multiple of 4 bytes");
-_Static_assert(sizeof(struct ing_rdma_notice) % 4 == 0, "ing_rdma_notice: not a multiple of 4 bytes");
 
 enum conn_state {
 	CONN_FREE = 0,
@@ -182,16 +116,13 @@ struct rdma_conn {
 	unsigned inv_wait;        /* push: frames in PS_INV_WAIT */
 };
 
-enum { OB_DELIVER = 0, OB_FAIL = 1 };
+/* Outbox entry kind (beside the ing_ctl_event kinds): hand the frame to persistence. */
+#define OB_DELIVER 0xffffu
 
 struct ing_rdma_lcore {
 	struct ing_rdma_lcore_stats st;
 	/* --- shared with control --- */
-	struct rte_ring *cmd;     /* struct rdma_cmd, control -> lcore */
-	struct rte_ring *note;    /* struct ing_rdma_notice, lcore -> control */
-	int note_rung;            /* the doorbell was rung since control last found the ring
-				   * empty (ing_rdma_lcore_notices): 0 or 1, seq_cst */
-	int cmd_efd;
+	struct ing_mbox *in;      /* this lcore's mailbox: ING_EV_JOB, _ATTACH, _DETACH */
 	bool stop;
 	unsigned held;            /* frames in the lcore (relaxed counter) */
 	/* --- lcore only --- */
@@ -206,9 +137,11 @@ struct ing_rdma_lcore {
 	uint32_t fmask;
 	struct rdma_conn *conns;
 	unsigned nconns;          /* high-water mark of used slots */
-	struct ing_frame **ob;    /* outbox: frames io refused (backpressure) */
-	uint8_t *ob_kind;
+	/* outbox: what control's mailbox or persistence refused (backpressure), in order:
+	 * messages for control, and OB_DELIVER entries (m.f to persistence) */
+	struct ing_msg *ob;
 	uint32_t ob_head, ob_tail, ob_mask;
+	unsigned frames_max;      /* frames it may hold: every one fits the outbox three times */
 	unsigned idle;
 	uint64_t idle_t0;         /* start of the current idle spell */
 	bool armed;
@@ -255,66 +188,43 @@ unsigned ing_rdma_lcore_frames_held(const struct ing_rdma_lcore *lc)
 	return lc ? __atomic_load_n(&lc->held, __ATOMIC_RELAXED) : 0;
 }
 
-/* ---------------------------------------------------------------- notices, hand-off */
-
-static void notice(struct ing_rdma_lcore *lc, uint32_t kind, const struct rdma_conn *c,
-		   const struct ing_frame *f, int32_t status)
-{
-	struct ing_rdma_notice n = {
-		.kind = kind,
-		.qp_num = c ? (c->qp_num ? c->qp_num : c->old_qp_num) : (f ? f->qp_num : 0),
-		.session_id = c ? c->session_id : (f ? f->session_id : 0),
-		.status = status,
-		.lcore = lc->o.lcore_id,
-	};
-	if (f) {
-		n.gen = f->gen;
-		n.cookie = f->cookie;
-		n.length = f->length;
-		n.t_ns = f->t_received_ns;
-		n.grant_id = f->grant_id;
-		n.grant_rkey = f->grant_rkey;
-	} else {
-		n.t_ns = ing_now_ns();
-	}
-	if (vring_push(lc->note, &n, sizeof(n))) {
-		STAT_ADD(lc, notices_dropped, 1);
-		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u: notice ring full, notice %u for qp 0x%x dropped",
-			   lc->o.lcore_id, kind, n.qp_num);
-		return;
-	}
-	/*
-	 * Doorbell, at most once until control finds the ring empty again: the protocol of
-	 * dataplane/fring.c. Both sides use seq_cst read-modify-writes on note_rung, so either
-	 * control's last look (after its re-arm in ing_rdma_lcore_notices) sees this notice, or
-	 * this exchange sees the re-arm (0) and rings. ("Was the ring empty before this
-	 * enqueue?" cannot decide it: control may empty the ring between that look and the
-	 * enqueue, find nothing more and go to sleep with this notice in the ring.)
-	 */
-	if (__atomic_exchange_n(&lc->note_rung, 1, __ATOMIC_SEQ_CST) == 0)
-		efd_ring(lc->io.note_fd);
-}
+/* ---------------------------------------------------------------- messages to control, hand-off */
 
 static unsigned ob_count(const struct ing_rdma_lcore *lc)
 {
 	return lc->ob_tail - lc->ob_head;
 }
 
-/* Hand a frame on (persistence or ack ring), keeping order behind refused ones. */
-static void handoff(struct ing_rdma_lcore *lc, struct ing_frame *f, int kind)
+/* One outgoing step: a message to control, or a frame to persistence. 0 or -ENOBUFS. */
+static int out_do(struct ing_rdma_lcore *lc, const struct ing_msg *m)
+{
+	int rc = m->kind == OB_DELIVER ? lc->io.deliver(lc->io.arg, m->f) : ing_mbox_post(lc->io.ctl, m);
+
+	if (rc == 0 && (m->kind == OB_DELIVER || m->kind == ING_EV_DONE))
+		held_add(lc, -1);   /* the frame is not the lcore's any more */
+	return rc;
+}
+
+/*
+ * Send m on, keeping the order of everything the lcore sent before: behind refused steps it
+ * waits in the outbox (retried by every poll pass). The outbox holds three entries for every
+ * frame the lcore may hold plus connection events; past that only a connection event can be
+ * lost (counted; control then learns of the connection from rdma_cm or its timeout).
+ */
+static void out(struct ing_rdma_lcore *lc, const struct ing_msg *m)
 {
 	if (!ob_count(lc)) {
-		int rc = kind == OB_DELIVER ? lc->io.deliver(lc->io.arg, f) : lc->io.fail(lc->io.arg, f);
-		if (rc == 0) {
-			held_add(lc, -1);
+		if (out_do(lc, m) == 0)
 			return;
-		}
 		STAT_ADD(lc, backpressure, 1);
 	}
-	/* The outbox holds every frame the lcore can hold: it cannot overflow. */
-	lc->ob[lc->ob_tail & lc->ob_mask] = f;
-	lc->ob_kind[lc->ob_tail & lc->ob_mask] = (uint8_t)kind;
-	lc->ob_tail++;
+	if (ob_count(lc) > lc->ob_mask) {
+		STAT_ADD(lc, out_dropped, 1);
+		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: outbox full, event %u (qp 0x%x) dropped",
+			   lc->o.lcore_id, m->kind, m->val);
+		return;
+	}
+	lc->ob[lc->ob_tail++ & lc->ob_mask] = *m;
 }
 
 static unsigned ob_flush(struct ing_rdma_lcore *lc)
@@ -322,16 +232,25 @@ static unsigned ob_flush(struct ing_rdma_lcore *lc)
 	unsigned n = 0;
 
 	while (ob_count(lc)) {
-		struct ing_frame *f = lc->ob[lc->ob_head & lc->ob_mask];
-		int kind = lc->ob_kind[lc->ob_head & lc->ob_mask];
-		int rc = kind == OB_DELIVER ? lc->io.deliver(lc->io.arg, f) : lc->io.fail(lc->io.arg, f);
-		if (rc)
+		if (out_do(lc, &lc->ob[lc->ob_head & lc->ob_mask]))
 			break;
 		lc->ob_head++;
-		held_add(lc, -1);
 		n++;
 	}
 	return n;
+}
+
+static uint32_t conn_qp(const struct rdma_conn *c)
+{
+	return c->qp_num ? c->qp_num : c->old_qp_num;
+}
+
+/* Connection events for control: ING_EV_CONN_ERROR (status) or ING_EV_CONN_RELEASED. */
+static void conn_event(struct ing_rdma_lcore *lc, uint32_t kind, uint32_t qp_num, int32_t status)
+{
+	struct ing_msg m = { .kind = kind, .val = qp_num, .u64 = (uint64_t)(uint32_t)status };
+
+	out(lc, &m);
 }
 
 static void __attribute__((format(printf, 5, 6)))
@@ -345,7 +264,7 @@ fail_frame(struct ing_rdma_lcore *lc, struct ing_frame *f, int err, bool retryab
 	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
 	va_end(ap);
 	STAT_ADD(lc, frames_failed, 1);
-	handoff(lc, f, OB_FAIL);
+	out(lc, &(struct ing_msg){ .kind = ING_EV_DONE, .f = f });
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -442,7 +361,7 @@ static void conn_finish_drain(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 {
 	if (lc->push)
 		push_conn_reset(lc, c);
-	notice(lc, ING_RDMA_NOTE_CONN_RELEASED, c, NULL, 0);
+	conn_event(lc, ING_EV_CONN_RELEASED, conn_qp(c), 0);
 	STAT_ADD(lc, conns_released, 1);
 	c->gen++; /* any late completion of the old QP is now stale */
 	c->qp = NULL;
@@ -533,9 +452,9 @@ static void push_mw_put(struct ing_rdma_lcore *lc, struct push_mw *m)
  */
 static void push_mw_replace(struct ing_rdma_lcore *lc, struct push_mw *m)
 {
-	if (m->mw && ibv_dealloc_mw(m->mw))
+	if (m->mw && lc->ops->dealloc_mw(m->mw))
 		ING_LOG_RL(ING_LOG_WARN, COMP, "lcore %u: ibv_dealloc_mw failed", lc->o.lcore_id);
-	m->mw = ibv_alloc_mw(lc->pd, IBV_MW_TYPE_2);
+	m->mw = lc->ops->alloc_mw(lc->pd, IBV_MW_TYPE_2);
 	STAT_ADD(lc, push_mw_replaced, 1);
 	if (!m->mw) {
 		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: ibv_alloc_mw failed: %s; one grant fewer can be in flight",
@@ -582,7 +501,8 @@ static void push_granted(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct 
 	f->grant_deadline_ns = ing_now_ns() + (uint64_t)lc->o.grant_ms * 1000000ull;
 	arm_timer(lc, f->grant_deadline_ns);
 	STAT_ADD(lc, push_grants, 1);
-	notice(lc, ING_RDMA_NOTE_GRANTED, c, f, 0);
+	out(lc, &(struct ing_msg){ .kind = ING_EV_GRANTED, .f = f, .val = f->grant_id,
+				   .u64 = (uint64_t)f->grant_rkey << 32 | conn_qp(c) });
 }
 
 /* Grant over and remote access ended: hand the frame on (f->status says how). */
@@ -596,7 +516,7 @@ static void push_finish(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct i
 	}
 	fifo_remove(lc, c, f);
 	STAT_ADD(lc, frames_failed, 1);
-	handoff(lc, f, OB_FAIL);
+	out(lc, &(struct ing_msg){ .kind = ING_EV_DONE, .f = f });
 }
 
 /* Post the invalidate of f's window. 0; -ENOSPC (window full: retried from conn_post);
@@ -625,7 +545,7 @@ static int push_post_inv(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct 
 		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u qp 0x%x session %llu frame %s: posting the invalidate failed: %s",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id, f->frame_id,
 			   strerror(rc));
-		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, 0);
+		conn_event(lc, ING_EV_CONN_ERROR, conn_qp(c), 0);
 		conn_enter_draining(lc, c, "post_send (invalidate) failed");
 		return -EIO;
 	}
@@ -688,7 +608,7 @@ static void push_recv(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 			   "lcore %u qp 0x%x session %llu: receive completion %s (vendor_err 0x%x): the QP is in error (disconnected, or a write outside its grant); grants kept for a reconnect",
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
 			   ibv_wc_status_str(wc->status), wc->vendor_err);
-		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, (int32_t)wc->status);
+		conn_event(lc, ING_EV_CONN_ERROR, conn_qp(c), (int32_t)wc->status);
 		conn_enter_draining(lc, c, ibv_wc_status_str(wc->status));
 		return;
 	}
@@ -786,6 +706,15 @@ static void push_conn_reset(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 		push_finish(lc, c, judged[k]);
 }
 
+/* attach / detach, as control posted them on the lcore's mailbox */
+struct rdma_cmd {
+	struct ibv_qp *qp;
+	uint32_t qp_num;
+	uint64_t session_id;
+	uint32_t rd_atom;
+	uint32_t sq_depth;
+};
+
 static void cmd_attach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 {
 	struct rdma_conn *c = NULL, *old = NULL;
@@ -812,9 +741,8 @@ static void cmd_attach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 			ING_ERR(COMP, "lcore %u: no free connection slot (max %u) for qp 0x%x session %llu",
 				lc->o.lcore_id, lc->o.max_conns, m->qp_num,
 				(unsigned long long)m->session_id);
-			struct rdma_conn tmp = { .qp_num = m->qp_num, .session_id = m->session_id };
-			notice(lc, ING_RDMA_NOTE_CONN_ERROR, &tmp, NULL, 0);
-			notice(lc, ING_RDMA_NOTE_CONN_RELEASED, &tmp, NULL, 0);
+			conn_event(lc, ING_EV_CONN_ERROR, m->qp_num, 0);
+			conn_event(lc, ING_EV_CONN_RELEASED, m->qp_num, 0);
 			return;
 		}
 		c->f_head = c->f_tail = 0;
@@ -857,15 +785,84 @@ static void cmd_detach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 
 	if (!c || c->qp_num != m->qp_num) {
 		/* unknown, or already released: control still waits for the release */
-		struct rdma_conn tmp = { .qp_num = m->qp_num, .session_id = c ? c->session_id : 0 };
 		if (!c)
-			notice(lc, ING_RDMA_NOTE_CONN_RELEASED, &tmp, NULL, 0);
+			conn_event(lc, ING_EV_CONN_RELEASED, m->qp_num, 0);
 		return;
 	}
 	conn_enter_draining(lc, c, "detached by control");
 }
 
 /* ---------------------------------------------------------------- posting */
+
+/* The bind WR of f's grant (n-th of the batch): a free window over exactly its slot, remote
+ * write, under the window's next key. */
+static void wr_bind(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_frame *f,
+		    struct ibv_send_wr *wr, unsigned n)
+{
+	struct push_mw *mw = lc->mw_free[--lc->nmw_free];
+	struct rdma_rec *rec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
+	uint32_t key = ibv_inc_rkey(mw->rkey);
+
+	rec->f = f;
+	rec->c = c;
+	rec->len = 0;
+	rec->gen = c->gen;
+	rec->flags = REC_BIND | REC_SIGNALED;
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = (uintptr_t)rec;
+	wr->opcode = IBV_WR_BIND_MW;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	wr->bind_mw.mw = mw->mw;
+	wr->bind_mw.rkey = key;
+	wr->bind_mw.bind_info.mr = lc->mrs[f->cls];
+	wr->bind_mw.bind_info.addr = (uintptr_t)f->buf;
+	wr->bind_mw.bind_info.length = f->length;
+	wr->bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	mw->rkey = key;
+	f->grant_mw = mw;
+	f->grant_rkey = key;
+	f->push_state = PS_BINDING;
+	c->unsig_run = 0;
+	c->post_idx++;
+	c->post_off = 0;
+}
+
+/* The READ WR of f's next chunk (n-th of the batch), signaled as the plan says; moves the
+ * connection's post position. Returns the chunk's bytes. */
+static uint32_t wr_read(struct rdma_conn *c, struct ing_frame *f, uint32_t lkey,
+			struct ibv_send_wr *wr, struct ibv_sge *sge, unsigned n)
+{
+	uint64_t off = c->post_off, left = f->length - off;
+	uint32_t len = left < c->plan.chunk ? (uint32_t)left : c->plan.chunk;
+	bool last = off + len == f->length;
+	bool sig = ing_rdma_plan_signal(&c->plan, last, c->unsig_run, c->outstanding + n + 1);
+	struct rdma_rec *rec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
+
+	rec->f = f;
+	rec->c = c;
+	rec->len = len;
+	rec->gen = c->gen;
+	rec->flags = (last ? REC_LAST : 0) | (sig ? REC_SIGNALED : 0);
+	sge->addr = (uintptr_t)f->buf + off;
+	sge->length = len;
+	sge->lkey = lkey;
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = (uintptr_t)rec;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = IBV_WR_RDMA_READ;
+	wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
+	wr->wr.rdma.remote_addr = f->raddr + off;
+	wr->wr.rdma.rkey = f->rkey;
+	c->unsig_run = sig ? 0 : c->unsig_run + 1;
+	if (last) {
+		c->post_idx++;
+		c->post_off = 0;
+	} else {
+		c->post_off = off + len;
+	}
+	return len;
+}
 
 static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 {
@@ -898,68 +895,16 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 			}
 			if (!lc->nmw_free)
 				break;           /* every window is in a grant: wait for one */
-			struct push_mw *mw = lc->mw_free[--lc->nmw_free];
-			struct rdma_rec *brec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
-			uint32_t key = ibv_inc_rkey(mw->rkey);
-			brec->f = f;
-			brec->c = c;
-			brec->len = 0;
-			brec->gen = c->gen;
-			brec->flags = REC_BIND | REC_SIGNALED;
-			memset(&wrs[n], 0, sizeof(wrs[n]));
-			wrs[n].wr_id = (uintptr_t)brec;
-			wrs[n].opcode = IBV_WR_BIND_MW;
-			wrs[n].send_flags = IBV_SEND_SIGNALED;
-			wrs[n].bind_mw.mw = mw->mw;
-			wrs[n].bind_mw.rkey = key;
-			wrs[n].bind_mw.bind_info.mr = lc->mrs[f->cls];
-			wrs[n].bind_mw.bind_info.addr = (uintptr_t)f->buf;
-			wrs[n].bind_mw.bind_info.length = f->length;
-			wrs[n].bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+			wr_bind(lc, c, f, &wrs[n], n);
 			if (n)
 				wrs[n - 1].next = &wrs[n];
-			mw->rkey = key;
-			f->grant_mw = mw;
-			f->grant_rkey = key;
-			f->push_state = PS_BINDING;
-			c->unsig_run = 0;
-			c->post_idx++;
-			c->post_off = 0;
 			n++;
 			continue;
 		}
-		uint64_t off = c->post_off, left = f->length - off;
-		uint32_t len = left < c->plan.chunk ? (uint32_t)left : c->plan.chunk;
-		bool last = off + len == f->length;
-		bool sig = ing_rdma_plan_signal(&c->plan, last, c->unsig_run, c->outstanding + n + 1);
-		struct rdma_rec *rec = &c->recs[(c->rec_head + n) & (REC_CAP - 1)];
-
-		rec->f = f;
-		rec->c = c;
-		rec->len = len;
-		rec->gen = c->gen;
-		rec->flags = (last ? REC_LAST : 0) | (sig ? REC_SIGNALED : 0);
-		sges[n].addr = (uintptr_t)f->buf + off;
-		sges[n].length = len;
-		sges[n].lkey = f->cls < lc->nlkeys ? lc->lkeys[f->cls] : 0;
-		memset(&wrs[n], 0, sizeof(wrs[n]));
-		wrs[n].wr_id = (uintptr_t)rec;
-		wrs[n].sg_list = &sges[n];
-		wrs[n].num_sge = 1;
-		wrs[n].opcode = IBV_WR_RDMA_READ;
-		wrs[n].send_flags = sig ? IBV_SEND_SIGNALED : 0;
-		wrs[n].wr.rdma.remote_addr = f->raddr + off;
-		wrs[n].wr.rdma.rkey = f->rkey;
+		bytes += wr_read(c, f, lc->nlkeys && f->cls < lc->nlkeys ? lc->lkeys[f->cls] : 0,
+				 &wrs[n], &sges[n], n);
 		if (n)
 			wrs[n - 1].next = &wrs[n];
-		c->unsig_run = sig ? 0 : c->unsig_run + 1;
-		if (last) {
-			c->post_idx++;
-			c->post_off = 0;
-		} else {
-			c->post_off = off + len;
-		}
-		bytes += len;
 		nreads++;
 		n++;
 	}
@@ -980,7 +925,7 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 		c->rec_head += ok;
 		c->outstanding += ok;
 		STAT_ADD(lc, reads_posted, ok < nreads ? ok : nreads);
-		notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, 0);
+		conn_event(lc, ING_EV_CONN_ERROR, conn_qp(c), 0);
 		conn_enter_draining(lc, c, "post_send failed");
 		return n;
 	}
@@ -1000,9 +945,10 @@ static void frame_done(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct in
 	f->filled = f->length;
 	f->t_received_ns = ing_now_ns();
 	STAT_ADD(lc, frames_ok, 1);
-	/* notice first: control can then never see DURABLE before RECEIVED was queued */
-	notice(lc, ING_RDMA_NOTE_RECEIVED, c, f, 0);
-	handoff(lc, f, OB_DELIVER);
+	/* RECEIVED on control's mailbox first, then the frame to persistence, whose DONE comes
+	 * later on the same mailbox: control sees a frame's stages in order */
+	out(lc, &(struct ing_msg){ .kind = ING_EV_RECEIVED, .f = f });
+	out(lc, &(struct ing_msg){ .kind = OB_DELIVER, .f = f });
 }
 
 /* Retire records [rec_tail, upto) that completed successfully. */
@@ -1096,7 +1042,7 @@ static void handle_wc(struct ing_rdma_lcore *lc, const struct ibv_wc *wc)
 			   lc->o.lcore_id, c->qp_num, (unsigned long long)c->session_id,
 			   f->frame_id, ibv_wc_status_str(wc->status), wc->vendor_err);
 	}
-	notice(lc, ING_RDMA_NOTE_CONN_ERROR, c, NULL, (int32_t)wc->status);
+	conn_event(lc, ING_EV_CONN_ERROR, conn_qp(c), (int32_t)wc->status);
 	conn_enter_draining(lc, c, ibv_wc_status_str(wc->status));
 }
 
@@ -1140,69 +1086,85 @@ static void run_timers(struct ing_rdma_lcore *lc, uint64_t now)
 
 /* ---------------------------------------------------------------- the pass */
 
-static unsigned take_jobs(struct ing_rdma_lcore *lc)
+static void take_job(struct ing_rdma_lcore *lc, struct ing_frame *f)
 {
-	struct ing_frame *jobs[ING_RDMA_CQ_BURST];
-	/* every frame held fits the outbox, so a failure can always be parked there */
-	unsigned held = ing_rdma_lcore_frames_held(lc);
-	unsigned room = held < lc->ob_mask + 1 ? lc->ob_mask + 1 - held : 0;
-	unsigned max = room < ING_RDMA_CQ_BURST ? room : ING_RDMA_CQ_BURST;
-	unsigned n = max ? lc->io.pop_jobs(lc->io.arg, jobs, max) : 0;
+	struct rdma_conn *c = conn_by_qp(lc, f->qp_num);
 
-	for (unsigned i = 0; i < n; i++) {
-		struct ing_frame *f = jobs[i];
-		struct rdma_conn *c = conn_by_qp(lc, f->qp_num);
-		held_add(lc, 1);
-		if (c && c->state != CONN_ACTIVE) {
-			/* a job for a QP that died: the session may already have its next QP */
-			for (unsigned k = 0; k < lc->nconns; k++)
-				if (lc->conns[k].state == CONN_ACTIVE &&
-				    lc->conns[k].session_id == c->session_id) {
-					c = &lc->conns[k];
-					break;
-				}
-		}
-		if (!c) {
-			STAT_ADD(lc, jobs_rejected, 1);
-			fail_frame(lc, f, ING_E_NO_TRANSPORT, true, "no RDMA connection for this frame (qp gone)");
-			continue;
-		}
-		if (fifo_count(c) > lc->fmask) {
-			STAT_ADD(lc, jobs_rejected, 1);
-			fail_frame(lc, f, ING_E_BUSY, true, "too many frames queued on this RDMA connection");
-			continue;
-		}
-		if (!f->length || f->length > f->cap) {
-			STAT_ADD(lc, jobs_rejected, 1);
-			fail_frame(lc, f, ING_E_INVALID_ARGUMENT, false, "READ job length %llu outside slot (cap %llu)",
-				   (unsigned long long)f->length, (unsigned long long)f->cap);
-			continue;
-		}
-		f->filled = 0;
-		c->fifo[c->f_tail++ & lc->fmask] = f;
-		if (c->state == CONN_PARKED || c->state == CONN_DRAINING)
-			STAT_ADD(lc, frames_requeued, 1);
+	held_add(lc, 1);
+	if (c && c->state != CONN_ACTIVE) {
+		/* a job for a QP that died: the session may already have its next QP */
+		for (unsigned k = 0; k < lc->nconns; k++)
+			if (lc->conns[k].state == CONN_ACTIVE &&
+			    lc->conns[k].session_id == c->session_id) {
+				c = &lc->conns[k];
+				break;
+			}
 	}
-	return n;
+	if (!c) {
+		STAT_ADD(lc, jobs_rejected, 1);
+		fail_frame(lc, f, ING_E_NO_TRANSPORT, true, "no RDMA connection for this frame (qp gone)");
+		return;
+	}
+	if (fifo_count(c) > lc->fmask) {
+		STAT_ADD(lc, jobs_rejected, 1);
+		fail_frame(lc, f, ING_E_BUSY, true, "too many frames queued on this RDMA connection");
+		return;
+	}
+	if (!f->length || f->length > f->cap) {
+		STAT_ADD(lc, jobs_rejected, 1);
+		fail_frame(lc, f, ING_E_INVALID_ARGUMENT, false, "READ job length %llu outside slot (cap %llu)",
+			   (unsigned long long)f->length, (unsigned long long)f->cap);
+		return;
+	}
+	f->filled = 0;
+	c->fifo[c->f_tail++ & lc->fmask] = f;
+	if (c->state == CONN_PARKED || c->state == CONN_DRAINING)
+		STAT_ADD(lc, frames_requeued, 1);
+}
+
+static void on_mail(void *ctx, const struct ing_msg *m)
+{
+	struct ing_rdma_lcore *lc = ctx;
+
+	switch (m->kind) {
+	case ING_EV_JOB:
+		take_job(lc, m->f);
+		break;
+	case ING_EV_ATTACH: {
+		struct ibv_qp *qp = m->arg;
+		struct rdma_cmd a = { .qp = qp, .qp_num = qp->qp_num, .session_id = m->u64,
+				      .rd_atom = m->val >> 16, .sq_depth = m->val & 0xffffu };
+		cmd_attach(lc, &a);
+		break;
+	}
+	case ING_EV_DETACH:
+		cmd_detach(lc, &(struct rdma_cmd){ .qp_num = m->val });
+		break;
+	default:
+		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: unknown message %u ignored", lc->o.lcore_id, m->kind);
+		break;
+	}
+}
+
+/* The lcore's mailbox, in order, as far as the outbox has room for the frames it brings. */
+static unsigned take_mail(struct ing_rdma_lcore *lc)
+{
+	unsigned held = ing_rdma_lcore_frames_held(lc);
+	unsigned room = held < lc->frames_max ? lc->frames_max - held : 0;
+	unsigned max = room < ING_RDMA_CQ_BURST ? room : ING_RDMA_CQ_BURST;
+
+	return max ? ing_mbox_run(lc->in, max, on_mail, lc) : 0;
 }
 
 int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc)
 {
 	struct ibv_wc wc[ING_RDMA_CQ_BURST];
-	struct rdma_cmd m;
 	unsigned work = 0;
 
 	STAT_ADD(lc, polls, 1);
-	while (rte_ring_sc_dequeue_elem(lc->cmd, &m, sizeof(m)) == 0) {
-		if (m.op == CMD_ATTACH)
-			cmd_attach(lc, &m);
-		else if (m.op == CMD_DETACH)
-			cmd_detach(lc, &m);
-		work++;
-	}
 	if (ob_count(lc))
 		work += ob_flush(lc);
-	work += take_jobs(lc);
+	work += take_mail(lc);
 	for (unsigned i = 0; i < lc->nconns; i++) {
 		struct rdma_conn *c = &lc->conns[i];
 		if (c->state == CONN_ACTIVE && (c->post_idx != c->f_tail || c->inv_wait))
@@ -1283,18 +1245,19 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
 		if (ms < timeout)
 			timeout = (int)ms;
 	}
-	struct pollfd pfd[3];
-	int nfd = 0, i_ch = -1, i_job = -1, i_cmd;
+	/* the mailbox's doorbell, re-armed: a message posted from here on rings it */
+	if (!ing_mbox_idle(lc->in))
+		return 0;                    /* mail came in meanwhile: the next pass takes it */
+	/* asleep on two fds: the mailbox (everything other threads say) and, when armed, the
+	 * CQ's completion channel (what the device says) */
+	struct pollfd pfd[2];
+	int nfd = 0, i_ch = -1, i_mb;
 	if (lc->armed && lc->ch_fd >= 0) {
 		i_ch = nfd;
 		pfd[nfd++] = (struct pollfd){ .fd = lc->ch_fd, .events = POLLIN };
 	}
-	if (lc->io.job_fd >= 0) {
-		i_job = nfd;
-		pfd[nfd++] = (struct pollfd){ .fd = lc->io.job_fd, .events = POLLIN };
-	}
-	i_cmd = nfd;
-	pfd[nfd++] = (struct pollfd){ .fd = lc->cmd_efd, .events = POLLIN };
+	i_mb = nfd;
+	pfd[nfd++] = (struct pollfd){ .fd = ing_mbox_fd(lc->in), .events = POLLIN };
 	if (__atomic_load_n(&lc->stop, __ATOMIC_ACQUIRE))
 		return 0;
 	STAT_ADD(lc, sleeps, 1);
@@ -1316,15 +1279,8 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
 			}
 		}
 	}
-	if (i_job >= 0 && (pfd[i_job].revents & POLLIN)) {
-		STAT_ADD(lc, wake_job, 1);
-		if (lc->io.clear_jobs)
-			lc->io.clear_jobs(lc->io.arg);
-	}
-	if (pfd[i_cmd].revents & POLLIN) {
-		STAT_ADD(lc, wake_cmd, 1);
-		efd_clear(lc->cmd_efd);
-	}
+	if (pfd[i_mb].revents & POLLIN)
+		STAT_ADD(lc, wake_mbox, 1);   /* consumed by the next ing_mbox_idle */
 	lc->idle = 0;
 	return 0;
 }
@@ -1345,26 +1301,28 @@ int ing_rdma_lcore_run(void *arg)
 
 /* ---------------------------------------------------------------- control side */
 
-static int push_cmd(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
+int ing_rdma_lcore_submit(struct ing_rdma_lcore *lc, struct ing_frame *f)
 {
-	if (vring_push(lc->cmd, m, sizeof(*m)))
-		return -ENOBUFS;
-	efd_ring(lc->cmd_efd);
-	return 0;
+	return ing_mbox_send(lc->in, ING_EV_JOB, f);
 }
 
-int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint32_t qp_num,
-			  uint64_t session_id, unsigned rd_atom, unsigned sq_depth)
+int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint64_t session_id,
+			  unsigned rd_atom, unsigned sq_depth)
 {
-	struct rdma_cmd m = { .op = CMD_ATTACH, .qp = qp, .qp_num = qp_num, .session_id = session_id,
-			      .rd_atom = rd_atom, .sq_depth = sq_depth };
-	return push_cmd(lc, &m);
+	struct ing_msg m = {
+		.kind = ING_EV_ATTACH,
+		.val = (rd_atom > 0xffffu ? 0xffffu : rd_atom) << 16 | (sq_depth > 0xffffu ? 0xffffu : sq_depth),
+		.arg = qp,
+		.u64 = session_id,
+	};
+	return ing_mbox_post(lc->in, &m);
 }
 
 int ing_rdma_lcore_detach(struct ing_rdma_lcore *lc, uint32_t qp_num)
 {
-	struct rdma_cmd m = { .op = CMD_DETACH, .qp_num = qp_num };
-	return push_cmd(lc, &m);
+	struct ing_msg m = { .kind = ING_EV_DETACH, .val = qp_num };
+
+	return ing_mbox_post(lc->in, &m);
 }
 
 void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc)
@@ -1372,18 +1330,7 @@ void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc)
 	if (!lc)
 		return;
 	__atomic_store_n(&lc->stop, true, __ATOMIC_RELEASE);
-	efd_ring(lc->cmd_efd);
-}
-
-unsigned ing_rdma_lcore_notices(struct ing_rdma_lcore *lc, struct ing_rdma_notice *n, unsigned max)
-{
-	unsigned k = rte_ring_sc_dequeue_burst_elem(lc->note, n, sizeof(*n), max, NULL);
-
-	if (k)
-		return k;
-	/* empty: re-arm the doorbell, then look once more (see notice()) */
-	(void)__atomic_exchange_n(&lc->note_rung, 0, __ATOMIC_SEQ_CST);
-	return rte_ring_sc_dequeue_burst_elem(lc->note, n, sizeof(*n), max, NULL);
+	ing_mbox_kick(lc->in);
 }
 
 void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_lcore_stats *s)
@@ -1404,8 +1351,7 @@ struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o
 	struct ing_rdma_lcore *lc;
 	unsigned fr = 1, obn = 1;
 
-	if (!o || !io || !io->pop_jobs || !io->deliver || !io->fail || !o->max_conns ||
-	    nlkeys > ING_POOL_MAX_CLASSES) {
+	if (!o || !io || !io->ctl || !io->deliver || !o->max_conns || nlkeys > ING_POOL_MAX_CLASSES) {
 		ING_ERR(COMP, "lcore create: bad arguments");
 		return NULL;
 	}
@@ -1415,7 +1361,6 @@ struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o
 		return NULL;
 	}
 	memset(lc, 0, sizeof(*lc));
-	lc->cmd_efd = -1;
 	lc->o = *o;
 	lc->ops = o->ops ? o->ops : &ing_rdma_verbs_ops;
 	lc->cq = cq;
@@ -1428,20 +1373,18 @@ struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o
 	while (fr < (o->conn_frames ? o->conn_frames : ING_RDMA_DEFAULT_CONN_FRAMES))
 		fr <<= 1;
 	lc->fmask = fr - 1;
-	while (obn < o->max_conns * fr + ING_RDMA_CQ_BURST)
+	lc->frames_max = o->max_conns * fr + ING_RDMA_CQ_BURST;
+	while (obn < 3 * lc->frames_max + 8 * o->max_conns)
 		obn <<= 1;
 	lc->ob_mask = obn - 1;
 	lc->conns = calloc(o->max_conns, sizeof(*lc->conns));
 	lc->rec_mem = calloc((size_t)o->max_conns * REC_CAP, sizeof(*lc->rec_mem));
 	lc->fifo_mem = calloc((size_t)o->max_conns * fr, sizeof(*lc->fifo_mem));
 	lc->ob = calloc(obn, sizeof(*lc->ob));
-	lc->ob_kind = calloc(obn, 1);
-	lc->cmd_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!lc->conns || !lc->rec_mem || !lc->fifo_mem || !lc->ob || !lc->ob_kind ||
-	    lc->cmd_efd < 0 ||
-	    !(lc->cmd = vring_create("rdma_cmd", 256, sizeof(struct rdma_cmd))) ||
-	    !(lc->note = vring_create("rdma_note", 4 * fr + 1024, sizeof(struct ing_rdma_notice)))) {
-		ING_ERR(COMP, "lcore %u create: out of memory or eventfd: %s", o->lcore_id, strerror(errno));
+	/* its mailbox: a job per frame it may be given, and the attach/detach commands */
+	lc->in = ing_mbox_create("lcore", (io->mbox_size ? io->mbox_size : ING_DEFAULT_RING_SIZE) + 256);
+	if (!lc->conns || !lc->rec_mem || !lc->fifo_mem || !lc->ob || !lc->in) {
+		ING_ERR(COMP, "lcore %u create: out of memory or no mailbox: %s", o->lcore_id, strerror(errno));
 		ing_rdma_lcore_destroy(lc);
 		return NULL;
 	}
@@ -1457,7 +1400,7 @@ int ing_rdma_lcore_set_push(struct ing_rdma_lcore *lc, struct ibv_pd *pd,
 			    struct ibv_mr *const *mrs, unsigned nmr, unsigned nmw)
 {
 	if (!lc || !mrs || !nmr || nmr > ING_POOL_MAX_CLASSES || (nmw && !pd) || lc->push ||
-	    !lc->ops->post_recv)
+	    !lc->ops->post_recv || (nmw && (!lc->ops->alloc_mw || !lc->ops->dealloc_mw)))
 		return -EINVAL;
 	lc->pd = pd;
 	memcpy(lc->mrs, mrs, nmr * sizeof(*mrs));
@@ -1470,7 +1413,7 @@ int ing_rdma_lcore_set_push(struct ing_rdma_lcore *lc, struct ibv_pd *pd,
 			return -ENOMEM;
 		}
 		for (unsigned i = 0; i < nmw; i++) {
-			lc->mws[i].mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+			lc->mws[i].mw = lc->ops->alloc_mw(pd, IBV_MW_TYPE_2);
 			if (!lc->mws[i].mw) {
 				int e = errno ? errno : ENOMEM;
 				ING_ERR(COMP, "lcore %u: ibv_alloc_mw(type 2) #%u failed: %s", lc->o.lcore_id,
@@ -1493,44 +1436,57 @@ int ing_rdma_lcore_set_push(struct ing_rdma_lcore *lc, struct ibv_pd *pd,
 
 void ing_rdma_lcore_destroy(struct ing_rdma_lcore *lc)
 {
+	ing_rdma_lcore_destroy_why(lc, "ingest node shutting down");
+}
+
+void ing_rdma_lcore_destroy_why(struct ing_rdma_lcore *lc, const char *why)
+{
 	if (!lc)
 		return;
 	if (lc->conns) {
 		for (unsigned i = 0; i < lc->nconns; i++) {
 			struct rdma_conn *c = &lc->conns[i];
 			if (c->state != CONN_FREE && lc->ob) {
-				conn_fail_all(lc, c, ING_E_SHUTTING_DOWN, true, "ingest node shutting down");
+				conn_fail_all(lc, c, ING_E_SHUTTING_DOWN, true, why);
 				conn_free(c);
 			}
 		}
 	}
-	if (lc->ob) {
+	if (lc->in && lc->ob) {   /* jobs never taken: failed too, everything else is moot */
+		struct ing_msg m[32];
+		unsigned n;
+		while ((n = ing_mbox_pop(lc->in, m, 32)) > 0)
+			for (unsigned i = 0; i < n; i++)
+				if (m[i].kind == ING_EV_JOB) {
+					held_add(lc, 1);
+					fail_frame(lc, m[i].f, ING_E_SHUTTING_DOWN, true, "%s", why);
+				}
+	}
+	if (lc->ob) {   /* what waits for control: posted now, hand-offs to persistence failed */
 		while (ob_count(lc)) {
-			struct ing_frame *f = lc->ob[lc->ob_head++ & lc->ob_mask];
-			int kind = lc->ob_kind[(lc->ob_head - 1) & lc->ob_mask];
-			if (kind == OB_DELIVER) {
-				f->status = ING_E_SHUTTING_DOWN;
-				f->retryable = true;
-				snprintf(f->msg, sizeof(f->msg), "ingest node shutting down");
+			struct ing_msg m = lc->ob[lc->ob_head++ & lc->ob_mask];
+			if (m.kind == ING_EV_GRANTED)
+				continue;
+			if (m.kind == OB_DELIVER) {
+				m.kind = ING_EV_DONE;
+				m.f->status = ING_E_SHUTTING_DOWN;
+				m.f->retryable = true;
+				snprintf(m.f->msg, sizeof(m.f->msg), "%s", why);
 			}
-			if (lc->io.fail && lc->io.fail(lc->io.arg, f))
-				ING_ERR(COMP, "lcore %u: frame %s lost at shutdown (ack ring full)",
-					lc->o.lcore_id, f->frame_id);
+			if (ing_mbox_post(lc->io.ctl, &m))
+				ING_ERR(COMP, "lcore %u: %s lost at shutdown (control's mailbox full)",
+					lc->o.lcore_id, m.kind == ING_EV_DONE ? m.f->frame_id : "a connection event");
 		}
 	}
 	if (lc->unacked_events && lc->ops && lc->ops->ack_cq_events)
 		lc->ops->ack_cq_events(lc->cq, lc->unacked_events);
-	if (lc->cmd_efd >= 0)
-		close(lc->cmd_efd);
-	free(lc->cmd);
-	free(lc->note);
+	ing_mbox_destroy(lc->in);
 	free(lc->conns);
 	free(lc->rec_mem);
 	free(lc->fifo_mem);
 	free(lc->ob);
-	free(lc->ob_kind);
 	for (unsigned i = 0; lc->mws && i < lc->nmw; i++)
-		if (lc->mws[i].mw && ibv_dealloc_mw(lc->mws[i].mw))
+		if (lc->mws[i].mw && lc->ops->dealloc_mw(lc->mws[i].mw))
 			ING_WARN(COMP, "lcore %u: ibv_dealloc_mw failed", lc->o.lcore_id);
 	free(lc->mws);
 	free(lc->mw_free);

@@ -41,6 +41,16 @@ static int verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv
 	return ibv_post_recv(qp, wr, bad);
 }
 
+static struct ibv_mw *verbs_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	return ibv_alloc_mw(pd, type);
+}
+
+static int verbs_dealloc_mw(struct ibv_mw *mw)
+{
+	return ibv_dealloc_mw(mw);
+}
+
 const struct ing_rdma_ops ing_rdma_verbs_ops = {
 	.post_send = verbs_post_send,
 	.poll_cq = verbs_poll_cq,
@@ -48,6 +58,8 @@ const struct ing_rdma_ops ing_rdma_verbs_ops = {
 	.get_cq_event = verbs_get_cq_event,
 	.ack_cq_events = verbs_ack_cq_events,
 	.post_recv = verbs_post_recv,
+	.alloc_mw = verbs_alloc_mw,
+	.dealloc_mw = verbs_dealloc_mw,
 };
 
 int ing_rdma_parse_push(const char *s, enum ing_rdma_push *m)

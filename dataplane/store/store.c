@@ -72,7 +72,7 @@ static void parent_of(char *buf)
 		*s = 0;
 }
 
-int dp_mkdirs(const char *path, int mode)
+int ing_store_mkdirs(const char *path, int mode)
 {
 	char buf[PATH_MAX], parent[PATH_MAX];
 	size_t n = strlen(path);
@@ -204,7 +204,7 @@ out:
 	return rc;
 }
 
-int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
+int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
 		   uint64_t cap, bool sync_dir, uint64_t *t_written_ns)
 {
 	char final[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX];
@@ -217,7 +217,7 @@ int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, ui
 		return -ENAMETOOLONG;
 	memcpy(dir, final, sizeof(dir));
 	parent_of(dir);
-	rc = dp_mkdirs(dir, 0755);
+	rc = ing_store_mkdirs(dir, 0755);
 	if (rc < 0)
 		return rc;
 	rc = write_file(tmp, buf, len, cap, t_written_ns);
@@ -231,7 +231,7 @@ int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, ui
 	return sync_dir ? fsync_dir(dir) : 0;
 }
 
-int dp_store_sync_dir(const char *data_dir, const char *rel)
+int ing_store_sync_dir(const char *data_dir, const char *rel)
 {
 	char dir[PATH_MAX];
 
@@ -239,12 +239,6 @@ int dp_store_sync_dir(const char *data_dir, const char *rel)
 		return -ENAMETOOLONG;
 	parent_of(dir);
 	return fsync_dir(dir);
-}
-
-int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
-		    uint64_t cap)
-{
-	return dp_store_write(data_dir, rel, buf, len, cap, true, NULL);
 }
 
 /* Wall-clock second at which process pid started, or -1 when unknown. */
@@ -303,7 +297,7 @@ static bool stale_tmp(int dfd, const char *name)
 	       (long long)st.st_mtim.tv_sec + 2 < start;
 }
 
-int dp_store_sweep_tmp(const char *data_dir)
+int ing_store_sweep_tmp(const char *data_dir)
 {
 	char frames[PATH_MAX], sub[PATH_MAX];
 	struct dirent *de, *fe;

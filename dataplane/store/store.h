@@ -81,11 +81,15 @@ int64_t ing_store_count_frames(const char *data_dir);
  * ing_id_file_name (common/ident.h); -EINVAL, -ENAMETOOLONG. */
 int ing_store_rel_path(char *out, size_t outlen, const char *wafer_id, const char *frame_id);
 /*
- * Write f->buf[0..length) durably to <data_dir>/<rel> (temp file, O_DIRECT when aligned,
- * fdatasync, rename, directory fsync). 0 or -errno (-ENOSPC, -EIO, ...).
+ * Write buf[0..len) durably to <data_dir>/<rel> (temp file, O_DIRECT when aligned (cap: the
+ * buffer's size, for the rounded-up O_DIRECT write), fdatasync, rename, and with sync_dir
+ * the directory's fsync; without it the caller batches that with ing_store_sync_dir, once
+ * per directory per group, before declaring the frames durable). t_written_ns (NULL: not
+ * wanted) gets ing_now_ns() between the last write and the fdatasync. 0 or -errno
+ * (-ENOSPC, -EIO, ...).
  */
 int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
-		    uint64_t cap);
+		    uint64_t cap, bool sync_dir, uint64_t *t_written_ns);
 
 /*
  * One process at a time may own a data dir (one ingestd; or ingest-catalog rebuilding the
@@ -130,21 +134,11 @@ int ing_catalog_rebuild(const char *data_dir, struct ing_catalog_rebuild_report 
 			void (*progress)(void *arg, uint64_t done, uint64_t total, uint64_t bytes),
 			void *arg);
 
-/* ---------------------------------------------------------------- for the persistence workers */
-
-/* mkdir -p of path (absolute or relative), fsync'ing the parent of every created level. */
-int dp_mkdirs(const char *path, int mode);
-
-/*
- * ing_store_write without the final directory fsync when !sync_dir: the caller batches it
- * with dp_store_sync_dir (once per directory per group) before declaring the frames durable.
- * t_written_ns (NULL: not wanted) gets ing_now_ns() between the last write and fdatasync.
- */
-int dp_store_write(const char *data_dir, const char *rel, const uint8_t *buf, uint64_t len,
-		   uint64_t cap, bool sync_dir, uint64_t *t_written_ns);
 /* fsync the directory holding <data_dir>/<rel>. 0 or -errno. */
-int dp_store_sync_dir(const char *data_dir, const char *rel);
+int ing_store_sync_dir(const char *data_dir, const char *rel);
 /* Remove "*.frame.tmp.<pid>" files of dead writers below <data_dir>/frames. Count or -errno. */
-int dp_store_sweep_tmp(const char *data_dir);
+int ing_store_sweep_tmp(const char *data_dir);
+/* mkdir -p of path (absolute or relative), fsync'ing the parent of every created level. */
+int ing_store_mkdirs(const char *path, int mode);
 
 #endif

@@ -75,7 +75,7 @@
 #define RATE_SAMPLES 11          /* one a second: a 10 s window */
 /* uploads: --tier-parallel on the wire and as many more being hashed ahead */
 #define MAX_XFERS (2 * ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1 + ING_TIER_MAX_READS)
-#define READ_RING 16             /* >= ING_TIER_MAX_READS, a power of 2 */
+#define READ_RING 16             /* the tier's mailbox: >= ING_TIER_MAX_READS */
 
 enum xkind { XK_UPLOAD, XK_DELETE, XK_PROBE, XK_READ };
 enum xstate { XS_FREE = 0, XS_HASH, XS_READY, XS_PUT, XS_VERIFY, XS_CHECK, XS_PROBE, XS_GET };
@@ -145,9 +145,10 @@ struct ing_tier {
 	/* snapshot for other threads */
 	pthread_mutex_t mu;
 	struct ing_tier_stats snap;
-	/* reads (GetFrame): control -> rin -> this thread -> rout -> control */
+	/* reads (GetFrame): control -> this thread's mailbox (ING_EV_TIER_READ) -> this thread
+	 * -> control's mailbox (ING_EV_TIER_READ_DONE) -> control */
 	char catalog[PATH_MAX];
-	struct ing_fring *rin, *rout;
+	struct ing_mbox *in, *ctl;
 	struct ing_catalog *cat;   /* read-only handle for the lookups (this thread) */
 	struct ing_tier_read reads[ING_TIER_MAX_READS];
 	uint64_t reads_served;
@@ -576,9 +577,10 @@ static void read_answer(struct ing_tier *t, struct ing_tier_read *r)
 			close(r->fd);
 		r->fd = -1;
 	}
-	/* never full: it holds at most the ING_TIER_MAX_READS reads there are */
-	if (ing_fring_push_msg(t->rout, &m, 1))
-		ING_ERR(COMP, "read answer ring full: a GetFrame call will hang");
+	/* control's mailbox has room for every frame's messages and more: full only if the
+	 * control thread is stuck, and then the call's deadline ends it */
+	if (ing_mbox_post(t->ctl, &(struct ing_msg){ .kind = ING_EV_TIER_READ_DONE, .arg = m }))
+		ING_ERR(COMP, "control's mailbox full: a GetFrame answer is lost");
 	t->reads_served++;
 }
 
@@ -760,12 +762,11 @@ static void read_begin(struct ing_tier *t, struct ing_tier_read *r)
 
 static void reads_poll(struct ing_tier *t)
 {
-	void *m[ING_TIER_MAX_READS];
+	struct ing_msg m[ING_TIER_MAX_READS];
 	unsigned n;
-	ing_fring_clear(t->rin);
-	while ((n = ing_fring_pop_msg(t->rin, m, ING_TIER_MAX_READS)) > 0) {
+	while ((n = ing_mbox_pop(t->in, m, ING_TIER_MAX_READS)) > 0) {
 		for (unsigned i = 0; i < n; i++) {
-			struct ing_tier_read *r = m[i];
+			struct ing_tier_read *r = m[i].arg;   /* ING_EV_TIER_READ, the only kind */
 			r->status = 0;
 			r->msg[0] = 0;
 			if (r->n == 0 && r->offset == 0 && !r->last) {
@@ -1022,7 +1023,7 @@ static void collect(struct ing_tier *t)
 static void *tier_main(void *arg)
 {
 	struct ing_tier *t = arg;
-	struct curl_waitfd wake = { .fd = ing_fring_fd(t->rin), .events = CURL_WAIT_POLLIN };
+	struct curl_waitfd wake = { .fd = ing_mbox_fd(t->in), .events = CURL_WAIT_POLLIN };
 
 	/* background work, like the persistence workers: off the control thread's single cpu
 	 * (threads inherit their creator's mask, which EAL pinned) and below it in priority */
@@ -1065,6 +1066,8 @@ static void *tier_main(void *arg)
 			if (left < (uint64_t)timeout)
 				timeout = (int)left;
 		}
+		if (!ing_mbox_idle(t->in))   /* re-armed its doorbell; a read came in meanwhile */
+			timeout = 0;
 		curl_multi_poll(t->multi, &wake, 1, timeout, NULL);
 	}
 	/* stopping: reads held here go back answered, transfers are abandoned */
@@ -1077,9 +1080,9 @@ static void *tier_main(void *arg)
 		if (r)
 			read_fail(t, r, -ECANCELED, "the ingest node is stopping");
 	}
-	void *m;
-	while (ing_fring_pop_msg(t->rin, &m, 1) == 1)
-		read_fail(t, m, -ECANCELED, "the ingest node is stopping");
+	struct ing_msg m;
+	while (ing_mbox_pop(t->in, &m, 1) == 1)
+		read_fail(t, m.arg, -ECANCELED, "the ingest node is stopping");
 	return NULL;
 }
 
@@ -1131,9 +1134,9 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 		snprintf(t->snap.store, sizeof(t->snap.store), "%s", t->s3.display);
 	}
 	t->buf = malloc(HASH_CHUNK);
-	t->rin = ing_fring_create("tier_in", READ_RING, ING_FRING_SP | ING_FRING_SC, true);
-	t->rout = ing_fring_create("tier_out", READ_RING, ING_FRING_SP | ING_FRING_SC, true);
-	if (!t->buf || !t->rin || !t->rout)
+	t->ctl = o->ctl;
+	t->in = ing_mbox_create("tier", READ_RING);
+	if (!t->buf || !t->in || !t->ctl)
 		goto fail;
 	if (ing_s3_global_init() || !(t->multi = curl_multi_init())) {
 		ING_ERR(COMP, "cannot set up the object store client");
@@ -1188,12 +1191,7 @@ void ing_tier_destroy(struct ing_tier *t)
 		curl_multi_cleanup(t->multi);
 	tier_db_close(t->db);
 	ing_catalog_close(t->cat);
-	/* whatever answers control did not take: the reads are all here */
-	void *m;
-	while (t->rout && ing_fring_pop_msg(t->rout, &m, 1) == 1)
-		;
-	ing_fring_destroy(t->rin);
-	ing_fring_destroy(t->rout);
+	ing_mbox_destroy(t->in);
 	for (unsigned i = 0; i < ING_TIER_MAX_READS; i++) {
 		if (t->reads[i].fd >= 0)
 			close(t->reads[i].fd);
@@ -1269,17 +1267,5 @@ void ing_tier_read_put(struct ing_tier *t, struct ing_tier_read *r)
 
 int ing_tier_read_submit(struct ing_tier *t, struct ing_tier_read *r)
 {
-	void *m = r;
-	return ing_fring_push_msg(t->rin, &m, 1);
-}
-
-int ing_tier_read_fd(struct ing_tier *t)
-{
-	return t ? ing_fring_fd(t->rout) : -1;
-}
-
-unsigned ing_tier_read_done(struct ing_tier *t, struct ing_tier_read **out, unsigned max)
-{
-	ing_fring_clear(t->rout);
-	return ing_fring_pop_msg(t->rout, (void **)out, max);
+	return ing_mbox_post(t->in, &(struct ing_msg){ .kind = ING_EV_TIER_READ, .arg = r });
 }

@@ -19,9 +19,9 @@
  * Threads: ing_tier_start/stop from the node's start and teardown; ing_tier_refusing and
  * ing_tier_get_stats from the control thread (an atomic flag; a snapshot under a mutex,
  * refreshed by the tier thread twice a second: a read for a unary RPC, not a stream of
- * messages); reads travel between control and the tier thread on two data plane rings
- * (dataplane.h, ing_fring_push_msg) with doorbells. Everything else happens on the tier
- * thread.
+ * messages); reads travel between control and the tier thread in the two threads'
+ * mailboxes (dataplane.h: ING_EV_TIER_READ on the tier's, ING_EV_TIER_READ_DONE on
+ * control's). Everything else happens on the tier thread.
  */
 #ifndef ING_TIER_TIER_H
 #define ING_TIER_TIER_H
@@ -56,12 +56,18 @@ struct ing_tier_opts {
 	int64_t retention_ms;       /* keep a local copy this long after DURABLE; -1: no time rule */
 	unsigned high_water_pct;    /* 1..99 % of the data dir's file system; 0: none */
 	uint64_t high_water_bytes;  /* bytes of frames with a local copy; 0: none */
+	struct ing_mbox *ctl;       /* the control thread's mailbox: read answers go there */
 	/* where the thread runs (as unpinned persistence workers: the process's cpus from
 	 * before EAL pinned the control thread; NULL: every configured cpu) and at what
 	 * priority (SCHED_BATCH at this nice, as the workers: background work) */
 	const int *cpus;
 	unsigned ncpus;
 	unsigned nice;
+};
+
+/* Events on the tier thread's mailbox (control posts them; control's own: dataplane.h). */
+enum ing_tier_event {
+	ING_EV_TIER_READ = 48,      /* arg: a struct ing_tier_read to answer (its next chunk) */
 };
 void ing_tier_opts_init(struct ing_tier_opts *o);
 
@@ -123,8 +129,8 @@ void ing_tier_get_stats(struct ing_tier *t, struct ing_tier_stats *st);
 /*
  * Any catalogued frame back, from the local disk or the store, a chunk at a time: the
  * control thread takes a read (ing_tier_read_get), names the frame and submits it; the tier
- * thread answers with up to ING_TIER_READ_CHUNK bytes in r->buf and hands r back (the
- * doorbell ing_tier_read_fd rings; ing_tier_read_done pops); control sends them and
+ * thread answers with up to ING_TIER_READ_CHUNK bytes in r->buf and hands r back
+ * (ING_EV_TIER_READ_DONE, arg r, on control's mailbox); control sends them and
  * submits r again for the next chunk, or puts it back. The running CRC-32C of the bytes
  * handed out is checked against the catalog with the last chunk (r->last). A read belongs
  * to control while it is not submitted, to the tier thread while it is. The tier owns the
@@ -165,11 +171,8 @@ struct ing_tier_read {
 struct ing_tier_read *ing_tier_read_get(struct ing_tier *t);
 /* Give a read back (control thread; a read not submitted). */
 void ing_tier_read_put(struct ing_tier *t, struct ing_tier_read *r);
-/* Hand r to the tier thread for its next chunk (the first: offset 0). 0 or -ENOBUFS. */
+/* Hand r to the tier thread for its next chunk (the first: offset 0): ING_EV_TIER_READ on
+ * its mailbox. 0 or -ENOBUFS. */
 int ing_tier_read_submit(struct ing_tier *t, struct ing_tier_read *r);
-/* The doorbell of answered reads (the control loop watches it), or -1. */
-int ing_tier_read_fd(struct ing_tier *t);
-/* Answered reads, up to max (control thread: clears the doorbell first). */
-unsigned ing_tier_read_done(struct ing_tier *t, struct ing_tier_read **out, unsigned max);
 
 #endif

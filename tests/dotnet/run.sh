@@ -32,12 +32,55 @@ fi
 t0=$(date +%s)
 case $STEP in
 build)
-	dotnet build "$SRC/tests/dotnet/all.slnx" -c Release -nologo -clp:NoSummary -v:q "${SOURCES[@]}" \
-		-p:IngNativeLib="$BUILD/producer/libingest.so.1"
+	dotnet build "$SRC/tests/dotnet/all.slnx" -c Release -nologo -clp:NoSummary -v:q "${SOURCES[@]}"
 	;;
 interop)
 	dotnet "$OUT/Interop/release/Interop.dll" --work "$BUILD/test-work/seed-dotnet" \
 		--ping-minutes "${ING_DOTNET_PING_MINUTES:-2}"
+	;;
+binding)
+	# only the SONAME on the loader path, as the runtime .deb ships libingest
+	LIBDIR=$BUILD/dotnet/runtime-lib
+	rm -rf "$LIBDIR"
+	mkdir -p "$LIBDIR"
+	cp -L "$BUILD/producer/libingest.so.1" "$LIBDIR/libingest.so.1"
+	LD_LIBRARY_PATH=$LIBDIR ING_RUNTIME_LIB_DIR=$LIBDIR \
+		dotnet test "$OUT/H3000.Ingest.Tests/release/H3000.Ingest.Tests.dll" --logger "console;verbosity=normal"
+	;;
+sample)
+	# make nuget's package in a local folder feed; the sample restores it from there alone
+	# (a private package folder: never a stale copy of the same version from the user's
+	# cache), builds, and runs with no LD_LIBRARY_PATH: the native library must come from
+	# the package
+	"$SRC/bindings/dotnet/pack.sh" "$BUILD"
+	PKGS=$BUILD/dotnet/sample-packages
+	rm -rf "$PKGS" "$BUILD/dotnet/sample"
+	dotnet build "$SRC/samples/dotnet/Producer/Producer.csproj" -c Release -nologo -v:q -clp:NoSummary \
+		--source "$BUILD/nuget" --packages "$PKGS" --artifacts-path "$BUILD/dotnet/sample"
+	. "$SRC/tests/lib.sh"
+	fail() { echo "FAIL: $*"; tail -n 30 "$W/ingestd.log" 2>/dev/null; exit 1; }
+	W=$BUILD/test-work/dotnet-sample
+	rm -rf "$W"
+	mkdir -p "$W"
+	PID=
+	trap ing_kill_pid EXIT
+	ing_start "$BUILD/apps/ingestd" "$W/port" "$W/ingestd.log" --data-dir "$W/data" --pool 1M:16 \
+		--workers 1 --rdma off
+	PID=$ING_PID
+	out=$(env -u LD_LIBRARY_PATH -u H3000_INGEST_LIBRARY dotnet "$BUILD/dotnet/sample/bin/Producer/release_linux-x64/Producer.dll" \
+		--server "$ING_SERVER" --count 40 --size 1000000 --wafer sample) || fail "the sample exited $?: $out"
+	echo "$out"
+	# the build copies the package's native asset next to the program; that copy is loaded
+	APP=$BUILD/dotnet/sample/bin/Producer/release_linux-x64
+	echo "$out" | grep -q "^libingest 1\..*($APP/libingest.so.1)" ||
+		fail "the sample did not load libingest.so.1 from its own folder"
+	cmp "$APP/libingest.so.1" "$(ls "$PKGS"/h3000.ingest/*/runtimes/linux-x64/native/libingest.so.1)" ||
+		fail "the sample's libingest.so.1 is not the package's"
+	echo "$out" | grep -q "^40 of 40 frames stored (0 failed)" || fail "not every frame stored"
+	n=$(find "$W/data/frames/sample" -name '*.frame' | wc -l)
+	[ "$n" = 40 ] || fail "$n frame files on the node, not 40"
+	ing_term_pid
+	echo "ok: the sample restored H3000.Ingest from the local feed, loaded its native library, stored 40 frames"
 	;;
 *)
 	echo "run.sh: unknown step '$STEP'" >&2

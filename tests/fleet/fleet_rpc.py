@@ -87,8 +87,8 @@ def main():
 def stats_dict(pb, stub):
     r = stub.Stats(pb.StatsRequest(), timeout=10)
     d = {}
-    for f in r.DESCRIPTOR.fields:
-        if f.label != f.LABEL_REPEATED:
+    for f in r.DESCRIPTOR.fields:   # the scalars (a message field, e.g. tier, is not JSON)
+        if f.label != f.LABEL_REPEATED and f.type != f.TYPE_MESSAGE:
             d[f.name] = getattr(r, f.name)
     return d
 

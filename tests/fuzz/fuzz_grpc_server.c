@@ -19,7 +19,7 @@
 #include "control/grpc/grpc.h"
 #include "control/grpc/grpc_internal.h"
 #include "control/grpc/loop.h"
-#include "control/svc_internal.h"
+#include "control/svc_chunk.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"

@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from opslib import Run, http_get  # noqa: E402
@@ -145,10 +144,7 @@ scrape_configs:
 
 
 def query(expr):
-    d = json.loads(http_get(f"{api}/query?" + urllib.parse.urlencode({"query": expr})))
-    if d.get("status") != "success":
-        fail(f"query {expr}: {d}")
-    return d["data"]["result"]
+    return run.prom_query(api, expr)
 
 
 wait_for("the target up", lambda: (lambda r: r and r[0]["value"][1] == "1")(query('up{job="ingestd"}')))

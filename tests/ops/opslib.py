@@ -95,6 +95,17 @@ class Run:
         self.wait_for("ingestd's port files", ready)
         return p, int(open(portf).read()), int(open(mportf).read()) if metrics else None
 
+    def prom_query(self, api, expr):
+        """The result of a Prometheus instant query (fail unless status is success)."""
+        import json
+        import urllib.parse
+        if time.monotonic() - self.t0 > self.limit:
+            self.fail(f"over the {self.limit} s budget")
+        d = json.loads(http_get(f"{api}/query?" + urllib.parse.urlencode({"query": expr})))
+        if d.get("status") != "success":
+            self.fail(f"query {expr}: {d}")
+        return d["data"]["result"]
+
     def start_prometheus(self, prom, config):
         """Debian's prometheus with config (YAML text) on a free loopback port; its API URL."""
         with open(self.path("prometheus.yml"), "w") as f:

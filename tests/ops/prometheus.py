@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from opslib import Run, http_get  # noqa: E402
@@ -54,13 +53,7 @@ scrape_configs:
 
 
 def query(expr):
-    if time.monotonic() - run.t0 > run.limit:
-        fail(f"over the {run.limit} s budget")
-    url = f"{api}/query?" + urllib.parse.urlencode({"query": expr})
-    d = json.loads(http_get(url))
-    if d.get("status") != "success":
-        fail(f"query {expr}: {d}")
-    return d["data"]["result"]
+    return run.prom_query(api, expr)
 
 
 def scalar(expr):

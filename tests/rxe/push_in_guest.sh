@@ -11,7 +11,7 @@
 #     fails exactly that frame, the QP recovers (or is re-established) and the other frames
 #     of the batch succeed, byte-identical; Stats pushGrantErrors counts them;
 #  5. sustained: 64 x 4 MiB pulled, then 256 x 4 MiB pushed into a null-sink ingestd, all
-#     ok (the lcore -> control notice ring's doorbell under load);
+#     ok (the lcore -> control mailbox doorbell under load);
 #  6. kill -9 of a push producer mid-write: ingestd healthy, every slot back (Stats
 #     poolSlotsFree == poolSlotsTotal), a new push producer works;
 #  7. SIGTERM: ingestd exits 0.
@@ -125,7 +125,7 @@ done
 
 step "sustained: 64 x 4 MiB pulled, then 256 x 4 MiB pushed, null sink (every notice reaches control)"
 # Each frame's RECEIVED (and each push grant) goes from the lcore to the control thread on
-# the notice ring. A doorbell lost there stalled every later grant and RECEIVED of the lcore
+# its mailbox (once a notice ring). A doorbell lost there stalled every later grant and RECEIVED of the lcore
 # for good (seen at frame 64-91 of this very sequence, in bench/rdma.sh): rxe's softirqs
 # on the lcore's vCPU widen the window in which it was lost. A second ingestd with the
 # null sink (the guest's tmpfs stays small); --reuse-buffers keeps the producer's CPU out.

@@ -57,16 +57,18 @@ grep -q "pool 4M:8: 8 slots, .*, hugepages, node" "$ING_RXE_OUT/ingestd-user.log
 grep -q "RDMA READ yes" "$ING_RXE_OUT/ingestd-user.log" || fail "no RDMA for $USR"
 
 step "3. RDMA READ and WRITE push into the hugepage pool"
-timeout 120 "$SEND" --server "$ING_SERVER" --transport rdma --count 8 --size 4M --manifest "$T/m1" \
+timeout 120 "$SEND" --server "$ING_SERVER" --transport rdma --count 4 --size 1M --manifest "$T/m1" \
 	--json --quiet >"$T/pull.json" || fail "pull exited $?"
-timeout 120 "$SEND" --server "$ING_SERVER" --transport rdma-write --count 8 --size 4M --first-id 100 \
+timeout 120 "$SEND" --server "$ING_SERVER" --transport rdma-write --count 4 --size 1M --first-id 100 \
 	--manifest "$T/m2" --json --quiet >"$T/push.json" || fail "push exited $?"
-[ "$(json "$T/pull.json" 'ok')" = 8 ] && [ "$(json "$T/push.json" 'ok')" = 8 ] || fail "not 8 + 8 frames ok"
-[ "$(json "$T/pull.json" 'transport')" = rdma ] && [ "$(json "$T/push.json" 'transport')" = rdma-write ] ||
-	fail "not over RDMA: $(json "$T/pull.json" 'transport') / $(json "$T/push.json" 'transport')"
+# (grep, not python: an interpreter's start costs seconds under TCG)
+grep -q '"frames":4,"ok":4,' "$T/pull.json" && grep -q '"frames":4,"ok":4,' "$T/push.json" ||
+	fail "not 4 + 4 frames ok: $(cat "$T/pull.json" "$T/push.json")"
+grep -q '"transport":"rdma",' "$T/pull.json" && grep -q '"transport":"rdma-write",' "$T/push.json" ||
+	fail "not over RDMA: $(cat "$T/pull.json" "$T/push.json")"
 "$VERIFY" --data-dir "$T/data" --manifest "$T/m1" --quiet || fail "verify pull"
 "$VERIFY" --data-dir "$T/data" --manifest "$T/m2" --quiet || fail "verify push"
 owners=$(find "$T/data/frames" "$T/data/catalog.db" -printf '%u\n' | sort -u | tr '\n' ' ')
 [ "$owners" = "$USR " ] || fail "stored files owned by: $owners"
 ing_term_pid
-echo "service user: pull $(json "$T/pull.json" 'mb_s') MB/s, push $(json "$T/push.json" 'mb_s') MB/s on a hugepage pool as $USR"
+echo "service user: RDMA READ and WRITE push into a hugepage pool as $USR: $(grep -o '"mb_s":[0-9.]*' "$T/pull.json") / $(grep -o '"mb_s":[0-9.]*' "$T/push.json")"

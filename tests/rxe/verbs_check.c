@@ -246,12 +246,17 @@ static void *prod_main(void *arg)
 
 /* ---------------------------------------------------------------- the node */
 
+#define DONE_MAX 4096
+
 struct node {
 	struct ing_loop *loop;
 	struct ing_pool *pool;
-	struct ing_fring *acks;
+	struct ing_mbox *ctl;       /* plays the control thread's mailbox */
 	struct ing_rdma *r;
+	struct ing_timer tick;
 	unsigned received_notes;
+	struct ing_frame *done[DONE_MAX];   /* frames back (ING_EV_DONE), oldest first */
+	unsigned dh, dt;
 };
 
 static int cb_session(void *arg, uint64_t sid)
@@ -260,16 +265,47 @@ static int cb_session(void *arg, uint64_t sid)
 	return sid == SESSION ? 0 : -EPERM;
 }
 
-static void cb_received(void *arg, const struct ing_rdma_notice *n)
+/* the control thread's part: its mailbox, the CM channel, the engine's timer */
+static void on_ctl(void *arg, uint32_t events)
 {
-	(void)n;
-	((struct node *)arg)->received_notes++;
+	struct node *nd = arg;
+	struct ing_msg m[32];
+	(void)events;
+
+	for (;;) {
+		unsigned k = ing_mbox_pop(nd->ctl, m, 32);
+		if (!k && ing_mbox_idle(nd->ctl))
+			break;
+		for (unsigned i = 0; i < k; i++) {
+			if (m[i].kind == ING_EV_RECEIVED)
+				nd->received_notes++;
+			else if (m[i].kind == ING_EV_DONE)
+				nd->done[nd->dt++ % DONE_MAX] = m[i].f;
+			else
+				ing_rdma_conn_event(nd->r, &m[i]);
+		}
+	}
 }
 
-static void on_rdma_fd(void *arg, uint32_t events)
+static void on_cm(void *arg, uint32_t events)
 {
 	(void)events;
-	ing_rdma_dispatch(arg);
+	ing_rdma_cm_dispatch(arg);
+}
+
+static void on_tick(void *arg)
+{
+	struct node *nd = arg;
+	ing_rdma_tick(nd->r);
+	ing_timer_arm(nd->loop, &nd->tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);
+}
+
+static unsigned take_done(struct node *nd, struct ing_frame **f, unsigned max)
+{
+	unsigned k = 0;
+	while (k < max && nd->dh != nd->dt)
+		f[k++] = nd->done[nd->dh++ % DONE_MAX];
+	return k;
 }
 
 struct job {
@@ -301,7 +337,6 @@ static int run_jobs(struct node *nd, struct prod *p, struct job *j, unsigned n, 
 		f->length = j[i].len;
 		f->raddr = (uintptr_t)p->buf + j[i].off;
 		f->rkey = j[i].rkey ? j[i].rkey : p->mr->rkey;
-		f->cookie = i;
 		memset(f->buf, 0xee, j[i].len < 4096 ? j[i].len : 4096);
 		int rc;
 		while ((rc = ing_rdma_submit(nd->r, f)) == -ENOBUFS)
@@ -315,9 +350,12 @@ static int run_jobs(struct node *nd, struct prod *p, struct job *j, unsigned n, 
 	while (left && ing_now_ns() < end) {
 		struct ing_frame *f[32];
 		ing_loop_run_once(nd->loop, 10);
-		unsigned k = ing_fring_pop(nd->acks, f, 32);
+		unsigned k = take_done(nd, f, 32);
 		for (unsigned i = 0; i < k; i++) {
-			struct job *x = &j[f[i]->cookie];
+			struct job *x = &j[0];
+			for (unsigned q = 0; q < n; q++)   /* the frame id names its job */
+				if (j[q].id == strtoull(f[i]->frame_id, NULL, 10))
+					x = &j[q];
 			x->done = true;
 			x->status = f[i]->status;
 			left--;
@@ -440,7 +478,7 @@ static void bench_stream(struct node *nd, struct prod *p)
 		}
 		struct ing_frame *f[32];
 		ing_loop_run_once(nd->loop, 1);
-		unsigned k = ing_fring_pop(nd->acks, f, 32);
+		unsigned k = take_done(nd, f, 32);
 		for (unsigned i = 0; i < k; i++) {
 			if (f[i]->status == ING_E_NONE)
 				bytes += f[i]->length;
@@ -481,10 +519,12 @@ static void check_engine(void)
 		ing_pool_parse_classes(&po, "64K:16,1M:16,8M:8");
 	}
 	nd.pool = ing_pool_create(&po);
-	nd.acks = ing_fring_create("vacks", 1024, ING_FRING_SC, true);
-	CHECK(nd.loop && nd.pool && nd.acks, "loop, pool (%u slots), ack ring", nd.pool ? ing_pool_total(nd.pool) : 0);
-	if (!nd.loop || !nd.pool || !nd.acks)
+	nd.ctl = ing_mbox_create("vctl", 4 * 1024);
+	CHECK(nd.loop && nd.pool && nd.ctl, "loop, pool (%u slots), control mailbox", nd.pool ? ing_pool_total(nd.pool) : 0);
+	if (!nd.loop || !nd.pool || !nd.ctl)
 		return;
+	CHECK(ing_loop_add_fd(nd.loop, ing_mbox_fd(nd.ctl), EPOLLIN, on_ctl, &nd) == 0,
+	      "control mailbox on the loop");
 	struct ing_rdma_opts ro;
 	ing_rdma_opts_init(&ro);
 	ro.addr = g_ip;
@@ -499,13 +539,15 @@ static void check_engine(void)
 		ro.lcore.busy_polls = ING_RDMA_DEFAULT_BUSY_POLLS;
 		ro.lcore.chunk_size = ING_RDMA_DEFAULT_CHUNK;
 	}
-	struct ing_rdma_cbs cbs = { .arg = &nd, .session_check = cb_session, .received = cb_received };
-	nd.r = ing_rdma_create(&ro, nd.pool, NULL, nd.acks, &cbs, why, sizeof(why));
+	struct ing_rdma_cbs cbs = { .arg = &nd, .session_check = cb_session };
+	nd.r = ing_rdma_create(&ro, nd.pool, NULL, nd.ctl, &cbs, why, sizeof(why));
 	CHECK(nd.r, "ing_rdma_create on %s: %s", g_ip, nd.r ? ing_rdma_device(nd.r) : why);
 	if (!nd.r)
 		return;
-	CHECK(ing_loop_add_fd(nd.loop, ing_rdma_fd(nd.r), EPOLLIN, on_rdma_fd, nd.r) == 0,
-	      "RDMA events fd on the control loop");
+	CHECK(ing_loop_add_fd(nd.loop, ing_rdma_cm_fd(nd.r), EPOLLIN, on_cm, nd.r) == 0,
+	      "rdma_cm channel on the control loop");
+	ing_timer_init(&nd.tick, on_tick, &nd);
+	ing_timer_arm(nd.loop, &nd.tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);
 	CHECK(ing_rdma_start(nd.r) == 0, "poller started; listening on %s:%u", ing_rdma_addr(nd.r), ing_rdma_port(nd.r));
 
 	p.port = ing_rdma_port(nd.r);
@@ -603,11 +645,14 @@ static void check_engine(void)
 out:
 	__atomic_store_n(&p.cmd, P_STOP, __ATOMIC_RELEASE);
 	pthread_join(p.th, NULL);
-	ing_loop_del_fd(nd.loop, ing_rdma_fd(nd.r));
+	ing_loop_del_fd(nd.loop, ing_rdma_cm_fd(nd.r));
+	ing_timer_cancel(nd.loop, &nd.tick);
 	ing_rdma_destroy(nd.r);
+	nd.r = NULL;
+	on_ctl(&nd, 0);   /* what the stopped poller sent last */
 	struct ing_frame *f[32];
 	unsigned k;
-	while ((k = ing_fring_pop(nd.acks, f, 32)))
+	while ((k = take_done(&nd, f, 32)))
 		for (unsigned i = 0; i < k; i++)
 			ing_pool_put(f[i]);
 	CHECK(ing_pool_free(nd.pool) == ing_pool_total(nd.pool), "after destroy: every slot back (%u/%u)",
@@ -619,7 +664,8 @@ out:
 	if (p.ech)
 		rdma_destroy_event_channel(p.ech);
 	free(p.buf);
-	ing_fring_destroy(nd.acks);
+	ing_loop_del_fd(nd.loop, ing_mbox_fd(nd.ctl));
+	ing_mbox_destroy(nd.ctl);
 	ing_pool_destroy(nd.pool);
 	ing_loop_destroy(nd.loop);
 }

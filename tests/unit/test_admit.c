@@ -21,7 +21,6 @@
 
 #include "common/clock.h"
 #include "control/admit.h"
-#include "control/svc_internal.h"
 #include "control/xport.h"
 
 #define SMALL (60u << 10)      /* class 0 (64 KiB) */
@@ -41,8 +40,8 @@ struct env {
 	struct ing_loop *loop;
 	struct ing_pool *pool;
 	struct admit a;
-	struct svc_session grpc_sess, rdma_sess;
-	struct svc_peer grpc_peer, rdma_peer;
+	struct admit_credit grpc_sess, rdma_sess;   /* what admission counts per session */
+	struct admit_share grpc_peer, rdma_peer;    /* and per peer address */
 	char order[512];           /* names of frames as they are admitted */
 };
 
@@ -82,8 +81,8 @@ static void frame_init(struct tframe *t, const char *name, const struct xport_op
 	t->r.xp = xp;
 	t->r.owner = t;
 	t->r.length = len;
-	t->r.sess = xp == &fake_grpc ? &E->grpc_sess : &E->rdma_sess;
-	t->r.peer = xp == &fake_grpc ? &E->grpc_peer : &E->rdma_peer;
+	t->r.credit = xp == &fake_grpc ? &E->grpc_sess : &E->rdma_sess;
+	t->r.share = xp == &fake_grpc ? &E->grpc_peer : &E->rdma_peer;
 }
 
 /* A new frame asks once: 0 admitted, -EAGAIN queued. */
@@ -99,7 +98,7 @@ static int arrive(struct tframe *t, const char *name, const struct xport_ops *xp
 static void done(struct tframe *t)
 {
 	assert_non_null(t->f);
-	admit_put(&E->a, t->f, t->r.sess, t->r.peer);
+	admit_put(&E->a, t->f, t->r.credit, t->r.share);
 	t->f = NULL;
 }
 
@@ -151,8 +150,6 @@ static int env_setup(void **state)
 	if (admit_init(&E->a, E->loop, E->pool, 0, 0))
 		return -1;
 	E->grpc_sess.credits = E->rdma_sess.credits = 16;
-	snprintf(E->grpc_peer.ip, sizeof(E->grpc_peer.ip), "192.0.2.1");
-	snprintf(E->rdma_peer.ip, sizeof(E->rdma_peer.ip), "192.0.2.2");
 	*state = E;
 	return 0;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_fleet_outbox.c - control/fleet/outbox.c on a real catalog (dataplane/catalog.c) in /tmp:
+ * test_fleet_outbox.c - control/fleet/outbox.c on a real catalog (dataplane/store/catalog.c) in /tmp:
  * a catalog commit and its outbox rows are one transaction; a rolled-back catalog batch
  * leaves no outbox row; rows come out oldest first and go once deleted; enabling queues
  * the rows committed before (and only once); a disabled outbox stops growing.

@@ -37,16 +37,16 @@ static void render(void *arg, struct ing_mtext *t)
 	ing_mtext_u64(t, "test_things_total", "kind=\"a\"", 42);
 }
 
-static void test_phist_text(void **state)
+static void test_hist_text(void **state)
 {
-	struct ing_phist h;
+	struct ing_hist h;
 	struct ing_mtext t = { 0 };
 	(void)state;
-	memset(&h, 0, sizeof(h));
-	ing_phist_add(&h, 50000);          /* 50 us: first bucket */
-	ing_phist_add(&h, 2000000);        /* 2 ms: le 0.0025 */
-	ing_phist_add(&h, 99000000000ull); /* 99 s: +Inf only */
-	ing_mtext_phist(&t, "x_seconds", "stage=\"s\"", &h);
+	ing_hist_reset(&h);
+	ing_hist_add(&h, 50000);          /* 50 us: first bucket */
+	ing_hist_add(&h, 2000000);        /* 2 ms: le 0.0025 */
+	ing_hist_add(&h, 99000000000ull); /* 99 s: +Inf only */
+	ing_mtext_hist(&t, "x_seconds", "stage=\"s\"", &h);
 	assert_int_equal(t.err, 0);
 	assert_non_null(strstr(t.buf, "x_seconds_bucket{stage=\"s\",le=\"0.0001\"} 1\n"));
 	assert_non_null(strstr(t.buf, "x_seconds_bucket{stage=\"s\",le=\"0.001\"} 1\n"));
@@ -59,7 +59,7 @@ static void test_phist_text(void **state)
 
 	/* no labels; a page far larger than the first allocation */
 	memset(&t, 0, sizeof(t));
-	ing_mtext_phist(&t, "y", "", &h);
+	ing_mtext_hist(&t, "y", "", &h);
 	assert_non_null(strstr(t.buf, "y_bucket{le=\"+Inf\"} 3\n"));
 	assert_non_null(strstr(t.buf, "y_count 3\n"));
 	for (int i = 0; i < 5000; i++)
@@ -243,7 +243,7 @@ static void test_bad_addr(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_phist_text),
+		cmocka_unit_test(test_hist_text),
 		cmocka_unit_test(test_http),
 		cmocka_unit_test(test_health),
 		cmocka_unit_test(test_bad_addr),

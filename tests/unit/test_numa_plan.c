@@ -478,20 +478,6 @@ out:
 	assert_int_equal(system(cmd), 0);
 }
 
-static void test_bind_self(void **state)
-{
-	(void)state;
-	cpu_set_t old, now;
-	assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof(old), &old), 0);
-	assert_int_equal(ing_cpu_bind_self(-1), 0);
-	assert_int_equal(ing_cpu_bind_self(0), 0);
-	assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof(now), &now), 0);
-	assert_int_equal(CPU_COUNT(&now), 1);
-	assert_true(CPU_ISSET(0, &now));
-	assert_int_equal(ing_cpu_bind_self(CPU_SETSIZE), -EINVAL);
-	assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(old), &old), 0);
-}
-
 int main(void)
 {
 	fixture_path(xml_two, sizeof(xml_two), "two_socket.xml");
@@ -502,7 +488,7 @@ int main(void)
 		cmocka_unit_test(test_cpulist),          cmocka_unit_test(test_plan_two_socket),
 		cmocka_unit_test(test_plan_four_node),   cmocka_unit_test(test_plan_vm),
 		cmocka_unit_test(test_overrides),        cmocka_unit_test(test_override_errors),
-		cmocka_unit_test(test_format_text),      cmocka_unit_test(test_bind_self),
+		cmocka_unit_test(test_format_text),
 		cmocka_unit_test(test_blockdev_for_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

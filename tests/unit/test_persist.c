@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_persist.c - dataplane/persist.c end to end: pool -> workers -> files + catalog -> acks. */
+/* test_persist.c - dataplane/persist.c end to end: pool -> workers -> files + catalog -> the
+ * control mailbox (ING_EV_DONE). */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -30,7 +31,7 @@
 static char dir[64];
 static cpu_set_t start_set;   /* the process's cpus before EAL pinned the main thread */
 static struct ing_pool *pool;
-static struct ing_fring *acks;
+static struct ing_mbox *acks;   /* stands for the control thread's mailbox */
 
 static int rmrf(const char *d)
 {
@@ -54,7 +55,7 @@ static int setup(void **state)
 	if (ing_pool_parse_classes(&po, "8K:32,64K:32") != 0)
 		return -1;
 	pool = ing_pool_create(&po);
-	acks = ing_fring_create("acks", 256, ING_FRING_SC, true);
+	acks = ing_mbox_create("acks", 256);
 	strcpy(dir, "/tmp/ing_test_persist.XXXXXX");
 	return pool && acks && mkdtemp(dir) ? 0 : -1;
 }
@@ -62,7 +63,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	ing_fring_destroy(acks);
+	ing_mbox_destroy(acks);
 	ing_pool_destroy(pool);
 	rmrf(dir);
 	ing_eal_stop();
@@ -116,11 +117,15 @@ static void collect(struct ing_frame **out, unsigned n)
 	unsigned got = 0;
 	uint64_t deadline = ing_now_ns() + 20000000000ull;
 	while (got < n) {
-		ing_fring_clear(acks);
-		got += ing_fring_pop(acks, out + got, n - got);
-		if (got < n) {
+		struct ing_msg m[32];
+		unsigned k = ing_mbox_pop(acks, m, n - got < 32 ? n - got : 32);
+		for (unsigned i = 0; i < k; i++) {
+			assert_int_equal(m[i].kind, ING_EV_DONE);
+			out[got++] = m[i].f;
+		}
+		if (got < n && !k && ing_mbox_idle(acks)) {
 			assert_true(ing_now_ns() < deadline);
-			assert_true(ing_fring_wait(acks, 200) >= 0);
+			assert_true(ing_mbox_wait(acks, 200) >= 0);
 		}
 	}
 }
@@ -547,7 +552,7 @@ static void test_stop_drains(void **state)
 		submit(p, f[i]);
 	}
 	ing_persist_stop(p, 20000);   /* returns only after every submitted frame is done */
-	assert_int_equal(ing_fring_count(acks), N);
+	assert_int_equal(ing_mbox_count(acks), N);
 	collect(r, N);
 	for (unsigned i = 0; i < N; i++) {
 		assert_int_equal(r[i]->status, ING_E_NONE);
@@ -610,7 +615,7 @@ static void test_stop_deadline(void **state)
 		submit(p, f[i]);
 	}
 	ing_persist_stop(p, 0);   /* no time to drain: the rest is failed, still acked */
-	assert_int_equal(ing_fring_count(acks), N);
+	assert_int_equal(ing_mbox_count(acks), N);
 	collect(r, N);
 	unsigned ok = 0, down = 0;
 	for (unsigned i = 0; i < N; i++) {

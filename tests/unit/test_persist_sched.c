@@ -24,7 +24,7 @@
 #include "common/clock.h"
 #include "dataplane/dataplane.h"
 
-static struct ing_fring *acks;
+static struct ing_mbox *acks;
 
 static int setup(void **state)
 {
@@ -34,14 +34,14 @@ static int setup(void **state)
 	eo.lcores = "0";
 	if (ing_eal_start(&eo) != 0)
 		return -1;
-	acks = ing_fring_create("acks", 256, ING_FRING_SC, true);
+	acks = ing_mbox_create("acks", 256);
 	return acks ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	ing_fring_destroy(acks);
+	ing_mbox_destroy(acks);
 	return 0;
 }
 

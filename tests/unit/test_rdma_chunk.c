@@ -68,7 +68,7 @@ static void test_plan(void **state)
 /* Run the lcore until every frame is delivered or failed (bounded). */
 static void drive(struct ing_rdma_lcore *lc, struct fake_io *io, unsigned want)
 {
-	for (int i = 0; i < 1000000 && io->ndelivered + io->nfailed < want; i++) {
+	for (int i = 0; i < 1000000 && io->ndelivered + io_count(io, &io->nfailed) < want; i++) {
 		ing_rdma_lcore_poll(lc);
 		fake_hw(3); /* the wire is slower than the poller: WRs pile up to the window */
 	}
@@ -114,7 +114,7 @@ static void test_sizes(void **state)
 	src[12345] = 0xab;
 	assert_non_null(lc);
 	struct ibv_qp *qp = fake_qp_new(64);
-	assert_int_equal(ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64), 0);
+	assert_int_equal(ing_rdma_lcore_attach(lc, qp, 7, 16, 64), 0);
 	ing_rdma_plan_init(&p, ING_RDMA_DEFAULT_CHUNK, 0, 16, 64);
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		struct ing_frame *f = frame_new(k, sizes[k], src + (k % 3), 0x77, qp->qp_num);
@@ -128,14 +128,14 @@ static void test_sizes(void **state)
 		assert_true(f->t_received_ns > 0);
 		assert_memory_equal(f->buf, src + (k % 3), f->length);
 		check_tiling(f, &p, first, fake->nwr);
-		struct ing_rdma_notice n[4];
-		assert_int_equal(ing_rdma_lcore_notices(lc, n, 4), 1);
-		assert_int_equal(n[0].kind, ING_RDMA_NOTE_RECEIVED);
+		struct fake_note n[4];
+		assert_int_equal(fake_notes(fake_io_cur, n, 4), 1);
+		assert_int_equal(n[0].kind, ING_EV_RECEIVED);
 		assert_int_equal(n[0].gen, k);
 		assert_int_equal(n[0].length, sizes[k]);
 		frame_free(f);
 	}
-	assert_int_equal(io->nfailed, 0);
+	assert_int_equal(io_count(io, &io->nfailed), 0);
 	assert_int_equal(fake->sq_violations, 0);
 	assert_int_equal(ing_rdma_lcore_frames_held(lc), 0);
 	ing_rdma_lcore_destroy(lc);
@@ -153,7 +153,7 @@ static void test_rd_atom_limit(void **state)
 
 	memset(src, 0x5c, 32 * MIB);
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 4, 64);   /* negotiated depth 4 */
+	ing_rdma_lcore_attach(lc, qp, 7, 4, 64);   /* negotiated depth 4 */
 	struct ing_frame *f = frame_new(1, 32 * MIB, src, 0x77, qp->qp_num);
 	io_push_job(io, f);
 	ing_rdma_lcore_poll(lc);
@@ -195,7 +195,7 @@ static void test_sq_accounting(void **state)
 	struct ing_rdma_lcore *lc = fake_lcore(io, &o);
 	memset(src, 0x11, 8 * MIB);
 	struct ibv_qp *qp = fake_qp_new(6);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 6);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 6);
 	struct ing_frame *f[3];
 	for (unsigned i = 0; i < 3; i++) {
 		f[i] = frame_new(i, i == 1 ? 4096 : 8 * MIB, src, 0x77, qp->qp_num);
@@ -229,7 +229,7 @@ static void test_signal_cadence(void **state)
 	for (unsigned i = 0; i < sizeof(src); i++)
 		src[i] = (uint8_t)(i * 31);
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	for (unsigned i = 0; i < 20; i++) {
 		f[i] = frame_new(i, 1000 + i * 100, src + i, 0x77, qp->qp_num);
 		io_push_job(io, f[i]);
@@ -261,7 +261,7 @@ static void test_max_msg_clamp(void **state)
 	struct ing_rdma_lcore *lc = fake_lcore(io, &o);
 	memset(src, 3, 4 * MIB);
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	struct ing_frame *f = frame_new(1, 4 * MIB, src, 0x77, qp->qp_num);
 	io_push_job(io, f);
 	drive(lc, io, 1);

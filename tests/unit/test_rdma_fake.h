@@ -5,8 +5,10 @@
  * generates CQEs like rxe (signaled successes, every error/flush), moves a QP to ERROR on
  * its first failure, raises the completion channel (an eventfd) when armed, and checks SQ
  * accounting (WRs posted minus WRs retired by polled signaled CQEs never above the QP's
- * SQ depth). Thread-safe (one mutex) so a test thread can play the hardware while the
- * lcore runs in its own thread.
+ * SQ depth). Memory-window binds and local invalidates complete like any signaled WR (no
+ * data moves); windows come from fake_ops.alloc_mw (counted, rkeys from 0x5000 up).
+ * Thread-safe (one mutex) so a test thread can play the hardware while the lcore runs in
+ * its own thread.
  */
 #ifndef TEST_RDMA_FAKE_H
 #define TEST_RDMA_FAKE_H
@@ -60,6 +62,7 @@ struct fake_dev {
 	int post_ret;              /* forced ibv_post_send result */
 	unsigned sq_violations;
 	unsigned posts, events;
+	unsigned mws_alive, mws_made;  /* memory windows allocated and not freed; ever */
 	struct ibv_cq cq;          /* identity only */
 	struct ibv_comp_channel ch;
 };
@@ -97,17 +100,18 @@ static void fake_hw_locked(unsigned n)
 			st = IBV_WC_WR_FLUSH_ERR;
 		else if (fake->bad_rkey && w->rkey == fake->bad_rkey)
 			st = IBV_WC_REM_ACCESS_ERR;
-		if (st == IBV_WC_SUCCESS)
-			memcpy((void *)(uintptr_t)w->laddr, (const void *)(uintptr_t)w->raddr, w->len);
-		else
+		if (st != IBV_WC_SUCCESS)
 			q->error = true;
+		else if (w->opcode == IBV_WR_RDMA_READ)
+			memcpy((void *)(uintptr_t)w->laddr, (const void *)(uintptr_t)w->raddr, w->len);
 		w->done = true;
 		if (st != IBV_WC_SUCCESS || w->signaled) {
 			struct ibv_wc *c = &fake->cqe[fake->cq_tail++ % FAKE_MAX_WR];
 			memset(c, 0, sizeof(*c));
 			c->wr_id = w->wr_id;
 			c->status = st;
-			c->opcode = IBV_WC_RDMA_READ;
+			c->opcode = w->opcode == IBV_WR_BIND_MW ? IBV_WC_BIND_MW :
+				    w->opcode == IBV_WR_LOCAL_INV ? IBV_WC_LOCAL_INV : IBV_WC_RDMA_READ;
 			c->byte_len = st == IBV_WC_SUCCESS ? w->len : 0;
 			c->qp_num = q->qp.qp_num;
 			/* remember the WR for SQ retirement at poll time */
@@ -154,12 +158,20 @@ static int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
 		w->qp = fake_qp_idx(qp);
 		w->seq = q->posted++;
 		w->signaled = wr->send_flags & IBV_SEND_SIGNALED;
-		w->raddr = wr->wr.rdma.remote_addr;
-		w->rkey = wr->wr.rdma.rkey;
-		w->laddr = wr->sg_list[0].addr;
-		w->len = wr->sg_list[0].length;
-		w->lkey = wr->sg_list[0].lkey;
 		w->opcode = wr->opcode;
+		if (wr->opcode == IBV_WR_RDMA_READ) {
+			w->raddr = wr->wr.rdma.remote_addr;
+			w->rkey = wr->wr.rdma.rkey;
+			w->laddr = wr->sg_list[0].addr;
+			w->len = wr->sg_list[0].length;
+			w->lkey = wr->sg_list[0].lkey;
+		} else if (wr->opcode == IBV_WR_BIND_MW) {
+			w->rkey = wr->bind_mw.rkey;   /* the key the bind gives the window */
+			w->laddr = wr->bind_mw.bind_info.addr;
+			w->len = (uint32_t)wr->bind_mw.bind_info.length;
+		} else {
+			w->rkey = wr->invalidate_rkey;
+		}
 		unsigned inflight = q->posted - q->retired;
 		if (inflight > q->max_inflight)
 			q->max_inflight = inflight;
@@ -220,12 +232,37 @@ static void f_ack_cq_events(struct ibv_cq *cq, unsigned n)
 	(void)n;
 }
 
+static struct ibv_mw *f_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct ibv_mw *mw = calloc(1, sizeof(*mw));
+	(void)pd;
+	if (!mw || type != IBV_MW_TYPE_2)
+		return NULL;
+	pthread_mutex_lock(&fake->mu);
+	mw->rkey = 0x5000u + (fake->mws_made++ << 8);
+	mw->type = type;
+	fake->mws_alive++;
+	pthread_mutex_unlock(&fake->mu);
+	return mw;
+}
+
+static int f_dealloc_mw(struct ibv_mw *mw)
+{
+	pthread_mutex_lock(&fake->mu);
+	fake->mws_alive--;
+	pthread_mutex_unlock(&fake->mu);
+	free(mw);
+	return 0;
+}
+
 static const struct ing_rdma_ops fake_ops = {
 	.post_send = f_post_send,
 	.poll_cq = f_poll_cq,
 	.req_notify_cq = f_req_notify,
 	.get_cq_event = f_get_cq_event,
 	.ack_cq_events = f_ack_cq_events,
+	.alloc_mw = f_alloc_mw,
+	.dealloc_mw = f_dealloc_mw,
 };
 
 static void fake_init(void)
@@ -245,42 +282,70 @@ static void fake_fini(void)
 
 /* ---------------------------------------------------------------- fake node io */
 
+/*
+ * The lcore's surroundings: a fake persistence (deliver), and the control thread's
+ * mailbox, which the test reads: DONE messages (failed frames) land in failed[], the other
+ * events in notes[] (fake_notes pops them). The mailbox has one consumer at a time (mu).
+ */
 #define IO_MAX 1024
+
+struct fake_note {            /* one control-mailbox event other than DONE */
+	uint32_t kind;            /* ING_EV_RECEIVED, _GRANTED, _CONN_ERROR, _CONN_RELEASED */
+	uint32_t qp_num;
+	int32_t status;           /* CONN_ERROR: ibv_wc_status */
+	uint64_t gen;             /* RECEIVED, GRANTED: the frame's number (its id) */
+	uint64_t length;          /* RECEIVED, GRANTED: the frame's length */
+	uint32_t grant_id, grant_rkey;
+	struct ing_frame *f;
+};
 
 struct fake_io {
 	pthread_mutex_t mu;
-	struct ing_frame *jobs[IO_MAX];
-	unsigned jh, jt;
-	int job_fd;
+	struct ing_mbox *ctl;
+	struct ing_rdma_lcore *lc;     /* the last lcore made on it (io_push_job) */
 	struct ing_frame *delivered[IO_MAX];
 	unsigned ndelivered;
 	struct ing_frame *failed[IO_MAX];
 	unsigned nfailed;
+	struct fake_note notes[IO_MAX];
+	unsigned nh, nt;
 	unsigned refuse_deliver;   /* next n deliver calls return -ENOBUFS */
 };
 
-static unsigned io_pop(void *arg, struct ing_frame **f, unsigned max)
+/* Caller holds mu. */
+static void fake_drain_locked(struct fake_io *io)
 {
-	struct fake_io *io = arg;
-	unsigned n = 0;
-	pthread_mutex_lock(&io->mu);
-	while (n < max && io->jh != io->jt)
-		f[n++] = io->jobs[io->jh++ % IO_MAX];
-	pthread_mutex_unlock(&io->mu);
-	return n;
-}
+	struct ing_msg m[64];
+	unsigned k;
 
-static void io_clear(void *arg)
-{
-	struct fake_io *io = arg;
-	uint64_t v;
-	(void)!read(io->job_fd, &v, sizeof(v));
+	while ((k = ing_mbox_pop(io->ctl, m, 64)) > 0)
+		for (unsigned i = 0; i < k; i++) {
+			if (m[i].kind == ING_EV_DONE) {
+				io->failed[io->nfailed++] = m[i].f;
+				continue;
+			}
+			struct fake_note n = { .kind = m[i].kind, .f = m[i].f };
+			if (m[i].kind == ING_EV_CONN_ERROR || m[i].kind == ING_EV_CONN_RELEASED) {
+				n.qp_num = m[i].val;
+				n.status = (int32_t)m[i].u64;
+			} else {
+				n.gen = strtoull(m[i].f->frame_id, NULL, 10);
+				n.length = m[i].f->length;
+				if (m[i].kind == ING_EV_GRANTED) {
+					n.grant_id = m[i].val;
+					n.grant_rkey = (uint32_t)(m[i].u64 >> 32);
+					n.qp_num = (uint32_t)m[i].u64;
+				}
+			}
+			io->notes[io->nt++ % IO_MAX] = n;
+		}
 }
 
 static int io_deliver(void *arg, struct ing_frame *f)
 {
 	struct fake_io *io = arg;
 	pthread_mutex_lock(&io->mu);
+	fake_drain_locked(io);   /* what the lcore posted before this hand-off */
 	if (io->refuse_deliver) {
 		io->refuse_deliver--;
 		pthread_mutex_unlock(&io->mu);
@@ -291,43 +356,50 @@ static int io_deliver(void *arg, struct ing_frame *f)
 	return 0;
 }
 
-static int io_fail(void *arg, struct ing_frame *f)
-{
-	struct fake_io *io = arg;
-	pthread_mutex_lock(&io->mu);
-	io->failed[io->nfailed++] = f;
-	pthread_mutex_unlock(&io->mu);
-	return 0;
-}
-
 static void io_push_job(struct fake_io *io, struct ing_frame *f)
 {
-	uint64_t one = 1;
-	pthread_mutex_lock(&io->mu);
-	io->jobs[io->jt++ % IO_MAX] = f;
-	pthread_mutex_unlock(&io->mu);
-	(void)!write(io->job_fd, &one, sizeof(one));
+	assert_int_equal(ing_rdma_lcore_submit(io->lc, f), 0);
 }
 
+/* A counter of io (ndelivered, nfailed), after taking in what control's mailbox holds. */
 static inline unsigned io_count(struct fake_io *io, unsigned *n)
 {
 	pthread_mutex_lock(&io->mu);
+	fake_drain_locked(io);
 	unsigned v = *n;
 	pthread_mutex_unlock(&io->mu);
 	return v;
 }
 
+/* Pop up to max notes (oldest first). */
+static unsigned fake_notes(struct fake_io *io, struct fake_note *n, unsigned max)
+{
+	unsigned k = 0;
+	pthread_mutex_lock(&io->mu);
+	fake_drain_locked(io);
+	while (k < max && io->nh != io->nt)
+		n[k++] = io->notes[io->nh++ % IO_MAX];
+	pthread_mutex_unlock(&io->mu);
+	return k;
+}
+
+static struct fake_io *fake_io_cur;   /* the last one made (fake_notes from test helpers) */
+
 static struct fake_io *fake_io_new(void)
 {
 	struct fake_io *io = calloc(1, sizeof(*io));
+	fake_io_cur = io;
 	pthread_mutex_init(&io->mu, NULL);
-	io->job_fd = eventfd(0, EFD_NONBLOCK);
+	io->ctl = ing_mbox_create("t_ctl", 4 * IO_MAX);
 	return io;
 }
 
 static void fake_io_free(struct fake_io *io)
 {
-	close(io->job_fd);
+	pthread_mutex_lock(&io->mu);
+	fake_drain_locked(io);
+	pthread_mutex_unlock(&io->mu);
+	ing_mbox_destroy(io->ctl);
 	pthread_mutex_destroy(&io->mu);
 	free(io);
 }
@@ -341,11 +413,9 @@ static struct ing_rdma_lcore *fake_lcore(struct fake_io *io, const struct ing_rd
 	else
 		ing_rdma_lcore_opts_init(&o);
 	o.ops = &fake_ops;
-	struct ing_rdma_lcore_io lio = {
-		.arg = io, .pop_jobs = io_pop, .clear_jobs = io_clear, .job_fd = io->job_fd,
-		.deliver = io_deliver, .fail = io_fail, .note_fd = -1,
-	};
-	return ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd, &lio, lkeys, 2);
+	struct ing_rdma_lcore_io lio = { .ctl = io->ctl, .arg = io, .deliver = io_deliver };
+	io->lc = ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd, &lio, lkeys, 2);
+	return io->lc;
 }
 
 /* A frame whose slot is a plain heap buffer; raddr points at src (the "producer"). */
@@ -354,7 +424,6 @@ static struct ing_frame *frame_new(uint64_t id, uint64_t len, const uint8_t *src
 {
 	struct ing_frame *f = calloc(1, sizeof(*f));
 	snprintf(f->frame_id, sizeof(f->frame_id), "%llu", (unsigned long long)id);
-	f->gen = id;
 	f->session_id = 7;
 	f->length = len;
 	f->cap = (len + 4095) & ~4095ull;

@@ -139,7 +139,7 @@ static void test_repoll_after_arm(void **state)
 	o.sleep_ms = 2000;
 	struct ing_rdma_lcore *lc = fake_lcore(io, &o);
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	struct ing_frame *f = frame_new(1, sizeof(src), src, 0x77, qp->qp_num);
 	io_push_job(io, f);
 	assert_true(ing_rdma_lcore_step(lc) > 0);   /* attach + job + post */
@@ -220,7 +220,7 @@ static void test_wake_on_job_then_cq_event(void **state)
 	o.sleep_ms = 5000;
 	r.lc = fake_lcore(io, &o);
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(r.lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(r.lc, qp, 7, 16, 64);
 	pthread_create(&r.th, NULL, run_thread, &r);
 	assert_true(wait_for(r.lc, NULL, 2000, sleeping, NULL));
 	uint64_t t0 = ing_now_ns();
@@ -228,7 +228,7 @@ static void test_wake_on_job_then_cq_event(void **state)
 	io_push_job(io, f);
 	assert_true(wait_for(r.lc, NULL, 2000, has_posted, NULL));
 	assert_true(ing_now_ns() - t0 < 1500 * 1000000ull);    /* not the 5 s timeout */
-	assert_true(stats(r.lc).wake_job >= 1);
+	assert_true(stats(r.lc).wake_mbox >= 1);
 	/* let it go back to sleep with the CQ armed (sleep #1 was cut short by the job
 	 * doorbell), then complete on the "wire" */
 	for (int i = 0; i < 2000 && stats(r.lc).sleeps < 2; i++)
@@ -263,8 +263,9 @@ static void drain(struct ing_rdma_lcore *lc, int passes)
 
 static unsigned notices_of(struct ing_rdma_lcore *lc, uint32_t kind, uint32_t *qp_out)
 {
-	struct ing_rdma_notice n[64];
-	unsigned k = ing_rdma_lcore_notices(lc, n, 64), c = 0;
+	(void)lc;
+	struct fake_note n[64];
+	unsigned k = fake_notes(fake_io_cur, n, 64), c = 0;
 	for (unsigned i = 0; i < k; i++)
 		if (n[i].kind == kind) {
 			c++;
@@ -290,7 +291,7 @@ static void test_error_fails_only_that_frame(void **state)
 	o.chunk_size = 256 << 10;
 	struct ing_rdma_lcore *lc = fake_lcore(io, &o);
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	fake->bad_rkey = 0xbad;
 	struct ing_frame *a = frame_new(1, 1 << 20, src, 0x77, qp->qp_num);
 	struct ing_frame *b = frame_new(2, 1 << 20, src + (1 << 20), 0xbad, qp->qp_num);
@@ -301,7 +302,7 @@ static void test_error_fails_only_that_frame(void **state)
 	drain(lc, 200);
 	assert_int_equal(io->ndelivered, 1);
 	assert_ptr_equal(io->delivered[0], a);
-	assert_int_equal(io->nfailed, 1);
+	assert_int_equal(io_count(io, &io->nfailed), 1);
 	assert_ptr_equal(io->failed[0], b);
 	assert_int_equal(b->status, ING_E_TRANSFER);
 	assert_false(b->retryable);
@@ -310,17 +311,17 @@ static void test_error_fails_only_that_frame(void **state)
 	assert_int_equal(s.wc_errors, 1);
 	assert_true(s.wc_flushed >= 1);
 	uint32_t relqp = 0;
-	struct ing_rdma_notice n[64];
-	unsigned k = ing_rdma_lcore_notices(lc, n, 64);
+	struct fake_note n[64];
+	unsigned k = fake_notes(fake_io_cur, n, 64);
 	unsigned nerr = 0, nrel = 0, nrecv = 0;
 	for (unsigned i = 0; i < k; i++) {
-		nerr += n[i].kind == ING_RDMA_NOTE_CONN_ERROR;
-		nrecv += n[i].kind == ING_RDMA_NOTE_RECEIVED;
-		if (n[i].kind == ING_RDMA_NOTE_CONN_RELEASED) {
+		nerr += n[i].kind == ING_EV_CONN_ERROR;
+		nrecv += n[i].kind == ING_EV_RECEIVED;
+		if (n[i].kind == ING_EV_CONN_RELEASED) {
 			nrel++;
 			relqp = n[i].qp_num;
 		}
-		if (n[i].kind == ING_RDMA_NOTE_CONN_ERROR)
+		if (n[i].kind == ING_EV_CONN_ERROR)
 			assert_int_equal(n[i].status, IBV_WC_REM_ACCESS_ERR);
 	}
 	assert_int_equal(nerr, 1);
@@ -330,14 +331,14 @@ static void test_error_fails_only_that_frame(void **state)
 	assert_int_equal(ing_rdma_lcore_frames_held(lc), 1);    /* c, parked */
 	/* the producer reconnects with the same session: c is read on the new QP */
 	struct ibv_qp *qp2 = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp2, qp2->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp2, 7, 16, 64);
 	drain(lc, 200);
 	assert_int_equal(io->ndelivered, 2);
 	assert_ptr_equal(io->delivered[1], c);
 	assert_int_equal(c->status, ING_E_NONE);
 	assert_memory_equal(a->buf, src, 1 << 20);
 	assert_memory_equal(c->buf, src + (2 << 20), 1 << 20);
-	assert_int_equal(io->nfailed, 1);
+	assert_int_equal(io_count(io, &io->nfailed), 1);
 	assert_int_equal(ing_rdma_lcore_frames_held(lc), 0);
 	frame_free(a);
 	frame_free(b);
@@ -361,7 +362,7 @@ static void test_park_timeout_and_unknown_qp(void **state)
 	o.park_ms = 50;
 	struct ing_rdma_lcore *lc = fake_lcore(io, &o);
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	struct ing_frame *a = frame_new(1, 2 << 20, src, 0x77, qp->qp_num);
 	io_push_job(io, a);
 	ing_rdma_lcore_poll(lc);                     /* posted, nothing completes */
@@ -369,12 +370,12 @@ static void test_park_timeout_and_unknown_qp(void **state)
 	fake->qps[fake_qp_idx(qp)].error = true;     /* control moved it to ERROR */
 	ing_rdma_lcore_detach(lc, qp->qp_num);
 	drain(lc, 20);                               /* flushes retire the SQ */
-	assert_int_equal(notices_of(lc, ING_RDMA_NOTE_CONN_RELEASED, NULL), 1);
-	assert_int_equal(io->nfailed, 0);            /* parked, not failed yet */
+	assert_int_equal(notices_of(lc, ING_EV_CONN_RELEASED, NULL), 1);
+	assert_int_equal(io_count(io, &io->nfailed), 0);            /* parked, not failed yet */
 	uint64_t t0 = ing_now_ns();
-	while (!io->nfailed && ing_now_ns() - t0 < 2000 * 1000000ull)
+	while (!io_count(io, &io->nfailed) && ing_now_ns() - t0 < 2000 * 1000000ull)
 		ing_rdma_lcore_step(lc);
-	assert_int_equal(io->nfailed, 1);
+	assert_int_equal(io_count(io, &io->nfailed), 1);
 	assert_int_equal(a->status, ING_E_TRANSFER);
 	assert_true(a->retryable);
 	assert_true(ing_now_ns() - t0 >= 40 * 1000000ull);
@@ -382,7 +383,7 @@ static void test_park_timeout_and_unknown_qp(void **state)
 	struct ing_frame *x = frame_new(9, 4096, src, 0x77, 0xdead);
 	io_push_job(io, x);
 	ing_rdma_lcore_poll(lc);
-	assert_int_equal(io->nfailed, 2);
+	assert_int_equal(io_count(io, &io->nfailed), 2);
 	assert_int_equal(x->status, ING_E_NO_TRANSPORT);
 	assert_true(x->retryable);
 	assert_int_equal(ing_rdma_lcore_frames_held(lc), 0);
@@ -404,7 +405,7 @@ static void test_backpressure(void **state)
 
 	memset(src, 4, sizeof(src));
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	io->refuse_deliver = 7;
 	for (unsigned i = 0; i < 5; i++) {
 		f[i] = frame_new(i, 4096, src, 0x77, qp->qp_num);
@@ -432,17 +433,17 @@ static void test_post_failure(void **state)
 
 	memset(src, 4, sizeof(src));
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	fake->post_ret = ENOMEM;
 	struct ing_frame *f = frame_new(1, 4096, src, 0x77, qp->qp_num);
 	io_push_job(io, f);
 	ing_rdma_lcore_poll(lc);
 	assert_int_equal(stats(lc).post_errors, 1);
-	assert_int_equal(notices_of(lc, ING_RDMA_NOTE_CONN_ERROR, NULL) +
+	assert_int_equal(notices_of(lc, ING_EV_CONN_ERROR, NULL) +
 			 0, 1);
 	fake->post_ret = 0;
 	struct ibv_qp *qp2 = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp2, qp2->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp2, 7, 16, 64);
 	drain(lc, 20);
 	assert_int_equal(io->ndelivered, 1);
 	frame_free(f);
@@ -459,12 +460,12 @@ static void test_destroy_returns_frames(void **state)
 	(void)state;
 
 	struct ibv_qp *qp = fake_qp_new(64);
-	ing_rdma_lcore_attach(lc, qp, qp->qp_num, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qp, 7, 16, 64);
 	struct ing_frame *f = frame_new(1, 4096, src, 0x77, qp->qp_num);
 	io_push_job(io, f);
 	ing_rdma_lcore_poll(lc);
 	ing_rdma_lcore_destroy(lc);
-	assert_int_equal(io->nfailed, 1);
+	assert_int_equal(io_count(io, &io->nfailed), 1);
 	assert_int_equal(f->status, ING_E_SHUTTING_DOWN);
 	frame_free(f);
 	fake_io_free(io);

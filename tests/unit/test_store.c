@@ -164,21 +164,21 @@ static void write_set(const char *root)
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		/* aligned buffer: O_DIRECT path (rounded write + truncate) */
 		assert_int_equal(relp(rel, sizeof(rel), "W1", 100 + i), 0);
-		assert_int_equal(ing_store_write(root, rel, buf, lens[i], BUFCAP), 0);
+		assert_int_equal(ing_store_write(root, rel, buf, lens[i], BUFCAP, true, NULL), 0);
 		check_file(root, rel, buf, lens[i]);
 		/* unaligned buffer: buffered path */
 		uint64_t n = lens[i] < BUFCAP ? lens[i] : BUFCAP - 3;
 		assert_int_equal(relp(rel, sizeof(rel), "W2", 200 + i), 0);
-		assert_int_equal(ing_store_write(root, rel, buf + 3, n, BUFCAP - 3), 0);
+		assert_int_equal(ing_store_write(root, rel, buf + 3, n, BUFCAP - 3, true, NULL), 0);
 		check_file(root, rel, buf + 3, n);
 		/* aligned, but the slot cannot take the rounded length: buffered */
 		assert_int_equal(relp(rel, sizeof(rel), "W3", 300 + i), 0);
-		assert_int_equal(ing_store_write(root, rel, buf, lens[i], lens[i]), 0);
+		assert_int_equal(ing_store_write(root, rel, buf, lens[i], lens[i], true, NULL), 0);
 		check_file(root, rel, buf, lens[i]);
 	}
 	/* overwrite keeps exactly the new content */
 	assert_int_equal(relp(rel, sizeof(rel), "W1", 100), 0);
-	assert_int_equal(ing_store_write(root, rel, buf + 4096, 9000, BUFCAP - 4096), 0);
+	assert_int_equal(ing_store_write(root, rel, buf + 4096, 9000, BUFCAP - 4096, true, NULL), 0);
 	check_file(root, rel, buf + 4096, 9000);
 	check_no_temp(root);
 }
@@ -209,19 +209,19 @@ static void test_write_tmpfs(void **state)
 static void test_bad_args(void **state)
 {
 	(void)state;
-	assert_int_equal(ing_store_write(dir, "../escape.frame", buf, 10, BUFCAP), -EINVAL);
-	assert_int_equal(ing_store_write(dir, "/abs.frame", buf, 10, BUFCAP), -EINVAL);
-	assert_int_equal(ing_store_write(dir, "frames/W/1.frame", buf, 0, BUFCAP), -EINVAL);
-	assert_int_equal(ing_store_write(NULL, "frames/W/1.frame", buf, 10, BUFCAP), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "../escape.frame", buf, 10, BUFCAP, true, NULL), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "/abs.frame", buf, 10, BUFCAP, true, NULL), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "frames/W/1.frame", buf, 0, BUFCAP, true, NULL), -EINVAL);
+	assert_int_equal(ing_store_write(NULL, "frames/W/1.frame", buf, 10, BUFCAP, true, NULL), -EINVAL);
 	/* a file where the wafer directory should be: an error, no temp file */
 	char blk[160];
 	snprintf(blk, sizeof(blk), "%s/frames/BLOCK", dir);
 	int fd = open(blk, O_CREAT | O_WRONLY, 0644);
 	assert_true(fd >= 0);
 	close(fd);
-	assert_int_equal(ing_store_write(dir, "frames/BLOCK/1.frame", buf, 10, BUFCAP), -ENOTDIR);
+	assert_int_equal(ing_store_write(dir, "frames/BLOCK/1.frame", buf, 10, BUFCAP, true, NULL), -ENOTDIR);
 	/* a read-only directory (root bypasses permissions, so use a missing root instead) */
-	assert_true(ing_store_write("/proc/ing-no-such", "frames/W/1.frame", buf, 10, BUFCAP) < 0);
+	assert_true(ing_store_write("/proc/ing-no-such", "frames/W/1.frame", buf, 10, BUFCAP, true, NULL) < 0);
 	check_no_temp(dir);
 }
 
@@ -236,11 +236,11 @@ static void test_enospc(void **state)
 			 "full filesystem (run the unit tests as root; CI does)", strerror(errno));
 	}
 	assert_int_equal(relp(rel, sizeof(rel), "W1", 1), 0);
-	int rc = ing_store_write(mnt, rel, buf, BUFCAP, BUFCAP);
-	int rc2 = ing_store_write(mnt, rel, buf + 1, BUFCAP - 1, BUFCAP - 1);
+	int rc = ing_store_write(mnt, rel, buf, BUFCAP, BUFCAP, true, NULL);
+	int rc2 = ing_store_write(mnt, rel, buf + 1, BUFCAP - 1, BUFCAP - 1, true, NULL);
 	/* a small one still fits afterwards: nothing half-written is left behind */
 	assert_int_equal(relp(rel, sizeof(rel), "W1", 2), 0);
-	int rc3 = ing_store_write(mnt, rel, buf, 8192, BUFCAP);
+	int rc3 = ing_store_write(mnt, rel, buf, 8192, BUFCAP, true, NULL);
 	char cmd[256];
 	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -name '*.tmp.*')\"", mnt);
 	int left = system(cmd);
@@ -271,7 +271,7 @@ static void test_odirect_refused(void **state)
 	unlink(probe);
 	char rel[64];
 	assert_int_equal(relp(rel, sizeof(rel), "W1", 7), 0);
-	int rc = ing_store_write(mnt, rel, buf, 10000, BUFCAP);
+	int rc = ing_store_write(mnt, rel, buf, 10000, BUFCAP, true, NULL);
 	if (rc == 0)
 		check_file(mnt, rel, buf, 10000);
 	check_no_temp(mnt);
@@ -289,15 +289,15 @@ static void test_wafer_dotdot_stored(void **state)
 	(void)state;
 	char rel[64];
 	assert_int_equal(relp(rel, sizeof(rel), "lot..7", 9), 0);
-	assert_int_equal(ing_store_write(dir, rel, buf, 5000, BUFCAP), 0);
+	assert_int_equal(ing_store_write(dir, rel, buf, 5000, BUFCAP, true, NULL), 0);
 	check_file(dir, rel, buf, 5000);
 	assert_int_equal(relp(rel, sizeof(rel), "..x", 10), 0);
-	assert_int_equal(ing_store_write(dir, rel, buf, 10, BUFCAP), 0);
+	assert_int_equal(ing_store_write(dir, rel, buf, 10, BUFCAP, true, NULL), 0);
 	/* real escapes are still refused */
-	assert_int_equal(ing_store_write(dir, "frames/../x.frame", buf, 10, BUFCAP), -EINVAL);
-	assert_int_equal(ing_store_write(dir, "frames/./x.frame", buf, 10, BUFCAP), -EINVAL);
-	assert_int_equal(ing_store_write(dir, "frames//x.frame", buf, 10, BUFCAP), -EINVAL);
-	assert_int_equal(ing_store_write(dir, "..", buf, 10, BUFCAP), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "frames/../x.frame", buf, 10, BUFCAP, true, NULL), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "frames/./x.frame", buf, 10, BUFCAP, true, NULL), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "frames//x.frame", buf, 10, BUFCAP, true, NULL), -EINVAL);
+	assert_int_equal(ing_store_write(dir, "..", buf, 10, BUFCAP, true, NULL), -EINVAL);
 	check_no_temp(dir);
 }
 
@@ -332,7 +332,7 @@ static void test_sweep_reused_pid(void **state)
 	touch_at(new_init, now);
 	char sd[160];
 	snprintf(sd, sizeof(sd), "%s/sweep2", dir);
-	assert_int_equal(dp_store_sweep_tmp(sd), 2);
+	assert_int_equal(ing_store_sweep_tmp(sd), 2);
 	struct stat st;
 	assert_int_equal(stat(old_self, &st), -1);
 	assert_int_equal(stat(old_init, &st), -1);

@@ -156,28 +156,28 @@ static void test_slot_share(void **state)
 
 	memset(&a, 0, sizeof(a));
 	a.max_slots_per_peer = s->max_slots_per_peer;
-	hog->slots = 3;   /* at its share (max_slots_per_peer 3) */
+	hog->share.slots = 3;   /* at its share (max_slots_per_peer 3) */
 	/* nobody else waits: work-conserving, it may take more */
-	assert_true(admit_peer_slot_ok(&a, hog));
+	assert_true(admit_peer_slot_ok(&a, &hog->share));
 	/* another address waits for a slot: no more for the hog */
 	memset(&w, 0, sizeof(w));
-	w.peer = other;
+	w.share = &other->share;
 	w.why = ADMIT_SLOT;
 	w.queued = true;
 	a.head = a.tail = &w;
-	assert_false(admit_peer_slot_ok(&a, hog));
-	assert_true(admit_peer_slot_ok(&a, other));
+	assert_false(admit_peer_slot_ok(&a, &hog->share));
+	assert_true(admit_peer_slot_ok(&a, &other->share));
 	/* a waiter of its own address does not hold it back */
-	w.peer = hog;
-	assert_true(admit_peer_slot_ok(&a, hog));
+	w.share = &hog->share;
+	assert_true(admit_peer_slot_ok(&a, &hog->share));
 	/* nor another address's call waiting for a credit of its own session */
-	w.peer = other;
+	w.share = &other->share;
 	w.why = ADMIT_CREDIT;
-	assert_true(admit_peer_slot_ok(&a, hog));
+	assert_true(admit_peer_slot_ok(&a, &hog->share));
 	/* under its share: always */
 	w.why = ADMIT_SLOT;
-	hog->slots = 2;
-	assert_true(admit_peer_slot_ok(&a, hog));
+	hog->share.slots = 2;
+	assert_true(admit_peer_slot_ok(&a, &hog->share));
 	/* untracked peer: no limit */
 	assert_true(admit_peer_slot_ok(&a, NULL));
 	svc_peer_put(s, hog);

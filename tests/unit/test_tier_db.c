@@ -161,7 +161,7 @@ static struct ing_catalog_row stored(const char *data, const char *frame, uint64
 	memset(buf, c, len);
 	assert_int_equal(ing_store_rel_path(r.path, sizeof(r.path), "W", frame), 0);
 	snprintf(wdir, sizeof(wdir), "%s/frames/W", data);
-	assert_int_equal(dp_mkdirs(wdir, 0755), 0);
+	assert_int_equal(ing_store_mkdirs(wdir, 0755), 0);
 	snprintf(path, sizeof(path), "%s/%s", data, r.path);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	assert_true(fd >= 0);

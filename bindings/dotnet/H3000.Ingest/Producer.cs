@@ -74,6 +74,13 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         _nfree = n;
     }
 
+    /// <summary>CRC-32C (Castagnoli) as the node checks it; chainable (pass the previous result).</summary>
+    public static unsafe uint Crc32c(ReadOnlySpan<byte> data, uint crc = 0)
+    {
+        fixed (byte* p = data)
+            return Native.ing_crc32c(crc, p, (nuint)data.Length);
+    }
+
     /// <summary>The loaded libingest's version ("1.3.0").</summary>
     public static unsafe string LibraryVersion => Native.Utf8(Native.ing_version_string());
 
@@ -168,13 +175,17 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     // Refusals that name the peer, the network or time may pass on a later attempt; a bad
     // option, token or certificate will not.
     private static bool ConnectRetryable(string why) =>
+        !why.Contains("UNAUTHENTICATED", StringComparison.Ordinal) &&
+        !why.Contains("PERMISSION_DENIED", StringComparison.Ordinal) &&
+        !why.Contains("certificate", StringComparison.OrdinalIgnoreCase) &&
+        !why.Contains("option", StringComparison.OrdinalIgnoreCase) && (
         why.Contains("refused", StringComparison.OrdinalIgnoreCase) ||
         why.Contains("timed out", StringComparison.OrdinalIgnoreCase) ||
         why.Contains("timeout", StringComparison.OrdinalIgnoreCase) ||
         why.Contains("unreachable", StringComparison.OrdinalIgnoreCase) ||
         why.Contains("reset", StringComparison.OrdinalIgnoreCase) ||
         why.Contains("UNAVAILABLE", StringComparison.Ordinal) ||
-        why.Contains("RESOURCE_EXHAUSTED", StringComparison.Ordinal);
+        why.Contains("RESOURCE_EXHAUSTED", StringComparison.Ordinal));
 
     internal bool IsDisposed => Volatile.Read(ref _disposed) != 0;
 
@@ -448,6 +459,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         bool final = stored || !ok || stage == AckStage.Durable;
         string fid, wid;
         FrameBuffer? buf = null;
+        bool returns = false;
         if (si >= 0 && si < _subs.Length && _subs[si].FrameId != null)
         {
             ref Submission s = ref _subs[si];
@@ -458,6 +470,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             if (buf != null && buf.Submission == si && (final || (ok && stage >= _recycleOn)))
             {
                 buf.Submission = -1;
+                returns = true;
                 if (buf.ReleasePending)
                 {
                     buf.ReleasePending = false;
@@ -479,7 +492,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         }
         string msg = ok ? "ok" : Native.Utf8(a->msg, 512);
         return new Ack(buf, fid, wid, stage, ok, stored, (ErrorCode)a->code, a->retryable != 0, a->duplicate != 0,
-                       a->crc32c, a->latency_ns, a->node_latency_ns, msg, (int)a->resends);
+                       a->crc32c, a->latency_ns, a->node_latency_ns, msg, (int)a->resends, returns);
     }
 
     // under or outside _gate: acks for a later Poll while the caller waits for a credit

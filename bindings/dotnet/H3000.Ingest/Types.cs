@@ -55,8 +55,9 @@ public readonly struct Ack
 {
     internal Ack(FrameBuffer? buffer, string frameId, string waferId, AckStage stage, bool ok, bool stored,
                  ErrorCode code, bool retryable, bool duplicate, uint crc32c, ulong latencyNs,
-                 ulong nodeLatencyNs, string message, int resends)
+                 ulong nodeLatencyNs, string message, int resends, bool returnsBuffer)
     {
+        ReturnsBuffer = returnsBuffer;
         Buffer = buffer;
         FrameId = frameId;
         WaferId = waferId;
@@ -73,6 +74,12 @@ public readonly struct Ack
         Resends = resends;
     }
 
+    /// <summary>
+    /// This ack gave the frame's buffer back to the caller (its recycle stage, RECEIVED by
+    /// default, or the end of the frame): fill and submit it again. True on exactly one ack
+    /// per submission.
+    /// </summary>
+    public bool ReturnsBuffer { get; }
     /// <summary>The buffer the frame was submitted from.</summary>
     public FrameBuffer? Buffer { get; }
     /// <summary>The frame's id as submitted.</summary>
