@@ -242,8 +242,9 @@ step_frames500() {
 		fail "ingest-verify: $(tail -5 "$W/verify.out")"
 	ceph_s3 cmp-dir frames "$W/d500" >"$W/cmp.out" 2>&1 || fail "boto3 read-back: $(tail -5 "$W/cmp.out")"
 	grep -q "^500 objects, 500 local copies, 500 equal" "$W/cmp.out" || fail "boto3: $(cat "$W/cmp.out")"
-	sleep 2   # the gateway's usage log is flushed every second
-	[ "$(ceph_usage_puts frames)" = 500 ] || fail "$(ceph_usage_puts frames) successful PUTs, 500 objects"
+	local puts
+	puts=$(ceph_usage_puts_settled frames 500)
+	[ "$puts" = 500 ] || fail "$puts successful PUTs, 500 objects"
 	ing_term_pid
 
 	step "--local-retention 0s: every local copy goes once its object is verified again"
@@ -297,8 +298,9 @@ step_kill9() {
 		"the restart; $(tier_stat alreadyStored) found already stored (same bytes), $(tier_stat uploadedFrames) uploaded"
 	[ "$(objects kill9)" = 60 ] || fail "$(objects kill9) objects, 60 frames"
 	ceph_s3 cmp-dir kill9 "$W/dk" >"$W/cmp.out" 2>&1 || fail "read-back: $(tail -5 "$W/cmp.out")"
-	sleep 2
-	[ "$(ceph_usage_puts kill9)" = 60 ] || fail "$(ceph_usage_puts kill9) successful PUTs for 60 objects"
+	local puts
+	puts=$(ceph_usage_puts_settled kill9 60)
+	[ "$puts" = 60 ] || fail "$puts successful PUTs for 60 objects"
 	[ "$(sqlite3 "$W/dk/catalog.db" "SELECT count(*) FROM frames WHERE location = 'both'")" = 60 ] ||
 		fail "catalog: not every frame is 'both'"
 	ing_term_pid
@@ -332,9 +334,8 @@ step_osd() {
 	store_fault osd ceph_kill_osd ceph_start_osd
 	# the gateway may finish a write it had already taken when the OSD comes back: the
 	# retry then finds the object (412, same bytes) and never writes it a second time
-	sleep 2
 	local puts
-	puts=$(ceph_usage_puts osd)
+	puts=$(ceph_usage_puts_settled osd 80)
 	[ "$puts" -le 80 ] || fail "$puts successful PUTs for 80 objects"
 }
 
