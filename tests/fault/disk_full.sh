@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # disk_full.sh BUILD_DIR - the data dir's filesystem fills up under a stream (root: a
 # 64 MiB ext4 on a loop device, filled with a ballast file to a few MiB free):
-#  1. frames that do not fit fail with ERROR_NO_SPACE (code 8), retryable; ingestd keeps
+#  1. frames that do not fit fail with ERROR_NO_SPACE (code 8: 'ingest node storage full'), retryable; ingestd keeps
 #     serving (health SERVING, same pid);
 #  2. no temp file and no partial frame file is left (every frame file has the full
 #     length), every DURABLE-acked and every catalogued frame is intact;
@@ -62,9 +62,11 @@ ok=$(json "$TMP/send1.json" ok) failed=$(json "$TMP/send1.json" failed)
 echo "first send: $ok ok, $failed failed (exit $rc)"
 [ "$failed" -gt 0 ] || fail "no frame failed on a full disk"
 [ "$ok" -gt 0 ] || fail "not one frame fitted in 6 MiB"
-grep -q "code 8, retryable" "$TMP/send1.err" || fail "failures are not ERROR_NO_SPACE (8), retryable"
-if grep "failed (code" "$TMP/send1.err" | grep -qv "code 8, retryable"; then
-	fail "a frame failed with another code than NO_SPACE: $(grep 'failed (code' "$TMP/send1.err" | grep -v 'code 8' | head -1)"
+# each failure line names the code's text and says retryable (ingest-send's NO_SPACE fix)
+grep -q "failed: ingest node storage full .*: retryable" "$TMP/send1.err" ||
+	fail "failures are not NO_SPACE ('ingest node storage full'), retryable"
+if grep "ingest-send: frame .* failed: " "$TMP/send1.err" | grep -qv "failed: ingest node storage full .*: retryable"; then
+	fail "a frame failed with another code than NO_SPACE: $(grep 'ingest-send: frame .* failed: ' "$TMP/send1.err" | grep -v 'storage full' | head -1)"
 fi
 
 step "node still serving, nothing partial left"

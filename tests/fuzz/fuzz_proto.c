@@ -27,6 +27,8 @@ static const ProtobufCMessageDescriptor *const descs[] = {
 	&grpc__health__v1__health_check_request__descriptor,
 	&h3000__members_request__descriptor,   /* fleet: rpc Members (node and producer) */
 	&h3000__members_reply__descriptor,
+	&h3000__get_frame_request__descriptor, /* tier: rpc GetFrame (node) */
+	&h3000__frame_data__descriptor,        /* and its replies (ingest-get) */
 };
 #define NDESCS (sizeof(descs) / sizeof(descs[0]))
 

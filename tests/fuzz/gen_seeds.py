@@ -156,6 +156,11 @@ def main():
     write("fuzz_proto", "members-request", b"\x08")
     write("fuzz_proto", "members-reply", b"\x09" + fb(1, member("node0", "127.0.0.1:7471", 1))
           + fb(1, member("node1", "[::1]:7471", 2)) + fb(2, "node0") + fv(3, 7) + fb(4, "postgresql"))
+    write("fuzz_proto", "get-frame-request", b"\x0a" + fb(1, "W-17") + fb(2, "frame-42") + fv(3, 2))
+    write("fuzz_proto", "frame-data", b"\x0b" + fb(1, "W-17") + fb(2, "frame-42") + fv(3, 5) + fv(4, 0x1234abcd)
+          + fv(5, 1764000000000) + fb(6, "both") + fv(7, 2) + fv(8, 0) + fb(15, b"hello"))
+    write("fuzz_proto", "stats-reply-tier", b"\x06" + fv(3, 7) + fb(60, fv(1, 1) + fb(2, "s3://h:7480/b") + fv(3, 4)
+          + fb(4, "credentials refused") + fv(5, 10) + b"\x39" + b"\0" * 8 + fv(21, 1)))
     # store path: wafer \0 frame \0 wafer2 \0 frame2
     write("fuzz_store_path", "plain", b"W1\x0042\x00W1\x0043")
     write("fuzz_store_path", "dots", b"lot..7\x00..\x00lot..7\x00%2E%2E")

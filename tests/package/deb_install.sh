@@ -45,19 +45,30 @@ purge_all() {
 	if getent passwd h3000 >/dev/null; then deluser --system --quiet h3000 >/dev/null 2>&1 || true; fi
 	if getent group h3000 >/dev/null; then delgroup --system --quiet h3000 >/dev/null 2>&1 || true; fi
 }
+# Written before the first install, removed once the test has purged: an install found
+# with it was left by a run of this test that was killed (its trap never ran).
+MARK=/var/lib/h3000-ingest-test.installed
 cleanup() {
 	ing_kill_pid
 	if dpkg-query -W h3000-ingest >/dev/null 2>&1 || getent passwd h3000 >/dev/null; then purge_all; fi
+	rm -f "$MARK"
 	rm -rf "$T"
 }
-trap cleanup EXIT
 
+if [ -e "$MARK" ]; then
+	echo "h3000-ingest and user h3000 left by an interrupted run of this test ($MARK): purging them first"
+	purge_all
+	rm -f "$MARK"
+fi
+# checked before the trap is set: an operator's own install is never purged by this test
 if dpkg-query -W -f='${Status}' h3000-ingest 2>/dev/null | grep -q installed; then
 	fail "h3000-ingest is installed on this machine already: this test installs and purges it (apt purge h3000-ingest first)"
 fi
 if getent passwd h3000 >/dev/null; then
 	fail "a user h3000 exists already (not from this package): this test would delete it"
 fi
+trap cleanup EXIT
+: >"$MARK"
 
 step "cpack -G DEB"
 (cd "$BUILD" && cpack -G DEB -B "$T/out") >"$T/cpack.log" 2>&1 || { cat "$T/cpack.log"; fail "cpack"; }

@@ -190,6 +190,23 @@ print(sum(c.get("successful_ops", 0) for e in d.get("entries", []) for b in e.ge
           if b.get("bucket") == sys.argv[1] for c in b.get("categories", []) if c.get("category") == "put_obj"))' "$1"
 }
 
+# ceph_usage_puts_settled BUCKET MIN: ceph_usage_puts once the gateway's usage log has
+# caught up: the count has reached MIN (every object written was PUT at least once) and
+# read the same twice in a row, a second apart (a late duplicate would still show); 60 s
+# at most (then whatever it read last: the caller's check fails with that number).
+ceph_usage_puts_settled() {
+	local n last=-1 deadline=$((SECONDS + 60))
+	while :; do
+		n=$(ceph_usage_puts "$1")
+		[ -n "$n" ] || n=0
+		if [ "$n" -ge "$2" ] && [ "$n" = "$last" ]; then break; fi
+		[ $SECONDS -lt $deadline ] || break
+		last=$n
+		sleep 1
+	done
+	echo "$n"
+}
+
 # ceph_cleanup: stop every daemon (TERM, then KILL after 10 s) and remove the dir
 ceph_cleanup() {
 	[ -n "$CEPH_DIR" ] && [ -d "$CEPH_DIR" ] || return 0

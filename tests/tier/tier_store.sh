@@ -9,8 +9,9 @@
 #              --local-retention without --tier: exit 2, one line with the fix
 #   creds      wrong secret key: ingestd starts, says so at start and in Stats
 #              (CREDENTIALS_REFUSED); frames still DURABLE, queued; the doctor warns
-#   bucket     a missing bucket: NO_BUCKET at start and in Stats; created: the backlog drains,
-#              but for a frame whose key already holds another object (a conflict: kept local)
+#   bucket     a missing bucket: NO_BUCKET at start and in Stats; created: the backlog drains
+#   conflict   a frame whose key already holds another object: kept local, counted, the
+#              reason in tier_outbox.last_error, the other object left as it was
 #   getframe   ingest-get and a grpcio client read frames from the local copy and the store;
 #              the token is required; an unknown frame, a bad id; a local copy damaged after
 #              it was stored is DATA_LOSS, and ingest-get reads the store's copy instead
@@ -48,7 +49,7 @@ export TIER_RPC_STUBS=$W/stubs
 RPC="/usr/bin/python3 $HERE/tier_rpc.py"
 PID=
 SERVER=
-STEPS=${*:-badinput creds bucket getframe frames500 kill9 osd rgw highwater}
+STEPS=${*:-badinput creds bucket conflict getframe frames500 kill9 osd rgw highwater}
 PY=/usr/bin/python3
 
 fail() {
@@ -146,18 +147,29 @@ step_bucket() {
 		fail "Stats storeError: $(tier_stat storeError)"
 	grep -q "object store no bucket: bucket 'later' does not exist" "$NODE_LOG" || fail "no clear line in the log"
 	ceph_s3 mb later
-	# another object already under frame-3's key: a conflict, that frame stays local
-	head -c 1000 /dev/urandom >"$W/other"
-	ceph_s3 put later ingest-send/frame-3 "$W/other"
-	tier_wait "backlogFrames == 1 and framesBoth == 4 and conflicts == 1 and storeState == 2" 60 \
-		"the backlog drains, but for the conflict"
-	sqlite3 "$W/dc/catalog.db" "SELECT last_error FROM tier_outbox WHERE frame_id = 'frame-3'" |
-		grep -q "another object is stored under key ingest-send/frame-3.*the frame stays local" ||
-		fail "the conflict is not in tier_outbox.last_error"
-	[ "$(sqlite3 "$W/dc/catalog.db" "SELECT location FROM frames WHERE frame_id = 'frame-3'")" = local ] ||
-		fail "frame-3 is not local"
+	tier_wait "backlogFrames == 0 and framesBoth == 5 and storeState == 2" 60 "the backlog drains"
 	[ "$(objects later)" = 5 ] || fail "$(objects later) objects in bucket later, 5 expected"
 	ing_term_pid
+}
+
+step_conflict() {
+	step "another object already under a frame's key: a conflict, the frame stays local"
+	ceph_s3 mb conflict
+	head -c 1000 /dev/urandom >"$W/other"
+	ceph_s3 put conflict ingest-send/frame-3 "$W/other"   # before the node can upload frame-3
+	node_start "$W/dx" conflict
+	send 5 1M 1 "$W/x.man"
+	tier_wait "backlogFrames == 1 and framesBoth == 4 and conflicts == 1 and storeState == 2" 60 \
+		"every frame tiered but the conflict"
+	sqlite3 "$W/dx/catalog.db" "SELECT last_error FROM tier_outbox WHERE frame_id = 'frame-3'" |
+		grep -q "another object is stored under key ingest-send/frame-3.*the frame stays local" ||
+		fail "the conflict is not in tier_outbox.last_error"
+	[ "$(sqlite3 "$W/dx/catalog.db" "SELECT location FROM frames WHERE frame_id = 'frame-3'")" = local ] ||
+		fail "frame-3 is not local"
+	ceph_s3 get conflict ingest-send/frame-3 "$W/other.back"
+	cmp -s "$W/other" "$W/other.back" || fail "the node overwrote the other object"
+	ing_term_pid
+	rm -rf "$W/dx"
 }
 
 step_getframe() {
@@ -230,8 +242,9 @@ step_frames500() {
 		fail "ingest-verify: $(tail -5 "$W/verify.out")"
 	ceph_s3 cmp-dir frames "$W/d500" >"$W/cmp.out" 2>&1 || fail "boto3 read-back: $(tail -5 "$W/cmp.out")"
 	grep -q "^500 objects, 500 local copies, 500 equal" "$W/cmp.out" || fail "boto3: $(cat "$W/cmp.out")"
-	sleep 2   # the gateway's usage log is flushed every second
-	[ "$(ceph_usage_puts frames)" = 500 ] || fail "$(ceph_usage_puts frames) successful PUTs, 500 objects"
+	local puts
+	puts=$(ceph_usage_puts_settled frames 500)
+	[ "$puts" = 500 ] || fail "$puts successful PUTs, 500 objects"
 	ing_term_pid
 
 	step "--local-retention 0s: every local copy goes once its object is verified again"
@@ -285,8 +298,9 @@ step_kill9() {
 		"the restart; $(tier_stat alreadyStored) found already stored (same bytes), $(tier_stat uploadedFrames) uploaded"
 	[ "$(objects kill9)" = 60 ] || fail "$(objects kill9) objects, 60 frames"
 	ceph_s3 cmp-dir kill9 "$W/dk" >"$W/cmp.out" 2>&1 || fail "read-back: $(tail -5 "$W/cmp.out")"
-	sleep 2
-	[ "$(ceph_usage_puts kill9)" = 60 ] || fail "$(ceph_usage_puts kill9) successful PUTs for 60 objects"
+	local puts
+	puts=$(ceph_usage_puts_settled kill9 60)
+	[ "$puts" = 60 ] || fail "$puts successful PUTs for 60 objects"
 	[ "$(sqlite3 "$W/dk/catalog.db" "SELECT count(*) FROM frames WHERE location = 'both'")" = 60 ] ||
 		fail "catalog: not every frame is 'both'"
 	ing_term_pid
@@ -320,9 +334,8 @@ step_osd() {
 	store_fault osd ceph_kill_osd ceph_start_osd
 	# the gateway may finish a write it had already taken when the OSD comes back: the
 	# retry then finds the object (412, same bytes) and never writes it a second time
-	sleep 2
 	local puts
-	puts=$(ceph_usage_puts osd)
+	puts=$(ceph_usage_puts_settled osd 80)
 	[ "$puts" -le 80 ] || fail "$puts successful PUTs for 80 objects"
 }
 
@@ -346,8 +359,12 @@ step_highwater() {
 	local ok
 	ok=$(grep -vc '^#' "$W/hw.ok")
 	[ "$ok" -ge 1 ] && [ "$ok" -lt 40 ] || fail "$ok of 40 frames taken"
+	# one more: refused (nothing is deleted while the store is down), and Stats says so
+	"$SEND" --server "$SERVER" --count 1 --sizes 16M --first-id 41 --quiet >"$W/send.out" 2>&1 &&
+		fail "a frame was taken at the mark with the store down"
+	grep -q "storage full.*retryable" "$W/send.out" || fail "frame 41: $(tail -2 "$W/send.out")"
 	$RPC stats "$SERVER" >"$W/stats.json" || fail "Stats"
-	[ "$(tier_stat refusedFrames)" -ge 1 ] && [ "$(tier_stat refusing)" = True ] ||
+	[ "$(tier_stat refusedFrames)" -ge 2 ] && [ "$(tier_stat refusing)" = True ] ||
 		fail "Stats: refusing $(tier_stat refusing), refusedFrames $(tier_stat refusedFrames)"
 	echo "  store down: $ok frames taken ($(tier_stat localBytes) bytes local), $(tier_stat refusedFrames) refused NO_SPACE"
 	"$VERIFY" --data-dir "$W/dh" --manifest "$W/hw.ok" --quiet || fail "an ACKed frame is not intact"
