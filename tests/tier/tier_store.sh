@@ -304,6 +304,14 @@ step_kill9() {
 	[ "$(sqlite3 "$W/dk/catalog.db" "SELECT count(*) FROM frames WHERE location = 'both'")" = 60 ] ||
 		fail "catalog: not every frame is 'both'"
 	ing_term_pid
+	# a local copy that goes while ingest-verify runs (the node's retention deletes copies it
+	# has verified in the store): with --tier the object is checked instead, nothing is bad
+	ls "$W/dk/frames/"*/frame-7.frame >/dev/null || fail "no frame-7 file"
+	rm -f "$W/dk/frames/"*/frame-7.frame
+	"$VERIFY" --data-dir "$W/dk" --manifest "$W/kill9.m1" --tier "s3://127.0.0.1:$CEPH_RGW_PORT/kill9" \
+		--tier-credentials "$CEPH_CREDS" >"$W/verify.out" 2>&1 ||
+		fail "ingest-verify --tier with frame-7's local copy gone: $(tail -3 "$W/verify.out")"
+	grep -q "60 ok, 0 bad" "$W/verify.out" || fail "ingest-verify --tier: $(tail -1 "$W/verify.out")"
 	rm -rf "$W/dk"
 }
 
