@@ -7,7 +7,13 @@
 #   node_stop I              SIGTERM, wait (20 s at most); fails unless exit 0
 #   node_gate I              before node_start I: the node runs with fsync_gate.so
 #                            (tests/fleet/fsync_gate.c), its gate open
-#   hold_received I [N]      close node I's gate (its fdatasync waits from now on) and wait
+#   gate_close I             close node I's gate now (after node_start I: its start syncs
+#                            its catalog), before the producer starts: node I can make no
+#                            frame DURABLE, so the producer cannot end before the test acts,
+#                            however fast it runs (a gate closed after N acks lost that race
+#                            in the Soft-RoCE guest: the producer had ended)
+#   hold_received I [N]      close node I's gate, if gate_close did not (its fdatasync waits
+#                            from now on), and wait
 #                            (60 s at most) until a sync call waits in it (<gate>.waiting:
 #                            the frames of that persistence batch cannot become DURABLE)
 #                            and Stats shows N (1) frames RECEIVED and not DURABLE
@@ -100,11 +106,17 @@ node_gate() {
 	rm -f "${NODE_GATE[$1]}"
 }
 
+gate_close() {
+	[ -n "${NODE_GATE[$1]:-}" ] || fail "gate_close $1: node $1 was not started with node_gate"
+	rm -f "${NODE_GATE[$1]}.waiting"
+	touch "${NODE_GATE[$1]}"
+}
+
 hold_received() {
 	local i=$1 n=${2:-1} k
 	[ -n "${NODE_GATE[$i]:-}" ] || fail "hold_received $i: node $i was not started with node_gate"
-	rm -f "${NODE_GATE[$i]}.waiting"
-	touch "${NODE_GATE[$i]}"
+	# closed already (gate_close): a call may wait in it and have said so
+	[ -e "${NODE_GATE[$i]}" ] || gate_close "$i"
 	for k in $(seq 1 600); do
 		[ -e "${NODE_GATE[$i]}.waiting" ] && break
 		sleep 0.1

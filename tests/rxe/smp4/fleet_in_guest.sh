@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # fleet: libingest in fleet mode over RDMA (docs/FLEET.md "Over RDMA"), three ingestd on the
 # guest's rxe device (own gRPC and rdma_cm ports, own data dirs), real processes:
-#  A. RDMA WRITE push to three nodes, 240 frames over 12 wafers; after 40 DURABLE acks node 1's
-#     fdatasync is held (tests/fleet/fsync_gate.c) and, once it holds frames RECEIVED and
-#     not DURABLE, it is killed with kill -9: ingest-send ends with every frame DURABLE
+#  A. RDMA WRITE push to three nodes, 240 frames over 30 wafers; node 1's fdatasync is held
+#     from before the producer starts (tests/fleet/fsync_gate.c: it makes no frame DURABLE,
+#     so the producer cannot end first) and, once it holds frames RECEIVED and not DURABLE
+#     and the others have acked frames DURABLE, it is killed with kill -9: ingest-send ends
+#     with every frame DURABLE
 #     somewhere, frames re-sent (> 0), each node holds byte for byte every frame it acked
 #     (ingest-verify), the two others received their frames by push (Stats);
 #  B. AUTO: RDMA READ pull to two nodes, the gRPC stream to a third that has no RDMA
@@ -61,15 +63,16 @@ rdma_node() {
 step "A: three nodes over RDMA WRITE push"
 node_gate 1
 for i in 0 1 2; do rdma_node "$i" $((7480 + i)); done
+gate_close 1   # before the producer: it cannot end before the kill (30 wafers: node 1 has some)
 SERVERS=$(nodes_servers)
 echo "servers $SERVERS"
-timeout 600 "$SEND" --servers "$SERVERS" --transport rdma-write --wafer RF-A --wafers 12 --count 240 \
+timeout 600 "$SEND" --servers "$SERVERS" --transport rdma-write --wafer RF-A --wafers 30 --count 240 \
 	--size 256K --seed 21 --credits 8 --ack-deadline-ms 60000 --frame-timeout-ms 300000 \
 	--manifest "$TMP/a.man" --placement "$TMP/a.pl" --json --quiet --log-level info \
 	>"$TMP/a.json" 2>"$TMP/a.err" &
 SEND_PID=$!
-wait_lines "$TMP/a.pl" 40 300
 hold_received 1
+wait_lines "$TMP/a.pl" 1 300   # mid-stream: the other nodes acked frames DURABLE
 KILL_MS=$(now_ms)   # before the signal: a date process takes long under TCG
 kill -KILL "${NODE_PID[1]}"
 wait "${NODE_PID[1]}" 2>/dev/null || true
@@ -107,15 +110,16 @@ node_gate 4
 rdma_node 3 7483
 rdma_node 4 7484 --pool 1M:4      # fewer slots than the producer's credits: FrameMetas wait
 node_start 5 --rdma off --lcores 0,1
+gate_close 4   # as node 1 in A
 SERVERS2=${NODE_ADDR[3]},${NODE_ADDR[4]},${NODE_ADDR[5]}
 ACK_DEADLINE_MS=30000   # the stopped node misses its PINGs (500 ms) long before
-timeout 600 "$SEND" --servers "$SERVERS2" --wafer RF-B --wafers 12 --count 240 --size 256K --seed 22 \
+timeout 600 "$SEND" --servers "$SERVERS2" --wafer RF-B --wafers 30 --count 240 --size 256K --seed 22 \
 	--credits 8 --ack-deadline-ms $ACK_DEADLINE_MS --keepalive-ms 500 --frame-timeout-ms 300000 \
 	--manifest "$TMP/b.man" --placement "$TMP/b.pl" --json --quiet --log-level info \
 	>"$TMP/b.json" 2>"$TMP/b.err" &
 SEND_PID=$!
-wait_lines "$TMP/b.pl" 40 300
 hold_received 4 4      # all four slots: nothing more can be READ before the stop
+wait_lines "$TMP/b.pl" 1 300
 STOP_MS=$(now_ms)   # before the signal: a date process takes long under TCG
 kill -STOP "${NODE_PID[4]}"
 echo "stopped node 4 holding $HELD frame(s) RECEIVED and not DURABLE"
