@@ -55,6 +55,20 @@ static int set_pool(const struct ing_opt *d, void *cfg, const char *v, char *why
 	return 0;
 }
 
+/* --pool-bytes: the pool as one size, no classes (hugepages from the bytes alone) */
+static int set_pool_bytes(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	uint64_t x;
+	(void)d;
+	if (ing_parse_size(v, &x) || x == 0) {
+		snprintf(why, whylen, "'%.64s' is not a size (256M, 1G; more than 0)", v);
+		return -EINVAL;
+	}
+	((C *)cfg)->o.pool_bytes = x;
+	((C *)cfg)->o.pool_nclasses = 0;
+	return 0;
+}
+
 static int set_memlock(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
 	uint64_t x;
@@ -78,8 +92,8 @@ static const struct ing_opt opts[] = {
 	ING_OPT_PATH_(C, "data-dir", o.data_dir, "DIR", "ingestd's data dir (storage checks; an O_DIRECT probe file\n"
 		      "is written there and removed)"),
 	ING_OPT_CUSTOM_(C, "pool", o.pool_bytes, set_pool, "SPEC", "ingestd's --pool SIZE:COUNT,...: the pool to check memlock,\n"
-			"memory and hugepages against (default 256M)"),
-	ING_OPT_SIZE_(C, "pool-bytes", o.pool_bytes, 1, 0, "the same as a size (256M, 1G)"),
+			"memory and hugepages against (default: ingestd's, 4M:16,16M:8,64M:4)"),
+	ING_OPT_CUSTOM_(C, "pool-bytes", o.pool_bytes, set_pool_bytes, "SIZE", "the same as a size (256M, 1G)"),
 	ING_OPT_CHOICE_(C, "hugepages", o.hugepages, "auto=-1|on=1|off=0", "as ingestd --hugepages: on needs enough free hugepages,\n"
 			"auto falls back to 4 KiB pages, off does not use them"),
 	ING_OPT_STR_(C, "rdma-dev", o.rdma_dev, "NAME", "device to check (default: the first one)"),
@@ -120,6 +134,20 @@ static const struct ing_cli cli = {
 		       "  1  at least one check FAILed (each with its fix)\n"
 		       "  2  usage error, or a config file ingestd would refuse (FILE:LINE)\n",
 };
+
+/* Without --config or --pool the doctor checks the pool ingestd starts with by default, so
+ * that its hugepage advice names the pages ingestd's start warning names. */
+static void ingestd_default_pool(struct ing_doctor_opts *o)
+{
+	struct ing_ingestd_opts io;
+	struct ing_pool_opts po;
+	char why[200];
+
+	ing_ingestd_opts_init(&io);
+	ing_pool_opts_init(&po);
+	if (!ing_pool_spec_parse(&po, io.pool, why, sizeof(why)))   /* the default: always parses */
+		pool_classes(o, &po);
+}
 
 /* --config FILE: ingestd's file, read by ingestd's own table, into the doctor's options */
 static int read_ingestd_config(struct doctor_cfg *c)
@@ -197,6 +225,7 @@ int main(int argc, char **argv)
 	int argi, rc;
 
 	ing_doctor_opts_init(&c.o);
+	ingestd_default_pool(&c.o);
 	/* the file first, so that the flags given here override it */
 	if (!ing_cli_parse_only(&cli, argc, argv, &c, first) && c.config &&
 	    read_ingestd_config(&c))

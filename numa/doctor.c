@@ -548,8 +548,9 @@ static void check_hugepages(struct ctx *c)
 				       "the MR pool uses 4 KiB pages (slower)");
 	} else {
 		add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
-		    "%s reserved; free%s %s >= pool %s", per_size, where,
-		    human(h.free * h.page_size, a, 32), human(pool, b, 32));
+		    "%s reserved; free%s %s >= pool %s (%llu x %s)", per_size, where,
+		    human(h.free * h.page_size, a, 32), human(pool, b, 32), (unsigned long long)pages,
+		    human(h.page_size, line, 32));
 	}
 }
 

@@ -88,6 +88,27 @@ assert c["status"] == "WARN", c
 assert sys.argv[2] in c["fix"], c["fix"]
 EOF
 
+	step "none: ingest-doctor without --pool checks the pool ingestd starts with by default"
+	# the pages ingestd's default pool needs, from its start (the INFO line when enough are
+	# free, else the warning), against the doctor's without any pool flag
+	ing_start "$INGESTD" "$T/port" "$T/ingestd-default.log" --data-dir "$T/data3" --workers 1 \
+		--pool-node 0 --log-format text
+	PID=$ING_PID
+	node_pages=$(sed -n -e 's/.*pool on hugepages: \([0-9]*\) x 2 MiB needed.*/\1/p' \
+		-e "s/.*'ingest-hugepages --pages \([0-9]*\) --node 0'.*/\1/p" "$T/ingestd-default.log" | head -n1)
+	ing_term_pid
+	[ -n "$node_pages" ] || fail "ingestd's default pool: neither 'pool on hugepages' nor the warning: $(grep -i huge "$T/ingestd-default.log")"
+	"$DOCTOR" --pool-node 0 --json >"$T/doctor-default.json" || true
+	python3 - "$T/doctor-default.json" "$node_pages" <<'EOF2' || fail "ingest-doctor's default pool is not ingestd's"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+c = [k for k in d["checks"] if k["name"] == "memory.hugepages"][0]
+print("doctor (no --pool):", c["status"], c["detail"], "| fix:", c["fix"])
+m = re.search(r"\((\d+) x 2 MiB\)", c["detail"]) or re.search(r"--pages (\d+)", c["fix"] or "")
+assert m and m.group(1) == sys.argv[2], "ingestd's default pool needs %s pages" % sys.argv[2]
+EOF2
+	echo "ingestd's default pool and the doctor's: $node_pages x 2 MiB"
+
 	step "none: --hugepages on refuses to start (and --check-config says so), with the same advice"
 	for check in "" --check-config; do
 		rc=0
