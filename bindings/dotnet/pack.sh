@@ -27,9 +27,12 @@ dotnet pack "$HERE/H3000.Ingest/H3000.Ingest.csproj" -c Release -nologo -v:q -cl
 PKG=$BUILD/nuget/H3000.Ingest.$VERSION.nupkg
 [ -f "$PKG" ] || { echo "pack.sh: dotnet pack made no $PKG" >&2; exit 1; }
 # what a consumer gets: the native library where the host probes for it, nothing of rdma-core
-unzip -l "$PKG" | grep -q ' runtimes/linux-x64/native/libingest.so.1$' ||
+# (the listing read whole first: `unzip | grep -q` under pipefail fails whenever grep's early
+# exit makes unzip die of SIGPIPE)
+LISTING=$(unzip -l "$PKG")
+grep -q ' runtimes/linux-x64/native/libingest.so.1$' <<<"$LISTING" ||
 	{ echo "pack.sh: $PKG lacks runtimes/linux-x64/native/libingest.so.1" >&2; exit 1; }
-if unzip -l "$PKG" | grep -E 'libibverbs|librdmacm' >/dev/null; then
+if grep -E 'libibverbs|librdmacm' <<<"$LISTING" >/dev/null; then
 	echo "pack.sh: $PKG bundles rdma-core: it must stay a system dependency" >&2
 	exit 1
 fi

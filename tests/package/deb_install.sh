@@ -108,7 +108,7 @@ for f in /usr/bin/ingestd /usr/bin/ingest-send /usr/bin/ingest-verify /usr/bin/i
 done
 /usr/sbin/ingest-hugepages --check --pool 2M:1 >"$T/hp.txt" 2>&1 || true
 grep -q 'the pool needs 1' "$T/hp.txt" || fail "installed ingest-hugepages: $(cat "$T/hp.txt")"
-/usr/sbin/ingest-hugepages --help | grep -q '/etc/h3000/ingestd.conf' || fail "ingest-hugepages does not default to /etc/h3000/ingestd.conf"
+/usr/sbin/ingest-hugepages --help | grep '/etc/h3000/ingestd.conf' >/dev/null || fail "ingest-hugepages does not default to /etc/h3000/ingestd.conf"
 for u in ingestd.service ingest-hugepages.service; do
 	systemd-analyze verify "/lib/systemd/system/$u" >"$T/verify.txt" 2>&1 ||
 		fail "systemd-analyze verify $u: $(cat "$T/verify.txt")"

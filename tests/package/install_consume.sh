@@ -45,7 +45,7 @@ for f in include/ingest/producer.h lib/pkgconfig/ingest.pc lib/cmake/ingest/inge
 done
 grep -qx "ExecStart=$P/sbin/ingest-hugepages --config $P/etc/h3000/ingestd.conf" \
 	"$P/lib/systemd/system/ingest-hugepages.service" || fail "ingest-hugepages.service does not run $P/sbin/ingest-hugepages"
-"$P/sbin/ingest-hugepages" --help | grep -q "default $P/etc/h3000/ingestd.conf" ||
+"$P/sbin/ingest-hugepages" --help | grep "default $P/etc/h3000/ingestd.conf" >/dev/null ||
 	fail "the installed ingest-hugepages does not default to the prefix's config"
 grep -qF "note: systemd does not look in $P/lib/systemd/system: systemctl link $P/lib/systemd/system/ingestd.service" \
 	"$T/install.log" || fail "the install did not say how to make systemd see the unit: $(cat "$T/install.log" | tail -3)"
@@ -80,9 +80,9 @@ grep -qx "ExecStart=$P/bin/ingestd --config $P/etc/h3000/ingestd.conf" \
 	"$P/lib/systemd/system/ingestd.service" ||
 	fail "the unit does not start $P/bin/ingestd --config $P/etc/h3000/ingestd.conf"
 for m in ingestd ingest-send ingest-verify ingest-topo ingest-doctor ingest-bench ingest-stat ingest-catalog; do
-	zcat "$P/share/man/man1/$m.1.gz" | grep -q '^\.TH' || fail "man page $m.1.gz missing or empty"
+	zcat "$P/share/man/man1/$m.1.gz" | grep '^\.TH' >/dev/null || fail "man page $m.1.gz missing or empty"
 done
-zcat "$P/share/man/man1/ingestd.1.gz" | grep -qF 'data\-dir' || fail "ingestd(1) lacks its options"
+zcat "$P/share/man/man1/ingestd.1.gz" | grep -F 'data\-dir' >/dev/null || fail "ingestd(1) lacks its options"
 
 step "no test hooks in what is installed"
 for f in "$P/lib/libingest.so.1" "$P"/bin/*; do

@@ -39,7 +39,8 @@ public class FallbackTests
                     string id = $"cs-{next:D4}";
                     string wafer = "cs-w" + (next % 3);
                     var (len, crc) = Fill(b, id, r);
-                    if (!p.TrySubmit(b, len, id, wafer))
+                    // every other frame declares its CRC-32C (the library does not compute it)
+                    if (!p.TrySubmit(b, len, id, wafer, crc32c: next % 2 == 0 ? crc : null))
                         break;
                     free.Dequeue();
                     frames.Add((id, wafer, len, crc));
@@ -76,6 +77,39 @@ public class FallbackTests
         var (rc, output) = Support.Run(IngestNode.App("ingest-verify"), "--data-dir", node.DataDir, "--manifest", man);
         Assert.True(rc == 0, "ingest-verify: " + output);
         Assert.Contains("1000", output, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task A_declared_CRC_that_does_not_match_fails_the_frame_and_stores_nothing()
+    {
+        await using IngestNode node = await Support.Node("badcrc");
+        await using Producer p = Producer.Connect(Support.Grpc(node) with { PoolFrames = 2 });
+        var r = new Random(11);
+        FrameBuffer b = p.Rent(128 << 10);
+        var acks = new List<Ack>();
+        var buf = new Ack[8];
+        void Send(string id, Func<uint, uint?> declare)
+        {
+            var (len, crc) = Fill(b, id, r);
+            Assert.True(p.TrySubmit(b, len, id, "cs-crc", crc32c: declare(crc)));
+            long end = Environment.TickCount64 + 60000;
+            while (p.InFlight > 0 && Environment.TickCount64 < end)
+            {
+                int n = p.Poll(buf, TimeSpan.FromMilliseconds(50));
+                for (int i = 0; i < n; i++)
+                    acks.Add(buf[i]);
+            }
+            Assert.Equal(0, p.InFlight);
+        }
+        Send("bad", crc => crc ^ 1);      // one bit off
+        Send("good", crc => crc);
+        Ack bad = acks.Last(a => a.FrameId == "bad" && a.IsFinal);
+        Assert.True(!bad.Ok && !bad.Stored && bad.Code == ErrorCode.CrcMismatch, bad.ToString());
+        Ack good = acks.Last(a => a.FrameId == "good" && a.IsFinal);
+        Assert.True(good.Ok && good.Stored, good.ToString());
+        string dir = Path.Combine(node.DataDir, "frames", "cs-crc");
+        Assert.False(File.Exists(Path.Combine(dir, "bad.frame")), "the frame with the wrong CRC was stored");
+        Assert.True(File.Exists(Path.Combine(dir, "good.frame")));
     }
 
     [Fact]

@@ -283,7 +283,13 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     /// <param name="frameId">1..256 bytes of UTF-8 without control characters; (wafer, frame) names the frame.</param>
     /// <param name="waferId">Same rule; null or "": the node's wafer "default".</param>
     /// <param name="timestamp">Stored as sent, any unit (0: now, ns).</param>
-    public unsafe bool TrySubmit(FrameBuffer buffer, int length, string frameId, string? waferId = null, long timestamp = 0)
+    /// <param name="crc32c">The frame's CRC-32C (<see cref="Crc32c"/>) when the caller has it
+    /// already (computed while the bytes were made, or kept for a buffer sent again): the
+    /// library then does not read the frame to compute it. The node checks it against the
+    /// bytes it received: a wrong one fails the frame (<see cref="ErrorCode.CrcMismatch"/>,
+    /// retryable: the bytes may have been damaged on the way), nothing stored. Null: the library computes it.</param>
+    public unsafe bool TrySubmit(FrameBuffer buffer, int length, string frameId, string? waferId = null, long timestamp = 0,
+                                 uint? crc32c = null)
     {
         ArgumentNullException.ThrowIfNull(buffer);
         ArgumentNullException.ThrowIfNull(frameId);
@@ -317,6 +323,8 @@ public sealed class Producer : IAsyncDisposable, IDisposable
                 d.timestamp = timestamp;
                 d.data = buffer.Pointer;
                 d.length = (ulong)length;
+                d.crc32c = crc32c.GetValueOrDefault();
+                d.has_crc = crc32c.HasValue ? 1 : 0;
                 d.user = (void*)(nint)(si + 1);
                 rc = Native.ing_producer_submit_sz(_h, &d, (nuint)sizeof(Native.ing_frame_desc));
             }
@@ -338,9 +346,10 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     /// <see cref="TrySubmit"/>, waiting for a credit as long as it takes (acks that arrive
     /// meanwhile go to the next <see cref="Poll"/>, or to <see cref="ReadAcksAsync"/>).
     /// </summary>
-    public void Submit(FrameBuffer buffer, int length, string frameId, string? waferId = null, long timestamp = 0)
+    public void Submit(FrameBuffer buffer, int length, string frameId, string? waferId = null, long timestamp = 0,
+                       uint? crc32c = null)
     {
-        while (!TrySubmit(buffer, length, frameId, waferId, timestamp))
+        while (!TrySubmit(buffer, length, frameId, waferId, timestamp, crc32c))
         {
             if (_pump != null)
                 _credit.Wait(100);
@@ -351,10 +360,11 @@ public sealed class Producer : IAsyncDisposable, IDisposable
 
     /// <summary><see cref="TrySubmit"/>, waiting asynchronously for a credit (starts the ack pump).</summary>
     public async ValueTask SubmitAsync(FrameBuffer buffer, int length, string frameId, string? waferId = null,
-                                       long timestamp = 0, CancellationToken cancellationToken = default)
+                                       long timestamp = 0, uint? crc32c = null,
+                                       CancellationToken cancellationToken = default)
     {
         EnsurePump();
-        while (!TrySubmit(buffer, length, frameId, waferId, timestamp))
+        while (!TrySubmit(buffer, length, frameId, waferId, timestamp, crc32c))
             await _credit.WaitAsync(100, cancellationToken).ConfigureAwait(false);
     }
 

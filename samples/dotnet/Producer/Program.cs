@@ -61,9 +61,9 @@ while (stored + failed < count)
     {
         FrameBuffer buffer = free.Peek();
         RandomNumberGenerator.Fill(buffer.Memory.Span);
-        uint crc = Producer.Crc32c(buffer.Memory.Span);   // before submit: in flight, the bytes are the node's
+        uint crc = Producer.Crc32c(buffer.Memory.Span);   // before submit (in flight, the bytes are the node's); declared, the library need not read them again
         string id = $"frame-{sent}";
-        if (!producer.TrySubmit(buffer, size, id, wafer, DateTimeOffset.UtcNow.ToUnixTimeMilliseconds()))
+        if (!producer.TrySubmit(buffer, size, id, wafer, DateTimeOffset.UtcNow.ToUnixTimeMilliseconds(), crc))
             break;   // no credit: the acks below free one
         crcs[id] = crc;
         free.Dequeue();
