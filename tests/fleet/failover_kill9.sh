@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # failover_kill9.sh BUILD_DIR - three ingestd on loopback, one ingest-send --servers
 # streaming 900 frames over 30 wafers; one node is killed with kill -9 mid-stream, at a
-# moment the test controls: after 200 DURABLE acks the node's fdatasync is held
-# (fsync_gate.so, fleet_lib.sh hold_received) and the kill comes once its Stats show frames
-# RECEIVED and not DURABLE, so there are always frames to re-send.
+# moment the test controls: the node's fdatasync is held from before the producer starts
+# (fsync_gate.so, fleet_lib.sh gate_close), so the producer cannot finish without it, and
+# the kill comes once its Stats show frames RECEIVED and not DURABLE (hold_received) and
+# the other nodes acked frames DURABLE, so there are always frames to re-send.
 # Checks: ingest-send finishes with every frame DURABLE somewhere (exit 0), frames were
 # re-sent (> 0) after one failover; the killed node restarts on its data dir; every frame
 # is on the node that acked it DURABLE, byte for byte and in its catalog; no node holds a
@@ -41,17 +42,18 @@ fleet_pg_start
 node_gate 1
 for i in 0 1 2; do node_start "$i"; done
 SERVERS=$(nodes_servers)
+gate_close 1   # before the producer: it cannot end before the kill (30 wafers: node 1 has some)
 echo "servers $SERVERS"
 
-step "stream 900 frames over 30 wafers; after 200 DURABLE acks hold node 1's fdatasync, kill -9 it while it holds frames RECEIVED"
+step "stream 900 frames over 30 wafers; node 1's fdatasync held from the start: once it holds frames RECEIVED and the others acked frames DURABLE, kill -9 it"
 # the ack deadline is far above the hold: the kill, not the deadline, fails the node over
 "$SEND" --servers "$SERVERS" --wafer LOT7 --wafers 30 --count 900 --size 64K --seed 11 \
 	--credits 16 --ack-deadline-ms 60000 --frame-timeout-ms 120000 \
 	--manifest "$TMP/all.man" --placement "$TMP/placement" --json --quiet \
 	>"$TMP/send.json" 2>"$TMP/send.err" &
 SEND_PID=$!
-wait_lines "$TMP/placement" 200 60
 hold_received 1
+wait_lines "$TMP/placement" 1 60   # mid-stream: the other nodes acked frames DURABLE
 KILL_MS=$(now_ms)
 kill -KILL "${NODE_PID[1]}"
 wait "${NODE_PID[1]}" 2>/dev/null || true
@@ -73,6 +75,8 @@ KILLED=${NODE_ID[1]}
 [ "$FAILOVERS" -ge 1 ] || fail "no failover counted"
 [ "$FIRST" -gt 0 ] || fail "no re-sent frame reached DURABLE"
 KILL_TO_DURABLE=$((FIRST - KILL_MS))
+[ "$KILL_TO_DURABLE" -ge 0 ] ||
+	fail "a re-sent frame was DURABLE $((-KILL_TO_DURABLE)) ms before the kill: the node was failed over by something else"
 echo "node 1 ($KILLED) acked $AFTER frames before it died; $REROUTED re-sent, $RECV of them RECEIVED there"
 
 # routing as specified (docs/FLEET.md, the same code as tests/fleet/hrw.py): every frame is

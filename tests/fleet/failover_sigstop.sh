@@ -3,11 +3,13 @@
 # failover_sigstop.sh BUILD_DIR - a hung node: three ingestd on loopback, ingest-send
 # --servers streaming 900 frames over 30 wafers; one node is stopped with SIGSTOP
 # mid-stream (its TCP connections stay open, nothing answers), at a moment the test
-# controls: once it holds frames RECEIVED and not DURABLE (fsync_gate.so, fleet_lib.sh
-# hold_received), so the failover always has frames to re-send. The producer must notice
-# by itself (HTTP/2 PING unanswered, or the ack deadline) and re-send that node's frames:
-# ingest-send finishes with every frame DURABLE while the node is still stopped, with a
-# frame timeout (120 s) far above the ack deadline (4 s), so only the failover can have
+# controls: its fdatasync is held from before the producer starts (fsync_gate.so,
+# fleet_lib.sh gate_close), and the stop comes once it holds frames RECEIVED and not
+# DURABLE (hold_received), so the failover always has frames to re-send. The producer must
+# notice by itself (HTTP/2 PING unanswered within 1 s; the ack deadline, 30 s, is far above
+# the time the test takes to stop the node, so it cannot fail the node over first) and
+# re-send that node's frames: ingest-send finishes with every frame DURABLE while the node
+# is still stopped, with a frame timeout (120 s) far above both, so only the failover can have
 # saved the frames. Then SIGCONT: no harm - the node keeps running, holds no bad copy, and
 # a second send through the fleet places that node's wafers on it again, all DURABLE.
 set -euo pipefail
@@ -27,21 +29,22 @@ fail() {
 	done
 	exit 1
 }
-ACK_DEADLINE_MS=4000
+ACK_DEADLINE_MS=30000
 
 step "three nodes"
 node_gate 2
 for i in 0 1 2; do node_start "$i"; done
 SERVERS=$(nodes_servers)
+gate_close 2   # before the producer: it cannot end before the stop (30 wafers: node 2 has some)
 
-step "stream 900 frames; after 200 DURABLE acks hold node 2's fdatasync, SIGSTOP it while it holds frames RECEIVED"
+step "stream 900 frames; node 2's fdatasync held from the start: once it holds frames RECEIVED and the others acked frames DURABLE, SIGSTOP it"
 "$SEND" --servers "$SERVERS" --wafer LOT9 --wafers 30 --count 900 --size 64K --seed 5 \
 	--credits 16 --ack-deadline-ms $ACK_DEADLINE_MS --keepalive-ms 500 --frame-timeout-ms 120000 \
 	--manifest "$TMP/all.man" --placement "$TMP/placement" --json --quiet \
 	>"$TMP/send.json" 2>"$TMP/send.err" &
 SEND_PID=$!
-wait_lines "$TMP/placement" 200 60
 hold_received 2
+wait_lines "$TMP/placement" 1 60   # mid-stream: the other nodes acked frames DURABLE
 STOP_MS=$(now_ms)
 kill -STOP "${NODE_PID[2]}"
 echo "stopped node 2 holding $HELD frame(s) RECEIVED and not DURABLE"
@@ -61,6 +64,8 @@ HOW=$(grep -Eo "did not answer a PING within [0-9]+ ms|no DURABLE ack for frame 
 	"$TMP/send.err" | head -n1)
 [ "$REROUTED" -gt 0 ] || fail "no frame re-sent, though node 2 held $HELD frame(s) RECEIVED and not DURABLE"
 [ "$FIRST" -gt 0 ] || fail "re-sent frames but none DURABLE"
+[ "$FIRST" -ge "$STOP_MS" ] ||
+	fail "a re-sent frame was DURABLE $((STOP_MS - FIRST)) ms before the stop: the node was failed over by something else"
 echo "SIGSTOP -> first re-sent frame DURABLE: $((FIRST - STOP_MS)) ms (ack deadline $ACK_DEADLINE_MS ms; detected: $HOW); $REROUTED re-sent"
 
 step "SIGCONT: the node resumes (its gate open again); no harm"
