@@ -18,25 +18,8 @@
 #include "dataplane/dataplane.h"   /* ING_XPORT_* */
 #include "dataplane/store/store.h"
 
-static char dir[64], db[128];
-
-static int setup(void **state)
-{
-	(void)state;
-	strcpy(dir, "/tmp/ing_test_catalog.XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	snprintf(db, sizeof(db), "%s/catalog.db", dir);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	char cmd[160];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
-}
+#define CATALOG_DIR_TEMPLATE "/tmp/ing_test_catalog.XXXXXX"
+#include "test_catalog_dir.h"
 
 static struct ing_catalog_row mkrow(uint64_t id, uint32_t crc)
 {
@@ -496,5 +479,5 @@ int main(void)
 		cmocka_unit_test(test_migrate_v2_atomic),
 		cmocka_unit_test(test_location_names),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, catalog_dir_setup, catalog_dir_teardown);
 }

@@ -21,25 +21,8 @@
 #include "control/fleet/fleet.h"
 #include "control/fleet/fleet_internal.h"
 
-static char dir[64], db[128];
-
-static int setup(void **state)
-{
-	(void)state;
-	strcpy(dir, "/tmp/ing_test_outbox.XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	snprintf(db, sizeof(db), "%s/catalog.db", dir);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	char cmd[160];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
-}
+#define CATALOG_DIR_TEMPLATE "/tmp/ing_test_outbox.XXXXXX"
+#include "test_catalog_dir.h"
 
 static struct ing_catalog_row mkrow(unsigned id, uint32_t crc)
 {
@@ -222,9 +205,9 @@ static void test_static_members(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_same_transaction, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_enable_backfills_once, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_catalog_yet, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_transaction, catalog_dir_setup, catalog_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_enable_backfills_once, catalog_dir_setup, catalog_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_no_catalog_yet, catalog_dir_setup, catalog_dir_teardown),
 		cmocka_unit_test(test_parse_peers),
 		cmocka_unit_test(test_static_members),
 	};

@@ -26,25 +26,8 @@
 #include "dataplane/store/store.h"
 #include "dataplane/tier/tier_internal.h"
 
-static char dir[64], db[128];
-
-static int setup(void **state)
-{
-	(void)state;
-	strcpy(dir, "/tmp/ing_test_tier_db.XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	snprintf(db, sizeof(db), "%s/catalog.db", dir);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
-}
+#define CATALOG_DIR_TEMPLATE "/tmp/ing_test_tier_db.XXXXXX"
+#include "test_catalog_dir.h"
 
 static struct ing_catalog_row row(const char *frame, uint64_t len, int64_t durable_ns)
 {
@@ -227,5 +210,5 @@ int main(void)
 		cmocka_unit_test(outbox),
 		cmocka_unit_test(rebuild_keeps_tier),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, catalog_dir_setup, catalog_dir_teardown);
 }
