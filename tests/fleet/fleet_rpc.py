@@ -19,35 +19,15 @@ Exit 0 with the JSON on stdout; 1 and the gRPC status on stderr when the call fa
 """
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROTO_DIR = os.path.join(HERE, "..", "..", "proto")
+sys.path.insert(0, os.path.join(HERE, ".."))
+import rpc_stubs  # noqa: E402  (tests/rpc_stubs.py)
 
 
 def load_stubs():
-    # $FLEET_RPC_STUBS: a dir to generate the stubs into once and reuse (tests poll often)
-    out = os.environ.get("FLEET_RPC_STUBS")
-    if out and os.path.exists(os.path.join(out, "h3000_pb2_grpc.py")):
-        sys.path.insert(0, out)
-        import h3000_pb2
-        import h3000_pb2_grpc
-        return h3000_pb2, h3000_pb2_grpc
-    if out:
-        os.makedirs(out, exist_ok=True)
-    else:
-        out = tempfile.mkdtemp(prefix="fleet-rpc-")
-    rc = subprocess.call([sys.executable, "-m", "grpc_tools.protoc", "-I", PROTO_DIR,
-                          "--python_out", out, "--grpc_python_out", out,
-                          os.path.join(PROTO_DIR, "h3000.proto")])
-    if rc:
-        sys.exit("fleet_rpc: grpc_tools.protoc failed")
-    sys.path.insert(0, out)
-    import h3000_pb2
-    import h3000_pb2_grpc
-    return h3000_pb2, h3000_pb2_grpc
+    return rpc_stubs.load("FLEET_RPC_STUBS", "fleet-rpc")
 
 
 def main():

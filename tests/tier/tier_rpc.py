@@ -19,31 +19,16 @@ to generate them into once and reuse).
 """
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROTO_DIR = os.path.join(HERE, "..", "..", "proto")
+sys.path.insert(0, os.path.join(HERE, ".."))
+import rpc_stubs  # noqa: E402  (tests/rpc_stubs.py)
 
 
 def load_stubs():
-    out = os.environ.get("TIER_RPC_STUBS")
-    if not (out and os.path.exists(os.path.join(out, "h3000_pb2_grpc.py"))):
-        if out:
-            os.makedirs(out, exist_ok=True)
-        else:
-            out = tempfile.mkdtemp(prefix="tier-rpc-")
-        rc = subprocess.call([sys.executable, "-m", "grpc_tools.protoc", "-I", PROTO_DIR,
-                              "--python_out", out, "--grpc_python_out", out,
-                              os.path.join(PROTO_DIR, "h3000.proto")])
-        if rc:
-            sys.exit("tier_rpc: grpc_tools.protoc failed")
-    sys.path.insert(0, out)
-    import h3000_pb2
-    import h3000_pb2_grpc
-    return h3000_pb2, h3000_pb2_grpc
+    return rpc_stubs.load("TIER_RPC_STUBS", "tier-rpc")
 
 
 def flat(r):
