@@ -14,7 +14,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/token.h"
-#include "control/grpc/grpc.h"
+#include "control/net/grpc.h"
 #include "h3000.pb-c.h"
 
 #include <errno.h>

@@ -13,8 +13,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/token.h"
-#include "control/grpc/grpc.h"
-#include "control/node.h"
+#include "control/net/grpc.h"
+#include "control/node/node.h"
 #include "h3000.pb-c.h"
 #include "health.pb-c.h"
 

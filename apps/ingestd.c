@@ -8,7 +8,7 @@
  */
 #include "common/cli.h"
 #include "common/log.h"
-#include "control/node.h"
+#include "control/node/node.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -42,7 +42,7 @@
 #include "common/clock.h"
 #include "common/ident.h"
 #include "common/log.h"
-#include "control/grpc/grpc.h"
+#include "control/net/grpc.h"
 #include "h3000.pb-c.h"
 
 #define COMP "fleet"

@@ -19,7 +19,7 @@
 #include "common/crc32c.h"
 #include "common/ident.h"
 #include "common/log.h"
-#include "control/grpc/grpc.h"
+#include "control/net/grpc.h"
 #include "h3000.pb-c.h"
 
 #define COMP "producer"

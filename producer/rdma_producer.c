@@ -50,7 +50,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "control/grpc/grpc.h"
+#include "control/net/grpc.h"
 #include "proto/rdma_conn.h"
 
 #define COMP "prod-rdma"

@@ -6,7 +6,7 @@
  *
  *   grpc_testcli HOST:PORT
  */
-#include "control/grpc/grpc.h"
+#include "control/net/grpc.h"
 #include "common/clock.h"
 
 #include <errno.h>

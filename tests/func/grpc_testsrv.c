@@ -15,8 +15,8 @@
  *   Hold    accept and never answer; Slow: never answer (for deadlines)
  *   Stats   "hold_started=<n> hold_close=<status> slow_close=<status> calls=<n>"
  */
-#include "control/grpc/grpc.h"
-#include "control/grpc/loop.h"
+#include "control/net/grpc.h"
+#include "control/net/loop.h"
 #include "common/clock.h"
 #include "common/log.h"
 

@@ -5,7 +5,7 @@
  * how the bytes are split; the data callbacks cover exactly the data field, in order; a
  * message the parser accepts (with a well-formed meta) decodes the same with protobuf-c.
  */
-#include "control/svc_chunk.h"
+#include "control/service/xport/chunk.h"
 #include "h3000.pb-c.h"
 
 #include <stdint.h>

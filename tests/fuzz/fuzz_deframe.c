@@ -5,7 +5,7 @@
  * on how the stream is split; every payload byte is handed out exactly once, in order;
  * each message's pieces add up to its announced length; nothing is consumed twice.
  */
-#include "control/grpc/grpc_internal.h"
+#include "control/net/grpc_internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -16,10 +16,10 @@
  * were copied or placed (every byte landed where it belongs, once), every accepted call
  * closed exactly once, no call or connection left when the input ends.
  */
-#include "control/grpc/grpc.h"
-#include "control/grpc/grpc_internal.h"
-#include "control/grpc/loop.h"
-#include "control/svc_chunk.h"
+#include "control/net/grpc.h"
+#include "control/net/grpc_internal.h"
+#include "control/net/loop.h"
+#include "control/service/xport/chunk.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"

@@ -8,7 +8,7 @@
  * SVC_META_MAX bytes that protobuf-c accepts also fits in the call's arena (else the
  * node would NACK a valid FrameMeta as malformed); strings come out NUL-terminated.
  */
-#include "control/svc_internal.h"
+#include "control/service/state.h"
 #include "h3000.pb-c.h"
 #include "health.pb-c.h"
 

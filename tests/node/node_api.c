@@ -8,7 +8,7 @@
  * its catalog row (read back with dataplane/store/) names them. Bounded: the producer gives
  * up after 60 s and stops the node anyway. Exit 0 pass, 1 fail.
  */
-#include "control/node.h"
+#include "control/node/node.h"
 #include "dataplane/store/store.h"
 #include "ingest/producer.h"
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "control/grpc/grpc.h"
+#include "control/net/grpc.h"
 #include "h3000.pb-c.h"
 
 int main(int argc, char **argv)

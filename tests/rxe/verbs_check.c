@@ -34,7 +34,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "control/grpc/loop.h"
+#include "control/net/loop.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
 

@@ -20,8 +20,8 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
-#include "control/admit.h"
-#include "control/xport.h"
+#include "control/service/admit.h"
+#include "control/service/xport.h"
 
 #define SMALL (60u << 10)      /* class 0 (64 KiB) */
 #define LARGE (900u << 10)     /* class 1 (1 MiB) only */

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/grpc/grpc.h"
-#include "control/grpc/loop.h"
+#include "control/net/grpc.h"
+#include "control/net/loop.h"
 #include "common/clock.h"
 #include "health.pb-c.h"
 

@@ -18,9 +18,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/grpc/grpc.h"
-#include "control/grpc/grpc_internal.h"
-#include "control/grpc/loop.h"
+#include "control/net/grpc.h"
+#include "control/net/grpc_internal.h"
+#include "control/net/loop.h"
 #include "common/crc32c.h"
 #include "common/log.h"
 

@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/grpc/grpc.h"
-#include "control/grpc/grpc_internal.h"
+#include "control/net/grpc.h"
+#include "control/net/grpc_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

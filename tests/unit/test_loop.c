@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/grpc/loop.h"
+#include "control/net/loop.h"
 #include "common/clock.h"
 
 #include <errno.h>

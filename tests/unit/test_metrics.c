@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/metrics.h"
-#include "control/grpc/loop.h"
+#include "control/net/metrics.h"
+#include "control/net/loop.h"
 #include "common/clock.h"
 
 #include <arpa/inet.h>

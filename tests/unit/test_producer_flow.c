@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "common/crc32c.h"
-#include "control/grpc/grpc.h"
+#include "control/net/grpc.h"
 #include "h3000.pb-c.h"
 #include "ingest/producer.h"
 #include "producer/producer_internal.h"

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "control/svc_chunk.h"
+#include "control/service/xport/chunk.h"
 #include "h3000.pb-c.h"
 
 /* ---------------------------------------------------------------- capture */

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
-#include "control/svc_internal.h"
+#include "control/service/state.h"
 
 #define TOKEN "h3000-unit-token-0123456789"
 

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/svc_internal.h"
-#include "control/metrics.h"
+#include "control/service/state.h"
+#include "control/net/metrics.h"
 #include "common/clock.h"
 
 #include <stdio.h>

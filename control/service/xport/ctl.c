@@ -11,10 +11,10 @@
  * or credit waits (the call is paused; see "Backpressure" below), it is never refused
  * as busy while the node still makes progress.
  */
-#include "control/admit.h"
-#include "control/grpc/grpc.h"
-#include "control/service.h"
-#include "control/xport.h"
+#include "control/service/admit.h"
+#include "control/net/grpc.h"
+#include "control/service/service.h"
+#include "control/service/xport.h"
 #include "common/clock.h"
 #include "common/ident.h"
 #include "common/log.h"

@@ -6,8 +6,8 @@
  * follow Prometheus: ingest_ prefix, _total counters, seconds and bytes, bounded labels
  * (transport, result, stage, size class, lcore; never a frame or session id).
  */
-#include "control/svc_internal.h"
-#include "control/metrics.h"
+#include "control/service/state.h"
+#include "control/net/metrics.h"
 #include "common/clock.h"
 #include "dataplane/rdma/rdma.h"
 

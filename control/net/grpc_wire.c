@@ -2,8 +2,8 @@
 /*
  * grpc_wire.c - gRPC message framing and header encodings shared by server and client.
  */
-#include "control/grpc/grpc_internal.h"
-#include "control/grpc/grpc.h"
+#include "control/net/grpc_internal.h"
+#include "control/net/grpc.h"
 #include "common/parse.h"
 
 #include <nghttp2/nghttp2.h>

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "common/hist.h"
-#include "control/grpc/loop.h"
+#include "control/net/loop.h"
 
 #define ING_METRICS_MAX_CONNS 16
 

@@ -18,12 +18,12 @@
 
 #include "common/hist.h"
 #include "common/log.h"
-#include "control/admit.h"
-#include "control/grpc/grpc.h"
-#include "control/grpc/loop.h"
-#include "control/service.h"
+#include "control/service/admit.h"
+#include "control/net/grpc.h"
+#include "control/net/loop.h"
+#include "control/service/service.h"
 #include "dataplane/dataplane.h"
-#include "control/xport.h"
+#include "control/service/xport.h"
 
 #define SVC_ARENA_OVF_MAX (256u << 10) /* beyond it: a FrameMeta of <= SVC_META_MAX bytes with
 				* many unknown fields (protobuf-c keeps each one) needs up to ~100 KiB */

@@ -12,7 +12,7 @@
  * Ownership: XPORT_F_DATAPLANE: the lcore holds the frame from ing_rdma_submit until it
  * comes back as DONE; it bounds an unwritten grant by the grant timeout.
  */
-#include "control/xport.h"
+#include "control/service/xport.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
 

@@ -13,8 +13,8 @@
  * for the next chunk. So a call holds at most one chunk in the node, whatever the frame's
  * size, and nothing waits on the control thread.
  */
-#include "control/svc_internal.h"
-#include "control/metrics.h"
+#include "control/service/state.h"
+#include "control/net/metrics.h"
 #include "common/log.h"
 #include "dataplane/tier/tier.h"
 #include "h3000.pb-c.h"

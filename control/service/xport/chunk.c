@@ -10,7 +10,7 @@
  * slot. Any field order is accepted; the callbacks learn what came before the data from
  * the parser (p->ordered, p->seen), and what came after it from p->late_fields.
  */
-#include "control/svc_chunk.h"
+#include "control/service/xport/chunk.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -9,8 +9,8 @@
  * Members needs no token even when the node has one: like grpc.health.v1 it says only
  * which nodes exist, and a producer asks it before it negotiates.
  */
-#include "control/svc_internal.h"
-#include "control/metrics.h"
+#include "control/service/state.h"
+#include "control/net/metrics.h"
 #include "common/log.h"
 #include "control/fleet/fleet.h"
 #include "h3000.pb-c.h"

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "control/xport.h"   /* SVC_META_MAX */
+#include "control/service/xport.h"   /* SVC_META_MAX */
 
 /* FrameChunk field numbers (proto/h3000.proto). */
 enum {

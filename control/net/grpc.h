@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "control/grpc/loop.h"
+#include "control/net/loop.h"
 
 /* gRPC status codes */
 enum ing_grpc_status {

@@ -12,7 +12,7 @@
  * nothing; if an application ever arms more timers than that, the heap doubles once
  * (logged) rather than losing a deadline.
  */
-#include "control/grpc/loop.h"
+#include "control/net/loop.h"
 #include "common/clock.h"
 #include "common/log.h"
 

@@ -11,8 +11,8 @@
  * SVC_OPS_PEER_IDLE_NS (10 min), whose slot it then takes. So "other" only ever counts
  * live traffic, a peer's counters never jump, and a series that ends had a rate of 0.
  */
-#include "control/svc_internal.h"
-#include "control/metrics.h"
+#include "control/service/state.h"
+#include "control/net/metrics.h"
 #include "common/clock.h"
 #include "h3000.pb-c.h"
 

@@ -3,8 +3,8 @@
  * admit.c - the admission layer (see admit.h): one queue of frames waiting for a credit
  * or a pool slot, whatever their transport, served first come first served per size class.
  */
-#include "control/admit.h"
-#include "control/xport.h"
+#include "control/service/admit.h"
+#include "control/service/xport.h"
 #include "common/clock.h"
 #include "common/log.h"
 

@@ -25,11 +25,11 @@
  * advance() (the message accepted) makes it the new crc_run. A frame that completes carries crc_done, and persistence verifies the
  * declared crc against it instead of reading the frame again.
  */
-#include "control/admit.h"
-#include "control/grpc/grpc.h"
-#include "control/service.h"
-#include "control/svc_chunk.h"
-#include "control/xport.h"
+#include "control/service/admit.h"
+#include "control/net/grpc.h"
+#include "control/service/service.h"
+#include "control/service/xport/chunk.h"
+#include "control/service/xport.h"
 #include "dataplane/dataplane.h"
 #include "common/clock.h"
 #include "common/crc32c.h"

@@ -17,7 +17,7 @@
  * their ops tables. Calls finish from svc_kick's zero-delay timer, so nothing re-enters
  * a gRPC callback.
  */
-#include "control/svc_internal.h"
+#include "control/service/state.h"
 #include "common/clock.h"
 #include "common/ident.h"
 #include "common/log.h"

@@ -37,8 +37,8 @@
  * destroy). A call rejected by on_start gets no on_close. While paused, nothing is
  * delivered (not even END_STREAM, which waits behind the held bytes).
  */
-#include "control/grpc/grpc.h"
-#include "control/grpc/grpc_internal.h"
+#include "control/net/grpc.h"
+#include "control/net/grpc_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "health.pb-c.h"

@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "common/token.h"  /* ING_AUTH_TOKEN_MIN/MAX */
-#include "control/grpc/grpc.h"
-#include "control/grpc/loop.h"
+#include "control/net/grpc.h"
+#include "control/net/loop.h"
 #include "dataplane/dataplane.h"
 
 #define ING_PROTO_VERSION 1u

@@ -10,15 +10,15 @@
  * their acks to go out, then every open call is finished and everything is torn down in
  * reverse order. A second request skips the wait.
  */
-#include "control/node.h"
+#include "control/node/node.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/hugepages.h"
 #include "common/log.h"
-#include "control/grpc/grpc.h"
-#include "control/grpc/loop.h"
-#include "control/metrics.h"
-#include "control/service.h"
+#include "control/net/grpc.h"
+#include "control/net/loop.h"
+#include "control/net/metrics.h"
+#include "control/service/service.h"
 #include "control/fleet/fleet.h"
 #include "dataplane/store/store.h"
 #include "dataplane/tier/tier.h"

@@ -10,7 +10,7 @@
  * slot before that (no frame timer, a closing call only detaches), which the lcore bounds
  * by park_ms / drain_ms. A failed READ comes back with its status and the core fails it.
  */
-#include "control/xport.h"
+#include "control/service/xport.h"
 #include "dataplane/rdma/rdma.h"
 
 #include <errno.h>

@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "control/grpc/loop.h"
+#include "control/net/loop.h"
 #include "dataplane/dataplane.h"
 
 struct xport_ops;

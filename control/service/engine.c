@@ -6,7 +6,7 @@
  * back). The transports that use the engine are svc_rdma.c (READ) and svc_rdma_write.c
  * (WRITE push); the lcores' connection events arrive on the control mailbox (svc.c).
  */
-#include "control/svc_internal.h"
+#include "control/service/state.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "dataplane/rdma/rdma.h"

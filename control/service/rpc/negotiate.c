@@ -4,7 +4,7 @@
  * has one, versions, transports, limits, credits; allocates the session) and Stats (the
  * node's counters; with a token, only for "authorization: Bearer <token>").
  */
-#include "control/svc_internal.h"
+#include "control/service/state.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "dataplane/rdma/rdma.h"

@@ -24,8 +24,8 @@
  * ing_grpc_chan_poll (or chan_close / cancel); they may start calls, send and cancel, but
  * must not call ing_grpc_chan_poll or ing_grpc_chan_close.
  */
-#include "control/grpc/grpc.h"
-#include "control/grpc/grpc_internal.h"
+#include "control/net/grpc.h"
+#include "control/net/grpc_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
 

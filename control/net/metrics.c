@@ -4,8 +4,8 @@
  * is one short connection: read the request head (bounded), render the page, write it
  * without blocking (EPOLLOUT), close. A deadline timer bounds every connection.
  */
-#include "control/metrics.h"
-#include "control/grpc/grpc_internal.h"   /* grpc_split_hostport, grpc_tcp_listen */
+#include "control/net/metrics.h"
+#include "control/net/grpc_internal.h"   /* grpc_split_hostport, grpc_tcp_listen */
 #include "common/clock.h"
 #include "common/log.h"
 

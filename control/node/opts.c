@@ -12,7 +12,7 @@
 #include "common/parse.h"
 #include "common/token.h"
 #include "control/fleet/fleet.h"
-#include "control/node.h"
+#include "control/node/node.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
 #include "dataplane/tier/tier.h"

@@ -8,7 +8,7 @@
  * blocked on this thread and a SIGPIPE raised meanwhile is swallowed (one that was already
  * pending before is left for the application).
  */
-#include "control/grpc/grpc_internal.h"
+#include "control/net/grpc_internal.h"
 
 #include <sys/socket.h>
 #include <stdint.h>
