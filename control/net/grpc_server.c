@@ -26,10 +26,13 @@
  * it granted) in its hold buffer without consuming it, so the client's window closes:
  * that is the backpressure for credits and a full slot pool.
  *
- * Re-entrancy: API functions called by handlers (send/finish/resume) never write to the
- * socket themselves; they arm the connection's zero-delay "kick" timer. So a call object
- * is never freed under a handler that is still running, and the socket is written from
- * the top of a loop callback only. Connections are torn down only from loop callbacks.
+ * Re-entrancy and batching: API functions called by handlers (send/finish/resume) never
+ * write to the socket themselves; they mark the connection dirty (conn_kick), and the
+ * server's before_sleep hook (srv_flush) serves every dirty connection once per loop turn:
+ * the held input of the calls resumed meanwhile first, then one write of everything queued
+ * (Redis' beforesleep). So a call object is never freed under a handler that is still
+ * running, the socket is written from the top of the loop only, and a burst of acks from
+ * one turn leaves in one write. Connections are torn down only from loop callbacks.
  *
  * Call lifetime: a call whose on_start returned ING_GRPC_OK gets exactly one on_close
  * (OK or the finish status once the trailers are written; CANCELLED on client RST_STREAM;
@@ -111,6 +114,7 @@ struct ing_grpc_call {
 	bool sink;           /* started, and its method places (counted in conn->nsink) */
 	bool data_deferred;
 	bool want_writable, writable_due;
+	bool resume_due;     /* resumed: its held input is delivered at the next flush */
 	bool deadline_hit;
 	bool rst_after;
 	uint32_t rst_code;
@@ -145,7 +149,7 @@ struct conn {
 	const uint8_t *pend;      /* mem_send output not yet written */
 	size_t pend_len;
 	struct ing_grpc_call *calls;
-	struct ing_timer kick;
+	bool dirty;               /* served by the next srv_flush (conn_kick) */
 	/* placement: where the client's stream stands; the address nghttp2 is being fed a
 	 * placed run from (its on_data_chunk_recv pointer names it); calls that can place */
 	struct h2_track tr;
@@ -192,6 +196,8 @@ struct ing_grpc_server {
 	nghttp2_option *h2opt;
 	uint8_t *rbuf;
 	char *listen_str;
+	struct ing_loop_hook flush;   /* before_sleep: srv_flush */
+	unsigned ndirty;              /* connections marked dirty */
 };
 
 static uint64_t next_call_id = 1;   /* atomic: unique per process (several servers) */
@@ -683,8 +689,8 @@ void ing_grpc_call_resume(struct ing_grpc_call *c)
 	if (!c || !c->paused || c->closed || c->conn->dying)
 		return;
 	c->paused = false;
-	call_drain_held(c);
-	conn_kick(c->conn);   /* WINDOW_UPDATEs for what was consumed */
+	c->resume_due = true;   /* held input and WINDOW_UPDATEs: at the next flush */
+	conn_kick(c->conn);
 }
 
 const char *ing_grpc_call_header(const struct ing_grpc_call *c, const char *name)
@@ -804,6 +810,8 @@ unsigned ing_grpc_server_nconns(const struct ing_grpc_server *s)
 
 bool ing_grpc_server_flushed(const struct ing_grpc_server *s)
 {
+	if (s->ndirty)
+		return false;   /* queued output not handed to nghttp2 yet */
 	for (const struct conn *cn = s->conns; cn; cn = cn->next)
 		if (cn->pend_len || (cn->h2 && nghttp2_session_want_write(cn->h2)))
 			return false;
@@ -1533,16 +1541,53 @@ static void conn_event(void *arg, uint32_t events)
 	(void)conn_service(cn, (events & EPOLLIN) != 0);
 }
 
-static void conn_kick_cb(void *arg)
-{
-	struct conn *cn = arg;
-	(void)conn_service(cn, cn->ssl && cn->handshake_done && SSL_pending(cn->ssl));
-}
-
+/* Serve cn at this turn's flush (srv_flush). */
 static void conn_kick(struct conn *cn)
 {
-	if (!cn->dying && !ing_timer_armed(&cn->kick))
-		ing_timer_arm(cn->srv->loop, &cn->kick, 0);
+	if (cn->dying || cn->dirty)
+		return;
+	cn->dirty = true;
+	cn->srv->ndirty++;
+}
+
+static void conn_clean(struct conn *cn)
+{
+	if (!cn->dirty)
+		return;
+	cn->dirty = false;
+	cn->srv->ndirty--;
+}
+
+/* A dirty connection: the held input of its resumed calls, then read what TLS has
+ * decrypted already and write everything queued. False when it was closed. */
+static bool conn_flush_now(struct conn *cn)
+{
+	conn_clean(cn);
+	for (struct ing_grpc_call *c = cn->calls, *nx; c; c = nx) {
+		nx = c->next;
+		if (!c->resume_due)
+			continue;
+		c->resume_due = false;
+		if (!c->paused && !c->closed)
+			call_drain_held(c);   /* a handler may finish or pause calls: not free them */
+	}
+	return conn_service(cn, cn->ssl && cn->handshake_done && SSL_pending(cn->ssl));
+}
+
+/* before_sleep: every connection marked since the last turn, once. */
+static int srv_flush(void *arg)
+{
+	struct ing_grpc_server *s = arg;
+	int n = 0;
+
+	for (struct conn *cn = s->conns, *nx; cn && s->ndirty; cn = nx) {
+		nx = cn->next;
+		if (!cn->dirty)
+			continue;
+		(void)conn_flush_now(cn);
+		n++;
+	}
+	return n;
 }
 
 /*
@@ -1646,8 +1691,8 @@ static void conn_close(struct conn *cn, const char *why)
 	struct ing_grpc_server *s = cn->srv;
 	if (why)
 		ING_INFO("grpc", "%s: connection closed (%s)", cn->peer, why);
+	conn_clean(cn);
 	cn->dying = true;
-	ing_timer_cancel(s->loop, &cn->kick);
 	ing_timer_cancel(s->loop, &cn->limit);
 	if (cn->health_only)
 		s->nhealth--;
@@ -1830,7 +1875,6 @@ static int conn_start(struct ing_grpc_server *s, int fd, const struct sockaddr_s
 	h2_track_init(&cn->tr);
 	memcpy(cn->peer, peer, sizeof(cn->peer));
 	memcpy(cn->peer_ip, ip, sizeof(cn->peer_ip));
-	ing_timer_init(&cn->kick, conn_kick_cb, cn);
 	ing_timer_init(&cn->limit, conn_limit_cb, cn);
 	int one = 1;
 	if (fd >= 0)
@@ -2044,6 +2088,8 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 	s->loop = loop;
 	s->lfd = -1;
 	s->serving = true;
+	ing_loop_hook_init(&s->flush, srv_flush, s);
+	ing_loop_before_sleep(loop, &s->flush);
 	ing_grpc_server_opts_init(&s->o);
 	if (o)
 		s->o = *o;
@@ -2199,6 +2245,7 @@ void ing_grpc_server_destroy(struct ing_grpc_server *s)
 		conn_close(s->conns, NULL);
 	while (s->lingers)
 		linger_end(s->lingers);
+	ing_loop_hook_del(s->loop, &s->flush);
 	if (s->cbs)
 		nghttp2_session_callbacks_del(s->cbs);
 	if (s->h2opt)

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loop.c - the control thread's event loop: one epoll set (level-triggered), a binary
- * min-heap of deadline timers embedded in their owners, and an eventfd doorbell.
+ * min-heap of deadline timers embedded in their owners, and the before_sleep list. It has
+ * no doorbell of its own: what other threads tell the control thread arrives in its
+ * mailbox, whose eventfd is one of the loop's fds.
  *
  * fd registrations are small heap objects pointed to by epoll_event.data.ptr. A callback
  * may delete any fd (including its own) while a batch of events is being dispatched: the
@@ -19,7 +21,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #define LOOP_HEAP_INIT 65536u  /* 256 conns x 256 calls; 512 KiB of pointers, touched lazily */
@@ -35,13 +36,13 @@ struct fdreg {
 
 struct ing_loop {
 	int epfd;
-	int wakefd;
-	int stop;                  /* atomic */
+	bool stop;
 	struct fdreg **fds;        /* indexed by fd number */
 	unsigned nfds;
 	struct fdreg *graveyard;
 	struct ing_timer **heap;
 	unsigned heap_len, heap_cap;
+	struct ing_loop_hook *hooks, *hooks_tail;   /* before_sleep, in the order added */
 };
 
 struct ing_loop *ing_loop_create(void)
@@ -52,7 +53,6 @@ struct ing_loop *ing_loop_create(void)
 		return NULL;
 	}
 	l->epfd = -1;
-	l->wakefd = -1;
 	l->heap_cap = LOOP_HEAP_INIT;
 	l->heap = calloc(l->heap_cap, sizeof(*l->heap));
 	if (!l->heap) {
@@ -62,17 +62,6 @@ struct ing_loop *ing_loop_create(void)
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->epfd < 0) {
 		ING_ERR("loop", "epoll_create1: %s", strerror(errno));
-		goto fail;
-	}
-	l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (l->wakefd < 0) {
-		ING_ERR("loop", "eventfd: %s", strerror(errno));
-		goto fail;
-	}
-	/* The doorbell is not an fdreg: data.ptr NULL marks it. */
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0) {
-		ING_ERR("loop", "epoll_ctl(eventfd): %s", strerror(errno));
 		goto fail;
 	}
 	return l;
@@ -100,8 +89,6 @@ void ing_loop_destroy(struct ing_loop *l)
 	reap_graveyard(l);
 	/* Timers still armed belong to owners that may be gone already: not touched. */
 	free(l->heap);
-	if (l->wakefd >= 0)
-		close(l->wakefd);
 	if (l->epfd >= 0)
 		close(l->epfd);
 	free(l);
@@ -170,6 +157,74 @@ int ing_loop_del_fd(struct ing_loop *l, int fd)
 	r->next_dead = l->graveyard;
 	l->graveyard = r;
 	return 0;
+}
+
+/* ---------------------------------------------------------------- before_sleep */
+
+void ing_loop_hook_init(struct ing_loop_hook *h, int (*fn)(void *arg), void *arg)
+{
+	h->fn = fn;
+	h->arg = arg;
+	h->next = NULL;
+	h->added = false;
+}
+
+void ing_loop_before_sleep(struct ing_loop *l, struct ing_loop_hook *h)
+{
+	if (h->added)
+		return;
+	h->added = true;
+	h->next = NULL;
+	if (l->hooks_tail)
+		l->hooks_tail->next = h;
+	else
+		l->hooks = h;
+	l->hooks_tail = h;
+}
+
+void ing_loop_hook_del(struct ing_loop *l, struct ing_loop_hook *h)
+{
+	struct ing_loop_hook *prev = NULL;
+
+	if (!h->added)
+		return;
+	for (struct ing_loop_hook *x = l->hooks; x; prev = x, x = x->next) {
+		if (x != h)
+			continue;
+		if (prev)
+			prev->next = h->next;
+		else
+			l->hooks = h->next;
+		if (l->hooks_tail == h)
+			l->hooks_tail = prev;
+		break;
+	}
+	h->added = false;
+	h->next = NULL;
+}
+
+/*
+ * The list, again while a pass did work (a flush may unpause a call whose input then
+ * finishes another): *busy when the last allowed pass still did some. A hook may delete
+ * itself (its owner is going); the walk then goes on from the hook it was linked to.
+ */
+static int run_hooks(struct ing_loop *l, bool *busy)
+{
+	int total = 0;
+
+	*busy = false;
+	for (unsigned pass = 0; pass < ING_LOOP_HOOK_PASSES; pass++) {
+		int work = 0;
+		for (struct ing_loop_hook *h = l->hooks, *nx; h; h = nx) {
+			nx = h->next;
+			work += h->fn(h->arg);
+		}
+		total += work;
+		if (!work)
+			return total;
+	}
+	*busy = true;
+	return total;
 }
 
 /* ---------------------------------------------------------------- timers */
@@ -287,7 +342,11 @@ int ing_loop_run_once(struct ing_loop *l, int timeout_ms)
 {
 	struct epoll_event evs[LOOP_BATCH];
 	int wait_ms = timeout_ms;
+	bool busy;
+	int n = run_hooks(l, &busy);
 
+	if (busy)
+		wait_ms = 0;   /* work left over: look at the fds and timers, then come back */
 	if (l->heap_len) {
 		uint64_t now = ing_now_ns(), dl = l->heap[0]->deadline_ns;
 		/* Round up so a timer never fires early; cap to avoid int overflow. */
@@ -297,7 +356,7 @@ int ing_loop_run_once(struct ing_loop *l, int timeout_ms)
 		if (wait_ms < 0 || (uint64_t)wait_ms > ms)
 			wait_ms = (int)ms;
 	}
-	if (__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE))
+	if (l->stop)
 		wait_ms = 0;
 
 	int ne = epoll_wait(l->epfd, evs, LOOP_BATCH, wait_ms);
@@ -306,15 +365,8 @@ int ing_loop_run_once(struct ing_loop *l, int timeout_ms)
 			return -errno;
 		ne = 0;
 	}
-	int n = 0;
 	for (int i = 0; i < ne; i++) {
 		struct fdreg *r = evs[i].data.ptr;
-		if (!r) {
-			uint64_t v;
-			ssize_t rr = read(l->wakefd, &v, sizeof(v));
-			(void)rr;
-			continue;
-		}
 		if (r->dead)
 			continue;
 		r->cb(r->arg, evs[i].events);
@@ -327,29 +379,22 @@ int ing_loop_run_once(struct ing_loop *l, int timeout_ms)
 
 int ing_loop_run(struct ing_loop *l)
 {
-	while (!ing_loop_stopping(l)) {
+	while (!l->stop) {
 		int rc = ing_loop_run_once(l, -1);
 		if (rc < 0)
 			return rc;
 	}
+	bool busy;
+	(void)run_hooks(l, &busy);   /* what the last turn batched still goes out */
 	return 0;
 }
 
 void ing_loop_stop(struct ing_loop *l)
 {
-	__atomic_store_n(&l->stop, 1, __ATOMIC_RELEASE);
-	ing_loop_wake(l);
-}
-
-void ing_loop_wake(struct ing_loop *l)
-{
-	uint64_t one = 1;
-	/* EAGAIN only when the counter is saturated: the loop is woken anyway. */
-	ssize_t w = write(l->wakefd, &one, sizeof(one));
-	(void)w;
+	l->stop = true;
 }
 
 bool ing_loop_stopping(const struct ing_loop *l)
 {
-	return __atomic_load_n(&l->stop, __ATOMIC_ACQUIRE) != 0;
+	return l->stop;
 }

@@ -23,21 +23,23 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static struct ing_loop *g_loop;
-static volatile sig_atomic_t g_term;
+static bool g_term;   /* SIGTERM, SIGINT or stdin EOF */
 static int hold_started, hold_close = -1, slow_close = -1;
 
-static void on_signal(int sig)
+/* SIGTERM/SIGINT through a signalfd on the loop (as ingestd): the loop sleeps on its fds */
+static void on_signal(void *arg, uint32_t ev)
 {
-	(void)sig;
-	g_term = 1;
-	if (g_loop)
-		ing_loop_wake(g_loop);   /* eventfd write: async-signal-safe */
+	struct signalfd_siginfo si;
+	(void)ev;
+	while (read(*(int *)arg, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		g_term = 1;
 }
 
 static void noop_close(struct ing_grpc_call *c, int status)
@@ -254,9 +256,17 @@ int main(int argc, char **argv)
 	g_loop = ing_loop_create();
 	if (!g_loop)
 		return 1;
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	sigset_t sigs;
+	static int sfd;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sfd < 0 || ing_loop_add_fd(g_loop, sfd, EPOLLIN, on_signal, &sfd)) {
+		perror("grpc_testsrv: signalfd");
+		return 1;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	g_srv = ing_grpc_server_create(g_loop, &o, methods, sizeof(methods) / sizeof(methods[0]));
 	if (!g_srv) {

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -65,6 +66,7 @@ struct srv {
 	int enobufs;
 	int shutdown_req;
 	int many_status;
+	int bell;            /* eventfd on the loop: the test thread's requests (ring) */
 	/* loop thread only */
 	struct ing_grpc_server *tls;
 	char cert[64], key[64];
@@ -297,16 +299,34 @@ static const struct ing_grpc_method methods[] = {
 	{ .path = "/test.Echo/Reject", .on_start = reject_start, .on_close = noop_close },
 };
 
+/* The loop thread reads the test thread's requests from its bell (an fd on its loop, as
+ * the node's control thread reads its mailbox), never from a loop wake-up of its own. */
+static void on_bell(void *arg, uint32_t ev)
+{
+	uint64_t v;
+	(void)arg;
+	(void)ev;
+	if (read(S.bell, &v, sizeof(v)) < 0)
+		return;
+	if (__atomic_exchange_n(&S.resume_req, 0, __ATOMIC_ACQ_REL) && S.paused_call)
+		ing_grpc_call_resume(S.paused_call);
+	if (__atomic_exchange_n(&S.shutdown_req, 0, __ATOMIC_ACQ_REL))
+		ing_grpc_server_shutdown(S.s);
+}
+
+/* Any thread: have the loop thread look at the requests now. */
+static void ring(void)
+{
+	uint64_t one = 1;
+	if (write(S.bell, &one, sizeof(one)) < 0)
+		fail_msg("eventfd write: %s", strerror(errno));
+}
+
 static void *srv_thread(void *arg)
 {
 	(void)arg;
-	while (!LOAD(S.stop)) {
+	while (!LOAD(S.stop))
 		ing_loop_run_once(S.loop, 100);
-		if (__atomic_exchange_n(&S.resume_req, 0, __ATOMIC_ACQ_REL) && S.paused_call)
-			ing_grpc_call_resume(S.paused_call);
-		if (__atomic_exchange_n(&S.shutdown_req, 0, __ATOMIC_ACQ_REL))
-			ing_grpc_server_shutdown(S.s);
-	}
 	return NULL;
 }
 
@@ -358,6 +378,9 @@ static int setup(void **state)
 	memset(&S, 0, sizeof(S));
 	S.hold_status = S.slow_status = -1;
 	S.loop = ing_loop_create();
+	S.bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!S.loop || S.bell < 0 || ing_loop_add_fd(S.loop, S.bell, EPOLLIN, on_bell, NULL))
+		return -1;
 	if (!S.loop)
 		return -1;
 	struct ing_grpc_server_opts o;
@@ -384,10 +407,12 @@ static int teardown(void **state)
 {
 	(void)state;
 	STORE(S.stop, 1);
-	ing_loop_wake(S.loop);
+	ring();
 	pthread_join(S.th, NULL);
 	ing_grpc_server_destroy(S.s);
 	ing_grpc_server_destroy(S.tls);
+	ing_loop_del_fd(S.loop, S.bell);
+	close(S.bell);
 	ing_loop_destroy(S.loop);
 	unlink(S.cert);
 	unlink(S.key);
@@ -767,7 +792,7 @@ static void test_pause_resume(void **state)
 	assert_int_equal(LOAD(S.paused_bytes), 0);
 
 	STORE(S.resume_req, 1);
-	ing_loop_wake(S.loop);
+	ring();
 	end = ing_now_ns() + time_scaled(20000) * MS;
 	while (!cs.closed && ing_now_ns() < end) {
 		while (sent < NMSG && ing_grpc_ccall_send_zc(cc, head, sizeof(head), body, MIB,
@@ -1021,7 +1046,7 @@ static void test_shutdown(void **state)
 		ing_grpc_chan_poll(ch, 20);
 	assert_true(m.c.nmsgs > 0);
 	STORE(S.shutdown_req, 1);
-	ing_loop_wake(S.loop);
+	ring();
 	assert_true(poll_until(ch, &m.c.closed, 20000));
 	assert_int_equal(m.c.status, ING_GRPC_OK);
 	assert_int_equal(m.c.nmsgs, 64);

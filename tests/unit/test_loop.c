@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #define MS 1000000ull
@@ -257,13 +258,27 @@ static void test_fd_callbacks(void **state)
 	ing_loop_destroy(l);
 }
 
+/* Another thread reaches the loop through an fd it watches (the node: the control
+ * thread's mailbox): the fd's callback runs on the loop thread, and may stop the loop. */
+static int bell_fd = -1;
+
+static void on_bell(void *arg, uint32_t ev)
+{
+	uint64_t v;
+	(void)ev;
+	assert_int_equal(read(bell_fd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	if (v >= 2)
+		ing_loop_stop(arg);
+}
+
 static void *waker(void *arg)
 {
-	struct ing_loop *l = arg;
+	uint64_t one = 1, two = 2;
+	(void)arg;
 	usleep(50000);
-	ing_loop_wake(l);
+	assert_int_equal(write(bell_fd, &one, sizeof(one)), (ssize_t)sizeof(one));   /* wakes it */
 	usleep(50000);
-	ing_loop_stop(l);
+	assert_int_equal(write(bell_fd, &two, sizeof(two)), (ssize_t)sizeof(two));   /* stops it */
 	return NULL;
 }
 
@@ -272,19 +287,84 @@ static void test_wake_and_stop(void **state)
 	(void)state;
 	struct ing_loop *l = ing_loop_create();
 	pthread_t th;
+	bell_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	assert_true(bell_fd >= 0);
 	assert_false(ing_loop_stopping(l));
-	assert_int_equal(pthread_create(&th, NULL, waker, l), 0);
+	assert_int_equal(ing_loop_add_fd(l, bell_fd, EPOLLIN, on_bell, l), 0);
+	assert_int_equal(pthread_create(&th, NULL, waker, NULL), 0);
 	uint64_t t0 = ing_now_ns();
-	assert_int_equal(ing_loop_run_once(l, 5000), 0);   /* woken, no callbacks */
+	assert_int_equal(ing_loop_run_once(l, 5000), 1);   /* woken by the fd: its callback */
 	uint64_t dt = ing_now_ns() - t0;
 	assert_true(dt < 2000 * MS);
-	/* run() returns once stop is requested from the other thread. */
+	assert_false(ing_loop_stopping(l));
+	/* run() returns after the turn whose callback stopped it */
 	assert_int_equal(ing_loop_run(l), 0);
 	assert_true(ing_loop_stopping(l));
 	assert_true(ing_now_ns() - t0 < 3000 * MS);
 	pthread_join(th, NULL);
+	close(bell_fd);
 	ing_loop_destroy(l);
 	ing_loop_destroy(NULL);
+}
+
+/* before_sleep: each hook once per turn, in order, before the loop sleeps; the list again
+ * while a pass did work (bounded), and no sleep while work is left. */
+struct hook_rec {
+	char order[64];
+	unsigned n;
+	int work[2];          /* what each hook reports, per call, until 0 */
+};
+
+static int hook_a(void *arg)
+{
+	struct hook_rec *r = arg;
+	r->order[r->n++] = 'a';
+	return r->work[0] > 0 ? r->work[0]-- : 0;
+}
+
+static int hook_b(void *arg)
+{
+	struct hook_rec *r = arg;
+	r->order[r->n++] = 'b';
+	return r->work[1] > 0 ? r->work[1]-- : 0;
+}
+
+static void test_before_sleep(void **state)
+{
+	(void)state;
+	struct ing_loop *l = ing_loop_create();
+	struct ing_loop_hook a, b;
+	struct hook_rec r = { 0 };
+	ing_loop_hook_init(&a, hook_a, &r);
+	ing_loop_hook_init(&b, hook_b, &r);
+	ing_loop_before_sleep(l, &a);
+	ing_loop_before_sleep(l, &b);
+	ing_loop_before_sleep(l, &a);   /* added once */
+	/* no work: one pass, a then b, then the sleep (a timeout, no callbacks) */
+	assert_int_equal(ing_loop_run_once(l, 0), 0);
+	assert_string_equal(r.order, "ab");
+	/* b finds work twice: the list runs until a pass does none */
+	memset(&r, 0, sizeof(r));
+	r.work[1] = 2;
+	assert_int_equal(ing_loop_run_once(l, 0), 3);   /* b's work: 2, then 1 */
+	assert_string_equal(r.order, "ababab");
+	/* work on every pass: ING_LOOP_HOOK_PASSES passes, then no sleep at all */
+	memset(&r, 0, sizeof(r));
+	r.work[0] = 1000;
+	uint64_t t0 = ing_now_ns();
+	(void)ing_loop_run_once(l, 5000);
+	assert_true(ing_now_ns() - t0 < 2000 * MS);
+	assert_int_equal(r.n, 2 * ING_LOOP_HOOK_PASSES);
+	/* deleted: not run any more */
+	memset(&r, 0, sizeof(r));
+	ing_loop_hook_del(l, &a);
+	ing_loop_hook_del(l, &a);
+	assert_int_equal(ing_loop_run_once(l, 0), 0);
+	assert_string_equal(r.order, "b");
+	ing_loop_hook_del(l, &b);
+	assert_int_equal(ing_loop_run_once(l, 0), 0);
+	assert_int_equal(r.n, 1);
+	ing_loop_destroy(l);
 }
 
 static void test_timeout_waits_for_timer(void **state)
@@ -313,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_timer_heap_random),
 		cmocka_unit_test(test_fd_callbacks),
 		cmocka_unit_test(test_wake_and_stop),
+		cmocka_unit_test(test_before_sleep),
 		cmocka_unit_test(test_timeout_waits_for_timer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
