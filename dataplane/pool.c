@@ -54,15 +54,6 @@ struct ing_pool {
 	struct pool_class cls[ING_POOL_MAX_CLASSES];
 };
 
-void ing_pool_opts_init(struct ing_pool_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->name = "frames";
-	o->hugepages = -1;
-	o->numa_node = -1;
-	o->prefault = true;
-}
-
 static uint64_t default_hugepage_size(void)
 {
 	FILE *f = fopen("/proc/meminfo", "re");

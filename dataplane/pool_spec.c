@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pool_spec.c - the MR pool's size classes as ingestd --pool, its config file and
- * ingest-doctor --config spell them. No DPDK here: programs that only check a spec (the
- * doctor) link this object without the pool.
+ * pool_spec.c - the MR pool's options (ing_pool_opts_init) and its size classes as
+ * ingestd --pool, its config file and ingest-doctor --config spell them. No DPDK here:
+ * programs that only check a spec (the doctor, ingestd's option table) link this object
+ * without the pool.
  */
 #include "common/log.h"
 #include "common/parse.h"
@@ -16,6 +17,15 @@
 #define COMP "pool"
 #define SLOT_MAX (1ull << 40)   /* a slot is 1 byte .. 1 TiB */
 #define COUNT_MAX 1000000u
+
+void ing_pool_opts_init(struct ing_pool_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->name = "frames";
+	o->hugepages = -1;
+	o->numa_node = -1;
+	o->prefault = true;
+}
 
 /* "16": a count 1..COUNT_MAX over [s, end) */
 static int parse_count(const char *s, const char *end, unsigned *out)
