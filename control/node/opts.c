@@ -158,7 +158,11 @@ static int set_persist_ring(const struct ing_opt *d, void *cfg, const char *v, c
 static int set_poll_mode(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
 	(void)d;
-	if (ing_rdma_parse_poll_mode(v, &((O *)cfg)->poll_mode)) {
+	if (!strcasecmp(v, "busy")) {
+		((O *)cfg)->poll_mode = ING_RDMA_POLL_BUSY;
+	} else if (!strcasecmp(v, "adaptive")) {
+		((O *)cfg)->poll_mode = ING_RDMA_POLL_ADAPTIVE;
+	} else {
 		snprintf(why, whylen, "'%.64s' is not busy or adaptive", v);
 		return -EINVAL;
 	}
@@ -167,12 +171,16 @@ static int set_poll_mode(const struct ing_opt *d, void *cfg, const char *v, char
 
 static int set_rdma_write(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
+	/* enum ing_rdma_push order (dataplane/rdma/rdma.h) */
+	static const char *const names[] = { "auto", "mw", "mr", "off" };
 	(void)d;
-	if (ing_rdma_parse_push(v, &((O *)cfg)->rdma_write)) {
-		snprintf(why, whylen, "'%.64s' is not auto, mw, mr or off", v);
-		return -EINVAL;
-	}
-	return 0;
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcasecmp(v, names[i])) {
+			((O *)cfg)->rdma_write = (enum ing_rdma_push)i;
+			return 0;
+		}
+	snprintf(why, whylen, "'%.64s' is not auto, mw, mr or off", v);
+	return -EINVAL;
 }
 
 static int set_node_id(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)

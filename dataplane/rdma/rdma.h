@@ -119,8 +119,7 @@ enum ing_rdma_poll_mode {
 	ING_RDMA_POLL_ADAPTIVE = 1,  /* busy for busy_polls idle passes (at most busy_us), then
 				      * arm + sleep */
 };
-/* "busy" | "adaptive". 0 or -EINVAL. */
-int ing_rdma_parse_poll_mode(const char *s, enum ing_rdma_poll_mode *m);
+/* (ingestd's --poll-mode: busy | adaptive, parsed by its option table, control/node/opts.c) */
 
 /* Events on an lcore's mailbox (control posts them; see dataplane.h for control's own). */
 enum ing_lcore_event {
@@ -293,8 +292,7 @@ enum ing_rdma_push {
 	ING_RDMA_PUSH_MR = 2,    /* the pool MR's rkey for every grant (no per-grant bound) */
 	ING_RDMA_PUSH_OFF = 3,
 };
-/* "auto" | "mw" | "mr" | "off". 0 or -EINVAL. */
-int ing_rdma_parse_push(const char *s, enum ing_rdma_push *m);
+/* (ingestd's --rdma-write: auto | mw | mr | off, parsed by its option table) */
 /* Whether the device supports type-2 memory windows (IBV_DEVICE_MEM_WINDOW_TYPE_2B, via
  * ibv_query_device_ex). */
 bool ing_rdma_device_has_mw2(struct ibv_context *ctx);

@@ -8,7 +8,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
-#include <strings.h>
 
 /* ibv_post_send & co. are static inlines in verbs.h: wrap them so they fit the table. */
 static int verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
@@ -62,18 +61,6 @@ const struct ing_rdma_ops ing_rdma_verbs_ops = {
 	.dealloc_mw = verbs_dealloc_mw,
 };
 
-int ing_rdma_parse_push(const char *s, enum ing_rdma_push *m)
-{
-	static const char *const names[] = { "auto", "mw", "mr", "off" };
-
-	for (unsigned i = 0; s && i < 4; i++)
-		if (!strcasecmp(s, names[i])) {
-			*m = (enum ing_rdma_push)i;
-			return 0;
-		}
-	return -EINVAL;
-}
-
 bool ing_rdma_device_has_mw2(struct ibv_context *ctx)
 {
 	struct ibv_device_attr_ex a;
@@ -104,18 +91,5 @@ int ing_rdma_plan_init(struct ing_rdma_plan *p, uint32_t chunk, uint32_t max_msg
 	/* Half the window per signaled WR: a completion arrives while the other half is still
 	 * on the wire, so the pipeline never drains between batches. */
 	p->sig_every = p->limit > 1 ? p->limit / 2 : 1;
-	return 0;
-}
-
-int ing_rdma_parse_poll_mode(const char *s, enum ing_rdma_poll_mode *m)
-{
-	if (!s || !m)
-		return -EINVAL;
-	if (!strcasecmp(s, "busy"))
-		*m = ING_RDMA_POLL_BUSY;
-	else if (!strcasecmp(s, "adaptive"))
-		*m = ING_RDMA_POLL_ADAPTIVE;
-	else
-		return -EINVAL;
 	return 0;
 }
