@@ -11,7 +11,7 @@
 #include "common/json.h"
 #include "common/cli.h"
 #include "common/log.h"
-#include "control/node/node.h"
+#include "control/node/opts.h"
 #include "dataplane/store/store.h"
 
 #include <errno.h>

@@ -7,7 +7,7 @@
  */
 #include "common/cli.h"
 #include "common/parse.h"
-#include "control/node/node.h"
+#include "control/node/opts.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/store/s3.h"
 #include "numa/doctor.h"

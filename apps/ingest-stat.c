@@ -14,7 +14,7 @@
 #include "common/log.h"
 #include "common/token.h"
 #include "control/net/grpc.h"
-#include "control/node/node.h"
+#include "control/node/opts.h"
 #include "h3000.pb-c.h"
 #include "health.pb-c.h"
 

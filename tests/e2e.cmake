@@ -1,13 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # End-to-end tests of the producer path (gRPC fallback): ingestd + ingest-send +
-# ingest-verify on loopback, label "func". Also links the producer unit tests
-# (tests/unit/test_producer_*.c) with libingest's static archive, where the code they test
-# lives (test_producer_flow defines the ing_grpc_* client itself, a fake).
-foreach(_t test_producer_encode test_producer_flow)
-  if(TARGET ${_t})
-    target_link_libraries(${_t} PRIVATE ingest_static)
-  endif()
-endforeach()
+# ingest-verify on loopback, label "func". (The producer unit tests link libingest's static
+# archive, tests/CMakeLists.txt; test_producer_flow defines the ing_grpc_* client itself,
+# a fake.)
 add_test(NAME e2e.fallback
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/e2e_fallback.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(e2e.fallback PROPERTIES LABELS func TIMEOUT 300)

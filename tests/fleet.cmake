@@ -15,9 +15,6 @@ set_tests_properties(fleet.export fleet.pg_outage PROPERTIES LABELS fleet TIMEOU
 # Producer side (docs/FLEET.md): HRW placement agreed by C and Python, and three real
 # ingestd on loopback with ingest-send --servers (each bounded, started and stopped by the
 # test itself).
-if(TARGET test_producer_hrw)
-  target_link_libraries(test_producer_hrw PRIVATE ingest_static)
-endif()
 #  - fleet.hrw_python: the vectors of tests/fleet/hrw_vectors.tsv recomputed with hashlib
 #    (the spec, the way any producer computes it); unit.test_producer_hrw checks the C side
 #    against the same file.

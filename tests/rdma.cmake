@@ -10,7 +10,7 @@ file(MAKE_DIRECTORY ${_rxe_results})
 # Guest-run helper programs (real verbs, no fakes). Built without -march=native: the TCG
 # guest CPU lacks some host extensions.
 add_executable(rdma_verbs_check ${CMAKE_CURRENT_LIST_DIR}/rxe/verbs_check.c)
-target_link_libraries(rdma_verbs_check PRIVATE ing_control ing_dataplane ing_common PkgConfig::IBVERBS
+target_link_libraries(rdma_verbs_check PRIVATE ing_rdma ing_net_server ing_dataplane ing_common PkgConfig::IBVERBS
                       PkgConfig::RDMACM)
 
 add_test(NAME rdma.rxe

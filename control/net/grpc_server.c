@@ -40,7 +40,7 @@
  * destroy). A call rejected by on_start gets no on_close. While paused, nothing is
  * delivered (not even END_STREAM, which waits behind the held bytes).
  */
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/net/grpc_internal.h"
 #include "common/clock.h"
 #include "common/log.h"

@@ -15,7 +15,7 @@
 #include "common/crc32c.h"
 #include "common/hugepages.h"
 #include "common/log.h"
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/net/loop.h"
 #include "control/net/metrics.h"
 #include "control/service/service.h"
@@ -46,36 +46,6 @@
 #define DRAIN_MS 10000u
 #define CLOSE_MS 1000u
 #define TICK_NS 20000000ull
-
-void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->listen = "127.0.0.1:50051";
-	o->data_dir = "./ingest-data";
-	o->pool = "4M:16,16M:8,64M:4";
-	o->hugepages = -1;
-	o->workers = ING_DEFAULT_WORKERS;
-	o->worker_nice = ING_DEFAULT_WORKER_NICE;
-	o->sink = ING_SINK_FILE;
-	o->credits = ING_DEFAULT_CREDITS;
-	o->frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
-	o->pool_node = -1;
-	o->ready_fd = -1;
-	o->rdma = -1;
-	o->rdma_port = ING_RDMA_DEFAULT_PORT;
-	o->poll_mode = ING_RDMA_POLL_ADAPTIVE;
-	o->rdma_write = ING_RDMA_PUSH_AUTO;
-	o->grant_ms = ING_RDMA_DEFAULT_GRANT_MS;
-	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
-	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
-	o->fleet_heartbeat_ms = ING_DEFAULT_FLEET_HEARTBEAT_MS;
-	o->fleet_batch = ING_DEFAULT_FLEET_BATCH;
-	o->tier_path_style = 1;
-	o->tier_parallel = ING_TIER_DEFAULT_PARALLEL;
-	o->tier_timeout_ms = ING_S3_DEFAULT_TIMEOUT_MS;
-	o->local_retention_ms = -1;
-	ing_s3_init(&o->tier_s3);
-}
 
 enum phase { PH_RUN = 0, PH_DRAIN, PH_CLOSE, PH_DONE };
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * node_opts.c - ingestd's options: one table (common/cli.h) serves the command line
+ * opts.c - ingestd's options: one table (common/cli.h) serves the command line
  * (--name VALUE), the config file (name = VALUE), --help and the man page; ingestd,
  * ingest-doctor --config and the tests read the same file through it. A new option is one
- * entry here and one field in struct ing_ingestd_opts (node.h).
+ * entry here and one field in struct ing_ingestd_opts (opts.h).
  */
 #include "common/cli.h"
 #include "common/hugepages.h"
@@ -12,7 +12,8 @@
 #include "common/parse.h"
 #include "common/token.h"
 #include "control/fleet/fleet.h"
-#include "control/node/node.h"
+#include "control/node/opts.h"
+#include "control/service/service.h"   /* the service's defaults */
 #include "dataplane/dataplane.h"
 #include "dataplane/rdma/rdma.h"
 #include "dataplane/tier/tier.h"
@@ -30,6 +31,36 @@
 #include <unistd.h>
 
 #define O struct ing_ingestd_opts
+
+void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->listen = "127.0.0.1:50051";
+	o->data_dir = "./ingest-data";
+	o->pool = "4M:16,16M:8,64M:4";
+	o->hugepages = -1;
+	o->workers = ING_DEFAULT_WORKERS;
+	o->worker_nice = ING_DEFAULT_WORKER_NICE;
+	o->sink = ING_SINK_FILE;
+	o->credits = ING_DEFAULT_CREDITS;
+	o->frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
+	o->pool_node = -1;
+	o->ready_fd = -1;
+	o->rdma = -1;
+	o->rdma_port = ING_RDMA_DEFAULT_PORT;
+	o->poll_mode = ING_RDMA_POLL_ADAPTIVE;
+	o->rdma_write = ING_RDMA_PUSH_AUTO;
+	o->grant_ms = ING_RDMA_DEFAULT_GRANT_MS;
+	o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
+	o->session_idle_ms = ING_DEFAULT_SESSION_IDLE_MS;
+	o->fleet_heartbeat_ms = ING_DEFAULT_FLEET_HEARTBEAT_MS;
+	o->fleet_batch = ING_DEFAULT_FLEET_BATCH;
+	o->tier_path_style = 1;
+	o->tier_parallel = ING_TIER_DEFAULT_PARALLEL;
+	o->tier_timeout_ms = ING_S3_DEFAULT_TIMEOUT_MS;
+	o->local_retention_ms = -1;
+	ing_s3_init(&o->tier_s3);
+}
 
 /* host:port or [v6]:port (host may be empty: any), port 0..65535 (0: pick one). */
 static bool listen_ok(const char *s)

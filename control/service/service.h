@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "common/token.h"  /* ING_AUTH_TOKEN_MIN/MAX */
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/net/loop.h"
 #include "dataplane/dataplane.h"
 

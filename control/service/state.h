@@ -19,7 +19,7 @@
 #include "common/hist.h"
 #include "common/log.h"
 #include "control/service/admit.h"
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/net/loop.h"
 #include "control/service/service.h"
 #include "dataplane/dataplane.h"

@@ -15,7 +15,7 @@
  *   Hold    accept and never answer; Slow: never answer (for deadlines)
  *   Stats   "hold_started=<n> hold_close=<status> slow_close=<status> calls=<n>"
  */
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/net/loop.h"
 #include "common/clock.h"
 #include "common/log.h"

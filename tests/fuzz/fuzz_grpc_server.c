@@ -16,7 +16,7 @@
  * were copied or placed (every byte landed where it belongs, once), every accepted call
  * closed exactly once, no call or connection left when the input ends.
  */
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/net/grpc_internal.h"
 #include "control/net/loop.h"
 #include "control/service/xport/chunk.h"

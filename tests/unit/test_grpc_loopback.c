@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/net/loop.h"
 #include "common/clock.h"
 #include "health.pb-c.h"

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/net/grpc_internal.h"
 #include "control/net/loop.h"
 #include "common/crc32c.h"

@@ -12,7 +12,7 @@
  * as busy while the node still makes progress.
  */
 #include "control/service/admit.h"
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/service/service.h"
 #include "control/service/xport.h"
 #include "common/clock.h"

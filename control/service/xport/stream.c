@@ -26,7 +26,7 @@
  * declared crc against it instead of reading the frame again.
  */
 #include "control/service/admit.h"
-#include "control/net/grpc.h"
+#include "control/net/grpc_server.h"
 #include "control/service/service.h"
 #include "control/service/xport/chunk.h"
 #include "control/service/xport.h"
