@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The ingest service (control/svc*.c) against real clients: Debian's python3-grpcio talks
+# The ingest service (control/service/) against real clients: Debian's python3-grpcio talks
 # to a real ingestd on loopback (port 0) with a temp data dir, real files and SQLite.
 #  - interop.grpcio: Negotiate, ControlStream (lock-step, 10k pipelined), PushFrames,
 #    duplicates, cancel, deadline, UNIMPLEMENTED, health, oversize, Stats, SIGTERM drain;

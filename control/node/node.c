@@ -654,9 +654,16 @@ static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 	if (want_huge && !ing_pool_on_hugepages(d->pool))
 		ING_WARN(COMP, "pool partly on 4 KiB pages: the free hugepages were taken by another "
 			 "process while it was mapped; reserve more (ingest-hugepages)");
-	/* Per frame in flight at most three messages wait here at once (GRANTED, RECEIVED,
-	 * DONE), one frame per slot; the rest is room for connection events and calls. */
-	d->ctl = ing_mbox_create("control", 4 * ing_pool_total(d->pool) + 4096);
+	/*
+	 * Sized so that no post of a frame's message can find it full: per pool slot at most
+	 * three messages wait here at once (an lcore's GRANTED, RECEIVED, DONE; the fallback's
+	 * DONE alone), per RDMA connection two (CONN_ERROR, CONN_RELEASED; at most
+	 * ING_RDMA_MAX_LCORES x ING_RDMA_DEFAULT_MAX_CONNS of them), and 4096 for calls ({fn,
+	 * arg}: the tier's read answers, at most ING_TIER_MAX_READS, and stop requests).
+	 */
+	unsigned slots = ing_pool_total(d->pool);
+	d->ctl = ing_mbox_create("control", 3 * slots + 2 * ING_RDMA_MAX_LCORES * ING_RDMA_DEFAULT_MAX_CONNS +
+					    4096);
 	if (!d->ctl)
 		return -EIO;
 	struct ing_persist_opts pe;
@@ -665,8 +672,12 @@ static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 	pe.workers = d->o.workers;
 	pe.nice = d->o.worker_nice;
 	pe.sink = d->o.sink;
+	/* every frame of the pool may hash to one worker: its mailbox holds them all, so a
+	 * complete frame always has room (--persist-ring only ever raises it) */
 	if (d->o.persist_ring)
 		pe.ring_size = d->o.persist_ring;
+	if (pe.ring_size < slots)
+		pe.ring_size = slots;
 	if (plan && plan->n_workers > 0) {
 		pe.worker_cpus = plan->worker_cpus;   /* per worker, -1: not pinned */
 		pe.n_worker_cpus = plan->n_workers;
@@ -759,6 +770,9 @@ static int start_rdma(struct ing_node *d, const struct ing_plan *plan, struct in
 		ro.port = (uint16_t)d->o.rdma_port;
 		ro.device = d->o.rdma_dev ? d->o.rdma_dev : (plan && plan->rdma_dev[0] ? plan->rdma_dev : NULL);
 		ro.nlcores = 0;             /* one poller per EAL worker lcore */
+		/* a job per pool slot at most: an lcore's mailbox always has room for one */
+		if (ro.job_ring_size < ing_pool_total(d->pool))
+			ro.job_ring_size = ing_pool_total(d->pool);
 		ro.lcore.mode = d->o.poll_mode;
 		ro.push = d->o.rdma_write;
 		ro.lcore.grant_ms = d->o.grant_ms;

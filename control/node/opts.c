@@ -421,7 +421,9 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_UINT_(O, "max-sessions", max_sessions, 1, 1u << 20, "session table size (default 4096)"),
 	SECS("session-idle", session_idle_ms, 1 * S, 7 * DAY, "a negotiated session with no stream expires after this"),
 	ING_OPT_CUSTOM_(O, "persist-ring", persist_ring, set_persist_ring, "N",
-			"frames queued per persistence worker, a power of 2 (default 4096)"),
+			"frames a persistence worker's mailbox holds, a power of 2\n"
+			"(default 4096; never fewer than the pool's slots, so a\n"
+			"complete frame always has room)"),
 	ING_OPT_CUSTOM_(O, "log-level", log_level, set_log_level, "LEVEL", "err|warn|info|debug (default info)"),
 	ING_OPT_CUSTOM_(O, "log-format", log_format, set_log_format, "FMT",
 			"text (default) or json: one JSON object per line (journald, Loki)"),

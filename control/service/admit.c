@@ -4,14 +4,14 @@
  * or a pool slot, whatever their transport, served first come first served per size class.
  */
 #include "control/service/admit.h"
-#include "control/service/xport.h"
 #include "common/clock.h"
 #include "common/log.h"
 
 #include <errno.h>
 #include <string.h>
 
-static void run_cb(void *arg);
+static void timer_cb(void *arg);
+static int hook_cb(void *arg);
 
 int admit_init(struct admit *a, struct ing_loop *loop, struct ing_pool *pool,
 	       unsigned max_slots_per_peer, uint32_t wait_timeout_ms)
@@ -21,8 +21,11 @@ int admit_init(struct admit *a, struct ing_loop *loop, struct ing_pool *pool,
 	a->pool = pool;
 	a->max_slots_per_peer = max_slots_per_peer;
 	a->wait_timeout_ns = (uint64_t)wait_timeout_ms * 1000000ull;
-	ing_timer_init(&a->timer, run_cb, a);
-	a->timer_ready = true;
+	ing_timer_init(&a->timer, timer_cb, a);
+	ing_loop_hook_init(&a->hook, hook_cb, a);
+	if (loop)
+		ing_loop_before_sleep(loop, &a->hook);
+	a->ready = true;
 	if (!pool)
 		return -EINVAL;
 	a->nclasses = ing_pool_nclasses(pool);
@@ -38,8 +41,10 @@ int admit_init(struct admit *a, struct ing_loop *loop, struct ing_pool *pool,
 
 void admit_fini(struct admit *a)
 {
-	if (a->timer_ready && a->loop)
+	if (a->ready && a->loop) {
 		ing_timer_cancel(a->loop, &a->timer);
+		ing_loop_hook_del(a->loop, &a->hook);
+	}
 	a->head = a->tail = NULL;
 	a->nqueued = 0;
 }
@@ -90,19 +95,13 @@ static uint64_t wait_start(const struct admit *a, const struct admit_req *r)
 
 /*
  * When the queue must be looked at again without a put or a cancel: the oldest request's
- * expiry, a deferred request's retry (nothing signals a job ring that drained), and a
- * slow backstop for limits that change silently.
+ * expiry, and a slow backstop for limits that change silently.
  */
 static uint64_t next_check(const struct admit *a, uint64_t now)
 {
 	uint64_t at = now + ADMIT_BACKSTOP_NS;
-	if (!a->head)
-		return at;
-	if (a->wait_timeout_ns && wait_start(a, a->head) + a->wait_timeout_ns < at)
+	if (a->head && a->wait_timeout_ns && wait_start(a, a->head) + a->wait_timeout_ns < at)
 		at = wait_start(a, a->head) + a->wait_timeout_ns;
-	for (const struct admit_req *w = a->head; w; w = w->next)
-		if (w->why == ADMIT_LATER && now + ADMIT_RECHECK_NS < at)
-			return now + ADMIT_RECHECK_NS;
 	return at;
 }
 
@@ -180,11 +179,6 @@ int admit_try(struct admit *a, struct admit_req *r, struct ing_frame **out)
 	return 0;
 }
 
-int admit_defer(struct admit *a, struct admit_req *r)
-{
-	return wait_for(a, r, ADMIT_LATER);
-}
-
 void admit_cancel(struct admit *a, struct admit_req *r)
 {
 	bool was = r->queued;
@@ -213,7 +207,7 @@ void admit_wake(struct admit *a)
 		return;
 	}
 	if (a->head)
-		timer_arm(a, ing_now_ns());
+		a->due = true;   /* at this turn's before_sleep */
 }
 
 /*
@@ -222,9 +216,8 @@ void admit_wake(struct admit *a)
  * ticket (visited on the next run), and may cancel others; so the walk restarts from the
  * head each time, at the first request it has not visited.
  */
-static void run_cb(void *arg)
+static void run(struct admit *a)
 {
-	struct admit *a = arg;
 	uint64_t now = ing_now_ns(), done = 0, last = a->tickets;
 
 	a->in_run = true;
@@ -241,11 +234,28 @@ static void run_cb(void *arg)
 			queue_remove(a, r);
 			a->c_expired++;
 		}
-		r->xp->progress(r, expired);
+		r->wake(r, expired);
 	}
 	a->in_run = false;
 	if (a->run_again)
-		timer_arm(a, ing_now_ns());
+		a->due = true;
 	else if (a->head)
 		timer_arm(a, next_check(a, ing_now_ns()));
+}
+
+/* The recheck or an expiry: run now. */
+static void timer_cb(void *arg)
+{
+	run(arg);
+}
+
+/* before_sleep: one run per turn when something came back (admit_wake). */
+static int hook_cb(void *arg)
+{
+	struct admit *a = arg;
+	if (!a->due)
+		return 0;
+	a->due = false;
+	run(a);
+	return 1;
 }

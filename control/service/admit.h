@@ -14,11 +14,10 @@
  *
  * Waiting: admit_try queues a request it cannot admit (its ticket is kept across retries)
  * and the owner pauses its input. When a slot or credit comes back (admit_put, admit_wake)
- * the layer's timer calls each queued request's xp->progress in ticket order, plus a
- * recheck every ADMIT_BACKSTOP_NS while anything waits (limits can change without a put;
- * ADMIT_RECHECK_NS while a deferred request waits for its transport).
- * A request that waited wait_timeout_ms with nothing given back meanwhile (the node made
- * no progress) is dequeued and handed to progress(expired).
+ * the queue runs at the loop's next before_sleep: each queued request's wake() in ticket
+ * order; a timer rechecks it every ADMIT_BACKSTOP_NS while anything waits (limits can
+ * change without a put). A request that waited wait_timeout_ms with nothing given back
+ * meanwhile (the node made no progress) is dequeued and handed to wake(expired).
  *
  * Control thread only. No allocation: requests live inside their owner's call state.
  */
@@ -31,8 +30,6 @@
 #include "control/net/loop.h"
 #include "dataplane/dataplane.h"
 
-struct xport_ops;
-
 /* What admission counts for a session (the core embeds it in its session). */
 struct admit_credit {
 	unsigned credits;    /* frames admitted and not yet given back, at most */
@@ -44,7 +41,6 @@ struct admit_share {
 	unsigned slots;      /* pool slots its frames hold */
 };
 
-#define ADMIT_RECHECK_NS 2000000ull     /* retry of a deferred request (ADMIT_LATER) */
 #define ADMIT_BACKSTOP_NS 100000000ull  /* retry of the queue without a put or cancel */
 
 /* What a request waits for (admit_req.why). */
@@ -53,14 +49,14 @@ enum admit_wait {
 	ADMIT_CREDIT,        /* its session has `credits` frames open: blocks nobody else */
 	ADMIT_SLOT,          /* no free slot in the classes it may take */
 	ADMIT_PEER,          /* its peer is over its slot share while another peer waits */
-	ADMIT_LATER,         /* admitted, but its transport could not start it yet (a full
-			      * job ring): retried like the others, blocks nobody */
 };
 
 /* One frame asking for admission; embedded in its owner's per-call state. */
 struct admit_req {
 	/* --- set by the owner before admit_try --- */
-	const struct xport_ops *xp;   /* its progress() retries the request */
+	/* its turn came (a slot or credit came back, or a recheck): the owner calls admit_try
+	 * again (the request keeps its place); expired: off the queue, waited too long */
+	void (*wake)(struct admit_req *r, bool expired);
 	void *owner;                  /* the owner's handle (its call) */
 	struct admit_credit *credit;  /* its session's credits; NULL: none */
 	struct admit_share *share;    /* its peer's slot share; NULL: not tracked */
@@ -85,8 +81,10 @@ struct admit {
 	unsigned nqueued;
 	uint64_t tickets;
 	uint64_t last_put_ns;            /* when a slot or credit last came back */
-	struct ing_timer timer;          /* runs the retries (zero delay) and the recheck */
-	bool timer_ready;
+	struct ing_loop_hook hook;       /* before_sleep: runs the queue when due */
+	struct ing_timer timer;          /* the recheck, and the oldest request's expiry */
+	bool ready;
+	bool due;                        /* run the queue at the next before_sleep */
 	bool in_run, run_again;
 	/* counters (StatsReply, /metrics) */
 	uint64_t c_waited;               /* requests that had to wait */
@@ -94,12 +92,13 @@ struct admit {
 };
 
 /*
- * Set up a (zeroed or fresh) struct admit over pool. max_slots_per_peer 0: no share.
- * wait_timeout_ms 0: requests wait until their owner cancels them. 0 or -EINVAL.
+ * Set up a (zeroed or fresh) struct admit over pool, on loop (its before_sleep list and a
+ * timer). max_slots_per_peer 0: no share. wait_timeout_ms 0: requests wait until their
+ * owner cancels them. 0 or -EINVAL.
  */
 int admit_init(struct admit *a, struct ing_loop *loop, struct ing_pool *pool,
 	       unsigned max_slots_per_peer, uint32_t wait_timeout_ms);
-/* Stop the timer; queued requests are forgotten (their owners are being freed). */
+/* Off the loop; queued requests are forgotten (their owners are being freed). */
 void admit_fini(struct admit *a);
 
 /*
@@ -109,11 +108,6 @@ void admit_fini(struct admit *a);
  * progress() will be called. -EINVAL: length above the largest class (never queued).
  */
 int admit_try(struct admit *a, struct admit_req *r, struct ing_frame **f);
-/*
- * Queue r without trying (its frame was admitted and handed back because the transport
- * could not start it: admit_put first). Keeps its ticket if still queued. -EAGAIN.
- */
-int admit_defer(struct admit *a, struct admit_req *r);
 /* Drop a queued request (its frame is refused or its call ended). No-op if not queued. */
 void admit_cancel(struct admit *a, struct admit_req *r);
 /*

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc_engine.c - the RDMA engine (dataplane/rdma/rdma.h) on the control thread: its
- * rdma_cm channel on the loop, its housekeeping timer, and the callbacks it makes into the
- * service (a connect request's session check, a connection up or down, the device gone or
- * back). The transports that use the engine are svc_rdma.c (READ) and svc_rdma_write.c
- * (WRITE push); the lcores' connection events arrive on the control mailbox (svc.c).
+ * engine.c - the RDMA engine (dataplane/rdma/rdma.h) on the control thread: its rdma_cm
+ * channel on the loop, its housekeeping timer, and the callbacks it makes into the service
+ * (a connect request's session check, a connection up or down, the device gone or back).
+ * The transports that use the engine are xport/rdma.c (READ) and xport/rdma_write.c (WRITE
+ * push), which find it in their env; the lcores' connection events arrive on the control
+ * mailbox (core.c).
  */
 #include "control/service/state.h"
 #include "common/clock.h"
@@ -23,7 +24,7 @@ static int cb_session_check(void *arg, uint64_t session_id)
 	struct ing_svc *s = arg;
 	struct svc_session *ss = svc_session_find(s, session_id);
 
-	if (s->stopping)
+	if (s->env.stopping)
 		return -ESHUTDOWN;
 	if (!ss)
 		return -ENOENT;
@@ -71,24 +72,24 @@ static void cm_cb(void *arg, uint32_t events)
 	struct ing_svc *s = arg;
 	(void)events;
 
-	ing_rdma_cm_dispatch(s->rdma);
+	ing_rdma_cm_dispatch(s->env.rdma);
 }
 
 static void tick_cb(void *arg)
 {
 	struct ing_svc *s = arg;
 
-	ing_rdma_tick(s->rdma);
+	ing_rdma_tick(s->env.rdma);
 	ing_timer_arm(s->loop, &s->rdma_tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);
 }
 
-void svc_engine_detach(struct ing_svc *s)
+static void engine_detach(struct ing_svc *s)
 {
-	if (!s->rdma)
+	if (!s->env.rdma)
 		return;
 	ing_timer_cancel(s->loop, &s->rdma_tick);
-	ing_loop_del_fd(s->loop, ing_rdma_cm_fd(s->rdma));
-	s->rdma = NULL;
+	ing_loop_del_fd(s->loop, ing_rdma_cm_fd(s->env.rdma));
+	s->env.rdma = NULL;
 }
 
 int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
@@ -101,7 +102,7 @@ int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 		.device_back = cb_device_back,
 	};
 
-	svc_engine_detach(s);
+	engine_detach(s);
 	if (!r)
 		return 0;
 	int rc = ing_loop_add_fd(s->loop, ing_rdma_cm_fd(r), EPOLLIN, cm_cb, s);
@@ -109,7 +110,7 @@ int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 		ING_ERR(COMP, "cannot watch the rdma_cm channel: %s", strerror(-rc));
 		return rc;
 	}
-	s->rdma = r;
+	s->env.rdma = r;
 	ing_rdma_set_cbs(r, &cbs);
 	ing_timer_init(&s->rdma_tick, tick_cb, s);
 	ing_timer_arm(s->loop, &s->rdma_tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);

@@ -4,7 +4,7 @@
  * the message deframer) fed whole client byte streams through grpc_server_feed(): no
  * socket, the server's output is dropped. The methods stand in for the service: a unary
  * one that decodes NegotiateRequest, a streaming one that runs every message through the
- * real FrameChunk parser (control/svc_chunk.c), and a whole-message one that decodes
+ * real FrameChunk parser (control/service/xport/chunk.c), and a whole-message one that decodes
  * FrameMeta; both streams pause and resume (from a loop timer) and send acks into a small
  * outbound buffer. The streaming one places: the data field's bytes are read straight
  * into a "slot" of exactly the field's length (on_msg_sink/on_msg_placed, place_min 1),

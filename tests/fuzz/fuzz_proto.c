@@ -8,7 +8,7 @@
  * SVC_META_MAX bytes that protobuf-c accepts also fits in the call's arena (else the
  * node would NACK a valid FrameMeta as malformed); strings come out NUL-terminated.
  */
-#include "control/service/state.h"
+#include "control/service/pb.h"
 #include "h3000.pb-c.h"
 #include "health.pb-c.h"
 
@@ -32,7 +32,7 @@ static const ProtobufCMessageDescriptor *const descs[] = {
 };
 #define NDESCS (sizeof(descs) / sizeof(descs[0]))
 
-static struct svc_call *pc;   /* only its arena is used */
+static struct svc_arena *arena;   /* a call's protobuf-c arena (control/service/pb.h) */
 
 /* unknown fields anywhere in the message, nested messages included */
 static int has_unknown(const ProtobufCMessage *m)
@@ -95,13 +95,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, n, msg);
 	if (d == &h3000__frame_meta__descriptor) {
-		if (!pc) {
-			pc = calloc(1, sizeof(*pc));
-			if (!pc)
+		if (!arena) {
+			arena = calloc(1, sizeof(*arena));
+			if (!arena)
 				abort();
 		}
 		ProtobufCAllocator a;
-		svc_arena_allocator(pc, &a);
+		svc_arena_allocator(arena, &a);
 		H3000__FrameMeta *fm = h3000__frame_meta__unpack(&a, n, msg);
 		if (m && !fm && n <= SVC_META_MAX)
 			abort();   /* valid FrameMeta the arena cannot hold */
@@ -113,7 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   fm->length != ((H3000__FrameMeta *)m)->length))
 			abort();
 		/* arena memory is dropped whole, as the service does */
-		(void)svc_arena_reset(pc);
+		svc_arena_fini(arena);
 	}
 	if (!m)
 		return 0;

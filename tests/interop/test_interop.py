@@ -705,7 +705,7 @@ class T3PushFrames(unittest.TestCase):
             self.assertEqual(fh.read(), data)
 
     # The node computes the crc32c while it copies chunk bytes into the slot, chained
-    # chunk by chunk (control/svc_stream.c); the next three tests fail if that chain takes
+    # chunk by chunk (control/service/xport/stream.c); the next three tests fail if that chain takes
     # in bytes of a refused chunk, loses the staged path, or skips the declared check.
 
     def raw_call(self):
@@ -1319,8 +1319,8 @@ class T9Shutdown(unittest.TestCase):
             node.stop(signal.SIGKILL)
 
     def test_persistence_ring_full(self):
-        # a one-frame persistence ring: completed frames wait in the node's retry list,
-        # none is dropped, all become durable
+        # --persist-ring 2, far below the pool's slots: a worker's mailbox still holds every
+        # slot (the node raises it), so no complete frame ever finds it full; all durable
         node = Node(ARGS.work, "ring", extra=("--persist-ring", "2", "--log-level", "debug"))
         try:
             results, errors = {}, []

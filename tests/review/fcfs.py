@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """
-Pool slots are first come, first served (control/svc_stream.c): a large frame waiting for
+Pool slots are first come, first served (control/service/xport/stream.c): a large frame waiting for
 the one slot big enough for it is not starved by a steady flow of small frames from
 another stream, although small frames may fall back into the large class.
 

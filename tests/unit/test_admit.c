@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_admit.c - control/admit.c: one admission queue for every transport. A real pool
- * (EAL --no-huge, 64 KiB and 1 MiB classes) and a real event loop; the requests are the
- * ones the gRPC stream and RDMA READ transports make, told apart by their ops tables.
+ * test_admit.c - control/service/admit.c: one admission queue for every transport. A real
+ * pool (EAL --no-huge, 64 KiB and 1 MiB classes) and a real event loop (the queue runs at
+ * its before_sleep); the requests are the ones the gRPC stream and RDMA READ transports
+ * make, told apart by the session and peer they count against.
  *
  * The order tests fail against the old admission, where the RDMA READ path took a pool
  * slot directly (ing_pool_get, which lends larger classes) while a fallback frame waited:
@@ -21,7 +22,6 @@
 
 #include "common/clock.h"
 #include "control/service/admit.h"
-#include "control/service/xport.h"
 
 #define SMALL (60u << 10)      /* class 0 (64 KiB) */
 #define LARGE (900u << 10)     /* class 1 (1 MiB) only */
@@ -53,7 +53,7 @@ static void note(struct tframe *t)
 	strcat(E->order, " ");
 }
 
-/* What both transports do on progress: try again; when admitted, note it. */
+/* What both transports do when their turn comes: try again; when admitted, note it. */
 static void t_progress(struct admit_req *r, bool expired)
 {
 	struct tframe *t = r->owner;
@@ -65,28 +65,22 @@ static void t_progress(struct admit_req *r, bool expired)
 		note(t);
 }
 
-static const struct xport_ops fake_grpc = {
-	.name = "grpc-stream", .xport = ING_XPORT_GRPC, .progress = t_progress,
-};
-static const struct xport_ops fake_rdma = {
-	.name = "rdma-read", .xport = ING_XPORT_RDMA, .flags = XPORT_F_DATAPLANE,
-	.progress = t_progress,
-};
+/* the two transports' frames: a fallback session and an RDMA session, each its own peer */
+enum fake_xport { fake_grpc, fake_rdma };
 
-static void frame_init(struct tframe *t, const char *name, const struct xport_ops *xp,
-		       uint64_t len)
+static void frame_init(struct tframe *t, const char *name, enum fake_xport xp, uint64_t len)
 {
 	memset(t, 0, sizeof(*t));
 	t->name = name;
-	t->r.xp = xp;
+	t->r.wake = t_progress;
 	t->r.owner = t;
 	t->r.length = len;
-	t->r.credit = xp == &fake_grpc ? &E->grpc_sess : &E->rdma_sess;
-	t->r.share = xp == &fake_grpc ? &E->grpc_peer : &E->rdma_peer;
+	t->r.credit = xp == fake_grpc ? &E->grpc_sess : &E->rdma_sess;
+	t->r.share = xp == fake_grpc ? &E->grpc_peer : &E->rdma_peer;
 }
 
 /* A new frame asks once: 0 admitted, -EAGAIN queued. */
-static int arrive(struct tframe *t, const char *name, const struct xport_ops *xp, uint64_t len)
+static int arrive(struct tframe *t, const char *name, enum fake_xport xp, uint64_t len)
 {
 	frame_init(t, name, xp, len);
 	int rc = admit_try(&E->a, &t->r, &t->f);
@@ -102,7 +96,7 @@ static void done(struct tframe *t)
 	t->f = NULL;
 }
 
-/* Run the loop until the admission timer has had a zero-delay turn (bounded). */
+/* Run the loop a few turns: the queue runs at its before_sleep (bounded). */
 static void settle(void)
 {
 	for (int i = 0; i < 20; i++)
@@ -176,7 +170,7 @@ static void test_classes(void **state)
 	assert_int_equal(admit_class_of(&E->a, LARGE), 1);
 	assert_int_equal(admit_class_of(&E->a, 2u << 20), 2);
 	struct tframe t;
-	assert_int_equal(arrive(&t, "huge", &fake_grpc, 2u << 20), -EINVAL);
+	assert_int_equal(arrive(&t, "huge", fake_grpc, 2u << 20), -EINVAL);
 	assert_false(t.r.queued);
 }
 
@@ -192,16 +186,16 @@ static void test_fcfs_large_fallback_vs_small_rdma(void **state)
 	(void)state;
 	struct tframe big0, big, s[8];
 
-	assert_int_equal(arrive(&big0, "big0", &fake_grpc, LARGE), 0);
-	assert_int_equal(arrive(&s[0], "s0", &fake_rdma, SMALL), 0);
-	assert_int_equal(arrive(&s[1], "s1", &fake_rdma, SMALL), 0);
+	assert_int_equal(arrive(&big0, "big0", fake_grpc, LARGE), 0);
+	assert_int_equal(arrive(&s[0], "s0", fake_rdma, SMALL), 0);
+	assert_int_equal(arrive(&s[1], "s1", fake_rdma, SMALL), 0);
 	/* the pool is full: the large fallback frame waits for a slot */
-	assert_int_equal(arrive(&big, "big", &fake_grpc, LARGE), -EAGAIN);
+	assert_int_equal(arrive(&big, "big", fake_grpc, LARGE), -EAGAIN);
 	assert_int_equal(big.r.why, ADMIT_SLOT);
 	/* its slot comes back; before the queue runs, a small RDMA frame arrives */
 	done(&big0);
 	assert_int_equal(ing_pool_free(E->pool), 1);
-	assert_int_equal(arrive(&s[2], "s2", &fake_rdma, SMALL), -EAGAIN);
+	assert_int_equal(arrive(&s[2], "s2", fake_rdma, SMALL), -EAGAIN);
 	assert_null(s[2].f);
 	settle();
 	assert_non_null(big.f);
@@ -210,7 +204,7 @@ static void test_fcfs_large_fallback_vs_small_rdma(void **state)
 	assert_null(s[2].f);   /* still waiting for a small slot */
 	/* the small stream goes on through class 0, oldest first */
 	done(&s[0]);
-	assert_int_equal(arrive(&s[3], "s3", &fake_rdma, SMALL), -EAGAIN);
+	assert_int_equal(arrive(&s[3], "s3", fake_rdma, SMALL), -EAGAIN);
 	settle();
 	assert_non_null(s[2].f);
 	assert_int_equal(s[2].f->cls, 0);
@@ -235,14 +229,14 @@ static void test_fcfs_large_rdma_vs_small_fallback(void **state)
 	(void)state;
 	struct tframe big0, big, s[4];
 
-	assert_int_equal(arrive(&big0, "big0", &fake_rdma, LARGE), 0);
-	assert_int_equal(arrive(&s[0], "s0", &fake_grpc, SMALL), 0);
-	assert_int_equal(arrive(&s[1], "s1", &fake_grpc, SMALL), 0);
-	assert_int_equal(arrive(&big, "big", &fake_rdma, LARGE), -EAGAIN);
+	assert_int_equal(arrive(&big0, "big0", fake_rdma, LARGE), 0);
+	assert_int_equal(arrive(&s[0], "s0", fake_grpc, SMALL), 0);
+	assert_int_equal(arrive(&s[1], "s1", fake_grpc, SMALL), 0);
+	assert_int_equal(arrive(&big, "big", fake_rdma, LARGE), -EAGAIN);
 	/* small frames queued before the large slot comes back stay behind the large one */
-	assert_int_equal(arrive(&s[2], "s2", &fake_grpc, SMALL), -EAGAIN);
+	assert_int_equal(arrive(&s[2], "s2", fake_grpc, SMALL), -EAGAIN);
 	done(&big0);
-	assert_int_equal(arrive(&s[3], "s3", &fake_grpc, SMALL), -EAGAIN);
+	assert_int_equal(arrive(&s[3], "s3", fake_grpc, SMALL), -EAGAIN);
 	settle();
 	assert_non_null(big.f);
 	assert_int_equal(big.f->cls, 1);
@@ -272,18 +266,18 @@ static void test_small_class_not_blocked(void **state)
 	(void)state;
 	struct tframe big0, big, s0, s1;
 
-	assert_int_equal(arrive(&big0, "big0", &fake_grpc, LARGE), 0);
-	assert_int_equal(arrive(&big, "big", &fake_rdma, LARGE), -EAGAIN);
-	assert_int_equal(arrive(&s0, "s0", &fake_grpc, SMALL), 0);
-	assert_int_equal(arrive(&s1, "s1", &fake_rdma, SMALL), 0);
+	assert_int_equal(arrive(&big0, "big0", fake_grpc, LARGE), 0);
+	assert_int_equal(arrive(&big, "big", fake_rdma, LARGE), -EAGAIN);
+	assert_int_equal(arrive(&s0, "s0", fake_grpc, SMALL), 0);
+	assert_int_equal(arrive(&s1, "s1", fake_rdma, SMALL), 0);
 	assert_int_equal(s0.f->cls, 0);
 	assert_int_equal(s1.f->cls, 0);
 	/* a small frame queued for a slot does hold back a large one that comes after it
 	 * (it could use the 1 MiB slot): first come, first served */
 	struct tframe s2, big2;
-	assert_int_equal(arrive(&s2, "s2", &fake_grpc, SMALL), -EAGAIN);
+	assert_int_equal(arrive(&s2, "s2", fake_grpc, SMALL), -EAGAIN);
 	done(&big0);
-	assert_int_equal(arrive(&big2, "big2", &fake_grpc, LARGE), -EAGAIN);
+	assert_int_equal(arrive(&big2, "big2", fake_grpc, LARGE), -EAGAIN);
 	settle();
 	assert_non_null(big.f);      /* oldest first: the large RDMA frame */
 	assert_null(s2.f);
@@ -310,10 +304,10 @@ static void test_credit_wait_blocks_nobody(void **state)
 	struct tframe a0, a1, b0;
 
 	E->grpc_sess.credits = 1;
-	assert_int_equal(arrive(&a0, "a0", &fake_grpc, SMALL), 0);
-	assert_int_equal(arrive(&a1, "a1", &fake_grpc, LARGE), -EAGAIN);
+	assert_int_equal(arrive(&a0, "a0", fake_grpc, SMALL), 0);
+	assert_int_equal(arrive(&a1, "a1", fake_grpc, LARGE), -EAGAIN);
 	assert_int_equal(a1.r.why, ADMIT_CREDIT);
-	assert_int_equal(arrive(&b0, "b0", &fake_rdma, LARGE), 0);   /* takes the large slot */
+	assert_int_equal(arrive(&b0, "b0", fake_rdma, LARGE), 0);   /* takes the large slot */
 	done(&a0);
 	settle();
 	assert_null(a1.f);               /* credit back, but no 1 MiB slot free */
@@ -333,11 +327,11 @@ static void test_peer_share(void **state)
 	struct tframe g0, r0, r1, g1;
 
 	E->a.max_slots_per_peer = 1;
-	assert_int_equal(arrive(&g0, "g0", &fake_grpc, SMALL), 0);
-	assert_int_equal(arrive(&r0, "r0", &fake_rdma, SMALL), 0);
-	assert_int_equal(arrive(&r1, "r1", &fake_rdma, LARGE), 0);   /* nobody waits: allowed */
+	assert_int_equal(arrive(&g0, "g0", fake_grpc, SMALL), 0);
+	assert_int_equal(arrive(&r0, "r0", fake_rdma, SMALL), 0);
+	assert_int_equal(arrive(&r1, "r1", fake_rdma, LARGE), 0);   /* nobody waits: allowed */
 	assert_int_equal(E->rdma_peer.slots, 2);
-	assert_int_equal(arrive(&g1, "g1", &fake_grpc, SMALL), -EAGAIN);
+	assert_int_equal(arrive(&g1, "g1", fake_grpc, SMALL), -EAGAIN);
 	assert_int_equal(g1.r.why, ADMIT_SLOT);
 	assert_false(admit_peer_slot_ok(&E->a, &E->rdma_peer));
 	done(&r0);
@@ -357,14 +351,14 @@ static void test_cancel(void **state)
 	(void)state;
 	struct tframe big0, big, s0, s1, s2;
 
-	assert_int_equal(arrive(&big0, "big0", &fake_grpc, LARGE), 0);
-	assert_int_equal(arrive(&s0, "s0", &fake_grpc, SMALL), 0);
-	assert_int_equal(arrive(&s1, "s1", &fake_grpc, SMALL), 0);
-	assert_int_equal(arrive(&big, "big", &fake_rdma, LARGE), -EAGAIN);
+	assert_int_equal(arrive(&big0, "big0", fake_grpc, LARGE), 0);
+	assert_int_equal(arrive(&s0, "s0", fake_grpc, SMALL), 0);
+	assert_int_equal(arrive(&s1, "s1", fake_grpc, SMALL), 0);
+	assert_int_equal(arrive(&big, "big", fake_rdma, LARGE), -EAGAIN);
 	done(&big0);
 	admit_cancel(&E->a, &big.r);
 	assert_false(big.r.queued);
-	assert_int_equal(arrive(&s2, "s2", &fake_rdma, SMALL), 0);   /* may borrow the 1 MiB slot */
+	assert_int_equal(arrive(&s2, "s2", fake_rdma, SMALL), 0);   /* may borrow the 1 MiB slot */
 	assert_int_equal(s2.f->cls, 1);
 	settle();
 	assert_null(big.f);
@@ -381,8 +375,8 @@ static void test_expiry(void **state)
 
 	admit_fini(&E->a);
 	assert_int_equal(admit_init(&E->a, E->loop, E->pool, 0, 20), 0);
-	assert_int_equal(arrive(&big0, "big0", &fake_grpc, LARGE), 0);
-	assert_int_equal(arrive(&big, "big", &fake_rdma, LARGE), -EAGAIN);
+	assert_int_equal(arrive(&big0, "big0", fake_grpc, LARGE), 0);
+	assert_int_equal(arrive(&big, "big", fake_rdma, LARGE), -EAGAIN);
 	uint64_t end = ing_now_ns() + 5000000000ull;   /* bound, not a timing assertion */
 	while (!big.expired && ing_now_ns() < end)
 		ing_loop_run_once(E->loop, 5);
@@ -401,10 +395,10 @@ static void test_expiry_counts_from_progress(void **state)
 
 	admit_fini(&E->a);
 	assert_int_equal(admit_init(&E->a, E->loop, E->pool, 0, 10000), 0);
-	assert_int_equal(arrive(&big0, "big0", &fake_grpc, LARGE), 0);
-	assert_int_equal(arrive(&big, "big", &fake_rdma, LARGE), -EAGAIN);
+	assert_int_equal(arrive(&big0, "big0", fake_grpc, LARGE), 0);
+	assert_int_equal(arrive(&big, "big", fake_rdma, LARGE), -EAGAIN);
 	big.r.since_ns -= 20000000000ull;              /* it has waited 20 s */
-	assert_int_equal(arrive(&s0, "s0", &fake_grpc, SMALL), 0);
+	assert_int_equal(arrive(&s0, "s0", fake_grpc, SMALL), 0);
 	done(&s0);                                      /* ... but a slot came back just now */
 	settle();
 	assert_false(big.expired);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Loopback tests for the gRPC transport: control/grpc/grpc_server.c on an ing_loop in its own
- * thread, control/grpc/grpc_client.c in the test thread, over 127.0.0.1 (port picked by the
+ * Loopback tests for the gRPC transport: control/net/grpc_server.c on an ing_loop in its own
+ * thread, control/net/grpc_client.c in the test thread, over 127.0.0.1 (port picked by the
  * kernel). Server-side observations cross threads through atomics only.
  */
 #include <setjmp.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Placement in the gRPC server (control/grpc/grpc_server.c): DATA frame data read straight
+ * Placement in the gRPC server (control/net/grpc_server.c): DATA frame data read straight
  * into a handler's memory (on_msg_sink / on_msg_placed). The client's bytes are written
  * here frame by frame and fed through grpc_server_feed(), the server's own receive path
  * with reads of sizes the test chooses (no socket, no thread, no timing); what the server

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for control/grpc/grpc_wire.c: message framing, grpc-timeout, grpc-message. */
+/* Unit tests for control/net/grpc_wire.c: message framing, grpc-timeout, grpc-message. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

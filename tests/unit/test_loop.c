@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for control/grpc/loop.c: timers (order, cancel, re-arm), fd callbacks, wake, stop. */
+/* Unit tests for control/net/loop.c: timers (order, cancel, re-arm), fd callbacks, before_sleep hooks, stop. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_svc_chunk_parser.c - control/svc_chunk.c: the incremental FrameChunk parser.
+ * test_svc_chunk_parser.c - control/service/xport/chunk.c: the incremental FrameChunk parser.
  * Messages packed by protobuf-c (the reference encoder) and hand-made ones (any field
  * order, unknown fields, malformed varints) are fed in every possible split; the decoded
  * fields and the data bytes must match whatever the split.

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_svc_limits.c - control/svc.c: the credential and per-peer pieces that need no
- * loop, pool or network: the length-exact token compare, the failed-authentication
- * bucket and back-off, the peer table and the work-conserving slot share (control/admit.c). A bare
- * struct ing_svc with only the fields these functions read.
+ * test_svc_limits.c - control/service/auth.c and state.c: the credential and per-peer
+ * pieces that need no loop, pool or network: the length-exact token compare, the
+ * failed-authentication bucket and back-off, the peer table and the work-conserving slot
+ * share (admit.c). A bare struct ing_svc with only the fields these functions read.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "control/service/state.h"
+#include "control/service/auth.h"
 
 #define TOKEN "h3000-unit-token-0123456789"
 
@@ -144,7 +145,7 @@ static void test_peer_table(void **state)
 	svc_free(s);
 }
 
-/* The slot share lives in the admission layer (control/admit.c) now; the peers here. */
+/* The slot share lives in the admission layer (control/service/admit.c) now; the peers here. */
 static void test_slot_share(void **state)
 {
 	(void)state;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_svc_ops.c - control/svc_ops.c: failures counted by code, the per-peer table's
+ * test_svc_ops.c - control/service/counters.c and obs/ops.c: failures counted by code, the per-peer table's
  * bounded cardinality (16 addresses, the rest under "other", an idle entry taken over),
  * the /metrics lines it renders, and the log contexts of frames, calls and sessions.
  */
@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/service/state.h"
+#include "control/service/counters.h"
+#include "control/service/obs/obs.h"
 #include "control/net/metrics.h"
 #include "common/clock.h"
 

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc_metrics.c - the service's Prometheus families. Counters and histograms live in
- * struct svc_metrics (svc_internal.h), written by the control thread as frames finish;
- * the page reads them there, the pool and the RDMA pollers' relaxed counters. Names
- * follow Prometheus: ingest_ prefix, _total counters, seconds and bytes, bounded labels
- * (transport, result, stage, size class, lcore; never a frame or session id).
+ * metrics.c - the service's Prometheus families (ing_svc_metrics: the node's /metrics
+ * page renders them). Counters and histograms live in struct svc_metrics (state.h),
+ * counted by service/counters.c as frames finish; the page reads them there, the pool and the
+ * RDMA pollers' relaxed counters, then adds the fleet's, the tier's and on-call's families
+ * (obs/fleet.c, obs/tier.c, obs/ops.c). Names follow Prometheus: ingest_ prefix, _total
+ * counters, seconds and bytes, bounded labels (transport, result, stage, size class,
+ * lcore; never a frame or session id).
  */
-#include "control/service/state.h"
-#include "control/net/metrics.h"
+#include "control/service/obs/obs.h"
 #include "common/clock.h"
 #include "dataplane/rdma/rdma.h"
 
@@ -15,11 +16,6 @@
 
 static const char *const xport_name[SVC_X_N] = { "grpc", "rdma" };
 static const char *const result_name[SVC_R_N] = { "durable", "duplicate", "failed", "refused" };
-/* ingest_stage_seconds and StatsReply.latency: their stages in the one latency view */
-const struct svc_metric_stage svc_metric_stage[SVC_METRIC_STAGES] = {
-	{ "queue", SVC_LAT_QUEUE }, { "write", SVC_LAT_WRITE }, { "sync", SVC_LAT_SYNC },
-	{ "commit", SVC_LAT_COMMIT }, { "ack", SVC_LAT_ACK },
-};
 #define metric_stage svc_metric_stage
 
 static unsigned xi(uint8_t transport)
@@ -27,81 +23,17 @@ static unsigned xi(uint8_t transport)
 	return transport == ING_XPORT_RDMA ? 1u : 0u;
 }
 
-void svc_metrics_result(struct ing_svc *s, uint8_t transport, enum svc_result r, uint64_t bytes)
-{
-	s->m.frames[xi(transport)][r]++;
-	s->m.bytes[xi(transport)][r] += bytes;
-}
-
-void svc_metrics_received(struct ing_svc *s, uint8_t transport, uint64_t bytes, uint64_t latency_ns)
-{
-	s->m.rx_frames[xi(transport)]++;
-	s->m.rx_bytes[xi(transport)] += bytes;
-	ing_hist_add(&s->lat[SVC_LAT_RECEIVED_ALL], latency_ns);
-}
-
-const char *const svc_stage_name[SVC_NSTAGES + 1] = {
-	"received", "crc", "written", "synced", "catalogued", "ack", "total",
-};
-
-/*
- * Split admitted -> now into the node's stages; a stage the frame skipped (0 stamp) is 0
- * and its time goes to the next one reached, so the stages always add up.
- */
-static void stage_split(const struct ing_frame *f, uint64_t now, uint64_t *out)
-{
-	const uint64_t t[SVC_NSTAGES] = { f->t_received_ns, f->t_crc_ns, f->t_written_ns,
-					  f->t_synced_ns, f->t_durable_ns, now };
-	uint64_t prev = f->t_admit_ns;
-	for (unsigned i = 0; i < SVC_NSTAGES; i++) {
-		out[i] = 0;
-		if (!t[i] || t[i] < prev)
-			continue;
-		out[i] = t[i] - prev;
-		prev = t[i];
-	}
-}
-
-static void cut(struct ing_svc *s, enum svc_lat l, uint64_t from, uint64_t to)
-{
-	if (from && to >= from)
-		ing_hist_add(&s->lat[l], to - from);
-}
-
-void svc_metrics_durable(struct ing_svc *s, const struct ing_frame *f, uint64_t now,
-			 uint64_t stage_ns[SVC_NSTAGES])
-{
-	enum svc_result r = f->status != ING_E_NONE ? SVC_R_FAILED :
-			    f->duplicate ? SVC_R_DUPLICATE : SVC_R_DURABLE;
-
-	svc_metrics_result(s, f->transport, r, f->length);
-	if (r == SVC_R_FAILED)
-		return;
-	uint64_t t_dur = f->t_durable_ns ? f->t_durable_ns : now;
-	ing_hist_add(&s->lat[SVC_LAT_DURABLE], t_dur > f->t_admit_ns ? t_dur - f->t_admit_ns : 0);
-	stage_split(f, now, stage_ns);
-	for (unsigned i = 0; i < SVC_NSTAGES; i++)   /* SVC_LAT_ACK among them */
-		ing_hist_add(&s->lat[i], stage_ns[i]);
-	ing_hist_add(&s->lat[SVC_LAT_TOTAL], now - f->t_admit_ns);
-	cut(s, SVC_LAT_QUEUE, f->t_received_ns, f->t_persist_ns);
-	if (f->t_written_ns && f->t_synced_ns) {   /* written now (not a duplicate, not the null sink) */
-		cut(s, SVC_LAT_WRITE, f->t_persist_ns, f->t_written_ns);
-		cut(s, SVC_LAT_SYNC, f->t_written_ns, f->t_synced_ns);
-		cut(s, SVC_LAT_COMMIT, f->t_synced_ns, f->t_durable_ns);
-	}
-}
-
 /* busy share of each poller since the previous sample (at least 1 s apart) */
 static void sample_busy(struct ing_svc *s, uint64_t now)
 {
 	struct svc_metrics *m = &s->m;
-	unsigned n = ing_rdma_nlcores(s->rdma);
+	unsigned n = ing_rdma_nlcores(s->env.rdma);
 	if (m->busy_t_prev && now - m->busy_t_prev < 1000000000ull)
 		return;
 	for (unsigned i = 0; i < n && i < SVC_M_LCORES; i++) {
 		struct ing_rdma_lcore_stats st;
 		unsigned id;
-		if (ing_rdma_lcore_stats(s->rdma, i, &id, &st))
+		if (ing_rdma_lcore_stats(s->env.rdma, i, &id, &st))
 			continue;
 		if (m->busy_t_prev && st.busy_ns >= m->busy_prev_ns[i]) {
 			double r = (double)(st.busy_ns - m->busy_prev_ns[i]) / (double)(now - m->busy_t_prev);
@@ -274,7 +206,7 @@ static void metrics_lcores(struct ing_svc *s, struct ing_mtext *t)
 		{ "ingest_lcore_connections", "gauge", "RDMA connections (QPs) each dataplane lcore serves." },
 		{ "ingest_lcore_sessions_total", "counter", "RDMA sessions the placement rule gave each dataplane lcore." },
 	};
-	unsigned nl = ing_rdma_nlcores(s->rdma);
+	unsigned nl = ing_rdma_nlcores(s->env.rdma);
 	char l[64];
 
 	for (unsigned k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
@@ -283,7 +215,7 @@ static void metrics_lcores(struct ing_svc *s, struct ing_mtext *t)
 			struct ing_rdma_lcore_info in;
 			struct ing_rdma_lcore_stats st;
 			unsigned id;
-			if (ing_rdma_lcore_info(s->rdma, i, &in) || ing_rdma_lcore_stats(s->rdma, i, &id, &st))
+			if (ing_rdma_lcore_info(s->env.rdma, i, &in) || ing_rdma_lcore_stats(s->env.rdma, i, &id, &st))
 				continue;
 			const uint64_t v[] = { st.frames_ok, st.bytes_received, st.frames_failed, in.conns,
 					       in.sessions };
@@ -300,7 +232,7 @@ static void metrics_rdma(struct ing_svc *s, struct ing_mtext *t, uint64_t now)
 	char l[128];
 
 	struct ing_rdma_stats rs;
-	ing_rdma_get_stats(s->rdma, &rs);   /* zeros without an RDMA engine */
+	ing_rdma_get_stats(s->env.rdma, &rs);   /* zeros without an RDMA engine */
 	ing_mtext_family(t, "ingest_rdma_read_errors_total", "counter",
 			 "Frames whose RDMA READ failed (error completion or lost connection).");
 	ing_mtext_u64(t, "ingest_rdma_read_errors_total", "", s->c_rdma_errors);
@@ -319,11 +251,11 @@ static void metrics_rdma(struct ing_svc *s, struct ing_mtext *t, uint64_t now)
 	sample_busy(s, now);
 	ing_mtext_family(t, "ingest_lcore_busy_seconds_total", "counter",
 			 "Time each dataplane lcore spent in poll passes that did work.");
-	unsigned nl = ing_rdma_nlcores(s->rdma);
+	unsigned nl = ing_rdma_nlcores(s->env.rdma);
 	for (unsigned i = 0; i < nl; i++) {
 		struct ing_rdma_lcore_stats st;
 		unsigned id;
-		if (ing_rdma_lcore_stats(s->rdma, i, &id, &st))
+		if (ing_rdma_lcore_stats(s->env.rdma, i, &id, &st))
 			continue;
 		snprintf(l, sizeof(l), "lcore=\"%u\"", id);
 		ing_mtext_sample(t, "ingest_lcore_busy_seconds_total", l, (double)st.busy_ns / 1e9);
@@ -333,7 +265,7 @@ static void metrics_rdma(struct ing_svc *s, struct ing_mtext *t, uint64_t now)
 	for (unsigned i = 0; i < nl && i < SVC_M_LCORES; i++) {
 		struct ing_rdma_lcore_stats st;
 		unsigned id;
-		if (ing_rdma_lcore_stats(s->rdma, i, &id, &st))
+		if (ing_rdma_lcore_stats(s->env.rdma, i, &id, &st))
 			continue;
 		snprintf(l, sizeof(l), "lcore=\"%u\"", id);
 		ing_mtext_sample(t, "ingest_lcore_busy_ratio", l, m->busy_ratio[i]);

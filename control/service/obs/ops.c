@@ -1,20 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc_ops.c - what an on-call engineer reads from the service: frames failed or refused by
- * error code, open connections, and per-peer series (stored frames and bytes, failures,
- * sessions) with bounded cardinality, in /metrics and in Stats (fields 70-79). Counted as
- * frames finish (svc_ops_frame); control thread only, like the rest of the service.
- *
- * Cardinality: at most SVC_OPS_PEERS addresses have series of their own, plus
- * peer="other". The table is taken by the first addresses that send frames; a newcomer
- * that finds it full counts under "other" until an entry has been idle for
- * SVC_OPS_PEER_IDLE_NS (10 min), whose slot it then takes. So "other" only ever counts
- * live traffic, a peer's counters never jump, and a series that ends had a rate of 0.
+ * ops.c - what an on-call engineer reads from the service in /metrics: frames failed or
+ * refused by error code, open connections, and per-peer series (stored frames and bytes,
+ * failures, sessions) with bounded cardinality (service/counters.c counts them as frames
+ * finish, and says how the per-peer table is kept). Stats carries the same (rpc/stats.c,
+ * fields 70-79). Control thread only, like the rest of the service.
  */
-#include "control/service/state.h"
-#include "control/net/metrics.h"
-#include "common/clock.h"
-#include "h3000.pb-c.h"
+#include "control/service/obs/obs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -25,57 +17,6 @@ static const char *const code_name[SVC_OPS_CODES] = {
 	"deadline", "transfer", "io", "no_space", "no_transport", "busy", "cancelled",
 	"internal", "shutting_down",
 };
-
-void ing_svc_set_node_info(struct ing_svc *s, ing_svc_node_info_fn fn, void *arg)
-{
-	s->ops.info_fn = fn;
-	s->ops.info_arg = arg;
-}
-
-static struct svc_peer_stats *peer_stats(struct svc_ops *o, const struct svc_peer *peer,
-					 uint64_t now)
-{
-	struct svc_peer_stats *idle = NULL, *free_e = NULL;
-	if (!peer || !peer->ip[0])
-		return &o->other;
-	for (unsigned i = 0; i < SVC_OPS_PEERS; i++) {
-		struct svc_peer_stats *p = &o->peer[i];
-		if (!p->ip[0]) {
-			if (!free_e)
-				free_e = p;
-			continue;
-		}
-		if (strcmp(p->ip, peer->ip) == 0)
-			return p;
-		if (now - p->last_ns >= SVC_OPS_PEER_IDLE_NS && (!idle || p->last_ns < idle->last_ns))
-			idle = p;
-	}
-	if (!free_e && idle) {
-		o->peer_takeovers++;
-		free_e = idle;
-	}
-	if (!free_e)
-		return &o->other;
-	memset(free_e, 0, sizeof(*free_e));
-	snprintf(free_e->ip, sizeof(free_e->ip), "%s", peer->ip);
-	return free_e;
-}
-
-void svc_ops_frame(struct ing_svc *s, const struct svc_peer *peer, int code, uint64_t bytes)
-{
-	struct svc_ops *o = &s->ops;
-	uint64_t now = ing_now_ns();
-	struct svc_peer_stats *p = peer_stats(o, peer, now);
-
-	p->last_ns = now;
-	if (code == 0) {
-		p->durable++;
-		p->bytes += bytes;
-		return;
-	}
-	p->failed++;
-	o->failures[code > 0 && code < SVC_OPS_CODES ? code : ING_E_INTERNAL]++;
-}
 
 /* sessions a peer address owns now (the limits' peer table) */
 static unsigned peer_sessions(const struct ing_svc *s, const char *ip)
@@ -143,73 +84,4 @@ void svc_ops_metrics(struct ing_svc *s, struct ing_mtext *t)
 			 "Per-peer series ended because a new address took the entry of one idle "
 			 "for 10 minutes (the table holds 16 addresses).");
 	ing_mtext_u64(t, "ingest_peer_series_takeovers_total", "", o->peer_takeovers);
-}
-
-void svc_ops_stats(struct ing_svc *s, struct H3000__StatsReply *r)
-{
-	/* static: the reply is packed by the caller before the next Stats on this thread */
-	static H3000__FailureCount fc[SVC_OPS_CODES], *fcp[SVC_OPS_CODES];
-	static struct ing_svc_node_info info;
-	struct svc_ops *o = &s->ops;
-	unsigned n = 0;
-
-	for (unsigned c = 1; c < SVC_OPS_CODES; c++) {
-		if (!o->failures[c])
-			continue;
-		h3000__failure_count__init(&fc[n]);
-		fc[n].code = (H3000__ErrorCode)c;
-		fc[n].count = o->failures[c];
-		fcp[n] = &fc[n];
-		n++;
-	}
-	r->n_failures = n;
-	r->failures = fcp;
-	r->connections = ing_grpc_server_nconns(s->srv);
-	memset(&info, 0, sizeof(info));
-	info.ready = true;
-	if (o->info_fn)
-		o->info_fn(o->info_arg, &info);
-	r->diskfreebytes = info.disk_free;
-	r->disksizebytes = info.disk_size;
-	r->poolhugepages = info.pool_hugepages;
-	r->poolbytes = info.pool_bytes;
-	r->ready = info.ready;
-	r->notready = info.not_ready;
-}
-
-/* ---------------------------------------------------------------- log contexts */
-
-static const char *nonempty(const char *s)
-{
-	return s && *s ? s : NULL;
-}
-
-struct ing_log_ctx svc_log_frame(const struct svc_frame *e)
-{
-	struct ing_log_ctx c = { 0 };
-	if (e->call && e->call->call)
-		c.peer = ing_grpc_call_peer(e->call->call);
-	else if (e->peer)
-		c.peer = nonempty(e->peer->ip);
-	c.session = e->sess ? e->sess->id : 0;
-	if (e->f) {
-		c.wafer = nonempty(e->f->wafer_id);
-		c.frame = nonempty(e->f->frame_id);
-	}
-	return c;
-}
-
-struct ing_log_ctx svc_log_call(const struct svc_call *pc)
-{
-	struct ing_log_ctx c = { 0 };
-	c.peer = pc->call ? ing_grpc_call_peer(pc->call) : pc->peer ? nonempty(pc->peer->ip) : NULL;
-	c.session = pc->sess ? pc->sess->id : 0;
-	return c;
-}
-
-struct ing_log_ctx svc_log_session(const struct svc_session *ss)
-{
-	struct ing_log_ctx c = { .session = ss->id };
-	c.peer = ss->peer ? nonempty(ss->peer->ip) : NULL;
-	return c;
 }

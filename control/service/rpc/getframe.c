@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc_tier.c - the service's face of the object store tier (dataplane/tier/): frames
- * refused at the high-water mark, the tier's state in StatsReply (field 60, TierStats) and
- * /metrics, and rpc GetFrame. The tier thread does the work (uploads, and every read of a
- * frame: the local file or a ranged GET from the store); everything here runs on the
- * control thread and never waits for a disk or the store.
+ * getframe.c - rpc GetFrame: any stored frame back, from the node's disk or the object
+ * store tier (dataplane/tier/). The tier thread does every read (the local file or a ranged
+ * GET from the store); everything here runs on the control thread and never waits for a
+ * disk or the store. (The tier's other faces: its high-water refusal is the core's
+ * admission check, its state is in Stats, rpc/stats.c, and /metrics, obs/tier.c.)
  *
  * GetFrame: the call takes one of the tier's reads (at most ING_TIER_MAX_READS calls at
  * once: RESOURCE_EXHAUSTED beyond), the tier thread fills its buffer with the next 4 MiB and
@@ -14,7 +14,9 @@
  * size, and nothing waits on the control thread.
  */
 #include "control/service/state.h"
-#include "control/net/metrics.h"
+#include "control/service/auth.h"
+#include "control/service/pb.h"
+#include "common/ident.h"
 #include "common/log.h"
 #include "dataplane/tier/tier.h"
 #include "h3000.pb-c.h"
@@ -24,104 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-
-bool svc_tier_refusing(struct ing_svc *s, uint64_t length, char *why, size_t whylen)
-{
-	/* the last frame's verdict is what Stats and /metrics call "refusing": a frame of
-	 * another size may still fit, and the next one that does clears it */
-	s->tier_refusing = s->tier && ing_tier_refusing(s->tier, s->inflight_bytes + length, why, whylen);
-	if (s->tier_refusing)
-		s->c_tier_refused++;
-	return s->tier_refusing;
-}
-
-void svc_tier_stats(struct ing_svc *s, H3000__StatsReply *r, H3000__TierStats *p,
-		    struct ing_tier_stats *st)
-{
-	if (!s->tier)
-		return;
-	ing_tier_get_stats(s->tier, st);
-	h3000__tier_stats__init(p);
-	p->enabled = st->enabled;
-	p->store = st->store;
-	p->storestate = (H3000__TierStoreState)st->store_state;   /* same numbers (tier.h) */
-	p->storeerror = st->store_error;
-	p->backlogframes = st->backlog_frames;
-	p->backlogbytes = st->backlog_bytes;
-	p->lagseconds = st->lag_seconds;
-	p->uploadedframes = st->uploaded_frames;
-	p->uploadedbytes = st->uploaded_bytes;
-	p->uploadbytespersecond = st->upload_bytes_per_second;
-	p->uploaderrors = st->upload_errors;
-	p->uploadsinprogress = st->uploads_in_progress;
-	p->alreadystored = st->already_stored;
-	p->conflicts = st->conflicts;
-	p->locationsknown = st->census_done;
-	p->frameslocal = st->frames_local;
-	p->framesboth = st->frames_both;
-	p->framestiered = st->frames_tiered;
-	p->localbytes = st->local_bytes;
-	p->localdeleted = st->local_deleted;
-	p->refusing = s->tier_refusing;
-	p->refusedframes = s->c_tier_refused;
-	p->highwaterpercent = st->high_water_pct;
-	p->highwaterbytes = st->high_water_bytes;
-	p->diskusedpercent = st->usage_pct;
-	p->localretentionms = st->retention_ms;
-	r->tier = p;
-}
-
-void svc_tier_metrics(struct ing_svc *s, struct ing_mtext *t)
-{
-	if (!s->tier)
-		return;
-	struct ing_tier_stats st;
-	ing_tier_get_stats(s->tier, &st);
-	if (!st.enabled)
-		return;
-	ing_mtext_family(t, "ingest_tier_store_up", "gauge",
-			 "1 when the object store answered the last request as expected.");
-	ing_mtext_u64(t, "ingest_tier_store_up", "", st.store_state == ING_TIER_STORE_OK);
-	ing_mtext_family(t, "ingest_tier_backlog_frames", "gauge",
-			 "Durable frames not yet verified in the object store.");
-	ing_mtext_u64(t, "ingest_tier_backlog_frames", "", st.backlog_frames);
-	ing_mtext_family(t, "ingest_tier_backlog_bytes", "gauge", "Bytes of those frames.");
-	ing_mtext_u64(t, "ingest_tier_backlog_bytes", "", st.backlog_bytes);
-	ing_mtext_family(t, "ingest_tier_lag_seconds", "gauge",
-			 "Age of the oldest frame not yet in the object store (0: none).");
-	ing_mtext_sample(t, "ingest_tier_lag_seconds", "", st.lag_seconds);
-	ing_mtext_family(t, "ingest_tier_uploaded_frames_total", "counter",
-			 "Frames uploaded and verified in the object store.");
-	ing_mtext_u64(t, "ingest_tier_uploaded_frames_total", "", st.uploaded_frames);
-	ing_mtext_family(t, "ingest_tier_uploaded_bytes_total", "counter",
-			 "Bytes uploaded and verified (rate() of it is the upload rate).");
-	ing_mtext_u64(t, "ingest_tier_uploaded_bytes_total", "", st.uploaded_bytes);
-	ing_mtext_family(t, "ingest_tier_upload_errors_total", "counter",
-			 "Failed upload attempts (each retried).");
-	ing_mtext_u64(t, "ingest_tier_upload_errors_total", "", st.upload_errors);
-	ing_mtext_family(t, "ingest_tier_conflicts_total", "counter",
-			 "Frames whose key holds other bytes in the store (kept local).");
-	ing_mtext_u64(t, "ingest_tier_conflicts_total", "", st.conflicts);
-	if (st.census_done) {
-		ing_mtext_family(t, "ingest_tier_frames", "gauge",
-				 "Catalogued frames by where their bytes are: local (upload pending), "
-				 "both, tiered (object only).");
-		ing_mtext_u64(t, "ingest_tier_frames", "location=\"local\"", st.frames_local);
-		ing_mtext_u64(t, "ingest_tier_frames", "location=\"both\"", st.frames_both);
-		ing_mtext_u64(t, "ingest_tier_frames", "location=\"tiered\"", st.frames_tiered);
-		ing_mtext_family(t, "ingest_tier_local_bytes", "gauge", "Bytes of frames with a local copy.");
-		ing_mtext_u64(t, "ingest_tier_local_bytes", "", st.local_bytes);
-	}
-	ing_mtext_family(t, "ingest_tier_local_deleted_total", "counter",
-			 "Local copies deleted after their object was verified.");
-	ing_mtext_u64(t, "ingest_tier_local_deleted_total", "", st.local_deleted);
-	ing_mtext_family(t, "ingest_tier_refusing", "gauge",
-			 "1 when the last new frame was refused NO_SPACE at --local-high-water.");
-	ing_mtext_u64(t, "ingest_tier_refusing", "", s->tier_refusing);
-	ing_mtext_family(t, "ingest_tier_refused_frames_total", "counter",
-			 "Frames refused NO_SPACE (retryable) at --local-high-water.");
-	ing_mtext_u64(t, "ingest_tier_refused_frames_total", "", s->c_tier_refused);
-}
 
 /* ---------------------------------------------------------------- rpc GetFrame */
 
@@ -225,7 +129,7 @@ static void get_pump(struct get_call *g)
 	g->rd_out = true;
 }
 
-/* ING_EV_TIER_READ_DONE on the control mailbox (svc.c): the tier thread answered read r */
+/* ING_EV_TIER_READ_DONE on the control mailbox (core.c): the tier thread answered read r */
 void svc_tier_read_done(struct ing_svc *s, struct ing_tier_read *r)
 {
 	struct get_call *g = r->owner;
@@ -241,23 +145,6 @@ void svc_tier_read_done(struct ing_svc *s, struct ing_tier_read *r)
 	}
 	g->pos = 0;
 	get_pump(g);
-}
-
-void ing_svc_attach_tier(struct ing_svc *s, struct ing_tier *t)
-{
-	s->tier = t;
-	if (!t)
-		return;
-	s->get_buf = malloc(GET_MSG_MAX);
-	if (!s->get_buf)
-		ING_ERR("svc", "GetFrame unavailable: out of memory");
-}
-
-void svc_tier_destroy(struct ing_svc *s)
-{
-	/* reads still out came back on the control mailbox, drained before this (svc.c) */
-	free(s->get_buf);
-	s->get_buf = NULL;
 }
 
 static int get_start(struct ing_grpc_call *c, void *ctx)
@@ -290,8 +177,10 @@ static int get_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 		g->finished = true;
 		return rc;
 	}
-	if (!s->tier || !s->get_buf)
+	if (!s->tier)
 		return get_fail(g, ING_GRPC_UNAVAILABLE, "this node keeps no frames (--sink null)");
+	if (!s->get_buf && !(s->get_buf = malloc(GET_MSG_MAX)))   /* one for all calls; the core frees it */
+		return get_fail(g, ING_GRPC_RESOURCE_EXHAUSTED, "out of memory for GetFrame");
 	if (svc_pb_string_has_nul(msg, len, 1, 2))
 		return get_fail(g, ING_GRPC_INVALID_ARGUMENT,
 				"waferId or frameId contains a NUL byte: both must be " ING_ID_RULE);
@@ -358,7 +247,7 @@ static void get_close(struct ing_grpc_call *c, int status)
 		get_free(g);   /* else freed when the tier gives the read back */
 }
 
-const struct ing_grpc_method svc_getframe_method = {
+static const struct ing_grpc_method getframe_method = {
 	.path = "/h3000.RDMASvc/GetFrame",
 	.on_start = get_start,
 	.on_message = get_message,
@@ -366,3 +255,4 @@ const struct ing_grpc_method svc_getframe_method = {
 	.on_writable = get_writable,
 	.on_close = get_close,
 };
+SVC_RPC_REGISTER(getframe_method)

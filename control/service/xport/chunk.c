@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc_chunk.c - incremental protobuf wire parser for h3000.FrameChunk.
+ * chunk.c - incremental protobuf wire parser for h3000.FrameChunk.
  *
  * The PushFrames fallback path receives each FrameChunk in the pieces HTTP/2 DATA frames
  * deliver. The small fields are decoded here as they stream past; the frameId string is

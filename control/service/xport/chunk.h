@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * svc_chunk.h - the incremental FrameChunk parser of the PushFrames transport
- * (control/svc_stream.c), unit-tested and fuzzed on its own. Control thread.
+ * chunk.h - the incremental FrameChunk parser of the PushFrames transport (stream.c),
+ * unit-tested and fuzzed on its own. Control thread.
  */
 #ifndef ING_CONTROL_SVC_CHUNK_H
 #define ING_CONTROL_SVC_CHUNK_H
@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "control/service/xport.h"   /* SVC_META_MAX */
+#include "control/service/pb.h"   /* SVC_META_MAX */
 
 /* FrameChunk field numbers (proto/h3000.proto). */
 enum {
