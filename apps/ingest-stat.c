@@ -126,18 +126,8 @@ static int read_ingestd_config(C *c)
 	ing_ingestd_opts_init(&io);
 	if (ing_ingestd_opts_read_config_as(PROG, c->config, &io))
 		return ING_EXIT_USAGE;
-	const char *port = strrchr(io.listen, ':');
-	const char *host = io.listen;
-	size_t hl = port ? (size_t)(port - host) : 0;
-	if (!port)
+	if (ing_cli_local_target(io.listen, c->server_buf, sizeof(c->server_buf)))
 		return ing_cli_usage_error(&cli, "%s: listen '%s' has no port", c->config, io.listen);
-	/* a wildcard listener is reached on loopback from this host */
-	if (hl == 0 || (hl == 7 && !strncmp(host, "0.0.0.0", 7)))
-		snprintf(c->server_buf, sizeof(c->server_buf), "127.0.0.1%s", port);
-	else if (hl == 4 && !strncmp(host, "[::]", 4))
-		snprintf(c->server_buf, sizeof(c->server_buf), "[::1]%s", port);
-	else
-		snprintf(c->server_buf, sizeof(c->server_buf), "%s", io.listen);
 	c->server = c->server_buf;
 	c->tls = io.tls_cert != NULL;
 	if (io.auth_token_file && !c->auth_token_file)
