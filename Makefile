@@ -56,7 +56,10 @@ build-asan: deps
 # pages, docs; the build packages only (no test dependencies). It does not create the
 # service user or enable anything: README "Install" has the commands.
 # UNITDIR: where the systemd units go (default PREFIX/lib/systemd/system; /lib/... for /usr)
-install: build
+# Builds what is installed (target ing_install_set), not the tests.
+install: deps-build
+	@$(call CONFIGURE,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	@cmake --build $(BUILD) -j$(JOBS) --target ing_install_set
 	@ING_UNITDIR=$(UNITDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 # h3000-ingest and h3000-ingest-dev .debs (CPack) from the release tree, into $(BUILD)/deb-out

@@ -17,7 +17,7 @@ set -uo pipefail
 
 BUILD=$(cd "${1:?usage: conventions.sh BUILD_DIR}" && pwd)
 A=$BUILD/apps
-PROGS="ingestd ingest-send ingest-verify ingest-topo ingest-doctor ingest-bench ingest-stat ingest-catalog"
+PROGS="ingestd ingest-send ingest-verify ingest-get ingest-topo ingest-doctor ingest-bench ingest-stat ingest-catalog"
 for p in $PROGS; do ing_need_built "$A/$p"; done
 TMP=$(mktemp -d /tmp/cli-conventions.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
