@@ -72,3 +72,25 @@ uint64_t ing_hist_quantile(const struct ing_hist *h, double q)
 	return h->max;
 }
 
+
+uint64_t ing_hist_prom_quantile(const uint64_t *counts, const uint64_t *le, unsigned n, double q,
+				bool *over)
+{
+	uint64_t total = 0, cum = 0;
+	*over = false;
+	for (unsigned i = 0; i <= n; i++)
+		total += counts[i];
+	if (!total || !n)
+		return 0;
+	double rank = q * (double)total;
+	for (unsigned i = 0; i < n; i++) {
+		if (counts[i] && (double)(cum + counts[i]) >= rank) {
+			double lo = i ? (double)le[i - 1] : 0.0, hi = (double)le[i];
+			double in = (rank - (double)cum) / (double)counts[i];
+			return (uint64_t)(lo + (hi - lo) * (in < 0 ? 0 : in));
+		}
+		cum += counts[i];
+	}
+	*over = true;
+	return le[n - 1];
+}

@@ -11,6 +11,7 @@
 #ifndef ING_COMMON_HIST_H
 #define ING_COMMON_HIST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define ING_HIST_SUB_BITS 7
@@ -36,6 +37,16 @@ void ing_hist_add(struct ing_hist *h, uint64_t v);
  * above it. 0 if empty.
  */
 uint64_t ing_hist_quantile(const struct ing_hist *h, double q);
+/*
+ * The q-quantile (q in [0,1]) of Prometheus-style bucket counts: counts[0..n] per bucket
+ * (not cumulative), le[0..n-1] the buckets' inclusive upper bounds, counts[n] the +Inf
+ * bucket; interpolated linearly within the bucket that holds rank q*total, the first bucket
+ * from 0, as Prometheus's histogram_quantile() does (so within that bucket's bounds, no
+ * closer). 0 when empty; le[n-1] with *over true when the rank falls in +Inf. For the
+ * difference of two snapshots (ingest-stat's figures over a window).
+ */
+uint64_t ing_hist_prom_quantile(const uint64_t *counts, const uint64_t *le, unsigned n, double q,
+				bool *over);
 /* Largest value that falls into bucket b (b < ING_HIST_BUCKETS): for walking h->b (CDFs). */
 uint64_t ing_hist_bucket_upper(unsigned b);
 
