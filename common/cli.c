@@ -704,9 +704,17 @@ int ing_cli_parse_only(const struct ing_cli *c, int argc, char **argv, void *cfg
 		       const char *const *only)
 {
 	struct option *lo = long_opts(c);
+	static char *copy[1024];
 	char why[256];
 	int o, asked = 0;
 
+	/* getopt permutes the vector it parses; the full parse must see argv as given (a
+	 * value-less flag at the end would otherwise take a moved argument as its value) */
+	if (argc < (int)(sizeof(copy) / sizeof(copy[0]))) {
+		memcpy(copy, argv, (size_t)argc * sizeof(*argv));
+		copy[argc] = NULL;
+		argv = copy;
+	}
 	opterr = 0;
 	optind = 0;
 	while ((o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {

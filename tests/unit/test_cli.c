@@ -431,13 +431,35 @@ static void groups_and_completion(void **state)
 				    "try 'gprog --help'\n"));
 }
 
+/* the --config first pass leaves argv as given: the full parse reports what was typed */
+static int do_two_pass(void *arg)
+{
+	struct run *r = arg;
+	static const char *const first[] = { "manifest", NULL };
+	cfg_init(&r->c);
+	assert_int_equal(ing_cli_parse_only(&cli, r->argc, r->argv, &r->c, first), 0);
+	assert_string_equal(r->argv[1], "check");   /* not moved behind the flags */
+	assert_string_equal(r->c.path, "m");
+	return ing_cli_parse(&cli, r->argc, r->argv, &r->c, &r->argi);
+}
+
+static void first_pass_keeps_argv(void **state)
+{
+	(void)state;
+	char *argv[] = { "prog", "check", "--manifest", "m", "--server", NULL };
+	struct run r = { .argv = argv, .argc = 5 };
+	char out[1024];
+	assert_int_equal(captured(2, out, sizeof(out), do_two_pass, &r), 2);
+	assert_non_null(strstr(out, "--server needs a value"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(durations), cmocka_unit_test(size_lists), cmocka_unit_test(good_flags),
 		cmocka_unit_test(bad_flags), cmocka_unit_test(help_and_version),
 		cmocka_unit_test(config_keys), cmocka_unit_test(config_operator),
-		cmocka_unit_test(groups_and_completion),
+		cmocka_unit_test(groups_and_completion), cmocka_unit_test(first_pass_keeps_argv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
