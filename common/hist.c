@@ -52,6 +52,22 @@ void ing_hist_add(struct ing_hist *h, uint64_t v)
 	h->sum += v;
 }
 
+void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src)
+{
+	if (!src->count)
+		return;
+	if (!dst->count || src->min < dst->min)
+		dst->min = src->min;
+	if (src->max > dst->max)
+		dst->max = src->max;
+	dst->count += src->count;
+	dst->sum += src->sum;
+	for (unsigned i = 0; i <= ING_HIST_PROM_NB; i++)
+		dst->prom[i] += src->prom[i];
+	for (unsigned i = 0; i < ING_HIST_BUCKETS; i++)
+		dst->b[i] += src->b[i];
+}
+
 uint64_t ing_hist_quantile(const struct ing_hist *h, double q)
 {
 	if (!h->count)

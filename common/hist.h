@@ -31,6 +31,8 @@ struct ing_hist {
 
 void ing_hist_reset(struct ing_hist *h);
 void ing_hist_add(struct ing_hist *h, uint64_t v);
+/* dst += src: dst then holds both histograms' samples (ingest-bench's repetitions). */
+void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src);
 /*
  * q in [0,1]; the upper edge of the bucket holding the q-quantile sample (rank
  * round(q*count), at least 1), capped at max: never below that sample, less than 1/128

@@ -152,6 +152,28 @@ static void test_prom_window(void **state)
 	assert_int_equal(ing_hist_prom_quantile(diff, ing_hist_prom_le_ns, ING_HIST_PROM_NB, 0.99, &over), 0);
 }
 
+/* two repetitions merged: the same as one histogram of both's samples */
+static void test_merge(void **state)
+{
+	static struct ing_hist a, b, both;
+	(void)state;
+	ing_hist_reset(&a);
+	ing_hist_reset(&b);
+	ing_hist_reset(&both);
+	for (uint64_t i = 1; i <= 1000; i++) {
+		ing_hist_add(i % 2 ? &a : &b, i * 7919);
+		ing_hist_add(&both, i * 7919);
+	}
+	ing_hist_merge(&a, &b);
+	assert_memory_equal(&a, &both, sizeof(a));
+	ing_hist_reset(&b);
+	ing_hist_merge(&a, &b);   /* an empty one changes nothing */
+	assert_memory_equal(&a, &both, sizeof(a));
+	ing_hist_reset(&b);
+	ing_hist_merge(&b, &both);   /* into an empty one: a copy */
+	assert_memory_equal(&b, &both, sizeof(b));
+}
+
 static void test_random_vs_exact(void **state)
 {
 	(void)state;
@@ -191,6 +213,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_prom_window),
+		cmocka_unit_test(test_merge),
 		cmocka_unit_test(test_small_exact),
 		cmocka_unit_test(test_uniform_quantiles),
 		cmocka_unit_test(test_huge_values),
