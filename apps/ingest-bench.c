@@ -667,7 +667,7 @@ static void node_info(const struct cfg *c, struct node_info *ni, bool after)
 	co.tls_server_name = c->tls_server_name;
 	struct ing_grpc_chan *ch = ing_grpc_chan_connect(&co, err, sizeof(err));
 	if (!ch) {
-		snprintf(ni->err, sizeof(ni->err), "cannot connect: %s", err);
+		snprintf(ni->err, sizeof(ni->err), "cannot connect: %.200s", err);
 		return;
 	}
 	if (node_call(c, ch, "/h3000.RDMASvc/Stats", NULL, 0, &resp, &rlen, err, sizeof(err)) == ING_GRPC_OK) {
@@ -690,7 +690,7 @@ static void node_info(const struct cfg *c, struct node_info *ni, bool after)
 		if (r)
 			h3000__stats_reply__free_unpacked(r, NULL);
 	} else if (!ni->err[0]) {
-		snprintf(ni->err, sizeof(ni->err), "Stats: %s", err);
+		snprintf(ni->err, sizeof(ni->err), "Stats: %.200s", err);
 	}
 	free(resp);
 	resp = NULL;
@@ -727,7 +727,7 @@ static void node_info(const struct cfg *c, struct node_info *ni, bool after)
 				h3000__negotiate_reply__free_unpacked(n, NULL);
 			}
 		} else {
-			snprintf(ni->err, sizeof(ni->err), "Negotiate: %s", err);
+			snprintf(ni->err, sizeof(ni->err), "Negotiate: %.200s", err);
 		}
 		ni->known = ni->version[0] != '\0';
 	}

@@ -80,9 +80,9 @@ cat "$T/send.json"; echo
 [ "$(json "$T/send.json" 'ok')" = 16 ] || fail "not 16 frames ok"
 timeout 60 "$R/usr/bin/ingest-verify" --data-dir "$T/data" --manifest "$T/m" --quiet || fail "unpacked ingest-verify"
 # any frame back, compared with the node's own file of it
-timeout 60 "$R/usr/bin/ingest-get" --server "$ING_SERVER" --wafer DEB-w1 --frame 1 --out "$T/f1" ||
+timeout 60 "$R/usr/bin/ingest-get" --server "$ING_SERVER" --wafer DEB-w1 --frame frame-1 --out "$T/f1" ||
 	fail "unpacked ingest-get exited $?"
-cmp "$T/f1" "$T/data/frames/DEB-w1/1.frame" || fail "ingest-get's frame 1 differs from the node's file"
+cmp "$T/f1" "$T/data/frames/DEB-w1/frame-1.frame" || fail "ingest-get's frame-1 differs from the node's file"
 
 step "a program built against the unpacked -dev package"
 export PKG_CONFIG_PATH=$R/usr/lib/pkgconfig PKG_CONFIG_LIBDIR=/nonexistent
