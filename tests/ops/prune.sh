@@ -17,26 +17,12 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 BUILD=$(cd "${1:?usage: prune.sh BUILD_DIR}" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
 GET=$BUILD/apps/ingest-get
-CAT=$BUILD/apps/ingest-catalog
-ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$GET" "$CAT"
-command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 not installed (deploy/install-deps.sh)" >&2; exit 1; }
-T=$(mktemp -d /tmp/ops-prune.XXXXXX)
-D=$T/data
-PID= PRUNE=
-cleanup() { ing_kill_pid; [ -z "$PRUNE" ] || kill -KILL "$PRUNE" 2>/dev/null || true; rm -rf "$T"; }
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 20 "$T/ingestd.log" >&2 2>/dev/null || true
-	exit 1
-}
-start() { ing_start "$INGESTD" "$T/port" "$T/ingestd.log" --data-dir "$D" --pool 1M:8 --workers 1; PID=$ING_PID; }
-send() { timeout 120 "$SEND" --server "$ING_SERVER" --transport grpc --quiet "$@"; }
-q() { sqlite3 "$D/catalog.db" "$1"; }
+ing_need_built "$GET"
+NAME=ops-prune
+. "$(dirname "$0")/catalog_lib.sh"
+PRUNE=
+CLEANUP_EXTRA='[ -z "$PRUNE" ] || kill -KILL "$PRUNE" 2>/dev/null || true'
 files() { find "$D/frames/$1" -name '*.frame' 2>/dev/null | wc -l; }
 rows() { q "SELECT count(*) FROM frames WHERE wafer_id = '$1'"; }
 # age WAFER [MAX_ID]: make the wafer's frames (ids frame-1..MAX_ID) 40 days old
