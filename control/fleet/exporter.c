@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fleet.c - node identity, membership and the exporter thread (fleet.h).
+ * exporter.c - the fleet exporter thread (fleet.h): the node's catalog rows to the fleet
+ * catalog in PostgreSQL, its heartbeat, the membership read back. The node's identity and
+ * the membership it answers with are identity.c's.
  *
- * The exporter thread owns the PostgreSQL connection and the outbox handle. Its loop:
+ * The exporter thread owns the PostgreSQL connection and the outbox handle, and receives
+ * through one mailbox (dataplane/mbox.c), as every thread of the node: it sleeps on it
+ * between rounds, woken by ing_fleet_stop and by a change of state (ing_fleet_set_draining:
+ * heartbeat now). Its loop:
  * connect (back-off 250 ms doubling to 5 s while PostgreSQL is away), create the schema
  * if absent (under an advisory lock, so nodes starting together do not race), heartbeat
  * and read the membership every heartbeat period, and export the outbox in batches:
@@ -14,6 +19,7 @@
 #include "control/fleet/fleet_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "dataplane/dataplane.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -53,206 +59,6 @@ static const char pg_schema[] =
 	" state text NOT NULL CHECK (state IN ('active', 'draining')),"
 	" heartbeat timestamptz NOT NULL,"
 	" started_at timestamptz NOT NULL DEFAULT now());";
-
-struct ing_fleet {
-	char node_id[ING_FLEET_ID_MAX + 1];
-	char advertise[ING_FLEET_ADDR_MAX + 1];
-	char *conninfo;
-	char catalog[PATH_MAX];
-	unsigned heartbeat_ms, batch;
-	_Atomic int state;                 /* enum ing_member_state: ACTIVE or DRAINING */
-	/* --- membership snapshot and stop flag, under mu --- */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool stop;
-	struct ing_fleet_member *peers;    /* static (--fleet-peers) */
-	unsigned npeers;
-	struct ing_fleet_member *pgm;      /* last good read of fleet_members */
-	unsigned npgm;
-	bool pg_seen;
-	/* --- counters, written by the exporter --- */
-	_Atomic bool pg_up;
-	_Atomic uint64_t lag_rows, exported, errors, heartbeats, batches;
-	_Atomic int64_t oldest_ms;
-	/* --- exporter thread --- */
-	bool thread_started;
-	pthread_t thread;
-	PGconn *pg;
-	struct outbox *ob;
-	bool ob_enabled;
-	bool prepared;                     /* "fleet_export" (a full batch) on this connection */
-	struct outbox_row *rows;
-	char *sql;                         /* INSERT for a full batch */
-	size_t sql_cap;
-};
-
-void ing_fleet_opts_init(struct ing_fleet_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->heartbeat_ms = ING_DEFAULT_FLEET_HEARTBEAT_MS;
-	o->batch = ING_DEFAULT_FLEET_BATCH;
-}
-
-/* ---------------------------------------------------------------- static membership */
-
-int ing_fleet_parse_peers(const char *s, struct ing_fleet_member *out, unsigned max, unsigned *n,
-			  char *why, size_t whylen)
-{
-	unsigned k = 0;
-	const char *p = s;
-
-	*n = 0;
-	while (p && *p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-		const char *eq = memchr(p, '=', len);
-		if (!eq || eq == p || eq + 1 == p + len) {
-			snprintf(why, whylen, "peer %u: want id=host:port", k + 1);
-			return -EINVAL;
-		}
-		size_t il = (size_t)(eq - p), al = len - il - 1;
-		if (il > ING_FLEET_ID_MAX || al > ING_FLEET_ADDR_MAX) {
-			snprintf(why, whylen, "peer %u: id longer than %d or address longer than %d bytes",
-				 k + 1, ING_FLEET_ID_MAX, ING_FLEET_ADDR_MAX);
-			return -EINVAL;
-		}
-		if (!memchr(eq + 1, ':', al)) {
-			snprintf(why, whylen, "peer %u: address '%.*s' is not host:port", k + 1, (int)al, eq + 1);
-			return -EINVAL;
-		}
-		if (k >= max || k >= ING_FLEET_MAX_MEMBERS) {
-			snprintf(why, whylen, "more than %u peers", max < ING_FLEET_MAX_MEMBERS ? max : ING_FLEET_MAX_MEMBERS);
-			return -EINVAL;
-		}
-		struct ing_fleet_member *m = &out[k];
-		memset(m, 0, sizeof(*m));
-		memcpy(m->node_id, p, il);
-		memcpy(m->address, eq + 1, al);
-		m->state = ING_MEMBER_ACTIVE;
-		for (unsigned j = 0; j < k; j++)
-			if (!strcmp(out[j].node_id, m->node_id)) {
-				snprintf(why, whylen, "peer id '%s' given twice", m->node_id);
-				return -EINVAL;
-			}
-		k++;
-		p = end ? end + 1 : NULL;
-		if (end && !*p) {
-			snprintf(why, whylen, "trailing ','");
-			return -EINVAL;
-		}
-	}
-	if (!k) {
-		snprintf(why, whylen, "empty list");
-		return -EINVAL;
-	}
-	*n = k;
-	return 0;
-}
-
-/* ---------------------------------------------------------------- getters */
-
-const char *ing_fleet_node_id(const struct ing_fleet *f)
-{
-	return f->node_id;
-}
-
-enum ing_member_state ing_fleet_state(const struct ing_fleet *f)
-{
-	return (enum ing_member_state)atomic_load_explicit(&f->state, memory_order_relaxed);
-}
-
-void ing_fleet_set_draining(struct ing_fleet *f, bool draining)
-{
-	int want = draining ? ING_MEMBER_DRAINING : ING_MEMBER_ACTIVE;
-	int was = atomic_exchange(&f->state, want);
-	if (was != want)
-		ING_INFO(COMP, "node %s is now %s%s", f->node_id, draining ? "DRAINING" : "ACTIVE",
-			 draining ? " (producers send it no new wafers)" : "");
-	pthread_mutex_lock(&f->mu);
-	pthread_cond_signal(&f->cv);   /* heartbeat the change now */
-	pthread_mutex_unlock(&f->mu);
-}
-
-void ing_fleet_get_stats(struct ing_fleet *f, struct ing_fleet_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->enabled = f->conninfo != NULL;
-	st->pg_up = atomic_load_explicit(&f->pg_up, memory_order_relaxed);
-	st->lag_rows = atomic_load_explicit(&f->lag_rows, memory_order_relaxed);
-	int64_t oldest = atomic_load_explicit(&f->oldest_ms, memory_order_relaxed);
-	if (st->lag_rows && oldest > 0) {
-		int64_t now_ms = ing_wall_ns() / 1000000;
-		st->lag_seconds = now_ms > oldest ? (double)(now_ms - oldest) / 1000.0 : 0.0;
-	}
-	st->exported = atomic_load_explicit(&f->exported, memory_order_relaxed);
-	st->errors = atomic_load_explicit(&f->errors, memory_order_relaxed);
-	st->heartbeats = atomic_load_explicit(&f->heartbeats, memory_order_relaxed);
-	st->batches = atomic_load_explicit(&f->batches, memory_order_relaxed);
-}
-
-static int member_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct ing_fleet_member *)a)->node_id,
-		      ((const struct ing_fleet_member *)b)->node_id);
-}
-
-/* FNV-1a over what a producer routes by: ids, addresses, states */
-static uint64_t members_epoch(const struct ing_fleet_member *m, unsigned n)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (unsigned i = 0; i < n; i++) {
-		const char *parts[] = { m[i].node_id, m[i].address };
-		for (unsigned k = 0; k < 2; k++) {
-			for (const char *c = parts[k]; *c; c++)
-				h = (h ^ (uint8_t)*c) * 1099511628211ull;
-			h = (h ^ 0xff) * 1099511628211ull;
-		}
-		h = (h ^ (uint8_t)m[i].state) * 1099511628211ull;
-	}
-	return h ? h : 1;
-}
-
-unsigned ing_fleet_members(struct ing_fleet *f, struct ing_fleet_member *out, unsigned max,
-			   uint64_t *epoch, const char **source)
-{
-	struct ing_fleet_member *all = calloc(ING_FLEET_MAX_MEMBERS + 1, sizeof(*all));
-	unsigned n = 0;
-	bool self_seen = false;
-
-	pthread_mutex_lock(&f->mu);
-	const struct ing_fleet_member *src = f->pg_seen ? f->pgm : f->peers;
-	unsigned ns = f->pg_seen ? f->npgm : f->npeers;
-	*source = f->pg_seen ? "postgresql" : "static";
-	if (all) {
-		for (unsigned i = 0; i < ns && n < ING_FLEET_MAX_MEMBERS; i++)
-			all[n++] = src[i];
-	}
-	pthread_mutex_unlock(&f->mu);
-	if (!all) {
-		*epoch = 0;
-		return 0;
-	}
-	for (unsigned i = 0; i < n; i++) {
-		if (strcmp(all[i].node_id, f->node_id))
-			continue;
-		self_seen = true;   /* this node answers: not DOWN, whatever its heartbeat says */
-		all[i].state = ing_fleet_state(f);
-		snprintf(all[i].address, sizeof(all[i].address), "%s", f->advertise);
-	}
-	if (!self_seen) {
-		struct ing_fleet_member *m = &all[n++];
-		memset(m, 0, sizeof(*m));
-		snprintf(m->node_id, sizeof(m->node_id), "%s", f->node_id);
-		snprintf(m->address, sizeof(m->address), "%s", f->advertise);
-		m->state = ing_fleet_state(f);
-		m->heartbeat_ms = ing_wall_ns() / 1000000;
-	}
-	qsort(all, n, sizeof(*all), member_cmp);
-	*epoch = members_epoch(all, n);
-	memcpy(out, all, sizeof(*all) * (n < max ? n : max));
-	free(all);
-	return n;
-}
 
 /* ---------------------------------------------------------------- PostgreSQL */
 
@@ -497,31 +303,28 @@ static void update_lag(struct ing_fleet *f)
 	}
 }
 
-/* Wait up to ms, or until stopped or signalled; true when stopping. */
+/* What the mailbox brings besides calls: nothing is posted to it today. */
+static void on_mail(void *ctx, const struct ing_msg *m)
+{
+	(void)ctx;
+	ING_LOG_RL(ING_LOG_ERR, COMP, "unknown message %u on the fleet exporter's mailbox", m->kind);
+}
+
+/* Sleep on the mailbox up to ms, or until kicked (stop, a change of state); true when
+ * stopping. The doorbell is re-armed first (ing_mbox_idle), so a kick is never lost. */
 static bool wait_ms(struct ing_fleet *f, unsigned ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&f->mu);
-	if (!f->stop)
-		(void)pthread_cond_timedwait(&f->cv, &f->mu, &ts);
-	bool stop = f->stop;
-	pthread_mutex_unlock(&f->mu);
-	return stop;
+	if (atomic_load(&f->stop))
+		return true;
+	(void)ing_mbox_run(f->mb, 64, on_mail, f);
+	if (ing_mbox_idle(f->mb) && !atomic_load(&f->stop))
+		(void)ing_mbox_wait(f->mb, (int)ms);
+	return atomic_load(&f->stop);
 }
 
 static bool stopping(struct ing_fleet *f)
 {
-	pthread_mutex_lock(&f->mu);
-	bool s = f->stop;
-	pthread_mutex_unlock(&f->mu);
-	return s;
+	return atomic_load(&f->stop);
 }
 
 static void *exporter(void *arg)
@@ -606,11 +409,6 @@ struct ing_fleet *ing_fleet_start(const struct ing_fleet_opts *o)
 		return NULL;
 	}
 	pthread_mutex_init(&f->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&f->cv, &ca);
-	pthread_condattr_destroy(&ca);
 	snprintf(f->node_id, sizeof(f->node_id), "%s", o->node_id);
 	snprintf(f->advertise, sizeof(f->advertise), "%s", o->advertise);
 	f->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : ING_DEFAULT_FLEET_HEARTBEAT_MS;
@@ -652,6 +450,9 @@ struct ing_fleet *ing_fleet_start(const struct ing_fleet_opts *o)
 		if (!f->ob)
 			goto fail;
 	}
+	f->mb = ing_mbox_create("fleet", 64);
+	if (!f->mb)
+		goto fail;
 	int rc = pthread_create(&f->thread, NULL, exporter, f);
 	if (rc) {
 		ING_ERR(COMP, "cannot start the fleet exporter thread: %s", strerror(rc));
@@ -672,12 +473,11 @@ void ing_fleet_stop(struct ing_fleet *f)
 	if (!f)
 		return;
 	if (f->thread_started) {
-		pthread_mutex_lock(&f->mu);
-		f->stop = true;
-		pthread_cond_broadcast(&f->cv);
-		pthread_mutex_unlock(&f->mu);
+		atomic_store(&f->stop, true);
+		ing_mbox_kick(f->mb);
 		pthread_join(f->thread, NULL);
 	}
+	ing_mbox_destroy(f->mb);
 	if (f->pg)
 		PQfinish(f->pg);
 	outbox_close(f->ob);
@@ -686,7 +486,6 @@ void ing_fleet_stop(struct ing_fleet *f)
 	free(f->conninfo);
 	free(f->peers);
 	free(f->pgm);
-	pthread_cond_destroy(&f->cv);
 	pthread_mutex_destroy(&f->mu);
 	free(f);
 }

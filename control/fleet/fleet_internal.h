@@ -1,15 +1,62 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fleet_internal.h - private pieces of fleet/: the SQLite outbox (outbox.c), unit-tested
- * on its own. Only the exporter thread (and tests) use an outbox handle.
+ * fleet_internal.h - private pieces of fleet/: the node's fleet state (identity.c reads it,
+ * exporter.c's thread writes it) and the SQLite outbox (outbox.c, unit-tested on its own).
+ * Only the exporter thread (and tests) use an outbox handle.
  */
 #ifndef ING_FLEET_INTERNAL_H
 #define ING_FLEET_INTERNAL_H
 
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/ident.h"
+#include "control/fleet/fleet.h"
+
+struct ing_mbox;
+struct outbox;
+struct outbox_row;
+struct pg_conn;
+
+/*
+ * The node's fleet state. The exporter thread owns the PostgreSQL connection and the
+ * outbox, and sleeps on its mailbox (dataplane/mbox.c): a stop or a change of state kicks
+ * it; other threads read the membership snapshot under mu and the counters as atomics.
+ */
+struct ing_fleet {
+	char node_id[ING_FLEET_ID_MAX + 1];
+	char advertise[ING_FLEET_ADDR_MAX + 1];
+	char *conninfo;
+	char catalog[PATH_MAX];
+	unsigned heartbeat_ms, batch;
+	_Atomic int state;                 /* enum ing_member_state: ACTIVE or DRAINING */
+	_Atomic bool stop;                 /* the exporter ends (ing_fleet_stop) */
+	struct ing_mbox *mb;               /* the exporter's mailbox; NULL: no exporter */
+	/* --- membership snapshot, under mu --- */
+	pthread_mutex_t mu;
+	struct ing_fleet_member *peers;    /* static (--fleet-peers) */
+	unsigned npeers;
+	struct ing_fleet_member *pgm;      /* last good read of fleet_members */
+	unsigned npgm;
+	bool pg_seen;
+	/* --- counters, written by the exporter --- */
+	_Atomic bool pg_up;
+	_Atomic uint64_t lag_rows, exported, errors, heartbeats, batches;
+	_Atomic int64_t oldest_ms;
+	/* --- exporter thread --- */
+	bool thread_started;
+	pthread_t thread;
+	struct pg_conn *pg;
+	struct outbox *ob;
+	bool ob_enabled;
+	bool prepared;                     /* "fleet_export" (a full batch) on this connection */
+	struct outbox_row *rows;
+	char *sql;                         /* INSERT for a full batch */
+	size_t sql_cap;
+};
 
 /* One catalog row on its way to PostgreSQL. */
 struct outbox_row {
