@@ -132,8 +132,9 @@ enum ing_lcore_event {
 /*
  * How an lcore talks to the rest of the node. Production (ing_rdma_create): deliver =
  * ing_persist_submit, ctl = the control thread's mailbox. Unit tests: a fake deliver and a
- * mailbox they read. deliver returns 0 or -ENOBUFS (the lcore keeps the frame in its
- * bounded outbox and retries: backpressure, no loss); so does a full ctl.
+ * mailbox they read. deliver returns 0 or -ENOBUFS. Both are sized from the pool
+ * (control/node/node.c), so neither can refuse: a refused frame goes back to control failed
+ * (retryable, counted in backpressure), a refused message is counted in out_dropped.
  */
 struct ing_rdma_lcore_io {
 	struct ing_mbox *ctl;             /* ING_EV_RECEIVED/_GRANTED/_DONE/_CONN_* go here */
@@ -169,7 +170,7 @@ struct ing_rdma_lcore_stats {
 	uint64_t reads_posted, bytes_posted, post_errors;
 	uint64_t completions, wc_errors, wc_flushed, wc_stale;
 	uint64_t frames_ok, frames_failed, frames_requeued, jobs_rejected, backpressure;
-	uint64_t out_dropped;         /* connection events the full outbox could not keep */
+	uint64_t out_dropped;         /* messages control's mailbox refused (a sizing bug) */
 	uint64_t polls, idle_polls, busy_ns;
 	uint64_t arms, sleeps, wake_cq, wake_mbox, wake_timeout;
 	uint64_t conns_attached, conns_released;
@@ -219,7 +220,7 @@ int ing_rdma_lcore_detach(struct ing_rdma_lcore *lc, uint32_t qp_num);
 /* Ask the loop to return (any thread). */
 void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc);
 
-/* Lcore thread: one pass (outbox, mailbox, posts, one CQ burst, timers). Returns the work
+/* Lcore thread: one pass (mailbox, posts, one CQ burst, timers). Returns the work
  * done (0 = idle). */
 int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc);
 /* Lcore thread: one poll pass plus the idle policy (busy spin, or arm + re-poll + sleep
@@ -229,7 +230,7 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc);
 /* The loop: step until ing_rdma_lcore_stop. Signature of lcore_function_t (EAL). */
 int ing_rdma_lcore_run(void *lc);
 void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_lcore_stats *s);
-/* Frames currently held (queued, in flight, parked, in the outbox). Any thread, approx. */
+/* Frames currently held (queued, in flight, parked). Any thread, approx. */
 unsigned ing_rdma_lcore_frames_held(const struct ing_rdma_lcore *lc);
 
 /* ---------------------------------------------------------------- session placement */

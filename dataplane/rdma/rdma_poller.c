@@ -116,9 +116,6 @@ struct rdma_conn {
 	unsigned inv_wait;        /* push: frames in PS_INV_WAIT */
 };
 
-/* Outbox entry kind (beside the ing_ctl_event kinds): hand the frame to persistence. */
-#define OB_DELIVER 0xffffu
-
 struct ing_rdma_lcore {
 	struct ing_rdma_lcore_stats st;
 	/* --- shared with control --- */
@@ -137,11 +134,7 @@ struct ing_rdma_lcore {
 	uint32_t fmask;
 	struct rdma_conn *conns;
 	unsigned nconns;          /* high-water mark of used slots */
-	/* outbox: what control's mailbox or persistence refused (backpressure), in order:
-	 * messages for control, and OB_DELIVER entries (m.f to persistence) */
-	struct ing_msg *ob;
-	uint32_t ob_head, ob_tail, ob_mask;
-	unsigned frames_max;      /* frames it may hold: every one fits the outbox three times */
+	unsigned frames_max;      /* frames it may hold (its connections' FIFOs) */
 	unsigned idle;
 	uint64_t idle_t0;         /* start of the current idle spell */
 	bool armed;
@@ -190,54 +183,37 @@ unsigned ing_rdma_lcore_frames_held(const struct ing_rdma_lcore *lc)
 
 /* ---------------------------------------------------------------- messages to control, hand-off */
 
-static unsigned ob_count(const struct ing_rdma_lcore *lc)
-{
-	return lc->ob_tail - lc->ob_head;
-}
-
-/* One outgoing step: a message to control, or a frame to persistence. 0 or -ENOBUFS. */
-static int out_do(struct ing_rdma_lcore *lc, const struct ing_msg *m)
-{
-	int rc = m->kind == OB_DELIVER ? lc->io.deliver(lc->io.arg, m->f) : ing_mbox_post(lc->io.ctl, m);
-
-	if (rc == 0 && (m->kind == OB_DELIVER || m->kind == ING_EV_DONE))
-		held_add(lc, -1);   /* the frame is not the lcore's any more */
-	return rc;
-}
-
 /*
- * Send m on, keeping the order of everything the lcore sent before: behind refused steps it
- * waits in the outbox (retried by every poll pass). The outbox holds three entries for every
- * frame the lcore may hold plus connection events; past that only a connection event can be
- * lost (counted; control then learns of the connection from rdma_cm or its timeout).
+ * A message to control. Control's mailbox cannot be full: it holds three messages per
+ * pool slot (GRANTED, RECEIVED, DONE: at most so many of a frame wait there at once), two
+ * per connection and room for calls (control/node/node.c sizes it from the pool); a
+ * refusal would be a sizing bug: counted, logged, lost.
  */
-static void out(struct ing_rdma_lcore *lc, const struct ing_msg *m)
+static void to_control(struct ing_rdma_lcore *lc, const struct ing_msg *m)
 {
-	if (!ob_count(lc)) {
-		if (out_do(lc, m) == 0)
-			return;
-		STAT_ADD(lc, backpressure, 1);
-	}
-	if (ob_count(lc) > lc->ob_mask) {
-		STAT_ADD(lc, out_dropped, 1);
-		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: outbox full, event %u (qp 0x%x) dropped",
-			   lc->o.lcore_id, m->kind, m->val);
+	if (ing_mbox_post(lc->io.ctl, m) == 0) {
+		if (m->kind == ING_EV_DONE)
+			held_add(lc, -1);   /* the frame is not the lcore's any more */
 		return;
 	}
-	lc->ob[lc->ob_tail++ & lc->ob_mask] = *m;
+	STAT_ADD(lc, out_dropped, 1);
+	ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: control's mailbox full: event %u (qp 0x%x) lost",
+		   lc->o.lcore_id, m->kind, m->val);
 }
 
-static unsigned ob_flush(struct ing_rdma_lcore *lc)
+/* A received frame to persistence. A worker's mailbox holds every pool slot, so it cannot
+ * refuse one; should it, the frame goes back to control failed (retryable). */
+static void to_persistence(struct ing_rdma_lcore *lc, struct ing_frame *f)
 {
-	unsigned n = 0;
-
-	while (ob_count(lc)) {
-		if (out_do(lc, &lc->ob[lc->ob_head & lc->ob_mask]))
-			break;
-		lc->ob_head++;
-		n++;
+	if (lc->io.deliver(lc->io.arg, f) == 0) {
+		held_add(lc, -1);
+		return;
 	}
-	return n;
+	STAT_ADD(lc, backpressure, 1);
+	f->status = ING_E_INTERNAL;
+	f->retryable = true;
+	snprintf(f->msg, sizeof(f->msg), "the persistence mailbox is full (it holds every pool slot)");
+	to_control(lc, &(struct ing_msg){ .kind = ING_EV_DONE, .f = f });
 }
 
 static uint32_t conn_qp(const struct rdma_conn *c)
@@ -250,7 +226,7 @@ static void conn_event(struct ing_rdma_lcore *lc, uint32_t kind, uint32_t qp_num
 {
 	struct ing_msg m = { .kind = kind, .val = qp_num, .u64 = (uint64_t)(uint32_t)status };
 
-	out(lc, &m);
+	to_control(lc, &m);
 }
 
 static void __attribute__((format(printf, 5, 6)))
@@ -264,7 +240,7 @@ fail_frame(struct ing_rdma_lcore *lc, struct ing_frame *f, int err, bool retryab
 	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
 	va_end(ap);
 	STAT_ADD(lc, frames_failed, 1);
-	out(lc, &(struct ing_msg){ .kind = ING_EV_DONE, .f = f });
+	to_control(lc, &(struct ing_msg){ .kind = ING_EV_DONE, .f = f });
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -501,7 +477,7 @@ static void push_granted(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct 
 	f->grant_deadline_ns = ing_now_ns() + (uint64_t)lc->o.grant_ms * 1000000ull;
 	arm_timer(lc, f->grant_deadline_ns);
 	STAT_ADD(lc, push_grants, 1);
-	out(lc, &(struct ing_msg){ .kind = ING_EV_GRANTED, .f = f, .val = f->grant_id,
+	to_control(lc, &(struct ing_msg){ .kind = ING_EV_GRANTED, .f = f, .val = f->grant_id,
 				   .u64 = (uint64_t)f->grant_rkey << 32 | conn_qp(c) });
 }
 
@@ -516,7 +492,7 @@ static void push_finish(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct i
 	}
 	fifo_remove(lc, c, f);
 	STAT_ADD(lc, frames_failed, 1);
-	out(lc, &(struct ing_msg){ .kind = ING_EV_DONE, .f = f });
+	to_control(lc, &(struct ing_msg){ .kind = ING_EV_DONE, .f = f });
 }
 
 /* Post the invalidate of f's window. 0; -ENOSPC (window full: retried from conn_post);
@@ -948,8 +924,8 @@ static void frame_done(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct in
 	STAT_ADD(lc, bytes_received, f->length);
 	/* RECEIVED on control's mailbox first, then the frame to persistence, whose DONE comes
 	 * later on the same mailbox: control sees a frame's stages in order */
-	out(lc, &(struct ing_msg){ .kind = ING_EV_RECEIVED, .f = f });
-	out(lc, &(struct ing_msg){ .kind = OB_DELIVER, .f = f });
+	to_control(lc, &(struct ing_msg){ .kind = ING_EV_RECEIVED, .f = f });
+	to_persistence(lc, f);
 }
 
 /* Retire records [rec_tail, upto) that completed successfully. */
@@ -1147,7 +1123,8 @@ static void on_mail(void *ctx, const struct ing_msg *m)
 	}
 }
 
-/* The lcore's mailbox, in order, as far as the outbox has room for the frames it brings. */
+/* The lcore's mailbox, in order, as far as its connections have room for the frames it
+ * brings. */
 static unsigned take_mail(struct ing_rdma_lcore *lc)
 {
 	unsigned held = ing_rdma_lcore_frames_held(lc);
@@ -1163,8 +1140,6 @@ int ing_rdma_lcore_poll(struct ing_rdma_lcore *lc)
 	unsigned work = 0;
 
 	STAT_ADD(lc, polls, 1);
-	if (ob_count(lc))
-		work += ob_flush(lc);
 	work += take_mail(lc);
 	for (unsigned i = 0; i < lc->nconns; i++) {
 		struct rdma_conn *c = &lc->conns[i];
@@ -1350,7 +1325,7 @@ struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o
 					     const uint32_t *lkeys, unsigned nlkeys)
 {
 	struct ing_rdma_lcore *lc;
-	unsigned fr = 1, obn = 1;
+	unsigned fr = 1;
 
 	if (!o || !io || !io->ctl || !io->deliver || !o->max_conns || nlkeys > ING_POOL_MAX_CLASSES) {
 		ING_ERR(COMP, "lcore create: bad arguments");
@@ -1375,16 +1350,12 @@ struct ing_rdma_lcore *ing_rdma_lcore_create(const struct ing_rdma_lcore_opts *o
 		fr <<= 1;
 	lc->fmask = fr - 1;
 	lc->frames_max = o->max_conns * fr + ING_RDMA_CQ_BURST;
-	while (obn < 3 * lc->frames_max + 8 * o->max_conns)
-		obn <<= 1;
-	lc->ob_mask = obn - 1;
 	lc->conns = calloc(o->max_conns, sizeof(*lc->conns));
 	lc->rec_mem = calloc((size_t)o->max_conns * REC_CAP, sizeof(*lc->rec_mem));
 	lc->fifo_mem = calloc((size_t)o->max_conns * fr, sizeof(*lc->fifo_mem));
-	lc->ob = calloc(obn, sizeof(*lc->ob));
 	/* its mailbox: a job per frame it may be given, and the attach/detach commands */
 	lc->in = ing_mbox_create("lcore", (io->mbox_size ? io->mbox_size : ING_DEFAULT_RING_SIZE) + 256);
-	if (!lc->conns || !lc->rec_mem || !lc->fifo_mem || !lc->ob || !lc->in) {
+	if (!lc->conns || !lc->rec_mem || !lc->fifo_mem || !lc->in) {
 		ING_ERR(COMP, "lcore %u create: out of memory or no mailbox: %s", o->lcore_id, strerror(errno));
 		ing_rdma_lcore_destroy(lc);
 		return NULL;
@@ -1447,13 +1418,13 @@ void ing_rdma_lcore_destroy_why(struct ing_rdma_lcore *lc, const char *why)
 	if (lc->conns) {
 		for (unsigned i = 0; i < lc->nconns; i++) {
 			struct rdma_conn *c = &lc->conns[i];
-			if (c->state != CONN_FREE && lc->ob) {
+			if (c->state != CONN_FREE) {
 				conn_fail_all(lc, c, ING_E_SHUTTING_DOWN, true, why);
 				conn_free(c);
 			}
 		}
 	}
-	if (lc->in && lc->ob) {   /* jobs never taken: failed too, everything else is moot */
+	if (lc->in) {   /* jobs never taken: failed too, everything else is moot */
 		struct ing_msg m[32];
 		unsigned n;
 		while ((n = ing_mbox_pop(lc->in, m, 32)) > 0)
@@ -1463,29 +1434,12 @@ void ing_rdma_lcore_destroy_why(struct ing_rdma_lcore *lc, const char *why)
 					fail_frame(lc, m[i].f, ING_E_SHUTTING_DOWN, true, "%s", why);
 				}
 	}
-	if (lc->ob) {   /* what waits for control: posted now, hand-offs to persistence failed */
-		while (ob_count(lc)) {
-			struct ing_msg m = lc->ob[lc->ob_head++ & lc->ob_mask];
-			if (m.kind == ING_EV_GRANTED)
-				continue;
-			if (m.kind == OB_DELIVER) {
-				m.kind = ING_EV_DONE;
-				m.f->status = ING_E_SHUTTING_DOWN;
-				m.f->retryable = true;
-				snprintf(m.f->msg, sizeof(m.f->msg), "%s", why);
-			}
-			if (ing_mbox_post(lc->io.ctl, &m))
-				ING_ERR(COMP, "lcore %u: %s lost at shutdown (control's mailbox full)",
-					lc->o.lcore_id, m.kind == ING_EV_DONE ? m.f->frame_id : "a connection event");
-		}
-	}
 	if (lc->unacked_events && lc->ops && lc->ops->ack_cq_events)
 		lc->ops->ack_cq_events(lc->cq, lc->unacked_events);
 	ing_mbox_destroy(lc->in);
 	free(lc->conns);
 	free(lc->rec_mem);
 	free(lc->fifo_mem);
-	free(lc->ob);
 	for (unsigned i = 0; lc->mws && i < lc->nmw; i++)
 		if (lc->mws[i].mw && lc->ops->dealloc_mw(lc->mws[i].mw))
 			ING_WARN(COMP, "lcore %u: ibv_dealloc_mw failed", lc->o.lcore_id);
