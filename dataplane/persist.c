@@ -378,39 +378,21 @@ static void commit_rows(struct worker *w, unsigned nok)
 		   strerror(-rc));
 }
 
-/* Every frame back to control, in order (ING_EV_DONE). Control's mailbox holds a message
- * per pool slot and more, so it is full only if control stalls: wait for it then. */
+/*
+ * Every frame back to control, in order (ING_EV_DONE). Control's mailbox cannot be full: it
+ * holds three messages per pool slot, more than a frame ever has waiting there, plus room
+ * for connection events and calls (control/node/node.c sizes it from the pool), so no
+ * wait is needed; a refusal would be a sizing bug: logged, the frames unanswered.
+ */
 static void post_done(struct worker *w, struct ing_frame **f, unsigned n)
 {
 	struct ing_persist *p = w->p;
-	struct timespec ts = { 0, 200000 };
-	unsigned done = 0;
-	bool warned = false;
 
 	for (unsigned i = 0; i < n; i++)
 		w->msgs[i] = (struct ing_msg){ .kind = ING_EV_DONE, .f = f[i] };
-	while (done < n) {
-		unsigned k = n - done;
-		if (ing_mbox_post_n(p->ctl, w->msgs + done, k) == 0) {
-			done += k;
-			continue;
-		}
-		if (ing_mbox_post(p->ctl, w->msgs + done) == 0) {
-			done++;
-			continue;
-		}
-		/* never drop an answer: the control thread will drain its mailbox */
-		if (__atomic_load_n(&p->abort, __ATOMIC_ACQUIRE)) {
-			ING_ERR(COMP, "worker %u: control's mailbox full at shutdown, %u frames not acked",
-				w->idx, n - done);
-			return;
-		}
-		if (!warned) {
-			ING_LOG_RL(ING_LOG_WARN, COMP, "worker %u: control's mailbox full, waiting", w->idx);
-			warned = true;
-		}
-		nanosleep(&ts, NULL);
-	}
+	if (ing_mbox_post_n(p->ctl, w->msgs, n) != 0)
+		ING_ERR(COMP, "worker %u: control's mailbox full (%u messages): %u frames not answered",
+			w->idx, ing_mbox_count(p->ctl), n);
 }
 
 /* commit the group's catalog rows, stamp and count its frames, send them back to control */
