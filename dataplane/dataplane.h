@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "common/ident.h"
+#include "dataplane/msg.h"   /* struct ing_msg and every thread's kinds */
 
 #define ING_FRAME_MSG_MAX 512   /* room for a 256-byte id and the reason */
 #define ING_POOL_MAX_CLASSES 8
@@ -181,52 +182,18 @@ int ing_pool_class_stats(const struct ing_pool *p, unsigned c, uint64_t *slot_si
 
 /*
  * One mailbox per thread (SPDK's spdk_thread_send_msg model): the control thread, every
- * dataplane lcore and every persistence worker receive everything other threads tell them
+ * dataplane lcore, every persistence worker, the tier thread and the fleet exporter receive
+ * everything other threads tell them
  * through their own mailbox, a bounded MP/SC queue of struct ing_msg with an eventfd
  * doorbell, and sleep on that one fd. A message is an event about a frame ({kind, frame}:
  * the frame moves with it, one owner at a time) or a call ({fn, arg}: fn runs on the
- * owner's thread). Messages about one frame that one thread posts, or that a hand-off
- * orders (the lcore posts RECEIVED before it hands the frame to persistence, which posts
- * DONE), arrive in that order: one ordered channel per frame. Any thread posts; only the
- * owner pops. No allocation after create; a full mailbox is -ENOBUFS (backpressure).
+ * owner's thread); the message and its kinds are dataplane/msg.h's. Messages about one
+ * frame that one thread posts, or that a hand-off orders (the lcore posts RECEIVED before
+ * it hands the frame to persistence, which posts DONE), arrive in that order: one ordered
+ * channel per frame. Any thread posts; only the owner pops. No allocation after create; a
+ * full mailbox is -ENOBUFS (the node sizes the frame-carrying ones from the pool, so it
+ * cannot happen to a frame).
  */
-typedef void (*ing_msg_fn)(void *arg, uint32_t val);
-
-#define ING_MSG_CALL 0u   /* {fn, arg, val}: run fn(arg, val) on the owner's thread */
-
-/* Events on the control thread's mailbox (svc.c handles them). */
-enum ing_ctl_event {
-	ING_EV_RECEIVED = 1,      /* lcore: every byte of f landed (t_received_ns set); f goes on
-				   * to persistence right after, the lcore no longer touches it */
-	ING_EV_GRANTED = 2,       /* lcore (RDMA WRITE push): f's slot is open for the producer's
-				   * WRITE; val: grant id, u64: grant rkey << 32 | qp number.
-				   * The lcore still owns f: read only its admission fields */
-	ING_EV_DONE = 3,          /* persistence (or a failing lcore): f is control's again,
-				   * durable (status ING_E_NONE) or failed (status, msg) */
-	ING_EV_CONN_ERROR = 4,    /* lcore: a WR of QP val failed (u64: ibv_wc_status): disconnect */
-	ING_EV_CONN_RELEASED = 5, /* lcore: done with QP val: control may destroy it */
-	ING_EV_TIER_READ_DONE = 6,/* tier thread: arg, a struct ing_tier_read, is answered and
-				   * control's again (dataplane/tier/tier.h) */
-};
-
-/* Events on a persistence worker's mailbox. */
-enum ing_persist_event {
-	ING_EV_PERSIST = 16,      /* f: complete in its slot: check, store, post DONE to control */
-};
-
-struct ing_msg {
-	uint32_t kind;            /* ING_MSG_CALL or an event of the receiving thread */
-	uint32_t val;             /* a small value (grant id, qp number, call argument) */
-	union {
-		struct ing_frame *f;  /* events: the frame it is about */
-		void *arg;            /* calls: fn's argument; other events: an object */
-	};
-	union {
-		uint64_t u64;         /* events: a second value */
-		ing_msg_fn fn;        /* calls */
-	};
-};
-
 struct ing_mbox;
 /* size: messages it holds (any number, not rounded). NULL + log on error. No EAL needed. */
 struct ing_mbox *ing_mbox_create(const char *name, unsigned size);

@@ -35,8 +35,6 @@
 
 #define COMP "mbox"
 
-_Static_assert(sizeof(struct ing_msg) == 24, "struct ing_msg: 24 bytes, a multiple of 4 (rte_ring elements)");
-
 struct ing_mbox {
 	struct rte_ring *r;       /* aligned_alloc'ed, rte_ring_init'ed */
 	int efd;

@@ -121,13 +121,7 @@ enum ing_rdma_poll_mode {
 };
 /* (ingestd's --poll-mode: busy | adaptive, parsed by its option table, control/node/opts.c) */
 
-/* Events on an lcore's mailbox (control posts them; see dataplane.h for control's own). */
-enum ing_lcore_event {
-	ING_EV_JOB = 32,      /* f: READ it (or, f->push, grant its slot) on connection f->qp_num */
-	ING_EV_ATTACH = 33,   /* arg: the QP (ESTABLISHED soon; RTS already); u64: session id;
-			       * val: rd_atom << 16 | sq_depth */
-	ING_EV_DETACH = 34,   /* val: qp number, already moved to ERROR: drain, park its frames */
-};
+/* (The events on an lcore's mailbox, ING_EV_JOB, _ATTACH, _DETACH: dataplane/msg.h.) */
 
 /*
  * How an lcore talks to the rest of the node. Production (ing_rdma_create): deliver =

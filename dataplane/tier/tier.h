@@ -65,10 +65,7 @@ struct ing_tier_opts {
 	unsigned nice;
 };
 
-/* Events on the tier thread's mailbox (control posts them; control's own: dataplane.h). */
-enum ing_tier_event {
-	ING_EV_TIER_READ = 48,      /* arg: a struct ing_tier_read to answer (its next chunk) */
-};
+/* (The event on the tier thread's mailbox, ING_EV_TIER_READ: dataplane/msg.h.) */
 void ing_tier_opts_init(struct ing_tier_opts *o);
 
 struct ing_tier;
