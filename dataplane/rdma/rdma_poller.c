@@ -23,6 +23,7 @@
 #include "common/log.h"
 
 #include <rte_common.h>
+#include <rte_pause.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1181,7 +1182,7 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
 	}
 	STAT_ADD(lc, idle_polls, 1);
 	if (lc->o.mode == ING_RDMA_POLL_BUSY) {
-		__builtin_ia32_pause();
+		rte_pause();   /* x86 PAUSE, aarch64 YIELD: DPDK picks the architecture's */
 		return 0;
 	}
 	if (++lc->idle == 1)
@@ -1193,7 +1194,7 @@ int ing_rdma_lcore_step(struct ing_rdma_lcore *lc)
 	if (lc->idle < lc->o.busy_polls &&
 	    !(lc->o.busy_us && lc->idle >= ING_RDMA_MIN_IDLE_POLLS &&
 	      t0 - lc->idle_t0 >= (uint64_t)lc->o.busy_us * 1000ull)) {
-		__builtin_ia32_pause();
+		rte_pause();   /* x86 PAUSE, aarch64 YIELD: DPDK picks the architecture's */
 		return 0;
 	}
 	if (!lc->armed) {
