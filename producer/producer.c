@@ -7,6 +7,7 @@
  * (producer_internal.h).
  */
 #include "producer/producer_internal.h"
+#include "proto/pb_wire.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -118,39 +119,17 @@ size_t chunk_head_encode(uint8_t *buf, size_t cap, const char *frame_id, uint64_
 	return n;
 }
 
-static int get_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
-{
-	const uint8_t *p = *pp;
-	uint64_t r = 0;
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (p >= end)
-			return -EINVAL;
-		uint8_t b = *p++;
-		r |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*pp = p;
-			*v = r;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
 int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a)
 {
-	const uint8_t *p = buf, *end = buf + len;
+	struct pb_field f;
+	size_t pos = 0;
+	int rc;
 
 	memset(a, 0, sizeof(*a));
-	while (p < end) {
-		uint64_t key, v;
-		if (get_varint(&p, end, &key))
-			return -EINVAL;
-		unsigned field = (unsigned)(key >> 3), wt = (unsigned)(key & 7);
-		switch (wt) {
-		case 0:
-			if (get_varint(&p, end, &v))
-				return -EINVAL;
-			switch (field) {
+	while ((rc = pb_next(buf, len, &pos, &f)) > 0) {
+		if (f.wt == PB_VARINT) {
+			uint64_t v = f.v;
+			switch (f.num) {
 			case 2: a->ok = v != 0; break;
 			case 4: a->stage = (uint32_t)v; break;
 			case 5: a->code = (uint32_t)v; break;
@@ -159,7 +138,7 @@ int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a)
 			case 8: a->crc32c = (uint32_t)v; break;
 			case 9: a->latency_ns = v; break;
 			case 11: case 12: case 13: case 14: case 15: case 16:
-				a->stage_ns[field - 11] = v;
+				a->stage_ns[f.num - 11] = v;
 				break;
 			case 20: a->grant_id = (uint32_t)v; break;
 			case 21: a->grant_addr = v; break;
@@ -168,34 +147,15 @@ int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a)
 			case 24: a->grant_qp = (uint32_t)v; break;
 			default: break;
 			}
-			break;
-		case 1:
-			if (end - p < 8)
-				return -EINVAL;
-			p += 8;
-			break;
-		case 2:
-			if (get_varint(&p, end, &v) || v > (uint64_t)(end - p))
-				return -EINVAL;
-			if (field == 1 || field == 3 || field == 10) {
-				char *dst = field == 1 ? a->frame_id : field == 3 ? a->msg : a->wafer_id;
-				size_t cap = field == 3 ? sizeof(a->msg) : sizeof(a->frame_id);
-				size_t n = v < cap - 1 ? (size_t)v : cap - 1;
-				memcpy(dst, p, n);
-				dst[n] = '\0';
-			}
-			p += v;
-			break;
-		case 5:
-			if (end - p < 4)
-				return -EINVAL;
-			p += 4;
-			break;
-		default:
-			return -EINVAL;
+		} else if (f.wt == PB_LEN && (f.num == 1 || f.num == 3 || f.num == 10)) {
+			char *dst = f.num == 1 ? a->frame_id : f.num == 3 ? a->msg : a->wafer_id;
+			size_t cap = f.num == 3 ? sizeof(a->msg) : sizeof(a->frame_id);
+			size_t n = f.v < cap - 1 ? (size_t)f.v : cap - 1;
+			memcpy(dst, f.p, n);
+			dst[n] = '\0';
 		}
 	}
-	return 0;
+	return rc < 0 ? -EINVAL : 0;
 }
 
 bool producer_id_ok(const char *id)

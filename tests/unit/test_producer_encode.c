@@ -190,7 +190,8 @@ static void test_ack_decode(void **state)
 	uint8_t u[64];
 	size_t k = 0;
 	u[k++] = 0x0a; u[k++] = 1; u[k++] = '5';               /* frameId = "5" */
-	u[k++] = (20 << 3) | 0; u[k++] = 0x80; u[k++] = 0x01;   /* varint */
+	u[k++] = 0xa0; u[k++] = 0x01;                          /* key: field 20, varint (2 bytes) */
+	u[k++] = 0x80; u[k++] = 0x01;                          /* its value, 128 */
 	u[k++] = (11 << 3) | 1; memset(u + k, 0xaa, 8); k += 8; /* fixed64 */
 	u[k++] = (12 << 3) | 2; u[k++] = 3; memcpy(u + k, "abc", 3); k += 3;
 	u[k++] = (13 << 3) | 5; memset(u + k, 0xbb, 4); k += 4; /* fixed32 */

@@ -11,6 +11,7 @@
  * the parser (p->ordered, p->seen), and what came after it from p->late_fields.
  */
 #include "control/service/xport/chunk.h"
+#include "proto/pb_wire.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -24,7 +25,6 @@ enum {
 	ST_FIXED,       /* skipping a fixed32/fixed64 value */
 };
 
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I32 = 5 };
 
 void chunk_parser_init(struct chunk_parser *p, const struct chunk_parser_cbs *cbs, void *arg)
 {
@@ -52,21 +52,16 @@ static int bad(struct chunk_parser *p, const char *why)
 	return -EBADMSG;
 }
 
-/* One varint byte. 1 when the varint is complete, 0 when more bytes follow, <0 malformed. */
+/* One varint byte (proto/pb_wire.h's step, shared with every walker of the wire format).
+ * 1 when the varint is complete, 0 when more bytes follow, <0 malformed. */
 static int varint_byte(struct chunk_parser *p, uint8_t b)
 {
-	if (p->vbytes == 9 && b > 1)
-		return bad(p, "varint overflows 64 bits");
-	p->acc |= (uint64_t)(b & 0x7f) << (7 * p->vbytes);
-	p->vbytes++;
-	if (b & 0x80) {
-		if (p->vbytes >= 10)
-			return bad(p, "varint longer than 10 bytes");
-		if (p->state == ST_KEY && p->vbytes >= 5)   /* as protobuf-c: a key is a varint32 */
-			return bad(p, "field key longer than 5 bytes");
-		return 0;
-	}
-	return 1;
+	int rc = pb_varint_step(&p->acc, &p->vbytes, b);
+	if (rc < 0)
+		return bad(p, "varint longer than 10 bytes or above 64 bits");
+	if (rc == 0 && p->state == ST_KEY && p->vbytes >= 5)   /* as protobuf-c: a key is a varint32 */
+		return bad(p, "field key longer than 5 bytes");
+	return rc;
 }
 
 static bool known_field(uint32_t f)
@@ -89,7 +84,7 @@ static int on_key(struct chunk_parser *p, uint64_t key)
 	p->wtype = wt;
 	if (known_field(field)) {
 		bool want_len = field == CP_F_META || field == CP_F_DATA || field == CP_F_FRAME_ID;
-		if (want_len ? wt != WT_LEN : wt != WT_VARINT)
+		if (want_len ? wt != PB_LEN : wt != PB_VARINT)
 			return bad(p, "wrong wire type for a FrameChunk field");
 		if (field < p->last_field)
 			p->ordered = false;
@@ -99,17 +94,17 @@ static int on_key(struct chunk_parser *p, uint64_t key)
 		p->seen |= 1u << field;
 	}
 	switch (wt) {
-	case WT_VARINT:
+	case PB_VARINT:
 		p->state = ST_VARINT;
 		break;
-	case WT_LEN:
+	case PB_LEN:
 		p->state = ST_LEN;
 		break;
-	case WT_I64:
+	case PB_I64:
 		p->state = ST_FIXED;
 		p->left = 8;
 		break;
-	case WT_I32:
+	case PB_I32:
 		p->state = ST_FIXED;
 		p->left = 4;
 		break;
