@@ -27,7 +27,6 @@
  * Exit status: 0 all good, 1 a frame bad or missing (or the catalog unreadable), 2 usage.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -39,7 +38,6 @@
 #include <unistd.h>
 
 #include "common/cli.h"
-#include "common/io.h"
 #include "common/parse.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
@@ -110,32 +108,6 @@ static int grow(uint8_t **b, size_t *cap, uint64_t len)
 	return 0;
 }
 
-/* Read exactly len bytes of path into *b; -EFBIG/-ENODATA when its size differs. */
-static int read_exact(const char *path, uint8_t **b, size_t *cap, uint64_t len, uint64_t *size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st)) {
-		int e = -errno;
-		close(fd);
-		return e;
-	}
-	*size = (uint64_t)st.st_size;
-	if ((uint64_t)st.st_size != len) {
-		close(fd);
-		return (uint64_t)st.st_size > len ? -EFBIG : -ENODATA;
-	}
-	if (grow(b, cap, len ? len : 1)) {
-		close(fd);
-		return -ENOMEM;
-	}
-	int rc = ing_read_full(fd, *b, len);
-	close(fd);
-	return rc;
-}
-
 static bool check_catalog(struct verify *v, const struct expect *e, const char *rel,
 			  struct ing_catalog_row *rowp)
 {
@@ -182,11 +154,12 @@ static int catalog_has(struct verify *v, const struct expect *e)
 	return -1;
 }
 
-/* The bytes of a copy (the file, or the object read back) against what was sent. */
-static bool check_bytes(struct verify *v, const struct expect *e, const uint8_t *b, const char *what)
+/* The bytes of a copy (the file, or the object read back; crc: theirs) against what was
+ * sent. */
+static bool check_bytes(struct verify *v, const struct expect *e, const uint8_t *b, uint32_t crc,
+			const char *what)
 {
 	bool good = true;
-	uint32_t crc = ing_crc32c(0, b, e->len);
 	if (e->has_crc && crc != e->crc) {
 		problem(v, e, "%scrc32c %08x, expected %08x", what, crc, e->crc);
 		good = false;
@@ -199,7 +172,8 @@ static bool check_bytes(struct verify *v, const struct expect *e, const uint8_t 
 		}
 	} else if (e->src[0]) {
 		uint64_t ssize;
-		int r2 = read_exact(e->src, &v->buf2, &v->cap2, e->len, &ssize);
+		uint32_t scrc;
+		int r2 = ing_store_check_file(e->src, e->len, NULL, &v->buf2, &v->cap2, &ssize, &scrc);
 		if (r2 == 0 && memcmp(b, v->buf2, e->len)) {
 			problem(v, e, "%scontent differs from %s", what, e->src);
 			good = false;
@@ -245,7 +219,7 @@ static bool check_object(struct verify *v, const struct expect *e, const struct 
 		problem(v, e, "object %s has %zu bytes, expected %" PRIu64, key, v->got, e->len);
 		return false;
 	}
-	bool good = check_bytes(v, e, v->buf, "object: ");
+	bool good = check_bytes(v, e, v->buf, ing_crc32c(0, v->buf, e->len), "object: ");
 	if (!o.has_crc || o.crc32c != row->crc32c) {
 		problem(v, e, "object %s: x-amz-meta-crc32c %s%08x, the catalog %08x", key,
 			o.has_crc ? "" : "missing/", o.crc32c, row->crc32c);
@@ -289,7 +263,8 @@ static bool check_frame(struct verify *v, struct expect *e)
 		good = false;
 	/* a tiered frame's local copy was deleted on purpose, once its object was verified */
 	if (row.location != ING_LOC_TIERED) {
-		int rc = read_exact(full, &v->buf, &v->cap, e->len, &size);
+		uint32_t crc;
+		int rc = ing_store_check_file(full, e->len, NULL, &v->buf, &v->cap, &size, &crc);
 		if (rc == -EFBIG || rc == -ENODATA) {
 			problem(v, e, "%s has %" PRIu64 " bytes, expected %" PRIu64, full, size, e->len);
 			good = false;
@@ -300,7 +275,7 @@ static bool check_frame(struct verify *v, struct expect *e)
 		} else if (rc) {
 			problem(v, e, "%s: %s", full, strerror(-rc));
 			good = false;
-		} else if (!check_bytes(v, e, v->buf, "")) {
+		} else if (!check_bytes(v, e, v->buf, crc, "")) {
 			good = false;
 		}
 	}

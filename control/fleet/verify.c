@@ -11,13 +11,11 @@
  * counted. A copy with another CRC is bad (a conflict).
  */
 #include "control/fleet/fleet.h"
-#include "common/crc32c.h"
 #include "common/ident.h"
-#include "common/io.h"
 #include "common/log.h"
+#include "dataplane/store/store.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -25,24 +23,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <libpq-fe.h>
-#include <sqlite3.h>
-
-#define READ_CHUNK (4u << 20)
 
 struct vnode {
 	const char *id;
 	const char *dir;
-	sqlite3 *db;
-	sqlite3_stmt *st;
+	struct ing_catalog *cat;   /* its catalog.db, read-only (dataplane/store/) */
 	uint64_t copies;
 };
 
 struct vctx {
 	unsigned shown, max_errors;
-	uint8_t *buf;
+	uint8_t *buf;              /* a copy's bytes (ing_store_check_file) */
+	size_t cap;
 };
 
 static void problem(struct vctx *v, const char *wafer, const char *frame, const char *fmt, ...)
@@ -69,46 +63,11 @@ static int node_open(struct vnode *n)
 		fprintf(stderr, "ingest-verify: node %s: %s: %s\n", n->id, db, strerror(errno));
 		return -ENOENT;
 	}
-	if (sqlite3_open_v2(db, &n->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-	    sqlite3_busy_timeout(n->db, 5000) != SQLITE_OK ||
-	    sqlite3_prepare_v2(n->db, "SELECT length, crc32c, path FROM frames"
-				      " WHERE wafer_id = ?1 AND frame_id = ?2", -1, &n->st, NULL) != SQLITE_OK) {
-		fprintf(stderr, "ingest-verify: node %s: %s: %s\n", n->id, db,
-			n->db ? sqlite3_errmsg(n->db) : "cannot open");
+	n->cat = ing_catalog_open_ro(db);   /* logs why not */
+	if (!n->cat) {
+		fprintf(stderr, "ingest-verify: node %s: %s: cannot open\n", n->id, db);
 		return -EIO;
 	}
-	return 0;
-}
-
-/* CRC-32C of the file's bytes; -errno, or -EFBIG/-ENODATA when its size is not len. */
-static int file_crc(struct vctx *v, const char *path, uint64_t len, uint32_t *crc)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st)) {
-		int e = -errno;
-		close(fd);
-		return e;
-	}
-	if ((uint64_t)st.st_size != len) {
-		close(fd);
-		return (uint64_t)st.st_size > len ? -EFBIG : -ENODATA;
-	}
-	uint32_t c = 0;
-	for (uint64_t off = 0; off < len;) {
-		size_t n = len - off < READ_CHUNK ? (size_t)(len - off) : READ_CHUNK;
-		int rc = ing_read_full(fd, v->buf, n);
-		if (rc) {
-			close(fd);
-			return rc;
-		}
-		c = ing_crc32c(c, v->buf, n);
-		off += n;
-	}
-	close(fd);
-	*crc = c;
 	return 0;
 }
 
@@ -116,43 +75,41 @@ static int file_crc(struct vctx *v, const char *path, uint64_t len, uint32_t *cr
 static bool check_copy(struct vctx *v, struct vnode *n, const char *wafer, const char *frame,
 		       uint64_t len, uint32_t crc, uint32_t pg_crc, uint64_t pg_len)
 {
+	struct ing_catalog_row row;
+	char path[PATH_MAX + 600];
+	uint64_t size;
+	uint32_t fcrc;
+	int rc;
+
 	if (pg_crc != crc || pg_len != len) {
 		problem(v, wafer, frame, "node %s: fleet catalog says %" PRIu64 " bytes crc32c %08x, "
 			"manifest %" PRIu64 " bytes %08x (a conflicting copy)", n->id, pg_len, pg_crc, len, crc);
 		return false;
 	}
-	sqlite3_bind_text(n->st, 1, wafer, -1, SQLITE_STATIC);
-	sqlite3_bind_text(n->st, 2, frame, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(n->st);
-	bool ok = false;
-	if (rc == SQLITE_ROW) {
-		uint64_t clen = (uint64_t)sqlite3_column_int64(n->st, 0);
-		uint32_t ccrc = (uint32_t)sqlite3_column_int64(n->st, 1);
-		const unsigned char *rel = sqlite3_column_text(n->st, 2);
-		char path[PATH_MAX];
-		uint32_t fcrc = 0;
-		snprintf(path, sizeof(path), "%s/%s", n->dir, rel ? (const char *)rel : "");
-		if (clen != len || ccrc != crc) {
-			problem(v, wafer, frame, "node %s: its catalog has %" PRIu64 " bytes crc32c %08x, "
-				"expected %" PRIu64 " bytes %08x", n->id, clen, ccrc, len, crc);
-		} else if ((rc = file_crc(v, path, len, &fcrc)) != 0) {
-			problem(v, wafer, frame, "node %s: %s: %s", n->id, path,
-				rc == -EFBIG || rc == -ENODATA ? "wrong size" : strerror(-rc));
-		} else if (fcrc != crc) {
-			problem(v, wafer, frame, "node %s: %s: bytes have crc32c %08x, expected %08x",
-				n->id, path, fcrc, crc);
-		} else {
-			ok = true;
-		}
-	} else if (rc == SQLITE_DONE) {
+	rc = ing_catalog_lookup(n->cat, wafer, frame, &row);
+	if (rc == -ENOENT) {
 		problem(v, wafer, frame, "node %s: in the fleet catalog but not in the node's catalog",
 			n->id);
-	} else {
-		problem(v, wafer, frame, "node %s: catalog lookup: %s", n->id, sqlite3_errmsg(n->db));
+		return false;
 	}
-	sqlite3_reset(n->st);
-	sqlite3_clear_bindings(n->st);
-	return ok;
+	if (rc) {
+		problem(v, wafer, frame, "node %s: catalog lookup: %s", n->id, strerror(-rc));
+		return false;
+	}
+	if (row.length != len || row.crc32c != crc) {
+		problem(v, wafer, frame, "node %s: its catalog has %" PRIu64 " bytes crc32c %08x, "
+			"expected %" PRIu64 " bytes %08x", n->id, row.length, row.crc32c, len, crc);
+		return false;
+	}
+	snprintf(path, sizeof(path), "%s/%s", n->dir, row.path);
+	rc = ing_store_check_file(path, len, &crc, &v->buf, &v->cap, &size, &fcrc);
+	if (rc == -EBADMSG)
+		problem(v, wafer, frame, "node %s: %s: bytes have crc32c %08x, expected %08x", n->id, path,
+			fcrc, crc);
+	else if (rc)
+		problem(v, wafer, frame, "node %s: %s: %s", n->id, path,
+			rc == -EFBIG || rc == -ENODATA ? "wrong size" : strerror(-rc));
+	return rc == 0;
 }
 
 int ing_fleet_verify(const char *conninfo, const char *manifest,
@@ -166,8 +123,7 @@ int ing_fleet_verify(const char *conninfo, const char *manifest,
 	int ret = -EIO;
 
 	memset(res, 0, sizeof(*res));
-	v.buf = malloc(READ_CHUNK);
-	if (!vn || !v.buf) {
+	if (!vn) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -271,10 +227,8 @@ out:
 	if (f)
 		fclose(f);
 	PQfinish(pg);
-	for (unsigned i = 0; vn && i < n_nodes; i++) {
-		sqlite3_finalize(vn[i].st);
-		sqlite3_close(vn[i].db);
-	}
+	for (unsigned i = 0; vn && i < n_nodes; i++)
+		ing_catalog_close(vn[i].cat);
 	free(vn);
 	free(v.buf);
 	return ret;

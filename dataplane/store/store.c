@@ -10,6 +10,8 @@
  */
 #include "dataplane/store/store.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/io.h"
 #include "common/ident.h"
 #include "common/log.h"
 
@@ -356,4 +358,36 @@ int ing_store_lock(const char *dir, char *holder, size_t holderlen)
 	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
 		ING_WARN(COMP, "%s: cannot record the pid: %s", path, strerror(errno));
 	return fd;
+}
+
+int ing_store_check_file(const char *path, uint64_t len, const uint32_t *crc, uint8_t **buf,
+			 size_t *cap, uint64_t *size_out, uint32_t *crc_out)
+{
+	struct stat st;
+	int rc = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	*size_out = 0;
+	*crc_out = 0;
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		rc = -errno;
+	} else if ((*size_out = (uint64_t)st.st_size) != len) {
+		rc = *size_out > len ? -EFBIG : -ENODATA;
+	} else if (len + 1 > *cap) {   /* + 1: a 0-byte frame still gets a buffer */
+		void *n = realloc(*buf, (size_t)len + 1);
+		if (!n)
+			rc = -ENOMEM;
+		else {
+			*buf = n;
+			*cap = (size_t)len + 1;
+		}
+	}
+	if (!rc)
+		rc = ing_read_full(fd, *buf, (size_t)len);
+	close(fd);
+	if (rc)
+		return rc;
+	*crc_out = ing_crc32c(0, *buf, (size_t)len);
+	return crc && *crc_out != *crc ? -EBADMSG : 0;
 }

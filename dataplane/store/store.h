@@ -92,6 +92,17 @@ int ing_store_write(const char *data_dir, const char *rel, const uint8_t *buf, u
 		    uint64_t cap, bool sync_dir, uint64_t *t_written_ns);
 
 /*
+ * The one check of a stored frame's file (ingest-verify, and its --fleet check of every
+ * node's copy): path holds exactly len bytes, read whole into *buf (grown as needed; *cap
+ * its size) for a caller that compares them further, with *crc_out their CRC-32C. 0 when
+ * intact (and, with crc set, the bytes have that CRC-32C); -EFBIG / -ENODATA: the file is
+ * longer / shorter (*size_out its size); -EBADMSG: another CRC-32C; -ENOMEM; or the open
+ * or read error as -errno.
+ */
+int ing_store_check_file(const char *path, uint64_t len, const uint32_t *crc, uint8_t **buf,
+			 size_t *cap, uint64_t *size_out, uint32_t *crc_out);
+
+/*
  * One process at a time may own a data dir (one ingestd; or ingest-catalog rebuilding the
  * catalog): an flock on <dir>/.ingestd.lock, held until the fd is closed or the process
  * ends (kill -9 included), with the owner's pid written in it. The fd, or -EBUSY with

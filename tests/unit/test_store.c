@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "common/crc32c.h"
 #include "common/ident.h"
 #include "dataplane/store/store.h"
 
@@ -340,6 +341,46 @@ static void test_sweep_reused_pid(void **state)
 	assert_int_equal(stat(new_init, &st), 0);
 }
 
+/* The one frame-file check (ingest-verify, and --fleet's check of every node's copy): size,
+ * bytes read back, their CRC-32C against the expected one. */
+static void test_check_file(void **state)
+{
+	(void)state;
+	char path[256];
+	uint8_t data[10000], *got = NULL;
+	size_t cap = 0;
+	uint64_t size;
+	uint32_t crc, want, other;
+	snprintf(path, sizeof(path), "%s/check.frame", dir);
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 3);
+	want = ing_crc32c(0, data, sizeof(data));
+	other = want ^ 1;
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, sizeof(data), f), sizeof(data));
+	assert_int_equal(fclose(f), 0);
+
+	assert_int_equal(ing_store_check_file(path, sizeof(data), &want, &got, &cap, &size, &crc), 0);
+	assert_int_equal(size, sizeof(data));
+	assert_int_equal(crc, want);
+	assert_memory_equal(got, data, sizeof(data));   /* the bytes, for further comparisons */
+	assert_int_equal(ing_store_check_file(path, sizeof(data), NULL, &got, &cap, &size, &crc), 0);
+	assert_int_equal(ing_store_check_file(path, sizeof(data), &other, &got, &cap, &size, &crc),
+			 -EBADMSG);
+	assert_int_equal(crc, want);
+	assert_int_equal(ing_store_check_file(path, sizeof(data) - 1, NULL, &got, &cap, &size, &crc),
+			 -EFBIG);
+	assert_int_equal(size, sizeof(data));
+	assert_int_equal(ing_store_check_file(path, sizeof(data) + 1, NULL, &got, &cap, &size, &crc),
+			 -ENODATA);
+	assert_int_equal(truncate(path, 0), 0);
+	assert_int_equal(ing_store_check_file(path, 0, NULL, &got, &cap, &size, &crc), 0);   /* empty */
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(ing_store_check_file(path, 1, NULL, &got, &cap, &size, &crc), -ENOENT);
+	free(got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -352,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_odirect_refused),
 		cmocka_unit_test(test_wafer_dotdot_stored),
 		cmocka_unit_test(test_sweep_reused_pid),
+		cmocka_unit_test(test_check_file),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
