@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * core.c - the ingest service core: the frame table, the one road of every frame
- * (frame_process), the transports' side of it (xport.h), the calls, the control thread's
+ * (frame_process), the transports' side of it (transport.h), the calls, the control thread's
  * mailbox and the service's lifetime.
  *
  * One life cycle for every transport, one state switch per frame (as SPDK's

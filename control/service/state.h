@@ -3,7 +3,7 @@
  * state.h - the service's state: the service struct, its sessions and peers (state.c),
  * the latency view and counters the faces read, the registry of RPC faces. The core's
  * files and the faces (rpc/, obs/) include it; transports (xport/) never do: they know the
- * core through control/service/xport.h.
+ * core through control/service/transport.h.
  * Everything here runs on the control thread.
  */
 #ifndef ING_SERVICE_STATE_H
@@ -20,7 +20,7 @@
 #include "control/net/loop.h"
 #include "control/service/admit.h"
 #include "control/service/service.h"
-#include "control/service/xport.h"
+#include "control/service/transport.h"
 #include "dataplane/dataplane.h"
 
 #define SVC_ACKQ_MAX 4096u       /* acks a call may hold while its client is not reading */

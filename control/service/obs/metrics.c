@@ -4,7 +4,7 @@
  * page renders them). Counters and histograms live in struct svc_metrics (state.h),
  * counted by service/counters.c as frames finish; the page reads them there, the pool and the
  * RDMA pollers' relaxed counters, then adds the fleet's, the tier's and on-call's families
- * (obs/fleet.c, obs/tier.c, obs/ops.c). Names follow Prometheus: ingest_ prefix, _total
+ * (obs/fleet_metrics.c, obs/tier_metrics.c, obs/ops.c). Names follow Prometheus: ingest_ prefix, _total
  * counters, seconds and bytes, bounded labels (transport, result, stage, size class,
  * lcore; never a frame or session id).
  */

@@ -12,9 +12,9 @@
 
 /* failures by code, connections, per-peer series (ops.c) */
 void svc_ops_metrics(struct ing_svc *s, struct ing_mtext *t);
-/* the object store tier (tier.c) */
+/* the object store tier (tier_metrics.c) */
 void svc_tier_metrics(struct ing_svc *s, struct ing_mtext *t);
-/* DRAINING and the fleet export (fleet.c) */
+/* DRAINING and the fleet export (fleet_metrics.c) */
 void svc_fleet_metrics(struct ing_svc *s, struct ing_mtext *t);
 
 #endif

@@ -4,7 +4,7 @@
  * store tier (dataplane/tier/). The tier thread does every read (the local file or a ranged
  * GET from the store); everything here runs on the control thread and never waits for a
  * disk or the store. (The tier's other faces: its high-water refusal is the core's
- * admission check, its state is in Stats, rpc/stats.c, and /metrics, obs/tier.c.)
+ * admission check, its state is in Stats, rpc/stats.c, and /metrics, obs/tier_metrics.c.)
  *
  * GetFrame: the call takes one of the tier's reads (at most ING_TIER_MAX_READS calls at
  * once: RESOURCE_EXHAUSTED beyond), the tier thread fills its buffer with the next 4 MiB and

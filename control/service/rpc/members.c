@@ -4,7 +4,7 @@
  * in control/fleet/ (its exporter thread talks to PostgreSQL); this reads its snapshot on
  * the control thread and never waits for PostgreSQL. (The fleet's other faces: the node id
  * and state in NegotiateReply, rpc/negotiate.c; the export counters in Stats, rpc/stats.c,
- * and /metrics, obs/fleet.c.)
+ * and /metrics, obs/fleet_metrics.c.)
  *
  * Members needs no token even when the node has one: like grpc.health.v1 it says only
  * which nodes exist, and a producer asks it before it negotiates.

@@ -19,8 +19,8 @@
  * frame_timeout_ms with nothing coming back meanwhile is answered Ack{ERROR_BUSY,
  * retryable} by the core and the call goes on.
  */
-#include "control/service/xport.h"
-#include "control/service/xport/rdma.h"
+#include "control/service/transport.h"
+#include "control/service/xport/rdma_job.h"
 #include "common/log.h"
 
 #include <inttypes.h>
@@ -34,7 +34,7 @@ struct ctl_call {
 
 static void ctl_progress(struct svc_call *pc, bool expired);
 
-/* The two RDMA transports: they differ in how a frame starts (rdma.c). */
+/* The two RDMA transports: they differ in how a frame starts (rdma_job.c). */
 const struct xport_ops xport_rdma_write = {
 	.name = "rdma-write",
 	.rpc = "ControlStream",

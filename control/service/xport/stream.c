@@ -27,7 +27,7 @@
  * completes crc_done (XPORT_F_CRC), and persistence verifies the declared crc against it
  * instead of reading the frame again.
  */
-#include "control/service/xport.h"
+#include "control/service/transport.h"
 #include "control/service/xport/chunk.h"
 #include "common/crc32c.h"
 #include "common/ident.h"

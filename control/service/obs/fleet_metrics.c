@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fleet.c - the node's fleet families in /metrics: DRAINING, and the export to the fleet
+ * fleet_metrics.c - the node's fleet families in /metrics: DRAINING, and the export to the fleet
  * catalog (control/fleet/ keeps the state; read through ing_fleet_get_stats, never waiting
  * for PostgreSQL).
  */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * rdma.h - how the two RDMA transports start a frame (rdma.c); their ops tables are with
+ * rdma_job.h - how the two RDMA transports start a frame (rdma_job.c); their ops tables are with
  * their descriptor stream, ControlStream (ctl.c).
  */
-#ifndef ING_SERVICE_XPORT_RDMA_H
-#define ING_SERVICE_XPORT_RDMA_H
+#ifndef ING_SERVICE_XPORT_RDMA_JOB_H
+#define ING_SERVICE_XPORT_RDMA_JOB_H
 
 struct svc_frame;
 

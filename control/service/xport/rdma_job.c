@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * rdma.c - the start of the two RDMA transports, glue to dataplane/rdma/rdma.h: the
+ * rdma_job.c - the start of the two RDMA transports, glue to dataplane/rdma/rdma.h: the
  * admitted frame goes to the lcore of its session's QP (ing_rdma_submit).
  *   xport_rdma_read   the lcore RDMA READs what the FrameMeta describes
  *   xport_rdma_write  push (docs/PUSH.md): the lcore binds a type-2 memory window over
@@ -15,8 +15,8 @@
  * drain_ms and the grant timeout. A failed transfer comes back with its status and the
  * core fails it. RECEIVED and everything after are the core's, as for the fallback.
  */
-#include "control/service/xport.h"
-#include "control/service/xport/rdma.h"
+#include "control/service/transport.h"
+#include "control/service/xport/rdma_job.h"
 #include "dataplane/rdma/rdma.h"
 
 #include <errno.h>

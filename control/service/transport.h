@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * xport.h - the contract between the service core and its transports. A transport moves
- * a frame's bytes into the pool slot the core gave it; the core (core.c) owns everything
- * else: sessions, credits and slots (admission), the frame table, the deadline, the
- * answer of every frame, persistence, the call's end. As SPDK's nvmf transports, a
+ * transport.h - the contract between the service core and its transports (xport/). A
+ * transport moves a frame's bytes into the pool slot the core gave it; the core (core.c)
+ * owns everything else: sessions, credits and slots (admission), the frame table, the
+ * deadline, the answer of every frame, persistence, the call's end. As SPDK's nvmf transports, a
  * transport is an ops table plus a per-call struct that starts with the core's, and it
  * tells the core about a frame's life in a handful of calls:
  *
@@ -28,12 +28,12 @@
  *             xport_rdma_read    the node RDMA READs what a FrameMeta describes
  *             xport_rdma_write   push: the node grants a slot, the producer RDMA WRITEs it
  *                                with immediate (docs/PUSH.md)
- *   rdma.c    their start: the job to the lcore of the session's QP
+ *   rdma_job.c their start: the job to the lcore of the session's QP
  *
  * Everything here runs on the control thread.
  */
-#ifndef ING_SERVICE_XPORT_H
-#define ING_SERVICE_XPORT_H
+#ifndef ING_SERVICE_TRANSPORT_H
+#define ING_SERVICE_TRANSPORT_H
 
 #include <stdarg.h>
 #include <stdbool.h>

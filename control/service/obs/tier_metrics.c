@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tier.c - the object store tier's Prometheus families (dataplane/tier/ keeps the state,
+ * tier_metrics.c - the object store tier's Prometheus families (dataplane/tier/ keeps the state,
  * read through ing_tier_get_stats; the refusals at the high-water mark are counted by the
  * core's admission).
  */
