@@ -190,14 +190,14 @@ void admit_cancel(struct admit *a, struct admit_req *r)
 void admit_put(struct admit *a, struct ing_frame *f, struct admit_credit *credit,
 	       struct admit_share *share)
 {
-	if (f)
-		ing_pool_put(f);
 	a->last_put_ns = ing_now_ns();
 	if (credit && credit->inflight)
 		credit->inflight--;
 	if (share && share->slots)
 		share->slots--;
 	admit_wake(a);
+	if (f)
+		ing_pool_put(f);
 }
 
 void admit_wake(struct admit *a)

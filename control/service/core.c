@@ -101,11 +101,11 @@ static inline uint32_t slot_of(const struct ing_svc *s, uint64_t h)
 	return (uint32_t)(h ^ (h >> 32)) & s->ht_mask;
 }
 
-/* The admitted frame named frame_id that wafer_id (NULL: any) and call pc (NULL: any) match. */
+/* The admitted frame named frame_id (h: its ing_id_hash) that wafer_id (NULL: any) and
+ * call pc (NULL: any) match. */
 static struct svc_frame *frame_lookup(struct ing_svc *s, const char *wafer_id,
-				      const struct svc_call *pc, const char *frame_id)
+				      const struct svc_call *pc, const char *frame_id, uint64_t h)
 {
-	uint64_t h = ing_id_hash(frame_id, strlen(frame_id));
 	for (uint32_t i = slot_of(s, h);; i = (i + 1) & s->ht_mask) {
 		uint32_t v = s->ht[i];
 		if (v == 0)
@@ -233,108 +233,90 @@ static void frame_release(struct svc_frame *e)
 	struct ing_svc *s = e->svc;
 	struct svc_call *pc = e->call;
 	struct svc_session *ss = e->sess;
+	struct svc_peer *peer = e->peer;
+	struct ing_frame *f = e->f;
 
-	ing_timer_cancel(s->loop, &e->timer);
 	ht_remove(s, e);
-	/* slot, credit and the peer's count go back through admission, which wakes waiters */
-	admit_put(&s->adm, e->f, ss ? &ss->cr : NULL, e->peer ? &e->peer->share : NULL);
-	svc_peer_put(s, e->peer);
 	s->inflight_bytes -= e->length;
+	s->nfr_used--;
 	e->f = NULL;
 	e->xp = NULL;
 	e->call = NULL;
 	e->state = FE_FREE;
 	e->peer = NULL;
 	e->sess = NULL;
-	if (ss)
-		svc_session_maybe_idle(s, ss);
-	s->nfr_used--;
-	if (pc) {
-		pc->open_frames--;
-		svc_call_check_done(pc);
-	}
-}
-
-/* Every byte of e is in the node: counted, acked RECEIVED to sessions that asked. */
-static void frame_received(struct ing_svc *s, struct svc_frame *e)
-{
-	struct ing_frame *f = e->f;
-	uint64_t lat = f->t_received_ns > f->t_admit_ns ? f->t_received_ns - f->t_admit_ns : 0;
-
-	svc_count_received(s, e, lat);
-	svc_ack_received(e, lat);
-}
-
-/* Back from persistence: counted, answered (DURABLE, or the failure), slot back. */
-static void frame_done(struct ing_svc *s, struct svc_frame *e)
-{
-	struct ing_frame *f = e->f;
-	uint64_t now = ing_now_ns(), stage_ns[SVC_NSTAGES] = { 0 };
-	uint64_t t_dur = f->t_durable_ns ? f->t_durable_ns : now;
-
-	s->persisting--;
-	svc_count_done(s, e, now, stage_ns);   /* and the stages, in the one latency view */
-	if (f->status != ING_E_NONE)
-		ING_LOGC_RL(ING_LOG_WARN, "svc", &e->lc, "%s", f->msg[0] ? f->msg : "persistence failed");
-	if (e->call)
-		svc_ack_final(e, t_dur > f->t_admit_ns ? t_dur - f->t_admit_ns : 0, stage_ns);
-	else
-		s->c_orphan_acks++;
-	frame_release(e);
-}
-
-/* Failed before persistence: counted, the transport stops writing, answered, slot back. */
-static void frame_failed(struct ing_svc *s, struct svc_frame *e)
-{
-	static const uint64_t no_stages[SVC_NSTAGES];
-
-	svc_count_failed(s, e);
-	ING_LOGC_RL(e->silent ? ING_LOG_INFO : ING_LOG_WARN, "svc", &e->lc, "%s", e->f->msg);
-	if (e->call && e->xp->cancel)
-		e->xp->cancel(e);
-	if (e->call && !e->silent)
-		svc_ack_final(e, 0, no_stages);
-	frame_release(e);
+	ing_timer_cancel(s->loop, &e->timer);
+	/* slot, credit and the peer's count go back through admission, which wakes waiters */
+	admit_put(&s->adm, f, ss ? &ss->cr : NULL, peer ? &peer->share : NULL);
+	svc_frame_gone(s, ss, peer, pc);
 }
 
 /*
  * The frame's one road (as SPDK's nvmf_tcp_req_process): every event about a frame sets
  * its state and comes here; each state's work moves it on, until it waits for something
- * outside the control thread (its bytes, persistence) or is free again.
+ * outside the control thread (its bytes, persistence) or is free again:
+ *
+ *   FILLING --xport_filled--> FILLED --+--> PERSISTING --DONE--> DONE --+--> RELEASE --> FREE
+ *   FILLING --lcore's RECEIVED-> RECEIVED --+                           |
+ *   FILLING --deadline, stall, xport_fail, a failed transfer, its call gone--> FAILED --+
  */
 static void frame_process(struct svc_frame *e)
 {
+	static const uint64_t no_stages[SVC_NSTAGES];
 	struct ing_svc *s = e->svc;
+	struct ing_frame *f = e->f;
+	uint64_t now, lat, stage_ns[SVC_NSTAGES];
 	uint8_t prev;
 
 	do {
 		prev = e->state;
 		switch (e->state) {
 		case FE_FILLED:      /* control put its last byte in: RECEIVED is ours to stamp */
-			ing_timer_cancel(s->loop, &e->timer);
-			e->f->t_received_ns = ing_now_ns();
-			e->f->crc_done = (e->xp->flags & XPORT_F_CRC) != 0;
-			frame_received(s, e);
-			if (ing_persist_submit(s->persist, e->f) != 0) {
-				/* cannot happen: every worker's mailbox holds the whole pool */
-				e->state = FE_FILLING;
-				frame_fail(e, ING_E_INTERNAL, true, false, "frame %s: the persistence "
-					   "mailbox is full (it holds every pool slot)", e->f->frame_id);
-				return;
+			f->t_received_ns = ing_now_ns();
+			f->crc_done = (e->xp->flags & XPORT_F_CRC) != 0;
+			/* fall through */
+		case FE_RECEIVED:    /* every byte is in: counted, acked to sessions that asked */
+			lat = f->t_received_ns > f->t_admit_ns ? f->t_received_ns - f->t_admit_ns : 0;
+			svc_count_received(s, e, lat);
+			svc_ack_received(e, lat);
+			e->state = FE_PERSISTING;   /* an lcore's frame is on its way there already */
+			if (prev == FE_FILLED) {
+				ing_timer_cancel(s->loop, &e->timer);
+				if (ing_persist_submit(s->persist, f) != 0) {
+					/* cannot happen: every worker's mailbox holds the whole pool */
+					snprintf(f->msg, sizeof(f->msg), "frame %s: the persistence mailbox is "
+						 "full (it holds every pool slot)", f->frame_id);
+					f->status = ING_E_INTERNAL;
+					f->retryable = true;
+					e->state = FE_FAILED;
+					break;
+				}
 			}
 			s->persisting++;
-			e->state = FE_PERSISTING;
 			break;
-		case FE_RECEIVED:    /* a dataplane lcore filled it and handed it to persistence */
-			frame_received(s, e);
-			s->persisting++;
-			e->state = FE_PERSISTING;
+		case FE_DONE:        /* back from persistence: counted, answered (DURABLE or why not) */
+			now = ing_now_ns();
+			lat = f->t_durable_ns ? f->t_durable_ns : now;
+			lat = lat > f->t_admit_ns ? lat - f->t_admit_ns : 0;
+			s->persisting--;
+			svc_count_done(s, e, now, stage_ns);   /* and the stages, in the latency view */
+			if (f->status != ING_E_NONE)
+				ING_LOGC_RL(ING_LOG_WARN, "svc", &e->lc, "%s", f->msg[0] ? f->msg : "persistence failed");
+			s->c_orphan_acks += !e->call;
+			svc_ack_final(e, lat, stage_ns);
+			e->state = FE_RELEASE;
 			break;
-		case FE_DONE:
-			frame_done(s, e);
+		case FE_FAILED:      /* counted; the transport stops writing; answered */
+			svc_count_failed(s, e);
+			ING_LOGC_RL(e->silent ? ING_LOG_INFO : ING_LOG_WARN, "svc", &e->lc, "%s", f->msg);
+			if (e->call && e->xp->cancel)
+				e->xp->cancel(e);
+			if (!e->silent)
+				svc_ack_final(e, 0, no_stages);
+			e->state = FE_RELEASE;
 			break;
-		case FE_FAILED:
-			frame_failed(s, e);
+		case FE_RELEASE:     /* its slot, credit and entry go back */
+			frame_release(e);
 			break;
 		default:             /* FILLING, PERSISTING: waiting; FREE: done */
 			break;
@@ -382,83 +364,6 @@ void xport_refuse(struct svc_call *pc, const char *wafer, const char *frame_id, 
 
 /* ---- the call's session */
 
-/* Bind the call to session sid, or an implicit one where the node allows it. 0, or -errno
- * with pc->status and pc->fin_msg set. */
-static int call_bind(struct svc_call *pc, uint64_t sid)
-{
-	struct ing_svc *s = pc->svc;
-	struct svc_session *ss;
-	if (pc->sess)
-		return 0;
-	if (pc->evicted) {
-		snprintf(pc->fin_msg, sizeof(pc->fin_msg), "session evicted: the session table is full");
-		pc->status = ING_GRPC_RESOURCE_EXHAUSTED;
-		return -ENOSPC;
-	}
-	if (s->auth && svc_auth_locked(s, pc->peer, pc->fin_msg, sizeof(pc->fin_msg))) {
-		pc->status = ING_GRPC_RESOURCE_EXHAUSTED;
-		return -EAGAIN;
-	}
-	if (sid) {
-		ss = svc_session_find(s, sid);
-		if (!ss) {
-			snprintf(pc->fin_msg, sizeof(pc->fin_msg),
-				 "unknown session %" PRIu64 " (expired or never negotiated)", sid);
-			pc->status = ING_GRPC_FAILED_PRECONDITION;
-			if (s->auth)   /* a guessed session id is a failed attempt too */
-				svc_auth_failed(s, pc->peer);
-			return -ENOENT;
-		}
-		/* a session id alone is no credential: only its owner may use it */
-		const char *ident = ing_grpc_call_identity(pc->call);
-		bool mine = ss->implicit ? false :
-			    ss->owner_ident[0] ? ident && strcmp(ident, ss->owner_ident) == 0 :
-			    ss->owner_conn == ing_grpc_call_conn_id(pc->call);
-		if (!mine) {
-			snprintf(pc->fin_msg, sizeof(pc->fin_msg),
-				 "session %" PRIu64 " belongs to another client (it is bound to the %s that negotiated it)",
-				 sid, ss->owner_ident[0] ? "client certificate" : "connection");
-			pc->status = ING_GRPC_PERMISSION_DENIED;
-			struct ing_log_ctx lc = pc->lc;
-			lc.session = sid;
-			ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "%s (%s): %s", pc->peer_str,
-				    ident ? ident : "no certificate", pc->fin_msg);
-			if (s->auth)
-				svc_auth_failed(s, pc->peer);
-			return -EACCES;
-		}
-		if (s->auth && !ss->authed) {   /* cannot happen today: every session is */
-			snprintf(pc->fin_msg, sizeof(pc->fin_msg),
-				 "session %" PRIu64 " was not created by an authenticated Negotiate", sid);
-			pc->status = ING_GRPC_UNAUTHENTICATED;
-			s->c_auth_refused++;
-			return -EACCES;
-		}
-	} else if (s->auth) {
-		/* no implicit sessions: the session is the proof of an authenticated Negotiate */
-		snprintf(pc->fin_msg, sizeof(pc->fin_msg),
-			 "this node requires Negotiate with an authToken: name the session it returns "
-			 "(h3000-session-id header or sessionId)");
-		pc->status = ING_GRPC_UNAUTHENTICATED;
-		s->c_auth_refused++;
-		svc_auth_failed(s, pc->peer);
-		return -EACCES;
-	} else {
-		ss = svc_session_implicit(s, pc->peer);
-		if (!ss) {
-			snprintf(pc->fin_msg, sizeof(pc->fin_msg), "%s", s->sess_why);
-			pc->status = ING_GRPC_RESOURCE_EXHAUSTED;
-			return -ENOSPC;
-		}
-		ss->owner_conn = ing_grpc_call_conn_id(pc->call);
-		ss->icall = pc;
-	}
-	pc->sess = ss;
-	pc->lc.session = ss->id;
-	ss->streams++;
-	return 0;
-}
-
 /* Session from the h3000-session-id header, if the request carries one. */
 static int call_bind_header(struct svc_call *pc)
 {
@@ -473,7 +378,7 @@ static int call_bind_header(struct svc_call *pc)
 		pc->status = ING_GRPC_INVALID_ARGUMENT;
 		return -EINVAL;
 	}
-	return call_bind(pc, v);
+	return svc_session_bind(pc->svc, pc, v);
 }
 
 /* Finish the call now with pc->status and pc->fin_msg. */
@@ -564,7 +469,8 @@ static void req_wake(struct admit_req *ar, bool expired)
 /* The admitted frame f into the table on call pc, its deadline armed, its transport
  * started. NULL (slot and credit given back) when start fails. */
 static struct svc_frame *frame_enter(struct ing_svc *s, struct svc_call *pc,
-				     const struct xport_ops *xp, struct ing_frame *f, int *rc)
+				     const struct xport_ops *xp, struct ing_frame *f, uint64_t id_hash,
+				     int *rc)
 {
 	struct svc_frame *e = &s->fr[f->index];   /* one record per pool slot */
 	if (f->index >= s->nfr || e->state != FE_FREE) {   /* cannot happen */
@@ -581,8 +487,9 @@ static struct svc_frame *frame_enter(struct ing_svc *s, struct svc_call *pc,
 	e->peer = pc->peer;
 	if (e->peer)
 		e->peer->refs++;    /* the entry stays while the frame holds its slot */
-	e->id_hash = ing_id_hash(f->frame_id, strlen(f->frame_id));
-	e->lc = svc_log_frame(e);
+	e->id_hash = id_hash;
+	e->lc = (struct ing_log_ctx){ .peer = pc->peer_str, .session = pc->sess->id,
+				      .wafer = f->wafer_id, .frame = f->frame_id };
 	e->silent = false;
 	s->admissions++;
 	e->length = f->length;
@@ -593,8 +500,9 @@ static struct svc_frame *frame_enter(struct ing_svc *s, struct svc_call *pc,
 	e->progress_ns = ing_now_ns();
 	e->deadline_ns = e->progress_ns + (uint64_t)s->o.frame_timeout_ms * 1000000ull;
 	/* a dataplane transfer is bounded by its lcore: no timer may free the slot under it */
+	uint64_t at = frame_check_at(e);
 	if (!(xp->flags & XPORT_F_DATAPLANE))
-		ing_timer_arm(s->loop, &e->timer, frame_check_at(e));
+		ing_timer_arm(s->loop, &e->timer, at);
 	*rc = xp->start ? xp->start(e) : 0;
 	if (*rc) {
 		e->call = NULL;          /* the caller answers the frame */
@@ -610,9 +518,8 @@ static struct svc_frame *frame_enter(struct ing_svc *s, struct svc_call *pc,
  * refused. */
 static enum xport_verdict call_session(struct svc_call *pc, uint64_t session_id, const char *F)
 {
-	if (!pc->sess && call_bind(pc, session_id)) {
-		ING_LOGC(ING_LOG_INFO, "svc", &pc->lc, "%s from %s: %s", pc->xp->rpc, pc->peer_str, pc->fin_msg);
-		call_finish(pc);
+	if (!pc->sess && svc_session_bind(pc->svc, pc, session_id)) {
+		call_finish(pc);   /* pc->status, pc->fin_msg: why (logged) */
 		return XPORT_CLOSED;
 	}
 	if (session_id && session_id != pc->sess->id) {
@@ -640,6 +547,7 @@ static int frame_check(struct svc_call *pc, struct xport_req *r, const char **ec
 
 	*echo = NULL;
 	*retry = false;
+	r->id_hash = ing_id_hash(F, strlen(F));
 	if (r->bad) {
 		snprintf(why, whylen, "%s", r->bad_why);
 		return r->bad;
@@ -656,12 +564,12 @@ static int frame_check(struct svc_call *pc, struct xport_req *r, const char **ec
 		return code;
 	}
 	*echo = r->wafer;
-	if (r->chunk_id && (e = frame_lookup(s, NULL, pc, F)) && e->state == FE_FILLING) {
+	if (r->chunk_id && (e = frame_lookup(s, NULL, pc, F, r->id_hash)) && e->state == FE_FILLING) {
 		frame_fail(e, ING_E_INVALID_ARGUMENT, false, false,
 			   "frame %s: duplicate first chunk while the frame is in progress; frame dropped", F);
 		return -1;
 	}
-	if (frame_lookup(s, r->wafer, NULL, F)) {
+	if (frame_lookup(s, r->wafer, NULL, F, r->id_hash)) {
 		*retry = true;
 		snprintf(why, whylen, "frame %s of wafer %s: already in flight in this node", F, r->wafer);
 		return ING_E_INVALID_ARGUMENT;
@@ -698,7 +606,7 @@ static struct svc_frame *frame_admit(struct svc_call *pc, struct xport_req *r,
 		f->rkey = m->rkey;
 	}
 	f->t_admit_ns = ing_now_ns();
-	return frame_enter(pc->svc, pc, xp, f, rc);
+	return frame_enter(pc->svc, pc, xp, f, r->id_hash, rc);
 }
 
 enum xport_verdict xport_admit(struct svc_call *pc, struct xport_req *r, struct svc_frame **out)
@@ -762,7 +670,8 @@ enum xport_verdict xport_frame(struct svc_call *pc, uint64_t session_id, const c
 {
 	enum xport_verdict v = call_session(pc, session_id, frame_id);
 
-	*e = v == XPORT_GO ? frame_lookup(pc->svc, NULL, pc, frame_id) : NULL;
+	*e = v == XPORT_GO ? frame_lookup(pc->svc, NULL, pc, frame_id, ing_id_hash(frame_id, strlen(frame_id))) :
+			     NULL;
 	return v;
 }
 
@@ -831,9 +740,7 @@ struct svc_call *xport_open(struct ing_grpc_call *c, void *ctx, const struct xpo
 		s->calls->prev = pc;
 	s->calls = pc;
 	s->ncalls++;
-	if (call_bind_header(pc)) {
-		ING_LOGC(ING_LOG_INFO, "svc", &pc->lc, "%s from %s refused: %s", xp->rpc, pc->peer_str,
-			 pc->fin_msg);
+	if (call_bind_header(pc)) {   /* logged */
 		*status = pc->status;
 		call_finish(pc);
 		call_free(pc);   /* a call refused by on_start gets no on_close */

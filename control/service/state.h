@@ -221,6 +221,19 @@ void svc_session_sweep(struct ing_svc *s);
 /* Find or take the entry of a peer address (a ref is taken); NULL when the table is full. */
 struct svc_peer *svc_peer_get(struct ing_svc *s, const char *ip);
 void svc_peer_put(struct ing_svc *s, struct svc_peer *p);
+/*
+ * Bind call pc to session sid (0: an implicit one, where the node takes unauthenticated
+ * clients): a session id alone is no credential, only the connection (or, with mTLS, the
+ * client certificate) that negotiated it may use it; a peer locked out after failed
+ * authentications is refused; a failed attempt counts. 0, or -errno with pc->status and
+ * pc->fin_msg set (logged).
+ */
+int svc_session_bind(struct ing_svc *s, struct svc_call *pc, uint64_t sid);
+/* A frame of session ss (NULL: none), peer (NULL: not tracked) and call pc (NULL: gone)
+ * was released (its slot and credit are back): the peer's ref, the session's idle clock,
+ * the call's open frames (and its end when that was the last). */
+void svc_frame_gone(struct ing_svc *s, struct svc_session *ss, struct svc_peer *peer,
+		    struct svc_call *pc);
 /* The call's gRPC input follows its state: paused while the transport holds a message
  * (blocked) or acks wait for the client (acks_waiting), resumed when neither. */
 void svc_call_input(struct svc_call *pc);

@@ -108,6 +108,7 @@ enum svc_fstate {
 	FE_PERSISTING,     /* a persistence worker has it */
 	FE_DONE,           /* back from persistence, durable or failed */
 	FE_FAILED,         /* failed before persistence: deadline, stall, transport, call gone */
+	FE_RELEASE,        /* answered: its slot, credit and entry go back, then FREE */
 };
 
 /* Control's record of one admitted frame (one per pool slot, never moves). */
@@ -229,6 +230,7 @@ struct xport_req {
 	/* --- the core's --- */
 	struct admit_req ar;
 	const char *wafer;               /* the wafer it is filed under */
+	uint64_t id_hash;                /* of frame_id: its key in the frame table */
 };
 
 /*
