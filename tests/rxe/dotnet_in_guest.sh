@@ -46,7 +46,7 @@ run() {   # run NAME TRANSPORT SIZE
 	local name=$1 tr=$2 size=$3 t0 rc=0
 	step "C#: 10 frames of $size bytes, --transport $tr"
 	t0=$(date +%s)
-	timeout 240 dotnet "$DSEND" --server "$ING_SERVER" --transport "$tr" --count 10 --size "$size" \
+	wd 240 dotnet "$DSEND" --server "$ING_SERVER" --transport "$tr" --count 10 --size "$size" \
 		--buffers 4 --credits 8 --wafer "cs-$name" --id-prefix "cs-$name-" --seed 5 \
 		--manifest "$T/$name.man" >"$T/$name.json" 2>"$OUT/$name.err" || rc=$?
 	cat "$T/$name.json" "$OUT/$name.err"
