@@ -39,7 +39,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 : "${ING_RXE_STALL:=300}"       # seconds without progress before a test is stopped (x scale)
 : "${ING_RXE_ONLY:=}"          # regex: run only matching tests (manual runs)
 : "${ING_RXE_HUGEPAGES:=256}"   # 2 MiB pages for the pools of the tests' ingestd
-: "${ING_RXE_REF_MBS:=60}"      # cksum MB/s of the guest on an idle 2-core host
+: "${ING_RXE_REF_MBS:=30}"      # cksum MB/s of the guest on an idle 2-core host
 : "${PL_MODE:=short}"
 export ING_SRC_DIR ING_BUILD_DIR
 # qemu TCG emulates crc32 (SSE4.2) far slower than the table it runs natively: CRC-32C is
