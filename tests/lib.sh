@@ -7,13 +7,16 @@
 # --json summaries), e.g. json s.json 'latency_ms["durable"]["count"]'.
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
 
-# jget FILE KEY: the first "KEY": value of a JSON file (quotes dropped), without starting
-# python: a python start costs 10-20 s in the TCG guest. For ingest-send's --json summary,
-# whose top-level keys come before any nested key of the same name (ok, failed, transport,
-# session_id, and under "fleet" rerouted, failovers, first_rerouted_durable_unix_ms).
+# jget FILE KEY: the first "KEY": value of a JSON file (a string without its quotes),
+# without starting python: a python start costs 10-20 s in the TCG guest. For ingest-send's
+# --json summary, whose top-level keys come before any nested key of the same name (ok,
+# failed, transport, transport_note, mb_s, session_id, and under "fleet" rerouted,
+# failovers, first_rerouted_durable_unix_ms). A string value must hold no '"'.
 jget() {
 	awk -v k="\"$2\":" '{ i = index($0, k); if (!i) next
-		v = substr($0, i + length(k)); sub(/[,}].*/, "", v); gsub(/"/, "", v); print v; exit }' "$1"
+		v = substr($0, i + length(k))
+		if (substr(v, 1, 1) == "\"") { v = substr(v, 2); sub(/".*/, "", v) } else sub(/[,}].*/, "", v)
+		print v; exit }' "$1"
 }
 
 # ing_start INGESTD PORTFILE LOG [INGESTD ARGS...]: start ingestd in the background on

@@ -40,9 +40,9 @@ wd 200 "$SEND" --server "$SERVER" --transport rdma --credits 16 --count 24 --siz
 	--seed 7 --first-id 1 --wafer CTL-w1 --manifest "$T/m1" --json --quiet \
 	>"$T/s1.json" 2>"$T/s1.err" || fail "ingest-send exited $? ($(cat "$T/s1.json" "$T/s1.err"))"
 cat "$T/s1.json"; echo
-[ "$(json "$T/s1.json" 'transport')" = rdma ] || fail "transport is not rdma"
-[ "$(json "$T/s1.json" 'ok')" = 24 ] || fail "not 24 frames ok"
-[ "$(json "$T/s1.json" 'failed')" = 0 ] || fail "frames failed (BUSY?): $(cat "$T/s1.err")"
+[ "$(jget "$T/s1.json" transport)" = rdma ] || fail "transport is not rdma"
+[ "$(jget "$T/s1.json" ok)" = 24 ] || fail "not 24 frames ok"
+[ "$(jget "$T/s1.json" failed)" = 0 ] || fail "frames failed (BUSY?): $(cat "$T/s1.err")"
 grep -qi "busy" "$T/s1.err" && fail "the producer saw BUSY: $(grep -i busy "$T/s1.err" | head -3)"
 "$STATS" "$SERVER" >"$OUT/stats1.txt"
 cat "$OUT/stats1.txt"
@@ -65,7 +65,7 @@ wait $P2 || rc2=$?
 wait $P3 || rc3=$?
 cat "$T/s2.json" "$T/s3.json"; echo
 [ $rc2 = 0 ] && [ $rc3 = 0 ] || fail "a concurrent producer failed ($rc2/$rc3): $(cat "$T/s2.err" "$T/s3.err")"
-[ "$(json "$T/s2.json" 'ok')" = 12 ] && [ "$(json "$T/s3.json" 'ok')" = 12 ] || fail "concurrent: not 12+12 ok"
+[ "$(jget "$T/s2.json" ok)" = 12 ] && [ "$(jget "$T/s3.json" ok)" = 12 ] || fail "concurrent: not 12+12 ok"
 [ "$(stat_of framesRefused)" = 0 ] || fail "concurrent: FrameMetas refused"
 cat "$T/m2" "$T/m3" >"$T/m23"
 wd 200 "$VERIFY" --data-dir "$T/data" --manifest "$T/m23" || fail "ingest-verify (concurrent)"

@@ -52,8 +52,8 @@ run() {   # run NAME TRANSPORT SIZE
 	cat "$T/$name.json" "$OUT/$name.err"
 	echo "($(( $(date +%s) - t0 )) s)"
 	[ "$rc" = 0 ] || fail "DotnetSend --transport $tr exited $rc"
-	[ "$(json "$T/$name.json" 'transport')" = "$tr" ] || fail "transport is not $tr"
-	[ "$(json "$T/$name.json" 'ok')" = 10 ] || fail "not 10 frames stored"
+	[ "$(jget "$T/$name.json" transport)" = "$tr" ] || fail "transport is not $tr"
+	[ "$(jget "$T/$name.json" ok)" = 10 ] || fail "not 10 frames stored"
 	step "every frame byte-exact (ingest-verify)"
 	"$VERIFY" --data-dir "$T/data" --manifest "$T/$name.man" || fail "ingest-verify ($tr)"
 }

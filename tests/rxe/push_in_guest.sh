@@ -50,9 +50,9 @@ wd 200 "$SEND" --server "$SERVER" --transport rdma-write --credits 4 --count 16 
 	--first-id 1 --wafer PUSH-w1 --manifest "$T/m1" --json --quiet >"$T/s1.json" \
 	|| fail "ingest-send exited $? ($(cat "$T/s1.json"))"
 cat "$T/s1.json"; echo
-[ "$(json "$T/s1.json" 'transport')" = rdma-write ] || fail "transport is not rdma-write"
-[ "$(json "$T/s1.json" 'ok')" = 16 ] || fail "not 16 frames ok"
-[ "$(json "$T/s1.json" 'failed')" = 0 ] || fail "frames failed"
+[ "$(jget "$T/s1.json" transport)" = rdma-write ] || fail "transport is not rdma-write"
+[ "$(jget "$T/s1.json" ok)" = 16 ] || fail "not 16 frames ok"
+[ "$(jget "$T/s1.json" failed)" = 0 ] || fail "frames failed"
 wd 200 "$VERIFY" --data-dir "$T/data" --manifest "$T/m1" || fail "ingest-verify (push)"
 g1=$(stat_of pushGrants)
 [ $((g1 - g0)) -ge 16 ] || fail "Stats pushGrants moved by $((g1 - g0)), not >= 16"
@@ -75,11 +75,11 @@ wait $P2 || rc2=$?
 wait $P3 || rc3=$?
 cat "$T/mp.json" "$T/ml.json" "$T/mg.json"; echo
 [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] || fail "mixed: exit statuses push $rc1 pull $rc2 grpc $rc3 ($(cat "$T/mp.err" "$T/ml.err" "$T/mg.err"))"
-[ "$(json "$T/mp.json" 'transport')" = rdma-write ] || fail "mixed: push producer not on rdma-write"
-[ "$(json "$T/ml.json" 'transport')" = rdma ] || fail "mixed: pull producer not on rdma"
-[ "$(json "$T/mg.json" 'transport')" = grpc ] || fail "mixed: fallback producer not on grpc"
+[ "$(jget "$T/mp.json" transport)" = rdma-write ] || fail "mixed: push producer not on rdma-write"
+[ "$(jget "$T/ml.json" transport)" = rdma ] || fail "mixed: pull producer not on rdma"
+[ "$(jget "$T/mg.json" transport)" = grpc ] || fail "mixed: fallback producer not on grpc"
 for m in mp ml mg; do
-	[ "$(json "$T/$m.json" 'ok')" = 6 ] || fail "mixed: $m not 6 frames ok"
+	[ "$(jget "$T/$m.json" ok)" = 6 ] || fail "mixed: $m not 6 frames ok"
 	wd 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/$m" || fail "ingest-verify (mixed $m)"
 done
 
@@ -97,9 +97,9 @@ hook_batch() {
 	grep "TEST HOOK" "$T/h-$tag.err" | head -3
 	grep -q "TEST HOOK ACTIVE" "$T/h-$tag.err" || fail "$tag: the test hook did not announce itself"
 	[ -s "$T/h-$tag.json" ] || fail "$tag: ingest-send exited $rc without a summary"
-	[ "$(json "$T/h-$tag.json" 'transport')" = rdma-write ] || fail "$tag: not pushed"
-	[ "$(json "$T/h-$tag.json" 'ok')" = 5 ] || fail "$tag: expected 5 frames ok"
-	[ "$(json "$T/h-$tag.json" 'failed')" = 1 ] || fail "$tag: expected exactly 1 failed frame"
+	[ "$(jget "$T/h-$tag.json" transport)" = rdma-write ] || fail "$tag: not pushed"
+	[ "$(jget "$T/h-$tag.json" ok)" = 5 ] || fail "$tag: expected 5 frames ok"
+	[ "$(jget "$T/h-$tag.json" failed)" = 1 ] || fail "$tag: expected exactly 1 failed frame"
 	[ ! -e "$T/data/frames/BAD-$tag/$bad.frame" ] || fail "$tag: $bad was stored"
 	awk -v b="$bad" '$1 != b' "$T/h-$tag" >"$T/h-$tag.ok"
 	wd 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/h-$tag.ok" || fail "ingest-verify ($tag)"
@@ -144,9 +144,9 @@ wd 60 "$SEND" --server "$S2" --transport rdma-write --count 4 --size 4M --first-
 wd 150 "$SEND" --server "$S2" --transport rdma-write --credits 16 --count 256 --size 4M \
 	--first-id 1000 --reuse-buffers --json --quiet >"$T/sp.json" 2>"$T/sp.err" ||
 	fail "sustained push: exit $? ($(tail -3 "$T/sp.err"))"
-[ "$(json "$T/sl.json" 'ok')" = 64 ] || fail "sustained pull: not 64 ok"
-[ "$(json "$T/sp.json" 'ok')" = 256 ] || fail "sustained push: not 256 ok"
-echo "sustained: pull $(json "$T/sl.json" 'mb_s') MB/s, push $(json "$T/sp.json" 'mb_s') MB/s"
+[ "$(jget "$T/sl.json" ok)" = 64 ] || fail "sustained pull: not 64 ok"
+[ "$(jget "$T/sp.json" ok)" = 256 ] || fail "sustained push: not 256 ok"
+echo "sustained: pull $(jget "$T/sl.json" mb_s) MB/s, push $(jget "$T/sp.json" mb_s) MB/s"
 kill -TERM "$PID2"
 wait "$PID2" || fail "the null-sink ingestd exited $?"
 PID2=
@@ -176,7 +176,7 @@ echo "all $total slots back after $((i / 10)).$((i % 10)) s"
 kill -0 "$PID" || fail "ingestd died"
 wd 100 "$SEND" --server "$SERVER" --transport rdma-write --count 3 --size 4M --first-id 5000 \
 	--wafer PUSH-after --json --quiet >"$T/s6.json" || fail "a new push producer failed after the kill"
-[ "$(json "$T/s6.json" 'ok')" = 3 ] || fail "new push producer: not 3 ok"
+[ "$(jget "$T/s6.json" ok)" = 3 ] || fail "new push producer: not 3 ok"
 
 step "SIGTERM"
 kill -TERM "$PID"

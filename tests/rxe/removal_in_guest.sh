@@ -59,7 +59,7 @@ PID=$ING_PID
 SERVER=$ING_SERVER
 wd 60 "$SEND" --server "$SERVER" --transport rdma --count 4 --size 1M --first-id 1 \
 	--json --quiet >"$T/s1.json" || fail "RDMA send before the removal"
-[ "$(json "$T/s1.json" 'ok')" = 4 ] || fail "RDMA send: not 4 ok"
+[ "$(jget "$T/s1.json" ok)" = 4 ] || fail "RDMA send: not 4 ok"
 port_before=$(grep -o "RDMA listener on [0-9.]*:[0-9]*" "$OUT/ingestd.log" | head -1 | awk -F: '{print $NF}')
 
 step "rdma link delete $RXE_DEV while ingestd holds it"
@@ -78,9 +78,9 @@ echo "rdma link delete completed with ingestd running"
 step "a new AUTO producer falls back to the gRPC stream"
 wd 60 "$SEND" --server "$SERVER" --count 3 --size 1M --first-id 10 --json --quiet \
 	>"$T/s2.json" 2>"$T/s2.err" || fail "fallback send failed"
-[ "$(json "$T/s2.json" 'transport')" = grpc ] || fail "AUTO did not fall back"
-[ "$(json "$T/s2.json" 'ok')" = 3 ] || fail "fallback: not 3 ok"
-echo "note: $(json "$T/s2.json" 'transport_note')"
+[ "$(jget "$T/s2.json" transport)" = grpc ] || fail "AUTO did not fall back"
+[ "$(jget "$T/s2.json" ok)" = 3 ] || fail "fallback: not 3 ok"
+echo "note: $(jget "$T/s2.json" transport_note)"
 
 step "rdma link add $RXE_DEV: ingestd re-opens RDMA by itself"
 rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV" || fail "rdma link add $RXE_DEV"
@@ -98,11 +98,11 @@ port_after=$(grep -o "is back: listener on [0-9.]*:[0-9]*" "$OUT/ingestd.log" | 
 step "RDMA producers work again"
 wd 120 "$SEND" --server "$SERVER" --transport rdma --count 6 --size 1M --first-id 20 \
 	--manifest "$T/m3.tsv" --json --quiet >"$T/s3.json" || fail "RDMA send after the re-open"
-[ "$(json "$T/s3.json" 'transport')" = rdma ] || fail "not RDMA after the re-open"
-[ "$(json "$T/s3.json" 'ok')" = 6 ] || fail "RDMA after the re-open: not 6 ok"
+[ "$(jget "$T/s3.json" transport)" = rdma ] || fail "not RDMA after the re-open"
+[ "$(jget "$T/s3.json" ok)" = 6 ] || fail "RDMA after the re-open: not 6 ok"
 wd 60 "$SEND" --server "$SERVER" --count 2 --size 1M --first-id 30 --json --quiet \
 	>"$T/s4.json" || fail "AUTO send after the re-open"
-[ "$(json "$T/s4.json" 'transport')" = rdma ] || fail "AUTO does not pick RDMA after the re-open"
+[ "$(jget "$T/s4.json" transport)" = rdma ] || fail "AUTO does not pick RDMA after the re-open"
 
 kill -TERM "$PID"
 rc=0

@@ -139,6 +139,9 @@ run_test() {
 	done
 	wait "$pid"
 	rc=$?
+	# whatever the test left running in its process group (an ingestd of a failed test held
+	# the next tests' hugepages and EAL files: one failure became three) goes with it
+	kill -KILL -- "-$pid" 2>/dev/null
 	local el=$((SECONDS - t0))
 	if [ -z "$why" ] && [ $rc = 0 ]; then
 		echo "PASS: $name (${el}s)" | tee -a "$SUMMARY"
