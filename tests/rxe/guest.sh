@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # guest.sh BUILD_DIR BATCH... - one boot of the Soft-RoCE qemu guest (deploy/rxe-vm) that
-# runs the guest test batches of tests/rxe/run_all.sh in turn (ctest rdma.guest; make
-# fault's power-loss run). The guest gets what its batches need: 4 vCPUs and 3 GiB when
-# smp4 is among them (RXE_VM_SMP / RXE_VM_MEM set by the caller win). Each batch's verdict
+# runs the guest test batches of tests/rxe/run_all.sh in turn (ctest rdma.guest,
+# rdma.guest_2, ...: tests/rdma.cmake's ING_RXE_BOOTS; make fault's power-loss run). The
+# guest gets what its batches need: 4 vCPUs and 3 GiB when smp4 is among them (RXE_VM_SMP /
+# RXE_VM_MEM set by the caller win). A batch that needs another guest (two NUMA nodes, a
+# second rail) adds its options here the same way, and run_all.sh's batch_needs checks them. Each batch's verdict
 # lands in BUILD_DIR/rxe-results/<batch>/{summary,rc} and its tests' logs in
 # BUILD_DIR/rxe-results/<batch>/<test>/; tests/rxe/batch_result.sh turns one batch into
 # one ctest (rdma.rxe, rdma.rxe_smp4, fault.powerloss).
