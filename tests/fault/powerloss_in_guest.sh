@@ -58,6 +58,19 @@ fail() {
 	exit 1
 }
 
+# umount_mnt: unmount $T/mnt; a moment's "target is busy" (a process that just exited, a
+# directory walk) is waited out, 30 s at most
+umount_mnt() {
+	local i
+	for i in $(seq 1 60); do
+		umount "$T/mnt" 2>"$T/umount.err" && return 0
+		grep -q 'target is busy' "$T/umount.err" || break
+		sleep 0.5
+	done
+	cat "$T/umount.err" >&2
+	return 1
+}
+
 cleanup() {
 	if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
 	umount "$T/mnt" 2>/dev/null || umount -l "$T/mnt" 2>/dev/null || true
@@ -134,7 +147,7 @@ record() {
 	wait "$PID" || rc=$?
 	PID=
 	[ "$rc" = 0 ] || fail "$run: ingestd exited $rc on SIGTERM"
-	umount "$T/mnt" || fail "umount"
+	umount_mnt || fail "umount"
 	dmsetup remove "$DM" || fail "dmsetup remove"   # writes the log's final super block
 	DM=
 	losetup -d "$dl" "$ll"
@@ -235,7 +248,7 @@ check_point() {
 	fi
 	tick "integrity_check"
 	if [ "$restart" != 1 ]; then
-		umount "$T/mnt" || { WHY="umount failed"; return 1; }
+		umount_mnt || { WHY="umount failed"; return 1; }
 		out=$(e2fsck -fn "$img" 2>&1) || { WHY="e2fsck -fn after recovery: $(echo "$out" | tail -5 | tr '\n' ' ')"; return 1; }
 		tick "umount, e2fsck"
 		return 0
