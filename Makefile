@@ -6,9 +6,12 @@
 #   make demo-fleet  PostgreSQL + three ingestd, ingest-send --servers, kill -9 one node
 #               mid-stream, print where every frame ended up and that none was lost;
 #               RDMA=1: the same over RDMA READ in the Soft-RoCE qemu guest
-#   make test   unit + functional + interop tests under ASan/UBSan, a short fuzz regression
-#               run, the short fault suite, then the whole suite (unit, functional, real
-#               gRPC clients, packages, RDMA on Soft-RoCE in a qemu guest)
+#   make test   every test once (tests/suite.sh): unit, functional, interop, review, ops, cli
+#               under ASan/UBSan; a short fuzz regression run; in the release tree what the
+#               sanitized tree cannot run (the Soft-RoCE qemu guest, packages, the short
+#               fault suite, C#, the object store tier, the fleet's failovers), started first
+#               and run beside the others; then the ten slowest tests and the total
+#   make test-quick  unit + functional tests under ASan/UBSan, the inner loop
 #   make bench  a short latency sweep with ingest-bench; says where the report is
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang tree build-fuzz/)
 #   make fault  the fault suite, FAULT_ITERATIONS kill -9 rounds (root: loop devices)
@@ -25,7 +28,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
 .PHONY: all deps deps-build deps-deb deps-demo build build-asan build-fuzz build-tsan demo demo-fleet test test-unit \
-	test-asan test-tsan fuzz fault bench clean install deb abi-baseline
+	test-asan test-quick test-tsan test-clock configure-asan fuzz fault bench clean install deb abi-baseline
 PREFIX     ?= /usr/local
 UNITDIR    ?=
 
@@ -50,8 +53,11 @@ build: deps-build
 	@$(call CONFIGURE,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 	@cmake --build $(BUILD) -j$(JOBS)
 
-build-asan: deps
+# (configure-asan alone: make test reads the sanitized tree's test list before building it)
+configure-asan: deps
 	@$(call CONFIGURE,$(BUILD_ASAN),-DCMAKE_BUILD_TYPE=Debug -DING_SANITIZE=ON)
+
+build-asan: configure-asan
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
 
 # programs, libingest.so.1, header, ingest.pc, CMake package, systemd units, config, man
@@ -93,16 +99,23 @@ demo: deps-demo build
 demo-fleet: deps build
 	@deploy/demo-fleet.sh $(BUILD) $(if $(filter 1,$(RDMA)),--rdma)
 
-# Everything but the guest run goes through the sanitized tree first (ingestd, ingest-send
-# and the libraries under ASan/UBSan, driven by the real gRPC clients; a sanitizer report
-# aborts the process, and the tests check exit statuses), then the whole suite runs in the
-# release tree, so the last ctest summary counts every test. The guest run stays
-# release-only: ASan binaries under qemu TCG would take minutes more.
+# Every test once, where it means most (tests/CMakeLists.txt, label release): the
+# sanitized tree runs everything it can (ingestd, ingest-send and the libraries under
+# ASan/UBSan, driven by the real gRPC clients; a sanitizer report aborts the process, and
+# the tests check exit statuses); the release tree runs what an ASan build cannot (an
+# ASan libingest cannot be loaded by uninstrumented programs nor by dotnet; ASan binaries
+# under qemu TCG would take far longer) or should not (the fault suite times real processes).
 SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+SUITE_ENV = BUILD=$(BUILD) BUILD_ASAN=$(BUILD_ASAN) BUILD_FUZZ=$(BUILD_FUZZ) JOBS=$(JOBS) \
+	MAKE="$(MAKE)" ING_SUITE_T0=$$(cat $(CURDIR)/$(BUILD)/.test-t0 2>/dev/null || date +%s)
 
 test-asan: build-asan
-	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault|dotnet' --output-on-failure --timeout 300
+	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE release -j$(JOBS) --output-on-failure
+
+# unit + functional tests in the ASan/UBSan tree (about 2-3 minutes here)
+test-quick: test-clock build-asan
+	@$(SUITE_ENV) tests/suite.sh quick
 
 test-unit: deps build
 	@cd $(BUILD) && ctest -L unit --output-on-failure
@@ -114,15 +127,14 @@ abi-baseline: build
 		$(BUILD)/producer/libingest.so.1 && sed -i 's|$(CURDIR)/||g' producer/libingest.abi && \
 		echo "producer/libingest.abi updated: commit it"
 
-# label package (install into a prefix, .debs, ABI check) runs in the release tree only:
-# an ASan-built libingest.so cannot be loaded by an uninstrumented downstream program
-# (nor by dotnet: label dotnet, the C# tests, likewise);
-# the fault suite (kill -9, disk full, frozen fs) too: it times real processes.
-test: deps build build-asan build-fuzz
-	@cd $(BUILD_ASAN) && $(SAN_ENV) ctest -LE 'rdma|package|fault|dotnet' --output-on-failure --timeout 300
-	@cd $(BUILD_FUZZ) && ctest -L fuzz --output-on-failure
-	@command -v dotnet >/dev/null 2>&1 || echo "dotnet SDK not found: $$(cd $(BUILD) && ctest -N -L dotnet | sed -n 's/^Total Tests: //p') C# tests not run"
-	@cd $(BUILD) && ctest -LE fuzz --output-on-failure --timeout 1200
+# the release tree's pass starts as soon as the release tree is built (the guest boot,
+# the longest test, first) and runs beside the build and the passes of the ASan and fuzz
+# trees (tests/suite.sh); at the end the ten slowest tests and the total since this line
+test-clock:
+	@mkdir -p $(BUILD) && date +%s >$(CURDIR)/$(BUILD)/.test-t0
+
+test: test-clock deps build
+	@$(SUITE_ENV) tests/suite.sh full
 
 fuzz: build-fuzz
 	@tests/fuzz/fuzz-all.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)

@@ -23,6 +23,6 @@ if(NOT ING_SANITIZE AND NOT ING_SANITIZE_THREAD)
   foreach(_m term kill9)
     add_test(NAME e2e.reconnect_${_m}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/reconnect.sh ${PROJECT_BINARY_DIR} ${_m})
-    set_tests_properties(e2e.reconnect_${_m} PROPERTIES LABELS "func;e2e" TIMEOUT 300)
+    set_tests_properties(e2e.reconnect_${_m} PROPERTIES LABELS "func;e2e;release" TIMEOUT 300)
   endforeach()
 endif()

@@ -7,17 +7,20 @@
 # --json summaries), e.g. json s.json 'latency_ms["durable"]["count"]'.
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
 
-# jget FILE KEY: the first "KEY": value of a JSON file (quotes dropped), without starting
-# python: a python start costs 10-20 s in the TCG guest. For ingest-send's --json summary,
-# whose top-level keys come before any nested key of the same name (ok, failed, transport,
-# session_id, and under "fleet" rerouted, failovers, first_rerouted_durable_unix_ms).
+# jget FILE KEY: the first "KEY": value of a JSON file (a string without its quotes),
+# without starting python: a python start costs 10-20 s in the TCG guest. For ingest-send's
+# --json summary, whose top-level keys come before any nested key of the same name (ok,
+# failed, transport, transport_note, mb_s, session_id, and under "fleet" rerouted,
+# failovers, first_rerouted_durable_unix_ms). A string value must hold no '"'.
 jget() {
 	awk -v k="\"$2\":" '{ i = index($0, k); if (!i) next
-		v = substr($0, i + length(k)); sub(/[,}].*/, "", v); gsub(/"/, "", v); print v; exit }' "$1"
+		v = substr($0, i + length(k))
+		if (substr(v, 1, 1) == "\"") { v = substr(v, 2); sub(/".*/, "", v) } else sub(/[,}].*/, "", v)
+		print v; exit }' "$1"
 }
 
 # ing_start INGESTD PORTFILE LOG [INGESTD ARGS...]: start ingestd in the background on
-# 127.0.0.1 with a port picked by the kernel and wait (30 s at most) for its port file.
+# 127.0.0.1 with a port picked by the kernel and wait for its port file (ing_wait_port).
 # Sets ING_PID and ING_SERVER (127.0.0.1:PORT); calls fail if ingestd exits first or
 # writes no port.
 ing_start() {
@@ -29,24 +32,59 @@ ing_start() {
 	ing_wait_port "$ING_PID" "$pf" "$log"
 }
 
-# ing_wait_port PID PORTFILE LOG: wait (30 s at most) for the port file of the ingestd with
-# that pid, started some other way (as another user, ...). Sets ING_SERVER; calls fail if
-# it exits first or writes no port.
+# ing_wait_port PID PORTFILE LOG: wait (60 s x the time scale at most) for the port file of
+# the ingestd with that pid, started some other way (as another user, ...). Sets
+# ING_SERVER; calls fail if it exits first or writes no port.
 ing_wait_port() {
-	local pid=$1 pf=$2 log=$3 i
-	for i in $(seq 1 300); do
-		[ -s "$pf" ] && break
+	local pid=$1 pf=$2 log=$3 cap end
+	cap=$(ing_scaled 60)
+	end=$((SECONDS + cap))
+	while [ ! -s "$pf" ] && [ "$SECONDS" -lt "$end" ]; do
 		kill -0 "$pid" 2>/dev/null || fail "ingestd exited during start-up (log: $log)"
 		sleep 0.1
 	done
 	if [ ! -s "$pf" ]; then
 		kill -KILL "$pid" 2>/dev/null   # not left running behind the failed test
-		fail "ingestd wrote no port file within 30 s (log: $log)"
+		fail "ingestd wrote no port file within $cap s (log: $log)"
 	fi
 	ING_SERVER=127.0.0.1:$(tr -dc '0-9' <"$pf")
 }
 
 step() { echo "== $*"; }
+
+# Time limits in tests are watchdogs for a hang, never budgets. ING_TEST_TIME_SCALE (an
+# integer >= 1; tests/rxe/run_all.sh measures the guest's speed at boot and sets it, the
+# ThreadSanitizer tree sets 10) stretches each cap below on a slow or busy machine.
+ing_scaled() {
+	local s=${ING_TEST_TIME_SCALE:-1}
+	[[ $s =~ ^[0-9]+$ ]] && [ "$s" -ge 1 ] || s=1
+	echo $(($1 * s))
+}
+
+# wd SECONDS COMMAND...: run COMMAND under a watchdog for a hang: stopped after SECONDS x
+# the time scale; then a line on stderr names the command and the cap, and the status is
+# 124 (timeout's).
+wd() {
+	local cap rc=0
+	cap=$(ing_scaled "$1")
+	shift
+	timeout -k 10 "$cap" "$@" || rc=$?
+	[ "$rc" != 124 ] || echo "watchdog: no result within $cap s (a hang?) from: $*" >&2
+	return "$rc"
+}
+
+# wait_for WHAT SECONDS COMMAND...: wait until COMMAND succeeds (checked every 0.1 s), at
+# most SECONDS x the time scale; then fail "WHAT: not within N s".
+wait_for() {
+	local what=$1 cap end
+	cap=$(ing_scaled "$2")
+	shift 2
+	end=$((SECONDS + cap))
+	until "$@"; do
+		[ "$SECONDS" -lt "$end" ] || fail "$what: not within $cap s"
+		sleep 0.1
+	done
+}
 
 # ing_readme_programs SRC_DIR: the programs of README's table ("## Programs"), one a line.
 ing_readme_programs() {
@@ -101,13 +139,14 @@ ing_term_pid() {
 }
 
 # stat_of KEY: one counter of the node at $SERVER, read with tests/rxe/rxe_stats ($STATS).
-# A node that does not answer Stats within 60 s gives an empty value (the caller's check
-# fails) and, on stderr, the stacks of its threads ($PID, when gdb is there), so that the
-# hang can be read from the log.
+# A node that does not answer Stats within 60 s (x the time scale) gives an empty value (the
+# caller's check fails) and, on stderr, the stacks of its threads ($PID, when gdb is
+# there), so that the hang can be read from the log.
 stat_of() {
-	local out
-	if ! out=$(timeout 60 "$STATS" "$SERVER"); then
-		echo "Stats of $SERVER: no answer within 60 s" >&2
+	local out cap
+	cap=$(ing_scaled 60)
+	if ! out=$(timeout "$cap" "$STATS" "$SERVER"); then
+		echo "Stats of $SERVER: no answer within $cap s" >&2
 		if [ -n "${PID:-}" ] && command -v gdb >/dev/null; then
 			echo "--- threads of ingestd $PID ---" >&2
 			gdb -batch -p "$PID" -ex "thread apply all bt" 2>&1 | grep -v '^\[New\|^\[Thread' | head -200 >&2

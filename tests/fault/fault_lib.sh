@@ -65,14 +65,15 @@ temp_files() { find "$1/frames" -name '*.tmp.*' 2>/dev/null | wc -l; }
 # rss_kib PID
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
-# health SERVER: grpc.health.v1 Health/Check answers SERVING within 3 s (Debian's
-# python3-grpcio, hence /usr/bin/python3; raw bytes: no generated stubs needed).
+# health SERVER: grpc.health.v1 Health/Check answers SERVING (Debian's python3-grpcio,
+# hence /usr/bin/python3; raw bytes: no generated stubs needed). The 30 s deadline only
+# catches a node that does not answer at all: a busy machine may take seconds.
 health() {
 	/usr/bin/python3 - "$1" <<'PY'
 import sys, grpc
 ch = grpc.insecure_channel(sys.argv[1])
 call = ch.unary_unary("/grpc.health.v1.Health/Check")
-resp = call(b"", timeout=3)
+resp = call(b"", timeout=30)
 sys.exit(0 if resp == b"\x08\x01" else 1)
 PY
 }

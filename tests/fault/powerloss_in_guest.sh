@@ -42,7 +42,7 @@ REPLAY=$B/tests/lw_replay PROBE=$B/tests/pl_probe NOSYNC=$B/tests/nosync.so
 ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$REPLAY" "$PROBE"
 [ -f "$NOSYNC" ] || { echo "FAIL: $NOSYNC not built" >&2; exit 1; }
 export DM_DISABLE_UDEV=1 ING_CRC32C=table   # no udev in the guest; crc32 is slow under TCG
-T=/tmp/powerloss
+T=${ING_RXE_TMP:-/tmp}/powerloss
 rm -rf "$T"
 mkdir -p "$T/mnt" "$PL_OUT"
 IMG_MB=32 LOG_MB=256
@@ -56,6 +56,19 @@ fail() {
 		tail -n 20 "$l"
 	done
 	exit 1
+}
+
+# umount_mnt: unmount $T/mnt; a moment's "target is busy" (a process that just exited, a
+# directory walk) is waited out, 30 s at most
+umount_mnt() {
+	local i
+	for i in $(seq 1 60); do
+		umount "$T/mnt" 2>"$T/umount.err" && return 0
+		grep -q 'target is busy' "$T/umount.err" || break
+		sleep 0.5
+	done
+	cat "$T/umount.err" >&2
+	return 1
 }
 
 cleanup() {
@@ -123,7 +136,7 @@ record() {
 	PID=$ING_PID
 	tick "ingestd up"
 	# sizes up to 1 MiB: several extents per frame, ingestd's O_DIRECT path
-	timeout 300 "$SEND" --server "$ING_SERVER" --transport grpc --credits 4 --count "$FRAMES" \
+	wd 300 "$SEND" --server "$ING_SERVER" --transport grpc --credits 4 --count "$FRAMES" \
 		--sizes 16K-1M --seed 11 --wafer PL --manifest "$T/$run.sent.man" \
 		--durable-manifest "$T/$run.acked.man" \
 		--durable-hook "dmsetup message $DM 0 mark ack-\$ING_DURABLE_SEQ" \
@@ -134,7 +147,7 @@ record() {
 	wait "$PID" || rc=$?
 	PID=
 	[ "$rc" = 0 ] || fail "$run: ingestd exited $rc on SIGTERM"
-	umount "$T/mnt" || fail "umount"
+	umount_mnt || fail "umount"
 	dmsetup remove "$DM" || fail "dmsetup remove"   # writes the log's final super block
 	DM=
 	losetup -d "$dl" "$ll"
@@ -208,7 +221,7 @@ check_point() {
 	tick "mount"
 	if [ "$n" -gt 0 ]; then
 		rc=0
-		out=$(timeout 120 "$VERIFY" --data-dir "$T/mnt/data" --manifest "$T/cut.man" --json --quiet 2>"$T/verify.err") || rc=$?
+		out=$(wd 120 "$VERIFY" --data-dir "$T/mnt/data" --manifest "$T/cut.man" --json --quiet 2>"$T/verify.err") || rc=$?
 		if [ "$rc" != 0 ]; then
 			WHY="$n frames acked before, ingest-verify: ${out:-exit $rc}: $(grep -c 'No such file' "$T/verify.err" || true) frame files and $(grep -c 'no catalog row' "$T/verify.err" || true) catalog rows missing; first: $(head -n 1 "$T/verify.err")"
 			umount "$T/mnt"
@@ -223,7 +236,7 @@ check_point() {
 			/^#/ || ($1 in p) { print; if (!/^#/) m++ } END { exit m != n }' \
 			"$T/present.ids" "$T/$run.sent.man" >"$T/present.man" ||
 			{ WHY="a .frame file that was never sent among: $(tr '\n' ' ' <"$T/present.ids")"; umount "$T/mnt"; return 1; }
-		timeout 120 "$VERIFY" --data-dir "$T/mnt/data" --manifest "$T/present.man" --no-catalog --quiet \
+		wd 120 "$VERIFY" --data-dir "$T/mnt/data" --manifest "$T/present.man" --no-catalog --quiet \
 			2>"$T/verify.err" || { WHY="partial file under a final name: $(head -c 400 "$T/verify.err")"; umount "$T/mnt"; return 1; }
 	fi
 	tick "verify present"
@@ -235,7 +248,7 @@ check_point() {
 	fi
 	tick "integrity_check"
 	if [ "$restart" != 1 ]; then
-		umount "$T/mnt" || { WHY="umount failed"; return 1; }
+		umount_mnt || { WHY="umount failed"; return 1; }
 		out=$(e2fsck -fn "$img" 2>&1) || { WHY="e2fsck -fn after recovery: $(echo "$out" | tail -5 | tr '\n' ' ')"; return 1; }
 		tick "umount, e2fsck"
 		return 0

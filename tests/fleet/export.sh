@@ -111,7 +111,7 @@ m=$(members "$S1")
 addr=$(pg_sql "SELECT address FROM fleet_members WHERE node_id='n2'")
 [ "$addr" = "$S2" ] || fail "fleet_members address of n2: '$addr', want $S2"
 kill -USR2 "$P2"
-for i in $(seq 1 50); do
+for i in $(seq 1 600); do
 	m=$(members "$S1")
 	[ "$m" = "postgresql n1=ACTIVE n2=DRAINING" ] && break
 	sleep 0.1

@@ -73,12 +73,12 @@ node_start() {
 		--pool 1M:16,4M:8 --workers 1 --log-level info "${fleet[@]}" $NODE_ARGS "$@" >>"$log" 2>&1 &
 	NODE_PID[$i]=$!
 	local k
-	for k in $(seq 1 300); do
+	for k in $(seq 1 600); do
 		[ -s "$pf" ] && break
 		kill -0 "${NODE_PID[$i]}" 2>/dev/null || fail "node $i exited during start-up (log: $log)"
 		sleep 0.1
 	done
-	[ -s "$pf" ] || fail "node $i wrote no port file within 30 s"
+	[ -s "$pf" ] || fail "node $i wrote no port file within 60 s"
 	NODE_PORT[$i]=$(tr -dc '0-9' <"$pf")
 	NODE_ADDR[$i]=127.0.0.1:${NODE_PORT[$i]}
 	# the id routing hashes: --node-id when the test gives one (NODE_ID[i]), else the address
@@ -90,11 +90,11 @@ node_start() {
 node_stop() {
 	local i=$1 p=${NODE_PID[$1]} k rc=0
 	kill -TERM "$p" 2>/dev/null || true
-	for k in $(seq 1 200); do
+	for k in $(seq 1 600); do
 		kill -0 "$p" 2>/dev/null || break
 		sleep 0.1
 	done
-	kill -0 "$p" 2>/dev/null && { kill -KILL "$p"; fail "node $i did not stop within 20 s of SIGTERM"; }
+	kill -0 "$p" 2>/dev/null && { kill -KILL "$p"; fail "node $i did not stop within 60 s of SIGTERM"; }
 	wait "$p" || rc=$?
 	NODE_PID[$i]=
 	[ "$rc" = 0 ] || fail "node $i exited $rc on SIGTERM (log: $TMP/node$i.log)"

@@ -46,7 +46,7 @@ try:
 except ImportError:
     sys.exit("FAIL: python3-grpcio is missing (deploy/install-deps.sh installs it)")
 
-run = Run("ops-oncall.", limit=180, logs=("ingestd.log",))
+run = Run("ops-oncall.", logs=("ingestd.log",))
 fail, wait_for, tmp = run.fail, run.wait_for, run.tmp
 subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc", "-I", os.path.join(src, "proto"),
                        "--python_out=" + tmp, "--grpc_python_out=" + tmp,

@@ -29,11 +29,12 @@ def http_status(url, timeout=10):
 
 
 class Run:
-    def __init__(self, prefix, limit=120, logs=("ingestd.log", "prometheus.log")):
+    # No budget for the whole run: each wait has its own cap for a hang, and ctest's TIMEOUT
+    # catches the rest; a busy machine only makes the test slower.
+    def __init__(self, prefix, logs=("ingestd.log", "prometheus.log")):
         self.tmp = tempfile.mkdtemp(prefix=prefix)
         self.procs = []
-        self.t0 = time.monotonic()
-        self.limit = limit
+        self.t0 = time.monotonic()   # for the PASS line's elapsed time only
         self.logs = logs
 
     def path(self, name):
@@ -66,15 +67,15 @@ class Run:
         shutil.rmtree(self.tmp, ignore_errors=True)
         print(f"{msg} ({time.monotonic() - self.t0:.1f} s)")
 
-    def wait_for(self, what, pred, timeout=30):
-        """pred()'s first true value, polled every 0.1 s; fail after timeout (or the budget)."""
+    def wait_for(self, what, pred, timeout=60):
+        """pred()'s first true value, polled every 0.1 s; fail after timeout (a hang)."""
         deadline = time.monotonic() + timeout
         while True:
             v = pred()
             if v:
                 return v
-            if time.monotonic() > deadline or time.monotonic() - self.t0 > self.limit:
-                self.fail(f"timed out waiting for {what}")
+            if time.monotonic() > deadline:
+                self.fail(f"no {what} within {timeout} s")
             time.sleep(0.1)
 
     def start_ingestd(self, ingestd, args, metrics=True, log="ingestd.log"):
@@ -99,8 +100,6 @@ class Run:
         """The result of a Prometheus instant query (fail unless status is success)."""
         import json
         import urllib.parse
-        if time.monotonic() - self.t0 > self.limit:
-            self.fail(f"over the {self.limit} s budget")
         d = json.loads(http_get(f"{api}/query?" + urllib.parse.urlencode({"query": expr})))
         if d.get("status") != "success":
             self.fail(f"query {expr}: {d}")
@@ -120,7 +119,7 @@ class Run:
                                   "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn"],
                                  stdout=log, stderr=log)
             self.procs.append(p)
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 120
             while time.monotonic() < deadline and p.poll() is None:
                 try:
                     http_get(f"http://127.0.0.1:{port}/-/ready", timeout=1)

@@ -29,7 +29,7 @@ for b in (ingestd, send):
 if not os.access(PROM, os.X_OK):
     sys.exit("FAIL: prometheus not installed (Debian package 'prometheus'; deploy/install-deps.sh)")
 
-run = Run("ops-prom.", limit=90)
+run = Run("ops-prom.")
 fail = run.fail
 
 # ---- ingestd with /metrics
@@ -65,7 +65,7 @@ def scalar(expr):
 
 # the target is up (scraped at least once)
 run.wait_for("the ingestd target up in Prometheus",
-             lambda: (lambda r: r and float(r[0]["value"][1]) == 1)(query('up{job="ingestd"}')), 20)
+             lambda: (lambda r: r and float(r[0]["value"][1]) == 1)(query('up{job="ingestd"}')))
 print("ok: Prometheus scrapes ingestd (up == 1)")
 
 # ---- traffic: 40 frames of 256 KiB-2 MiB at 10 frames/s
@@ -75,7 +75,15 @@ r = subprocess.run([send, "--server", f"127.0.0.1:{gport}", "--count", "40", "--
 if r.returncode != 0:
     fail(f"ingest-send exited {r.returncode}: {r.stderr.decode()[-500:]}")
 sent = json.loads(r.stdout.decode().strip().splitlines()[-1])
-time.sleep(2.5)   # two more scrapes after the last ack
+# Prometheus has the traffic once it scraped the last ack (1 s scrapes; a busy machine
+# may take longer: a condition, not a fixed pause)
+run.wait_for("the 40 durable frames in Prometheus (a scrape after the last ack)",
+             lambda: (lambda r: r and float(r[0]["value"][1]) == 40)(
+                 query('ingest_frames_total{transport="grpc",result="durable"}')))
+run.wait_for("a positive rate of received and durable bytes",
+             lambda: all((lambda r: r and float(r[0]["value"][1]) > 0)(query(e)) for e in (
+                 'rate(ingest_received_bytes_total{transport="grpc"}[30s])',
+                 'rate(ingest_frame_bytes_total{transport="grpc",result="durable"}[30s])')))
 
 rx = scalar('rate(ingest_received_bytes_total{transport="grpc"}[30s])')
 dur = scalar('rate(ingest_frame_bytes_total{transport="grpc",result="durable"}[30s])')

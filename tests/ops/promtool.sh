@@ -28,7 +28,7 @@ step "start ingestd with --metrics-listen"
 ing_start "$INGESTD" "$TMP/port" "$TMP/ingestd.log" --data-dir "$TMP/data" --pool 1M:4,4M:4 \
 	--workers 1 --metrics-listen 127.0.0.1:0 --metrics-port-file "$TMP/mport"
 PID=$ING_PID
-for i in $(seq 1 50); do [ -s "$TMP/mport" ] && break; sleep 0.1; done
+for i in $(seq 1 600); do [ -s "$TMP/mport" ] && break; sleep 0.1; done
 M=http://127.0.0.1:$(tr -dc '0-9' <"$TMP/mport")/metrics
 
 step "traffic: 8 frames, the same 8 again (duplicates), frame 1 with other bytes (a conflict: failed)"

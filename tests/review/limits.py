@@ -113,7 +113,7 @@ def main():
         r = store_one(addr, 1, "LIM1")
         check(r is True, "a frame from 127.0.0.1 is stored meanwhile: %r" % (r,))
         # the handshake timeout (default 5 s) closes every idle one that was accepted
-        deadline = time.time() + 15
+        deadline = time.time() + 60
         open_left = [s for s in socks
                      if not h2raw.closed_by_peer(s, max(0.01, deadline - time.time()))]
         check(not open_left, "every idle connection without an HTTP/2 preface is closed by the node (%d still open)"
@@ -137,7 +137,7 @@ def main():
         addr = node.wait_ready()
         # 2. idle timeout: preface + SETTINGS, no stream: GOAWAY and close
         c = h2raw.H2(addr, "127.0.0.2")
-        deadline = time.time() + 10
+        deadline = time.time() + 60
         while not c.eof and time.time() < deadline:
             c.pump(0.2)
         check(c.goaway and c.eof, "a connection with no stream gets GOAWAY and is closed after --idle-timeout 1 (goaway %s, closed %s)"
@@ -191,7 +191,7 @@ def main():
         # a reserve connection cannot be held: a Health/Check call left open does not keep it
         hold = h2raw.H2(addr, "127.0.0.5")
         hold.open("/grpc.health.v1.Health/Check")
-        deadline = time.time() + 15
+        deadline = time.time() + 60
         while not hold.eof and time.time() < deadline:
             hold.pump(0.2)
         check(hold.eof, "a health-reserve connection holding an open call is closed after the handshake timeout")
@@ -276,7 +276,7 @@ def main():
         r = store_one(addr, 5, "LIM5", timeout=20)
         check(r is True, "4 meta-only frames from 127.0.0.2 on a 4-slot pool: another producer's frame is stored: %r" % (r,))
         check(time.time() - t0 < 20, "... within 20 s, long before the 60 s frame timeout")
-        deadline = time.time() + 15
+        deadline = time.time() + 60
         acks = []
         while time.time() < deadline:
             c.pump(0.2)

@@ -133,7 +133,7 @@ try:
     conn.send_data(sid, b"\x01" + len(body).to_bytes(4, "big") + body, end_stream=True)
     sock.sendall(conn.data_to_send())
     headers, done = {}, False
-    deadline = time.time() + 10
+    deadline = time.time() + 60
     while not done and time.time() < deadline:
         data = sock.recv(65536)
         if not data:

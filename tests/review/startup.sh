@@ -115,7 +115,7 @@ expect_dir() {
 "$INGESTD" --listen 127.0.0.1:0 --data-dir "$TMP/busy" --pool 1M:2 --log-level err \
 	--port-file "$TMP/busy-port" >/dev/null 2>&1 &
 first=$!
-for _ in $(seq 1 100); do [ -s "$TMP/busy-port" ] && break; sleep 0.1; done
+for _ in $(seq 1 600); do [ -s "$TMP/busy-port" ] && break; sleep 0.1; done
 expect_dir "$TMP/busy" "in use by another ingestd (pid $first)"
 kill -TERM "$first" 2>/dev/null
 wait "$first" || failure "the first ingestd on $TMP/busy exited $?"
@@ -129,7 +129,7 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$TMP/ro" "$TMP/full" &&
 	"$INGESTD" --listen 127.0.0.1:0 --data-dir "$TMP/ro/data" --pool 1M:2 --log-level err \
 		--port-file "$TMP/ro-port" >/dev/null 2>&1 &
 	p=$!
-	for _ in $(seq 1 100); do [ -s "$TMP/ro-port" ] && break; sleep 0.1; done
+	for _ in $(seq 1 600); do [ -s "$TMP/ro-port" ] && break; sleep 0.1; done
 	kill -TERM "$p" 2>/dev/null
 	wait "$p"
 	mount -o remount,ro "$TMP/ro"

@@ -36,13 +36,13 @@ SERVER=$ING_SERVER
 grep -q "RDMA READ yes" "$OUT/ingestd.log" || fail "ingestd does not offer RDMA"
 
 step "24 frames of 1 MiB, 16 credits, 2 slots: every FrameMeta waits its turn, none refused"
-timeout 200 "$SEND" --server "$SERVER" --transport rdma --credits 16 --count 24 --size 1M \
+wd 200 "$SEND" --server "$SERVER" --transport rdma --credits 16 --count 24 --size 1M \
 	--seed 7 --first-id 1 --wafer CTL-w1 --manifest "$T/m1" --json --quiet \
 	>"$T/s1.json" 2>"$T/s1.err" || fail "ingest-send exited $? ($(cat "$T/s1.json" "$T/s1.err"))"
 cat "$T/s1.json"; echo
-[ "$(json "$T/s1.json" 'transport')" = rdma ] || fail "transport is not rdma"
-[ "$(json "$T/s1.json" 'ok')" = 24 ] || fail "not 24 frames ok"
-[ "$(json "$T/s1.json" 'failed')" = 0 ] || fail "frames failed (BUSY?): $(cat "$T/s1.err")"
+[ "$(jget "$T/s1.json" transport)" = rdma ] || fail "transport is not rdma"
+[ "$(jget "$T/s1.json" ok)" = 24 ] || fail "not 24 frames ok"
+[ "$(jget "$T/s1.json" failed)" = 0 ] || fail "frames failed (BUSY?): $(cat "$T/s1.err")"
 grep -qi "busy" "$T/s1.err" && fail "the producer saw BUSY: $(grep -i busy "$T/s1.err" | head -3)"
 "$STATS" "$SERVER" >"$OUT/stats1.txt"
 cat "$OUT/stats1.txt"
@@ -51,13 +51,13 @@ cat "$OUT/stats1.txt"
 parked=$(stat_of ctlFramesParked)
 [ "$parked" -ge 1 ] || fail "no FrameMeta waited for a slot (ctlFramesParked $parked): the test did not exercise backpressure"
 echo "FrameMetas that waited for a slot/credit: $parked"
-timeout 200 "$VERIFY" --data-dir "$T/data" --manifest "$T/m1" || fail "ingest-verify"
+wd 200 "$VERIFY" --data-dir "$T/data" --manifest "$T/m1" || fail "ingest-verify"
 
 step "two producers at once on the same 2 slots"
-timeout 200 "$SEND" --server "$SERVER" --transport rdma --credits 8 --count 12 --size 1M \
+wd 200 "$SEND" --server "$SERVER" --transport rdma --credits 8 --count 12 --size 1M \
 	--seed 8 --first-id 100 --wafer CTL-w2 --manifest "$T/m2" --json --quiet >"$T/s2.json" 2>"$T/s2.err" &
 P2=$!
-timeout 200 "$SEND" --server "$SERVER" --transport rdma --credits 8 --count 12 --size 512K \
+wd 200 "$SEND" --server "$SERVER" --transport rdma --credits 8 --count 12 --size 512K \
 	--seed 9 --first-id 200 --wafer CTL-w3 --manifest "$T/m3" --json --quiet >"$T/s3.json" 2>"$T/s3.err" &
 P3=$!
 rc2=0 rc3=0
@@ -65,14 +65,14 @@ wait $P2 || rc2=$?
 wait $P3 || rc3=$?
 cat "$T/s2.json" "$T/s3.json"; echo
 [ $rc2 = 0 ] && [ $rc3 = 0 ] || fail "a concurrent producer failed ($rc2/$rc3): $(cat "$T/s2.err" "$T/s3.err")"
-[ "$(json "$T/s2.json" 'ok')" = 12 ] && [ "$(json "$T/s3.json" 'ok')" = 12 ] || fail "concurrent: not 12+12 ok"
+[ "$(jget "$T/s2.json" ok)" = 12 ] && [ "$(jget "$T/s3.json" ok)" = 12 ] || fail "concurrent: not 12+12 ok"
 [ "$(stat_of framesRefused)" = 0 ] || fail "concurrent: FrameMetas refused"
 cat "$T/m2" "$T/m3" >"$T/m23"
-timeout 200 "$VERIFY" --data-dir "$T/data" --manifest "$T/m23" || fail "ingest-verify (concurrent)"
+wd 200 "$VERIFY" --data-dir "$T/data" --manifest "$T/m23" || fail "ingest-verify (concurrent)"
 
 step "libingest: a frame outside the registered pool is -EFAULT (rdma_efault_check)"
 set +e
-timeout 100 "$EFAULT" "$SERVER" 900 >"$T/ef.out" 2>"$T/ef.err"
+wd 100 "$EFAULT" "$SERVER" 900 >"$T/ef.out" 2>"$T/ef.err"
 rc=$?
 set -e
 cat "$T/ef.out" "$T/ef.err"

@@ -46,14 +46,14 @@ run() {   # run NAME TRANSPORT SIZE
 	local name=$1 tr=$2 size=$3 t0 rc=0
 	step "C#: 10 frames of $size bytes, --transport $tr"
 	t0=$(date +%s)
-	timeout 240 dotnet "$DSEND" --server "$ING_SERVER" --transport "$tr" --count 10 --size "$size" \
+	wd 240 dotnet "$DSEND" --server "$ING_SERVER" --transport "$tr" --count 10 --size "$size" \
 		--buffers 4 --credits 8 --wafer "cs-$name" --id-prefix "cs-$name-" --seed 5 \
 		--manifest "$T/$name.man" >"$T/$name.json" 2>"$OUT/$name.err" || rc=$?
 	cat "$T/$name.json" "$OUT/$name.err"
 	echo "($(( $(date +%s) - t0 )) s)"
 	[ "$rc" = 0 ] || fail "DotnetSend --transport $tr exited $rc"
-	[ "$(json "$T/$name.json" 'transport')" = "$tr" ] || fail "transport is not $tr"
-	[ "$(json "$T/$name.json" 'ok')" = 10 ] || fail "not 10 frames stored"
+	[ "$(jget "$T/$name.json" transport)" = "$tr" ] || fail "transport is not $tr"
+	[ "$(jget "$T/$name.json" ok)" = 10 ] || fail "not 10 frames stored"
 	step "every frame byte-exact (ingest-verify)"
 	"$VERIFY" --data-dir "$T/data" --manifest "$T/$name.man" || fail "ingest-verify ($tr)"
 }

@@ -46,27 +46,27 @@ grep -q "push memory windows" "$OUT/ingestd.log" || fail "push is not offered wi
 
 step "16 frames of 64 KiB-4 MiB pushed with RDMA WRITE WITH IMM"
 g0=$(stat_of pushGrants)
-timeout 200 "$SEND" --server "$SERVER" --transport rdma-write --credits 4 --count 16 --sizes 64K-4M --seed 7 \
+wd 200 "$SEND" --server "$SERVER" --transport rdma-write --credits 4 --count 16 --sizes 64K-4M --seed 7 \
 	--first-id 1 --wafer PUSH-w1 --manifest "$T/m1" --json --quiet >"$T/s1.json" \
 	|| fail "ingest-send exited $? ($(cat "$T/s1.json"))"
 cat "$T/s1.json"; echo
-[ "$(json "$T/s1.json" 'transport')" = rdma-write ] || fail "transport is not rdma-write"
-[ "$(json "$T/s1.json" 'ok')" = 16 ] || fail "not 16 frames ok"
-[ "$(json "$T/s1.json" 'failed')" = 0 ] || fail "frames failed"
-timeout 200 "$VERIFY" --data-dir "$T/data" --manifest "$T/m1" || fail "ingest-verify (push)"
+[ "$(jget "$T/s1.json" transport)" = rdma-write ] || fail "transport is not rdma-write"
+[ "$(jget "$T/s1.json" ok)" = 16 ] || fail "not 16 frames ok"
+[ "$(jget "$T/s1.json" failed)" = 0 ] || fail "frames failed"
+wd 200 "$VERIFY" --data-dir "$T/data" --manifest "$T/m1" || fail "ingest-verify (push)"
 g1=$(stat_of pushGrants)
 [ $((g1 - g0)) -ge 16 ] || fail "Stats pushGrants moved by $((g1 - g0)), not >= 16"
 [ "$(stat_of pushFramesReceived)" -ge 16 ] || fail "Stats pushFramesReceived < 16"
 [ "$(stat_of rdmaReadsPosted)" = 0 ] || fail "push frames were READ by the node"
 
 step "push, pull and fallback producers at the same time"
-timeout 200 "$SEND" --server "$SERVER" --transport rdma-write --credits 4 --count 6 --sizes 1M-4M --seed 8 \
+wd 200 "$SEND" --server "$SERVER" --transport rdma-write --credits 4 --count 6 --sizes 1M-4M --seed 8 \
 	--first-id 1 --wafer MIX-push --manifest "$T/mp" --json --quiet >"$T/mp.json" 2>"$T/mp.err" &
 P1=$!
-timeout 200 "$SEND" --server "$SERVER" --transport rdma --count 6 --sizes 1M-4M --seed 9 \
+wd 200 "$SEND" --server "$SERVER" --transport rdma --count 6 --sizes 1M-4M --seed 9 \
 	--first-id 1 --wafer MIX-pull --manifest "$T/ml" --json --quiet >"$T/ml.json" 2>"$T/ml.err" &
 P2=$!
-timeout 200 "$SEND" --server "$SERVER" --transport grpc --count 6 --sizes 1M-4M --seed 10 \
+wd 200 "$SEND" --server "$SERVER" --transport grpc --count 6 --sizes 1M-4M --seed 10 \
 	--first-id 1 --wafer MIX-grpc --manifest "$T/mg" --json --quiet >"$T/mg.json" 2>"$T/mg.err" &
 P3=$!
 rc1=0 rc2=0 rc3=0
@@ -75,12 +75,12 @@ wait $P2 || rc2=$?
 wait $P3 || rc3=$?
 cat "$T/mp.json" "$T/ml.json" "$T/mg.json"; echo
 [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] || fail "mixed: exit statuses push $rc1 pull $rc2 grpc $rc3 ($(cat "$T/mp.err" "$T/ml.err" "$T/mg.err"))"
-[ "$(json "$T/mp.json" 'transport')" = rdma-write ] || fail "mixed: push producer not on rdma-write"
-[ "$(json "$T/ml.json" 'transport')" = rdma ] || fail "mixed: pull producer not on rdma"
-[ "$(json "$T/mg.json" 'transport')" = grpc ] || fail "mixed: fallback producer not on grpc"
+[ "$(jget "$T/mp.json" transport)" = rdma-write ] || fail "mixed: push producer not on rdma-write"
+[ "$(jget "$T/ml.json" transport)" = rdma ] || fail "mixed: pull producer not on rdma"
+[ "$(jget "$T/mg.json" transport)" = grpc ] || fail "mixed: fallback producer not on grpc"
 for m in mp ml mg; do
-	[ "$(json "$T/$m.json" 'ok')" = 6 ] || fail "mixed: $m not 6 frames ok"
-	timeout 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/$m" || fail "ingest-verify (mixed $m)"
+	[ "$(jget "$T/$m.json" ok)" = 6 ] || fail "mixed: $m not 6 frames ok"
+	wd 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/$m" || fail "ingest-verify (mixed $m)"
 done
 
 # hook_batch VAR FRAME FIRST TAG: 6 pushed frames with test hook VAR on frame FRAME; exactly
@@ -88,7 +88,7 @@ done
 hook_batch() {
 	local var=$1 bad=$2 first=$3 tag=$4
 	set +e
-	env "$var=$bad" timeout 150 "$SEND_HOOKS" --server "$SERVER" --transport rdma-write \
+	wd 150 env "$var=$bad" "$SEND_HOOKS" --server "$SERVER" --transport rdma-write \
 		--credits 4 --count 6 --size 1M --seed "$first" --first-id "$first" --wafer "BAD-$tag" \
 		--manifest "$T/h-$tag" --json --quiet >"$T/h-$tag.json" 2>"$T/h-$tag.err"
 	local rc=$?
@@ -97,12 +97,12 @@ hook_batch() {
 	grep "TEST HOOK" "$T/h-$tag.err" | head -3
 	grep -q "TEST HOOK ACTIVE" "$T/h-$tag.err" || fail "$tag: the test hook did not announce itself"
 	[ -s "$T/h-$tag.json" ] || fail "$tag: ingest-send exited $rc without a summary"
-	[ "$(json "$T/h-$tag.json" 'transport')" = rdma-write ] || fail "$tag: not pushed"
-	[ "$(json "$T/h-$tag.json" 'ok')" = 5 ] || fail "$tag: expected 5 frames ok"
-	[ "$(json "$T/h-$tag.json" 'failed')" = 1 ] || fail "$tag: expected exactly 1 failed frame"
+	[ "$(jget "$T/h-$tag.json" transport)" = rdma-write ] || fail "$tag: not pushed"
+	[ "$(jget "$T/h-$tag.json" ok)" = 5 ] || fail "$tag: expected 5 frames ok"
+	[ "$(jget "$T/h-$tag.json" failed)" = 1 ] || fail "$tag: expected exactly 1 failed frame"
 	[ ! -e "$T/data/frames/BAD-$tag/$bad.frame" ] || fail "$tag: $bad was stored"
 	awk -v b="$bad" '$1 != b' "$T/h-$tag" >"$T/h-$tag.ok"
-	timeout 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/h-$tag.ok" || fail "ingest-verify ($tag)"
+	wd 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/h-$tag.ok" || fail "ingest-verify ($tag)"
 }
 
 step "bad grant: a stale grant id (the node ignores the write; the frame's grant expires)"
@@ -134,19 +134,19 @@ ing_start "$INGESTD" "$T/port2" "$OUT/ingestd-sus.log" --data-dir "$T/data-sus" 
 PID2=$ING_PID
 S2=$ING_SERVER
 # short sessions first (their QPs come and go on the same lcore), as bench/rdma.sh does
-timeout 60 "$SEND" --server "$S2" --transport rdma --count 4 --size 4M --first-id 900 --quiet ||
+wd 60 "$SEND" --server "$S2" --transport rdma --count 4 --size 4M --first-id 900 --quiet ||
 	fail "sustained: warm-up pull"
-timeout 150 "$SEND" --server "$S2" --transport rdma --credits 16 --count 64 --size 4M \
+wd 150 "$SEND" --server "$S2" --transport rdma --credits 16 --count 64 --size 4M \
 	--first-id 1 --reuse-buffers --json --quiet >"$T/sl.json" 2>"$T/sl.err" ||
 	fail "sustained pull: exit $? ($(tail -3 "$T/sl.err"))"
-timeout 60 "$SEND" --server "$S2" --transport rdma-write --count 4 --size 4M --first-id 800 --quiet ||
+wd 60 "$SEND" --server "$S2" --transport rdma-write --count 4 --size 4M --first-id 800 --quiet ||
 	fail "sustained: warm-up push"
-timeout 150 "$SEND" --server "$S2" --transport rdma-write --credits 16 --count 256 --size 4M \
+wd 150 "$SEND" --server "$S2" --transport rdma-write --credits 16 --count 256 --size 4M \
 	--first-id 1000 --reuse-buffers --json --quiet >"$T/sp.json" 2>"$T/sp.err" ||
 	fail "sustained push: exit $? ($(tail -3 "$T/sp.err"))"
-[ "$(json "$T/sl.json" 'ok')" = 64 ] || fail "sustained pull: not 64 ok"
-[ "$(json "$T/sp.json" 'ok')" = 256 ] || fail "sustained push: not 256 ok"
-echo "sustained: pull $(json "$T/sl.json" 'mb_s') MB/s, push $(json "$T/sp.json" 'mb_s') MB/s"
+[ "$(jget "$T/sl.json" ok)" = 64 ] || fail "sustained pull: not 64 ok"
+[ "$(jget "$T/sp.json" ok)" = 256 ] || fail "sustained push: not 256 ok"
+echo "sustained: pull $(jget "$T/sl.json" mb_s) MB/s, push $(jget "$T/sp.json" mb_s) MB/s"
 kill -TERM "$PID2"
 wait "$PID2" || fail "the null-sink ingestd exited $?"
 PID2=
@@ -174,9 +174,9 @@ done
 [ $ok = 1 ] || fail "slots not back after the producer died: free $free of $total, in flight $infl"
 echo "all $total slots back after $((i / 10)).$((i % 10)) s"
 kill -0 "$PID" || fail "ingestd died"
-timeout 100 "$SEND" --server "$SERVER" --transport rdma-write --count 3 --size 4M --first-id 5000 \
+wd 100 "$SEND" --server "$SERVER" --transport rdma-write --count 3 --size 4M --first-id 5000 \
 	--wafer PUSH-after --json --quiet >"$T/s6.json" || fail "a new push producer failed after the kill"
-[ "$(json "$T/s6.json" 'ok')" = 3 ] || fail "new push producer: not 3 ok"
+[ "$(jget "$T/s6.json" ok)" = 3 ] || fail "new push producer: not 3 ok"
 
 step "SIGTERM"
 kill -TERM "$PID"

@@ -57,13 +57,13 @@ ing_start "$INGESTD" "$T/port" "$OUT/ingestd.log" --data-dir "$T/data" --pool 1M
 	--metrics-listen 127.0.0.1:0 --metrics-port-file "$T/mport"
 PID=$ING_PID
 SERVER=$ING_SERVER
-timeout 60 "$SEND" --server "$SERVER" --transport rdma --count 4 --size 1M --first-id 1 \
+wd 60 "$SEND" --server "$SERVER" --transport rdma --count 4 --size 1M --first-id 1 \
 	--json --quiet >"$T/s1.json" || fail "RDMA send before the removal"
-[ "$(json "$T/s1.json" 'ok')" = 4 ] || fail "RDMA send: not 4 ok"
+[ "$(jget "$T/s1.json" ok)" = 4 ] || fail "RDMA send: not 4 ok"
 port_before=$(grep -o "RDMA listener on [0-9.]*:[0-9]*" "$OUT/ingestd.log" | head -1 | awk -F: '{print $NF}')
 
 step "rdma link delete $RXE_DEV while ingestd holds it"
-timeout 120 rdma link delete "$RXE_DEV" &
+wd 120 rdma link delete "$RXE_DEV" &
 DPID=$!
 for _ in $(seq 1 300); do grep -q "released; RDMA re-opens" "$OUT/ingestd.log" && break; sleep 0.1; done
 grep -E "removed|released" "$OUT/ingestd.log" || fail "no DEVICE_REMOVAL handling in the log"
@@ -76,11 +76,11 @@ kill -0 "$PID" || fail "ingestd died when the removal completed"
 echo "rdma link delete completed with ingestd running"
 
 step "a new AUTO producer falls back to the gRPC stream"
-timeout 60 "$SEND" --server "$SERVER" --count 3 --size 1M --first-id 10 --json --quiet \
+wd 60 "$SEND" --server "$SERVER" --count 3 --size 1M --first-id 10 --json --quiet \
 	>"$T/s2.json" 2>"$T/s2.err" || fail "fallback send failed"
-[ "$(json "$T/s2.json" 'transport')" = grpc ] || fail "AUTO did not fall back"
-[ "$(json "$T/s2.json" 'ok')" = 3 ] || fail "fallback: not 3 ok"
-echo "note: $(json "$T/s2.json" 'transport_note')"
+[ "$(jget "$T/s2.json" transport)" = grpc ] || fail "AUTO did not fall back"
+[ "$(jget "$T/s2.json" ok)" = 3 ] || fail "fallback: not 3 ok"
+echo "note: $(jget "$T/s2.json" transport_note)"
 
 step "rdma link add $RXE_DEV: ingestd re-opens RDMA by itself"
 rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV" || fail "rdma link add $RXE_DEV"
@@ -96,13 +96,13 @@ port_after=$(grep -o "is back: listener on [0-9.]*:[0-9]*" "$OUT/ingestd.log" | 
 [ "$(metric ingest_rdma_device_events_total '{event="reopened"}')" = 1 ] || fail "/metrics: re-open not counted"
 
 step "RDMA producers work again"
-timeout 120 "$SEND" --server "$SERVER" --transport rdma --count 6 --size 1M --first-id 20 \
+wd 120 "$SEND" --server "$SERVER" --transport rdma --count 6 --size 1M --first-id 20 \
 	--manifest "$T/m3.tsv" --json --quiet >"$T/s3.json" || fail "RDMA send after the re-open"
-[ "$(json "$T/s3.json" 'transport')" = rdma ] || fail "not RDMA after the re-open"
-[ "$(json "$T/s3.json" 'ok')" = 6 ] || fail "RDMA after the re-open: not 6 ok"
-timeout 60 "$SEND" --server "$SERVER" --count 2 --size 1M --first-id 30 --json --quiet \
+[ "$(jget "$T/s3.json" transport)" = rdma ] || fail "not RDMA after the re-open"
+[ "$(jget "$T/s3.json" ok)" = 6 ] || fail "RDMA after the re-open: not 6 ok"
+wd 60 "$SEND" --server "$SERVER" --count 2 --size 1M --first-id 30 --json --quiet \
 	>"$T/s4.json" || fail "AUTO send after the re-open"
-[ "$(json "$T/s4.json" 'transport')" = rdma ] || fail "AUTO does not pick RDMA after the re-open"
+[ "$(jget "$T/s4.json" transport)" = rdma ] || fail "AUTO does not pick RDMA after the re-open"
 
 kill -TERM "$PID"
 rc=0

@@ -1,39 +1,59 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# run_all.sh [SET] - runs inside the Soft-RoCE guest (deploy/rxe-vm/run-in-rxe-vm.sh): every
-# tests/rxe/*_in_guest.sh (SET smp4: tests/rxe/smp4/*_in_guest.sh, the guest booted with
-# RXE_VM_SMP=4) in name order, each bounded by a timeout, one PASS/FAIL line each, the log
-# tail of the failures, and a non-zero exit status if any failed (or none ran).
-# First it reserves ING_RXE_HUGEPAGES (256) default-size hugepages in the guest, so every
-# ingestd's pool (--hugepages auto, the default) and thus every RDMA path under test is on
-# hugepage MRs; it fails if the guest cannot reserve them.
+# run_all.sh [BATCH...] - runs inside the Soft-RoCE guest (deploy/rxe-vm/run-in-rxe-vm.sh):
+# the guest tests of each BATCH in turn, in one boot (default: main). A batch is a set of
+# tests that needs the same guest:
+#   main       tests/rxe/*_in_guest.sh                      (rdma.rxe)
+#   smp4       tests/rxe/smp4/*_in_guest.sh, needs 4 vCPUs  (rdma.rxe_smp4)
+#   powerloss  tests/fault/powerloss_in_guest.sh $PL_MODE (short; long for make fault),
+#              no hugepages (its scratch is tmpfs)           (fault.powerloss)
+# A batch that needs more of the guest than it has (vCPUs; later: NUMA nodes, rails) fails
+# with that message: the host side (tests/rdma.cmake) boots the guest its batches need.
+# Each test: one PASS/FAIL line and the log tail of a failure; at the end of each batch a
+# line "== batch NAME: ..." and, with ING_RXE_RESULTS, the files <results>/NAME/summary (its
+# lines) and <results>/NAME/rc (0 = every test passed), which tests/rxe/batch_result.sh
+# reads for the ctest of that batch. Exit status non-zero if any test failed (or none ran).
+#
+# No wall-clock verdicts: a test is stopped only when it makes no progress - no file of its
+# per-test dirs (its log, its ingestd's log, data, manifests) changed size or appeared for
+# ING_RXE_STALL seconds (default 300, times the time scale below); the failure names the
+# step ('== ' line) that stalled. A test's newest step is echoed as it starts (heartbeat).
+# Time scale: the guest measures its own speed at boot (CRC of 64 MiB with cksum, against
+# ING_RXE_REF_MBS, the MB/s of an idle 2-core host's guest) and exports
+# ING_TEST_TIME_SCALE = ceil(reference / measured), at least 1; tests/lib.sh's wd() caps
+# each command of a guest test at its SECONDS times that scale.
 #
 # Contract for a *_in_guest.sh: runs as root in the guest with RXE_DEV RXE_IP RXE_GID_INDEX
 # RXE_NETDEV set, plus ING_BUILD_DIR (host build tree, read-only), ING_SRC_DIR, ING_RXE_OUT
 # (a per-test read-write dir on the host, for logs/artifacts) and ING_RXE_TMP (guest scratch,
-# tmpfs: keep totals small). Exit 0 = pass. It must not skip: when its real part is missing
-# (a binary not built) it fails with a clear message. Exit 77 with a line "NOT RUN: why"
-# is for a tool a user's machine may lack (the .NET SDK): reported NOT RUN, not passed.
+# tmpfs: keep totals small), ING_TEST_TIME_SCALE. Exit 0 = pass. It must not skip: when its
+# real part is missing (a binary not built) it fails with a clear message. Exit 77 with a
+# line "NOT RUN: why" is for a tool a user's machine may lack (the .NET SDK): reported NOT
+# RUN, not passed. Print a '== ' step line before each step (tests/lib.sh step).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-SET=${1:-}
-case "$SET" in
-"") DIR=$HERE ;;
-smp4) DIR=$HERE/smp4 ;;
-*) echo "run_all.sh: unknown test set '$SET' (smp4, or none)" >&2; exit 2 ;;
-esac
 : "${ING_SRC_DIR:=$(cd "$HERE/../.." && pwd)}"
 : "${ING_BUILD_DIR:=$ING_SRC_DIR/build}"
 : "${ING_RXE_RESULTS:=}"
-: "${ING_RXE_TEST_TIMEOUT:=300}"
+: "${ING_RXE_STALL:=300}"       # seconds without progress before a test is stopped (x scale)
 : "${ING_RXE_ONLY:=}"          # regex: run only matching tests (manual runs)
 : "${ING_RXE_HUGEPAGES:=256}"   # 2 MiB pages for the pools of the tests' ingestd
+: "${ING_RXE_REF_MBS:=30}"      # cksum MB/s of the guest on an idle 2-core host
+: "${PL_MODE:=short}"
 export ING_SRC_DIR ING_BUILD_DIR
 # qemu TCG emulates crc32 (SSE4.2) far slower than the table it runs natively: CRC-32C is
 # chosen by CPU features, so pick the table here explicitly (common/crc32c.c).
 export ING_CRC32C=table
+POLL=5
 
+[ $# -gt 0 ] || set -- main
+for b in "$@"; do
+	case "$b" in
+	main | smp4 | powerloss) ;;
+	*) echo "run_all.sh: unknown batch '$b' (main, smp4, powerloss)" >&2; exit 2 ;;
+	esac
+done
 if [ "${RXE_VM:-0}" != 1 ] || [ -z "${RXE_DEV:-}" ]; then
 	echo "run_all.sh: not inside the rxe guest (RXE_VM/RXE_DEV unset): run it through deploy/rxe-vm/run-in-rxe-vm.sh" >&2
 	exit 2
@@ -43,48 +63,147 @@ if [ ! -d "$ING_BUILD_DIR" ]; then
 	exit 2
 fi
 
-echo "$ING_RXE_HUGEPAGES" >/proc/sys/vm/nr_hugepages
-hp=$(cat /proc/sys/vm/nr_hugepages)
-if [ "$hp" -lt "$ING_RXE_HUGEPAGES" ]; then
-	echo "run_all.sh: the guest reserved $hp of $ING_RXE_HUGEPAGES hugepages (RXE_VM_MEM too small?)" >&2
-	exit 1
-fi
-echo "== rxe guest: $(uname -r), $(nproc) vCPU, dev $RXE_DEV on $RXE_NETDEV ip $RXE_IP gid-index $RXE_GID_INDEX, $hp hugepages of $(awk '/Hugepagesize/ {print $2 $3}' /proc/meminfo), build $ING_BUILD_DIR${SET:+, set $SET}"
-pass=0 fail=0 notrun=0 failed=()
-for t in "$DIR"/*_in_guest.sh; do
-	[ -e "$t" ] || continue
-	name=$(basename "$t" _in_guest.sh)
-	if [ -n "$ING_RXE_ONLY" ] && ! [[ $name =~ $ING_RXE_ONLY ]]; then
-		continue
-	fi
-	out=/tmp/rxe-out/$name
-	[ -n "$ING_RXE_RESULTS" ] && [ -d "$ING_RXE_RESULTS" ] && out=$ING_RXE_RESULTS/$name
-	rm -rf "$out" "/tmp/rxe-tmp/$name"
-	mkdir -p "$out" "/tmp/rxe-tmp/$name"
-	# a test may need longer than the default: a '# rxe-timeout: SECONDS' line of its own
-	tmo=$(sed -n 's/^# rxe-timeout: *\([0-9][0-9]*\)$/\1/p' "$t" | head -n1)
-	tmo=${tmo:-$ING_RXE_TEST_TIMEOUT}
-	t0=$(date +%s.%N)
-	ING_RXE_OUT=$out ING_RXE_TMP=/tmp/rxe-tmp/$name \
-		timeout -k 5 "$tmo" bash "$t" > "$out/log" 2>&1
+# the guest's own speed -> ING_TEST_TIME_SCALE (an integer, at least 1)
+t0=$(date +%s%N)
+head -c 64M /dev/zero | cksum >/dev/null
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+mbs=$(( 64000 / (ms > 0 ? ms : 1) ))
+scale=$(( (ING_RXE_REF_MBS + (mbs > 0 ? mbs : 1) - 1) / (mbs > 0 ? mbs : 1) ))
+[ "$scale" -ge 1 ] || scale=1
+export ING_TEST_TIME_SCALE=$scale
+STALL=$(( ING_RXE_STALL * scale ))
+echo "== rxe guest: $(uname -r), $(nproc) vCPU, $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MiB," \
+	"dev $RXE_DEV on $RXE_NETDEV ip $RXE_IP gid-index $RXE_GID_INDEX, build $ING_BUILD_DIR;" \
+	"speed ${mbs} MB/s (reference $ING_RXE_REF_MBS): time scale $scale, stall watchdog ${STALL} s; batches: $*"
+
+# batch_tests BATCH: its test scripts, one a line
+batch_tests() {
+	case $1 in
+	main) ls -1 "$HERE"/*_in_guest.sh 2>/dev/null ;;
+	smp4) ls -1 "$HERE"/smp4/*_in_guest.sh 2>/dev/null ;;
+	powerloss) echo "$ING_SRC_DIR/tests/fault/powerloss_in_guest.sh" ;;
+	esac
+}
+# batch_needs BATCH: empty, or why this guest cannot run it
+batch_needs() {
+	case $1 in
+	smp4) [ "$(nproc)" -ge 4 ] || echo "needs 4 vCPUs, the guest has $(nproc) (RXE_VM_SMP=4)" ;;
+	esac
+}
+# hugepages BATCH: the default-size hugepages its tests' ingestd pools need
+batch_hugepages() {
+	case $1 in
+	powerloss) echo 0 ;;
+	*) echo "$ING_RXE_HUGEPAGES" ;;
+	esac
+}
+
+# progress signature of a test: count and total size of the files in its dirs (-xdev: never
+# into a file system a test mounted there, whose umount a directory held open would fail)
+progress() { find "$@" -xdev -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { print NR, s }'; }
+
+# run_test BATCH NAME SCRIPT: one test under the progress watchdog; appends to $SUMMARY
+run_test() {
+	local batch=$1 name=$2 t=$3 out tmp pid rc sig last step= idle=0 why= t0=$SECONDS
+	out=/tmp/rxe-out/$batch/$name
+	[ -n "$ING_RXE_RESULTS" ] && out=$ING_RXE_RESULTS/$batch/$name
+	tmp=/tmp/rxe-tmp/$batch/$name
+	rm -rf "$out" "$tmp"
+	mkdir -p "$out" "$tmp"
+	local -a args=()
+	[ "$batch" = powerloss ] && args=("$PL_MODE")
+	ING_RXE_OUT=$out ING_RXE_TMP=$tmp PL_OUT=$out setsid bash "$t" "${args[@]}" >"$out/log" 2>&1 &
+	pid=$!
+	last=$(progress "$out" "$tmp")
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep $POLL
+		sig=$(progress "$out" "$tmp")
+		if [ "$sig" != "$last" ]; then
+			last=$sig
+			idle=0
+			local s
+			s=$(grep -a '^== ' "$out/log" | tail -n 1)
+			if [ -n "$s" ] && [ "$s" != "$step" ]; then
+				step=$s
+				echo "   $name: ${s#== }"
+			fi
+		else
+			idle=$((idle + POLL))
+			if [ "$idle" -ge "$STALL" ]; then
+				why="no progress for ${idle} s in step '${step#== }'"
+				kill -TERM -- "-$pid" 2>/dev/null
+				sleep 5
+				kill -KILL -- "-$pid" 2>/dev/null
+				break
+			fi
+		fi
+	done
+	wait "$pid"
 	rc=$?
-	el=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
-	if [ $rc = 0 ]; then
-		echo "PASS: $name (${el}s)"
+	# whatever the test left running in its process group (an ingestd of a failed test held
+	# the next tests' hugepages and EAL files: one failure became three) goes with it
+	kill -KILL -- "-$pid" 2>/dev/null
+	local el=$((SECONDS - t0))
+	if [ -z "$why" ] && [ $rc = 0 ]; then
+		echo "PASS: $name (${el}s)" | tee -a "$SUMMARY"
 		pass=$((pass + 1))
-	elif [ $rc = 77 ] && grep -q '^NOT RUN: ' "$out/log"; then
+	elif [ -z "$why" ] && [ $rc = 77 ] && grep -q '^NOT RUN: ' "$out/log"; then
 		# a tool the user's machine may lack (the .NET SDK): said so, never a pass
-		echo "NOT RUN: $name - $(grep -m1 '^NOT RUN: ' "$out/log" | cut -c10-)"
+		echo "NOT RUN: $name - $(grep -m1 '^NOT RUN: ' "$out/log" | cut -c10-)" | tee -a "$SUMMARY"
 		notrun=$((notrun + 1))
 	else
-		[ $rc = 124 ] && why="timeout ${tmo}s" || why="exit $rc"
-		echo "FAIL: $name ($why, ${el}s) - last lines of $out/log:"
-		tail -n 40 "$out/log" | sed 's/^/    | /'
+		[ -n "$why" ] || why="exit $rc"
+		{
+			echo "FAIL: $name ($why, ${el}s) - last lines of $out/log:"
+			tail -n 40 "$out/log" | sed 's/^/    | /'
+		} | tee -a "$SUMMARY"
 		fail=$((fail + 1))
 		failed+=("$name")
 	fi
-	rm -rf "/tmp/rxe-tmp/$name"
+	rm -rf "$tmp"
+}
+
+total_fail=0 total_ran=0
+for batch in "$@"; do
+	pass=0 fail=0 notrun=0 failed=()
+	t0=$SECONDS
+	SUMMARY=/tmp/rxe-out/$batch.summary
+	[ -n "$ING_RXE_RESULTS" ] && SUMMARY=$ING_RXE_RESULTS/$batch/summary
+	mkdir -p "$(dirname "$SUMMARY")"
+	rm -f "$SUMMARY" "$(dirname "$SUMMARY")/rc"
+	echo "== batch $batch: $(date -u +%FT%TZ)" >"$SUMMARY"
+	need=$(batch_needs "$batch")
+	hp=$(batch_hugepages "$batch")
+	echo "$hp" >/proc/sys/vm/nr_hugepages
+	got=$(cat /proc/sys/vm/nr_hugepages)
+	[ -n "$need" ] || [ "$got" -ge "$hp" ] ||
+		need="the guest reserved $got of $hp hugepages (RXE_VM_MEM too small?)"
+	if [ -n "$need" ]; then
+		echo "FAIL: batch $batch: $need" | tee -a "$SUMMARY"
+		fail=1 failed=("(batch)")
+	else
+		# (no process substitution: the guest has no /dev/fd)
+		mapfile -t tests <<<"$(batch_tests "$batch")"
+		echo "== batch $batch: ${#tests[@]} tests, $got hugepages"
+		for t in "${tests[@]}"; do
+			[ -e "$t" ] || continue
+			name=$(basename "$t" _in_guest.sh)
+			if [ -n "$ING_RXE_ONLY" ] && ! [[ $name =~ $ING_RXE_ONLY ]]; then
+				continue
+			fi
+			run_test "$batch" "$name" "$t"
+		done
+	fi
+	line="== batch $batch: $pass passed, $fail failed${failed:+ (${failed[*]})}, $notrun not run, $((SECONDS - t0)) s"
+	echo "$line" | tee -a "$SUMMARY"
+	rc=0
+	[ $fail = 0 ] || rc=1
+	if [ $((pass + fail)) = 0 ]; then
+		echo "run_all.sh: batch $batch ran no test" | tee -a "$SUMMARY" >&2
+		rc=1
+	fi
+	echo $rc >"$(dirname "$SUMMARY")/rc"
+	total_fail=$((total_fail + rc))
+	total_ran=$((total_ran + pass + fail))
 done
-echo "== rxe tests: $pass passed, $fail failed${failed:+ (${failed[*]})}, $notrun not run"
-[ $((pass + fail)) -gt 0 ] || { echo "run_all.sh: no *_in_guest.sh test ran" >&2; exit 1; }
-[ $fail = 0 ]
+[ "$total_fail" = 0 ]

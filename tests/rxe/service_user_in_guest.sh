@@ -57,9 +57,9 @@ grep -q "pool 4M:8: 8 slots, .*, hugepages, node" "$ING_RXE_OUT/ingestd-user.log
 grep -q "RDMA READ yes" "$ING_RXE_OUT/ingestd-user.log" || fail "no RDMA for $USR"
 
 step "3. RDMA READ and WRITE push into the hugepage pool"
-timeout 120 "$SEND" --server "$ING_SERVER" --transport rdma --count 4 --size 1M --manifest "$T/m1" \
+wd 120 "$SEND" --server "$ING_SERVER" --transport rdma --count 4 --size 1M --manifest "$T/m1" \
 	--json --quiet >"$T/pull.json" || fail "pull exited $?"
-timeout 120 "$SEND" --server "$ING_SERVER" --transport rdma-write --count 4 --size 1M --first-id 100 \
+wd 120 "$SEND" --server "$ING_SERVER" --transport rdma-write --count 4 --size 1M --first-id 100 \
 	--manifest "$T/m2" --json --quiet >"$T/push.json" || fail "push exited $?"
 # (grep, not python: an interpreter's start costs seconds under TCG)
 grep -q '"frames":4,"ok":4,' "$T/pull.json" && grep -q '"frames":4,"ok":4,' "$T/push.json" ||

@@ -104,7 +104,10 @@ static struct ing_rdma_lcore *push_lcore_mw(struct fake_io *io, unsigned grant_m
 	o.mode = ING_RDMA_POLL_BUSY;
 	o.grant_ms = grant_ms;
 	o.recv_depth = 8;
-	o.park_ms = 50;
+	/* a reconnect's window for parked frames: long, as no test waits for it to end, and
+	 * test_regrant_on_next_qp's reconnect must land inside it however slowly the test's
+	 * thread runs (50 ms failed it under two CPU hogs in the ASan tree) */
+	o.park_ms = 30000;
 	struct ing_rdma_lcore_io lio = { .ctl = io->ctl, .arg = io, .deliver = io_deliver };
 	struct ing_rdma_lcore *lc = ing_rdma_lcore_create(&o, &fake->cq, &fake->ch, fake->chan_fd,
 							  &lio, lkeys, 2);

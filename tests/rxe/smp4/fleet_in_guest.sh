@@ -20,7 +20,6 @@
 #     move, it stores no frame with another frame's bytes and none it did not hold before
 #     the stop (the producer destroyed that QP before it re-sent the frames).
 # Prints the failover figures: kill -> first re-sent frame DURABLE, SIGSTOP -> the same.
-# rxe-timeout: 900
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../../lib.sh"
@@ -51,7 +50,7 @@ fail() {
 [ "$(nproc)" -ge 4 ] || fail "this test needs the 4-vCPU guest (RXE_VM_SMP=4), it has $(nproc)"
 # nsnap I: node I's Stats into $TMP/st.I once (a process start costs a second under TCG);
 # nsv I KEY: one value of that snapshot
-nsnap() { timeout 60 "$STATS" "${NODE_ADDR[$1]}" >"$TMP/st.$1" || fail "Stats of node $1: no answer"; }
+nsnap() { wd 60 "$STATS" "${NODE_ADDR[$1]}" >"$TMP/st.$1" || fail "Stats of node $1: no answer"; }
 nsv() { awk -v k="$2" '$1 == k { print $2 }' "$TMP/st.$1"; }
 # rdma_node I PORT [ARGS]: node I with its own rdma_cm port, control + one lcore on its cpu pair
 rdma_node() {
@@ -66,7 +65,7 @@ for i in 0 1 2; do rdma_node "$i" $((7480 + i)); done
 gate_close 1   # before the producer: it cannot end before the kill (30 wafers: node 1 has some)
 SERVERS=$(nodes_servers)
 echo "servers $SERVERS"
-timeout 600 "$SEND" --servers "$SERVERS" --transport rdma-write --wafer RF-A --wafers 30 --count 240 \
+wd 600 "$SEND" --servers "$SERVERS" --transport rdma-write --wafer RF-A --wafers 30 --count 240 \
 	--size 256K --seed 21 --credits 8 --ack-deadline-ms 60000 --frame-timeout-ms 300000 \
 	--manifest "$TMP/a.man" --placement "$TMP/a.pl" --json --quiet --log-level info \
 	>"$TMP/a.json" 2>"$TMP/a.err" &
@@ -113,7 +112,7 @@ node_start 5 --rdma off --lcores 0,1
 gate_close 4   # as node 1 in A
 SERVERS2=${NODE_ADDR[3]},${NODE_ADDR[4]},${NODE_ADDR[5]}
 ACK_DEADLINE_MS=30000   # the stopped node misses its PINGs (500 ms) long before
-timeout 600 "$SEND" --servers "$SERVERS2" --wafer RF-B --wafers 30 --count 240 --size 256K --seed 22 \
+wd 600 "$SEND" --servers "$SERVERS2" --wafer RF-B --wafers 30 --count 240 --size 256K --seed 22 \
 	--credits 8 --ack-deadline-ms $ACK_DEADLINE_MS --keepalive-ms 500 --frame-timeout-ms 300000 \
 	--manifest "$TMP/b.man" --placement "$TMP/b.pl" --json --quiet --log-level info \
 	>"$TMP/b.json" 2>"$TMP/b.err" &

@@ -17,7 +17,6 @@
 #     completion; /metrics has the same per-lcore counters;
 #  5. every pool slot comes back (nothing held by the killed producer's lcore after its
 #     frames fail), and SIGTERM ends ingestd with exit 0.
-# rxe-timeout: 600
 set -euo pipefail
 . "$(dirname "$0")/../../lib.sh"
 step() { echo "== [${SECONDS}s] $*"; }   # where the time goes under TCG
@@ -41,7 +40,7 @@ fail() {
 METRICS=127.0.0.1:9464
 # snap: the node's Stats into $T/stats once (a process start costs a second under TCG);
 # sv KEY: one value of that snapshot
-snap() { timeout 60 "$STATS" "$SERVER" >"$T/stats" || fail "Stats of $SERVER: no answer"; }
+snap() { wd 60 "$STATS" "$SERVER" >"$T/stats" || fail "Stats of $SERVER: no answer"; }
 sv() { awk -v k="$1" '$1 == k { print $2 }' "$T/stats"; }
 
 step "ingestd --lcores 0-3: control + three dataplane lcores, READ and WRITE push, pool on hugepages"
@@ -58,23 +57,23 @@ snap
 
 step "six producers at once: READ x2 (one with a bad rkey), WRITE push x2 (one killed), gRPC x2"
 COMMON=(--server "$SERVER" --count 24 --sizes 64K-1M --credits 4 --json --quiet)
-ING_TEST_FAULT_RDMA_BAD_RKEY=frame-105 timeout 400 "$SEND_HOOKS" "${COMMON[@]}" --transport rdma \
+ING_TEST_FAULT_RDMA_BAD_RKEY=frame-105 wd 400 "$SEND_HOOKS" "${COMMON[@]}" --transport rdma \
 	--seed 1 --first-id 100 --wafer LC-read-bad --manifest "$T/m-rb" >"$T/rb.json" 2>"$T/rb.err" &
 P_RB=$!
-timeout 400 "$SEND" "${COMMON[@]}" --transport rdma --seed 2 --first-id 200 --wafer LC-read \
+wd 400 "$SEND" "${COMMON[@]}" --transport rdma --seed 2 --first-id 200 --wafer LC-read \
 	--manifest "$T/m-r" >"$T/r.json" 2>"$T/r.err" &
 P_R=$!
-timeout 400 "$SEND" "${COMMON[@]}" --transport rdma-write --seed 3 --first-id 300 --wafer LC-push \
+wd 400 "$SEND" "${COMMON[@]}" --transport rdma-write --seed 3 --first-id 300 --wafer LC-push \
 	--manifest "$T/m-w" >"$T/w.json" 2>"$T/w.err" &
 P_W=$!
 # the one that is killed: many frames, its session id from its start line
 "$SEND" --server "$SERVER" --transport rdma-write --count 400 --size 1M --credits 4 --seed 4 \
 	--first-id 400 --wafer LC-push-killed --durable-manifest "$T/m-k" >"$T/k.out" 2>"$T/k.err" &
 KPID=$!
-timeout 400 "$SEND" "${COMMON[@]}" --transport grpc --seed 5 --first-id 500 --wafer LC-grpc1 \
+wd 400 "$SEND" "${COMMON[@]}" --transport grpc --seed 5 --first-id 500 --wafer LC-grpc1 \
 	--manifest "$T/m-g1" >"$T/g1.json" 2>"$T/g1.err" &
 P_G1=$!
-timeout 400 "$SEND" "${COMMON[@]}" --transport grpc --seed 6 --first-id 600 --wafer LC-grpc2 \
+wd 400 "$SEND" "${COMMON[@]}" --transport grpc --seed 6 --first-id 600 --wafer LC-grpc2 \
 	--manifest "$T/m-g2" >"$T/g2.json" 2>"$T/g2.err" &
 P_G2=$!
 for _ in $(seq 1 1200); do
@@ -107,7 +106,7 @@ step "every stored frame byte for byte (ingest-verify)"
 	head -n 1 "$T/m-r"
 	awk '$1 != "frame-105"' "$T/m-rb" "$T/m-r" "$T/m-w" "$T/m-g1" "$T/m-g2" "$T/m-k" | grep -v '^#'
 } >"$T/m-all"
-timeout 300 "$VERIFY" --data-dir "$T/data" --manifest "$T/m-all" ||
+wd 300 "$VERIFY" --data-dir "$T/data" --manifest "$T/m-all" ||
 	fail "ingest-verify: stored frames not byte for byte what was sent"
 echo "$(grep -vc '^#' "$T/m-all") frames verified"
 [ ! -e "$T/data/frames/LC-read-bad/frame-105.frame" ] || fail "the bad-rkey frame was stored"
