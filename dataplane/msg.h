@@ -51,8 +51,6 @@ enum ing_ctl_event {
 				   * durable (status ING_E_NONE) or failed (status, msg) */
 	ING_EV_CONN_ERROR,        /* lcore: a WR of QP val failed (u64: ibv_wc_status): disconnect */
 	ING_EV_CONN_RELEASED,     /* lcore: done with QP val: control may destroy it */
-	ING_EV_TIER_READ_DONE,    /* tier thread: arg, a struct ing_tier_read, is answered and
-				   * control's again (dataplane/tier/tier.h) */
 	ING_EV_CTL_END
 };
 

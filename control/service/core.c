@@ -922,9 +922,6 @@ static void on_event(void *ctx, const struct ing_msg *m)
 	case ING_EV_CONN_RELEASED:
 		ing_rdma_conn_event(s->env.rdma, m);   /* NULL engine (gone): nothing to do */
 		break;
-	case ING_EV_TIER_READ_DONE:
-		svc_tier_read_done(s, m->arg);
-		break;
 	default:
 		ING_LOG_RL(ING_LOG_ERR, "svc", "unknown message %u on the control mailbox", m->kind);
 		break;

@@ -249,9 +249,4 @@ void svc_call_finish_later(struct svc_call *pc, int status, const char *msg);
 struct ing_log_ctx svc_log_frame(const struct svc_frame *e);
 struct ing_log_ctx svc_log_session(const struct svc_session *ss);
 
-/* ING_EV_TIER_READ_DONE: the tier thread answered read r of a GetFrame call
- * (rpc/getframe.c). */
-struct ing_tier_read;
-void svc_tier_read_done(struct ing_svc *s, struct ing_tier_read *r);
-
 #endif

@@ -146,7 +146,7 @@ struct ing_tier {
 	pthread_mutex_t mu;
 	struct ing_tier_stats snap;
 	/* reads (GetFrame): control -> this thread's mailbox (ING_EV_TIER_READ) -> this thread
-	 * -> control's mailbox (ING_EV_TIER_READ_DONE) -> control */
+	 * -> control's mailbox (the call r->done(r)) -> control */
 	char catalog[PATH_MAX];
 	struct ing_mbox *in, *ctl;
 	struct ing_catalog *cat;   /* read-only handle for the lookups (this thread) */
@@ -579,7 +579,7 @@ static void read_answer(struct ing_tier *t, struct ing_tier_read *r)
 	}
 	/* control's mailbox has room for every frame's messages and more: full only if the
 	 * control thread is stuck, and then the call's deadline ends it */
-	if (ing_mbox_post(t->ctl, &(struct ing_msg){ .kind = ING_EV_TIER_READ_DONE, .arg = m }))
+	if (ing_mbox_call(t->ctl, r->done, m, 0))
 		ING_ERR(COMP, "control's mailbox full: a GetFrame answer is lost");
 	t->reads_served++;
 }

@@ -20,7 +20,7 @@
  * ing_tier_get_stats from the control thread (an atomic flag; a snapshot under a mutex,
  * refreshed by the tier thread twice a second: a read for a unary RPC, not a stream of
  * messages); reads travel between control and the tier thread in the two threads'
- * mailboxes (dataplane.h: ING_EV_TIER_READ on the tier's, ING_EV_TIER_READ_DONE on
+ * mailboxes (dataplane/msg.h: ING_EV_TIER_READ on the tier's, the read's own done call on
  * control's). Everything else happens on the tier thread.
  */
 #ifndef ING_TIER_TIER_H
@@ -127,7 +127,7 @@ void ing_tier_get_stats(struct ing_tier *t, struct ing_tier_stats *st);
  * Any catalogued frame back, from the local disk or the store, a chunk at a time: the
  * control thread takes a read (ing_tier_read_get), names the frame and submits it; the tier
  * thread answers with up to ING_TIER_READ_CHUNK bytes in r->buf and hands r back
- * (ING_EV_TIER_READ_DONE, arg r, on control's mailbox); control sends them and
+ * (the call r->done(r) on control's mailbox); control sends them and
  * submits r again for the next chunk, or puts it back. The running CRC-32C of the bytes
  * handed out is checked against the catalog with the last chunk (r->last). A read belongs
  * to control while it is not submitted, to the tier thread while it is. The tier owns the
@@ -144,6 +144,8 @@ struct ing_tier_read {
 	char frame_id[ING_ID_MAX + 1];
 	enum ing_tier_source want;
 	void *owner;                 /* control's handle */
+	void (*done)(void *r, uint32_t val);   /* control's: runs on control's thread, with r,
+					      * each time the tier thread hands r back */
 	/* --- the tier thread's answer (control reads it between submits) --- */
 	int status;                  /* 0; -ENOENT no such frame (or object), -ENODATA no copy
 				      * where asked, -EAGAIN store or disk unavailable, -EBADMSG

@@ -129,11 +129,12 @@ static void get_pump(struct get_call *g)
 	g->rd_out = true;
 }
 
-/* ING_EV_TIER_READ_DONE on the control mailbox (core.c): the tier thread answered read r */
-void svc_tier_read_done(struct ing_svc *s, struct ing_tier_read *r)
+/* r->done, a call on the control mailbox: the tier thread answered read r */
+static void get_read_done(void *arg, uint32_t val)
 {
+	struct ing_tier_read *r = arg;
 	struct get_call *g = r->owner;
-	(void)s;
+	(void)val;
 	g->rd_out = false;
 	if (!g->call) {   /* the call ended while the tier held the read */
 		get_free(g);
@@ -214,6 +215,7 @@ static int get_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	h3000__get_frame_request__free_unpacked(q, NULL);
 	r->want = (enum ing_tier_source)src;
 	r->owner = g;
+	r->done = get_read_done;
 	g->rd = r;
 	if (ing_tier_read_submit(s->tier, r))
 		return get_fail(g, ING_GRPC_UNAVAILABLE, "the tier thread is busy: retry");
