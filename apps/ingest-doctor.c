@@ -2,7 +2,7 @@
 /*
  * ingest-doctor: pre-flight check of an ingest node. Prints PASS/WARN/FAIL per check with a
  * one-line fix, then "summary: N PASS, N WARN, N FAIL". --config reads ingestd's own
- * config file (the same option table, control/node_opts.c) and checks the node it
+ * config file (the same option table, control/node/opts.c) and checks the node it
  * describes, its object store (--tier) included; --sysfs-root/--procfs-root point it at fixture trees (tests).
  */
 #include "common/cli.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ingestd - the ingest node daemon. A thin main around control/node.h: the options
- * (control/node_opts.c, one table for flags and --config keys) into struct
+ * ingestd - the ingest node daemon. A thin main around control/node/node.h: the options
+ * (control/node/opts.c, one table for flags and --config keys) into struct
  * ing_ingestd_opts, then ing_node_start, ing_node_wait (start order, SIGINT/SIGTERM drain,
  * teardown). Exit status: 0 clean stop, 1 runtime error, 2 usage or configuration error,
  * 3 stopped with frames not drained (ingestd --help).

@@ -515,7 +515,7 @@ static void check_hugepages(struct ctx *c)
 	}
 	if (!c->hp_size)
 		c->hp_size = 2ull << 20;
-	/* the decision ingestd makes (control/node.c): enough free on the pool's node? */
+	/* the decision ingestd makes (control/node/node.c): enough free on the pool's node? */
 	struct ing_hugepages h;
 	ing_hugepages_query(c->sys, c->proc, o->plan.pool_node, &h);
 	c->hp_free = h.free;

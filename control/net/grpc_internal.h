@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * grpc_internal.h - pieces shared by the gRPC server and client (control/grpc/grpc_*.c).
+ * grpc_internal.h - pieces shared by the gRPC server and client (control/net/grpc_*.c).
  * grpc_wire.c: the 5-byte message framing, grpc-timeout and grpc-message encodings,
  * address parsing: pure functions, any thread, unit-tested in tests/unit/test_grpc_wire.c.
  * grpc_tls.c: OpenSSL I/O wrappers that keep SIGPIPE away from the host process.

@@ -1958,8 +1958,8 @@ static void listen_event(void *arg, uint32_t events)
 
 /*
  * The fuzz targets' way in (tests/fuzz/): one connection with no socket. The bytes are fed
- * to nghttp2 in pieces, what the server writes is dropped, and the loop's due timers run
- * between pieces (kicks, zero-delay sends, deadlines), as on a real connection.
+ * to nghttp2 in pieces, what the server writes is dropped, and a loop turn runs between
+ * pieces (its due timers and deadlines, its before_sleep flushes), as on a real connection.
  */
 int grpc_server_feed(struct ing_grpc_server *s, struct grpc_feed *f)
 {

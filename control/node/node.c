@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * node.c - the ingest node's start, run and stop (control/node.h), moved out of ingestd's
+ * node.c - the ingest node's start, run and stop (control/node/node.h), moved out of ingestd's
  * main so that tests drive the node directly.
  *
  * Start order: data dir -> topology + placement plan -> EAL -> pool -> control mailbox ->

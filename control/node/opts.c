@@ -657,7 +657,7 @@ static int check_pool(const struct ing_ingestd_opts *o, bool starting, char *why
 	if (read_meminfo(&m))
 		return 0;   /* no /proc/meminfo: nothing to compare with */
 	if (o->hugepages > 0) {
-		/* counted as the node decides (control/node.c): each slot rounded up to the
+		/* counted as the node decides (control/node/node.c): each slot rounded up to the
 		 * hugepage, free on --pool-node when given, else system-wide */
 		struct ing_hugepages h;
 		uint64_t slot[ING_POOL_MAX_CLASSES];

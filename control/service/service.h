@@ -124,7 +124,7 @@ void ing_svc_close_calls(struct ing_svc *s, int status, const char *message);
 void ing_svc_destroy(struct ing_svc *s);
 
 /*
- * Prometheus page of the service (control/svc_metrics.c): frames and bytes by transport
+ * Prometheus page of the service (control/service/obs/metrics.c): frames and bytes by transport
  * and result, ack latency and per-stage histograms, pool slots per size class,
  * persistence queue, sessions, RDMA errors/reconnects, lcore busy ratio. Control thread.
  */
@@ -147,7 +147,7 @@ typedef void (*ing_svc_node_info_fn)(void *arg, struct ing_svc_node_info *out);
 void ing_svc_set_node_info(struct ing_svc *s, ing_svc_node_info_fn fn, void *arg);
 
 /*
- * RDMA data path (control/svc_rdma.c): ControlStream jobs go to r, its callbacks (session
+ * RDMA data path (control/service/engine.c, xport/rdma_job.c): ControlStream jobs go to r, its callbacks (session
  * check of CM connect requests, connection state, device removal) come here, and the
  * service drives it from the loop: its CM channel, its timer, the lcores' connection
  * events. Call after ing_svc_create, before the loop runs; NULL detaches it (before the

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Stock grpcio client (Debian python3-grpcio) against tests/func/grpc_testsrv: proves the
-transport in control/grpc/grpc_*.c speaks real gRPC. Usage: grpc_interop.py PATH/TO/grpc_testsrv
+transport in control/net/grpc_*.c speaks real gRPC. Usage: grpc_interop.py PATH/TO/grpc_testsrv
 Exit 0 when every check passes; prints one line per check."""
 import os
 import signal

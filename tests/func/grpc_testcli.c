@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * grpc_testcli - our gRPC client (control/grpc/grpc_client.c) against a stock server:
+ * grpc_testcli - our gRPC client (control/net/grpc_client.c) against a stock server:
  * tests/func/grpc_client_interop.py starts a grpcio server with the test.Echo methods and
  * runs this program against it. One line per check; exit status = number of failures.
  *

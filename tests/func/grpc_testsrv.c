@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * grpc_testsrv - the gRPC transport (control/grpc/grpc_server.c) with test methods only, for
+ * grpc_testsrv - the gRPC transport (control/net/grpc_server.c) with test methods only, for
  * interop tests with stock clients (tests/func/grpc_interop.py drives it with grpcio).
  *
  *   grpc_testsrv [--listen 127.0.0.1:0] [--tls CERT KEY] [--max-seconds N]

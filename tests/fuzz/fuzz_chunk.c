@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_chunk - the PushFrames FrameChunk parser (control/svc_chunk.c).
+ * fuzz_chunk - the PushFrames FrameChunk parser (control/service/xport/chunk.c).
  * Input: one byte of split seed, then the message. Oracles: the parse does not depend on
  * how the bytes are split; the data callbacks cover exactly the data field, in order; a
  * message the parser accepts (with a well-formed meta) decodes the same with protobuf-c.

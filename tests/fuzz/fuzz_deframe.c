@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_deframe - the gRPC length-prefixed message deframer (control/grpc/grpc_wire.c).
+ * fuzz_deframe - the gRPC length-prefixed message deframer (control/net/grpc_wire.c).
  * Input: one byte of split seed, then the byte stream. Oracles: the events do not depend
  * on how the stream is split; every payload byte is handed out exactly once, in order;
  * each message's pieces add up to its announced length; nothing is consumed twice.

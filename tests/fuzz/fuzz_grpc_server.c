@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_grpc_server - the gRPC server's request path (control/grpc/grpc_server.c + nghttp2 +
+ * fuzz_grpc_server - the gRPC server's request path (control/net/grpc_server.c + nghttp2 +
  * the message deframer) fed whole client byte streams through grpc_server_feed(): no
  * socket, the server's output is dropped. The methods stand in for the service: a unary
  * one that decodes NegotiateRequest, a streaming one that runs every message through the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * node_api - the ingest node driven through its library API (control/node.h), no ingestd
+ * node_api - the ingest node driven through its library API (control/node/node.h), no ingestd
  * process: a start that must fail as a usage error (a cpu this machine lacks) releases
  * everything; then a real node on 127.0.0.1 (port picked by the kernel, RDMA off) takes a
  * frame from libingest in another thread, which asks the node to stop once the frame is

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_metrics.c - control/metrics.c: the exposition helpers (cumulative buckets, +Inf,
+ * test_metrics.c - control/net/metrics.c: the exposition helpers (cumulative buckets, +Inf,
  * _sum in seconds) and the HTTP responder driven on a real loop over loopback TCP:
  * GET/HEAD /metrics, 404, 405, 400 for garbage and for an over-long head, a client that
  * goes away, and the page rendered per request; process_* on every page; /healthz, and

@@ -198,7 +198,7 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	H3000__LcoreStats lcs[ING_RDMA_MAX_LCORES], *lcp[ING_RDMA_MAX_LCORES];
 	r.lcores = lcp;
 	r.n_lcores = lcore_stats(s, lcs, lcp);
-	/* the /metrics histograms (svc_metrics.c), from the same latency view */
+	/* the /metrics histograms (obs/metrics.c), from the same latency view */
 	enum { NH = 2 + SVC_METRIC_STAGES };
 	const char *names[NH] = { "ack_received", "ack_durable" };
 	const struct ing_hist *hs[NH] = { &s->lat[SVC_LAT_RECEIVED_ALL], &s->lat[SVC_LAT_DURABLE] };
