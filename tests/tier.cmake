@@ -9,7 +9,17 @@
 # would not fit the sanitized run's 300 s, and the tier's code runs in the ASan tree
 # through unit.test_tier_db and unit.test_s3. The Ceph packages come from
 # deploy/install-deps.sh; without them the test fails saying which one is missing.
+#
+# tier.faults: the tier against a store that misbehaves (tests/tier/tier_faults.sh): its own
+# single-node Ceph on free ports and a fault-injecting proxy of ours (tests/tier/s3proxy.py)
+# between node and radosgw; 5xx and resets, a stall, a store that acknowledges and keeps
+# nothing, one that keeps altered bytes, bytes altered in transit, a HEAD with a wrong
+# length, clock skew. About 3 minutes; private ports, temp dirs and processes, so it runs
+# beside other tests (no RUN_SERIAL: it needs nothing global). Release tree only, as
+# tier.store.
 if(NOT ING_SANITIZE AND NOT ING_SANITIZE_THREAD)
   add_test(NAME tier.store COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_store.sh ${PROJECT_BINARY_DIR})
   set_tests_properties(tier.store PROPERTIES LABELS tier TIMEOUT 1200 RUN_SERIAL TRUE)
+  add_test(NAME tier.faults COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_faults.sh ${PROJECT_BINARY_DIR})
+  set_tests_properties(tier.faults PROPERTIES LABELS tier TIMEOUT 1200)
 endif()
