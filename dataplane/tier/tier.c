@@ -33,11 +33,15 @@
  * something else than it acknowledged) is counted (digestMismatches), named in Stats, and
  * replaced (PUT If-Match: that ETag); the local copy stays until an object is verified.
  *
- * New outbox rows are committed by the persistence workers in their own transactions; this
- * thread looks for them every POLL_MS (an indexed LIMIT query: microseconds), which bounds
- * the delay a new frame waits before its upload starts, and needs no wake-up from four
- * other threads. The loop sleeps in curl_multi_poll (woken by its transfers, or by
- * curl_multi_wakeup at stop).
+ * One mailbox, as every thread here (dataplane/mbox.c): control posts ING_EV_TIER_WAKE when
+ * it has finished frames (their outbox rows are committed by then; one message however many
+ * frames, ing_tier_frame_finished), ING_EV_TIER_READ for GetFrame and ING_EV_TIER_STOP. The
+ * loop sleeps in curl_multi_poll with the mailbox's doorbell as its extra fd, until a
+ * message, a transfer's socket, or the next thing due by time: a frame's retry, a re-check,
+ * the store's probe, a stalled request's end, a local copy the retention lets go, the file
+ * system under an N % mark (once a second: other writers fill it too), the rate's sample
+ * while uploading. Nothing polls the outbox. Stats: per-field relaxed atomics this thread
+ * alone writes, storeError through a sequence lock; control reads them without a lock.
  *
  * Failures: a store-wide one (unreachable, no progress for --tier-timeout, 5xx,
  * credentials, clock skew, bucket) stops new work and probes the bucket with back-off
@@ -75,8 +79,7 @@
 #include <openssl/evp.h>
 
 #define COMP "tier"
-#define POLL_MS 100
-#define IDLE_POLL_MS 1000        /* no store: nothing to do but stop */
+#define MAX_SLEEP_MS 60000       /* the loop's longest sleep: nothing is due, no message */
 #define HASH_CHUNK (1u << 20)
 #define DEL_SLOTS 2u
 #define PROBE_MIN_MS 250u
@@ -86,13 +89,14 @@
 #define STORE_RETRY_MAX_MS 10000ll  /* a frame failed by the store: the store's back-off */
 #define CONFLICT_RETRY_MS 3600000ll
 #define RECHECK_MS 1000ull        /* a wrong answer is asked again this much later, once */
-#define STATS_EVERY_MS 500u
-#define USAGE_EVERY_MS 50u      /* the mark is held to what the node takes in about this */
-#define DELETE_EVERY_MS 1000u
+#define BACKLOG_EVERY_MS 500u    /* the outbox counted at most this often (count(*) of it) */
+#define FS_EVERY_MS 1000u        /* an N % mark: the file system looked at again */
 #define RATE_SAMPLES 11          /* one a second: a 10 s window */
 /* uploads: --tier-parallel on the wire and as many more being hashed ahead */
 #define MAX_XFERS (2 * ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1 + ING_TIER_MAX_READS)
-#define READ_RING 16             /* the tier's mailbox: >= ING_TIER_MAX_READS */
+/* the tier's mailbox: a READ per read at most, one WAKE (ing_tier_frame_finished posts one
+ * until the thread has taken it), one STOP: it is never full */
+#define MBOX_SIZE (ING_TIER_MAX_READS + 2)
 
 enum xkind { XK_UPLOAD, XK_DELETE, XK_PROBE, XK_READ };
 enum xstate {
@@ -161,6 +165,26 @@ struct xfer {
 	struct ing_tier_read *rd;  /* XK_READ: the read whose chunk this GET fetches */
 };
 
+/*
+ * Stats for the control thread: each field written by the tier thread alone with a relaxed
+ * atomic store (publish, at the end of each loop pass), read with relaxed loads, as the
+ * dataplane lcores' counters; the one string, storeError, through a sequence lock over
+ * 8-byte words (odd: being written; read again while it changes).
+ */
+#define ERR_WORDS (1400 / 8)
+struct tier_pub {
+	uint64_t store_state, cause, verification;
+	uint64_t backlog_frames, backlog_bytes;
+	int64_t oldest_ms;
+	uint64_t uploaded_frames, uploaded_bytes, already_stored, upload_errors, in_progress;
+	uint64_t conflicts, digest_mismatches, read_backs, local_deleted;
+	uint64_t census_done, frames[3], bytes[3];
+	uint64_t refusing;
+	uint64_t usage_pct, rate;    /* doubles, as their bits */
+	uint32_t err_seq;
+	uint64_t err[ERR_WORDS];
+};
+
 struct ing_tier {
 	struct ing_s3 s3;
 	bool enabled;
@@ -186,14 +210,19 @@ struct ing_tier {
 	bool outbox_on, census_done;
 	struct tier_census census; /* the catalog's own counts (tier_usage) */
 	int64_t digest_since_ns;   /* 'both' rows verified before: verified again first */
-	uint64_t next_setup_ns, next_poll_ns, next_del_ns, next_stats_ns, next_usage_ns;
-	bool poll_due;             /* look for due outbox rows (after a poll or a finished upload) */
+	uint64_t next_setup_ns, next_del_ns, next_usage_ns, next_backlog_ns;
+	int64_t next_retry_ms;     /* the next backed-off row's next_ms (0: none) */
+	bool poll_due;             /* look for due outbox rows (a wake-up, a finished upload) */
+	bool usage_due;            /* measure what is used again (frames finished or deleted) */
+	bool backlog_dirty;        /* the outbox changed since it was last counted */
+	bool wake_posted;          /* __atomic: a WAKE is in the mailbox, not yet taken */
 	/* the store */
 	enum ing_tier_store_state store_state;
 	enum cause cause;
 	bool misbehaving;          /* ERROR from wrong answers: uploads go on, one at a time */
 	bool error_coded;          /* store_error came from an answer with an S3 error code */
-	char store_error[1400];
+	char store_error[ERR_WORDS * 8];
+	char published_error[ERR_WORDS * 8];  /* what pub.err holds */
 	uint64_t next_probe_ns;
 	unsigned probe_ms;
 	bool etags_not_md5;        /* learned: this store's ETags are not MD5s (read back instead) */
@@ -220,9 +249,9 @@ struct ing_tier {
 	uint64_t rate_t[RATE_SAMPLES], rate_b[RATE_SAMPLES];
 	unsigned rate_n;
 	uint64_t next_rate_ns;
-	/* snapshot for other threads */
-	pthread_mutex_t mu;
-	struct ing_tier_stats snap;
+	double rate;
+	/* what Stats shows (ing_tier_get_stats), written by this thread alone (publish) */
+	struct tier_pub pub;
 	/* reads (GetFrame): control -> this thread's mailbox (ING_EV_TIER_READ) -> this thread
 	 * -> control's mailbox (ING_EV_TIER_READ_DONE) -> control */
 	char catalog[PATH_MAX];
@@ -360,6 +389,7 @@ static void store_good(struct ing_tier *t)
 	t->store_error[0] = 0;
 	t->probe_ms = PROBE_MIN_MS;
 	t->poll_due = true;
+	t->next_del_ns = 0;
 }
 
 /* ---------------------------------------------------------------- transfers */
@@ -419,9 +449,10 @@ static void xfer_put(struct ing_tier *t, struct xfer *x)
 	EVP_MD_CTX_free(x->sha);
 	EVP_MD_CTX_free(x->md5);
 	x->sha = x->md5 = NULL;
-	if (x->kind == XK_UPLOAD)
+	if (x->kind == XK_UPLOAD) {
 		t->n_up--;
-	else if (x->kind == XK_DELETE)
+		t->poll_due = true;   /* a place for the next due row */
+	} else if (x->kind == XK_DELETE)
 		t->n_del--;
 	else if (x->kind == XK_PROBE)
 		t->probing = false;
@@ -445,7 +476,10 @@ static void backoff_row(struct ing_tier *t, struct xfer *x, int64_t delay_ms, co
 	t->upload_errors++;
 	ING_LOG_RL(ING_LOG_ERR, COMP, "frame %s/%s: %s; retry in %lld s (attempt %u)", x->row.wafer_id,
 		   x->row.frame_id, why, (long long)((delay_ms + 999) / 1000), x->row.attempts + 1);
-	(void)tier_db_failed(t->db, &x->row, now_ms() + delay_ms, why);
+	int64_t at = now_ms() + delay_ms;
+	if (tier_db_failed(t->db, &x->row, at, why) == 0 && (!t->next_retry_ms || at < t->next_retry_ms))
+		t->next_retry_ms = at;   /* the loop wakes for it */
+	t->backlog_dirty = true;
 }
 
 static int64_t doubling(unsigned attempts, int64_t max_ms)
@@ -668,6 +702,8 @@ static void upload_verified(struct ing_tier *t, struct xfer *x, const char *etag
 		store_good(t);   /* the store keeps what it acknowledges again */
 	xfer_put(t, x);
 	t->poll_due = true;
+	t->backlog_dirty = true;
+	t->next_del_ns = 0;      /* a copy the retention may let go */
 }
 
 static void frame_desc(const struct xfer *x, char *out, size_t n)
@@ -954,6 +990,7 @@ static int fsync_parent(const char *path)
 static void delete_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result res)
 {
 	char why[1024];
+	t->next_del_ns = 0;   /* its slot is free: the next candidates */
 	const struct ing_s3_object *o = &x->req.obj;
 	if (store_wide(res)) {
 		store_bad(t, &x->req, res);
@@ -968,8 +1005,10 @@ static void delete_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result r
 		int rc = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
 		if (rc == 0)
 			rc = fsync_parent(path);   /* gone for good before the catalog says so */
-		if (rc == 0 && tier_db_local_deleted(t->db, &x->row, ing_wall_ns()) == 0)
+		if (rc == 0 && tier_db_local_deleted(t->db, &x->row, ing_wall_ns()) == 0) {
 			t->local_deleted++;
+			t->usage_due = true;
+		}
 		else if (rc)
 			ING_LOG_RL(ING_LOG_ERR, COMP, "deleting the local copy %s: %s", path, strerror(-rc));
 		xfer_put(t, x);
@@ -984,6 +1023,8 @@ static void delete_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result r
 			   "is gone from the store" : "differs from the one verified", x->row.length,
 			   x->row.object_md5, res == ING_S3_NOT_FOUND ? "no such object" : od);
 		(void)tier_db_requeue(t->db, &x->row);
+		t->poll_due = true;
+		t->backlog_dirty = true;
 	} else {
 		s3_req_describe(&x->req, res, why, sizeof(why));
 		ING_LOG_RL(ING_LOG_WARN, COMP, "frame %s/%s: checking its object before deleting the local "
@@ -1185,13 +1226,23 @@ static void read_begin(struct ing_tier *t, struct ing_tier_read *r)
 	read_next(t, r);
 }
 
-static void reads_poll(struct ing_tier *t)
+/* Everything other threads told this one: reads, wake-ups (frames finished), stop. */
+static void take_messages(struct ing_tier *t)
 {
-	struct ing_msg m[ING_TIER_MAX_READS];
+	struct ing_msg m[MBOX_SIZE];
 	unsigned n;
-	while ((n = ing_mbox_pop(t->in, m, ING_TIER_MAX_READS)) > 0) {
+	while ((n = ing_mbox_pop(t->in, m, MBOX_SIZE)) > 0) {
 		for (unsigned i = 0; i < n; i++) {
-			struct ing_tier_read *r = m[i].arg;   /* ING_EV_TIER_READ, the only kind */
+			if (m[i].kind == ING_EV_TIER_WAKE) {
+				/* taken: the next finished frame posts again; reading control's flag
+				 * orders its frames' commits before the outbox read below */
+				(void)__atomic_exchange_n(&t->wake_posted, false, __ATOMIC_ACQ_REL);
+				t->poll_due = t->usage_due = t->backlog_dirty = true;
+				continue;
+			}
+			if (m[i].kind != ING_EV_TIER_READ)
+				continue;   /* ING_EV_TIER_STOP: the stop flag is set */
+			struct ing_tier_read *r = m[i].arg;
 			r->status = 0;
 			r->msg[0] = 0;
 			if (r->n == 0 && r->offset == 0 && !r->last) {
@@ -1203,7 +1254,6 @@ static void reads_poll(struct ing_tier *t)
 		}
 	}
 }
-
 
 /* ---------------------------------------------------------------- the loop's steps */
 
@@ -1223,6 +1273,8 @@ static void setup_outbox(struct ing_tier *t, uint64_t now)
 	t->outbox_on = true;
 	t->census_done = true;
 	t->poll_due = true;
+	t->usage_due = true;
+	t->backlog_dirty = true;
 	ING_INFO(COMP, "catalog: %" PRIu64 " frames local, %" PRIu64 " both, %" PRIu64 " tiered",
 		 t->census.frames[ING_LOC_LOCAL], t->census.frames[ING_LOC_BOTH],
 		 t->census.frames[ING_LOC_TIERED]);
@@ -1248,14 +1300,6 @@ static bool in_flight(struct ing_tier *t, const struct tier_row *r)
 	return false;
 }
 
-static void poll_new(struct ing_tier *t, uint64_t now)
-{
-	if (now < t->next_poll_ns)
-		return;
-	t->next_poll_ns = now + POLL_MS * 1000000ull;
-	t->poll_due = true;
-}
-
 static void start_uploads(struct ing_tier *t)
 {
 	struct tier_row rows[ING_TIER_MAX_PARALLEL * 4];
@@ -1264,10 +1308,13 @@ static void start_uploads(struct ing_tier *t)
 	if (t->n_up >= 2 * t->parallel || !t->poll_due)
 		return;
 	t->poll_due = false;
-	int n = tier_db_due(t->db, now_ms(), rows, 2 * t->parallel + t->n_up);
+	int64_t now = now_ms();
+	int n = tier_db_due(t->db, now, rows, 2 * t->parallel + t->n_up);
 	for (int i = 0; i < n && t->n_up < 2 * t->parallel; i++)
 		if (!in_flight(t, &rows[i]))
 			upload_begin(t, &rows[i]);
+	/* the rows backed off: the loop wakes when the first is due */
+	t->next_retry_ms = tier_db_next_due(t->db, now);
 }
 
 /* A HEAD asked again once its second has passed. */
@@ -1285,18 +1332,28 @@ static void start_deletions(struct ing_tier *t, uint64_t now)
 	struct tier_row rows[DEL_SLOTS * 2];
 	int64_t cutoff;
 	/* only while the store answers as it should: one that keeps lying never gets a copy */
-	if (t->n_del >= DEL_SLOTS || now < t->next_del_ns || t->store_state != ING_TIER_STORE_OK ||
-	    t->verify == VERIFY_NONE)
+	if (now < t->next_del_ns || t->store_state != ING_TIER_STORE_OK)
 		return;
+	if (t->verify == VERIFY_NONE || (t->retention_ms < 0 && !t->purge) || t->n_del >= DEL_SLOTS) {
+		t->next_del_ns = UINT64_MAX;   /* until a rule applies again, or a check ends */
+		return;
+	}
 	if (t->retention_ms >= 0)
 		cutoff = ing_wall_ns() - t->retention_ms * 1000000ll;
-	else if (t->purge)
-		cutoff = INT64_MAX;   /* pressure: any verified copy, oldest first */
 	else
-		return;
+		cutoff = INT64_MAX;   /* pressure: any verified copy, oldest first */
 	int n = tier_db_candidates(t->db, cutoff, rows, DEL_SLOTS + t->n_del);
-	if (n < (int)(DEL_SLOTS + t->n_del))
-		t->next_del_ns = now + DELETE_EVERY_MS * 1000000ull;   /* nothing more due now */
+	if (n < (int)(DEL_SLOTS + t->n_del)) {
+		/* nothing more due now: the next is due at the oldest verified copy's time plus
+		 * the retention (a new one comes with an upload, which looks again); under the
+		 * mark alone, when a measure finds the disk above the low-water mark again */
+		int64_t oldest = t->retention_ms >= 0 ? tier_db_oldest_both(t->db) : INT64_MAX;
+		int64_t at = oldest < INT64_MAX - t->retention_ms * 1000000ll ?
+			     oldest + t->retention_ms * 1000000ll : INT64_MAX;
+		int64_t wall = ing_wall_ns();
+		t->next_del_ns = at == INT64_MAX ? UINT64_MAX : at <= wall ? now + 1000000ull :
+				 now + (uint64_t)(at - wall);
+	}
 	for (int i = 0; i < n && t->n_del < DEL_SLOTS; i++) {
 		if (in_flight(t, &rows[i]))
 			continue;
@@ -1329,7 +1386,8 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 {
 	struct statvfs v;
 	uint64_t used = 0, mark = 0;
-	t->next_usage_ns = now + USAGE_EVERY_MS * 1000000ull;
+	t->usage_due = false;
+	t->next_usage_ns = t->hw_pct ? now + FS_EVERY_MS * 1000000ull : UINT64_MAX;
 	/* before the measure: a frame control finished after this is counted by released */
 	uint64_t rel = atomic_load_explicit(&t->released, memory_order_acquire);
 	if (t->outbox_on && tier_db_usage(t->db, &t->census) == 0)
@@ -1350,7 +1408,10 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 	if (!mark)
 		return;
 	t->used_bytes = used;
-	t->purge = used > mark / 100 * ING_TIER_LOW_WATER_PCT;
+	bool purge = used > mark / 100 * ING_TIER_LOW_WATER_PCT;
+	if (purge && !t->purge)
+		t->next_del_ns = 0;   /* above the low-water mark again: delete verified copies */
+	t->purge = purge;
 	atomic_store_explicit(&t->used_base, (int64_t)(used - rel), memory_order_relaxed);
 	atomic_store_explicit(&t->backlog_now, t->backlog.frames, memory_order_relaxed);
 	atomic_store_explicit(&t->mark_bytes, mark, memory_order_relaxed);
@@ -1368,57 +1429,85 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 	}
 }
 
-static void refresh_stats(struct ing_tier *t, uint64_t now)
+/* The upload rate's samples, one a second while there is something to show. */
+static void sample_rate(struct ing_tier *t, uint64_t now)
 {
-	t->next_stats_ns = now + STATS_EVERY_MS * 1000000ull;
-	if (t->outbox_on) {
-		(void)tier_db_backlog(t->db, &t->backlog);
-		if (!t->hw_bytes && tier_db_usage(t->db, &t->census) == 0)
-			t->census_done = true;
+	if (now < t->next_rate_ns)
+		return;
+	if (t->rate_n == RATE_SAMPLES) {
+		memmove(t->rate_t, t->rate_t + 1, sizeof(t->rate_t[0]) * (RATE_SAMPLES - 1));
+		memmove(t->rate_b, t->rate_b + 1, sizeof(t->rate_b[0]) * (RATE_SAMPLES - 1));
+		t->rate_n--;
 	}
-	if (now >= t->next_rate_ns) {   /* one sample a second */
-		t->next_rate_ns = now + 1000000000ull;
-		if (t->rate_n == RATE_SAMPLES) {
-			memmove(t->rate_t, t->rate_t + 1, sizeof(t->rate_t[0]) * (RATE_SAMPLES - 1));
-			memmove(t->rate_b, t->rate_b + 1, sizeof(t->rate_b[0]) * (RATE_SAMPLES - 1));
-			t->rate_n--;
-		}
-		t->rate_t[t->rate_n] = now;
-		t->rate_b[t->rate_n] = t->uploaded_bytes;
-		t->rate_n++;
-	}
-	pthread_mutex_lock(&t->mu);
-	struct ing_tier_stats *s = &t->snap;
-	s->store_state = t->store_state;
-	snprintf(s->store_error, sizeof(s->store_error), "%s", t->store_error);
-	s->store_cause = cause_names[t->cause];
-	s->verification = t->verify == VERIFY_ETAG && t->etags_not_md5 ? "read-back" : verify_names[t->verify];
-	s->backlog_frames = t->backlog.frames;
-	s->backlog_bytes = t->backlog.bytes;
-	int64_t wall = now_ms();
-	s->lag_seconds = t->backlog.frames && t->backlog.oldest_ms && wall > t->backlog.oldest_ms ?
-				 (double)(wall - t->backlog.oldest_ms) / 1000.0 : 0.0;
-	s->uploaded_frames = t->uploaded_frames;
-	s->uploaded_bytes = t->uploaded_bytes;
-	s->already_stored = t->already_stored;
-	s->upload_errors = t->upload_errors;
-	s->uploads_in_progress = n_wire(t);
-	s->conflicts = t->conflicts;
-	s->digest_mismatches = t->digest_mismatches;
-	s->read_backs = t->read_backs;
-	s->census_done = t->census_done;
-	s->frames_local = t->census.frames[ING_LOC_LOCAL];
-	s->frames_both = t->census.frames[ING_LOC_BOTH];
-	s->frames_tiered = t->census.frames[ING_LOC_TIERED];
-	s->local_bytes = t->census.bytes[ING_LOC_LOCAL] + t->census.bytes[ING_LOC_BOTH];
-	s->local_deleted = t->local_deleted;
-	s->refusing = t->at_mark;
-	s->usage_pct = t->usage_pct;
-	s->upload_bytes_per_second = 0;
+	t->rate_t[t->rate_n] = now;
+	t->rate_b[t->rate_n] = t->uploaded_bytes;
+	t->rate_n++;
+	t->rate = 0;
 	if (t->rate_n >= 2 && t->rate_t[t->rate_n - 1] > t->rate_t[0])
-		s->upload_bytes_per_second = (double)(t->rate_b[t->rate_n - 1] - t->rate_b[0]) * 1e9 /
-					     (double)(t->rate_t[t->rate_n - 1] - t->rate_t[0]);
-	pthread_mutex_unlock(&t->mu);
+		t->rate = (double)(t->rate_b[t->rate_n - 1] - t->rate_b[0]) * 1e9 /
+			  (double)(t->rate_t[t->rate_n - 1] - t->rate_t[0]);
+	/* the window holds no upload and none is on the wire: no tick until one is */
+	bool active = t->rate_b[t->rate_n - 1] != t->rate_b[0] || n_wire(t) > 0;
+	t->next_rate_ns = active ? now + 1000000000ull : UINT64_MAX;
+}
+
+#define PUB(field, v) __atomic_store_n(&t->pub.field, (v), __ATOMIC_RELAXED)
+
+static uint64_t dbits(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, sizeof(u));
+	return u;
+}
+
+/* What Stats shows, for control (ing_tier_get_stats): relaxed stores, this thread only. */
+static void publish(struct ing_tier *t, uint64_t now)
+{
+	if (t->outbox_on && t->backlog_dirty && now >= t->next_backlog_ns) {
+		t->backlog_dirty = false;
+		t->next_backlog_ns = now + BACKLOG_EVERY_MS * 1000000ull;
+		(void)tier_db_backlog(t->db, &t->backlog);
+		if (tier_db_usage(t->db, &t->census) == 0)
+			t->census_done = true;
+		atomic_store_explicit(&t->backlog_now, t->backlog.frames, memory_order_relaxed);
+	}
+	PUB(store_state, (uint64_t)t->store_state);
+	PUB(cause, (uint64_t)t->cause);
+	PUB(verification, t->verify == VERIFY_ETAG && t->etags_not_md5 ? (uint64_t)VERIFY_READ_BACK :
+			  (uint64_t)t->verify);
+	PUB(backlog_frames, t->backlog.frames);
+	PUB(backlog_bytes, t->backlog.bytes);
+	PUB(oldest_ms, t->backlog.oldest_ms);
+	PUB(uploaded_frames, t->uploaded_frames);
+	PUB(uploaded_bytes, t->uploaded_bytes);
+	PUB(already_stored, t->already_stored);
+	PUB(upload_errors, t->upload_errors);
+	PUB(in_progress, (uint64_t)n_wire(t));
+	PUB(conflicts, t->conflicts);
+	PUB(digest_mismatches, t->digest_mismatches);
+	PUB(read_backs, t->read_backs);
+	PUB(local_deleted, t->local_deleted);
+	PUB(census_done, (uint64_t)t->census_done);
+	for (unsigned l = 0; l < 3; l++) {
+		PUB(frames[l], t->census.frames[l]);
+		PUB(bytes[l], t->census.bytes[l]);
+	}
+	PUB(refusing, (uint64_t)t->at_mark);
+	PUB(usage_pct, dbits(t->usage_pct));
+	PUB(rate, dbits(t->rate));
+	if (strcmp(t->published_error, t->store_error)) {
+		/* sequence lock: odd while the words change */
+		uint32_t seq = t->pub.err_seq;
+		__atomic_store_n(&t->pub.err_seq, seq + 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		memcpy(t->published_error, t->store_error, sizeof(t->published_error));
+		for (unsigned i = 0; i < ERR_WORDS; i++) {
+			uint64_t w;
+			memcpy(&w, t->published_error + 8 * i, 8);
+			__atomic_store_n(&t->pub.err[i], w, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&t->pub.err_seq, seq + 2, __ATOMIC_RELEASE);
+	}
 }
 
 /* A transfer's request ended with res (taken off the multi handle): on to its next step. */
@@ -1494,6 +1583,57 @@ static uint64_t expire_stalled(struct ing_tier *t, uint64_t now)
 	return next == UINT64_MAX ? UINT64_MAX : next / 1000000ull + 1;
 }
 
+/* ms from now to at_ns into *ms if sooner (UINT64_MAX: never) */
+static void sooner(uint64_t *ms, uint64_t now, uint64_t at_ns)
+{
+	if (at_ns == UINT64_MAX)
+		return;
+	uint64_t left = at_ns > now ? (at_ns - now + 999999) / 1000000 : 0;
+	if (left < *ms)
+		*ms = left;
+}
+
+/* How long the loop may sleep on its mailbox and transfers: until the next thing that is
+ * due by time (MAX_SLEEP_MS at most), 0 if something can go on now. */
+static int sleep_ms(struct ing_tier *t, uint64_t now, uint64_t stall_ms)
+{
+	uint64_t ms = stall_ms < MAX_SLEEP_MS ? stall_ms : MAX_SLEEP_MS;
+	if (!ing_mbox_idle(t->in))   /* re-armed its doorbell; a message came in meanwhile */
+		return 0;
+	if (!t->enabled)
+		return (int)ms;
+	bool usable = t->store_state == ING_TIER_STORE_OK || t->misbehaving;
+	if (!t->outbox_on)
+		sooner(&ms, now, t->next_setup_ns);
+	if (t->store_state != ING_TIER_STORE_OK && !t->misbehaving && !t->probing)
+		sooner(&ms, now, t->next_probe_ns);   /* the probe */
+	if (t->misbehaving && n_wire(t) == 0) {   /* the canary, once one is ready to go */
+		for (unsigned i = 0; i < MAX_XFERS; i++)
+			if (t->x[i].st == XS_READY) {
+				sooner(&ms, now, t->next_probe_ns);
+				break;
+			}
+	}
+	if (t->poll_due && usable && t->outbox_on && t->n_up < 2 * t->parallel)
+		return 0;
+	if (t->next_retry_ms) {
+		int64_t left = t->next_retry_ms - now_ms();
+		sooner(&ms, now, now + (left > 0 ? (uint64_t)left * 1000000ull : 0));
+	}
+	if (t->usage_due)
+		return 0;
+	sooner(&ms, now, t->next_usage_ns);
+	if (t->store_state == ING_TIER_STORE_OK)
+		sooner(&ms, now, t->next_del_ns);
+	sooner(&ms, now, t->next_rate_ns);
+	if (t->backlog_dirty && t->outbox_on)
+		sooner(&ms, now, t->next_backlog_ns);
+	for (unsigned i = 0; i < MAX_XFERS; i++)
+		if (t->x[i].st == XS_WAIT)
+			sooner(&ms, now, t->x[i].due_ns);
+	return (int)ms;
+}
+
 static void *tier_main(void *arg)
 {
 	struct ing_tier *t = arg;
@@ -1507,15 +1647,18 @@ static void *tier_main(void *arg)
 	ing_thread_lower_priority(t->nice, "tier thread");
 
 	while (!atomic_load(&t->stop)) {
+		take_messages(t);
 		uint64_t now = ing_now_ns();
 		bool busy = false;
 		if (t->enabled) {
 			if (!t->outbox_on)
 				setup_outbox(t, now);
-			if (now >= t->next_usage_ns)
+			if (t->usage_due || now >= t->next_usage_ns)
 				update_usage(t, now);
-			if (t->outbox_on)
-				poll_new(t, now);
+			if (t->next_retry_ms && now_ms() >= t->next_retry_ms) {
+				t->next_retry_ms = 0;
+				t->poll_due = true;
+			}
 			if (t->outbox_on && t->store_state != ING_TIER_STORE_OK)
 				probe(t, now);
 			if (t->outbox_on && (t->store_state == ING_TIER_STORE_OK || t->misbehaving))
@@ -1525,29 +1668,19 @@ static void *tier_main(void *arg)
 			start_rechecks(t, now);
 			busy = hash_step(t);
 		}
-		reads_poll(t);
 		int running = 0;
 		curl_multi_perform(t->multi, &running);
 		collect(t);
 		now = ing_now_ns();
 		uint64_t stall_ms = expire_stalled(t, now);
-		if (t->enabled)
+		if (t->enabled) {
 			start_puts(t, now);   /* hashed frames, into the places the finished ones left */
-		if (now >= t->next_stats_ns)
-			refresh_stats(t, now);
-		int timeout = busy ? 0 : !t->enabled ? IDLE_POLL_MS :
-			      t->hw_pct || t->hw_bytes ? (int)USAGE_EVERY_MS : POLL_MS;
-		if (stall_ms < (uint64_t)timeout)
-			timeout = (int)stall_ms;
-		if (t->enabled && t->store_state != ING_TIER_STORE_OK && !t->probing) {
-			uint64_t n2 = ing_now_ns();
-			uint64_t left = t->next_probe_ns > n2 ? (t->next_probe_ns - n2) / 1000000ull + 1 : 0;
-			if (left < (uint64_t)timeout)
-				timeout = (int)left;
+			sample_rate(t, now);
+			if (t->usage_due)
+				update_usage(t, now);   /* copies deleted in this pass */
 		}
-		if (!ing_mbox_idle(t->in))   /* re-armed its doorbell; a read came in meanwhile */
-			timeout = 0;
-		curl_multi_poll(t->multi, &wake, 1, timeout, NULL);
+		publish(t, now);
+		curl_multi_poll(t->multi, &wake, 1, busy ? 0 : sleep_ms(t, now, stall_ms), NULL);
 	}
 	/* stopping: reads held here go back answered, transfers are abandoned */
 	for (unsigned i = 0; i < MAX_XFERS; i++) {
@@ -1561,7 +1694,8 @@ static void *tier_main(void *arg)
 	}
 	struct ing_msg m;
 	while (ing_mbox_pop(t->in, &m, 1) == 1)
-		read_fail(t, m.arg, -ECANCELED, "the ingest node is stopping");
+		if (m.kind == ING_EV_TIER_READ)
+			read_fail(t, m.arg, -ECANCELED, "the ingest node is stopping");
 	return NULL;
 }
 
@@ -1586,7 +1720,6 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 		ING_ERR(COMP, "out of memory");
 		return NULL;
 	}
-	pthread_mutex_init(&t->mu, NULL);
 	snprintf(t->data_dir, sizeof(t->data_dir), "%s", o->data_dir);
 	snprintf(t->catalog, sizeof(t->catalog), "%s/catalog.db", o->data_dir);
 	t->enabled = o->s3 != NULL;
@@ -1610,13 +1743,9 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	}
 	t->store_state = t->enabled ? ING_TIER_STORE_UNKNOWN : ING_TIER_STORE_OFF;
 	t->probe_ms = PROBE_MIN_MS;
-	t->snap.enabled = t->enabled;
-	t->snap.store_state = t->store_state;
-	t->snap.store_cause = cause_names[CAUSE_NONE];
-	t->snap.verification = verify_names[t->verify];
-	t->snap.high_water_pct = t->hw_pct;
-	t->snap.high_water_bytes = t->hw_bytes;
-	t->snap.retention_ms = t->retention_ms;
+	t->pub.store_state = t->store_state;
+	t->pub.verification = t->verify;
+	t->next_usage_ns = t->next_rate_ns = t->next_backlog_ns = 0;
 	for (unsigned i = 0; i < ING_TIER_MAX_READS; i++)
 		t->reads[i].fd = -1;
 	t->db = tier_db_open(t->catalog);
@@ -1626,11 +1755,10 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 		(void)tier_db_disable(t->db);
 	} else {
 		t->s3 = *o->s3;
-		snprintf(t->snap.store, sizeof(t->snap.store), "%s", t->s3.display);
 	}
 	t->buf = malloc(HASH_CHUNK);
 	t->ctl = o->ctl;
-	t->in = ing_mbox_create("tier", READ_RING);
+	t->in = ing_mbox_create("tier", MBOX_SIZE);
 	if (!t->buf || !t->in || !t->ctl)
 		goto fail;
 	if (ing_s3_global_init() || !(t->multi = curl_multi_init())) {
@@ -1677,7 +1805,10 @@ void ing_tier_stop(struct ing_tier *t)
 	if (!t || !t->started)
 		return;
 	atomic_store(&t->stop, true);
-	curl_multi_wakeup(t->multi);
+	/* through its mailbox, which always has room for it (MBOX_SIZE); were it full, the
+	 * thread would still see the flag within MAX_SLEEP_MS */
+	if (ing_mbox_post(t->in, &(struct ing_msg){ .kind = ING_EV_TIER_STOP }))
+		ING_WARN(COMP, "tier thread: its mailbox is full; it stops within %d s", MAX_SLEEP_MS / 1000);
 	pthread_join(t->th, NULL);
 	t->started = false;
 }
@@ -1699,7 +1830,6 @@ void ing_tier_destroy(struct ing_tier *t)
 	}
 	free(t->buf);
 	explicit_bzero(&t->s3, sizeof(t->s3));
-	pthread_mutex_destroy(&t->mu);
 	free(t);
 }
 
@@ -1710,6 +1840,10 @@ void ing_tier_frame_finished(struct ing_tier *t, uint64_t length)
 	/* one writer (control): a plain add, published for the tier's next measure */
 	uint64_t r = atomic_load_explicit(&t->released, memory_order_relaxed);
 	atomic_store_explicit(&t->released, r + length, memory_order_release);
+	/* and the tier looks at its outbox and measures again: one WAKE until it took it */
+	if (!__atomic_exchange_n(&t->wake_posted, true, __ATOMIC_ACQ_REL) &&
+	    ing_mbox_post(t->in, &(struct ing_msg){ .kind = ING_EV_TIER_WAKE }))
+		__atomic_store_n(&t->wake_posted, false, __ATOMIC_RELEASE);   /* cannot be: MBOX_SIZE */
 }
 
 bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t whylen)
@@ -1737,14 +1871,73 @@ bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t w
 	return true;
 }
 
+#define GET(field) __atomic_load_n(&t->pub.field, __ATOMIC_RELAXED)
+
+static double dget(const uint64_t *p)
+{
+	uint64_t u = __atomic_load_n(p, __ATOMIC_RELAXED);
+	double d;
+	memcpy(&d, &u, sizeof(d));
+	return d;
+}
+
 void ing_tier_get_stats(struct ing_tier *t, struct ing_tier_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	if (!t)
 		return;
-	pthread_mutex_lock(&t->mu);
-	*st = t->snap;
-	pthread_mutex_unlock(&t->mu);
+	/* set before the thread started, never written again */
+	st->enabled = t->enabled;
+	snprintf(st->store, sizeof(st->store), "%s", t->enabled ? t->s3.display : "");
+	st->high_water_pct = t->hw_pct;
+	st->high_water_bytes = t->hw_bytes;
+	st->retention_ms = t->retention_ms;
+	/* the tier thread's, field by field */
+	st->store_state = (enum ing_tier_store_state)GET(store_state);
+	uint64_t c = GET(cause), v = GET(verification);
+	st->store_cause = cause_names[c < sizeof(cause_names) / sizeof(cause_names[0]) ? c : CAUSE_ERROR];
+	st->verification = verify_names[v < sizeof(verify_names) / sizeof(verify_names[0]) ? v : 0];
+	st->backlog_frames = GET(backlog_frames);
+	st->backlog_bytes = GET(backlog_bytes);
+	int64_t oldest = GET(oldest_ms), wall = now_ms();
+	st->lag_seconds = st->backlog_frames && oldest && wall > oldest ? (double)(wall - oldest) / 1000.0 : 0.0;
+	st->uploaded_frames = GET(uploaded_frames);
+	st->uploaded_bytes = GET(uploaded_bytes);
+	st->already_stored = GET(already_stored);
+	st->upload_errors = GET(upload_errors);
+	st->uploads_in_progress = GET(in_progress);
+	st->conflicts = GET(conflicts);
+	st->digest_mismatches = GET(digest_mismatches);
+	st->read_backs = GET(read_backs);
+	st->census_done = GET(census_done) != 0;
+	st->frames_local = GET(frames[ING_LOC_LOCAL]);
+	st->frames_both = GET(frames[ING_LOC_BOTH]);
+	st->frames_tiered = GET(frames[ING_LOC_TIERED]);
+	st->local_bytes = GET(bytes[ING_LOC_LOCAL]) + GET(bytes[ING_LOC_BOTH]);
+	st->local_deleted = GET(local_deleted);
+	st->refusing = GET(refusing) != 0;
+	st->usage_pct = dget(&t->pub.usage_pct);
+	st->upload_bytes_per_second = dget(&t->pub.rate);
+	/* storeError: the words between two equal, even sequence numbers (the writer takes a
+	 * microsecond; a bounded number of tries, then nothing rather than a torn string) */
+	_Static_assert(sizeof(st->store_error) >= ERR_WORDS * 8, "store_error holds pub.err");
+	for (unsigned tries = 0; tries < 1000; tries++) {
+		uint32_t s1 = __atomic_load_n(&t->pub.err_seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1) {
+			sched_yield();
+			continue;
+		}
+		for (unsigned i = 0; i < ERR_WORDS; i++) {
+			uint64_t w = __atomic_load_n(&t->pub.err[i], __ATOMIC_RELAXED);
+			memcpy(st->store_error + 8 * i, &w, 8);
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&t->pub.err_seq, __ATOMIC_RELAXED) == s1) {
+			st->store_error[ERR_WORDS * 8 - 1] = 0;
+			return;
+		}
+	}
+	st->store_error[0] = 0;
 }
 
 /* ---------------------------------------------------------------- reads: control's side */

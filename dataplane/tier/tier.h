@@ -20,12 +20,12 @@
  * It also serves reads of any frame (rpc GetFrame), from the local copy or the store.
  *
  * Threads: ing_tier_start/stop from the node's start and teardown; ing_tier_refusing,
- * ing_tier_frame_finished and ing_tier_get_stats from the control thread (atomics; a
- * snapshot under a mutex,
- * refreshed by the tier thread twice a second: a read for a unary RPC, not a stream of
- * messages); reads travel between control and the tier thread in the two threads'
- * mailboxes (dataplane.h: ING_EV_TIER_READ on the tier's, ING_EV_TIER_READ_DONE on
- * control's). Everything else happens on the tier thread.
+ * ing_tier_frame_finished and ing_tier_get_stats from the control thread (atomics the tier
+ * thread alone writes, no lock). Everything reaches the tier thread through its one
+ * mailbox, on which it sleeps: ING_EV_TIER_WAKE when control finished frames (their outbox
+ * rows are committed by then), ING_EV_TIER_READ for reads, ING_EV_TIER_STOP; reads go back
+ * on control's (dataplane.h: ING_EV_TIER_READ_DONE). Everything else happens on the tier
+ * thread.
  */
 #ifndef ING_TIER_TIER_H
 #define ING_TIER_TIER_H
@@ -74,6 +74,9 @@ struct ing_tier_opts {
 /* Events on the tier thread's mailbox (control posts them; control's own: dataplane.h). */
 enum ing_tier_event {
 	ING_EV_TIER_READ = 48,      /* arg: a struct ing_tier_read to answer (its next chunk) */
+	ING_EV_TIER_WAKE = 49,      /* frames were finished: look at the outbox, measure again
+				     * (one in the mailbox at a time: ing_tier_frame_finished) */
+	ING_EV_TIER_STOP = 50,      /* ing_tier_stop: the stop flag is set */
 };
 void ing_tier_opts_init(struct ing_tier_opts *o);
 
@@ -105,8 +108,8 @@ void ing_tier_destroy(struct ing_tier *t);
  */
 bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t whylen);
 /* Control finished a frame it had admitted (durable or failed) of length bytes: it leaves
- * pending and counts as stored until the tier's next measure. The control thread only;
- * NULL ok. */
+ * pending and counts as stored until the tier's next measure, and the tier thread is woken
+ * (ING_EV_TIER_WAKE, one until it took it) to upload it. The control thread only; NULL ok. */
 void ing_tier_frame_finished(struct ing_tier *t, uint64_t length);
 
 struct ing_tier_stats {

@@ -41,7 +41,8 @@
 struct tier_db {
 	sqlite3 *db;
 	sqlite3_stmt *st_due, *st_mark_both, *st_dequeue, *st_failed, *st_cand, *st_deleted,
-		*st_unmark, *st_enqueue, *st_backlog, *st_usage, *st_begin, *st_commit, *st_rollback;
+		*st_unmark, *st_enqueue, *st_backlog, *st_usage, *st_next_due, *st_oldest_both, *st_begin,
+		*st_commit, *st_rollback;
 	char path[PATH_MAX];
 };
 
@@ -62,6 +63,10 @@ struct tier_db {
 	" last_error TEXT," \
 	" requeued INTEGER NOT NULL DEFAULT 0," /* queued again by the tier, not a new frame */ \
 	" UNIQUE (wafer_id, frame_id));"
+
+/* when the next backed-off row is due (tier_db_next_due), without a scan of the outbox */
+static const char outbox_next_index[] =
+	"CREATE INDEX IF NOT EXISTS tier_outbox_next ON tier_outbox (next_ms);";
 
 #define OUTBOX_COLS "wafer_id, frame_id, length, crc32c, path, queued_ms"
 #define OUTBOX_ALL "seq, " OUTBOX_COLS ", attempts, next_ms, last_error, requeued"
@@ -168,7 +173,8 @@ void tier_db_close(struct tier_db *t)
 		return;
 	sqlite3_stmt *all[] = { t->st_due, t->st_mark_both, t->st_dequeue, t->st_failed, t->st_cand,
 				t->st_deleted, t->st_unmark, t->st_enqueue, t->st_backlog, t->st_usage,
-				t->st_begin, t->st_commit, t->st_rollback };
+				t->st_next_due, t->st_oldest_both, t->st_begin, t->st_commit,
+				t->st_rollback };
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		sqlite3_finalize(all[i]);
 	if (t->db)
@@ -204,7 +210,7 @@ static int tables(struct tier_db *t)
 	bool trig = query_int(t, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name ="
 			      " 'tier_outbox_frames'") > 0;
 	const char *const sql[] = { old ? outbox_migrate : NULL, old && trig ? outbox_trigger : NULL,
-				    OUTBOX_TABLE("tier_outbox"), usage_table, meta_table };
+				    OUTBOX_TABLE("tier_outbox"), outbox_next_index, usage_table, meta_table };
 	rc = txn_run(t, sql, NSQL(sql));
 	if (rc)
 		return rc;
@@ -255,6 +261,8 @@ struct tier_db *tier_db_open(const char *catalog_path)
 	    prep(t, "SELECT count(*), total(length), coalesce(min(queued_ms), 0),"
 		    " coalesce(min(next_ms), 0) FROM tier_outbox", &t->st_backlog) ||
 	    prep(t, "SELECT location, frames, bytes FROM tier_usage", &t->st_usage) ||
+	    prep(t, "SELECT coalesce(min(next_ms), 0) FROM tier_outbox WHERE next_ms > ?1", &t->st_next_due) ||
+	    prep(t, "SELECT min(durable_ns) FROM frames WHERE location = 'both'", &t->st_oldest_both) ||
 	    prep(t, "BEGIN IMMEDIATE", &t->st_begin) || prep(t, "COMMIT", &t->st_commit) ||
 	    prep(t, "ROLLBACK", &t->st_rollback))
 		goto fail;
@@ -459,4 +467,29 @@ int tier_db_usage(struct tier_db *t, struct tier_census *c)
 		return -EIO;
 	}
 	return 0;
+}
+
+/* one integer of a one-row query (NULL: dflt) */
+static int64_t step_int(struct tier_db *t, sqlite3_stmt *st, int64_t dflt, const char *what)
+{
+	int64_t v = dflt;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+		v = sqlite3_column_int64(st, 0);
+	else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ING_LOG_RL(ING_LOG_WARN, COMP, "%s: %s: %s", t->path, what, sqlite3_errmsg(t->db));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return v;
+}
+
+int64_t tier_db_next_due(struct tier_db *t, int64_t now_ms)
+{
+	sqlite3_bind_int64(t->st_next_due, 1, now_ms);
+	return step_int(t, t->st_next_due, 0, "next due row");
+}
+
+int64_t tier_db_oldest_both(struct tier_db *t)
+{
+	return step_int(t, t->st_oldest_both, INT64_MAX, "oldest verified copy");
 }

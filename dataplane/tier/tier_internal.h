@@ -84,6 +84,10 @@ int tier_db_local_deleted(struct tier_db *t, const struct tier_row *r, int64_t d
 /* The object is to be verified again (not found as recorded, or verified before the
  * store's digest was): back to 'local' and queued again. 0 or -errno. */
 int tier_db_requeue(struct tier_db *t, const struct tier_row *r);
+/* The smallest next_ms after now_ms (when the next backed-off row is due), 0 if none. */
+int64_t tier_db_next_due(struct tier_db *t, int64_t now_ms);
+/* durable_ns of the oldest 'both' frame (the next the retention lets go), INT64_MAX if none. */
+int64_t tier_db_oldest_both(struct tier_db *t);
 /* The outbox now. 0 or -errno. */
 int tier_db_backlog(struct tier_db *t, struct tier_backlog *b);
 /* Frames and bytes per location as the catalog counts them (tier_usage, kept by its own

@@ -95,8 +95,11 @@ static void outbox(void **state)
 	assert_true(bl.frames == 3 && bl.bytes == 60 && bl.oldest_ms > 0 && bl.next_due_ms == 0);
 	assert_int_equal(tier_db_due(t, now, q, 8), 2);
 	assert_string_equal(q[0].frame_id, "b");
+	assert_true(tier_db_next_due(t, now) == now + 500);   /* when the tier wakes for it */
+	assert_true(tier_db_next_due(t, now + 500) == 0);
 	assert_int_equal(tier_db_due(t, now + 500, q, 8), 3);
 	assert_int_equal(q[0].attempts, 1);
+	assert_true(tier_db_oldest_both(t) == INT64_MAX);   /* nothing verified yet */
 
 	/* uploaded: 'both' and out of the outbox; the local bytes are the same */
 	for (int i = 0; i < 3; i++)
@@ -105,6 +108,7 @@ static void outbox(void **state)
 	assert_true(bl.frames == 0 && bl.bytes == 0 && bl.oldest_ms == 0);
 	assert_int_equal(tier_db_usage(t, &cs), 0);
 	assert_true(cs.frames[ING_LOC_BOTH] == 3 && cs.bytes[ING_LOC_BOTH] == 60 && cs.frames[ING_LOC_LOCAL] == 0);
+	assert_true(tier_db_oldest_both(t) == 100);   /* the retention's next copy: a's */
 	struct ing_catalog_row got;
 	assert_int_equal(ing_catalog_lookup(c, "W", "b", &got), 0);
 	assert_int_equal(got.location, ING_LOC_BOTH);
