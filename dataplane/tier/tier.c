@@ -626,6 +626,10 @@ static void start_puts(struct ing_tier *t, uint64_t now)
 			return;
 		if (upload_put(t, first, NULL))
 			wire++;
+		if (t->next_rate_ns == UINT64_MAX) {   /* uploading again: a new window from now */
+			t->rate_n = 0;
+			t->next_rate_ns = now;
+		}
 	}
 }
 
