@@ -381,6 +381,7 @@ void svc_frame_release(struct svc_frame *e)
 	admit_put(&s->adm, e->f, ss ? &ss->cr : NULL, e->peer ? &e->peer->share : NULL);
 	svc_peer_put(s, e->peer);
 	s->inflight_bytes -= e->length;
+	svc_tier_frame_finished(s, e->length);   /* stored until the tier has measured again */
 	e->f = NULL;
 	e->xp = NULL;
 	e->call = NULL;

@@ -321,6 +321,8 @@ extern const struct ing_grpc_method svc_getframe_method;
 /* ING_EV_TIER_READ_DONE: the tier thread answered read r of a GetFrame call. */
 struct ing_tier_read;
 void svc_tier_read_done(struct ing_svc *s, struct ing_tier_read *r);
+/* A frame admitted with length bytes is finished (svc_frame_release): for the mark. */
+void svc_tier_frame_finished(struct ing_svc *s, uint64_t length);
 /* Free what GetFrame keeps (ing_svc_destroy, after the control mailbox is drained). */
 void svc_tier_destroy(struct ing_svc *s);
 /*
