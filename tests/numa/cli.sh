@@ -27,7 +27,7 @@ expect_rc 0 "$TOPO" --topology "$F/two_socket.xml"
 grep -q 'WARNING: mlx5_0 is on node 1, nvme0n1 on node 0' <<<"$out" || fail "no cross-node warning"
 grep -q 'control lcore : cpu 4' <<<"$out" || fail "two_socket control cpu"
 HWLOC_XMLFILE=$F/four_node_smt.xml expect_rc 0 "$TOPO" --json
-grep -q '"control_cpu":8,"dataplane_cpus":\[9\]' <<<"$out" || fail "four_node plan via HWLOC_XMLFILE"
+grep -q '"control_cpu":8,"dataplane_cpus":\[9,0\]' <<<"$out" || fail "four_node plan via HWLOC_XMLFILE (two rails)"
 expect_rc 1 "$TOPO" --topology "$F/two_socket.xml" --pool-node 5
 grep -q -- '--pool-node 5: no such NUMA node (nodes: 0-1)' <<<"$out" || fail "pool-node error text"
 expect_rc 1 "$TOPO" --topology "$F/vm_single.xml" --lcores 0,7
