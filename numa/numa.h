@@ -221,6 +221,8 @@ struct ing_plan {
 	struct ing_plan_rail rails[ING_PLAN_MAX_RAILS];
 	unsigned n_regions;      /* >= 1 */
 	struct ing_plan_region regions[ING_PLAN_MAX_REGIONS];
+	unsigned control_region; /* the region on the control cpu's node (else 0): where the
+				    gRPC fallback's frames go first (control copies them in) */
 	int pool_node;           /* the first region's node; -1: no binding (unknown) */
 	int nic_node;            /* the first rail's node; -1: no RDMA device or unknown */
 	int disk_node;           /* -1: no block device or unknown locality */

@@ -755,6 +755,8 @@ int ing_plan_make(const struct ing_topo *t, const struct ing_plan_opts *o, struc
 		return rc;
 	}
 
+	int cg = ing_plan_region_of_node(p, ing_topo_cpu_node(t, p->control_cpu));
+	p->control_region = cg < 0 ? 0 : (unsigned)cg;
 	/* the disk on another node than a rail: what the rail's frames cost on their way down */
 	for (unsigned i = 0; i < p->n_rails && p->disk_node >= 0; i++) {
 		const struct ing_plan_rail *r = &p->rails[i];
