@@ -698,29 +698,55 @@ static int check_data_dir(const char *dir, char *why, size_t whylen)
 	return 0;
 }
 
-/* The placement plan ingestd would make: --lcores, --pool-node, --rdma-dev on this machine */
-static int check_plan(const struct ing_ingestd_opts *o, char *why, size_t whylen)
+void ing_ingestd_plan_opts(const struct ing_ingestd_opts *o, struct ing_plan_opts *po)
 {
-	char err[256];
-	struct ing_plan plan;
+	ing_plan_opts_init(po);
+	po->rdma_dev = o->rdma_dev;
+	po->rdma_addr = o->rdma_addr;
+	po->data_dir = o->data_dir;
+	po->block_dev = o->block_dev;
+	po->n_workers = o->workers;
+	if (o->dataplane)
+		po->n_dataplane = o->dataplane;
+	po->allow_smt = o->allow_smt > 0;
+	po->lcores = o->lcores;
+	po->control_cpu = o->control_cpu;
+	po->worker_cpus = o->worker_cpus;
+	po->pool_node = o->pool_node;
+}
+
+int ing_ingestd_plan(const struct ing_ingestd_opts *o, struct ing_plan *plan, char *why,
+		     size_t whylen)
+{
+	char err[512];
 	struct ing_plan_opts po;
 	struct ing_topo *t = ing_topo_load(NULL, err, sizeof(err));
-	if (!t)
-		return 0;   /* ingestd starts without a plan too (logged) */
-	ing_plan_opts_init(&po);
-	po.rdma_dev = o->rdma_dev;
-	po.data_dir = o->data_dir;
-	po.n_workers = o->workers;
-	po.lcores = o->lcores;
-	po.pool_node = o->pool_node;
-	int rc = ing_plan_make(t, &po, &plan, err, sizeof(err));
-	ing_topo_destroy(t);
-	if ((rc == -EINVAL && (o->lcores || o->pool_node >= 0 || o->rdma_dev)) ||
-	    (rc == -ENODEV && o->rdma_dev)) {
-		snprintf(why, whylen, "%s%s", rc == -ENODEV ? "--rdma-dev: " : "", err);
-		return -EINVAL;
+	if (!t) {
+		snprintf(why, whylen, "%s", err);
+		return 1;
 	}
-	return 0;
+	ing_ingestd_plan_opts(o, &po);
+	int rc = ing_plan_make(t, &po, plan, err, sizeof(err));
+	ing_topo_destroy(t);
+	if (!rc)
+		return 0;
+	/* a flag naming cpus, a node or a device this machine lacks: a usage error */
+	bool placed = o->lcores || o->pool_node >= 0 || o->rdma_dev || o->rdma_addr ||
+		      o->control_cpu >= 0 || o->worker_cpus || o->dataplane || o->block_dev;
+	snprintf(why, whylen, "%s%s", rc == -ENODEV && o->rdma_dev && strstr(err, "RDMA") ? "--rdma-dev: " : "",
+		 err);
+	return (rc == -EINVAL || rc == -ENODEV) && placed ? -EINVAL : -EIO;
+}
+
+/* The placement plan ingestd would make on this machine (placement flags) */
+static int check_plan(const struct ing_ingestd_opts *o, char *why, size_t whylen)
+{
+	struct ing_plan *plan = malloc(sizeof(*plan));
+	if (!plan)
+		return 0;
+	int rc = ing_ingestd_plan(o, plan, why, whylen);
+	free(plan);
+	return rc == -EINVAL ? -EINVAL : 0;   /* no topology: ingestd starts without a plan too */
 }
 
 int ing_ingestd_opts_check_host(const struct ing_ingestd_opts *o, bool starting, char *why,
