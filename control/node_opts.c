@@ -104,6 +104,47 @@ static int set_pool_node(const struct ing_opt *d, void *cfg, const char *v, char
 	return 0;
 }
 
+/* rdma-dev: the rails, "mlx5_0, mlx5_1" or "rxe1@1"; "" (a file's "rdma-dev =") unsets it */
+static int set_rdma_dev(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	struct ing_rail_spec rs[ING_PLAN_MAX_RAILS];
+	char r[200];
+	(void)d;
+	if (ing_rail_list_parse(v, rs, ING_PLAN_MAX_RAILS, r, sizeof(r)) < 0) {
+		snprintf(why, whylen, "%s", r);
+		return -EINVAL;
+	}
+	((O *)cfg)->rdma_dev = *v ? v : NULL;
+	return 0;
+}
+
+/* rdma-addr: one listen address per rail */
+static int set_rdma_addr(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	char a[ING_PLAN_MAX_RAILS][48], r[200];
+	(void)d;
+	if (ing_addr_list_parse(v, a, ING_PLAN_MAX_RAILS, r, sizeof(r)) < 0) {
+		snprintf(why, whylen, "%s", r);
+		return -EINVAL;
+	}
+	((O *)cfg)->rdma_addr = *v ? v : NULL;
+	return 0;
+}
+
+/* worker-cpus: a cpu list ("2-3,10-11"); whether the cpus exist is the plan's check */
+static int set_worker_cpus(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	int cpus[ING_PLAN_MAX_WORKERS];
+	(void)d;
+	if (*v && ing_cpulist_parse(v, cpus, ING_PLAN_MAX_WORKERS) < 0) {
+		snprintf(why, whylen, "'%.64s' is not a cpu list of at most %d cpus (\"2-3,10-11\", no "
+			 "duplicates)", v, ING_PLAN_MAX_WORKERS);
+		return -EINVAL;
+	}
+	((O *)cfg)->worker_cpus = *v ? v : NULL;
+	return 0;
+}
+
 static int set_log_level(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
 	enum ing_log_level l;
@@ -358,21 +399,37 @@ static const struct ing_opt opt_table[] = {
 			"4M:16,16M:8,64M:4: 448 MiB); it must fit in memory"),
 	TRISTATE("hugepages", hugepages, "the pool on hugepages (default auto: when enough are free on its\n"
 		 "NUMA node, else 4 KiB pages and one warning; on: required; off: never)"),
-	ING_OPT_UINT_(O, "workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers"),
+	ING_OPT_UINT_(O, "workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers per pool region (one region per NUMA\n"
+		      "node that carries a rail)"),
 	ING_OPT_UINT_(O, "worker-nice", worker_nice, 0, 19, "persistence workers run SCHED_BATCH at this nice level,\n"
 		      "below control and the RDMA pollers (default 5; 0: normal)"),
 	ING_OPT_CUSTOM_(O, "sink", sink, set_sink, "file|null", "write frames to files (default), or drop them (benchmarks)"),
 	ING_OPT_UINT_(O, "credits", credits, 1, 65536, "most frames in flight per session"),
 	ING_OPT_SIZE_(O, "max-frame", max_frame, 1, 1ull << 40, "largest frame accepted (default: the largest pool slot)"),
 	SECS("frame-timeout", frame_timeout_ms, 1 * S, DAY, "a frame must be complete this long after its first byte"),
-	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane (default: the plan,\n"
-		     "ingest-topo shows it)"),
-	ING_OPT_CUSTOM_(O, "pool-node", pool_node, set_pool_node, "N", "NUMA node of the pool (default: the plan)"),
-	STR("rdma-dev", rdma_dev, "NAME", "RDMA device to place around (default: the first found)"),
+	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane; each serves the\n"
+		     "rail on its node (default: the plan, ingest-topo shows it)"),
+	ING_OPT_CUSTOM_(O, "pool-node", pool_node, set_pool_node, "N", "one pool region, on this NUMA node, for every rail (default:\n"
+			"the plan: one region per node that carries a rail)"),
+	ING_OPT_CUSTOM_(O, "control-cpu", control_cpu, ing_opt_set_index, "N", "the control thread's cpu, EAL's main lcore (default: the\n"
+			"plan)"),
+	ING_OPT_UINT_(O, "dataplane", dataplane, 1, ING_PLAN_MAX_LCORES, "dataplane lcores per rail (default 1; --lcores wins)"),
+	ING_OPT_CUSTOM_(O, "worker-cpus", worker_cpus, set_worker_cpus, "LIST", "pin the persistence workers: each pool region's take the\n"
+			"listed cpus on its node, round-robin (default: the plan's\n"
+			"free cores)"),
+	ING_OPT_CHOICE_(O, "allow-smt", allow_smt, "on=1|off=0", "SMT siblings as dataplane lcores once the physical cores\n"
+			"are taken (default off)"),
+	STR("block-dev", block_dev, "NAME", "the data disk the plan places around (default: the data\n"
+	    "dir's)"),
+	ING_OPT_CUSTOM_(O, "rdma-dev", rdma_dev, set_rdma_dev, "LIST", "RDMA devices, one rail each: 'mlx5_0, mlx5_1'; 'rxe1@1'\n"
+			"places a device on NUMA node 1 where the kernel does not\n"
+			"know its node (default: every ACTIVE device with an IPv4\n"
+			"address)"),
 	TRISTATE("rdma", rdma, "RDMA data path (auto: on when a device and an rdma_cm\n"
 		 "listener work, else the gRPC stream only, logged)"),
-	STR("rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
-	ING_OPT_UINT_(O, "rdma-port", rdma_port, 0, 65535, "rdma_cm listen port"),
+	ING_OPT_CUSTOM_(O, "rdma-addr", rdma_addr, set_rdma_addr, "LIST", "rdma_cm listen addresses, one per rail (default: each\n"
+			"rail's netdev's first IPv4 address)"),
+	ING_OPT_UINT_(O, "rdma-port", rdma_port, 0, 65535, "rdma_cm listen port of every rail"),
 	ING_OPT_CUSTOM_(O, "poll-mode", poll_mode, set_poll_mode, "MODE", "dataplane lcores: adaptive (default) or busy"),
 	ING_OPT_CUSTOM_(O, "rdma-write", rdma_write, set_rdma_write, "MODE",
 			"RDMA WRITE push for producers that ask for it: auto\n"
