@@ -874,6 +874,11 @@ void ing_plan_format_text(const struct ing_plan *p, FILE *f)
 		fprintf(f, "  block device  : %s, %s\n", p->block_dev, node_s(p->disk_node, a, sizeof(a)));
 	else
 		fprintf(f, "  block device  : unknown\n");
+	for (unsigned i = 0; i < p->n_rails && p->disk_node >= 0; i++)
+		if (p->rails[i].node >= 0 && p->rails[i].node != p->disk_node)
+			fprintf(f, "  disk rule     : rail %u's frames are written by node %d's workers from "
+				"node %d's region: the disk's DMA crosses to node %d once, the CRC stays "
+				"local\n", i, p->rails[i].node, p->rails[i].node, p->disk_node);
 	fprintf(f, "  control lcore : cpu %d%s\n", p->control_cpu,
 		p->control_overridden ? " (override)" : "");
 	ing_cpulist_format(p->dataplane_cpus, p->n_dataplane, l, sizeof(l));
@@ -1036,6 +1041,16 @@ void ing_plan_format_json(const struct ing_plan *p, FILE *f)
 		json_str(f, eal);
 		fprintf(f, ",\"main_lcore\":%d}", main_lcore);
 	}
+	char *lines = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&lines, &len);
+	if (m) {
+		ing_plan_format_config(p, m);
+		fclose(m);
+		fputs(",\"config\":", f);
+		json_str(f, lines);
+	}
+	free(lines);
 	fprintf(f, ",\"overrides\":{\"lcores\":%s,\"control_cpu\":%s,\"pool_node\":%s,"
 		   "\"worker_cpus\":%s},\"warnings\":[",
 		p->lcores_overridden ? "true" : "false", p->control_overridden ? "true" : "false",

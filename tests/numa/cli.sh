@@ -44,4 +44,34 @@ grep -q 'summary: .* 0 FAIL' <<<"$out" || fail "warn root summary"
 expect_rc 0 "$DOCTOR" --sysfs-root "$R/warn/sys" --procfs-root "$R/warn/proc" \
 	--topology "$F/vm_single.xml" --memlock unlimited --data-dir "$d" --json
 grep -q '"gid_index":-1' <<<"$out" || fail "warn root JSON"
+
+# the two-socket two-NIC machine: one rail per NIC, each on its socket; the config lines
+# ingest-topo prints are read back by ingestd's own option table and give the same plan
+N2=$F/two_socket_two_nic.xml
+expect_rc 0 "$TOPO" --topology "$N2"
+grep -q 'placement plan (2 NUMA nodes, 2 rails)' <<<"$out" || fail "two rails"
+grep -q 'rail 1        : mlx5_1 netdev ens2f0np0, node 1' <<<"$out" || fail "rail 1 on node 1"
+grep -q 'region 1      : node 1, workers 2 on cpus 5-6' <<<"$out" || fail "region 1's workers"
+grep -q "disk rule     : rail 1's frames are written by node 1's workers" <<<"$out" || fail "disk rule"
+grep -q '^rdma-dev = mlx5_0@0, mlx5_1@1$' <<<"$out" || fail "config lines"
+printf 'rdma-dev = mlx5_1@1, mlx5_0\ndataplane = 2\nworkers = 1\n' >"$d/in.conf"
+expect_rc 0 "$TOPO" --topology "$N2" --config "$d/in.conf" --config-lines
+printf '%s\n' "$out" >"$d/plan.conf"
+grep -q '^lcores = 0-1,4-6$' "$d/plan.conf" || { cat "$d/plan.conf"; fail "--config: two lcores per rail"; }
+expect_rc 0 "$TOPO" --topology "$N2" --config "$d/plan.conf" --config-lines
+[ "$out" = "$(cat "$d/plan.conf")" ] || { echo "$out"; fail "the printed config lines give another plan"; }
+expect_rc 0 "$TOPO" --topology "$N2" --config "$d/plan.conf" --workers 3 --config-lines
+grep -q '^workers = 3$' <<<"$out" || fail "a flag wins over --config"
+printf 'rdma-dev = mlx5_0@x\n' >"$d/bad.conf"
+expect_rc 2 "$TOPO" --config "$d/bad.conf"
+grep -q "bad.conf:1: rdma-dev: 'mlx5_0@x'" <<<"$out" || fail "a bad rdma-dev in the file"
+expect_rc 1 "$TOPO" --topology "$N2" --rdma-dev 'mlx5_1@7'
+expect_rc 0 "$DOCTOR" --sysfs-root "$R/rails/sys" --procfs-root "$R/rails/proc" \
+	--topology "$N2" --memlock unlimited --data-dir "$d"
+grep -q 'rdma: rail 1: device mlx5_1 port 1, GID index 3 (10.2.0.5)' <<<"$out" || fail "doctor: rail 1"
+grep -q 'WARN  rdma.unused' <<<"$out" || fail "doctor: the DOWN device"
+printf 'rdma-dev = rxe0@0, rxe1@1\ndata-dir = %s\n' "$d" >"$d/rxe.conf"
+expect_rc 0 "$DOCTOR" --config "$d/rxe.conf" --sysfs-root "$R/rails_rxe/sys" \
+	--procfs-root "$R/rails_rxe/proc" --topology "$N2" --memlock unlimited
+grep -q 'PASS  numa.nic .*rxe1 on node 1 (rdma-dev override' <<<"$out" || fail "doctor --config: rxe1@1"
 echo "cli: OK ($n commands)"
