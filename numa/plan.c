@@ -588,38 +588,28 @@ static int plan_lcores(const struct ing_topo *t, const struct ing_plan_opts *o, 
 /* ---------------------------------------------------------------- workers */
 
 /*
- * Free physical cores for the workers of the region on node (not control, dataplane, an
- * lcore's sibling, nor another region's worker): that node's first, else other nodes'.
- * Returns the count in cand (at most max).
+ * Free physical cores (not control, dataplane, an lcore's sibling) of node for a region's
+ * workers, at most max: those no other region's workers have first, then (share) those
+ * they have. Returns the count in cand.
  */
-static unsigned worker_cores(const struct ing_topo *t, struct usage *u, const unsigned char *wtaken,
-			     int node, int *cand, unsigned max, int *found_node)
+static unsigned node_worker_cores(const struct ing_topo *t, struct usage *u,
+				  const unsigned char *wtaken, int node, bool share, int *cand,
+				  unsigned max)
 {
 	int *cores = u->cores;
-	unsigned n = 0, m;
+	unsigned n = 0, m = ing_topo_node_cores(t, node, cores, MAX_LIST);
 
-	*found_node = node;
-	m = ing_topo_node_cores(t, node, cores, MAX_LIST);
 	for (unsigned i = 0; i < m && i < MAX_LIST && n < max; i++)
-		if (core_free(t, u, cores[i]) && !wtaken[cores[i]])
+		if (core_free(t, u, cores[i]) && (share || !wtaken[cores[i]]))
 			cand[n++] = cores[i];
-	for (unsigned k = 0; k < ing_topo_n_nodes(t) && !n; k++) {
-		int id = ing_topo_node_id(t, k);
-		m = ing_topo_node_cores(t, id, cores, MAX_LIST);
-		for (unsigned i = 0; i < m && i < MAX_LIST && n < max; i++)
-			if (core_free(t, u, cores[i]) && !wtaken[cores[i]])
-				cand[n++] = cores[i];
-		if (n)
-			*found_node = id;
-	}
 	return n;
 }
 
 static int plan_workers(const struct ing_topo *t, const struct ing_plan_opts *o, struct ing_plan *p,
 			struct usage *u, bool *own_core, char *err, size_t errlen)
 {
-	int *cand = u->cand, given[MAX_LIST];
-	unsigned nw = o->n_workers, ng = 0;
+	int given[MAX_LIST], cand[ING_PLAN_MAX_REGIONS][ING_PLAN_MAX_WORKERS];
+	unsigned nw = o->n_workers, ng = 0, n[ING_PLAN_MAX_REGIONS] = { 0 };
 	unsigned char *wtaken = calloc(MAX_CPUS, 1);
 
 	*own_core = true;
@@ -648,46 +638,61 @@ static int plan_workers(const struct ing_topo *t, const struct ing_plan_opts *o,
 				warn(p, "worker cpu %d is the SMT sibling of a dataplane/control cpu", c);
 		}
 	}
-	p->n_workers = 0;
 	for (unsigned g = 0; g < p->n_regions; g++) {
 		struct ing_plan_region *rg = &p->regions[g];
-		unsigned n = 0;
-		int at = rg->node;
-		rg->first_worker = p->n_workers;
-		rg->n_workers = nw;
 		if (ng) {
 			/* --worker-cpus: this region takes the listed cpus on its node */
-			for (unsigned i = 0; i < ng; i++)
+			for (unsigned i = 0; i < ng && n[g] < ING_PLAN_MAX_WORKERS; i++)
 				if (p->n_regions == 1 || ing_topo_cpu_node(t, given[i]) == rg->node)
-					cand[n++] = given[i];
-			if (!n) {
-				for (unsigned i = 0; i < ng; i++)
-					cand[n++] = given[i];
+					cand[g][n[g]++] = given[i];
+			if (!n[g]) {
+				for (unsigned i = 0; i < ng && n[g] < ING_PLAN_MAX_WORKERS; i++)
+					cand[g][n[g]++] = given[i];
 				warn_remote(p, "no cpu of --worker-cpus is on node %d: its pool region's "
 					    "workers run on %s (remote: the CRC-32C reads cross the "
 					    "interconnect)", rg->node, o->worker_cpus);
 			}
-		} else {
-			n = worker_cores(t, u, wtaken, rg->node, cand, nw, &at);
-			if (n && at != rg->node)
-				warn_remote(p, "no free core on node %d for the workers of its pool region: "
-					    "they run on node %d (remote: the CRC-32C reads cross the "
-					    "interconnect)", rg->node, at);
-			if (!n) {
-				char of[32] = "";
-				*own_core = false;
-				if (p->n_regions > 1)
-					snprintf(of, sizeof(of), " of node %d", rg->node);
-				warn(p, "no free core for the %u persistence workers%s: not pinned (they "
-					"share cpus with control)", nw, of);
+			continue;
+		}
+		/* first every region on its own node's free cores */
+		n[g] = node_worker_cores(t, u, wtaken, rg->node, false, cand[g], nw);
+		for (unsigned i = 0; i < n[g]; i++)
+			wtaken[cand[g][i]] = 1;
+	}
+	for (unsigned g = 0; g < p->n_regions && !ng; g++) {
+		struct ing_plan_region *rg = &p->regions[g];
+		if (n[g])
+			continue;
+		/* then a region whose node is full: other nodes' free cores, unshared first */
+		for (int share = 0; share <= 1 && !n[g]; share++)
+			for (unsigned k = 0; k < ing_topo_n_nodes(t) && !n[g]; k++) {
+				int id = ing_topo_node_id(t, k);
+				if (id == rg->node)
+					continue;
+				n[g] = node_worker_cores(t, u, wtaken, id, share, cand[g], nw);
+				if (n[g])
+					warn_remote(p, "no free core on node %d for the workers of its pool "
+						    "region: they run on node %d%s (remote: the CRC-32C reads "
+						    "cross the interconnect)", rg->node, id,
+						    share ? ", beside another region's" : "");
 			}
+		for (unsigned i = 0; i < n[g]; i++)
+			wtaken[cand[g][i]] = 1;
+		if (!n[g]) {
+			char of[32] = "";
+			*own_core = false;
+			if (p->n_regions > 1)
+				snprintf(of, sizeof(of), " of node %d", rg->node);
+			warn(p, "no free core for the %u persistence workers%s: not pinned (they share "
+				"cpus with control)", nw, of);
 		}
-		for (unsigned i = 0; i < nw; i++) {
-			int c = n ? cand[i % n] : -1;
-			p->worker_cpus[p->n_workers++] = c;
-			if (c >= 0 && c < MAX_CPUS)
-				wtaken[c] = 1;
-		}
+	}
+	p->n_workers = 0;
+	for (unsigned g = 0; g < p->n_regions; g++) {
+		p->regions[g].first_worker = p->n_workers;
+		p->regions[g].n_workers = nw;
+		for (unsigned i = 0; i < nw; i++)
+			p->worker_cpus[p->n_workers++] = n[g] ? cand[g][i % n[g]] : -1;
 	}
 	free(wtaken);
 	return 0;

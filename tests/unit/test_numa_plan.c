@@ -683,6 +683,31 @@ static void test_plan_two_nic_overrides(void **state)
 	ing_topo_destroy(t);
 }
 
+/*
+ * Two cores a node (the 4-vCPU two-node guest's shape): every region's workers take their
+ * own node's free core first, so node 1's region gets node 1's last core; node 0's region,
+ * whose node is full, shares it (remote, warned) rather than leaving node 1's unpinned.
+ */
+static void test_plan_small_two_nic(void **state)
+{
+	(void)state;
+	char path[1024], err[256];
+	struct ing_plan_opts o;
+	struct ing_plan p;
+
+	fixture_path(path, sizeof(path), "small_two_nic.xml");
+	struct ing_topo *t = load(path);
+	ing_plan_opts_init(&o);
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_int_equal(p.control_cpu, 0);
+	assert_cpus(p.rails[0].lcores, p.rails[0].n_lcores, CPUS(1));
+	assert_cpus(p.rails[1].lcores, p.rails[1].n_lcores, CPUS(2));
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(3, 3, 3, 3));
+	assert_true(has_warning(&p, "no free core on node 0 for the workers of its pool region: "
+				"they run on node 1, beside another region's"));
+	ing_topo_destroy(t);
+}
+
 /* "key = value" lines of ing_plan_format_config back into plan options (what ingestd's
  * option table does with them) */
 static void opts_from_config(char *text, struct ing_plan_opts *o)
@@ -727,6 +752,7 @@ static void test_config_lines_round_trip(void **state)
 		{ "four_node_smt.xml", NULL, NULL, 1, 2, -1 },
 		{ "two_socket.xml", NULL, NULL, 3, 2, -1 },
 		{ "vm_single.xml", NULL, NULL, 1, 2, -1 },
+		{ "small_two_nic.xml", NULL, NULL, 1, 2, -1 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char path[1024], err[256], *txt = NULL;
@@ -783,7 +809,7 @@ int main(void)
 		cmocka_unit_test(test_overrides),        cmocka_unit_test(test_override_errors),
 		cmocka_unit_test(test_format_text),      cmocka_unit_test(test_rail_lists),
 		cmocka_unit_test(test_plan_two_nic),     cmocka_unit_test(test_plan_two_nic_overrides),
-		cmocka_unit_test(test_config_lines_round_trip),
+		cmocka_unit_test(test_config_lines_round_trip), cmocka_unit_test(test_plan_small_two_nic),
 		cmocka_unit_test(test_blockdev_for_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
