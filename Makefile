@@ -24,7 +24,7 @@ FUZZ_CC    ?= clang-14
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps deps-build deps-deb build build-asan build-fuzz build-tsan demo demo-fleet test test-unit \
+.PHONY: all deps deps-build deps-deb deps-demo build build-asan build-fuzz build-tsan demo demo-fleet test test-unit \
 	test-asan test-tsan fuzz fault bench clean install deb abi-baseline
 PREFIX     ?= /usr/local
 UNITDIR    ?=
@@ -39,6 +39,8 @@ deps-deb:
 	@deploy/install-deps.sh deb
 deps:
 	@deploy/install-deps.sh all
+deps-demo:
+	@deploy/install-deps.sh $(if $(filter 1,$(TIER)),demo-tier,demo)
 
 # configure quietly, but show cmake's whole output when it fails
 CONFIGURE = mkdir -p $(1) && cmake -S . -B $(1) $(2) $(CMAKE_ARGS) >$(1)/configure.log 2>&1 || \
@@ -56,7 +58,10 @@ build-asan: deps
 # pages, docs; the build packages only (no test dependencies). It does not create the
 # service user or enable anything: README "Install" has the commands.
 # UNITDIR: where the systemd units go (default PREFIX/lib/systemd/system; /lib/... for /usr)
-install: build
+# Builds what is installed (target ing_install_set), not the tests.
+install: deps-build
+	@$(call CONFIGURE,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	@cmake --build $(BUILD) -j$(JOBS) --target ing_install_set
 	@ING_UNITDIR=$(UNITDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 # h3000-ingest and h3000-ingest-dev .debs (CPack) from the release tree, into $(BUILD)/deb-out
@@ -79,8 +84,9 @@ build-tsan: deps
 	@$(call CONFIGURE,$(BUILD_TSAN),-DCMAKE_BUILD_TYPE=Debug -DING_SANITIZE_THREAD=ON)
 	@cmake --build $(BUILD_TSAN) -j$(JOBS)
 
-# TIER=1: the same through the object store tier (a single-node Ceph started for it)
-demo: deps build
+# TIER=1: the same through the object store tier (a single-node Ceph started for it).
+# Installs only what the demo runs: deploy/install-deps.sh demo (demo-tier with TIER=1)
+demo: deps-demo build
 	@deploy/demo.sh $(BUILD) $(if $(filter 1,$(TIER)),--tier)
 
 # PostgreSQL + three ingestd on this machine, one killed mid-stream (docs/FLEET.md)

@@ -42,6 +42,9 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/token.h"
+#include "control/grpc/grpc.h"
+#include "git_rev.h"            /* ING_GIT_REV: generated at build time (cmake/git_rev.cmake) */
+#include "h3000.pb-c.h"
 #include "ingest/producer.h"
 #include "producer/synth.h"
 
@@ -51,6 +54,7 @@
 #define MAX_LOADS 16
 #define MAX_SIZES 8
 #define MAX_XPORTS 3
+#define MAX_REPEAT 20
 #define TL_BIN_NS 500000000ull        /* throughput-over-time bins */
 #define DRAIN_NS 30000000000ull       /* frames in flight after a phase: at most 30 s */
 #define LATE_NS 2000000000ull         /* submits may trail the schedule by 2 s, then stop */
@@ -89,6 +93,8 @@ struct cfg {
 	double load[MAX_LOADS];
 	unsigned nload;
 	unsigned duration_ms, warmup_ms, capacity_ms;
+	unsigned repeat;           /* passes over the loads per group (the spread) */
+	const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;   /* TLS when tls_ca is set */
 	double capacity_fps;       /* 0: measure */
 	unsigned credits;
 	bool json, no_plots;
@@ -99,14 +105,46 @@ struct cfg {
 	char token[ING_AUTH_TOKEN_MAX + 2];
 };
 
+/* One repetition of a load point: the figures whose spread the report shows. */
+struct rep_sum {
+	double achieved_fps, mb_s;
+	double durable_p50_ms, durable_p99_ms, durable_p999_ms, received_p99_ms;
+	uint64_t ok, failed;
+	double load1;              /* the machine's 1-minute load average when it ended */
+};
+
 struct point {
 	enum bx xport;
 	uint64_t size, size_lo;    /* the largest frame; the smallest (== size: one size) */
 	double load;               /* fraction; 0 for the capacity run */
 	double offered_fps, achieved_fps, mb_s;
 	uint64_t sent, ok, failed, unsent, late_max_ns, ok_bytes;
-	struct ing_hist h[H_N];
+	struct ing_hist h[H_N];    /* a load point: every repetition's samples */
+	unsigned nrep;
+	struct rep_sum rep[MAX_REPEAT];
 };
+
+/* What the node said about itself (Negotiate, Stats) before the run, and after it. */
+struct node_info {
+	bool known;
+	char err[256];
+	char version[64], node_id[ING_ID_MAX + 1], transport_note[256], negotiate_note[256];
+	char available[64];        /* "grpc,rdma" */
+	uint64_t max_frame, pool_bytes, disk_bytes;
+	unsigned credits, max_chunk, pool_slots, lcores, sessions_before;
+	bool hugepages, tier;
+	uint64_t durable_before, durable_after;   /* framesDurable (all producers) */
+	bool after_known;
+};
+
+/* The machine's load: /proc/loadavg (and CPU pressure, where the kernel has it). */
+struct load_info {
+	double before[3], after[3];   /* 1, 5, 15 minutes */
+	double psi_before, psi_after; /* /proc/pressure/cpu "some avg60", -1: none */
+	long cpus;
+	bool loaded;                  /* before[0] > LOADED_PER_CPU x cpus: a warning */
+};
+#define LOADED_PER_CPU 0.5
 
 struct floor {
 	uint64_t size;             /* the largest frame of its --sizes item */
@@ -143,6 +181,8 @@ struct run {
 	/* progress */
 	bool tty;
 	unsigned point_no, points_total;
+	uint64_t t_plan0;          /* when the sweep started, for the ETA */
+	uint64_t all_durable;      /* every frame this run made DURABLE (warm-up included) */
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -190,6 +230,33 @@ static enum bx bx_of(struct ing_producer *p)
 	return strncmp(ing_producer_transport_note(p), "RDMA_WRITE", 10) ? BX_RDMA : BX_RDMA_WRITE;
 }
 
+/* min, median and max of n values picked by get (n >= 1) */
+struct spread {
+	double min, med, max;
+};
+
+static struct spread spread_of(const struct point *p, double (*get)(const struct rep_sum *))
+{
+	double v[MAX_REPEAT];
+	unsigned n = p->nrep;
+	for (unsigned i = 0; i < n; i++) {
+		double x = get(&p->rep[i]);
+		unsigned j = i;
+		for (; j > 0 && v[j - 1] > x; j--)
+			v[j] = v[j - 1];
+		v[j] = x;
+	}
+	if (!n)
+		return (struct spread){ 0, 0, 0 };
+	return (struct spread){ v[0], n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[n - 1] };
+}
+
+static double get_p50(const struct rep_sum *r) { return r->durable_p50_ms; }
+static double get_p99(const struct rep_sum *r) { return r->durable_p99_ms; }
+static double get_p999(const struct rep_sum *r) { return r->durable_p999_ms; }
+static double get_rx_p99(const struct rep_sum *r) { return r->received_p99_ms; }
+static double get_fps(const struct rep_sum *r) { return r->achieved_fps; }
+
 /* ------------------------------------------------------------------ options */
 
 static void cfg_init(void *p)
@@ -199,7 +266,8 @@ static void cfg_init(void *p)
 	c->server = DEFAULT_SERVER;
 	c->out = "bench-results";
 	c->wafer = "ingest-bench";
-	c->git_rev = "unknown";
+	c->git_rev = ING_GIT_REV;
+	c->repeat = 1;
 	c->transports = "grpc";
 	c->sizes = "4M";
 	c->loads = DEFAULT_LOADS;
@@ -247,9 +315,16 @@ static int set_floor(const struct ing_opt *d, void *cfg, const char *v, char *wh
 
 #define C struct cfg
 static const struct ing_opt opts[] = {
+	ING_OPT_GROUP_("The node"),
 	ING_OPT_CUSTOM_(C, "server", server, ing_opt_set_hostport, "HOST:PORT",
 			"ingestd's gRPC address (default " DEFAULT_SERVER ")"),
-	ING_OPT_PATH_(C, "out", out, "DIR", "results directory (created; default bench-results)"),
+	ING_OPT_PATH_(C, "auth-token-file", auth_token_file, "PATH", "shared secret of an ingestd run with --auth-token-file"),
+	ING_OPT_PATH_(C, "tls-ca", tls_ca, "PEM", "TLS: verify the node's certificate against this CA and its\n"
+		      "name (ingestd --tls-cert/--tls-key)"),
+	ING_OPT_PATH_(C, "tls-cert", tls_cert, "PEM", "client certificate for a node with --tls-client-ca"),
+	ING_OPT_PATH_(C, "tls-key", tls_key, "PEM", "its private key"),
+	ING_OPT_STR_(C, "tls-server-name", tls_server_name, "NAME", "name to verify instead of --server's host"),
+	ING_OPT_GROUP_("The sweep"),
 	ING_OPT_STR_(C, "transport", transports, "LIST", "grpc,rdma,rdma-write (default grpc; rdma: READ pull,\n"
 		     "rdma-write: WRITE push)"),
 	ING_OPT_STR_(C, "sizes", sizes, "LIST", "frame sizes, a sweep per item: sizes and MIN-MAX ranges\n"
@@ -257,16 +332,20 @@ static const struct ing_opt opts[] = {
 	ING_OPT_STR_(C, "loads", loads, "LIST", "percent of the measured capacity (default " DEFAULT_LOADS ")"),
 	ING_OPT_DURATION_(C, "duration", duration_ms, 100, 3600000, "measured time per load point"),
 	ING_OPT_DURATION_(C, "warmup", warmup_ms, 0, 600000, "time before each point's measurement"),
+	ING_OPT_UINT_(C, "repeat", repeat, 1, MAX_REPEAT, "passes over the loads (each point measured N times: the\n"
+		      "report gives the spread of P50/P99 and throughput)"),
 	ING_OPT_DURATION_(C, "capacity-time", capacity_ms, 500, 600000, "closed loop to find the capacity"),
 	ING_OPT_CUSTOM_(C, "capacity-fps", capacity_fps, set_capacity_fps, "F", "skip that and use F frames/s as 100 %"),
 	ING_OPT_UINT_(C, "credits", credits, 1, 65535, "frames in flight wanted (default: the node's)"),
+	ING_OPT_DURATION_(C, "max-time", max_time_ms, 1000, 86400000, "refuse a sweep planned longer than this"),
+	ING_OPT_GROUP_("Floors"),
 	ING_OPT_PATH_(C, "data-dir", data_dir, "DIR", "the node's data dir: the disk floor is measured there\n"
 		      "(O_DIRECT write + fdatasync of one frame); default: none"),
-	ING_OPT_STR_(C, "git-rev", git_rev, "REV", "recorded in results.json (default: unknown)"),
 	ING_OPT_CUSTOM_(C, "floor", xfloor, set_floor, "NAME=P50:P99", "a floor measured elsewhere, in ms (e.g. ib_read_lat in the\n"
 			"RDMA guest), shown in the report; up to 4"),
-	ING_OPT_PATH_(C, "auth-token-file", auth_token_file, "PATH", "shared secret of an ingestd run with --auth-token-file"),
-	ING_OPT_DURATION_(C, "max-time", max_time_ms, 1000, 86400000, "refuse a sweep planned longer than this"),
+	ING_OPT_GROUP_("Output"),
+	ING_OPT_PATH_(C, "out", out, "DIR", "results directory (created; default bench-results)"),
+	ING_OPT_STR_(C, "git-rev", git_rev, "REV", "the revision recorded (default: this build's, " ING_GIT_REV ")"),
 	ING_OPT_BOOL_(C, "no-plots", no_plots, "no gnuplot (data and report only)"),
 	ING_OPT_BOOL_(C, "json", json, "results.json also on stdout"),
 	ING_OPT_LOG_LEVEL_ENTRY(C, "warn"),
@@ -282,7 +361,11 @@ static const struct ing_cli cli = {
 		 "busy), then each --loads fraction of it open loop (latency from each frame's\n"
 		 "scheduled time: no coordinated omission). Floors measured in the same run (TCP\n"
 		 "loopback round trip, O_DIRECT write + fdatasync). Writes report.md with plots,\n"
-		 "results.json, points.csv and timeline.csv into --out.\n",
+		 "results.json, points.csv and timeline.csv into --out.\n"
+		 "For comparing runs, each report records the node (version, pool, transports,\n"
+		 "credits, from its Negotiate and Stats), this tool's version and git revision, the\n"
+		 "machine's load before, during and after (a warning when it was loaded), frames\n"
+		 "other producers sent meanwhile, and with --repeat the spread over repetitions.\n",
 	.opts = opts,
 	.nopts = sizeof(opts) / sizeof(opts[0]),
 	.max_args = 0,
@@ -317,7 +400,31 @@ static double planned_s(const struct cfg *c)
 {
 	return (double)(c->nxport * c->nsize) *
 	       ((c->capacity_fps ? 0 : c->capacity_ms / 1e3 + 1) +
-		c->nload * (c->duration_ms + c->warmup_ms) / 1e3);
+		c->repeat * c->nload * (c->duration_ms + c->warmup_ms) / 1e3);
+}
+
+/* Seconds the points not started yet take as planned (the ETA), after done of them. */
+static double remaining_s(const struct cfg *c, unsigned done)
+{
+	unsigned per_group = c->repeat * c->nload + (c->capacity_fps ? 0 : 1);
+	unsigned total = c->nxport * c->nsize * per_group, left = total > done ? total - done : 0;
+	double cap = c->capacity_fps ? 0 : c->capacity_ms / 1e3 + 1, pt = (c->duration_ms + c->warmup_ms) / 1e3;
+	/* capacity runs left: one per group not started */
+	unsigned groups_left = left / per_group, in_group = left % per_group;
+	return groups_left * (cap + c->repeat * c->nload * pt) +
+	       (in_group > c->repeat * c->nload ? cap + c->repeat * c->nload * pt : in_group * pt);
+}
+
+static const char *fmt_secs(double s, char *buf, size_t n)
+{
+	unsigned v = (unsigned)(s + 0.5);
+	if (v >= 3600)
+		snprintf(buf, n, "%uh%02um", v / 3600, v % 3600 / 60);
+	else if (v >= 60)
+		snprintf(buf, n, "%um%02us", v / 60, v % 60);
+	else
+		snprintf(buf, n, "%us", v);
+	return buf;
 }
 
 /* The options, then the lists and the token file: 0, 1 (--help/--version) or 2. */
@@ -360,6 +467,11 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 						   items[i]);
 		c->load[i] = v / 100.0;
 	}
+	if (!!c->tls_cert != !!c->tls_key)
+		return ing_cli_usage_error(&cli, "--tls-cert and --tls-key go together");
+	if ((c->tls_cert || c->tls_server_name) && !c->tls_ca)
+		return ing_cli_usage_error(&cli, "--tls-cert, --tls-key and --tls-server-name need "
+					   "--tls-ca (the CA that signed the node's certificate)");
 	if (c->auth_token_file &&
 	    ing_token_file_read(c->auth_token_file, c->token, sizeof(c->token), why, sizeof(why)))
 		return ing_cli_usage_error(&cli, "--auth-token-file: '%s': %s", c->auth_token_file, why);
@@ -516,6 +628,151 @@ static int floor_disk(const char *dir, uint64_t size, const void *data, struct i
 	return 0;
 }
 
+/* ------------------------------------------------------------------ the node and the machine */
+
+/* Negotiate and Stats over a gRPC channel of our own (the producer API does not say them). */
+static int node_call(const struct cfg *c, struct ing_grpc_chan *ch, const char *path,
+		     const uint8_t *req, size_t len, uint8_t **resp, size_t *rlen, char *err, size_t errlen)
+{
+	char bearer[ING_AUTH_TOKEN_MAX + 16];
+	const char *md[3] = { NULL, NULL, NULL };
+	if (c->auth_token_file) {
+		snprintf(bearer, sizeof(bearer), "Bearer %s", c->token);
+		md[0] = "authorization";
+		md[1] = bearer;
+	}
+	int st = ing_grpc_unary(ch, path, md, req, len, resp, rlen, 10000, err, errlen);
+	explicit_bzero(bearer, sizeof(bearer));
+	return st;
+}
+
+/*
+ * What the node says about itself: before the run (after false) its version, limits,
+ * transports, pool and framesDurable; after it, framesDurable again (frames of other
+ * producers during the run). Failing to ask is recorded, never fatal.
+ */
+static void node_info(const struct cfg *c, struct node_info *ni, bool after)
+{
+	struct ing_grpc_chan_opts co;
+	char err[256] = "";
+	uint8_t *resp = NULL;
+	size_t rlen = 0;
+
+	ing_grpc_chan_opts_init(&co);
+	co.target = c->server;
+	co.tls = c->tls_ca != NULL;
+	co.tls_ca = c->tls_ca;
+	co.tls_cert = c->tls_cert;
+	co.tls_key = c->tls_key;
+	co.tls_server_name = c->tls_server_name;
+	struct ing_grpc_chan *ch = ing_grpc_chan_connect(&co, err, sizeof(err));
+	if (!ch) {
+		snprintf(ni->err, sizeof(ni->err), "cannot connect: %.200s", err);
+		return;
+	}
+	if (node_call(c, ch, "/h3000.RDMASvc/Stats", NULL, 0, &resp, &rlen, err, sizeof(err)) == ING_GRPC_OK) {
+		H3000__StatsReply *r = h3000__stats_reply__unpack(NULL, rlen, resp);
+		if (r && after) {
+			ni->durable_after = r->framesdurable;
+			ni->after_known = true;
+		} else if (r) {
+			ni->durable_before = r->framesdurable;
+			ni->pool_bytes = r->poolbytes;
+			ni->pool_slots = r->poolslotstotal;
+			ni->hugepages = r->poolhugepages;
+			ni->disk_bytes = r->disksizebytes;
+			ni->lcores = (unsigned)r->n_lcores;
+			ni->sessions_before = r->sessionsactive;
+			ni->tier = r->tier && r->tier->enabled;
+			snprintf(ni->transport_note, sizeof(ni->transport_note), "%s",
+				 r->transportnote ? r->transportnote : "");
+		}
+		if (r)
+			h3000__stats_reply__free_unpacked(r, NULL);
+	} else if (!ni->err[0]) {
+		snprintf(ni->err, sizeof(ni->err), "Stats: %.200s", err);
+	}
+	free(resp);
+	resp = NULL;
+	/* Negotiate after Stats: its session is not among the sessions counted before the run */
+	if (!after) {
+		H3000__NegotiateRequest q = H3000__NEGOTIATE_REQUEST__INIT;
+		H3000__Transport want[] = { H3000__TRANSPORT__TRANSPORT_GRPC_STREAM };
+		uint8_t req[ING_AUTH_TOKEN_MAX + 128];
+		q.versionmin = 1;
+		q.versionmax = 1;
+		q.clientname = (char *)"ingest-bench (node info)";
+		q.authtoken = (char *)(c->auth_token_file ? c->token : "");
+		q.n_transports = 1;
+		q.transports = want;
+		size_t len = h3000__negotiate_request__pack(&q, req);
+		if (node_call(c, ch, "/h3000.RDMASvc/Negotiate", req, len, &resp, &rlen, err, sizeof(err)) ==
+		    ING_GRPC_OK) {
+			H3000__NegotiateReply *n = h3000__negotiate_reply__unpack(NULL, rlen, resp);
+			if (n) {
+				snprintf(ni->version, sizeof(ni->version), "%s", n->serverversion ? n->serverversion : "");
+				snprintf(ni->node_id, sizeof(ni->node_id), "%s", n->nodeid ? n->nodeid : "");
+				snprintf(ni->negotiate_note, sizeof(ni->negotiate_note), "%s", n->message ? n->message : "");
+				ni->max_frame = n->maxframesize;
+				ni->credits = n->credits;
+				ni->max_chunk = n->maxchunksize;
+				size_t o = 0;
+				ni->available[0] = '\0';
+				for (size_t i = 0; i < n->n_available && o < sizeof(ni->available); i++) {
+					const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+						&h3000__transport__descriptor, n->available[i]);
+					o += (size_t)snprintf(ni->available + o, sizeof(ni->available) - o, "%s%s",
+							      i ? "," : "", v ? v->name + (strncmp(v->name, "TRANSPORT_", 10) ? 0 : 10) : "?");
+				}
+				h3000__negotiate_reply__free_unpacked(n, NULL);
+			}
+		} else {
+			snprintf(ni->err, sizeof(ni->err), "Negotiate: %.200s", err);
+		}
+		ni->known = ni->version[0] != '\0';
+	}
+	free(resp);
+	ing_grpc_chan_close(ch);
+}
+
+/* the three load averages; false when /proc/loadavg cannot be read */
+static bool read_loadavg(double v[3])
+{
+	FILE *f = fopen("/proc/loadavg", "re");
+	bool ok = f && fscanf(f, "%lf %lf %lf", &v[0], &v[1], &v[2]) == 3;
+	if (f)
+		fclose(f);
+	if (!ok)
+		v[0] = v[1] = v[2] = -1;
+	return ok;
+}
+
+/* CPU pressure over the last minute (% of time some task waited for a CPU), or -1 */
+static double read_cpu_pressure(void)
+{
+	FILE *f = fopen("/proc/pressure/cpu", "re");
+	double v = -1;
+	if (f) {
+		if (fscanf(f, "some avg10=%*f avg60=%lf", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static void load_before(struct load_info *l)
+{
+	l->cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	read_loadavg(l->before);
+	l->psi_before = read_cpu_pressure();
+	l->loaded = l->before[0] > LOADED_PER_CPU * (double)(l->cpus > 0 ? l->cpus : 1);
+	if (l->loaded)
+		fprintf(stderr, "ingest-bench: WARNING: the machine is loaded before the run: load average "
+			"%.2f on %ld CPUs (above %.1f per CPU): other work competes with the node and this "
+			"tool, so latencies are not comparable with an idle machine's; the report says so\n",
+			l->before[0], l->cpus, LOADED_PER_CPU);
+}
+
 /* ------------------------------------------------------------------ one phase */
 
 static void progress(struct run *r, const struct point *pt, const char *what, uint64_t t0,
@@ -526,11 +783,12 @@ static void progress(struct run *r, const struct point *pt, const char *what, ui
 		return;
 	*last = now;
 	double done = (double)(now - t0) / 1e9, tot = (double)total_ns / 1e9;
-	char sz[48];
+	char sz[48], eta[16];
+	double left = remaining_s(r->c, r->point_no) + (tot > done ? tot - done : 0);
 	fprintf(stderr, "\r[%u/%u] %s %s %s: %4.1f/%.1f s  %" PRIu64 " durable  "
-		"p99 %.2f ms   ", r->point_no, r->points_total, xname(pt->xport),
+		"p99 %.2f ms  ETA %s   ", r->point_no, r->points_total, xname(pt->xport),
 		size_label(pt, sz, sizeof(sz)), what, done > tot ? tot : done, tot, pt->ok,
-		ms(ing_hist_quantile(&pt->h[H_DURABLE], 0.99)));
+		ms(ing_hist_quantile(&pt->h[H_DURABLE], 0.99)), fmt_secs(left, eta, sizeof(eta)));
 }
 
 static void on_ack(struct run *r, struct point *pt, const struct ing_ack *a, uint64_t now)
@@ -560,6 +818,7 @@ static void on_ack(struct run *r, struct point *pt, const struct ing_ack *a, uin
 		x->buf = -1;
 	}
 	if (a->ok) {
+		r->all_durable++;
 		uint64_t bin = (now - r->t_run0) / TL_BIN_NS;
 		if (bin < r->tl_n)
 			r->tl_bytes[bin] += x->len;
@@ -724,14 +983,64 @@ static void host_info(char *host, size_t hl, char *cpu, size_t cl)
 		fclose(f);
 }
 
+/* frames the node made DURABLE during the run that this run did not send (-1: unknown) */
+static int64_t other_frames(const struct node_info *ni, uint64_t ours)
+{
+	if (!ni->known || !ni->after_known || ni->durable_after < ni->durable_before)
+		return -1;
+	uint64_t all = ni->durable_after - ni->durable_before;
+	return all > ours ? (int64_t)(all - ours) : 0;
+}
+
+static void json_node(FILE *f, const struct node_info *ni, uint64_t ours)
+{
+	fprintf(f, ",\"node\":{\"known\":%s,\"error\":", ni->known ? "true" : "false");
+	ing_json_str(f, ni->err);
+	fprintf(f, ",\"version\":");
+	ing_json_str(f, ni->version);
+	fprintf(f, ",\"node_id\":");
+	ing_json_str(f, ni->node_id);
+	fprintf(f, ",\"transports_available\":");
+	ing_json_str(f, ni->available);
+	fprintf(f, ",\"transport_note\":");
+	ing_json_str(f, ni->transport_note);
+	fprintf(f, ",\"max_frame\":%" PRIu64 ",\"credits\":%u,\"max_chunk\":%u,\"pool_bytes\":%" PRIu64
+		",\"pool_slots\":%u,\"pool_hugepages\":%s,\"rdma_lcores\":%u,\"disk_bytes\":%" PRIu64
+		",\"tier\":%s,\"sessions_before\":%u,\"frames_durable_before\":%" PRIu64
+		",\"frames_durable_after\":%" PRIu64 ",\"frames_of_others_during_run\":%" PRId64 "}",
+		ni->max_frame, ni->credits, ni->max_chunk, ni->pool_bytes, ni->pool_slots,
+		ni->hugepages ? "true" : "false", ni->lcores, ni->disk_bytes, ni->tier ? "true" : "false",
+		ni->sessions_before, ni->durable_before, ni->durable_after, other_frames(ni, ours));
+}
+
+static void json_load(FILE *f, const struct load_info *l)
+{
+	fprintf(f, ",\"load\":{\"cpus\":%ld,\"before\":[%.2f,%.2f,%.2f],\"after\":[%.2f,%.2f,%.2f],"
+		"\"cpu_pressure_avg60_before\":%.2f,\"cpu_pressure_avg60_after\":%.2f,"
+		"\"loaded_per_cpu_threshold\":%.2f,\"loaded\":%s}", l->cpus, l->before[0], l->before[1],
+		l->before[2], l->after[0], l->after[1], l->after[2], l->psi_before, l->psi_after,
+		LOADED_PER_CPU, l->loaded ? "true" : "false");
+}
+
+static void json_spread(FILE *f, const char *name, struct spread sp)
+{
+	fprintf(f, ",\"%s\":{\"min\":%.4f,\"median\":%.4f,\"max\":%.4f}", name, sp.min, sp.med, sp.max);
+}
+
 static void write_json(FILE *f, const struct cfg *c, const struct point *caps,
 		       const struct point *pts, unsigned npts, const struct floor *fl, unsigned nfl,
-		       const char *started)
+		       const char *started, const struct node_info *ni, const struct load_info *li,
+		       uint64_t ours)
 {
 	char host[512], cpu[256];
 	host_info(host, sizeof(host), cpu, sizeof(cpu));
-	fprintf(f, "{\"tool\":\"ingest-bench\",\"started\":\"%s\",\"git_rev\":", started);
+	fprintf(f, "{\"tool\":\"ingest-bench\",\"tool_version\":\"%s\",\"started\":\"%s\",\"git_rev\":",
+		ING_VERSION, started);
 	ing_json_str(f, c->git_rev);
+	fprintf(f, ",\"git_rev_built\":");
+	ing_json_str(f, ING_GIT_REV);
+	json_node(f, ni, ours);
+	json_load(f, li);
 	fprintf(f, ",\"host\":{\"uname\":");
 	ing_json_str(f, host);
 	fprintf(f, ",\"cpu\":");
@@ -739,8 +1048,9 @@ static void write_json(FILE *f, const struct cfg *c, const struct point *caps,
 	fprintf(f, ",\"cpus_online\":%ld},\"params\":{\"server\":", sysconf(_SC_NPROCESSORS_ONLN));
 	ing_json_str(f, c->server);
 	fprintf(f, ",\"duration_s\":%.3f,\"warmup_s\":%.3f,\"capacity_s\":%.3f,"
-		"\"capacity_fps_given\":%.3f,\"credits\":%u,\"loads_pct\":[",
-		c->duration_ms / 1e3, c->warmup_ms / 1e3, c->capacity_ms / 1e3, c->capacity_fps, c->credits);
+		"\"capacity_fps_given\":%.3f,\"credits\":%u,\"repeat\":%u,\"tls\":%s,\"loads_pct\":[",
+		c->duration_ms / 1e3, c->warmup_ms / 1e3, c->capacity_ms / 1e3, c->capacity_fps, c->credits,
+		c->repeat, c->tls_ca ? "true" : "false");
 	for (unsigned i = 0; i < c->nload; i++)
 		fprintf(f, "%s%.1f", i ? "," : "", c->load[i] * 100);
 	fprintf(f, "],\"sizes\":[");
@@ -791,6 +1101,21 @@ static void write_json(FILE *f, const struct cfg *c, const struct point *caps,
 			fprintf(f, "%s\"%s\":", k ? "," : "", h_name[k]);
 			json_hist(f, &p->h[k]);
 		}
+		fprintf(f, "},\"repetitions\":[");
+		for (unsigned k = 0; k < p->nrep; k++) {
+			const struct rep_sum *x = &p->rep[k];
+			fprintf(f, "%s{\"achieved_fps\":%.3f,\"mb_s\":%.2f,\"ok\":%" PRIu64 ",\"failed\":%" PRIu64
+				",\"durable_p50_ms\":%.4f,\"durable_p99_ms\":%.4f,\"durable_p999_ms\":%.4f,"
+				"\"received_p99_ms\":%.4f,\"load1\":%.2f}", k ? "," : "", x->achieved_fps, x->mb_s,
+				x->ok, x->failed, x->durable_p50_ms, x->durable_p99_ms, x->durable_p999_ms,
+				x->received_p99_ms, x->load1);
+		}
+		fprintf(f, "],\"spread\":{\"repetitions\":%u", p->nrep);
+		json_spread(f, "achieved_fps", spread_of(p, get_fps));
+		json_spread(f, "durable_p50_ms", spread_of(p, get_p50));
+		json_spread(f, "durable_p99_ms", spread_of(p, get_p99));
+		json_spread(f, "durable_p999_ms", spread_of(p, get_p999));
+		json_spread(f, "received_p99_ms", spread_of(p, get_rx_p99));
 		fprintf(f, "}}");
 	}
 	fprintf(f, "]}\n");
@@ -990,6 +1315,26 @@ static void report_group(FILE *f, const struct cfg *c, const struct point *cap,
 			ms(ing_hist_quantile(h, 0.5)), ms(ing_hist_quantile(h, 0.95)),
 			ms(ing_hist_quantile(h, 0.99)), ms(ing_hist_quantile(h, 0.999)));
 	}
+	if (c->repeat > 1) {
+		fprintf(f, "\nSpread over the %u repetitions (each a whole pass over the loads; "
+			"min / median / max of the repetitions' own figures; the table above merges "
+			"their samples):\n\n| load | achieved fps | DURABLE P50 | DURABLE P99 | P99 max/min | "
+			"RECEIVED P99 | load avg at end |\n|---|---|---|---|---|---|---|\n", c->repeat);
+		for (unsigned i = 0; i < per; i++) {
+			const struct point *p = &p0[i];
+			struct spread fps = spread_of(p, get_fps), p50 = spread_of(p, get_p50),
+				      p99 = spread_of(p, get_p99), rx = spread_of(p, get_rx_p99);
+			double lmin = 1e9, lmax = 0;
+			for (unsigned k = 0; k < p->nrep; k++) {
+				lmin = p->rep[k].load1 < lmin ? p->rep[k].load1 : lmin;
+				lmax = p->rep[k].load1 > lmax ? p->rep[k].load1 : lmax;
+			}
+			fprintf(f, "| %.0f%% | %.1f / %.1f / %.1f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | "
+				"%.2fx | %.2f / %.2f / %.2f | %.2f..%.2f |\n", p->load * 100, fps.min, fps.med,
+				fps.max, p50.min, p50.med, p50.max, p99.min, p99.med, p99.max,
+				p99.min > 0 ? p99.max / p99.min : 0.0, rx.min, rx.med, rx.max, lmin, lmax);
+		}
+	}
 	report_bars(f, p0, per);
 	fprintf(f, "\nWhere the time goes (the node's stages come back in every DURABLE "
 		"Ack; each is timed from the end of the one before), next to its floor "
@@ -1036,9 +1381,59 @@ static void report_floors(FILE *f, const struct cfg *c, const struct floor *fl)
 			"guest (`bench/latency.sh BUILD --guest`); not part of this run.\n");
 }
 
+/* What makes two reports comparable: the tool, the node, the machine and its load. */
+static void report_context(FILE *f, const struct cfg *c, const struct node_info *ni,
+			   const struct load_info *li, uint64_t ours)
+{
+	char a[32];
+	int64_t others = other_frames(ni, ours);
+	if (li->loaded)
+		fprintf(f, "> **Warning: the machine was loaded** before the run (load average %.2f on %ld "
+			"CPUs, above %.1f per CPU): other work competed with the node and this tool, so "
+			"these latencies are not comparable with an idle machine's.\n\n", li->before[0],
+			li->cpus, LOADED_PER_CPU);
+	if (others > 0)
+		fprintf(f, "> **Warning: other producers** made %" PRId64 " frames DURABLE on the node "
+			"during the run (its framesDurable grew by %" PRIu64 ", this run sent %" PRIu64 ").\n\n",
+			others, ni->durable_after - ni->durable_before, ours);
+	fprintf(f, "| | |\n|---|---|\n");
+	fprintf(f, "| tool | ingest-bench %s, git `%s`%s |\n", ING_VERSION, c->git_rev,
+		strcmp(c->git_rev, ING_GIT_REV) ? " (given with --git-rev; built from `" ING_GIT_REV "`)" : "");
+	if (ni->known) {
+		fprintf(f, "| node | `%s` ingestd %s%s%s%s |\n", c->server, ni->version,
+			ni->node_id[0] ? ", node id `" : "", ni->node_id, ni->node_id[0] ? "`" : "");
+		fprintf(f, "| node limits | max frame %" PRIu64 " bytes, %u credits per session, chunks of %u "
+			"bytes |\n", ni->max_frame, ni->credits, ni->max_chunk);
+		snprintf(a, sizeof(a), "%.1f MiB", (double)ni->pool_bytes / 1048576.0);
+		fprintf(f, "| node pool | %s in %u slots on %s |\n", a, ni->pool_slots,
+			ni->hugepages ? "hugepages" : "4 KiB pages");
+		fprintf(f, "| node transports | %s; %s%s%s |\n", ni->available[0] ? ni->available : "-",
+			ni->transport_note[0] ? ni->transport_note : "-", ni->lcores ? "; RDMA lcores " : "",
+			ni->lcores ? (snprintf(a, sizeof(a), "%u", ni->lcores), a) : "");
+		fprintf(f, "| node storage | data dir file system %.1f GiB%s |\n",
+			(double)ni->disk_bytes / 1073741824.0, ni->tier ? ", object store tier on" : "");
+		fprintf(f, "| node traffic | %u sessions open before the run; frames of other producers "
+			"during it: %s |\n", ni->sessions_before,
+			others < 0 ? "unknown" : (snprintf(a, sizeof(a), "%" PRId64, others), a));
+	} else {
+		fprintf(f, "| node | `%s`: not known (%s) |\n", c->server, ni->err);
+	}
+	fprintf(f, "| machine load | load average %.2f / %.2f / %.2f before, %.2f / %.2f / %.2f after "
+		"(1 / 5 / 15 min, %ld CPUs)", li->before[0], li->before[1], li->before[2], li->after[0],
+		li->after[1], li->after[2], li->cpus);
+	if (li->psi_before >= 0)
+		fprintf(f, "; CPU pressure %.1f %% before, %.1f %% after (some, 60 s)", li->psi_before,
+			li->psi_after);
+	fprintf(f, " |\n| repetitions | %u%s |\n", c->repeat,
+		c->repeat > 1 ? " (spread below each group's table)" : " (no spread: --repeat 3 gives one)");
+	fprintf(f, "| security | %s%s |\n\n", c->tls_ca ? "TLS" : "cleartext h2c",
+		c->auth_token_file ? ", auth token" : "");
+}
+
 static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
 			 const struct point *pts, unsigned npts, const struct floor *fl,
-			 const char *started, bool plots)
+			 const char *started, bool plots, const struct node_info *ni,
+			 const struct load_info *li, uint64_t ours)
 {
 	char host[512], cpu[256];
 	host_info(host, sizeof(host), cpu, sizeof(cpu));
@@ -1050,6 +1445,7 @@ static void write_report(FILE *f, const struct cfg *c, const struct point *caps,
 		"< 1 %% error; all times in ms. Data: `results.json`, `points.csv`, `timeline.csv`.\n\n",
 		started, host, cpu, sysconf(_SC_NPROCESSORS_ONLN), c->server, c->git_rev,
 		c->duration_ms / 1e3, c->warmup_ms / 1e3);
+	report_context(f, c, ni, li, ours);
 	for (unsigned g = 0; g < npts / c->nload; g++)
 		report_group(f, c, &caps[g], &pts[g * c->nload], fl, plots);
 	report_floors(f, c, fl);
@@ -1111,6 +1507,10 @@ static int connect_for(const struct cfg *c, enum bx t, const struct ing_size_ran
 	o.credits = c->credits;
 	o.client_name = "ingest-bench";
 	o.auth_token = c->auth_token_file ? c->token : NULL;
+	o.tls_ca = c->tls_ca;
+	o.tls_cert = c->tls_cert;
+	o.tls_key = c->tls_key;
+	o.tls_server_name = c->tls_server_name;
 	o.frame_timeout_ms = 30000;
 	o.pool_frame_size = (sz->hi + 4095) & ~4095ull;
 	unsigned nbuf = c->credits ? c->credits : 64;
@@ -1186,13 +1586,15 @@ static void disconnect(struct run *r)
 static void print_point(const struct run *r, const struct point *p)
 {
 	const struct ing_hist *d = &p->h[H_DURABLE], *n = &p->h[H_NODE_TOTAL];
-	char sz[48];
-	fprintf(stderr, "%s%s %s load %5.1f%%: %7.1f fps offered, %7.1f achieved, "
-		"DURABLE p50 %.2f p99 %.2f p99.9 %.2f ms; node p99 %.2f ms%s\n",
-		r->tty ? "\r" : "", xname(p->xport), size_label(p, sz, sizeof(sz)), p->load * 100,
+	char sz[48], eta[16];
+	fprintf(stderr, "%s[%u/%u] %s %s load %5.1f%%: %7.1f fps offered, %7.1f achieved, "
+		"DURABLE p50 %.2f p99 %.2f p99.9 %.2f ms; node p99 %.2f ms%s; ETA %s\n",
+		r->tty ? "\r" : "", r->point_no, r->points_total, xname(p->xport),
+		size_label(p, sz, sizeof(sz)), p->load * 100,
 		p->offered_fps, p->achieved_fps, ms(ing_hist_quantile(d, 0.5)),
 		ms(ing_hist_quantile(d, 0.99)), ms(ing_hist_quantile(d, 0.999)),
-		ms(ing_hist_quantile(n, 0.99)), p->failed ? "  (FAILED FRAMES)" : "");
+		ms(ing_hist_quantile(n, 0.99)), p->failed ? "  (FAILED FRAMES)" : "",
+		fmt_secs(remaining_s(r->c, r->point_no), eta, sizeof(eta)));
 }
 
 /* The whole sweep per stage, for the terminal (report.md has it with the floors). */
@@ -1221,6 +1623,9 @@ struct sweep {
 	unsigned ngroups, npts;
 	char started[64];
 	bool any_failed;
+	struct node_info node;
+	struct load_info load;
+	struct point tmp;          /* one repetition of a point, merged into its point */
 };
 
 static int sweep_alloc(const struct cfg *c, struct sweep *w)
@@ -1248,7 +1653,7 @@ static int sweep_alloc(const struct cfg *c, struct sweep *w)
 		fprintf(stderr, "ingest-bench: out of memory\n");
 		return -ENOMEM;
 	}
-	r->points_total = w->npts + (c->capacity_fps ? 0 : w->ngroups);
+	r->points_total = w->npts * c->repeat + (c->capacity_fps ? 0 : w->ngroups);
 	return 0;
 }
 
@@ -1308,6 +1713,37 @@ static int measure_floors(const struct cfg *c, struct sweep *w)
 	return 0;
 }
 
+/* One repetition t of a load point into p: counters and histograms added, its figures kept. */
+static void point_merge(struct point *p, const struct point *t, const struct cfg *c)
+{
+	double load[3];
+	if (p->nrep < MAX_REPEAT) {
+		struct rep_sum *x = &p->rep[p->nrep++];
+		read_loadavg(load);
+		*x = (struct rep_sum){
+			.achieved_fps = t->achieved_fps, .mb_s = t->mb_s, .ok = t->ok, .failed = t->failed,
+			.durable_p50_ms = ms(ing_hist_quantile(&t->h[H_DURABLE], 0.5)),
+			.durable_p99_ms = ms(ing_hist_quantile(&t->h[H_DURABLE], 0.99)),
+			.durable_p999_ms = ms(ing_hist_quantile(&t->h[H_DURABLE], 0.999)),
+			.received_p99_ms = ms(ing_hist_quantile(&t->h[H_RECEIVED], 0.99)),
+			.load1 = load[0],
+		};
+	}
+	p->offered_fps = t->offered_fps;
+	p->sent += t->sent;
+	p->ok += t->ok;
+	p->failed += t->failed;
+	p->unsent += t->unsent;
+	p->ok_bytes += t->ok_bytes;
+	if (t->late_max_ns > p->late_max_ns)
+		p->late_max_ns = t->late_max_ns;
+	for (unsigned k = 0; k < H_N; k++)
+		ing_hist_merge(&p->h[k], &t->h[k]);
+	double sec = (double)c->duration_ms / 1e3 * p->nrep;
+	p->achieved_fps = (double)p->ok / sec;
+	p->mb_s = (double)p->ok_bytes / 1e6 / sec;
+}
+
 /* One group: its capacity (closed loop, or --capacity-fps), then each load open loop. */
 static int sweep_group(const struct cfg *c, struct sweep *w, unsigned x, unsigned s)
 {
@@ -1341,22 +1777,48 @@ static int sweep_group(const struct cfg *c, struct sweep *w, unsigned x, unsigne
 			rc = -EIO;
 		}
 	}
-	for (unsigned l = 0; l < c->nload && !rc; l++) {
-		struct point *p = &w->pts[g * c->nload + l];
-		char what[32];
-		p->xport = c->xport[x];
-		p->size = c->size[s].hi;
-		p->size_lo = c->size[s].lo;
-		p->load = c->load[l];
-		r->point_no++;
-		snprintf(what, sizeof(what), "%.0f%% load", c->load[l] * 100);
-		rc = phase(r, p, c->load[l] * cap->achieved_fps, (uint64_t)c->warmup_ms * 1000000ull,
-			   (uint64_t)c->duration_ms * 1000000ull, what);
-		print_point(r, p);
-		w->any_failed |= p->failed > 0;
+	/* each repetition is a whole pass over the loads, so that a drift shows as spread */
+	for (unsigned k = 0; k < c->repeat && !rc; k++) {
+		for (unsigned l = 0; l < c->nload && !rc; l++) {
+			struct point *p = &w->pts[g * c->nload + l], *t = &w->tmp;
+			char what[48];
+			p->xport = t->xport = c->xport[x];
+			p->size = t->size = c->size[s].hi;
+			p->size_lo = t->size_lo = c->size[s].lo;
+			p->load = t->load = c->load[l];
+			r->point_no++;
+			if (c->repeat > 1)
+				snprintf(what, sizeof(what), "%.0f%% load, pass %u/%u", c->load[l] * 100, k + 1,
+					 c->repeat);
+			else
+				snprintf(what, sizeof(what), "%.0f%% load", c->load[l] * 100);
+			t->sent = t->ok = t->failed = t->unsent = t->late_max_ns = t->ok_bytes = 0;
+			rc = phase(r, t, c->load[l] * cap->achieved_fps, (uint64_t)c->warmup_ms * 1000000ull,
+				   (uint64_t)c->duration_ms * 1000000ull, what);
+			print_point(r, t);
+			point_merge(p, t, c);
+			w->any_failed |= t->failed > 0;
+		}
 	}
 	disconnect(r);
 	return rc;
+}
+
+/* The plan and its ETA, before anything is measured. */
+static void print_plan(const struct cfg *c, const struct sweep *w)
+{
+	char eta[16], until[16];
+	double total = planned_s(c);
+	time_t end = time(NULL) + (time_t)total;
+	struct tm tm;
+	localtime_r(&end, &tm);
+	strftime(until, sizeof(until), "%H:%M:%S", &tm);
+	fprintf(stderr, "ingest-bench: plan: %u transport%s x %u size%s: %s%u load%s x %u repetition%s "
+		"of %.1f s (+ %.1f s warm-up) = %u points; about %s, done about %s\n", c->nxport,
+		c->nxport == 1 ? "" : "s", c->nsize, c->nsize == 1 ? "" : "s",
+		c->capacity_fps ? "" : "capacity (closed loop), then ", c->nload, c->nload == 1 ? "" : "s",
+		c->repeat, c->repeat == 1 ? "" : "s", c->duration_ms / 1e3, c->warmup_ms / 1e3,
+		w->r.points_total, fmt_secs(total, eta, sizeof(eta)), until);
 }
 
 /* Step 3: every transport x size group. 0, or the -errno that stopped it. */
@@ -1389,11 +1851,13 @@ static int write_outputs(const struct cfg *c, struct sweep *w, bool *plotted)
 	}
 	if (!(f = out_open(c, "results.json")))
 		return -EIO;
-	write_json(f, c, w->caps, w->pts, w->npts, w->fl, c->nsize, w->started);
+	write_json(f, c, w->caps, w->pts, w->npts, w->fl, c->nsize, w->started, &w->node, &w->load,
+		   r->all_durable);
 	if (fclose(f))
 		return -EIO;
 	if (c->json) {
-		write_json(stdout, c, w->caps, w->pts, w->npts, w->fl, c->nsize, w->started);
+		write_json(stdout, c, w->caps, w->pts, w->npts, w->fl, c->nsize, w->started, &w->node,
+			   &w->load, r->all_durable);
 		fflush(stdout);
 	}
 	if (write_csv(c, w->pts, w->npts))
@@ -1420,7 +1884,8 @@ static int write_outputs(const struct cfg *c, struct sweep *w, bool *plotted)
 	*plotted = !c->no_plots && run_gnuplot(c, w->pts, w->npts, c->nload) == 0;
 	if (!(f = out_open(c, "report.md")))
 		return -EIO;
-	write_report(f, c, w->caps, w->pts, w->npts, w->fl, w->started, *plotted);
+	write_report(f, c, w->caps, w->pts, w->npts, w->fl, w->started, *plotted, &w->node, &w->load,
+		     r->all_durable);
 	if (fclose(f))
 		return -EIO;
 	fprintf(stderr, "ingest-bench: results in %s/ (report.md, results.json, points.csv%s)\n",
@@ -1441,14 +1906,28 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? ING_EXIT_OK : rc;
 	signal(SIGPIPE, SIG_IGN);
+	/* the machine and the node as they were before this tool added its own load */
+	load_before(&w.load);
+	node_info(&c, &w.node, false);
 	if (sweep_alloc(&c, &w) || probe_node(&c, &w)) {
 		sweep_free(&w);
 		explicit_bzero(c.token, sizeof(c.token));
 		return ING_EXIT_FAILURE;
 	}
+	print_plan(&c, &w);
+	if (w.node.err[0])
+		fprintf(stderr, "ingest-bench: the node's version and configuration are not known (%s): the "
+			"report says so\n", w.node.err);
 	rc = measure_floors(&c, &w);
 	if (!rc)
 		rc = run_sweep(&c, &w);
+	read_loadavg(w.load.after);
+	w.load.psi_after = read_cpu_pressure();
+	node_info(&c, &w.node, true);
+	int64_t others = other_frames(&w.node, w.r.all_durable);
+	if (others > 0)
+		fprintf(stderr, "ingest-bench: WARNING: other producers made %" PRId64 " frames DURABLE on the "
+			"node during the run: the latencies include their load\n", others);
 	explicit_bzero(c.token, sizeof(c.token));
 	int out = write_outputs(&c, &w, &plotted);
 	sweep_free(&w);

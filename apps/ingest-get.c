@@ -15,6 +15,7 @@
 #include "common/parse.h"
 #include "common/token.h"
 #include "control/grpc/grpc.h"
+#include "control/node.h"
 #include "h3000.pb-c.h"
 
 #include <errno.h>
@@ -27,7 +28,7 @@
 #include <unistd.h>
 
 struct get_cfg {
-	const char *server;
+	const char *server, *config;
 	const char *wafer;
 	const char *frame;
 	const char *out;
@@ -36,6 +37,8 @@ struct get_cfg {
 	const char *auth_token_file;
 	const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;
 	bool quiet;
+	bool tls;                   /* --config: the node serves TLS */
+	char server_buf[300];
 };
 #define C struct get_cfg
 
@@ -48,7 +51,7 @@ static void defaults(void *cfg)
 }
 
 static const struct ing_opt opts[] = {
-	ING_OPT_STR_(C, "server", server, "HOST:PORT", "the ingest node (default 127.0.0.1:50051)"),
+	ING_OPT_GROUP_("The frame"),
 	ING_OPT_STR_(C, "wafer", wafer, "ID", "the wafer (default: the wafer \"default\", as for an empty\n"
 		     "waferId)"),
 	ING_OPT_STR_(C, "frame", frame, "ID", "the frame (required)"),
@@ -57,6 +60,12 @@ static const struct ing_opt opts[] = {
 	ING_OPT_CHOICE_(C, "source", source, "any=0|local=1|store=2",
 			"where to read it: any (the local copy when there is one,\n"
 			"else the object store; default), local, store"),
+	ING_OPT_GROUP_("The node"),
+	ING_OPT_CUSTOM_(C, "server", server, ing_opt_set_hostport, "HOST:PORT",
+			"the ingest node (default 127.0.0.1:50051)"),
+	{ "config", "FILE", ING_OPT_PATH, offsetof(C, config), 0, 0, 0, NULL, NULL,
+	  "ingestd's config file: its listen port (on this host), TLS and\n"
+	  "auth token file; flags given here win", NULL, ING_OPTF_NOCONF },
 	ING_OPT_DURATION_(C, "timeout", timeout_ms, 1000, 3600000, "give up when no byte arrives for this long"),
 	ING_OPT_PATH_(C, "auth-token-file", auth_token_file, "PATH", "the node's shared secret (ingestd --auth-token-file)"),
 	ING_OPT_PATH_(C, "tls-ca", tls_ca, "PEM", "TLS: verify the node's certificate against this CA"),
@@ -64,12 +73,14 @@ static const struct ing_opt opts[] = {
 	ING_OPT_PATH_(C, "tls-key", tls_key, "PEM", "mTLS: client key"),
 	ING_OPT_STR_(C, "tls-server-name", tls_server_name, "NAME", "the name the node's certificate must carry (default:\n"
 		     "the host of --server)"),
+	ING_OPT_GROUP_("Output"),
 	ING_OPT_BOOL_(C, "quiet", quiet, "no summary line"),
+	ING_OPT_LOG_LEVEL_ENTRY(C, "warn"),
 };
 
 static const struct ing_cli cli = {
 	.prog = "ingest-get",
-	.synopsis = "--frame ID [--wafer ID] [--out PATH] [options]",
+	.synopsis = "--frame ID [--wafer ID] [--out PATH] [--server HOST:PORT | --config FILE] [options]",
 	.summary = "fetch a stored frame from an ingest node, from its disk or its object store",
 	.about = "Asks the node (rpc GetFrame) for the frame; it reads its local copy or, when that\n"
 		 "was deleted after tiering, the object in the store. The bytes are CRC-32C checked\n"
@@ -80,6 +91,7 @@ static const struct ing_cli cli = {
 	.init = defaults,
 	.cfg_size = sizeof(struct get_cfg),
 	.notes = "Example: ingest-get --server node1:50051 --wafer W-17 --frame 42 --out f.raw\n"
+		 "On the node itself: ingest-get --config /etc/h3000/ingestd.conf --frame 42 ...\n"
 		 "With --source any, a local copy that fails its check is read again from the store\n"
 		 "when the node has the frame there.\n",
 	.exit_status = "  0  the frame was written, both CRC-32C checks passed\n"
@@ -183,7 +195,7 @@ static int fetch_once(const C *c, const char *token, int fd, int source, struct 
 	ing_grpc_chan_opts_init(&co);
 	co.target = c->server;
 	co.connect_timeout_ms = (int)(c->timeout_ms < 10000 ? c->timeout_ms : 10000);
-	co.tls = c->tls_ca != NULL;
+	co.tls = c->tls || c->tls_ca != NULL;
 	co.tls_ca = c->tls_ca;
 	co.tls_cert = c->tls_cert;
 	co.tls_key = c->tls_key;
@@ -253,14 +265,33 @@ static int fetch_once(const C *c, const char *token, int fd, int source, struct 
 	return 0;
 }
 
+/* --config FILE: ingestd's own table; the listen address on this host, TLS, the token */
+static int read_ingestd_config(C *c)
+{
+	struct ing_ingestd_opts io;
+
+	ing_ingestd_opts_init(&io);
+	if (ing_ingestd_opts_read_config_as(cli.prog, c->config, &io))
+		return ING_EXIT_USAGE;
+	if (ing_cli_local_target(io.listen, c->server_buf, sizeof(c->server_buf)))
+		return ing_cli_usage_error(&cli, "%s: listen '%s' has no port", c->config, io.listen);
+	c->server = c->server_buf;
+	c->tls = io.tls_cert != NULL;
+	c->auth_token_file = io.auth_token_file;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	static const char *const first[] = { "config", NULL };
 	C c;
 	int argi;
 	char token[ING_AUTH_TOKEN_MAX + 1] = "", why[PATH_MAX + 96];
 
-	ing_log_set_level(ING_LOG_WARN);
+	ing_log_set_default_level(ING_LOG_WARN);
 	defaults(&c);
+	if (!ing_cli_parse_only(&cli, argc, argv, &c, first) && c.config && read_ingestd_config(&c))
+		return ING_EXIT_USAGE;
 	int rc = ing_cli_parse(&cli, argc, argv, &c, &argi);
 	if (rc)
 		return rc == 1 ? ING_EXIT_OK : rc;

@@ -65,6 +65,7 @@ struct send_cfg {
 	const char *durable_hook;     /* sh -c command run (and waited for) per DURABLE ok ack */
 	unsigned frame_timeout_ms;    /* 0: the library's */
 	unsigned connect_timeout_ms;  /* 0: the library's */
+	unsigned reconnect_ms;        /* --reconnect-timeout; 0: off; RECONNECT_DEFAULT: the library's */
 	uint64_t chunk_size;
 	unsigned buffers;
 	bool reuse;                   /* benchmark mode: fill each buffer once, resend its bytes */
@@ -84,6 +85,7 @@ struct send_cfg {
 };
 
 enum { T_AUTO, T_RDMA, T_RDMA_WRITE, T_GRPC };
+#define RECONNECT_DEFAULT UINT32_MAX
 
 static void cfg_init(void *p)
 {
@@ -95,7 +97,8 @@ static void cfg_init(void *p)
 	c->first_id = 1;
 	c->size = 4u << 20;
 	c->seed = 1;
-	c->recycle_on = ING_ACK_RECEIVED;
+	c->recycle_on = ING_ACK_DURABLE;   /* a frame lost with a node restart is re-sent from it */
+	c->reconnect_ms = RECONNECT_DEFAULT;
 }
 
 #define C struct send_cfg
@@ -121,7 +124,10 @@ static const struct ing_opt opts[] = {
 		     "range: uniformly within it), chosen by its id and --seed"),
 	ING_OPT_U64_(C, "seed", seed, 0, UINT64_MAX, "content and size seed"),
 	ING_OPT_CHOICE_(C, "recycle-on", recycle_on, "received=1|durable=2",
-			"when a frame buffer is reused (fleet mode: durable)"),
+			"when a frame buffer is reused: durable (the default; kept\n"
+			"until stored, so a frame lost with a node restart is re-sent\n"
+			"from it), received (sooner; a frame whose connection is lost\n"
+			"after RECEIVED then fails, retryable; not in fleet mode)"),
 	ING_OPT_PATH_(C, "manifest", manifest, "PATH", "write 'frame_id wafer length crc32c source' per frame"),
 	ING_OPT_PATH_(C, "durable-manifest", durable_manifest, "PATH", "the same, only for frames ACKed DURABLE ok, each line\n"
 		      "flushed as its ack arrives (what the node promised to keep)"),
@@ -132,6 +138,9 @@ static const struct ing_opt opts[] = {
 		      "run (exit 1). E.g. a block-device log mark per ack"),
 	MS("frame-timeout", frame_timeout_ms, 1, 3600000, "a frame not DURABLE by then fails (default 60s)"),
 	MS("connect-timeout", connect_timeout_ms, 1, 600000, "connecting and Negotiate (default 5s)"),
+	MS("reconnect-timeout", reconnect_ms, 0, 86400000, "--server: a lost connection (node restart, upgrade) is\n"
+	   "dialled again with back-off for this long, and the frames\n"
+	   "not DURABLE are re-sent (default 30s; 0: off, they fail)"),
 	ING_OPT_PATH_(C, "auth-token-file", auth_token_file, "PATH", "shared secret of an ingestd run with --auth-token-file (one\n"
 		      "line, 16..256 printable characters, mode 600; never printed)"),
 	ING_OPT_PATH_(C, "tls-ca", tls_ca, "PEM", "TLS: verify the node's certificate against this CA and its\n"
@@ -190,7 +199,12 @@ static const struct ing_cli cli = {
 	.notes = "Examples:\n"
 		 "  ingest-send --count 300 --sizes 1M-16M --seed 7 --server 127.0.0.1:50051\n"
 		 "  ingest-send --wafer W42 a.tif b.tif\n"
-		 "  ingest-send --servers 10.0.0.1:50051,10.0.0.2:50051 --wafer LOT7 --wafers 40 --count 400\n",
+		 "  ingest-send --servers 10.0.0.1:50051,10.0.0.2:50051 --wafer LOT7 --wafers 40 --count 400\n"
+		 "\n"
+		 "A node restart or upgrade during a run (--server) costs time, not frames: the\n"
+		 "connection is dialled again for --reconnect-timeout and every frame not DURABLE\n"
+		 "is sent again (one the node had stored comes back as duplicate); the summary\n"
+		 "counts the reconnects and re-sends.\n",
 	.exit_status = "  0  every frame reached DURABLE ok (a duplicate with the same bytes is ok)\n"
 		       "  1  a frame failed, the node could not be reached, or a file could not be\n"
 		       "     read or written\n"
@@ -406,6 +420,8 @@ static int connect_node(struct send_cfg *c, struct send_run *r)
 		o.frame_timeout_ms = (int)c->frame_timeout_ms;
 	if (c->connect_timeout_ms)
 		o.connect_timeout_ms = (int)c->connect_timeout_ms;
+	if (c->reconnect_ms != RECONNECT_DEFAULT)
+		o.reconnect_timeout_ms = c->reconnect_ms ? (int)c->reconnect_ms : -1;
 	/* frame buffers come from the library's pool (registered memory on RDMA) */
 	o.pool_frame_size = (r->max_len + 4095) & ~4095ull;
 	unsigned nbuf = c->buffers ? c->buffers : (c->credits ? c->credits : 64);
@@ -910,6 +926,9 @@ static void summary_json(const struct send_cfg *c, const struct send_run *r,
 			       fn.rerouted_away, fn.failovers);
 		}
 		printf("]}");
+	} else {
+		printf(",\"reconnects\":%" PRIu64 ",\"resent\":%" PRIu64 ",\"resent_after_received\":%"
+		       PRIu64, st->failovers, st->rerouted, st->resent_after_received);
 	}
 	printf(",\"latency_ms\":{");
 	/* received/durable: submit -> ack at the producer; node_*: the node's own time from
@@ -950,6 +969,10 @@ static void summary_text(const struct send_cfg *c, const struct send_run *r,
 			fprintf(stderr, "  node %-24s %-22s %-8s %8" PRIu64 " DURABLE  %6" PRIu64
 				" taken away  %" PRIu64 " failover(s)\n", fn.node_id, fn.address,
 				member_state(fn.state), fn.durable, fn.rerouted_away, fn.failovers);
+	} else if (st->failovers) {
+		fprintf(stderr, "  reconnects: the connection was lost %" PRIu64 " time(s); %" PRIu64
+			" frame re-send(s), %" PRIu64 " of them RECEIVED before (stored at most once: "
+			"a duplicate then)\n", st->failovers, st->rerouted, st->resent_after_received);
 	}
 	if (c->rate)
 		fprintf(stderr,

@@ -11,6 +11,7 @@
 #include "common/json.h"
 #include "common/cli.h"
 #include "common/clock.h"
+#include "common/hist.h"
 #include "common/log.h"
 #include "common/token.h"
 #include "control/grpc/grpc.h"
@@ -73,6 +74,7 @@ static int set_watch(const struct ing_opt *d, void *cfg, const char *v, char *wh
 }
 
 static const struct ing_opt opts[] = {
+	ING_OPT_GROUP_("The node"),
 	ING_OPT_STR_(C, "server", server, "HOST:PORT", "the node's gRPC address (default 127.0.0.1:50051)"),
 	{ "config", "FILE", ING_OPT_PATH, offsetof(C, config), 0, 0, 0, NULL, NULL,
 	  "ingestd's config file: its listen port (on this host), TLS and\n"
@@ -83,14 +85,15 @@ static const struct ing_opt opts[] = {
 	ING_OPT_PATH_(C, "tls-cert", tls_cert, "PEM", "TLS client certificate (a node with --tls-client-ca)"),
 	ING_OPT_PATH_(C, "tls-key", tls_key, "PEM", "its key"),
 	ING_OPT_STR_(C, "tls-server-name", tls_server_name, "NAME", "name to verify (default: the host of --server)"),
+	ING_OPT_DURATION_(C, "timeout", timeout_ms, 100, 600000, "for each call to the node (default 5s)"),
+	ING_OPT_GROUP_("The screen"),
 	{ "watch", "[=INTERVAL]", ING_OPT_CUSTOM, offsetof(C, watch_ms), 0, 0, 0, NULL, set_watch,
 	  "refresh the screen every INTERVAL (default 2s) until ^C", NULL,
 	  ING_OPTF_OPTIONAL | ING_OPTF_NOCONF },
-	ING_OPT_UINT_(C, "count", count, 1, 1000000, "with --watch: stop after N screens (0: at ^C)"),
+	ING_OPT_UINT_(C, "count", count, 0, 1000000, "with --watch: stop after N screens (0: at ^C)"),
 	ING_OPT_BOOL_(C, "json", json, "one JSON object per screen (every Stats field)"),
-	ING_OPT_DURATION_(C, "timeout", timeout_ms, 100, 600000, "for each call to the node (default 5s)"),
-	ING_OPT_DURATION_(C, "sample", sample_ms, 0, 60000, "one screen: the rates are measured over this long\n"
-			  "(default 1s; 0: averages since the node started)"),
+	ING_OPT_DURATION_(C, "sample", sample_ms, 0, 60000, "one screen: rates and latencies are measured over\n"
+			  "this long (default 1s; 0: since the node started only)"),
 	ING_OPT_LOG_LEVEL_ENTRY(C, "warn"),
 };
 
@@ -103,6 +106,10 @@ static const struct ing_cli cli = {
 		 "prefaulted, not draining). Stats: stored throughput, ack and per-stage P99s,\n"
 		 "failures by code, pool, disk, sessions, connections, the fleet export lag, the\n"
 		 "object store tier's backlog and lag.\n"
+		 "Rates and the '~' latencies are over the window the screen names (--sample, or\n"
+		 "the --watch interval): the difference of two snapshots of the node's /metrics\n"
+		 "histograms, interpolated within a bucket as Prometheus's histogram_quantile()\n"
+		 "does; the 'since start' latencies come from the node's <1 %-error histograms.\n"
 		 "Members: the fleet as this node sees it.\n",
 	.opts = opts,
 	.nopts = sizeof(opts) / sizeof(opts[0]),
@@ -126,18 +133,8 @@ static int read_ingestd_config(C *c)
 	ing_ingestd_opts_init(&io);
 	if (ing_ingestd_opts_read_config_as(PROG, c->config, &io))
 		return ING_EXIT_USAGE;
-	const char *port = strrchr(io.listen, ':');
-	const char *host = io.listen;
-	size_t hl = port ? (size_t)(port - host) : 0;
-	if (!port)
+	if (ing_cli_local_target(io.listen, c->server_buf, sizeof(c->server_buf)))
 		return ing_cli_usage_error(&cli, "%s: listen '%s' has no port", c->config, io.listen);
-	/* a wildcard listener is reached on loopback from this host */
-	if (hl == 0 || (hl == 7 && !strncmp(host, "0.0.0.0", 7)))
-		snprintf(c->server_buf, sizeof(c->server_buf), "127.0.0.1%s", port);
-	else if (hl == 4 && !strncmp(host, "[::]", 4))
-		snprintf(c->server_buf, sizeof(c->server_buf), "[::1]%s", port);
-	else
-		snprintf(c->server_buf, sizeof(c->server_buf), "%s", io.listen);
 	c->server = c->server_buf;
 	c->tls = io.tls_cert != NULL;
 	if (io.auth_token_file && !c->auth_token_file)
@@ -300,6 +297,77 @@ static struct rates rates_of(const struct sample *prev, const struct sample *s)
 	return r;
 }
 
+/*
+ * Latency over the window between two samples: the difference of the node's histograms
+ * (StatsReply.latency, the /metrics buckets), so that a week-old node shows this minute.
+ */
+#define WIN_MAX_BUCKETS 64
+struct win_q {
+	bool valid;             /* both samples have the histogram, the node did not restart */
+	uint64_t count;         /* frames in the window */
+	uint64_t p50, p95, p99; /* ns, interpolated within the buckets */
+	bool over;              /* the P99 is past the last bound */
+};
+
+struct window {
+	bool valid;
+	double seconds;
+	struct win_q ack;
+	unsigned nstages;
+	const char *stage[8];
+	struct win_q st[8];
+};
+
+static const H3000__LatencyHistogram *hist_named(const H3000__StatsReply *r, const char *name)
+{
+	for (size_t i = 0; i < r->n_latency; i++)
+		if (r->latency[i]->stage && !strcmp(r->latency[i]->stage, name))
+			return r->latency[i];
+	return NULL;
+}
+
+static struct win_q win_quantiles(const H3000__LatencyHistogram *a, const H3000__LatencyHistogram *b)
+{
+	struct win_q w = { 0 };
+	uint64_t diff[WIN_MAX_BUCKETS + 1];
+	bool over;
+	size_t n = b ? b->n_bucketupperns : 0;
+	if (!a || !b || !n || n > WIN_MAX_BUCKETS || a->n_bucketupperns != n ||
+	    a->n_bucketcounts != n + 1 || b->n_bucketcounts != n + 1 || b->count < a->count)
+		return w;
+	for (size_t i = 0; i <= n; i++) {
+		if (b->bucketcounts[i] < a->bucketcounts[i] || (i < n && a->bucketupperns[i] != b->bucketupperns[i]))
+			return w;   /* a restarted node, or another layout */
+		diff[i] = b->bucketcounts[i] - a->bucketcounts[i];
+	}
+	w.valid = true;
+	w.count = b->count - a->count;
+	w.p50 = ing_hist_prom_quantile(diff, b->bucketupperns, (unsigned)n, 0.50, &over);
+	w.p95 = ing_hist_prom_quantile(diff, b->bucketupperns, (unsigned)n, 0.95, &over);
+	w.p99 = ing_hist_prom_quantile(diff, b->bucketupperns, (unsigned)n, 0.99, &w.over);
+	return w;
+}
+
+/* the window between prev and s (prev NULL, or a restart between them: not valid) */
+static struct window window_of(const struct sample *prev, const struct sample *s)
+{
+	struct window w = { 0 };
+	const H3000__StatsReply *a = prev ? prev->stats : NULL, *b = s->stats;
+	if (!a || !b || b->uptimens <= a->uptimens)
+		return w;
+	w.seconds = (double)(b->uptimens - a->uptimens) / 1e9;
+	w.ack = win_quantiles(hist_named(a, "ack_durable"), hist_named(b, "ack_durable"));
+	w.valid = w.ack.valid;
+	for (size_t i = 0; i < b->n_latency && w.nstages < 8; i++) {
+		const char *name = b->latency[i]->stage;
+		if (!name || !strncmp(name, "ack_", 4))
+			continue;   /* ack_received / ack_durable: the ack line's */
+		w.stage[w.nstages] = name;
+		w.st[w.nstages++] = win_quantiles(hist_named(a, name), b->latency[i]);
+	}
+	return w;
+}
+
 /* ---------------------------------------------------------------- text */
 
 static const char *human_bytes(double v, char *buf, size_t len)
@@ -376,7 +444,8 @@ static void print_tier(const H3000__TierStats *t)
 		       t->refusing ? "; REFUSING new frames at --local-high-water" : "");
 }
 
-static void print_text(const C *c, const struct sample *s, const struct rates *rt)
+static void print_text(const C *c, const struct sample *s, const struct rates *rt,
+		       const struct window *w)
 {
 	char a[32], b[32], d[32], e[32], when[32];
 	time_t now = time(NULL);
@@ -413,10 +482,29 @@ static void print_text(const C *c, const struct sample *s, const struct rates *r
 		for (size_t i = 0; i < r->n_failures; i++)
 			printf("%s%s %" PRIu64, i ? ", " : "", code_label(r->failures[i]->code), r->failures[i]->count);
 		putchar('\n');
-		printf("         ack      P50 %s, P95 %s, P99 %s (admitted -> DURABLE)\n",
+		/* admitted -> DURABLE: over the window (~: within a /metrics bucket), then since start */
+		if (!w->valid)
+			printf("         ack      (no window: %s)\n", c->sample_ms || c->watch_ms ?
+			       "the node restarted between the two samples" : "--sample 0");
+		else if (!w->ack.count)
+			printf("         ack      no frame acked in the last %.1f s\n", w->seconds);
+		else
+			printf("         ack      P50 ~%s, P95 ~%s, P99 %s%s over the last %.1f s (%" PRIu64
+			       " frames, admitted -> DURABLE)\n", human_ns(w->ack.p50, a, sizeof(a)),
+			       human_ns(w->ack.p95, b, sizeof(b)), w->ack.over ? ">" : "~",
+			       human_ns(w->ack.p99, d, sizeof(d)), w->seconds, w->ack.count);
+		printf("                  since start P50 %s, P95 %s, P99 %s (%" PRIu64 " frames)\n",
 		       human_ns(r->acklatencyp50ns, a, sizeof(a)), human_ns(r->acklatencyp95ns, b, sizeof(b)),
-		       human_ns(r->acklatencyp99ns, d, sizeof(d)));
-		printf("         stages   P99");
+		       human_ns(r->acklatencyp99ns, d, sizeof(d)), r->framesdurable);
+		if (w->valid && w->ack.count) {
+			printf("         stages   P99 over the last %.1f s:", w->seconds);
+			for (unsigned i = 0, k = 0; i < w->nstages; i++)
+				if (w->st[i].valid && w->st[i].count)
+					printf("%s %s %s%s", k++ ? "," : "", w->stage[i], w->st[i].over ? ">" : "~",
+					       human_ns(w->st[i].p99, a, sizeof(a)));
+			putchar('\n');
+		}
+		printf("         stages   P99 since start:");
 		for (size_t i = 0, k = 0; i < r->n_stagelatency; i++) {
 			const H3000__StageLatency *st = r->stagelatency[i];
 			if (st->stage && strcmp(st->stage, "total"))
@@ -561,7 +649,15 @@ static void json_message(const ProtobufCMessage *m)
 	putchar('}');
 }
 
-static void print_json(const C *c, const struct sample *s, const struct rates *rt)
+static void json_win_q(const char *name, const struct win_q *q)
+{
+	ing_json_str(stdout, name);
+	printf(":{\"count\":%" PRIu64 ",\"p50Ns\":%" PRIu64 ",\"p95Ns\":%" PRIu64 ",\"p99Ns\":%" PRIu64
+	       ",\"p99AboveLastBucket\":%s}", q->count, q->p50, q->p95, q->p99, q->over ? "true" : "false");
+}
+
+static void print_json(const C *c, const struct sample *s, const struct rates *rt,
+		       const struct window *w)
 {
 	printf("{\"server\":");
 	ing_json_str(stdout, c->server);
@@ -571,6 +667,21 @@ static void print_json(const C *c, const struct sample *s, const struct rates *r
 	ing_json_str(stdout, !s->reached ? s->err : !s->stats ? s->stats_err : s->stats->ready ? "" : s->stats->notready);
 	printf(",\"throughput\":{\"bytesPerSecond\":%.1f,\"framesPerSecond\":%.2f,\"seconds\":%.3f,"
 	       "\"sinceStart\":%s}", rt->bytes_s, rt->frames_s, rt->seconds, rt->since_start ? "true" : "false");
+	/* latency over the window (the difference of the node's histograms) */
+	printf(",\"window\":");
+	if (w->valid) {
+		printf("{\"seconds\":%.3f,", w->seconds);
+		json_win_q("ack", &w->ack);
+		printf(",\"stages\":{");
+		for (unsigned i = 0, k = 0; i < w->nstages; i++)
+			if (w->st[i].valid) {
+				printf("%s", k++ ? "," : "");
+				json_win_q(w->stage[i], &w->st[i]);
+			}
+		printf("}}");
+	} else {
+		printf("null");
+	}
 	printf(",\"stats\":");
 	if (s->stats)
 		json_message(&s->stats->base);
@@ -630,15 +741,16 @@ int main(int argc, char **argv)
 		bool twice = screens == 0 && c.sample_ms > 0;
 		take(&c, &cur, twice ? &prev : NULL, twice);
 		struct rates rt = rates_of(prev.stats && cur.stats ? &prev : NULL, &cur);
+		struct window win = window_of(prev.stats && cur.stats ? &prev : NULL, &cur);
 		ok = healthy(&cur);
 		if (c.json) {
-			print_json(&c, &cur, &rt);
+			print_json(&c, &cur, &rt, &win);
 		} else {
 			if (tty && c.watch_ms)
 				printf("\033[H\033[2J");
 			else if (screens)
 				putchar('\n');
-			print_text(&c, &cur, &rt);
+			print_text(&c, &cur, &rt, &win);
 		}
 		fflush(stdout);
 		screens++;

@@ -405,8 +405,10 @@ static int set_data_dir(const struct ing_opt *d, void *cfg, const char *v, char 
 
 #define C struct verify_cfg
 static const struct ing_opt opts[] = {
+	ING_OPT_GROUP_("What to check"),
 	ING_OPT_CUSTOM_(C, "data-dir", data_dirs, set_data_dir, "DIR", "ingestd's data dir (--fleet: NODE=DIR, once per node)"),
 	ING_OPT_PATH_(C, "manifest", manifest, "PATH", "written by ingest-send --manifest (or --durable-manifest)"),
+	ING_OPT_GROUP_("The frames sent (without a manifest)"),
 	ING_OPT_U64_(C, "first-id", first, 0, UINT64_MAX, "without a manifest, the synthetic frames of a send with the\n"
 		     "same --first-id, --count, --size/--sizes, --seed, --wafer,\n"
 		     "--id-prefix: the first counter"),
@@ -416,12 +418,15 @@ static const struct ing_opt opts[] = {
 	ING_OPT_U64_(C, "seed", seed, 0, UINT64_MAX, "their seed"),
 	ING_OPT_STR_(C, "wafer", wafer, "ID", "their wafer (default " DEFAULT_WAFER ")"),
 	ING_OPT_STR_(C, "id-prefix", prefix, "P", "their frame id prefix (default " DEFAULT_ID_PREFIX ")"),
+	ING_OPT_GROUP_("Checks"),
 	ING_OPT_BOOL_(C, "no-catalog", no_catalog, "do not check catalog.db (ingestd --sink null)"),
 	ING_OPT_BOOL_(C, "allow-missing", allow_missing, "a frame without a catalog row is missing, not bad (after a\n"
 		      "crash: a manifest of sent frames; rows must still be intact)"),
 	ING_OPT_UINT_(C, "max-errors", max_errors, 0, UINT32_MAX, "problems printed"),
+	ING_OPT_GROUP_("Output"),
 	ING_OPT_BOOL_(C, "json", json, "summary as JSON on stdout"),
 	ING_OPT_BOOL_(C, "quiet", quiet, "only problems and the exit status"),
+	ING_OPT_GROUP_("Object store tier and fleet"),
 	ING_OPT_STR_(C, "tier", tier, "URL", "the node's object store (ingestd --tier): frames the catalog\n"
 		     "has there (location both or tiered) are read back and\n"
 		     "checked there too"),

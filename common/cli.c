@@ -19,6 +19,14 @@
 
 #define FIELD(cfg, d, type) ((type *)(void *)((char *)(cfg) + (d)->off))
 
+/* getopt's has_arg of an option */
+static int has_arg(const struct ing_opt *d)
+{
+	return d->flags & ING_OPTF_OPTIONAL ? optional_argument
+	       : d->type == ING_OPT_BOOL || (!d->arg && d->type != ING_OPT_CHOICE) ? no_argument
+	       : required_argument;
+}
+
 /* ---------------------------------------------------------------- setting a value */
 
 /* CHOICE: the value of name in "a=1|b=2", or -EINVAL */
@@ -95,6 +103,19 @@ static const char *fmt_size(uint64_t v, char *buf, size_t len)
 	return buf;
 }
 
+/* true|false|on|off|yes|no|1|0: 0, or -EINVAL */
+static int parse_bool(const char *v, bool *out)
+{
+	static const char *const t[] = { "true", "on", "yes", "1" }, *const f[] = { "false", "off", "no", "0" };
+	for (unsigned i = 0; i < 4; i++) {
+		if (!strcasecmp(v, t[i]) || !strcasecmp(v, f[i])) {
+			*out = !strcasecmp(v, t[i]);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 int ing_cli_set(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
 	uint64_t x;
@@ -105,9 +126,18 @@ int ing_cli_set(const struct ing_opt *d, void *cfg, const char *v, char *why, si
 		return -EINVAL;
 	}
 	switch (d->type) {
-	case ING_OPT_BOOL:
-		*FIELD(cfg, d, bool) = true;
+	case ING_OPT_BOOL: {
+		bool on;
+		if (v && parse_bool(v, &on)) {
+			snprintf(why, whylen, "'%.64s' is not true or false (on/off, yes/no, 1/0; a bare "
+				 "key is true)", v);
+			return -EINVAL;
+		}
+		*FIELD(cfg, d, bool) = v ? on : true;
 		return 0;
+	}
+	case ING_OPT_GROUP:
+		break;
 	case ING_OPT_STR:
 		*FIELD(cfg, d, const char *) = *v || !(d->flags & ING_OPTF_EMPTY_NULL) ? v : NULL;
 		return 0;
@@ -243,6 +273,21 @@ int ing_opt_set_hostport(const struct ing_opt *d, void *cfg, const char *v, char
 	return 0;
 }
 
+int ing_cli_local_target(const char *listen, char *buf, size_t len)
+{
+	const char *port = strrchr(listen, ':');
+	size_t hl = port ? (size_t)(port - listen) : 0;
+	if (!port || !port[1])
+		return -EINVAL;
+	if (hl == 0 || (hl == 7 && !strncmp(listen, "0.0.0.0", 7)))
+		snprintf(buf, len, "127.0.0.1%s", port);
+	else if (hl == 4 && !strncmp(listen, "[::]", 4))
+		snprintf(buf, len, "[::1]%s", port);
+	else
+		snprintf(buf, len, "%s", listen);
+	return 0;
+}
+
 int ing_opt_set_log_level(const struct ing_opt *d, void *cfg, const char *v, char *why,
 			  size_t whylen)
 {
@@ -342,12 +387,26 @@ static void help_default(FILE *f, const struct ing_opt *d, const void *defaults)
 		fputs(buf, f);
 }
 
+/* one option's lines of --help */
+static void help_opt(FILE *f, const struct ing_opt *d, const void *defaults)
+{
+	char head[192];
+	int n = opt_head(d, head, sizeof(head));
+	if (n >= HELP_COL - 1)
+		fprintf(f, "%s\n%*s", head, HELP_COL, "");
+	else
+		fprintf(f, "%s%*s", head, HELP_COL - n, "");
+	help_text(f, d->help);
+	help_default(f, d, defaults);
+	fputc('\n', f);
+}
+
 void ing_cli_help(const struct ing_cli *c, FILE *f)
 {
 	static _Alignas(max_align_t) char dflt[8192];
 	const void *defaults = NULL;
 	char head[192];
-	bool durations = false, aliases = false;
+	bool durations = false, aliases = false, grouped = c->nopts && c->opts[0].type == ING_OPT_GROUP;
 
 	if (c->init && c->cfg_size <= sizeof(dflt)) {
 		memset(dflt, 0, sizeof(dflt));
@@ -357,32 +416,33 @@ void ing_cli_help(const struct ing_cli *c, FILE *f)
 	fprintf(f, "Usage: %s %s\n%s\n", c->prog, c->synopsis, c->summary);
 	if (c->about)
 		fprintf(f, "\n%s", c->about);
+	/* sections (help2man: "Options:" is OPTIONS, each "Title:" a subsection of it) */
 	fprintf(f, "\nOptions:\n");
 	for (unsigned i = 0; i < c->nopts; i++) {
 		const struct ing_opt *d = &c->opts[i];
+		if (d->type == ING_OPT_GROUP) {
+			fprintf(f, "%s%s:\n", i ? "\n" : "", d->help);
+			continue;
+		}
 		if (!d->help) {
 			aliases = true;
 			continue;
 		}
 		durations |= d->type == ING_OPT_DURATION;
-		int n = opt_head(d, head, sizeof(head));
-		if (n >= HELP_COL - 1)
-			fprintf(f, "%s\n%*s", head, HELP_COL, "");
-		else
-			fprintf(f, "%s%*s", head, HELP_COL - n, "");
-		help_text(f, d->help);
-		help_default(f, d, defaults);
-		fputc('\n', f);
+		help_opt(f, d, defaults);
 	}
-	fprintf(f, "  -h, --help             this text\n"
-		   "  --version              the version\n");
+	fprintf(f, "%s  -h, --help             this text\n"
+		   "  --version              the version\n"
+		   "  --completion bash      a bash completion script for this program\n",
+		grouped ? "\nHelp:\n" : "");
 	if (durations)
-		fprintf(f, "\nA DURATION has a unit: 500ms, 30s, 2m, 1h; a bare number is seconds.\n");
+		fprintf(f, "\nA DURATION has a unit: 500ms, 30s, 2m, 1h, or parts of them: 2h30m, 1m30s;\n"
+			   "a bare number is seconds.\n");
 	if (aliases) {
 		fprintf(f, "\nOld spellings, still accepted:\n");
 		for (unsigned i = 0; i < c->nopts; i++) {
 			const struct ing_opt *d = &c->opts[i];
-			if (d->help)
+			if (d->help || d->type == ING_OPT_GROUP)
 				continue;
 			int n = opt_head(d, head, sizeof(head));
 			if (n >= HELP_COL - 1)
@@ -399,6 +459,107 @@ void ing_cli_help(const struct ing_cli *c, FILE *f)
 		fprintf(f, "\n%s", c->notes);
 	if (c->exit_status)
 		fprintf(f, "\nExit status:\n%s", c->exit_status);
+}
+
+/* ---------------------------------------------------------------- shell completion */
+
+/* the shell function's name for prog: "_ingest_stat" */
+static void completion_fn(const char *prog, char *buf, size_t len)
+{
+	size_t o = (size_t)snprintf(buf, len, "_");
+	for (const char *p = prog; *p && o + 1 < len; p++)
+		buf[o++] = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
+			   ? *p : '_';
+	buf[o] = '\0';
+}
+
+/* the choices of d as words ("auto on off"), or NULL */
+static const char *completion_words(const struct ing_opt *d, char *buf, size_t len)
+{
+	if (!d->choices)
+		return NULL;
+	choice_names(d->choices, false, buf, len);
+	for (char *p = buf; *p; p++)
+		if (*p == '|')
+			*p = ' ';
+	return buf;
+}
+
+void ing_cli_completion_bash(const struct ing_cli *c, FILE *f)
+{
+	char fn[96], words[256];
+
+	completion_fn(c->prog, fn, sizeof(fn));
+	fprintf(f, "# bash completion for %s (h3000 ingest %s), made from its option table\n"
+		   "# by '%s --completion bash': regenerate it rather than edit it.\n"
+		   "%s()\n{\n"
+		   "\tlocal cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} opt=\n"
+		   "\tCOMPREPLY=()\n"
+		   "\t# --flag=VALUE: bash splits at '='\n"
+		   "\tif [[ $cur == = ]]; then\n\t\topt=$prev; cur=\n"
+		   "\telif [[ $prev == = && $COMP_CWORD -ge 2 ]]; then\n"
+		   "\t\topt=${COMP_WORDS[COMP_CWORD-2]}\n"
+		   "\telse\n\t\tcase $prev in\n\t\t",
+		c->prog, ING_VERSION, c->prog, fn);
+	/* the flags whose value is the next word */
+	unsigned nreq = 0;
+	for (unsigned i = 0; i < c->nopts; i++) {
+		const struct ing_opt *d = &c->opts[i];
+		if (d->type != ING_OPT_GROUP && has_arg(d) == required_argument)
+			fprintf(f, "%s--%s", nreq++ ? "|" : "", d->name);
+	}
+	fprintf(f, "%s--completion) opt=$prev ;;\n\t\tesac\n\tfi\n"
+		   "\tcase $opt in\n", nreq ? "|" : "");
+	for (unsigned i = 0; i < c->nopts; i++) {
+		const struct ing_opt *d = &c->opts[i];
+		if (d->type == ING_OPT_GROUP || has_arg(d) == no_argument)
+			continue;
+		const char *w = completion_words(d, words, sizeof(words));
+		const char *arg = d->arg ? d->arg : "";
+		if (w)
+			fprintf(f, "\t--%s) COMPREPLY=($(compgen -W '%s' -- \"$cur\")); return ;;\n", d->name, w);
+		else if (strstr(arg, "DIR"))
+			fprintf(f, "\t--%s) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- \"$cur\")); "
+				   "return ;;\n", d->name);
+		else if (d->type == ING_OPT_PATH || strstr(arg, "FILE") || strstr(arg, "PEM") ||
+			 strstr(arg, "PATH"))
+			fprintf(f, "\t--%s) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- \"$cur\")); "
+				   "return ;;\n", d->name);
+		else
+			fprintf(f, "\t--%s) return ;;\n", d->name);   /* a value of the user's own */
+	}
+	fprintf(f, "\t--completion) COMPREPLY=($(compgen -W 'bash' -- \"$cur\")); return ;;\n"
+		   "\tesac\n"
+		   "\tif [[ $cur == -* ]]; then\n"
+		   "\t\tCOMPREPLY=($(compgen -W '");
+	for (unsigned i = 0; i < c->nopts; i++) {
+		const struct ing_opt *d = &c->opts[i];
+		if (d->type == ING_OPT_GROUP || !d->help)
+			continue;   /* old spellings still work, but are not offered */
+		fprintf(f, "--%s%s ", d->name, has_arg(d) == optional_argument ? "=" : "");
+	}
+	fprintf(f, "--help --version --completion' -- \"$cur\"))\n"
+		   "\t\t[[ ${COMPREPLY[0]} == *= ]] && compopt -o nospace 2>/dev/null\n"
+		   "\t\treturn\n\tfi\n");
+	if (c->commands) {
+		/* the first word that is neither a flag nor a flag's value */
+		fprintf(f, "\tlocal i have=\n"
+			   "\tfor ((i = 1; i < COMP_CWORD; i++)); do\n"
+			   "\t\tcase ${COMP_WORDS[i]} in\n"
+			   "\t\t-*|=) ;;\n"
+			   "\t\t*) [[ ${COMP_WORDS[i-1]} == = ]] || case ${COMP_WORDS[i-1]} in");
+		nreq = 0;
+		for (unsigned i = 0; i < c->nopts; i++) {
+			const struct ing_opt *d = &c->opts[i];
+			if (d->type != ING_OPT_GROUP && has_arg(d) == required_argument)
+				fprintf(f, "%s--%s", nreq++ ? "|" : " ", d->name);
+		}
+		fprintf(f, "%s--completion) ;; *) have=1 ;; esac ;;\n"
+			   "\t\tesac\n\tdone\n"
+			   "\t[[ $have ]] || COMPREPLY=($(compgen -W '%s' -- \"$cur\"))\n",
+			nreq ? "|" : " ", c->commands);
+	}
+	fprintf(f, "}\ncomplete -o bashdefault -o default -F %s %s\n", fn, c->prog);
 }
 
 /* ---------------------------------------------------------------- parsing */
@@ -433,6 +594,8 @@ static const struct ing_opt *closest(const struct ing_cli *c, const char *name)
 	snprintf(n, sizeof(n), "%s", name);
 	n[strcspn(n, "=")] = '\0';
 	for (unsigned i = 0; i < c->nopts; i++) {
+		if (!c->opts[i].name)
+			continue;
 		unsigned dist = edit_distance(n, c->opts[i].name);
 		if (dist < bd) {
 			bd = dist;
@@ -445,28 +608,27 @@ static const struct ing_opt *closest(const struct ing_cli *c, const char *name)
 const struct ing_opt *ing_cli_find(const struct ing_cli *c, const char *name)
 {
 	for (unsigned i = 0; i < c->nopts; i++)
-		if (!strcmp(c->opts[i].name, name))
+		if (c->opts[i].name && !strcmp(c->opts[i].name, name))
 			return &c->opts[i];
 	return NULL;
 }
 
-enum { OPT_HELP = 'h', OPT_VERSION = 1, OPT_BASE = 256 };
+enum { OPT_HELP = 'h', OPT_VERSION = 1, OPT_COMPLETION = 2, OPT_BASE = 256 };
 
 static struct option *long_opts(const struct ing_cli *c)
 {
-	static struct option lo[ING_CLI_MAX_OPTS + 3];
-	unsigned n = c->nopts < ING_CLI_MAX_OPTS ? c->nopts : ING_CLI_MAX_OPTS;
+	static struct option lo[ING_CLI_MAX_OPTS + 4];
+	unsigned n = c->nopts < ING_CLI_MAX_OPTS ? c->nopts : ING_CLI_MAX_OPTS, k = 0;
 	assert(c->nopts <= ING_CLI_MAX_OPTS);   /* a table this long: raise the limit */
 	for (unsigned i = 0; i < n; i++) {
 		const struct ing_opt *d = &c->opts[i];
-		int has = d->flags & ING_OPTF_OPTIONAL ? optional_argument
-			: d->type == ING_OPT_BOOL || (!d->arg && d->type != ING_OPT_CHOICE) ? no_argument
-			: required_argument;
-		lo[i] = (struct option){ d->name, has, NULL, OPT_BASE + (int)i };
+		if (d->type != ING_OPT_GROUP)
+			lo[k++] = (struct option){ d->name, has_arg(d), NULL, OPT_BASE + (int)i };
 	}
-	lo[n] = (struct option){ "help", no_argument, NULL, OPT_HELP };
-	lo[n + 1] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
-	lo[n + 2] = (struct option){ NULL, 0, NULL, 0 };
+	lo[k] = (struct option){ "help", no_argument, NULL, OPT_HELP };
+	lo[k + 1] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
+	lo[k + 2] = (struct option){ "completion", required_argument, NULL, OPT_COMPLETION };
+	lo[k + 3] = (struct option){ NULL, 0, NULL, 0 };
 	return lo;
 }
 
@@ -503,6 +665,13 @@ int ing_cli_parse(const struct ing_cli *c, int argc, char **argv, void *cfg, int
 			ing_cli_version(c, stdout);
 			return 1;
 		}
+		if (o == OPT_COMPLETION) {
+			if (strcmp(optarg, "bash"))
+				return ing_cli_usage_error(c, "--completion: '%.32s' is not a shell this "
+							   "program knows: bash", optarg);
+			ing_cli_completion_bash(c, stdout);
+			return 1;
+		}
 		if (o >= OPT_BASE && o < OPT_BASE + (int)c->nopts) {
 			const struct ing_opt *d = &c->opts[o - OPT_BASE];
 			why[0] = '\0';
@@ -535,13 +704,21 @@ int ing_cli_parse_only(const struct ing_cli *c, int argc, char **argv, void *cfg
 		       const char *const *only)
 {
 	struct option *lo = long_opts(c);
+	static char *copy[1024];
 	char why[256];
 	int o, asked = 0;
 
+	/* getopt permutes the vector it parses; the full parse must see argv as given (a
+	 * value-less flag at the end would otherwise take a moved argument as its value) */
+	if (argc < (int)(sizeof(copy) / sizeof(copy[0]))) {
+		memcpy(copy, argv, (size_t)argc * sizeof(*argv));
+		copy[argc] = NULL;
+		argv = copy;
+	}
 	opterr = 0;
 	optind = 0;
 	while ((o = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		if (o == OPT_HELP || o == OPT_VERSION) {
+		if (o == OPT_HELP || o == OPT_VERSION || o == OPT_COMPLETION) {
 			asked = 1;
 			continue;
 		}
@@ -561,25 +738,49 @@ int ing_cli_parse_only(const struct ing_cli *c, int argc, char **argv, void *cfg
 struct conf_ctx {
 	const struct ing_cli *c;
 	void *cfg;
+	unsigned line_of[ING_CLI_MAX_OPTS];   /* the line that set each option, 0: none yet */
 	char why[400];
 };
+
+/* the option an old spelling stands for (its table index), else d's own */
+static unsigned canonical(const struct ing_cli *c, const struct ing_opt *d)
+{
+	const struct ing_opt *to = d->alias_of ? ing_cli_find(c, d->alias_of) : NULL;
+	return (unsigned)((to ? to : d) - c->opts);
+}
 
 static int conf_setting(void *arg, const char *key, const char *value, unsigned line)
 {
 	struct conf_ctx *x = arg;
 	const struct ing_opt *d = ing_cli_find(x->c, key);
 	char why[320] = "";
-	(void)line;
 	if (!d || (d->flags & ING_OPTF_NOCONF)) {
 		const struct ing_opt *near = closest(x->c, key);
 		snprintf(x->why, sizeof(x->why), "unknown key '%.64s'%s%s%s", key,
 			 near ? " (did you mean " : "", near ? near->name : "", near ? "?)" : "");
 		return -ENOENT;
 	}
+	unsigned k = canonical(x->c, d);
+	if (k < ING_CLI_MAX_OPTS && x->line_of[k]) {
+		bool other = strcmp(key, x->c->opts[k].name) != 0;
+		snprintf(x->why, sizeof(x->why), "%s: already set on line %u%s%s%s: keep one of the two "
+			 "lines", key, x->line_of[k], other ? " (" : "", other ? x->c->opts[k].name : "",
+			 other ? " is the same setting)" : "");
+		return -EEXIST;
+	}
+	if (!value && d->type != ING_OPT_BOOL && !(d->flags & ING_OPTF_OPTIONAL)) {
+		char names[160];
+		snprintf(x->why, sizeof(x->why), "%s: needs a value: '%s = %s'", key, key,
+			 d->type == ING_OPT_CHOICE ? choice_names(d->choices, false, names, sizeof(names))
+			 : d->arg ? d->arg : "VALUE");
+		return -EINVAL;
+	}
 	if (ing_cli_set(d, x->cfg, value, why, sizeof(why))) {
 		snprintf(x->why, sizeof(x->why), "%s: %s", key, why);
 		return -EINVAL;
 	}
+	if (k < ING_CLI_MAX_OPTS)
+		x->line_of[k] = line;
 	return 0;
 }
 

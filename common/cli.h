@@ -8,8 +8,15 @@
  *    VERSION" and exits 0;
  *  - an unknown flag, a missing or bad value, an unexpected argument: ONE line on stderr,
  *    "PROG: --flag: what is wrong and the fix; try 'PROG --help'", exit status 2;
- *  - durations carry units ("500ms", "30s", "2m", "1h"); a bare number keeps the meaning the
- *    flag always had: seconds on a name without a unit, milliseconds on an old "-ms" name;
+ *  - durations carry units ("500ms", "30s", "2m", "1h", "2h30m"); a bare number keeps the
+ *    meaning the flag always had: seconds on a name without a unit, milliseconds on an old
+ *    "-ms" name;
+ *  - config files (common/conf.h): `key = value  # comment`, a bare `key` for a flag without
+ *    a value (or with an optional one: `drain`), `key = true|false|on|off|yes|no|1|0` for a
+ *    flag without a value; a key given twice is refused, naming both lines;
+ *  - --help prints the options in the sections the table's ING_OPT_GROUP_ entries open;
+ *    --completion bash prints a bash completion script made from the table (flags, the
+ *    choices of CHOICE flags, files for PATH flags, the words of .commands);
  *  - sizes are "4096", "64K", "4M", "1G"; a size list (every --sizes) is "4M,16M" or
  *    "1M-16M" or both mixed (common/parse.h, ing_parse_sizes);
  *  - exit status: 0 success, 1 runtime failure, 2 usage error (ING_EXIT_*); a program adds
@@ -38,6 +45,8 @@ enum ing_opt_type {
 	ING_OPT_DURATION,  /* unsigned milliseconds in lo..hi; a bare number counts unit_ms */
 	ING_OPT_CHOICE,    /* int: one of choices "name=value|name=value|..." */
 	ING_OPT_CUSTOM,    /* set() does it */
+	ING_OPT_GROUP,     /* not an option: the options after it, to the next one, form a section
+			    * of --help (and of the man page) titled help; ING_OPT_GROUP_ */
 };
 
 struct ing_opt;
@@ -60,7 +69,8 @@ struct ing_opt {
 	size_t off;            /* the field of the program's config struct */
 	uint64_t lo, hi;       /* UINT/U64/SIZE: range; DURATION: range in ms */
 	unsigned unit_ms;      /* DURATION: what a bare number counts (1000: s, 1: ms) */
-	const char *choices;   /* CHOICE: "auto=-1|on=1|off=0" */
+	const char *choices;   /* CHOICE: "auto=-1|on=1|off=0"; CUSTOM: the words its setter
+				* takes, for shell completion only, or NULL */
 	ing_opt_set_fn set;    /* CUSTOM */
 	const char *help;      /* '\n' continues on the next line; NULL: an old spelling */
 	const char *alias_of;  /* an old spelling: the flag that replaces it */
@@ -93,6 +103,9 @@ struct ing_opt {
 	{ name, "N", ING_OPT_DURATION, ING_OPT_FIELD(C, f, unsigned), lo_ms, hi_ms, 1, NULL, NULL, NULL, canonical, 0 }
 #define ING_OPT_CHOICE_(C, name, f, choices, help) \
 	{ name, NULL, ING_OPT_CHOICE, ING_OPT_FIELD(C, f, int), 0, 0, 0, choices, NULL, help, NULL, 0 }
+/* opens a section of --help titled title ("Connection"); the options below belong to it */
+#define ING_OPT_GROUP_(title) \
+	{ NULL, NULL, ING_OPT_GROUP, 0, 0, 0, 0, NULL, NULL, title, NULL, 0 }
 /* a setter of its own, which names the field itself */
 #define ING_OPT_CUSTOM_(C, name, f, set, arg, help) \
 	{ name, arg, ING_OPT_CUSTOM, offsetof(C, f), 0, 0, 0, NULL, set, help, NULL, 0 }
@@ -109,19 +122,21 @@ struct ing_cli {
 	size_t cfg_size;         /* its size (at most 8 KiB), with init */
 	const char *notes;       /* after the options: details, examples; or NULL */
 	const char *exit_status; /* one "  N  meaning" line per code, '\n'-terminated */
+	const char *commands;    /* the words a first argument may be ("check rebuild"), for
+				  * shell completion; or NULL */
 };
 
 /*
  * Parse argv into cfg (defaults already in it). Returns 0 with *argi the index of the first
- * positional argument; 1 after printing --help or --version (exit 0); 2 after printing one
+ * positional argument; 1 after printing --help, --version or --completion (exit 0); 2 after printing one
  * usage line (exit 2). Options are applied in command-line order.
  */
 int ing_cli_parse(const struct ing_cli *c, int argc, char **argv, void *cfg, int *argi);
 /*
  * Apply only the options named in only (NULL-terminated list of names), ignoring every
  * other flag and error (the full parse reports those): a first pass for --config FILE, so
- * that the file is read before the flags that override it. 1 when --help or --version
- * was given (not printed), else 0.
+ * that the file is read before the flags that override it. 1 when --help, --version or
+ * --completion was given (not printed), else 0.
  */
 int ing_cli_parse_only(const struct ing_cli *c, int argc, char **argv, void *cfg,
 		       const char *const *only);
@@ -139,6 +154,12 @@ int ing_cli_read_config(const struct ing_cli *c, const char *path, char *buf, si
 
 /* The help: usage, summary, options (with the defaults of c->init), notes, exit status. */
 void ing_cli_help(const struct ing_cli *c, FILE *f);
+/*
+ * A bash completion script for c's program, made from its table: every flag, the choices of
+ * CHOICE flags (and of CUSTOM ones that list choices), files for PATH flags and for FILE/PEM
+ * metavars, directories for a DIR metavar, c->commands as the first argument.
+ */
+void ing_cli_completion_bash(const struct ing_cli *c, FILE *f);
 /* "PROG (h3000 ingest) VERSION" and a copyright line. */
 void ing_cli_version(const struct ing_cli *c, FILE *f);
 /*
@@ -159,11 +180,17 @@ int ing_opt_set_index(const struct ing_opt *d, void *cfg, const char *v, char *w
 int ing_opt_set_hostport(const struct ing_opt *d, void *cfg, const char *v, char *why,
 			 size_t whylen);
 #define ING_OPTF_LIST 4u
+/*
+ * The address a client on this host dials for a node that listens on listen (ingestd's
+ * --listen, HOST:PORT): a wildcard host (0.0.0.0, [::] or none) becomes loopback, any other
+ * stays. 0, or -EINVAL when listen has no port.
+ */
+int ing_cli_local_target(const char *listen, char *buf, size_t len);
 /* --log-level err|warn|info|debug: sets the process's log level at once (no field). */
 int ing_opt_set_log_level(const struct ing_opt *d, void *cfg, const char *v, char *why,
 			  size_t whylen);
 #define ING_OPT_LOG_LEVEL_ENTRY(C, dflt_help) \
-	{ "log-level", "LEVEL", ING_OPT_CUSTOM, 0, 0, 0, 0, NULL, ing_opt_set_log_level, \
+	{ "log-level", "LEVEL", ING_OPT_CUSTOM, 0, 0, 0, 0, "err=0|warn=1|info=2|debug=3", ing_opt_set_log_level, \
 	  "err|warn|info|debug (default " dflt_help ", or $ING_LOG_LEVEL)", NULL, ING_OPTF_NOCONF }
 
 #endif

@@ -29,6 +29,43 @@ static bool key_ok(const char *k)
 	return true;
 }
 
+/*
+ * The value after '=' (NUL-terminated, trimmed in place): a '#' at its start or after a
+ * blank begins a comment; a value in double quotes keeps its spaces and '#'s, and only a
+ * comment may follow it.
+ */
+static int value_of(char *v, const char *key, char **out, char *why, size_t whylen)
+{
+	char *end = v + strlen(v);
+	while (v < end && isspace((unsigned char)*v))
+		v++;
+	if (*v == '"') {
+		char *close = strchr(v + 1, '"');
+		if (!close) {
+			snprintf(why, whylen, "unterminated \" in the value of %.64s", key);
+			return -EINVAL;
+		}
+		char *rest = close + 1;
+		while (isspace((unsigned char)*rest))
+			rest++;
+		if (*rest && *rest != '#') {
+			snprintf(why, whylen, "'%.32s' after the quoted value of %.64s (a comment starts "
+				 "with ' #')", rest, key);
+			return -EINVAL;
+		}
+		*close = 0;
+		*out = v + 1;
+		return 0;
+	}
+	for (char *c = v; *c; c++)
+		if (*c == '#' && (c == v || isspace((unsigned char)c[-1]))) {
+			end = c;
+			break;
+		}
+	*out = trim(v, end);
+	return 0;
+}
+
 int ing_conf_read(const char *path, char *buf, size_t cap, ing_conf_cb cb, void *arg,
 		  unsigned *line, char *why, size_t whylen)
 {
@@ -81,26 +118,23 @@ int ing_conf_read(const char *path, char *buf, size_t cap, ing_conf_cb cb, void 
 		if (!*s || *s == '#')
 			continue;
 		*line = ln;
-		char *eq = strchr(s, '=');
-		if (!eq) {
-			snprintf(why, whylen, "want 'key = value'");
-			return -EINVAL;
+		char *eq = strchr(s, '='), *kend = eq;
+		if (!eq) {   /* a bare key, perhaps with a comment */
+			for (kend = s; *kend && !(*kend == '#' && isspace((unsigned char)kend[-1])); kend++)
+				;
 		}
-		char *key = trim(s, eq);
-		char *val = trim(eq + 1, eq + 1 + strlen(eq + 1));
+		char *key = trim(s, kend);
 		if (!key_ok(key)) {
-			snprintf(why, whylen, "'%.64s' is not a key", key);
+			if (!eq)
+				snprintf(why, whylen, "want 'key = value' (or a bare key for a setting "
+					 "that is on or off)");
+			else
+				snprintf(why, whylen, "'%.64s' is not a key", key);
 			return -EINVAL;
 		}
-		size_t vl = strlen(val);
-		if (vl && val[0] == '"') {
-			if (vl < 2 || val[vl - 1] != '"') {
-				snprintf(why, whylen, "unterminated \" in the value of %.64s", key);
-				return -EINVAL;
-			}
-			val[vl - 1] = 0;
-			val++;
-		}
+		char *val = NULL;   /* a bare key: no value */
+		if (eq && (rc = value_of(eq + 1, key, &val, why, whylen)))
+			return rc;
 		rc = cb(arg, key, val, ln);
 		if (rc)
 			return rc;

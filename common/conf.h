@@ -2,10 +2,12 @@
 /*
  * conf.h - a "key = value" configuration file reader (ingestd --config).
  *
- * Syntax, one setting per line: `key = value`. Blank lines and lines whose first
- * non-blank character is '#' are ignored; spaces around key and value are trimmed; a
- * value in double quotes keeps its inner spaces and '#' (no escapes). Keys are the
- * program's long flag names without the leading "--".
+ * Syntax, one setting per line: `key = value`, or a bare `key` (a setting that is on or
+ * off: the callback gets value NULL). Blank lines and lines whose first non-blank character
+ * is '#' are ignored; a '#' at the start of a value or after a blank begins a comment
+ * (`frame-timeout = 30s  # per frame`; `a#b` is a value); spaces around key and value are
+ * trimmed; a value in double quotes keeps its inner spaces and '#' (no escapes), and only a
+ * comment may follow it. Keys are the program's long flag names without the leading "--".
  */
 #ifndef ING_COMMON_CONF_H
 #define ING_COMMON_CONF_H
@@ -17,7 +19,7 @@ typedef int (*ing_conf_cb)(void *arg, const char *key, const char *value, unsign
 
 /*
  * Read path into buf (cap bytes; the strings handed to cb point into it and stay valid as
- * long as buf does) and call cb for each setting, in file order. Returns 0; cb's non-zero
+ * long as buf does) and call cb for each setting, in file order (value NULL for a bare key). Returns 0; cb's non-zero
  * return (*line is that setting's line); -EINVAL on a line that is not `key = value` or a
  * file larger than cap - 1 (*line names it, why says what is wrong); -errno when the file
  * cannot be read (*line 0). Any thread; no allocation.

@@ -52,6 +52,22 @@ void ing_hist_add(struct ing_hist *h, uint64_t v)
 	h->sum += v;
 }
 
+void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src)
+{
+	if (!src->count)
+		return;
+	if (!dst->count || src->min < dst->min)
+		dst->min = src->min;
+	if (src->max > dst->max)
+		dst->max = src->max;
+	dst->count += src->count;
+	dst->sum += src->sum;
+	for (unsigned i = 0; i <= ING_HIST_PROM_NB; i++)
+		dst->prom[i] += src->prom[i];
+	for (unsigned i = 0; i < ING_HIST_BUCKETS; i++)
+		dst->b[i] += src->b[i];
+}
+
 uint64_t ing_hist_quantile(const struct ing_hist *h, double q)
 {
 	if (!h->count)
@@ -72,3 +88,25 @@ uint64_t ing_hist_quantile(const struct ing_hist *h, double q)
 	return h->max;
 }
 
+
+uint64_t ing_hist_prom_quantile(const uint64_t *counts, const uint64_t *le, unsigned n, double q,
+				bool *over)
+{
+	uint64_t total = 0, cum = 0;
+	*over = false;
+	for (unsigned i = 0; i <= n; i++)
+		total += counts[i];
+	if (!total || !n)
+		return 0;
+	double rank = q * (double)total;
+	for (unsigned i = 0; i < n; i++) {
+		if (counts[i] && (double)(cum + counts[i]) >= rank) {
+			double lo = i ? (double)le[i - 1] : 0.0, hi = (double)le[i];
+			double in = (rank - (double)cum) / (double)counts[i];
+			return (uint64_t)(lo + (hi - lo) * (in < 0 ? 0 : in));
+		}
+		cum += counts[i];
+	}
+	*over = true;
+	return le[n - 1];
+}

@@ -11,6 +11,7 @@
 #ifndef ING_COMMON_HIST_H
 #define ING_COMMON_HIST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define ING_HIST_SUB_BITS 7
@@ -30,12 +31,24 @@ struct ing_hist {
 
 void ing_hist_reset(struct ing_hist *h);
 void ing_hist_add(struct ing_hist *h, uint64_t v);
+/* dst += src: dst then holds both histograms' samples (ingest-bench's repetitions). */
+void ing_hist_merge(struct ing_hist *dst, const struct ing_hist *src);
 /*
  * q in [0,1]; the upper edge of the bucket holding the q-quantile sample (rank
  * round(q*count), at least 1), capped at max: never below that sample, less than 1/128
  * above it. 0 if empty.
  */
 uint64_t ing_hist_quantile(const struct ing_hist *h, double q);
+/*
+ * The q-quantile (q in [0,1]) of Prometheus-style bucket counts: counts[0..n] per bucket
+ * (not cumulative), le[0..n-1] the buckets' inclusive upper bounds, counts[n] the +Inf
+ * bucket; interpolated linearly within the bucket that holds rank q*total, the first bucket
+ * from 0, as Prometheus's histogram_quantile() does (so within that bucket's bounds, no
+ * closer). 0 when empty; le[n-1] with *over true when the rank falls in +Inf. For the
+ * difference of two snapshots (ingest-stat's figures over a window).
+ */
+uint64_t ing_hist_prom_quantile(const uint64_t *counts, const uint64_t *le, unsigned n, double q,
+				bool *over);
 /* Largest value that falls into bucket b (b < ING_HIST_BUCKETS): for walking h->b (CDFs). */
 uint64_t ing_hist_bucket_upper(unsigned b);
 

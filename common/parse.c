@@ -94,51 +94,81 @@ int ing_hex_digit(char c)
 	return -1;
 }
 
-int ing_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms, uint64_t *out)
+/* one "NUMBER[.FRACTION]" of a duration at *pp: whole and frac/frac_div; 0 or -errno */
+static int duration_number(const char **pp, uint64_t *whole, uint64_t *frac, uint64_t *frac_div)
 {
-	uint64_t whole = 0, frac = 0, frac_div = 1, unit;
-	const char *p = s;
-
-	if (!s || !isdigit((unsigned char)*p))
+	const char *p = *pp;
+	*whole = *frac = 0;
+	*frac_div = 1;
+	if (!isdigit((unsigned char)*p))
 		return -EINVAL;
 	for (; isdigit((unsigned char)*p); p++) {
-		if (whole > (UINT64_MAX - 9) / 10)
+		if (*whole > (UINT64_MAX - 9) / 10)
 			return -ERANGE;
-		whole = whole * 10 + (uint64_t)(*p - '0');
+		*whole = *whole * 10 + (uint64_t)(*p - '0');
 	}
 	if (*p == '.') {
 		p++;
 		if (!isdigit((unsigned char)*p))
 			return -EINVAL;
 		for (; isdigit((unsigned char)*p); p++) {
-			if (frac_div >= 1000000000ull)
+			if (*frac_div >= 1000000000ull)
 				return -EINVAL;   /* finer than any unit needs */
-			frac = frac * 10 + (uint64_t)(*p - '0');
-			frac_div *= 10;
+			*frac = *frac * 10 + (uint64_t)(*p - '0');
+			*frac_div *= 10;
 		}
 	}
-	if (!*p)
-		unit = bare_unit_ms;
-	else if (!strcmp(p, "ms"))
-		unit = 1;
-	else if (!strcmp(p, "s"))
-		unit = 1000;
-	else if (!strcmp(p, "m") || !strcmp(p, "min"))
-		unit = 60000;
-	else if (!strcmp(p, "h"))
-		unit = 3600000;
-	else if (!strcmp(p, "d"))
-		unit = 86400000;
-	else
+	*pp = p;
+	return 0;
+}
+
+/* the unit at *pp (longest match: "ms" before "m"), its size in ms; 0: none there */
+static uint64_t duration_unit(const char **pp)
+{
+	static const struct { const char *name; uint64_t ms; } units[] = {
+		{ "ms", 1 }, { "min", 60000 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+		{ "d", 86400000 },
+	};
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		size_t n = strlen(units[i].name);
+		if (!strncmp(*pp, units[i].name, n) && !isalpha((unsigned char)(*pp)[n])) {
+			*pp += n;
+			return units[i].ms;
+		}
+	}
+	return 0;
+}
+
+int ing_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms, uint64_t *out)
+{
+	uint64_t total = 0, last_unit = UINT64_MAX;
+	const char *p = s;
+
+	if (!s || !*s)
 		return -EINVAL;
-	if (!unit || (frac * unit) % frac_div)
-		return -EINVAL;   /* a bare number where none is allowed, or not whole ms */
-	if (whole > UINT64_MAX / unit)
+	/* "30s", or parts from the largest unit down: "2h30m", "1m30s", "1s500ms" */
+	do {
+		uint64_t whole, frac, frac_div, unit;
+		int rc = duration_number(&p, &whole, &frac, &frac_div);
+		if (rc)
+			return rc;
+		if (!*p && p != s && total == 0 && last_unit == UINT64_MAX)
+			unit = bare_unit_ms;   /* a bare number: the flag's old unit */
+		else if (!(unit = duration_unit(&p)) || unit >= last_unit)
+			return -EINVAL;   /* no unit after a part, or units not largest first */
+		if (!unit || (frac * unit) % frac_div)
+			return -EINVAL;   /* a bare number where none is allowed, or not whole ms */
+		if (whole > UINT64_MAX / unit)
+			return -ERANGE;
+		uint64_t ms = whole * unit + frac * unit / frac_div;
+		if (ms < whole * unit || total + ms < total)
+			return -ERANGE;
+		total += ms;
+		last_unit = unit;
+	} while (*p);
+	if (total > max_ms)
 		return -ERANGE;
-	uint64_t ms = whole * unit + frac * unit / frac_div;
-	if (ms < whole * unit || ms > max_ms)
-		return -ERANGE;
-	*out = ms;
+	*out = total;
 	return 0;
 }
 

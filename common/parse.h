@@ -21,8 +21,9 @@ int ing_parse_size_n(const char *s, size_t n, uint64_t *out);
 int ing_parse_u64(const char *s, uint64_t max, uint64_t *out);
 /*
  * A duration: a number with a unit, "500ms", "30s", "2m", "1h", "7d", "1.5s" (a fraction is fine as
- * long as the result is whole milliseconds). A bare number counts in bare_unit_ms (1000: the
- * flag's old unit was seconds, 1: milliseconds). Result in milliseconds, at most max_ms.
+ * long as the result is whole milliseconds), or several from the largest unit down, added up:
+ * "2h30m", "1m30s", "1d12h", "1s500ms" (each unit once). A bare number counts in bare_unit_ms
+ * (1000: the flag's old unit was seconds, 1: milliseconds; 0: a unit is required). Result in milliseconds, at most max_ms.
  * 0, -EINVAL (malformed, or finer than 1 ms) or -ERANGE (above max_ms).
  */
 int ing_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms, uint64_t *out);

@@ -387,12 +387,14 @@ static int tier_finish(O *o)
 #define DAY 86400000u
 
 static const struct ing_opt opt_table[] = {
+	ING_OPT_GROUP_("Configuration"),
 	{ "config", "FILE", ING_OPT_PATH, offsetof(O, config), 0, 0, 0, NULL, NULL,
 	  "read settings from FILE: one 'name = value' a line, the names\n"
 	  "are the flags below without '--'; flags given here win", NULL, ING_OPTF_NOCONF },
 	{ "check-config", NULL, ING_OPT_BOOL, ING_OPT_FIELD(O, check_only, bool), 0, 0, 0, NULL,
 	  NULL, "check the flags, the config file and that this machine can\n"
 	  "run them (pool vs memory, data dir, placement), then exit", NULL, ING_OPTF_NOCONF },
+	ING_OPT_GROUP_("The node"),
 	LISTEN("listen", listen, "gRPC listen address (default 127.0.0.1:50051; port 0: any free)"),
 	ING_OPT_PATH_(O, "data-dir", data_dir, "DIR", "frames/ and catalog.db go here (default ./ingest-data)"),
 	ING_OPT_CUSTOM_(O, "pool", pool, set_pool, "SPEC", "MR pool size classes SIZE:COUNT,... (default\n"
@@ -407,6 +409,7 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_UINT_(O, "credits", credits, 1, 65536, "most frames in flight per session"),
 	ING_OPT_SIZE_(O, "max-frame", max_frame, 1, 1ull << 40, "largest frame accepted (default: the largest pool slot)"),
 	SECS("frame-timeout", frame_timeout_ms, 1 * S, DAY, "a frame must be complete this long after its first byte"),
+	ING_OPT_GROUP_("Placement and RDMA"),
 	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane; each serves the\n"
 		     "rail on its node (default: the plan, ingest-topo shows it)"),
 	ING_OPT_CUSTOM_(O, "pool-node", pool_node, set_pool_node, "N", "one pool region, on this NUMA node, for every rail (default:\n"
@@ -436,15 +439,18 @@ static const struct ing_opt opt_table[] = {
 			"(default: memory windows where the device has type 2, else\n"
 			"the pool MR), mw, mr, off"),
 	SECS("grant-timeout", grant_ms, 100, 3600 * S, "push: a granted slot not written within this fails its frame"),
+	ING_OPT_GROUP_("Sessions"),
 	ING_OPT_UINT_(O, "max-sessions", max_sessions, 1, 1u << 20, "session table size (default 4096)"),
 	SECS("session-idle", session_idle_ms, 1 * S, 7 * DAY, "a negotiated session with no stream expires after this"),
 	ING_OPT_CUSTOM_(O, "persist-ring", persist_ring, set_persist_ring, "N",
 			"frames queued per persistence worker, a power of 2 (default 4096)"),
+	ING_OPT_GROUP_("Logs and start-up"),
 	ING_OPT_CUSTOM_(O, "log-level", log_level, set_log_level, "LEVEL", "err|warn|info|debug (default info)"),
 	ING_OPT_CUSTOM_(O, "log-format", log_format, set_log_format, "FMT",
 			"text (default) or json: one JSON object per line (journald, Loki)"),
 	STR("port-file", port_file, "PATH", "write the bound TCP port to PATH once listening"),
 	ING_OPT_CUSTOM_(O, "ready-fd", ready_fd, set_ready_fd, "N", "write \"READY <port>\\n\" to fd N once serving, then close it"),
+	ING_OPT_GROUP_("Security"),
 	STR("tls-cert", tls_cert, "PEM", "TLS certificate (with --tls-key: TLS + ALPN h2, else h2c)"),
 	STR("tls-key", tls_key, "PEM", "TLS private key"),
 	ING_OPT_PATH_(O, "auth-token-file", auth_token_file, "PATH", "require this shared secret (one line, 16..256 printable\n"
@@ -453,6 +459,7 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_PATH_(O, "tls-client-ca", tls_client_ca, "PEM", "mTLS: require a client certificate signed by this CA; its\n"
 		      "subject is the client's identity (logs, session binding)"),
 	/* limits: fair sharing under abuse (docs/ARCHITECTURE.md, "Limits") */
+	ING_OPT_GROUP_("Limits"),
 	SECS("handshake-timeout", handshake_timeout_ms, 10, 600 * S, "close a connection without TLS handshake, HTTP/2 preface\n"
 	     "and SETTINGS within this (default 5s)"),
 	SECS("idle-timeout", idle_timeout_ms, 1 * S, DAY, "close a connection with no open stream after this (default 60s)"),
@@ -471,9 +478,11 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_UINT_(O, "auth-fail-burst", auth_fail_burst, 1, 1000000, "failed authentications per address before back-off (default\n"
 		      "20, one more each second)"),
 	SECS("auth-backoff-max", auth_backoff_max_ms, 1 * S, DAY, "longest back-off after failed authentication (default 60s)"),
+	ING_OPT_GROUP_("Metrics"),
 	LISTEN("metrics-listen", metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (default: off)"),
 	STR("metrics-port-file", metrics_port_file, "PATH", "write the bound metrics port to PATH once listening"),
 	/* fleet: identity, membership, catalog export (docs/FLEET_NODE.md) */
+	ING_OPT_GROUP_("Fleet"),
 	ING_OPT_CUSTOM_(O, "node-id", node_id, set_node_id, "ID", "this node's id in the fleet, what producers hash wafers\n"
 			"over (default: the advertised address)"),
 	ING_OPT_CUSTOM_(O, "advertise", advertise, set_advertise, "HOST:PORT", "address producers dial for this node (default: the listen\n"
@@ -490,6 +499,7 @@ static const struct ing_opt opt_table[] = {
 	  "start DRAINING: producers send no new wafers here (SIGUSR2\n"
 	  "toggles ACTIVE/DRAINING at run time)", NULL, ING_OPTF_OPTIONAL },
 	/* object store tier: a verified second copy in S3, a bounded local disk (README) */
+	ING_OPT_GROUP_("Object store tier"),
 	ING_OPT_STR_(O, "tier", tier, "URL", "after DURABLE, upload every frame to s3://HOST:PORT/BUCKET\n"
 		     "[/PREFIX] (an S3 store such as Ceph radosgw; https:// for\n"
 		     "TLS) (default: off)"),

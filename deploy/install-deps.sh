@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# install-deps.sh [build|deb|all] [--list] - install the Debian 12 packages h3000 ingest needs, in
-# three nested sets:
+# install-deps.sh [build|deb|demo|demo-tier|all] [--list] - install the Debian 12 packages h3000
+# ingest needs, in nested sets:
 #   build  compile and install the product (make build, make install): compilers, the
 #          libraries it links, cmocka (the release tree builds the unit tests), help2man
+#   demo   build + the few tools `make demo` runs (python3 for its summary); no service
+#          packages: nothing that Debian starts as a daemon
+#   demo-tier  demo + a single-node Ceph for `make demo TIER=1` (ceph-mon, ceph-osd,
+#          radosgw) and what talks to it (python3-boto3, python3-grpcio for GetFrame, curl)
 #   deb    build + what `make deb` packs with (dpkg-dev, fakeroot)
 #   all    (default) deb + what the tests, the demo and the benchmarks run: PostgreSQL,
 #          qemu for the Soft-RoCE guest, real gRPC clients (python3-grpcio, Node.js and the
@@ -15,8 +19,8 @@
 set -euo pipefail
 
 set_name=${1:-all}
-case $set_name in build|deb|all) ;; *)
-  echo "usage: $0 [build|deb|all] [--list]   (default all: build + deb + tests)" >&2; exit 2 ;;
+case $set_name in build|deb|demo|demo-tier|all) ;; *)
+  echo "usage: $0 [build|deb|demo|demo-tier|all] [--list]   (default all: build + deb + tests)" >&2; exit 2 ;;
 esac
 list=0
 [ "${2:-}" != --list ] || list=1
@@ -33,6 +37,14 @@ BUILD_PKGS=(
   libpq-dev
   # object store tier: S3 over HTTP with SigV4 (ingestd --tier, ingest-verify --tier)
   libcurl4-openssl-dev
+)
+DEMO_PKGS=(
+  # make demo: deploy/demo.sh's summary (python3: json, sqlite3)
+  python3
+)
+DEMO_TIER_PKGS=(
+  # make demo TIER=1: tests/tier/ceph_lib.sh's single-node Ceph, its S3 client, GetFrame
+  ceph-mon ceph-osd radosgw python3-boto3 python3-grpcio python3-grpc-tools curl
 )
 DEB_PKGS=(
   # make deb: cpack -G DEB (dpkg-shlibdeps, dpkg-deb)
@@ -62,8 +74,13 @@ TEST_PKGS=(
   iperf3 fio gnuplot-nox libgrpc++-dev protobuf-compiler-grpc
 )
 PKGS=("${BUILD_PKGS[@]}")
-[ "$set_name" = build ] || PKGS+=("${DEB_PKGS[@]}")
-[ "$set_name" != all ] || PKGS+=("${TEST_PKGS[@]}")
+case $set_name in
+  demo) PKGS+=("${DEMO_PKGS[@]}") ;;
+  demo-tier) PKGS+=("${DEMO_PKGS[@]}" "${DEMO_TIER_PKGS[@]}") ;;
+  deb) PKGS+=("${DEB_PKGS[@]}") ;;
+  all) PKGS+=("${DEB_PKGS[@]}" "${DEMO_PKGS[@]}" "${DEMO_TIER_PKGS[@]}" "${TEST_PKGS[@]}") ;;
+esac
+mapfile -t PKGS < <(printf '%s\n' "${PKGS[@]}" | awk '!seen[$0]++')   # once each
 if [ "$list" = 1 ]; then   # the set's packages, one a line: nothing is installed
   printf '%s\n' "${PKGS[@]}"
   exit 0

@@ -2,15 +2,17 @@
 /*
  * api.c - libingest's producer API (include/ingest/producer.h) over its two layers. The
  * caller's structs are brought to the library's own size (opts_size, desc_size, the ack
- * stride), then the call goes to the layer behind the handle (p->ops): one node's session
- * (producer.c), or with opts.servers the fleet router (fleet.c), which drives one session
- * per node through the same producer_session_* functions. The layers never call this
- * file, and the session layer knows nothing of the router above it.
+ * stride), then the call goes to the layer behind the handle (p->ops): the router
+ * (fleet.c), with opts.servers over several nodes, with opts.server over that one node
+ * (redialled after a lost connection), driving one session (producer.c) per node through
+ * the producer_session_* functions. The layers never call this file, and the session
+ * layer knows nothing of the router above it.
  */
 #include "producer/producer_internal.h"
 #include "common/log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,26 +36,41 @@ static bool tail_is_zero(const void *s, size_t ours, size_t theirs)
 struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, char *err,
 					  size_t errlen)
 {
+	struct ing_producer *p = NULL;
+
+	(void)ing_producer_open(&p, uo, err, errlen);
+	return p;
+}
+
+int ing_producer_open(struct ing_producer **out, const struct ing_producer_opts *uo, char *err,
+		      size_t errlen)
+{
 	char dummy[8];
 	struct ing_producer_opts full;
 	const struct ing_producer_opts *o = NULL;
 
+	if (out)
+		*out = NULL;
 	if (!err || !errlen) {
 		err = dummy;
 		errlen = sizeof(dummy);
 	}
 	*err = '\0';
+	if (!out) {
+		snprintf(err, errlen, "no place for the producer (out is NULL)");
+		return -EINVAL;
+	}
 	/* the first opts_size bytes of the caller's struct over our defaults */
 	if (uo) {
 		if (uo->opts_size < offsetof(struct ing_producer_opts, server) + sizeof(uo->server)) {
 			snprintf(err, errlen, "opts.opts_size %zu: initialise the options with ing_producer_opts_init",
 				 uo->opts_size);
-			return NULL;
+			return -EINVAL;
 		}
 		if (!tail_is_zero(uo, sizeof(full), uo->opts_size)) {
 			snprintf(err, errlen, "options set that libingest %s does not know (opts_size %zu > %zu)",
 				 ing_version_string(), uo->opts_size, sizeof(full));
-			return NULL;
+			return -EOPNOTSUPP;
 		}
 		producer_opts_defaults(&full);
 		memcpy(&full, uo, SIZE_MIN(uo->opts_size, sizeof(full)));
@@ -63,30 +80,39 @@ struct ing_producer *ing_producer_connect(const struct ing_producer_opts *uo, ch
 	bool fleet = o && o->servers && *o->servers;
 	if (!o || (!fleet && (!o->server || !*o->server))) {
 		snprintf(err, errlen, "no server address");
-		return NULL;
+		return -EINVAL;
 	}
 	if (o->auth_token && strnlen(o->auth_token, PRODUCER_AUTH_TOKEN_MAX + 1) > PRODUCER_AUTH_TOKEN_MAX) {
 		snprintf(err, errlen, "auth_token longer than %u characters", PRODUCER_AUTH_TOKEN_MAX);
-		return NULL;
+		return -EINVAL;
 	}
 	if ((o->tls_cert || o->tls_key || o->tls_server_name) && !o->tls_ca) {
 		snprintf(err, errlen, "TLS options need tls_ca (the CA that signed the node's certificate)");
-		return NULL;
+		return -EINVAL;
 	}
 	if (!!o->tls_cert != !!o->tls_key) {
 		snprintf(err, errlen, "tls_cert and tls_key go together");
-		return NULL;
+		return -EINVAL;
 	}
 	if (o->transport > ING_TRANSPORT_GRPC || o->rdma_mode > ING_RDMA_MODE_WRITE ||
 	    (o->recycle_on != ING_ACK_NONE && o->recycle_on != ING_ACK_RECEIVED &&
 	     o->recycle_on != ING_ACK_DURABLE)) {
 		snprintf(err, errlen, "bad options (transport %d, recycle_on %d)", o->transport,
 			 o->recycle_on);
-		return NULL;
+		return -EINVAL;
 	}
-	if (fleet)
-		return fleet_connect(o, err, errlen);
-	return producer_session_connect(o, err, errlen);
+	/* one server too: a fleet of that node (fleet.c), which redials it after a loss */
+	errno = 0;
+	*out = fleet_connect(o, err, errlen);
+	if (*out)
+		return 0;
+	return errno > 0 ? -errno : -EPROTO;
+}
+
+void ing_producer_wake(struct ing_producer *p)
+{
+	if (p && p->fleet)
+		fleet_wake(p);
 }
 
 int ing_producer_submit_sz(struct ing_producer *p, const struct ing_frame_desc *ud,

@@ -17,6 +17,20 @@
  *             draining; a node's own answer about itself wins while it is connected
  *          -> redial of cooled-down nodes, frame deadlines, acks out.
  *
+ * One server (opts.server, no servers list) is the same router over one node, "pinned":
+ * no Members asked, the node's own id and transport note shown, its refusals (busy, full,
+ * I/O) failing the frame as a plain session's would, and a lost connection (reset,
+ * GOAWAY, the stream closed by a node that stops) redialled with back-off (100 ms
+ * doubling to 2 s) for opts.reconnect_timeout_ms from the loss; the frames that are not
+ * DURABLE wait above the session and are re-sent in submit order once a new session is
+ * up (those whose bytes the application took back at RECEIVED fail: they cannot be read
+ * again). Past the limit every frame kept fails and the producer is broken. So a node
+ * restart or upgrade costs a single-server producer nothing but time, by the same code
+ * that fails a fleet node over.
+ *
+ * ing_producer_wake (any thread) writes an eventfd that fleet_wait polls with the
+ * sockets: a binding's pump can wait long in poll and still let a submitter in at once.
+ *
  * Everything runs on the thread that drives the producer; the node sessions are private
  * (never returned to the application). Memory: the application keeps a frame's bytes
  * until its DURABLE ack (recycle_on is DURABLE here), since a re-send reads them again.
@@ -33,11 +47,15 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/ident.h"
@@ -57,6 +75,11 @@
 #define FLEET_REDIAL_TIMEOUT_MS 500     /* a redial blocks the producer's thread this long at most */
 #define FLEET_MEMBERS_TIMEOUT_MS 2000
 #define FLEET_POLL_SLICE_MS 20          /* timers (deadlines, refresh, redial) between waits */
+/* one server (pinned) */
+#define PINNED_DEFAULT_RECONNECT_MS 30000
+#define PINNED_BACKOFF_MIN_MS 100
+#define PINNED_BACKOFF_MAX_MS 2000
+#define PINNED_REDIAL_TIMEOUT_MS 1000   /* a redial blocks the producer's thread this long at most */
 
 struct fleet;
 
@@ -110,6 +133,18 @@ struct fleet {
 	uint64_t first_failover_ns;
 	bool learned;          /* some node answered Members */
 	struct producer_shared sh;   /* what every node session uses: the pool, its registrations */
+	/* one server (pinned): see the top of this file */
+	bool pinned;
+	int reconnect_ms;      /* < 0: a lost connection fails everything at once */
+	int backoff_ms;        /* the next wait before a redial */
+	uint64_t give_up_ns;   /* the connection is lost: when to stop redialling (0: up) */
+	int last_rc;           /* the last dial's -errno */
+	char last_err[256];    /* ... and its text */
+	char lost_why[160];    /* why the connection went */
+	enum ing_transport last_kind;
+	/* ing_producer_wake */
+	int wake_fd;
+	atomic_int woken;
 };
 
 /* ================================================================ HRW */
@@ -269,6 +304,8 @@ static void fleet_note(struct fleet *f)
 {
 	unsigned up = 0, rd = 0, wr = 0;
 
+	if (f->pinned)
+		return;   /* one server: the session's own note (node_dial) */
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		const struct ing_producer *sub = f->nodes[i].sub;
 		if (!sub)
@@ -299,20 +336,58 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 	so.tls_server_name = f->s_sni;
 	struct ing_producer *sub = producer_session_connect_shared(&so, &f->sh, err, sizeof(err));
 	if (!sub) {
+		int rc = errno > 0 ? -errno : -ECONNREFUSED;
+		int wait = f->cooldown_ms;
 		n->failed = true;
-		n->down_until_ns = ing_now_ns() + ms_ns(f->cooldown_ms);
-		ING_LOG_RL(ING_LOG_WARN, COMP, "node %s (%s) not reachable: %s; next try in %d ms",
-			   n->id, n->addr, err, f->cooldown_ms);
-		return -ECONNREFUSED;
+		f->last_rc = rc;
+		snprintf(f->last_err, sizeof(f->last_err), "%s", err);
+		if (f->pinned) {
+			wait = f->backoff_ms;
+			f->backoff_ms = f->backoff_ms * 2 > PINNED_BACKOFF_MAX_MS ? PINNED_BACKOFF_MAX_MS
+										  : f->backoff_ms * 2;
+		}
+		n->down_until_ns = ing_now_ns() + ms_ns(wait);
+		if (f->pinned && f->give_up_ns)
+			ING_LOG_RL(ING_LOG_WARN, "producer", "%s not reachable yet: %s; next try in %d ms "
+				   "(%d frame(s) kept to re-send, %.1f s left of reconnect_timeout_ms %d)",
+				   n->addr, err, wait, (int)f->nused,
+				   (double)(f->give_up_ns - ing_now_ns()) / 1e9, f->reconnect_ms);
+		else if (!f->pinned)
+			ING_LOG_RL(ING_LOG_WARN, COMP, "node %s (%s) not reachable: %s; next try in %d ms",
+				   n->id, n->addr, err, wait);
+		return rc;
+	}
+	if (f->pinned) {
+		/* one server: the node's own id, transport and note are the application's */
+		if (sub->node_id[0])
+			snprintf(n->id, sizeof(n->id), "%s", sub->node_id);
+		struct ing_producer *top = f->top;
+		top->session_id = sub->session_id;
+		if (top->max_frame)
+			top->max_frame = sub->max_frame;   /* a reconnect: what the node says now */
+		snprintf(top->note, sizeof(top->note), "%s", sub->note);
+		f->last_kind = sub->xport->kind;
+		f->backoff_ms = PINNED_BACKOFF_MIN_MS;
+		if (f->give_up_ns) {
+			unsigned waiting = 0;
+			for (unsigned k = 0; k < f->cap; k++)
+				waiting += f->fr[k].used && f->fr[k].node < 0;
+			ING_WARN("producer", "reconnected to %s (session %" PRIu64 ", transport %s): "
+				 "re-sending %u frame(s) that were not DURABLE", n->addr, sub->session_id,
+				 node_transport(sub), waiting);
+		}
+		f->give_up_ns = 0;
 	}
 	n->sub = sub;
 	n->failed = false;
 	n->members_unimpl = false;
+	if (f->pinned)
+		return 0;   /* one server: sent to whatever its state (draining is for fleets) */
 	if (sub->node_state == H3000__MEMBER_STATE__MEMBER_DRAINING)
 		n->member = ING_MEMBER_DRAINING;
 	else if (sub->node_state == H3000__MEMBER_STATE__MEMBER_ACTIVE || n->member == ING_MEMBER_DOWN)
 		n->member = ING_MEMBER_ACTIVE;
-	if (sub->node_id[0] && strcmp(sub->node_id, n->id) != 0)
+	if (!f->pinned && sub->node_id[0] && strcmp(sub->node_id, n->id) != 0)
 		ING_LOG_RL(ING_LOG_WARN, COMP, "node at %s calls itself '%s', the membership says '%s'",
 			   n->addr, sub->node_id, n->id);
 	ING_INFO(COMP, "node %s (%s) connected, session %" PRIu64 ", %s, transport %s (%s)", n->id,
@@ -389,12 +464,19 @@ static void frame_unplace(struct fleet *f, struct fframe *ff, bool refused)
  * Node i failed: its session is destroyed at once (no late ack can come from it), it
  * cools down, and every frame on it or queued for it goes to its wafer's next node.
  */
+static void pinned_lost(struct fleet *f, const char *why);
+
 static void node_fail(struct fleet *f, unsigned i, const char *why)
 {
 	struct fnode *n = &f->nodes[i];
 	struct ing_producer *p = f->top;
 	uint64_t now = ing_now_ns();
 	unsigned moved = 0, recv = 0;
+
+	if (f->pinned) {
+		pinned_lost(f, why);
+		return;
+	}
 
 	for (unsigned k = 0; k < f->cap; k++) {
 		struct fframe *ff = &f->fr[k];
@@ -425,6 +507,110 @@ static void node_fail(struct fleet *f, unsigned i, const char *why)
 				  * over RDMA its QP is gone before any frame is re-sent */
 	n->mcall = NULL;
 	fleet_note(f);
+}
+
+/* ================================================================ one server */
+
+/* Every frame kept fails (the connection is not coming back) and the producer is broken. */
+static void pinned_give_up(struct fleet *f, const char *why)
+{
+	struct ing_producer *p = f->top;
+	char m[512];
+
+	snprintf(m, sizeof(m), "%s", why);
+	for (unsigned k = 0; k < f->cap; k++) {
+		struct fframe *ff = &f->fr[k];
+		if (ff->used)
+			fack(f, ff, ff->recv_delivered ? ING_ACK_RECEIVED : ING_ACK_NONE, 0,
+			     ING_ERR_TRANSFER, 1, NULL, "", m);
+	}
+	p->broken = true;
+	p->broken_err = f->last_rc < 0 ? f->last_rc : -EPIPE;
+	snprintf(p->broken_msg, sizeof(p->broken_msg), "%.159s", m);
+	ING_WARN("producer", "%s", m);
+}
+
+/*
+ * The one node's connection is gone: its session is destroyed (no late ack), the frames
+ * not DURABLE wait for the next session, except those the application took back at
+ * RECEIVED; then redial with back-off, within reconnect_ms of the loss.
+ */
+static void pinned_lost(struct fleet *f, const char *why)
+{
+	struct fnode *n = &f->nodes[0];
+	struct ing_producer *p = f->top;
+	uint64_t now = ing_now_ns();
+	unsigned kept = 0, handed = 0;
+
+	snprintf(f->lost_why, sizeof(f->lost_why), "%s", why);
+	struct ing_producer *sub = n->sub;
+	f->last_rc = sub && sub->broken_err < 0 ? sub->broken_err : -ECONNRESET;
+	n->sub = NULL;
+	n->failed = true;
+	n->failovers++;
+	p->st.failovers++;
+	if (!f->first_failover_ns)
+		f->first_failover_ns = now;
+	producer_destroy(sub);   /* over RDMA its QP is gone before anything is re-sent */
+	if (f->reconnect_ms < 0) {
+		char m[400];
+		snprintf(m, sizeof(m), "connection to %s lost: %s (reconnect_timeout_ms < 0: no reconnect)",
+			 n->addr, why);
+		pinned_give_up(f, m);
+		return;
+	}
+	for (unsigned k = 0; k < f->cap; k++) {
+		struct fframe *ff = &f->fr[k];
+		if (!ff->used || ff->node != 0)
+			continue;
+		if (ff->recv_delivered && p->o.recycle_on == ING_ACK_RECEIVED) {
+			/* its bytes are the application's again since its RECEIVED ack */
+			handed++;
+			fack(f, ff, ING_ACK_RECEIVED, 0, ING_ERR_TRANSFER, 1, NULL, n->id,
+			     "connection lost after RECEIVED and before DURABLE; not re-sent: its buffer "
+			     "was handed back at RECEIVED (recycle_on DURABLE keeps it for a re-send)");
+			continue;
+		}
+		if (ff->on_node) {
+			kept++;
+			if (ff->recv_here)
+				p->st.resent_after_received++;
+		}
+		frame_unplace(f, ff, false);
+	}
+	f->give_up_ns = now + ms_ns(f->reconnect_ms);
+	f->backoff_ms = PINNED_BACKOFF_MIN_MS;
+	n->down_until_ns = now + ms_ns(f->backoff_ms);
+	snprintf(f->last_err, sizeof(f->last_err), "%s", why);
+	ING_WARN("producer", "connection to %s lost: %s; reconnecting (for up to %d ms) to re-send "
+		 "%u frame(s) not DURABLE%s", n->addr, why, f->reconnect_ms, kept,
+		 handed ? "; frames whose buffer was handed back at RECEIVED failed (retryable)" : "");
+}
+
+/* Redial the one node when its back-off is over; give up past the limit. */
+static void pinned_timers(struct fleet *f, uint64_t now)
+{
+	struct fnode *n = &f->nodes[0];
+	struct ing_producer *p = f->top;
+
+	if (n->sub || p->broken || now < n->down_until_ns)
+		return;
+	if (f->give_up_ns && now >= f->give_up_ns) {
+		char m[1024];
+		snprintf(m, sizeof(m), "connection to %s lost (%.120s) and not back within %d ms "
+			 "(reconnect_timeout_ms): %.200s", n->addr, f->lost_why, f->reconnect_ms,
+			 f->last_err);
+		pinned_give_up(f, m);
+		return;
+	}
+	int tmo = p->o.connect_timeout_ms < PINNED_REDIAL_TIMEOUT_MS ? p->o.connect_timeout_ms
+								    : PINNED_REDIAL_TIMEOUT_MS;
+	if (f->give_up_ns) {
+		uint64_t left = (f->give_up_ns - now) / 1000000 + 1;
+		if ((uint64_t)tmo > left)
+			tmo = (int)left;
+	}
+	(void)node_dial(f, 0, tmo);
 }
 
 /* ================================================================ membership */
@@ -493,7 +679,7 @@ static void members_on_close(struct ing_grpc_ccall *cc, void *arg, int status, c
 
 static void members_refresh(struct fleet *f, uint64_t now)
 {
-	if (now < f->next_refresh_ns)
+	if (f->pinned || now < f->next_refresh_ns)
 		return;
 	f->next_refresh_ns = now + ms_ns(f->refresh_ms);
 	for (unsigned i = 0; i < f->nnodes; i++) {
@@ -593,6 +779,8 @@ static void fleet_free(struct ing_producer *p)
 		free(f->fr);
 		free(f->order);
 		free(f->ackq);
+		if (f->wake_fd >= 0)
+			close(f->wake_fd);
 		free(f);
 	}
 	p->fleet = NULL;
@@ -632,7 +820,10 @@ static int node_opts(struct fleet *f, const struct ing_producer_opts *o, char *e
 {
 	f->sub_o = f->top->o;
 	f->sub_o.pool_frames = 0;
-	f->sub_o.keepalive_ms = o->keepalive_ms ? o->keepalive_ms : FLEET_DEFAULT_KEEPALIVE_MS;
+	f->sub_o.keepalive_ms = o->keepalive_ms ? o->keepalive_ms
+						: f->pinned ? 0 : FLEET_DEFAULT_KEEPALIVE_MS;
+	if (f->pinned)
+		f->sub_o.frame_timeout_ms = INT_MAX / 2;   /* the router's deadline is the frame's */
 	f->sub_o.servers = NULL;
 	f->s_auth = dup_opt(o->auth_token);
 	f->s_ca = dup_opt(o->tls_ca);
@@ -678,13 +869,24 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 		free(f);
 		free(addrs);
 		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
 		return NULL;
 	}
 	p->fleet = f;
 	p->ops = &fleet_ops;
 	f->top = p;
+	f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	f->pinned = !o->servers || !*o->servers;
 	p->o = *o;
-	p->o.recycle_on = ING_ACK_DURABLE;   /* a re-send reads the bytes again */
+	if (!f->pinned)
+		p->o.recycle_on = ING_ACK_DURABLE;   /* a re-send reads the bytes again */
+	else if (p->o.recycle_on == ING_ACK_NONE)
+		p->o.recycle_on = ING_ACK_RECEIVED;
+	if (f->wake_fd < 0) {
+		snprintf(err, errlen, "eventfd: %s", strerror(errno));
+		errno = errno ? errno : ENOMEM;
+		goto fail_early;
+	}
 	snprintf(p->client_name, sizeof(p->client_name), "%s",
 		 o->client_name ? o->client_name : "libingest");
 	p->o.client_name = p->client_name;
@@ -696,11 +898,27 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 		p->o.frame_timeout_ms = PRODUCER_DEFAULT_FRAME_TIMEOUT_MS;
 	if (!p->o.pool_frame_size)
 		p->o.pool_frame_size = PRODUCER_DEFAULT_POOL_FRAME;
-	f->ack_deadline_ms = o->ack_deadline_ms > 0 ? o->ack_deadline_ms : FLEET_DEFAULT_ACK_DEADLINE_MS;
+	/* one server: no ack deadline unless asked (a slow node is not failed over to itself) */
+	f->ack_deadline_ms = o->ack_deadline_ms > 0 ? o->ack_deadline_ms
+			   : f->pinned ? 0 : FLEET_DEFAULT_ACK_DEADLINE_MS;
+	f->reconnect_ms = o->reconnect_timeout_ms > 0 ? o->reconnect_timeout_ms
+			: o->reconnect_timeout_ms < 0 ? -1 : PINNED_DEFAULT_RECONNECT_MS;
+	f->backoff_ms = PINNED_BACKOFF_MIN_MS;
 	f->cooldown_ms = o->node_cooldown_ms > 0 ? o->node_cooldown_ms : FLEET_DEFAULT_COOLDOWN_MS;
 	f->refresh_ms = o->membership_refresh_ms > 0 ? o->membership_refresh_ms : FLEET_DEFAULT_REFRESH_MS;
 
-	naddr = parse_servers(o->servers, addrs, err, errlen);
+	if (f->pinned) {
+		if (strlen(o->server) >= sizeof(addrs[0])) {
+			snprintf(err, errlen, "server: an address longer than 255 characters");
+			errno = EINVAL;
+			goto fail;
+		}
+		snprintf(addrs[0], sizeof(addrs[0]), "%s", o->server);
+		naddr = 1;
+	} else {
+		naddr = parse_servers(o->servers, addrs, err, errlen);
+	}
+	errno = EINVAL;
 	if (!naddr || node_opts(f, o, err, errlen))
 		goto fail;
 
@@ -710,16 +928,41 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 		if (rc) {
 			snprintf(err, errlen, "frame pool %u x %" PRIu64 " bytes: %s", p->o.pool_frames,
 				 p->o.pool_frame_size, strerror(-rc));
+			errno = -rc;
 			goto fail;
 		}
-	} else if (p->o.transport == ING_TRANSPORT_RDMA) {
+	} else if (p->o.transport == ING_TRANSPORT_RDMA && !f->pinned) {
 		snprintf(err, errlen, "transport rdma needs a registered frame pool (opts.pool_frames; "
 			 "frames from ing_frame_alloc)");
+		errno = EINVAL;
 		goto fail;
 	}
 	p->pl = &p->pool;
 	f->sh.pool = &p->pool;
-	f->sh.fail_fast = true;
+	/* one server: its session keeps rdma_producer.c's own RDMA reconnect (same session,
+	 * the node re-reads the parked frames); the router redials when the session breaks */
+	f->sh.fail_fast = !f->pinned;
+
+	if (f->pinned) {
+		(void)node_add(f, addrs[0], addrs[0], ING_MEMBER_UNKNOWN);
+		int rc = node_dial(f, 0, p->o.connect_timeout_ms);
+		if (rc) {
+			snprintf(err, errlen, "%s", f->last_err);
+			errno = -rc;
+			goto fail;
+		}
+		struct ing_producer *sub = f->nodes[0].sub;
+		if (window_alloc(f, sub->credits, 1, err, errlen)) {
+			errno = ENOMEM;
+			goto fail;
+		}
+		p->credits = f->cap;
+		p->max_frame = sub->max_frame;
+		p->o.auth_token = NULL;
+		p->o.tls_ca = p->o.tls_cert = p->o.tls_key = p->o.tls_server_name = NULL;
+		free(addrs);
+		return p;
+	}
 
 	bool answered[FLEET_MAX_NODES] = { false };
 	members_learn(f, addrs, naddr, p->o.connect_timeout_ms, answered);
@@ -745,10 +988,13 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 	if (!up) {
 		snprintf(err, errlen, "no ingest node reachable of %u (servers '%.160s')", f->nnodes,
 			 o->servers);
+		errno = f->last_rc < 0 ? -f->last_rc : ECONNREFUSED;
 		goto fail;
 	}
-	if (window_alloc(f, credits, up, err, errlen))
+	if (window_alloc(f, credits, up, err, errlen)) {
+		errno = ENOMEM;
 		goto fail;
+	}
 	p->credits = f->cap;
 	p->max_frame = max_frame;
 	fleet_note(f);
@@ -759,10 +1005,13 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 	free(addrs);
 	return p;
 fail:
+fail_early:;
 	/* the caller has err (ingest-send prints it): a log line would say it twice */
+	int e = errno ? errno : EPROTO;
 	ING_INFO(COMP, "connect: %s", err);
 	free(addrs);
 	fleet_free(p);
+	errno = e;
 	return NULL;
 }
 
@@ -773,6 +1022,7 @@ static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 	struct ing_producer *p = f->top;
 	struct fnode *n = &f->nodes[i];
 	struct fframe *ff = a->user;
+	const char *nid = f->pinned ? a->node_id : n->id;   /* one server: what the node says */
 
 	/* matched per node and per frame state: anything else is late (or stale) */
 	if (!ff || ff < f->fr || ff >= f->fr + f->cap || !ff->used || ff->node != (int)i ||
@@ -785,7 +1035,7 @@ static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 		if (!ff->recv_delivered) {
 			ff->recv_delivered = true;
 			p->st.received++;
-			fack(f, ff, ING_ACK_RECEIVED, 1, 0, 0, a, n->id, a->msg);
+			fack(f, ff, ING_ACK_RECEIVED, 1, 0, 0, a, nid, a->msg);
 		}
 		return;
 	}
@@ -797,7 +1047,7 @@ static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 		n->durable++;
 		if (ff->rerouted && f->first_failover_ns && !p->st.first_failover_to_durable_ns)
 			p->st.first_failover_to_durable_ns = ing_now_ns() - f->first_failover_ns;
-		fack(f, ff, ING_ACK_DURABLE, 1, 0, 0, a, n->id, a->msg);
+		fack(f, ff, ING_ACK_DURABLE, 1, 0, 0, a, nid, a->msg);
 		return;
 	}
 	switch (a->code) {
@@ -811,14 +1061,17 @@ static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 	case ING_ERR_IO:
 	case ING_ERR_NO_SPACE:
 	case ING_ERR_BUSY:
+		if (f->pinned)
+			goto frame_failed;   /* no next node: the application decides (retryable) */
 		ING_LOG_RL(ING_LOG_WARN, COMP, "node %s refused frame %s (%s): trying the next node",
 			   n->id, ff->id, ing_strerror(a->code));
 		frame_unplace(f, ff, true);
 		return;
 	default:
+	frame_failed:
 		/* the frame itself (crc, conflict, size, ...): every node would say the same */
 		fack(f, ff, ff->recv_delivered ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, a->code,
-		     a->retryable, a, n->id, a->msg);
+		     a->retryable, a, nid, a->msg);
 	}
 }
 
@@ -883,7 +1136,8 @@ static void check_timers(struct fleet *f, uint64_t now)
 	/* a frame on a node for longer than the ack deadline: the node is hung */
 	for (unsigned k = 0; k < f->cap; k++) {
 		struct fframe *ff = &f->fr[k];
-		if (ff->used && ff->on_node && now - ff->t_sent_ns > ms_ns(f->ack_deadline_ms)) {
+		if (f->ack_deadline_ms && ff->used && ff->on_node &&
+		    now - ff->t_sent_ns > ms_ns(f->ack_deadline_ms)) {
 			char why[ING_ID_MAX + 96];
 			snprintf(why, sizeof(why), "no DURABLE ack for frame %s within %d ms", ff->id,
 				 f->ack_deadline_ms);
@@ -900,6 +1154,10 @@ static void check_timers(struct fleet *f, uint64_t now)
 			 f->top->o.frame_timeout_ms, ff->resends);
 		fack(f, ff, ff->recv_delivered ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, ING_ERR_DEADLINE, 1,
 		     NULL, ff->node >= 0 ? f->nodes[ff->node].id : "", m);
+	}
+	if (f->pinned) {
+		pinned_timers(f, now);
+		return;
 	}
 	/* cooled-down nodes (and new members): dial */
 	for (unsigned i = 0; i < f->nnodes; i++) {
@@ -939,8 +1197,9 @@ static void fleet_pass(struct fleet *f)
 /* Wait for any node's socket, at most wait_ms. */
 static void fleet_wait(struct fleet *f, int wait_ms)
 {
-	struct pollfd pfd[FLEET_MAX_NODES];
+	struct pollfd pfd[FLEET_MAX_NODES + 1];
 	nfds_t n = 0;
+	pfd[n++] = (struct pollfd){ .fd = f->wake_fd, .events = POLLIN };
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		struct ing_producer *s = f->nodes[i].sub;
 		if (!s || !s->ch)
@@ -950,7 +1209,19 @@ static void fleet_wait(struct fleet *f, int wait_ms)
 		pfd[n].revents = 0;
 		n++;
 	}
-	(void)poll(pfd, n, wait_ms);
+	if (poll(pfd, n, wait_ms) > 0 && (pfd[0].revents & POLLIN)) {
+		uint64_t v;
+		(void)!read(f->wake_fd, &v, sizeof(v));   /* drained; woken says it */
+	}
+}
+
+void fleet_wake(struct ing_producer *p)
+{
+	struct fleet *f = p->fleet;
+	uint64_t one = 1;
+
+	atomic_store_explicit(&f->woken, 1, memory_order_release);
+	(void)!write(f->wake_fd, &one, sizeof(one));
 }
 
 static int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
@@ -958,12 +1229,20 @@ static int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	struct fleet *f = p->fleet;
 	const char *wafer = d->wafer_id && *d->wafer_id ? d->wafer_id : ING_DEFAULT_WAFER;
 
+	if (p->broken)
+		return -EPIPE;
 	if (!d->data || d->length == 0 || d->length > p->max_frame || !producer_id_ok(d->frame_id) ||
 	    !producer_id_ok(wafer))
 		return -EINVAL;
 	/* any node may get it, over RDMA: it must be in the registered pool (as one session's) */
 	const uint8_t *b = d->data;
-	if (p->o.transport != ING_TRANSPORT_GRPC && p->pool.base &&
+	if (f->pinned) {
+		/* one server: its transport says (RDMA: inside the pool), as a plain session */
+		struct ing_producer *sub = f->nodes[0].sub;
+		int rc = sub && sub->xport->check ? sub->xport->check(sub, d) : 0;
+		if (rc)
+			return rc;
+	} else if (p->o.transport != ING_TRANSPORT_GRPC && p->pool.base &&
 	    (b < p->pool.base || b >= p->pool.base + p->pool.len ||
 	     d->length > (uint64_t)(p->pool.base + p->pool.len - b))) {
 		ING_LOG_RL(ING_LOG_ERR, COMP, "frame %s: %" PRIu64 " bytes at %p are not inside the registered frame pool (%p, %zu bytes): fleet frames over RDMA must come from ing_frame_alloc (-EFAULT)",
@@ -1016,6 +1295,10 @@ static int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max
 		uint64_t now = ing_now_ns();
 		if ((f->aq_len && max) || now >= deadline)
 			break;
+		if (p->broken && !f->nused)
+			break;
+		if (atomic_exchange_explicit(&f->woken, 0, memory_order_acq_rel))
+			break;   /* ing_producer_wake */
 		uint64_t left = (deadline - now + 999999) / 1000000;
 		fleet_wait(f, left > FLEET_POLL_SLICE_MS ? FLEET_POLL_SLICE_MS : (int)left);
 	}
@@ -1034,6 +1317,8 @@ static int fleet_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max
 		f->aq_head = (f->aq_head + 1) % f->aq_cap;
 		f->aq_len--;
 	}
+	if (!n && p->broken && !f->nused && !f->aq_len)
+		return p->broken_err < 0 ? p->broken_err : -EPIPE;
 	return (int)n;
 }
 
@@ -1049,7 +1334,7 @@ static void fleet_close(struct ing_producer *p, int timeout_ms)
 		(void)fleet_poll(p, scratch, 16, sizeof(scratch[0]), (int)(left ? left : 1));
 	}
 	if (f->nused)
-		ING_WARN(COMP, "closing with %u frame(s) not DURABLE", f->nused);
+		ING_WARN(f->pinned ? "producer" : COMP, "closing with %u frame(s) not DURABLE", f->nused);
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		if (f->nodes[i].sub) {
 			producer_session_close(f->nodes[i].sub, 0);
@@ -1081,6 +1366,8 @@ static enum ing_transport fleet_transport(const struct ing_producer *p)
 {
 	const struct fleet *f = p->fleet;
 
+	if (f->pinned)
+		return f->nodes[0].sub ? f->nodes[0].sub->xport->kind : f->last_kind;
 	for (unsigned i = 0; i < f->nnodes; i++)
 		if (f->nodes[i].sub && f->nodes[i].sub->xport->kind == ING_TRANSPORT_RDMA)
 			return ING_TRANSPORT_RDMA;

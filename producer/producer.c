@@ -456,7 +456,8 @@ void producer_set_broken(struct ing_producer *p, int err, const char *msg)
 	p->broken = true;
 	p->broken_err = err ? err : -EPIPE;
 	snprintf(p->broken_msg, sizeof(p->broken_msg), "%s", msg ? msg : "connection lost");
-	ING_WARN(COMP, "session %" PRIu64 ": %s; %u frame(s) in flight fail", p->session_id,
+	/* the router above says what becomes of the frames (re-sent, failed over, failed) */
+	ING_INFO(COMP, "session %" PRIu64 ": %s; %u frame(s) in flight", p->session_id,
 		 p->broken_msg, p->nused);
 }
 
@@ -838,6 +839,7 @@ static struct ing_producer *session_new(const struct ing_producer_opts *o,
 	struct ing_producer *p = calloc(1, sizeof(*p));
 	if (!p) {
 		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
 		return NULL;
 	}
 	p->o = *o;
@@ -869,6 +871,7 @@ static struct ing_producer *session_new(const struct ing_producer_opts *o,
 			snprintf(err, errlen, "frame pool %u x %" PRIu64 " bytes: %s", p->o.pool_frames,
 				 p->o.pool_frame_size, strerror(-rc));
 			producer_free(p);
+			errno = -rc;
 			return NULL;
 		}
 	}
@@ -893,7 +896,7 @@ static int session_offer(struct ing_producer *p, H3000__Transport *offer, size_t
 			*rdma_ok = true;
 		if (!*rdma_ok && p->o.transport == ING_TRANSPORT_RDMA) {
 			snprintf(err, errlen, "transport rdma requested but unavailable: %s", why);
-			return -1;
+			return -EOPNOTSUPP;
 		}
 	}
 	if (*rdma_ok && p->o.rdma_mode == ING_RDMA_MODE_WRITE)
@@ -923,11 +926,12 @@ static int session_dial(struct ing_producer *p, char *err, size_t errlen)
 	p->ch = ing_grpc_chan_connect(&co, cerr, sizeof(cerr));
 	if (p->ch)
 		return 0;
+	int e = errno > 0 ? -errno : -ECONNREFUSED;
 	if (*cerr)
 		snprintf(err, errlen, "%s", cerr);
 	else
 		snprintf(err, errlen, "cannot connect to %s", p->server);
-	return -1;
+	return e;
 }
 
 /* The node chose RDMA: set it up, or fall back loudly to the gRPC stream (a new Negotiate
@@ -956,7 +960,7 @@ static int session_start_rdma(struct ing_producer *p, H3000__NegotiateReply **r,
 	p->xport = &grpc_xport;
 	if (p->o.transport == ING_TRANSPORT_RDMA) {
 		snprintf(err, errlen, "rdma setup to %s:%u failed: %s", p->rdma_addr, p->rdma_port, rerr);
-		return -1;
+		return rc < 0 ? rc : -EIO;
 	}
 	/* loud and reversible: a new session on the fallback, next connect re-probes */
 	ING_WARN(COMP, "rdma setup to %s:%u failed (%s): falling back to gRPC streaming",
@@ -964,13 +968,14 @@ static int session_start_rdma(struct ing_producer *p, H3000__NegotiateReply **r,
 	snprintf(why, sizeof(why), "rdma setup failed: %.120s", rerr);
 	h3000__negotiate_reply__free_unpacked(*r, NULL);
 	*r = NULL;
-	if (negotiate(p, &grpc_only, 1, r, err, errlen))
-		return -1;
+	int nrc = negotiate(p, &grpc_only, 1, r, err, errlen);
+	if (nrc)
+		return nrc;
 	if ((*r)->transport != H3000__TRANSPORT__TRANSPORT_GRPC_STREAM &&
 	    (*r)->transport != H3000__TRANSPORT__TRANSPORT_UNSPECIFIED) {
 		snprintf(err, errlen, "ingest node chose %s after a GRPC_STREAM-only offer",
 			 transport_name((*r)->transport));
-		return -1;
+		return -EPROTO;
 	}
 	snprintf(p->note, sizeof(p->note), "fallback: %s", why);
 	return 0;
@@ -990,13 +995,13 @@ static int session_pick(struct ing_producer *p, H3000__NegotiateReply **r, bool 
 	    rr->transport != H3000__TRANSPORT__TRANSPORT_UNSPECIFIED) {
 		snprintf(err, errlen, "ingest node chose transport %s which was not offered",
 			 transport_name(rr->transport));
-		return -1;
+		return -EPROTO;
 	}
 	if (p->o.transport == ING_TRANSPORT_RDMA) {
 		snprintf(err, errlen, "transport rdma requested but the ingest node offers %s%s%s",
 			 transport_name(rr->transport), rr->message && *rr->message ? ": " : "",
 			 rr->message ? rr->message : "");
-		return -1;
+		return -EOPNOTSUPP;
 	}
 	if (p->o.transport == ING_TRANSPORT_GRPC)
 		snprintf(p->note, sizeof(p->note), "requested by the application");
@@ -1013,7 +1018,7 @@ static int session_open_stream(struct ing_producer *p, char *err, size_t errlen)
 {
 	if (alloc_tables(p)) {
 		snprintf(err, errlen, "out of memory (credits %u)", p->credits);
-		return -1;
+		return -ENOMEM;
 	}
 	char sid[24];
 	snprintf(sid, sizeof(sid), "%" PRIu64, p->session_id);
@@ -1024,7 +1029,7 @@ static int session_open_stream(struct ing_producer *p, char *err, size_t errlen)
 	p->call = ing_grpc_chan_call(p->ch, p->xport->call_path, md, 0, &cbs);
 	if (!p->call) {
 		snprintf(err, errlen, "cannot open %s on %s", p->xport->call_path, p->server);
-		return -1;
+		return -EPIPE;
 	}
 	return 0;
 }
@@ -1047,13 +1052,16 @@ struct ing_producer *producer_session_connect_shared(const struct ing_producer_o
 	struct ing_producer *p = session_new(o, sh, err, errlen);
 
 	if (!p) {
+		int e = errno;
 		ING_INFO(COMP, "connect: %s", err);   /* the caller has err: said once */
+		errno = e;
 		return NULL;
 	}
-	if (session_offer(p, offer, &noffer, &rdma_ok, why, sizeof(why), err, errlen) ||
-	    session_dial(p, err, errlen) ||
-	    negotiate(p, offer, noffer, &r, err, errlen) ||
-	    session_pick(p, &r, rdma_ok, why, err, errlen))
+	int rc;
+	if ((rc = session_offer(p, offer, &noffer, &rdma_ok, why, sizeof(why), err, errlen)) ||
+	    (rc = session_dial(p, err, errlen)) ||
+	    (rc = negotiate(p, offer, noffer, &r, err, errlen)) ||
+	    (rc = session_pick(p, &r, rdma_ok, why, err, errlen)))
 		goto fail;
 	apply_reply(p, r);
 	h3000__negotiate_reply__free_unpacked(r, NULL);
@@ -1061,7 +1069,7 @@ struct ing_producer *producer_session_connect_shared(const struct ing_producer_o
 	if (p->xport->kind == ING_TRANSPORT_GRPC && p->o.transport == ING_TRANSPORT_AUTO)
 		ING_WARN(COMP, "session %" PRIu64 " uses the gRPC fallback (%s)", p->session_id,
 			 p->note);
-	if (session_open_stream(p, err, errlen))
+	if ((rc = session_open_stream(p, err, errlen)))
 		goto fail;
 	ING_INFO(COMP, "session %" PRIu64 " on %s: transport %s (%s), credits %u, max frame %" PRIu64
 		 ", chunk %u", p->session_id, p->server, p->xport->name, p->note, p->credits,
@@ -1075,6 +1083,7 @@ fail:
 	/* the caller has err (ingest-send prints it): a log line would say it twice */
 	ING_INFO(COMP, "connect: %s", err);
 	producer_free(p);
+	errno = rc < 0 ? -rc : EPROTO;
 	return NULL;
 }
 
@@ -1208,8 +1217,8 @@ void producer_session_close(struct ing_producer *p, int timeout_ms)
 		uint64_t left = (deadline - ing_now_ns()) / 1000000;
 		(void)producer_session_poll(p, scratch, 16, sizeof(scratch[0]), (int)(left ? left : 1));
 	}
-	if (p->nused)
-		ING_WARN(COMP, "session %" PRIu64 ": closing with %u frame(s) in flight", p->session_id,
+	if (p->nused)   /* the router has said it for the application's frames */
+		ING_INFO(COMP, "session %" PRIu64 ": closing with %u frame(s) in flight", p->session_id,
 			 p->nused);
 	p->closing = true;
 	/* half-close and let the node finish the call; bounded by what is left (>= 500 ms) */

@@ -12,8 +12,10 @@
  *          -> xport->pump (continue sending the FIFO under flow control)
  *          -> xport->poll (transport's own events, e.g. rdma_cm) -> timeouts -> acks out
  *
- * Layers: api.c (the public functions) -> p->ops: the session below (producer.c), or the
- * fleet router (fleet.c), which drives one session per node through producer_session_*.
+ * Layers: api.c (the public functions) -> p->ops: the fleet router (fleet.c), which drives
+ * one session (producer.c) per node through producer_session_*. One server is a fleet of
+ * that one node (no Members, redialled with back-off after a lost connection): the frames
+ * are kept above the session until DURABLE and re-sent by the same code in both modes.
  *
  * What is common to both transports lives in producer.c: Negotiate, the one long-lived
  * gRPC call (PushFrames or ControlStream, both return stream Ack), Ack decoding, the
@@ -277,7 +279,8 @@ void producer_destroy(struct ing_producer *p);
  * router above it (fleet.c), which calls them directly, never the public API ---- */
 
 extern const struct producer_ops producer_session_ops;
-/* opts (validated by api.c, defaults applied, servers unset). NULL with err set. */
+/* opts (validated by api.c, defaults applied, servers unset). NULL with err set and errno
+ * the reason's code (ing_producer_open's). */
 struct ing_producer *producer_session_connect(const struct ing_producer_opts *o, char *err,
 					      size_t errlen);
 /* The same for a router's node session: frames in sh->pool (o->pool_frames is ignored),
@@ -294,8 +297,12 @@ unsigned producer_session_in_flight(const struct ing_producer *p);
 /* ---- the fleet router (producer/fleet.c) ---- */
 
 #define PRODUCER_PATH_MEMBERS "/h3000.RDMASvc/Members"
-/* opts (validated by api.c, defaults applied) with servers set. NULL with err set. */
+/* opts (validated by api.c, defaults applied): with servers set the fleet, else one server
+ * (o->server) as a fleet of that one node, redialled after a lost connection within
+ * o->reconnect_timeout_ms (fleet.c: "pinned"). NULL with err set and errno the code. */
 struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err, size_t errlen);
+/* ing_producer_wake behind the handle */
+void fleet_wake(struct ing_producer *p);
 /* HRW over node ids (lengths given): the score, and the winner of a comparison. */
 uint64_t fleet_hrw_score(const char *node, size_t nlen, const char *wafer, size_t wlen);
 bool fleet_hrw_better(uint64_t score_a, const char *id_a, uint64_t score_b, const char *id_b);

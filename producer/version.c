@@ -3,6 +3,7 @@
 #include "ingest/ingest.h"
 #include "common/log.h"
 
+#include <errno.h>
 #include <string.h>
 
 #define STR2(x) #x
@@ -43,6 +44,40 @@ ING_API const char *ing_strerror(int code)
 	}
 	const char *s = strerrordesc_np(-code);   /* static, thread-safe (unlike strerror) */
 	return s ? s : "unknown errno";
+}
+
+ING_API int ing_error_retryable(int code)
+{
+	switch (code) {
+	/* acks: the node or the way there, not the frame */
+	case ING_ERR_CRC_MISMATCH:     /* the bytes may have been damaged on the way */
+	case ING_ERR_DEADLINE:
+	case ING_ERR_TRANSFER:
+	case ING_ERR_IO:
+	case ING_ERR_NO_SPACE:
+	case ING_ERR_NO_TRANSPORT:
+	case ING_ERR_BUSY:
+	case ING_ERR_SHUTTING_DOWN:
+	/* errnos of open, submit and poll: the peer, the network, time, no credit now */
+	case -EAGAIN:
+	case -ENOBUFS:
+	case -EPIPE:
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -ECONNABORTED:
+	case -ETIMEDOUT:
+	case -EHOSTUNREACH:
+	case -EHOSTDOWN:
+	case -ENETUNREACH:
+	case -ENETDOWN:
+	case -ESHUTDOWN:
+	case -EIO:
+	case -EBUSY:
+	case -EINTR:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 #ifdef ING_SHARED_LIB

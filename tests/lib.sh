@@ -48,6 +48,32 @@ ing_wait_port() {
 
 step() { echo "== $*"; }
 
+# ing_readme_programs SRC_DIR: the programs of README's table ("## Programs"), one a line.
+ing_readme_programs() {
+	sed -n '/^## Programs/,/^## [^P]/p' "$1/README.md" | sed -n 's/^| `\([a-z][a-z-]*\)` |.*/\1/p'
+}
+
+# ing_check_programs SRC_DIR ROOT BINDIR: every program of README's table is ROOT/BINDIR/PROG
+# with its man page and bash completion under ROOT/share (ROOT: an install prefix, or an
+# unpacked package's usr/), and ROOT/BINDIR holds no program the table lacks. Calls fail.
+ing_check_programs() {
+	local src=$1 root=$2 bindir=$3 p progs
+	progs=$(ing_readme_programs "$src")
+	[ "$(echo "$progs" | wc -w)" -ge 9 ] || fail "README's program table not found or short: '$progs'"
+	for p in $progs; do
+		[ -x "$root/$bindir/$p" ] || fail "README's table lists $p; /$bindir/$p is not installed"
+		[ -s "$root/share/man/man1/$p.1.gz" ] || fail "$p has no man page share/man/man1/$p.1.gz"
+		[ -s "$root/share/bash-completion/completions/$p" ] ||
+			fail "$p has no bash completion share/bash-completion/completions/$p"
+		grep -q "^complete .* $p\$" "$root/share/bash-completion/completions/$p" ||
+			fail "share/bash-completion/completions/$p does not complete $p"
+	done
+	for p in "$root/$bindir"/*; do
+		grep -qx "$(basename "$p")" <<<"$progs" || fail "/$bindir/$(basename "$p") is installed but not in README's program table"
+	done
+	echo "README's $(echo "$progs" | wc -w) programs: each in $bindir with its man page and completion, and no other"
+}
+
 # ing_need_built PROGRAM...: exit 1 naming the first program that is not built.
 ing_need_built() {
 	local b

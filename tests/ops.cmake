@@ -16,6 +16,10 @@
 #  - func.ops.catalog_recovery: a damaged catalog.db: ingestd's message with the fix,
 #    ingest-catalog check and rebuild (ids from escaped names, CRC-32C recomputed, rows
 #    salvaged from a readable catalog, a damaged file caught), ingestd again.
+#  - func.ops.prune: ingest-catalog prune --older-than [--wafer] [--dry-run] beside a running
+#    node; killed mid-way (SIGKILL) and run again: rows and files agree; journals finished.
+#  - func.ops.deps_sets: deploy/install-deps.sh's demo set is the build set plus a few tools,
+#    none of the test stack; demo-tier adds Ceph; make demo / TIER=1 / install use them.
 #  - func.ops.hugepages_none / _reserved: --hugepages auto (the default) without enough free
 #    hugepages (one warning with the fix, as ingest-doctor says) and with pages reserved by
 #    deploy/'s ingest-hugepages (root; the pool on 2 MiB pages; the host's count restored).
@@ -31,10 +35,12 @@ add_test(NAME func.ops.oncall COMMAND /usr/bin/python3 ${_ops}/oncall.py ${PROJE
 add_test(NAME func.ops.monitoring COMMAND /usr/bin/python3 ${_ops}/monitoring.py ${PROJECT_BINARY_DIR}
          ${PROJECT_SOURCE_DIR})
 add_test(NAME func.ops.catalog_recovery COMMAND bash ${_ops}/catalog_recovery.sh ${PROJECT_BINARY_DIR})
+add_test(NAME func.ops.prune COMMAND bash ${_ops}/prune.sh ${PROJECT_BINARY_DIR})
+add_test(NAME func.ops.deps_sets COMMAND bash ${_ops}/deps_sets.sh ${PROJECT_SOURCE_DIR})
 add_test(NAME func.ops.hugepages_none COMMAND bash ${_ops}/hugepages.sh ${PROJECT_BINARY_DIR} none)
 add_test(NAME func.ops.hugepages_reserved COMMAND bash ${_ops}/hugepages.sh ${PROJECT_BINARY_DIR} reserved)
 set_tests_properties(func.ops.config func.ops.json_logs func.ops.prometheus func.ops.promtool
-                     func.ops.systemd func.ops.sd_notify func.ops.oncall func.ops.monitoring func.ops.catalog_recovery func.ops.hugepages_none
+                     func.ops.systemd func.ops.sd_notify func.ops.oncall func.ops.monitoring func.ops.catalog_recovery func.ops.prune func.ops.deps_sets func.ops.hugepages_none
                      func.ops.hugepages_reserved PROPERTIES LABELS func TIMEOUT 120)
 set_tests_properties(func.ops.hugepages_none func.ops.hugepages_reserved PROPERTIES
                      SKIP_RETURN_CODE 77 RESOURCE_LOCK hugepages)

@@ -223,7 +223,8 @@ struct ing_grpc_chan_opts {
 	int keepalive_ms;
 };
 void ing_grpc_chan_opts_init(struct ing_grpc_chan_opts *o);
-/* Connect (blocking, bounded by connect_timeout_ms) and exchange SETTINGS. NULL + err text. */
+/* Connect (blocking, bounded by connect_timeout_ms) and exchange SETTINGS. NULL + err text,
+ * errno set (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH for a name not resolved, EINVAL, EPROTO...). */
 struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, char *err, size_t errlen);
 void ing_grpc_chan_close(struct ing_grpc_chan *ch);  /* cancels open calls (on_close UNAVAILABLE) */
 /* Start a call. md: NULL-terminated name,value,name,value... ; timeout_ms 0: none. */

@@ -1073,13 +1073,16 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 	    !*host) {
 		seterr(err, errlen, "bad target '%s' (host:port or [v6]:port)",
 		       o->target ? o->target : "(null)");
+		errno = EINVAL;
 		return NULL;
 	}
 	struct ing_grpc_chan *ch = calloc(1, sizeof(*ch));
 	if (!ch) {
 		seterr(err, errlen, "out of memory");
+		errno = ENOMEM;
 		return NULL;
 	}
+	int e = ENOMEM;   /* errno of a NULL return */
 	ch->fd = -1;
 	ch->tls = o->tls;
 	ch->max_send = o->max_send_buffer ? o->max_send_buffer : d.max_send_buffer;
@@ -1099,12 +1102,17 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 		goto fail;
 	}
 	ch->fd = tcp_connect(host, port, deadline, err, errlen);
-	if (ch->fd < 0)
+	if (ch->fd < 0) {
+		e = -ch->fd;
 		goto fail;
+	}
 	ch->probe_host = host;   /* for the probes that explain a failed handshake */
 	ch->probe_port = port;
-	if (o->tls && tls_connect(ch, o, host, deadline, err, errlen) < 0)
+	int trc = o->tls ? tls_connect(ch, o, host, deadline, err, errlen) : 0;
+	if (trc < 0) {
+		e = -trc;
 		goto fail;
+	}
 
 	nghttp2_session_callbacks *cbs;
 	if (nghttp2_session_callbacks_new(&cbs)) {
@@ -1140,10 +1148,12 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 		if (now >= deadline) {
 			seterr(err, errlen, "%s: no HTTP/2 SETTINGS from the server within %d ms",
 			       o->target, tmo);
+			e = ETIMEDOUT;
 			goto fail;
 		}
 		int r = ing_grpc_chan_poll(ch, (int)((deadline - now + 999999) / 1000000));
 		if (r < 0) {
+			e = -r;
 			/* TLS 1.3: the server checks our certificate after our handshake ended; its
 			 * alert (if it is still readable) says why the connection went */
 			char ebuf[256] = "";
@@ -1174,6 +1184,7 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 	return ch;
 fail:
 	ing_grpc_chan_close(ch);
+	errno = e;
 	return NULL;
 }
 

@@ -16,7 +16,7 @@ extern "C" {
 
 /* The header's version; ing_version() is the loaded library's. Same major: compatible. */
 #define ING_VERSION_MAJOR 1
-#define ING_VERSION_MINOR 3
+#define ING_VERSION_MINOR 4
 #define ING_VERSION_PATCH 0
 #define ING_VERSION_NUMBER (ING_VERSION_MAJOR * 10000 + ING_VERSION_MINOR * 100 + ING_VERSION_PATCH)
 
@@ -52,6 +52,14 @@ enum ing_error {
  * Any thread.
  */
 ING_API const char *ing_strerror(int code);
+/*
+ * 1 when a later attempt may succeed, 0 when it cannot without a change (a bad option,
+ * token, certificate or frame): for a negative errno of ing_producer_open, submit or poll
+ * (-ECONNREFUSED, -ETIMEDOUT, -EAGAIN, -EPIPE, ... are), or an ack's enum ing_error
+ * (IO, NO_SPACE, BUSY, SHUTTING_DOWN, TRANSFER, DEADLINE, CRC_MISMATCH are). Any thread.
+ * Bindings decide retries from this, never from a message's text.
+ */
+ING_API int ing_error_retryable(int code);
 
 enum ing_log_level {
 	ING_LOG_ERR = 0,

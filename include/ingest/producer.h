@@ -104,6 +104,20 @@ struct ing_producer_opts {
 	int node_cooldown_ms;        /* fleet: a failed node is not used (nor redialled) for
 	                                this long; default 5000 */
 	int membership_refresh_ms;   /* fleet: ask the nodes for Members this often; default 2000 */
+	/* 1.4 */
+	/* One server: how long a lost connection (the node restarted, upgraded, its socket
+	   reset or closed) is tried again, from the loss, with back-off (100 ms doubling up
+	   to 2 s between dials). Meanwhile every frame that is not DURABLE is kept and, once
+	   connected again, re-sent in submit order (a frame the node had stored comes back
+	   `duplicate`); submit goes on taking frames up to the credits. The frames whose
+	   bytes were handed back at a RECEIVED ack (recycle_on RECEIVED) cannot be re-sent:
+	   those fail (ING_ERR_TRANSFER, retryable), so set recycle_on DURABLE to have every
+	   frame re-sent. Past the limit every frame kept fails the same way and the
+	   producer is broken (submit -EPIPE, poll the dial's -errno). The same mechanism
+	   as fleet mode (one node, no Members); stats count the losses as failovers and
+	   the re-sends as rerouted. Default 30000; negative: off (1.3: a lost connection
+	   fails the frames in flight at once). Fleet mode: unused (node_cooldown_ms). */
+	int reconnect_timeout_ms;
 	/* ABI: new fields go last; zero must mean their default. */
 };
 
@@ -139,7 +153,8 @@ struct ing_ack {
 	/* 1.2 */
 	char node_id[ING_ID_MAX + 1];   /* the node that sent this ack (fleet mode; with one
 	                                   server: its NegotiateReply.nodeId, or "") */
-	unsigned resends;            /* fleet: times the frame was re-sent to another node */
+	unsigned resends;            /* fleet: times the frame was re-sent to another node;
+	                                one server: re-sent after a reconnect */
 	/* 1.3 */
 	int stored;                  /* 1 only when the node holds the frame: its final ack,
 	                                DURABLE and ok (a duplicate of a stored frame too).
@@ -165,7 +180,8 @@ struct ing_frame_desc {
 struct ing_producer_stats {
 	uint64_t submitted, received, durable, failed, duplicates, bytes;
 	unsigned in_flight;
-	/* 1.2: fleet mode; 0 with one server */
+	/* 1.2: fleet mode; with one server (1.4) the reconnects: rerouted counts the frames
+	   re-sent after a lost connection, failovers the connections lost */
 	uint64_t rerouted;           /* frame re-sends to another node after a node failed */
 	uint64_t failovers;          /* times a node was declared failed (connection reset,
 	                                GOAWAY, missed PING, ack deadline) */
@@ -213,6 +229,28 @@ ING_API void ing_producer_opts_init_sz(struct ing_producer_opts *o, size_t opts_
  */
 ING_API struct ing_producer *ing_producer_connect(const struct ing_producer_opts *o, char *err,
 						 size_t errlen);
+/*
+ * ing_producer_connect with the reason as a code as well as text: 0 with *out set, or a
+ * negative errno with *out NULL and the reason in err. The codes (ing_error_retryable()
+ * says which may pass on a later attempt):
+ *   -EINVAL      a bad or missing option, an address that is not host:port, TLS files
+ *   -EOPNOTSUPP  an option this library does not know, or a transport it cannot do
+ *   -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENETUNREACH, -ECONNRESET, -EPIPE
+ *                the node not reached or the connection lost while connecting
+ *   -EACCES      the node refused the auth token (UNAUTHENTICATED)
+ *   -EPROTO      the peer is not an ingest node of this protocol, a TLS handshake failed
+ *   -ENOMEM      out of memory (the frame pool)
+ * Reads o->opts_size bytes of o. Any thread (the producer then belongs to it).
+ */
+ING_API int ing_producer_open(struct ing_producer **out, const struct ing_producer_opts *o,
+			      char *err, size_t errlen);
+/*
+ * Make an ing_producer_poll that waits (now, or the next one to start) return at once:
+ * with the acks it has, else 0. The one call that may run on another thread while the
+ * producer's thread uses p (a binding's submitter wakes its pump); async-signal-safe
+ * (one write(2) to an eventfd). p must stay open during the call.
+ */
+ING_API void ing_producer_wake(struct ing_producer *p);
 /* Wait up to timeout_ms for frames in flight, then close. NULL ok. */
 ING_API void ing_producer_close(struct ing_producer *p, int timeout_ms);
 

@@ -11,13 +11,20 @@
 #     --sizes one grammar (sizes and ranges) in ingest-send, ingest-verify, ingest-bench;
 #  5. ingest-doctor's help names only ingestd flags that exist;
 #  6. the man pages: NAME is the help's summary, and CONFIGURATION, SIGNALS, EXIT STATUS
-#     and FILES sections are there.
+#     and FILES sections are there;
+#  7. --help in sections (ingestd, ingest-get, ingest-verify, ingest-bench, ingest-stat,
+#     ingest-catalog): each option under a titled section, the man page's OPTIONS has them
+#     as subsections;
+#  8. bash completion made from each option table, as a user gets it: the script is valid
+#     bash, offers every flag --help lists, and, sourced into bash, completes a flag's
+#     prefix, a CHOICE flag's values, a directory for --data-dir, a file for --config=,
+#     ingest-catalog's commands.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
 BUILD=$(cd "${1:?usage: conventions.sh BUILD_DIR}" && pwd)
 A=$BUILD/apps
-PROGS="ingestd ingest-send ingest-verify ingest-topo ingest-doctor ingest-bench ingest-stat ingest-catalog"
+PROGS="ingestd ingest-send ingest-verify ingest-get ingest-topo ingest-doctor ingest-bench ingest-stat ingest-catalog"
 for p in $PROGS; do ing_need_built "$A/$p"; done
 TMP=$(mktemp -d /tmp/cli-conventions.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
@@ -137,4 +144,58 @@ else
 		ok
 	done
 fi
+
+step "7. --help in sections"
+for p in ingestd ingest-get ingest-verify ingest-bench ingest-stat ingest-catalog; do
+	"$A/$p" --help >"$TMP/help"
+	# between "Options:" and the first section after the options, every line is a section
+	# title, an option, an option's continuation or blank
+	secs=$(sed -n '/^Options:$/,/^Help:$/p' "$TMP/help" | grep -c '^[A-Z][A-Za-z ()-]*:$')
+	[ "$secs" -ge 4 ] || fail "$p --help: only $secs section titles under Options"
+	sed -n '/^Options:$/,/^Help:$/p' "$TMP/help" | sed -n '2p' | grep -q '^[A-Z].*:$' ||
+		fail "$p --help: the first option has no section title"
+	if [ -d "$BUILD/deploy/man" ]; then
+		zcat "$BUILD/deploy/man/$p.1.gz" | sed -n '/^\.SH OPTIONS/,/^\.SH /p' | grep -c '^\.SS ' >"$TMP/ss"
+		[ "$(cat "$TMP/ss")" -ge 3 ] || fail "$p.1: OPTIONS has $(cat "$TMP/ss") subsections"
+	fi
+	ok
+done
+echo "ok: $n checks"
+
+step "8. bash completion from the option tables"
+# complete PROG WORD...: COMPREPLY (one a line) for the command line PROG WORD... (the last
+# word is the one being completed), as bash calls the program's completion function
+complete_words() {
+	local p=$1
+	shift
+	bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); fn=$(complete -p "$1" | sed "s/.* -F \([^ ]*\) .*/\1/"); "$fn"; printf "%s\n" "${COMPREPLY[@]}"' \
+		_ "$TMP/$p.bash" "$p" "$@"
+}
+for p in $PROGS; do
+	"$A/$p" --completion bash >"$TMP/$p.bash" || fail "$p --completion bash: exit $?"
+	bash -n "$TMP/$p.bash" || fail "$p's completion is not valid bash"
+	grep -q "^complete .* $p\$" "$TMP/$p.bash" || fail "$p's completion does not complete $p"
+	offered=$(complete_words "$p" --)
+	# the flags of --help (not its old spellings, which work but are not offered)
+	for f in $("$A/$p" --help | sed '/^Old spellings/,$d' | sed -n 's/^  \(-h, \)\?\(--[a-z][a-z-]*\).*/\2/p' | sort -u); do
+		grep -qx -- "$f=\?" <<<"$offered" || fail "$p: --help lists $f, the completion does not offer it"
+	done
+	ok
+done
+[ "$(complete_words ingest-stat --js)" = --json ] || fail "ingest-stat --js<TAB>: '$(complete_words ingest-stat --js)'"
+[ "$(complete_words ingestd --hugepages '' | paste -sd' ')" = "auto on off" ] ||
+	fail "ingestd --hugepages <TAB>: '$(complete_words ingestd --hugepages '')'"
+[ "$(complete_words ingest-get --source = '' | paste -sd' ')" = "any local store" ] ||
+	fail "ingest-get --source=<TAB>: '$(complete_words ingest-get --source = '')'"
+[ "$(complete_words ingest-catalog '' | paste -sd' ')" = "check rebuild prune" ] ||
+	fail "ingest-catalog <TAB>: '$(complete_words ingest-catalog '')'"
+[ -z "$(complete_words ingest-catalog prune --data-dir /x '')" ] ||
+	fail "ingest-catalog prune --data-dir /x <TAB> offers commands again"
+mkdir -p "$TMP/dd/sub" && touch "$TMP/dd/file.conf"
+[ "$(complete_words ingest-catalog --data-dir "$TMP/dd/")" = "$TMP/dd/sub" ] ||
+	fail "ingest-catalog --data-dir DIR<TAB>: '$(complete_words ingest-catalog --data-dir "$TMP/dd/")'"
+complete_words ingest-stat --config = "$TMP/dd/fi" | grep -qx "$TMP/dd/file.conf" ||
+	fail "ingest-stat --config=FILE<TAB>: '$(complete_words ingest-stat --config = "$TMP/dd/fi")'"
+ok
+echo "ok: $n checks (every --help flag offered by every program's completion; values, dirs, files, commands)"
 echo "PASS: $n checks"

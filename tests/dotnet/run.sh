@@ -55,8 +55,13 @@ sample)
 	"$SRC/bindings/dotnet/pack.sh" "$BUILD"
 	PKGS=$BUILD/dotnet/sample-packages
 	rm -rf "$PKGS" "$BUILD/dotnet/sample"
+	# H3000.Ingest from the local feed; its dependency (Microsoft.Extensions.Logging.Abstractions)
+	# from the default feed, as a user's restore gets it (samples/dotnet/nuget.config adds
+	# the local feed to the user's own)
+	SAMPLE_SOURCES=()
+	[ ${#SOURCES[@]} -gt 0 ] && SAMPLE_SOURCES=(--source "$BUILD/nuget" "${SOURCES[@]}")
 	dotnet build "$SRC/samples/dotnet/Producer/Producer.csproj" -c Release -nologo -v:q -clp:NoSummary \
-		--source "$BUILD/nuget" --packages "$PKGS" --artifacts-path "$BUILD/dotnet/sample"
+		"${SAMPLE_SOURCES[@]}" --packages "$PKGS" --artifacts-path "$BUILD/dotnet/sample"
 	. "$SRC/tests/lib.sh"
 	fail() { echo "FAIL: $*"; tail -n 30 "$W/ingestd.log" 2>/dev/null; exit 1; }
 	W=$BUILD/test-work/dotnet-sample
@@ -79,6 +84,13 @@ sample)
 	echo "$out" | grep -q "^40 of 40 frames stored (0 failed)" || fail "not every frame stored"
 	n=$(find "$W/data/frames/sample" -name '*.frame' | wc -l)
 	[ "$n" = 40 ] || fail "$n frame files on the node, not 40"
+	# the async recycling program: 40 frames through 8 buffers (RentAsync, ReadAcksAsync)
+	out=$(env -u LD_LIBRARY_PATH -u H3000_INGEST_LIBRARY dotnet "$BUILD/dotnet/sample/bin/Producer/release_linux-x64/Producer.dll" \
+		--server "http://$ING_SERVER" --count 40 --size 1000000 --wafer sample-async --async) ||
+		fail "the sample --async exited $?: $out"
+	echo "$out" | grep -q "^40 of 40 frames stored (0 failed)" || fail "--async: not every frame stored: $out"
+	n=$(find "$W/data/frames/sample-async" -name '*.frame' | wc -l)
+	[ "$n" = 40 ] || fail "--async: $n frame files on the node, not 40"
 	ing_term_pid
 	echo "ok: the sample restored H3000.Ingest from the local feed, loaded its native library, stored 40 frames"
 	;;

@@ -11,7 +11,15 @@
 #  3. points.csv: one row per point with the header's columns;
 #  4. the node's Stats carries the same stage histograms (StatsReply.stageLatency), counted
 #     for every durable frame;
-#  5. bad usage exits 2 with a message naming the option.
+#  5. bad usage exits 2 with a message naming the option;
+#  6. a report another can be compared with: the node as it said (version = ingestd
+#     --version's, the pool slots it was started with, its framesDurable = Stats' after
+#     the run, no other producer), this tool's git revision from the build (a commit of
+#     this repository, not "unknown"), the machine's load before and after with the
+#     warning exactly when the load was above 0.5 per CPU, --repeat 2: two repetitions
+#     of every point with min <= median <= max, their frames adding up to the point's;
+#     a plan line and an ETA on every point line;
+#  7. TLS (--tls-ca, --tls-server-name) against a node with a certificate, with a token.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -44,7 +52,7 @@ SERVER=$ING_SERVER
 step "ingest-bench: 1 MiB frames, capacity then 20 % and 50 % open loop"
 OUT=$TMP/out
 timeout 120 "$BENCH" --server "$SERVER" --data-dir "$TMP/data" --out "$OUT" --git-rev test-rev \
-	--sizes 1M --loads 20,50 --capacity-s 1.5 --warmup 0.3 --duration 1 --json \
+	--sizes 1M --loads 20,50 --capacity-s 1.5 --warmup 0.3 --duration 1 --repeat 2 --json \
 	>"$TMP/stdout.json" 2>"$TMP/bench.err" || fail "ingest-bench exited $?"
 for f in report.md results.json points.csv timeline.csv latency_vs_load_grpc_1024K.png \
 	cdf_grpc_1024K.png stages_p99_grpc_1024K.png throughput.png; do
@@ -112,9 +120,92 @@ for s in received crc written synced catalogued ack total; do
 	[ "$n" = "$durable" ] || fail "Stats: stage $s counted ${n:-none} of $durable durable frames"
 done
 
+step "a report that can be compared: node, tool, load, repetitions, plan"
+VER=$("$INGESTD" --version | sed -n 's/^ingestd (h3000 ingest) //p')
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+after=$(stat_of framesDurable)
+rc=0
+/usr/bin/python3 - "$OUT/results.json" "$VER" "$after" "$(nproc)" "$SRC" <<'PY' || rc=$?
+import json, subprocess, sys
+d = json.load(open(sys.argv[1]))
+ver, after, cpus, src = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+def need(c, what):
+    if not c:
+        sys.exit("results.json: " + what)
+n = d["node"]
+need(n["known"] and n["version"].endswith(" " + ver), "node version %r, ingestd --version %r" % (n["version"], ver))
+need(n["pool_slots"] == 28 and n["max_frame"] == 64 << 20, "node pool: %d slots, max frame %d (started with the default pool 4M:16,16M:8,64M:4)" % (n["pool_slots"], n["max_frame"]))
+need(n["frames_durable_after"] == after, "framesDurable after the run %d, Stats says %d" % (n["frames_durable_after"], after))
+need(n["frames_of_others_during_run"] == 0, "frames of others: %d (this test is alone on the node)" % n["frames_of_others_during_run"])
+need("GRPC_STREAM" in n["transports_available"], "transports %r" % n["transports_available"])
+rev = d["git_rev_built"]
+need(rev and not rev.startswith("unknown"), "git_rev_built %r" % rev)
+h = rev.split("-dirty")[0].rsplit("-g", 1)[-1]
+need(subprocess.run(["git", "-C", src, "cat-file", "-e", h + "^{commit}"]).returncode == 0,
+     "git_rev_built %r is no commit of %s" % (rev, src))
+need(d["tool_version"] == ver, "tool_version")
+l = d["load"]
+need(l["cpus"] == cpus and len(l["before"]) == 3 and len(l["after"]) == 3 and min(l["before"] + l["after"]) >= 0, "load %r" % l)
+need(l["loaded"] == (l["before"][0] > l["loaded_per_cpu_threshold"] * cpus), "loaded flag vs its own numbers")
+need(d["params"]["repeat"] == 2, "repeat")
+for p in d["points"]:
+    need(len(p["repetitions"]) == 2, "two repetitions")
+    need(sum(r["ok"] for r in p["repetitions"]) == p["ok"], "repetitions' frames add up")
+    for k, v in p["spread"].items():
+        if k != "repetitions":
+            need(v["min"] <= v["median"] <= v["max"], "spread %s %r" % (k, v))
+print("node %s, %d slots; tool git %s; load %.2f before (%s); repetitions 2" % (
+    n["version"], n["pool_slots"], rev, l["before"][0], "loaded" if l["loaded"] else "not loaded"))
+sys.exit(0 if not l["loaded"] else 3)
+PY
+if [ "$rc" = 3 ]; then   # the machine was loaded: the warning in both places
+	grep -q '^> \*\*Warning: the machine was loaded\*\*' "$OUT/report.md" || fail "loaded, and report.md does not warn"
+	grep -q 'WARNING: the machine is loaded before the run' "$TMP/bench.err" || fail "loaded, and no warning on stderr"
+elif [ "$rc" = 0 ]; then
+	if grep -q 'the machine was loaded' "$OUT/report.md"; then fail "not loaded, and report.md warns"; fi
+else
+	fail "comparable report"
+fi
+grep -q "^| node | \`$SERVER\` ingestd h3000-ingestd $VER" "$OUT/report.md" || fail "report.md: no node line"
+grep -q '^| machine load | load average ' "$OUT/report.md" || fail "report.md: no load line"
+grep -q '^Spread over the 2 repetitions' "$OUT/report.md" || fail "report.md: no spread table"
+grep -q '^ingest-bench: plan: 1 transport x 1 size: capacity (closed loop), then 2 loads x 2 repetitions of 1.0 s (+ 0.3 s warm-up) = 5 points; about .*, done about ' "$TMP/bench.err" ||
+	fail "no plan line: $(head -3 "$TMP/bench.err")"
+[ "$(grep -c '^\[[2-5]/5\] grpc 1.0 MiB load .*; ETA ' "$TMP/bench.err")" = 4 ] || fail "point lines with an ETA: $(grep ETA "$TMP/bench.err")"
+
+step "TLS and a token"
+command -v openssl >/dev/null || fail "openssl is missing"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$TMP/key.pem" \
+	-out "$TMP/cert.pem" -days 2 -subj /CN=ingest-test -addext subjectAltName=DNS:ingest-test \
+	>/dev/null 2>&1 || fail "openssl req"
+printf '%s\n' "a-shared-secret-for-the-bench-0123" >"$TMP/token"
+chmod 600 "$TMP/token"
+ing_term_pid
+ing_start "$INGESTD" "$TMP/port2" "$TMP/ingestd.log" --data-dir "$TMP/data2" --pool 1M:8 \
+	--tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" --auth-token-file "$TMP/token"
+PID=$ING_PID
+timeout 120 "$BENCH" --server "$ING_SERVER" --tls-ca "$TMP/cert.pem" --tls-server-name ingest-test \
+	--auth-token-file "$TMP/token" --out "$TMP/tls" --sizes 256K --loads 50 --capacity-fps 20 \
+	--warmup 0.2 --duration 0.5 --no-plots 2>"$TMP/bench.err" || fail "ingest-bench over TLS exited $?"
+[ "$(json "$TMP/tls/results.json" 'params["tls"]')" = True ] || fail "results.json: tls not recorded"
+[ "$(json "$TMP/tls/results.json" 'node["known"]')" = True ] || fail "over TLS, the node's version not known"
+[ "$(json "$TMP/tls/results.json" 'points[0]["ok"]')" -gt 0 ] || fail "over TLS, no frame stored"
+grep -q '^| security | TLS, auth token |' "$TMP/tls/report.md" || fail "report.md: no security line"
+rc=0
+timeout 60 "$BENCH" --server "$ING_SERVER" --out "$TMP/x" --sizes 256K --loads 50 --capacity-fps 20 \
+	--duration 0.5 --no-plots --auth-token-file "$TMP/token" 2>"$TMP/err" || rc=$?
+[ "$rc" = 1 ] || fail "cleartext against the TLS node: exit $rc, want 1: $(cat "$TMP/err")"
+echo "ok: TLS with --tls-ca and --tls-server-name; cleartext against it exits 1"
+
 step "bad usage exits 2"
 rc=0
 "$BENCH" --loads 20,abc --out "$TMP/x" 2>"$TMP/usage.err" || rc=$?
 [ "$rc" -eq 2 ] || fail "--loads 20,abc: exit $rc, want 2"
 grep -q -- '--loads' "$TMP/usage.err" || fail "the message does not name --loads"
+rc=0
+"$BENCH" --tls-cert "$TMP/cert.pem" --tls-ca "$TMP/cert.pem" 2>"$TMP/usage.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q -- '--tls-cert and --tls-key go together' "$TMP/usage.err" || fail "--tls-cert alone: exit $rc: $(cat "$TMP/usage.err")"
+rc=0
+"$BENCH" --repeat 0 2>"$TMP/usage.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q -- "--repeat: '0' is not a number in 1..20" "$TMP/usage.err" || fail "--repeat 0: exit $rc: $(cat "$TMP/usage.err")"
 echo "PASS"

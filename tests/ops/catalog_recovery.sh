@@ -19,25 +19,8 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 BUILD=$(cd "${1:?usage: catalog_recovery.sh BUILD_DIR}" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-CAT=$BUILD/apps/ingest-catalog
-ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$CAT"
-command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 not installed (deploy/install-deps.sh)" >&2; exit 1; }
-T=$(mktemp -d /tmp/ops-catalog.XXXXXX)
-D=$T/data
-PID=
-cleanup() { ing_kill_pid; rm -rf "$T"; }
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 20 "$T/ingestd.log" >&2 2>/dev/null || true
-	exit 1
-}
-start() { ing_start "$INGESTD" "$T/port" "$T/ingestd.log" --data-dir "$D" --pool 1M:8 --workers 1; PID=$ING_PID; }
-send() { timeout 60 "$SEND" --server "$ING_SERVER" --transport grpc --quiet "$@"; }
-q() { sqlite3 "$D/catalog.db" "$1"; }
+NAME=ops-catalog
+. "$(dirname "$0")/catalog_lib.sh"
 LONG=$(printf 'ü%.0s' $(seq 1 60))   # 120 bytes; escaped 360: a shortened file name
 
 step "1. frames under plain, escaped and shortened names"

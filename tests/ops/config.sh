@@ -7,7 +7,10 @@
 #     is never created;
 #  3. errors are one line naming FILE:LINE with exit 2, before anything starts: an
 #     unknown key, a bad value, a line that is not `key = value`, a missing file;
-#  4. the shipped deploy/ingestd.conf passes --check-config.
+#  4. the shipped deploy/ingestd.conf passes --check-config, and gives every duration a unit;
+#  5. what operators write: comments after values, a bare boolean key (drain), compound
+#     durations (2h30m) are taken; a key set twice is refused naming both lines, a key that
+#     needs a value given bare names the value it needs.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -123,4 +126,33 @@ step "4. the shipped example config is valid"
 "$INGESTD" --config "$SRC/deploy/ingestd.conf" --check-config >"$TMP/out" 2>&1 \
 	|| fail "deploy/ingestd.conf: $(cat "$TMP/out")"
 echo "ok: $(cat "$TMP/out")"
+# every duration key of the example has its unit (a bare number's unit is a guess)
+durs=$("$INGESTD" --help | sed -n 's/^  --\([a-z-]*\) DURATION.*/\1/p')
+[ "$(echo "$durs" | wc -w)" -ge 5 ] || fail "ingestd --help lists only '$durs' as durations"
+for k in $durs; do
+	if grep -Eq "^[[:space:]]*$k[[:space:]]*=[[:space:]]*[0-9.]+[[:space:]]*(#.*)?$" "$SRC/deploy/ingestd.conf"; then
+		fail "deploy/ingestd.conf: $(grep -E "^[[:space:]]*$k[[:space:]]*=" "$SRC/deploy/ingestd.conf") has no unit"
+	fi
+done
+echo "ok: every duration of deploy/ingestd.conf has a unit ($(grep -Ec "^($(echo $durs | tr ' ' '|'))[[:space:]]*=" "$SRC/deploy/ingestd.conf") set there)"
+
+step "5. what operators write: comments after values, bare keys, compound durations"
+cat >"$TMP/ops.conf" <<CONF
+listen = 127.0.0.1:0   # any free port
+data-dir = $TMP/data-ops  # frames and catalog
+pool = 1M:4              # small
+session-idle = 2h30m     # compound
+frame-timeout = 1m30s
+drain                    # start DRAINING
+CONF
+"$INGESTD" --config "$TMP/ops.conf" --check-config >"$TMP/out" 2>&1 || fail "ops.conf: $(cat "$TMP/out")"
+echo "ok: comments after values, 'drain' bare, 2h30m and 1m30s: $(tail -1 "$TMP/out")"
+printf 'listen = 127.0.0.1:0\nworkers = 1\n# again:\nworkers = 2\n' >"$TMP/twice.conf"
+expect_conf_error "$TMP/twice.conf" 4 "workers: already set on line 2: keep one of the two lines"
+printf 'handshake-timeout = 2s\nhandshake-timeout-ms = 300\n' >"$TMP/alias.conf"
+expect_conf_error "$TMP/alias.conf" 2 "already set on line 1 (handshake-timeout is the same setting)"
+printf 'workers\n' >"$TMP/bare.conf"
+expect_conf_error "$TMP/bare.conf" 1 "workers: needs a value: 'workers = N'"
+printf 'drain = maybe\n' >"$TMP/drain.conf"
+expect_conf_error "$TMP/drain.conf" 1 "drain: 'maybe' is not on or off"
 echo "PASS: config file"

@@ -9,9 +9,12 @@
     live ingestd (fleet catalog and object store tier configured, both out of reach;
     peers; frames stored), Prometheus' own `up` excepted; histogram series (_bucket, _sum,
     _count) count as their family's; ingest-stat shows that node's export and tier lines;
- 4. a real Prometheus scraping that node with the rule file loaded evaluates every rule
-    without error (health "ok"), and every dashboard query (with $instance = .*) runs;
-    the throughput, failures, latency and ready panels return data.
+ 4. a real Prometheus scraping that node under a job name of its own (not "ingestd": the
+    rules and the dashboard name no job) with the rule file loaded evaluates every rule
+    without error (health "ok"), and every dashboard query (with $job and $instance = .*)
+    runs; the throughput, failures, latency and ready panels return data; once the node
+    stops, IngestNodeDown is pending for it;
+ 5. every alert has a runbook_url into docs/OPERATIONS.md whose anchor exists there.
 Bounded: ~25 s, 120 s at most."""
 import json
 import os
@@ -63,6 +66,25 @@ rule_exprs = re.findall(r"^\s+expr: (.*)$", open(RULES).read(), re.M)
 if len(rule_exprs) != nrules:
     fail(f"{len(rule_exprs)} exprs read from the rule file, promtool found {nrules} rules")
 print(f"ok: dashboard: {len(panels)} panels, {len(queries)} queries")
+
+# ---- 5. no job name; every alert's runbook_url is an anchor of docs/OPERATIONS.md
+text = open(RULES).read() + open(DASH).read()
+if re.search(r'job\s*=\s*\\?"', text):
+    fail("a rule or dashboard query names a scrape job: " + re.search(r'.{30}job\s*=\s*\\?".{20}', text).group(0))
+ops_md = open(os.path.join(src, "docs", "OPERATIONS.md")).read()
+anchors = set(re.findall(r'<a id="([^"]+)"></a>', ops_md))
+anchors |= {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", ops_md, re.M)}
+alerts = re.findall(r"^\s+- alert: (\w+)\n((?:\s{8,}.*\n)+)", open(RULES).read(), re.M)
+if len(alerts) != nrules:
+    fail(f"{len(alerts)} alerts parsed, promtool found {nrules} rules")
+for name, body in alerts:
+    m = re.search(r'runbook_url: "file:///usr/share/doc/h3000-ingest/docs/OPERATIONS\.md#([^"]+)"', body)
+    if not m:
+        fail(f"{name} has no runbook_url into docs/OPERATIONS.md")
+    if m.group(1) not in anchors:
+        fail(f"{name}'s runbook_url #{m.group(1)} is no anchor of docs/OPERATIONS.md")
+print(f"ok: no job name in the rules or the dashboard; {len(alerts)} runbook_urls, each an anchor of "
+      "docs/OPERATIONS.md")
 
 # ---- 3. metric names
 FUNCS = {"sum", "min", "max", "avg", "count", "topk", "bottomk", "rate", "irate", "increase",
@@ -135,7 +157,7 @@ api = run.start_prometheus(PROM, f"""global:
   evaluation_interval: 1s
 rule_files: ['{rules_copy}']
 scrape_configs:
-  - job_name: ingestd
+  - job_name: h3000-ingest-lab
     scrape_interval: 1s
     scrape_timeout: 1s
     static_configs:
@@ -147,7 +169,7 @@ def query(expr):
     return run.prom_query(api, expr)
 
 
-wait_for("the target up", lambda: (lambda r: r and r[0]["value"][1] == "1")(query('up{job="ingestd"}')))
+wait_for("the target up", lambda: (lambda r: r and r[0]["value"][1] == "1")(query('up{job="h3000-ingest-lab"}')))
 # traffic while it scrapes, so that rate() has points
 r = subprocess.run([send, "--server", f"127.0.0.1:{gport}", "--count", "30", "--sizes", "64K-2M",
                     "--rate", "10", "--first-id", "1000", "--quiet"], capture_output=True, timeout=60)
@@ -173,7 +195,7 @@ empty = []
 for title, expr in queries:
     if title.startswith("variable "):
         continue
-    res = query(expr.replace("$instance", ".*"))
+    res = query(expr.replace("$instance", ".*").replace("$job", ".*"))
     if not res:
         empty.append(title)
 for must in ("Ready", "Stored throughput", "Frames/s by result", "Failures by code",
@@ -194,7 +216,20 @@ if not re.search(r"^         export   lag \d+ rows .*, PostgreSQL DOWN$", r.stdo
 if not re.search(r"^         tier     s3://127\.0\.0\.1:1/frames (UNREACHABLE|UNKNOWN).*; backlog \d+ frames",
                  r.stdout, re.M):
     fail("ingest-stat shows no tier line for the unreachable store")
-run.stop_all()
-if ing.returncode != 0:
+# the node stops: IngestNodeDown (pending: its for: is 1m) for that target, by no job name
+ing.terminate()
+if ing.wait(timeout=60) != 0:
     fail(f"ingestd exited {ing.returncode} after SIGTERM")
+
+
+def node_down():
+    al = json.loads(http_get(f"{api}/alerts"))["data"]["alerts"]
+    return [a for a in al if a["labels"]["alertname"] == "IngestNodeDown" and
+            a["labels"].get("instance") == f"127.0.0.1:{mport}" and a["state"] in ("pending", "firing")]
+
+
+a = wait_for("IngestNodeDown for the stopped node", node_down)
+print(f"ok: the node stopped: IngestNodeDown {a[0]['state']} for {a[0]['labels']['instance']} "
+      f"(job {a[0]['labels'].get('job')})")
+run.stop_all()
 run.finish("PASS: deploy/monitoring")

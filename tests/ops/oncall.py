@@ -14,7 +14,13 @@ static fleet of three, /metrics on):
     "NOT READY: draining" while DRAINING; --json: every Stats field, the same counts as
     /metrics, the three members; --watch 500ms --count 3: three screens, rates over the
     interval; without the token: exit 1 naming --auth-token-file; a dead address: exit 1,
-    UNREACHABLE with the hint.
+    UNREACHABLE with the hint;
+ 4. ingest-stat's latencies over its window, not since start: a quiet window says no frame
+    was acked in it while the since-start P99 stays; --json --watch during ingest-send:
+    each screen's window counts exactly the frames the node's own framesDurable counter
+    gained since the screen before, and its P99 is within the since-start range;
+ 5. ingest-get --config (ingestd's file: port on this host, token): a frame back, the same
+    bytes as the node's file of it.
 """
 import json
 import os
@@ -196,7 +202,7 @@ r = run_stat("--server", server, "--auth-token-file", token, "--watch=500ms", "-
 n = len(re.findall(r"^Health   SERVING, ready", r.stdout, re.M))
 if r.returncode != 0 or n != 3:
     fail(f"--watch=500ms --count 3: exit {r.returncode}, {n} screens: {r.stdout}")
-rates = re.findall(r"over the last ([0-9.]+) s", r.stdout)
+rates = re.findall(r"^Stats .*over the last ([0-9.]+) s", r.stdout, re.M)
 if len(rates) != 3 or not all(0.1 <= float(x) <= 30 for x in rates[1:]):
     fail(f"--watch rates measured over {rates}")
 print(f"ok: --watch: 3 screens in {time.monotonic() - t0:.1f} s, rates over {rates} s")
@@ -208,6 +214,62 @@ r = run_stat("--server", "127.0.0.1:1")
 if r.returncode != 1 or "UNREACHABLE: cannot reach 127.0.0.1:1" not in r.stdout or "is ingestd running" not in r.stdout:
     fail(f"a dead address: exit {r.returncode}, {r.stdout}")
 print("ok: no token: exit 1 naming --auth-token-file; dead address: exit 1, UNREACHABLE with the hint")
+
+# ---- 4. latencies over the window, not since start
+r = run_stat("--config", conf, "--sample", "300ms")
+if r.returncode != 0:
+    fail(f"ingest-stat --sample 300ms exited {r.returncode}: {r.stdout}{r.stderr}")
+if not re.search(r"^         ack      no frame acked in the last 0\.\d s$", r.stdout, re.M) or \
+        not re.search(r"^                  since start P50 .*, P99 [0-9.]+ [mu]?s \(20 frames\)$", r.stdout, re.M):
+    fail(f"a quiet window: the screen should say no frame was acked in it, and the since-start P99:\n{r.stdout}")
+# one screen, then 30 frames, then screens until the windows have counted all 30: each
+# window must count exactly what the node's own framesDurable counter gained in it
+stat_p = subprocess.Popen([stat, "--config", conf, "--json", "--watch=2s", "--count", "30", "--sample", "0"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+prev = json.loads(stat_p.stdout.readline())
+if prev["window"] is not None:
+    fail("--sample 0: the first screen has no window")
+base = prev["stats"]["framesDurable"]
+run_send("--count", "30", "--sizes", "64K-256K", "--wafer", "OC-w3")
+seen, windows, busy = 0, 0, 0
+while seen < 30:
+    ln = stat_p.stdout.readline()
+    if not ln:
+        fail(f"ingest-stat --watch ended after {windows} windows, {seen} of 30 frames counted: "
+             f"{stat_p.stderr.read()}")
+    cur = json.loads(ln)
+    w, gained = cur["window"], cur["stats"]["framesDurable"] - prev["stats"]["framesDurable"]
+    if w is None or w["ack"]["count"] != gained:
+        fail(f"a window counts {w and w['ack']['count']} frames, the node's framesDurable gained {gained}")
+    if gained:
+        busy += 1
+        if not 0 < w["ack"]["p50Ns"] <= w["ack"]["p95Ns"] <= w["ack"]["p99Ns"]:
+            fail(f"window quantiles with {gained} frames: {w['ack']}")
+        if set(w["stages"]) != {"queue", "write", "sync", "commit", "ack"}:
+            fail(f"window stages: {sorted(w['stages'])}")
+    seen += gained
+    windows += 1
+    prev = cur
+stat_p.terminate()
+stat_p.wait(timeout=30)
+if seen != 30 or prev["stats"]["framesDurable"] != base + 30:
+    fail(f"the windows counted {seen} frames, the node stored {prev['stats']['framesDurable'] - base}")
+print(f"ok: ingest-stat windows: a quiet one says so; 30 frames counted over {windows} windows "
+      f"({busy} with frames), each window's count = the node's framesDurable gain")
+
+# ---- 5. ingest-get --config
+get = os.path.join(build, "apps", "ingest-get")
+fdir = os.path.join(data, "frames", "OC-w1")
+frame = sorted(f for f in os.listdir(fdir) if f.endswith(".frame"))[0]
+out_path = os.path.join(tmp, "got.raw")
+r = subprocess.run([get, "--config", conf, "--wafer", "OC-w1", "--frame", frame[:-len(".frame")],
+                    "--out", out_path], capture_output=True, text=True, timeout=120)
+if r.returncode != 0:
+    fail(f"ingest-get --config exited {r.returncode}: {r.stderr}")
+with open(out_path, "rb") as a, open(os.path.join(fdir, frame), "rb") as b:
+    if a.read() != b.read():
+        fail("ingest-get --config: the bytes differ from the node's file")
+print(f"ok: ingest-get --config {conf}: frame {frame[:-6]} back, the node's bytes")
 
 # ---- draining: /readyz 503 and ingest-stat exit 1, then back
 proc.send_signal(signal.SIGUSR2)

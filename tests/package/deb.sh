@@ -7,7 +7,9 @@
 #     is linked in statically, so no DPDK package); -dev depends on the same version;
 #  3. both are unpacked into a throwaway root (dpkg-deb -x): the unit starts /usr/bin/ingestd
 #     and reads /etc/h3000/ingestd.conf (a conffile), man pages are there;
-#  4. the unpacked ingestd, ingest-send and ingest-verify run end to end on 127.0.0.1
+#  4. README's program table against the package: every program in usr/bin with its man
+#     page and bash completion, and no program the table lacks;
+#  5. the unpacked ingestd, ingest-send, ingest-verify and ingest-get run end to end on 127.0.0.1
 #     (LD_LIBRARY_PATH into the root), and a program built against the unpacked -dev
 #     package's ingest.pc sends frames through the unpacked libingest.so.1.
 set -euo pipefail
@@ -63,6 +65,10 @@ done
 grep -qx 'ExecStart=/usr/bin/ingestd --config /etc/h3000/ingestd.conf' "$R/lib/systemd/system/ingestd.service" ||
 	fail "the unit does not start /usr/bin/ingestd --config /etc/h3000/ingestd.conf: $(grep Exec "$R/lib/systemd/system/ingestd.service")"
 
+step "README's program table against the package"
+ing_check_programs "$SRC" "$R/usr" bin
+bash -n "$R/usr/share/bash-completion/completions/ingestd" || fail "ingestd's completion is not valid bash"
+
 step "the unpacked programs end to end"
 export LD_LIBRARY_PATH=$R/usr/lib
 ing_start "$R/usr/bin/ingestd" "$T/port" "$T/ingestd.log" --data-dir "$T/data" --pool 1M:8 --workers 1
@@ -73,6 +79,10 @@ timeout 60 "$R/usr/bin/ingest-send" --server "$ING_SERVER" --transport grpc --co
 cat "$T/send.json"; echo
 [ "$(json "$T/send.json" 'ok')" = 16 ] || fail "not 16 frames ok"
 timeout 60 "$R/usr/bin/ingest-verify" --data-dir "$T/data" --manifest "$T/m" --quiet || fail "unpacked ingest-verify"
+# any frame back, compared with the node's own file of it
+timeout 60 "$R/usr/bin/ingest-get" --server "$ING_SERVER" --wafer DEB-w1 --frame frame-1 --out "$T/f1" ||
+	fail "unpacked ingest-get exited $?"
+cmp "$T/f1" "$T/data/frames/DEB-w1/frame-1.frame" || fail "ingest-get's frame-1 differs from the node's file"
 
 step "a program built against the unpacked -dev package"
 export PKG_CONFIG_PATH=$R/usr/lib/pkgconfig PKG_CONFIG_LIBDIR=/nonexistent

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # install_consume.sh BUILD_DIR SRC_DIR - what an operator and an application developer get
 # from `cmake --install` into a temporary prefix:
-#  1. the layout: 6 programs and ingest-hugepages, libingest.so.1 (SONAME) with its
+#  1. the layout: README's programs (each with its man page and bash completion, no
+#     other) and ingest-hugepages, libingest.so.1 (SONAME) with its
 #     symlinks, the header, ingest.pc, the CMake package, the systemd units pointing into
 #     the prefix, the example config, the service user's sysusers.d entry (systemd-sysusers
 #     makes the user from it, as the README says), man pages,
@@ -31,12 +32,20 @@ fail() {
 	exit 1
 }
 
+step "make install builds what it installs (target ing_install_set), no test"
+grep -q -- '--target ing_install_set' "$SRC/Makefile" || fail "make install does not build target ing_install_set"
+make -C "$BUILD" -n -B ing_install_set >"$T/plan" 2>&1 || { tail "$T/plan"; fail "make -n ing_install_set"; }
+for f in apps/ingestd.c apps/ingest-get.c producer/api.c; do
+	grep -q "$f" "$T/plan" || fail "ing_install_set does not build $f"
+done
+if grep -Eo 'tests/[a-z_/]+\.c' "$T/plan" | sort -u | head -5 | grep .; then
+	fail "ing_install_set builds the tests' sources above"
+fi
+
 step "cmake --install into $P"
 cmake --install "$BUILD" --prefix "$P" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "cmake --install"; }
-for f in bin/ingestd bin/ingest-send bin/ingest-verify bin/ingest-topo bin/ingest-doctor \
-	bin/ingest-bench bin/ingest-stat bin/ingest-catalog sbin/ingest-hugepages; do
-	[ -x "$P/$f" ] || fail "$f not installed"
-done
+ing_check_programs "$SRC" "$P" bin
+[ -x "$P/sbin/ingest-hugepages" ] || fail "sbin/ingest-hugepages not installed"
 for f in include/ingest/producer.h lib/pkgconfig/ingest.pc lib/cmake/ingest/ingestConfig.cmake \
 	lib/cmake/ingest/ingestConfigVersion.cmake lib/cmake/ingest/ingestTargets.cmake \
 	etc/h3000/ingestd.conf lib/systemd/system/ingestd.service lib/systemd/system/ingest-hugepages.service \

@@ -28,13 +28,18 @@ static void durations(void **state)
 		{ "1h", 1000, 3600000 }, { "1.5s", 1000, 1500 }, { "0.25s", 1, 250 },
 		{ "30", 1000, 30000 }, { "30", 1, 30 }, { "5min", 1, 300000 }, { "0", 1000, 0 },
 		{ "7d", 1000, 604800000 }, { "0.5d", 1, 43200000 },
+		/* compound: from the largest unit down, added up */
+		{ "2h30m", 1000, 9000000 }, { "1m30s", 1, 90000 }, { "1d12h", 1000, 129600000 },
+		{ "1s500ms", 1000, 1500 }, { "1h0m5s", 1000, 3605000 }, { "1min30s", 1000, 90000 },
+		{ "1.5h30m", 1000, 7200000 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		uint64_t v = 7;
 		assert_int_equal(ing_parse_duration_ms(ok[i].s, ok[i].bare, UINT64_MAX, &v), 0);
 		assert_true(v == ok[i].ms);
 	}
-	static const char *const bad[] = { "", "s", "-1s", "1.5ms", "1.s", "10 s", "3x", "1e3", "1sec" };
+	static const char *const bad[] = { "", "s", "-1s", "1.5ms", "1.s", "10 s", "3x", "1e3", "1sec",
+					   "30m2h", "1h1h", "1h30", "2h 30m", "1m30", "1s5", "ms", "1h-30m" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint64_t v = 7;
 		assert_int_equal(ing_parse_duration_ms(bad[i], 1000, UINT64_MAX, &v), -EINVAL);
@@ -43,6 +48,7 @@ static void durations(void **state)
 	uint64_t v;
 	assert_int_equal(ing_parse_duration_ms("30", 0, UINT64_MAX, &v), -EINVAL); /* unit required */
 	assert_int_equal(ing_parse_duration_ms("2h", 1000, 3600000, &v), -ERANGE);
+	assert_int_equal(ing_parse_duration_ms("59m61s", 1000, 3600000, &v), -ERANGE);
 	assert_int_equal(ing_parse_duration_ms("99999999999999999999h", 1000, UINT64_MAX, &v), -ERANGE);
 	char b[32];
 	assert_string_equal(ing_fmt_duration(30000, b, sizeof(b)), "30s");
@@ -297,12 +303,163 @@ static void config_keys(void **state)
 	assert_non_null(strstr(out, ":2: unknown key 'credts' (did you mean credits?)"));
 }
 
+/* ing_cli_read_config of text into c (defaults first); stderr into out; the return value */
+static int read_conf(const char *text, struct cfg *c, char *out, size_t cap)
+{
+	char path[] = "/tmp/ing-test-cli-XXXXXX";
+	static char buf[4096];
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	cfg_init(c);
+	FILE *tmp = tmpfile();
+	fflush(stderr);
+	int saved = dup(2);
+	dup2(fileno(tmp), 2);
+	int rc = ing_cli_read_config(&cli, path, buf, sizeof(buf), c);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	size_t n = fread(out, 1, cap - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+	unlink(path);
+	return rc;
+}
+
+/* what operators write in config files, and the mistakes they make there */
+static void config_operator(void **state)
+{
+	(void)state;
+	struct cfg c;
+	char out[1024];
+
+	/* a compound duration is checked against the range like any other */
+	assert_int_equal(read_conf("frame-timeout = 2h30m\n", &c, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, ":1: frame-timeout: '2h30m' is not a duration in 1s..1h"));
+	assert_int_equal(read_conf("frame-timeout = 1m30s # per frame\ncredits = 16 # x\njson\n"
+				   "manifest = /tmp/m#1\n", &c, out, sizeof(out)), 0);
+	assert_int_equal(c.timeout_ms, 90000);
+	assert_int_equal(c.credits, 16);
+	assert_true(c.json);
+	assert_string_equal(c.path, "/tmp/m#1");
+	/* a bare boolean key is true; true/false words too */
+	assert_int_equal(read_conf("json = false\n", &c, out, sizeof(out)), 0);
+	assert_false(c.json);
+	assert_int_equal(read_conf("json = yes\n", &c, out, sizeof(out)), 0);
+	assert_true(c.json);
+	assert_int_equal(read_conf("json = maybe\n", &c, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, ":1: json: 'maybe' is not true or false"));
+	/* a key that needs a value, given bare */
+	assert_int_equal(read_conf("\ncredits\n", &c, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, ":2: credits: needs a value: 'credits = N'"));
+	assert_int_equal(read_conf("mode\n", &c, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "'mode = auto|on|off'"));
+	/* a key given twice: both lines named, nothing taken silently */
+	assert_int_equal(read_conf("credits = 2\n# x\nserver = a:1\ncredits = 4\n", &c, out,
+				   sizeof(out)), 2);
+	assert_non_null(strstr(out, ":4: credits: already set on line 1: keep one of the two lines"));
+	assert_int_equal(lines(out), 1);
+	/* an old spelling and its new name are one setting */
+	assert_int_equal(read_conf("frame-timeout = 2s\nframe-timeout-ms = 2500\n", &c, out,
+				   sizeof(out)), 2);
+	assert_non_null(strstr(out, ":2: frame-timeout-ms: already set on line 1 (frame-timeout is "
+			       "the same setting)"));
+}
+
+/* --help in sections (ING_OPT_GROUP_), and a bash completion made from the same table */
+static const struct ing_opt gopts[] = {
+	ING_OPT_GROUP_("Connection"),
+	ING_OPT_STR_(C, "server", server, "ADDR", "the node"),
+	ING_OPT_PATH_(C, "manifest", path, "FILE", "write a manifest"),
+	ING_OPT_GROUP_("Frames"),
+	ING_OPT_UINT_(C, "credits", credits, 1, 4096, "frames in flight"),
+	ING_OPT_CHOICE_(C, "mode", mode, "auto=-1|on=1|off=0", "the mode"),
+	ING_OPT_BOOL_(C, "json", json, "JSON summary"),
+	ING_OPT_MS_ALIAS_(C, "frame-timeout-ms", timeout_ms, 1000, 3600000, "credits"),
+};
+static const struct ing_cli gcli = {
+	.prog = "gprog", .synopsis = "[options] check|fix", .summary = "a grouped program",
+	.opts = gopts, .nopts = sizeof(gopts) / sizeof(gopts[0]), .max_args = 1,
+	.init = cfg_init, .cfg_size = sizeof(struct cfg), .commands = "check fix",
+};
+
+static int do_gparse(void *arg)
+{
+	struct run *r = arg;
+	cfg_init(&r->c);
+	return ing_cli_parse(&gcli, r->argc, r->argv, &r->c, &r->argi);
+}
+
+static void groups_and_completion(void **state)
+{
+	(void)state;
+	static char *argv[4] = { "gprog", "--help", NULL, NULL };
+	struct run r = { .argv = argv, .argc = 2 };
+	char out[8192];
+
+	assert_int_equal(captured(1, out, sizeof(out), do_gparse, &r), 1);
+	const char *opt = strstr(out, "\nOptions:\nConnection:\n  --server ADDR"),
+		   *frames = strstr(out, "\n\nFrames:\n  --credits N"),
+		   *help = strstr(out, "\n\nHelp:\n  -h, --help");
+	assert_non_null(opt);
+	assert_non_null(frames);
+	assert_non_null(help);
+	assert_true(opt < frames && frames < help);
+	/* a group is no option: not a flag, not a config key, not a suggestion */
+	argv[1] = "--Frames";
+	assert_int_equal(captured(2, out, sizeof(out), do_gparse, &r), 2);
+	assert_null(ing_cli_find(&gcli, "Frames"));
+
+	argv[1] = "--completion";
+	argv[2] = "bash";
+	r.argc = 3;
+	assert_int_equal(captured(1, out, sizeof(out), do_gparse, &r), 1);
+	assert_non_null(strstr(out, "_gprog()"));
+	assert_non_null(strstr(out, "complete -o bashdefault -o default -F _gprog gprog\n"));
+	assert_non_null(strstr(out, "'--server --manifest --credits --mode --json --help --version "
+				    "--completion'"));
+	assert_null(strstr(out, "--frame-timeout-ms "));   /* old spellings are not offered */
+	assert_non_null(strstr(out, "--mode) COMPREPLY=($(compgen -W 'auto on off'"));
+	assert_non_null(strstr(out, "--manifest) compopt -o filenames"));
+	assert_non_null(strstr(out, "compgen -W 'check fix'"));
+	argv[2] = "zsh";
+	assert_int_equal(captured(2, out, sizeof(out), do_gparse, &r), 2);
+	assert_non_null(strstr(out, "gprog: --completion: 'zsh' is not a shell this program knows: bash; "
+				    "try 'gprog --help'\n"));
+}
+
+/* the --config first pass leaves argv as given: the full parse reports what was typed */
+static int do_two_pass(void *arg)
+{
+	struct run *r = arg;
+	static const char *const first[] = { "manifest", NULL };
+	cfg_init(&r->c);
+	assert_int_equal(ing_cli_parse_only(&cli, r->argc, r->argv, &r->c, first), 0);
+	assert_string_equal(r->argv[1], "check");   /* not moved behind the flags */
+	assert_string_equal(r->c.path, "m");
+	return ing_cli_parse(&cli, r->argc, r->argv, &r->c, &r->argi);
+}
+
+static void first_pass_keeps_argv(void **state)
+{
+	(void)state;
+	char *argv[] = { "prog", "check", "--manifest", "m", "--server", NULL };
+	struct run r = { .argv = argv, .argc = 5 };
+	char out[1024];
+	assert_int_equal(captured(2, out, sizeof(out), do_two_pass, &r), 2);
+	assert_non_null(strstr(out, "--server needs a value"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(durations), cmocka_unit_test(size_lists), cmocka_unit_test(good_flags),
 		cmocka_unit_test(bad_flags), cmocka_unit_test(help_and_version),
-		cmocka_unit_test(config_keys),
+		cmocka_unit_test(config_keys), cmocka_unit_test(config_operator),
+		cmocka_unit_test(groups_and_completion), cmocka_unit_test(first_pass_keeps_argv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

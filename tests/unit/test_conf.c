@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_conf.c - common/conf.c: key = value lines, comments, quotes, errors with line numbers. */
+/* test_conf.c - common/conf.c: key = value lines, bare keys, comments (whole-line and after a
+ * value), quotes, errors with line numbers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,7 +27,7 @@ static int collect(void *arg, const char *key, const char *value, unsigned line)
 	struct seen *s = arg;
 	if (s->n < 8) {
 		snprintf(s->keys[s->n], sizeof(s->keys[0]), "%s", key);
-		snprintf(s->vals[s->n], sizeof(s->vals[0]), "%s", value);
+		snprintf(s->vals[s->n], sizeof(s->vals[0]), "%s", value ? value : "(null)");
 		s->lines[s->n] = line;
 	}
 	s->n++;
@@ -68,6 +69,41 @@ static void test_good(void **state)
 	assert_string_equal(s.vals[3], "");
 	assert_string_equal(s.vals[4], "no newline");
 	assert_int_equal(s.lines[4], 8);
+	unlink(path);
+}
+
+/* what an operator writes: comments after values, bare on/off keys */
+static void test_comments_and_bare_keys(void **state)
+{
+	char buf[1024], why[128];
+	unsigned line;
+	struct seen s = { 0 };
+	(void)state;
+	put("frame-timeout = 30s # per frame\n"
+	    "data-dir = /srv/a#b\n"
+	    "drain\n"
+	    "  json   # a bare key with a comment\n"
+	    "tls-key = \"/k # not a comment\"   # a comment\n"
+	    "empty = # nothing\n"
+	    "tab = x\t# after a tab\n");
+	assert_int_equal(ing_conf_read(path, buf, sizeof(buf), collect, &s, &line, why, sizeof(why)), 0);
+	assert_int_equal(s.n, 7);
+	assert_string_equal(s.vals[0], "30s");
+	assert_string_equal(s.vals[1], "/srv/a#b");   /* '#' inside a word is the value's */
+	assert_string_equal(s.keys[2], "drain");
+	assert_string_equal(s.vals[2], "(null)");    /* collect()'s spelling of value NULL */
+	assert_int_equal(s.lines[2], 3);
+	assert_string_equal(s.keys[3], "json");
+	assert_string_equal(s.vals[3], "(null)");
+	assert_string_equal(s.vals[4], "/k # not a comment");
+	assert_string_equal(s.vals[5], "");
+	assert_string_equal(s.vals[6], "x");
+
+	put("a = \"x\" y\n");
+	assert_int_equal(ing_conf_read(path, buf, sizeof(buf), collect, &s, &line, why, sizeof(why)),
+			 -EINVAL);
+	assert_int_equal(line, 1);
+	assert_non_null(strstr(why, "after the quoted value"));
 	unlink(path);
 }
 
@@ -120,6 +156,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_good),
+		cmocka_unit_test(test_comments_and_bare_keys),
 		cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -116,6 +116,64 @@ static uint64_t rnd(uint64_t *s)
  * cluster, compared with the exact percentiles of the sorted samples: every quantile the
  * benchmark prints is within 1 % (and never below the true sample).
  */
+/* a window's quantile: the difference of two snapshots, interpolated as histogram_quantile() */
+static void test_prom_window(void **state)
+{
+	static struct ing_hist wh;
+	uint64_t before[ING_HIST_PROM_NB + 1], diff[ING_HIST_PROM_NB + 1];
+	bool over;
+	(void)state;
+	ing_hist_reset(&wh);
+	for (unsigned i = 0; i < 1000; i++)   /* a slow week: 20 ms each */
+		ing_hist_add(&wh, 20000000ull);
+	memcpy(before, wh.prom, sizeof(before));
+	for (unsigned i = 0; i < 100; i++)    /* this minute: 200 us each */
+		ing_hist_add(&wh, 200000ull);
+	for (unsigned i = 0; i <= ING_HIST_PROM_NB; i++)
+		diff[i] = wh.prom[i] - before[i];
+	/* since start the P99 is the slow frames'; over the window, the fast ones' bucket */
+	assert_true(ing_hist_quantile(&wh, 0.99) >= 20000000ull);
+	uint64_t p99 = ing_hist_prom_quantile(diff, ing_hist_prom_le_ns, ING_HIST_PROM_NB, 0.99, &over);
+	assert_false(over);
+	assert_true(p99 == 100000ull + (uint64_t)(150000.0 * 0.99));   /* 100..250 us, linear */
+	assert_int_equal(ing_hist_prom_quantile(diff, ing_hist_prom_le_ns, ING_HIST_PROM_NB, 0.0, &over),
+			 100000ull);
+	/* the first bucket starts at 0 */
+	memset(diff, 0, sizeof(diff));
+	diff[0] = 4;
+	assert_int_equal(ing_hist_prom_quantile(diff, ing_hist_prom_le_ns, ING_HIST_PROM_NB, 0.5, &over),
+			 50000ull);
+	/* beyond the last bound: that bound, marked */
+	diff[ING_HIST_PROM_NB] = 96;
+	assert_int_equal(ing_hist_prom_quantile(diff, ing_hist_prom_le_ns, ING_HIST_PROM_NB, 0.99, &over),
+			 30000000000ull);
+	assert_true(over);
+	memset(diff, 0, sizeof(diff));
+	assert_int_equal(ing_hist_prom_quantile(diff, ing_hist_prom_le_ns, ING_HIST_PROM_NB, 0.99, &over), 0);
+}
+
+/* two repetitions merged: the same as one histogram of both's samples */
+static void test_merge(void **state)
+{
+	static struct ing_hist a, b, both;
+	(void)state;
+	ing_hist_reset(&a);
+	ing_hist_reset(&b);
+	ing_hist_reset(&both);
+	for (uint64_t i = 1; i <= 1000; i++) {
+		ing_hist_add(i % 2 ? &a : &b, i * 7919);
+		ing_hist_add(&both, i * 7919);
+	}
+	ing_hist_merge(&a, &b);
+	assert_memory_equal(&a, &both, sizeof(a));
+	ing_hist_reset(&b);
+	ing_hist_merge(&a, &b);   /* an empty one changes nothing */
+	assert_memory_equal(&a, &both, sizeof(a));
+	ing_hist_reset(&b);
+	ing_hist_merge(&b, &both);   /* into an empty one: a copy */
+	assert_memory_equal(&b, &both, sizeof(b));
+}
+
 static void test_random_vs_exact(void **state)
 {
 	(void)state;
@@ -154,6 +212,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_prom_window),
+		cmocka_unit_test(test_merge),
 		cmocka_unit_test(test_small_exact),
 		cmocka_unit_test(test_uniform_quantiles),
 		cmocka_unit_test(test_huge_values),

@@ -4,11 +4,13 @@
  * gRPC client (the ing_grpc_* client functions are defined here, so the real client is
  * not linked): Negotiate contents, session header, chunking and zero-copy bodies,
  * credits, acks held while the transport still owns the bytes, -ENOBUFS resumption,
- * server failures, local frame timeouts, connection loss, the frame pool.
+ * server failures, local frame timeouts, connection loss (reconnect and re-send, the limit,
+ * reconnect off), ing_producer_wake, ing_producer_open's codes, the frame pool.
  * Every client function libingest calls is defined here, so the real grpc_client.o is never
  * pulled out of the archives.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "common/clock.h"
 #include "common/crc32c.h"
 #include "control/grpc/grpc.h"
 #include "h3000.pb-c.h"
@@ -65,8 +68,10 @@ static struct fake {
 	unsigned nmsgs;
 	bool nobufs;
 	unsigned accept_max;  /* > 0: -ENOBUFS once this many messages were taken */
-	int dead;           /* chan_poll returns this (<0) once set */
+	int dead;           /* chan_poll returns this (<0) once set; a new connection clears it */
 	bool half_closed;
+	int refuse;         /* > 0: chan_connect fails with this errno */
+	unsigned connects;
 } F;
 
 void ing_grpc_chan_opts_init(struct ing_grpc_chan_opts *o)
@@ -78,9 +83,14 @@ struct ing_grpc_chan *ing_grpc_chan_connect(const struct ing_grpc_chan_opts *o, 
 					    size_t errlen)
 {
 	(void)o;
-	(void)err;
-	(void)errlen;
+	if (F.refuse) {
+		snprintf(err, errlen, "connect %s: %s", o->target, strerror(F.refuse));
+		errno = F.refuse;
+		return NULL;
+	}
 	F.chan_open = true;
+	F.dead = 0;
+	F.connects++;
 	return &F.ch;
 }
 
@@ -271,7 +281,8 @@ static int teardown(void **state)
 	return 0;
 }
 
-static struct ing_producer *connect_default(unsigned credits, int frame_timeout_ms)
+static struct ing_producer *connect_opts(unsigned credits, int frame_timeout_ms,
+					 int reconnect_ms, enum ing_ack_stage recycle_on)
 {
 	struct ing_producer_opts o;
 	char err[256];
@@ -279,11 +290,46 @@ static struct ing_producer *connect_default(unsigned credits, int frame_timeout_
 	o.server = "127.0.0.1:1";
 	o.credits = credits;
 	o.client_name = "unit";
+	o.reconnect_timeout_ms = reconnect_ms;
+	o.recycle_on = recycle_on;
 	if (frame_timeout_ms)
 		o.frame_timeout_ms = frame_timeout_ms;
 	struct ing_producer *p = ing_producer_connect(&o, err, sizeof(err));
 	assert_non_null(p);
 	return p;
+}
+
+static struct ing_producer *connect_default(unsigned credits, int frame_timeout_ms)
+{
+	return connect_opts(credits, frame_timeout_ms, 0, ING_ACK_NONE);
+}
+
+/* The frame id of fake message i (its chunk's head decoded). */
+static void msg_frame_id(unsigned i, char *id, size_t idlen)
+{
+	struct fake_msg *m = &F.msgs[i];
+	uint8_t *whole = malloc(m->head_len + m->body_len);
+	assert_non_null(whole);
+	memcpy(whole, m->head, m->head_len);
+	memcpy(whole + m->head_len, m->body, m->body_len);
+	H3000__FrameChunk *c = h3000__frame_chunk__unpack(NULL, m->head_len + m->body_len, whole);
+	assert_non_null(c);
+	snprintf(id, idlen, "%s", c->frameid);
+	h3000__frame_chunk__free_unpacked(c, NULL);
+	free(whole);
+}
+
+/* Poll until n acks came (each poll bounded; the loop a watchdog of 30 s). */
+static int poll_until(struct ing_producer *p, struct ing_ack *acks, int n)
+{
+	int got = 0;
+	for (int i = 0; i < 300 && got < n; i++) {
+		int r = ing_producer_poll(p, acks + got, (unsigned)(n - got), 100);
+		if (r < 0)
+			return r;
+		got += r;
+	}
+	return got;
 }
 
 static struct ing_frame_desc desc(uint64_t id, const void *data, uint64_t len, void *user)
@@ -564,10 +610,11 @@ static void test_frame_timeout(void **state)
 	ing_producer_close(p, 0);
 }
 
-static void test_connection_lost(void **state)
+/* reconnect_timeout_ms < 0: 1.3's behaviour, the frames in flight fail at once */
+static void test_connection_lost_no_reconnect(void **state)
 {
 	(void)state;
-	struct ing_producer *p = connect_default(0, 0);
+	struct ing_producer *p = connect_opts(0, 0, -1, ING_ACK_NONE);
 	static uint8_t buf[4096 * 2];
 	struct ing_ack acks[8];
 	for (uint64_t id = 1; id <= 2; id++) {
@@ -585,7 +632,180 @@ static void test_connection_lost(void **state)
 	assert_int_equal(ing_producer_poll(p, acks, 8, 0), -ECONNRESET);
 	struct ing_frame_desc d = desc(3, buf, 10, NULL);
 	assert_int_equal(ing_producer_submit(p, &d), -EPIPE);
+	assert_int_equal(F.connects, 1);   /* never redialled */
 	ing_producer_close(p, 100);
+}
+
+/*
+ * The default: the connection is lost, the library redials, and the frames that were not
+ * DURABLE are sent again in submit order on the new session; a frame whose buffer went back
+ * at RECEIVED (recycle_on RECEIVED) fails instead, retryable.
+ */
+static void reconnect_case(enum ing_ack_stage recycle_on)
+{
+	struct ing_producer *p = connect_opts(0, 0, 0, recycle_on);
+	static uint8_t buf[100];
+	struct ing_ack acks[8];
+	for (uint64_t id = 1; id <= 3; id++) {
+		struct ing_frame_desc d = desc(id, buf, sizeof(buf), NULL);
+		assert_int_equal(ing_producer_submit(p, &d), 0);
+	}
+	assert_int_equal(F.nmsgs, 3);
+	release_all();
+	fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_RECEIVED, 0, false);
+	fake_ack(2, true, H3000__ACK_STAGE__ACK_STAGE_RECEIVED, 0, false);
+	fake_ack(2, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, false);
+	assert_int_equal(poll_until(p, acks, 3), 3);   /* RECEIVED 1, RECEIVED 2, DURABLE 2 */
+	assert_true(acks[2].stored);
+	F.dead = -ECONNRESET;
+	F.nmsgs = 0;
+	bool resend1 = recycle_on == ING_ACK_DURABLE;
+	/* the new session gets frame 3 (and 1 when its bytes are still ours) */
+	int got = 0;
+	if (!resend1) {
+		got = poll_until(p, acks, 1);
+		assert_int_equal(got, 1);
+		assert_string_equal(acks[0].frame_id, "1");
+		assert_false(acks[0].ok);
+		assert_int_equal(acks[0].stage, ING_ACK_RECEIVED);
+		assert_int_equal(acks[0].code, ING_ERR_TRANSFER);
+		assert_true(acks[0].retryable);
+		assert_non_null(strstr(acks[0].msg, "recycle_on DURABLE"));
+	}
+	for (int i = 0; i < 300 && F.nmsgs < (resend1 ? 2u : 1u); i++)
+		assert_true(ing_producer_poll(p, acks, 8, 100) >= 0);
+	assert_int_equal(F.connects, 2);
+	assert_int_equal(F.nmsgs, resend1 ? 2 : 1);
+	char id[32];
+	unsigned k = 0;
+	if (resend1) {
+		msg_frame_id(k++, id, sizeof(id));
+		assert_string_equal(id, "1");   /* submit order */
+	}
+	msg_frame_id(k, id, sizeof(id));
+	assert_string_equal(id, "3");
+	release_all();
+	if (resend1)
+		fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, true);
+	fake_ack(3, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, false);
+	int want = resend1 ? 2 : 1;
+	assert_int_equal(poll_until(p, acks, want), want);
+	for (int i = 0; i < want; i++) {
+		assert_true(acks[i].ok);
+		assert_true(acks[i].stored);
+		assert_int_equal(acks[i].resends, 1);
+	}
+	struct ing_producer_stats st;
+	ing_producer_get_stats(p, &st);
+	assert_int_equal(st.failovers, 1);
+	assert_int_equal(st.rerouted, resend1 ? 2 : 1);
+	assert_int_equal(st.durable, resend1 ? 3 : 2);
+	assert_int_equal(st.failed, resend1 ? 0 : 1);
+	assert_int_equal(ing_producer_in_flight(p), 0);
+	ing_producer_close(p, 100);
+}
+
+static void test_reconnect_resends(void **state)
+{
+	(void)state;
+	reconnect_case(ING_ACK_NONE);     /* RECEIVED, the default */
+	memset(&F.msgs, 0, sizeof(F.msgs));
+	F.nmsgs = 0;
+	F.connects = 0;
+	reconnect_case(ING_ACK_DURABLE);
+}
+
+/* The node does not come back within reconnect_timeout_ms: the frames fail, poll says why. */
+static void test_reconnect_gives_up(void **state)
+{
+	(void)state;
+	struct ing_producer *p = connect_opts(0, 0, 300, ING_ACK_DURABLE);
+	static uint8_t buf[100];
+	struct ing_ack acks[8];
+	struct ing_frame_desc d = desc(1, buf, sizeof(buf), NULL);
+	assert_int_equal(ing_producer_submit(p, &d), 0);
+	F.dead = -ECONNRESET;
+	F.refuse = ECONNREFUSED;
+	/* while it redials, submit still takes frames (kept for the next session) */
+	assert_int_equal(ing_producer_poll(p, acks, 8, 0), 0);
+	struct ing_frame_desc d2 = desc(2, buf, sizeof(buf), NULL);
+	assert_int_equal(ing_producer_submit(p, &d2), 0);
+	assert_int_equal(poll_until(p, acks, 2), 2);
+	for (int i = 0; i < 2; i++) {
+		assert_false(acks[i].ok);
+		assert_int_equal(acks[i].code, ING_ERR_TRANSFER);
+		assert_true(acks[i].retryable);
+		assert_non_null(strstr(acks[i].msg, "not back within 300 ms"));
+	}
+	assert_int_equal(ing_producer_poll(p, acks, 8, 0), -ECONNREFUSED);
+	struct ing_frame_desc d3 = desc(3, buf, sizeof(buf), NULL);
+	assert_int_equal(ing_producer_submit(p, &d3), -EPIPE);
+	assert_true(F.connects == 1);
+	ing_producer_close(p, 0);
+}
+
+static void *wake_later(void *arg)
+{
+	usleep(20000);
+	ing_producer_wake(arg);
+	return NULL;
+}
+
+/* A poll waiting for acks returns at once when woken (before it or from another thread). */
+static void test_wake(void **state)
+{
+	(void)state;
+	struct ing_producer *p = connect_default(0, 0);
+	struct ing_ack acks[8];
+	ing_producer_wake(p);
+	uint64_t t0 = ing_now_ns();
+	assert_int_equal(ing_producer_poll(p, acks, 8, 30000), 0);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, wake_later, p), 0);
+	assert_int_equal(ing_producer_poll(p, acks, 8, 30000), 0);
+	pthread_join(th, NULL);
+	/* not a timing budget: a poll that was not woken would have waited its full 2 x 30 s */
+	assert_true(ing_now_ns() - t0 < 30ull * 1000000000ull);
+	ing_producer_wake(NULL);   /* tolerated */
+	ing_producer_close(p, 0);
+}
+
+/* ing_producer_open: the reason as a code too; ing_error_retryable on those codes. */
+static void test_open_codes(void **state)
+{
+	(void)state;
+	struct ing_producer_opts o;
+	struct ing_producer *p = (struct ing_producer *)&o;
+	char err[256];
+	ing_producer_opts_init(&o);
+	assert_int_equal(ing_producer_open(&p, &o, err, sizeof(err)), -EINVAL);   /* no server */
+	assert_null(p);
+	assert_string_equal(err, "no server address");
+	assert_false(ing_error_retryable(-EINVAL));
+	o.server = "127.0.0.1:1";
+	F.refuse = ECONNREFUSED;
+	assert_int_equal(ing_producer_open(&p, &o, err, sizeof(err)), -ECONNREFUSED);
+	assert_null(p);
+	assert_non_null(strstr(err, "Connection refused"));
+	assert_true(ing_error_retryable(-ECONNREFUSED));
+	F.refuse = 0;
+	F.negotiate_status = ING_GRPC_UNAUTHENTICATED;
+	assert_int_equal(ing_producer_open(&p, &o, err, sizeof(err)), -EACCES);
+	assert_non_null(strstr(err, "UNAUTHENTICATED"));
+	assert_false(ing_error_retryable(-EACCES));
+	F.negotiate_status = 0;
+	o.transport = ING_TRANSPORT_RDMA;   /* no RDMA here: this side cannot */
+	assert_int_equal(ing_producer_open(&p, &o, err, sizeof(err)), -EOPNOTSUPP);
+	assert_false(ing_error_retryable(-EOPNOTSUPP));
+	o.transport = ING_TRANSPORT_AUTO;
+	assert_int_equal(ing_producer_open(&p, &o, err, sizeof(err)), 0);
+	assert_non_null(p);
+	ing_producer_close(p, 0);
+	/* acks' codes */
+	assert_true(ing_error_retryable(ING_ERR_BUSY));
+	assert_true(ing_error_retryable(ING_ERR_SHUTTING_DOWN));
+	assert_false(ing_error_retryable(ING_ERR_DUPLICATE_CONFLICT));
+	assert_false(ing_error_retryable(ING_ERR_TOO_LARGE));
 }
 
 static void test_frame_pool(void **state)
@@ -630,7 +850,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_nobufs_resumes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_node_failure_stops_sending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_frame_timeout, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_connection_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_connection_lost_no_reconnect, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconnect_resends, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconnect_gives_up, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wake, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_codes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_frame_pool, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -56,7 +56,12 @@ public class LifetimeTests
     public async Task A_killed_node_fails_every_frame_in_flight_retryable()
     {
         IngestNode node = await Support.Node("killed");
-        await using Producer p = Producer.Connect(Support.Grpc(node) with { FrameTimeout = TimeSpan.FromSeconds(30) });
+        // reconnect off (negative): 1.3's behaviour, the frames in flight fail at once
+        await using Producer p = Producer.Connect(Support.Grpc(node) with
+        {
+            FrameTimeout = TimeSpan.FromSeconds(30),
+            ReconnectTimeout = TimeSpan.FromSeconds(-1),
+        });
         var bufs = Enumerable.Range(0, 16).Select(_ => p.Rent(256 << 10)).ToList();
         int submitted = 0;
         foreach (FrameBuffer b in bufs)

@@ -9,7 +9,12 @@ namespace H3000.Ingest;
 /// <see cref="Memory{T}"/> of bytes. Fill it, submit it, and reuse it once its ack says so
 /// (<see cref="Ack.Buffer"/>): while a frame is in flight its bytes belong to the node, and
 /// <see cref="GetSpan"/> throws. <see cref="Release"/> (or Dispose) gives it back to the
-/// pool; every buffer goes when its producer is disposed.
+/// pool. A rented buffer keeps the native pool mapped (a reference on the producer's
+/// handle): when the producer is disposed while a task still writes into a span of it, the
+/// write lands in valid memory and the next <see cref="GetSpan"/> (or submit) throws
+/// <see cref="ObjectDisposedException"/>; the pool (and the session's socket) goes once
+/// every such buffer is released: release what you rent (using, or Dispose), as with any
+/// pooled memory. No finalizer gives it back: a span can outlive its buffer object.
 /// </summary>
 public sealed unsafe class FrameBuffer : MemoryManager<byte>
 {
@@ -33,6 +38,9 @@ public sealed unsafe class FrameBuffer : MemoryManager<byte>
     internal bool ReleasePending { get; set; }
     internal int Submission { get; set; } = -1;
     internal Producer Owner => _owner;
+    /// <summary>Holds a reference on the producer's handle (while rented).</summary>
+    internal bool HoldsRef { get; set; }
+
 
     public override Span<byte> GetSpan()
     {

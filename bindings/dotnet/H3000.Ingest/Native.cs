@@ -82,6 +82,8 @@ internal static unsafe partial class Native
         public int keepalive_ms;
         public int node_cooldown_ms;
         public int membership_refresh_ms;
+        // 1.4
+        public int reconnect_timeout_ms;
     }
 
     [StructLayout(LayoutKind.Sequential)]
@@ -150,6 +152,24 @@ internal static unsafe partial class Native
     [LibraryImport(LibraryName)]
     internal static partial IntPtr ing_producer_connect(ing_producer_opts* o, byte* err, nuint errlen);
 
+    // 1.4: the connect error as -errno
+    [LibraryImport(LibraryName)]
+    internal static partial int ing_producer_open(IntPtr* p, ing_producer_opts* o, byte* err, nuint errlen);
+
+    // 1.4: any thread; makes a waiting ing_producer_poll return
+    [LibraryImport(LibraryName)]
+    internal static partial void ing_producer_wake(ProducerHandle p);
+
+    // 1.4
+    [LibraryImport(LibraryName)]
+    internal static partial int ing_error_retryable(int code);
+
+    [LibraryImport(LibraryName)]
+    internal static partial void ing_log_set_handler(delegate* unmanaged<void*, int, byte*, byte*, void> fn, void* ctx);
+
+    [LibraryImport(LibraryName)]
+    internal static partial void ing_log_set_level(int level);
+
     [LibraryImport(LibraryName)]
     internal static partial void ing_producer_close(IntPtr p, int timeout_ms);
 
@@ -207,9 +227,13 @@ internal sealed class ProducerHandle : SafeHandle
     /// <summary>How long ReleaseHandle waits for frames in flight (DisposeAsync sets it).</summary>
     internal int CloseTimeoutMs { get; set; }
 
+    /// <summary>Where the close's log lines go (it may run on the thread of the last buffer's release).</summary>
+    internal Microsoft.Extensions.Logging.ILogger? Logger { get; set; }
+
     protected override bool ReleaseHandle()
     {
-        Native.ing_producer_close(handle, CloseTimeoutMs);
+        using (NativeLog.Scope(Logger))
+            Native.ing_producer_close(handle, CloseTimeoutMs);
         return true;
     }
 }

@@ -3,6 +3,7 @@ using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Text;
 using System.Threading.Channels;
+using Microsoft.Extensions.Logging;
 
 namespace H3000.Ingest;
 
@@ -16,12 +17,18 @@ namespace H3000.Ingest;
 /// steady path, as libingest's own loop), or <see cref="ReadAcksAsync"/> with
 /// <see cref="SubmitAsync"/>, which start a pump thread that drives the connection.
 /// </para>
-/// <para>Thread-safe: calls are serialized on the one native handle (libingest's rule).</para>
+/// <para>Thread-safe: calls are serialized on the one native handle (libingest's rule); a
+/// pump waiting in libingest's poll is woken (ing_producer_wake) when another thread needs
+/// the handle, never polled in short slices.</para>
+/// <para>With one <see cref="ProducerOptions.Server"/>, a node restart or upgrade costs time,
+/// not frames: libingest redials for <see cref="ProducerOptions.ReconnectTimeout"/> and
+/// re-sends every frame not DURABLE (<see cref="Ack.Resends"/>).</para>
 /// </summary>
 public sealed class Producer : IAsyncDisposable, IDisposable
 {
     private const int EAGAIN = 11, ENOBUFS = 105, EPIPE = 32, EINVAL = 22;
     private const int AckBurst = 64;
+    private const int PumpWaitMs = 1000;   // the pump's poll; woken at once when needed
 
     private readonly ProducerHandle _h;
     private readonly object _gate = new();
@@ -51,6 +58,20 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     private readonly SemaphoreSlim _work = new(0, int.MaxValue);
     private int _disposed;
 
+    // a thread waiting in native poll (pump or Poll) and threads that want the handle: the
+    // waiter is woken instead of holding the lock for its whole wait
+    private int _inPoll;
+    private int _wanters;
+    // RentAsync: waiters for a buffer given back
+    private readonly SemaphoreSlim _bufferFreed = new(0, int.MaxValue);
+    private int _rentWaiters;
+    private int _rented;          // buffers rented and not given back (each holds a handle reference)
+    private readonly ILogger? _logger;
+
+    /// <summary>Buffers rented from this producer and not given back.</summary>
+    internal int RentedCount => Volatile.Read(ref _rented);
+    internal bool HandleClosed => _h.IsClosed;
+
     private struct Submission
     {
         public FrameBuffer? Buffer;
@@ -63,6 +84,8 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         _h = h;
         _strings = strings;
         _recycleOn = o.Servers is { Count: > 0 } ? AckStage.Durable : o.RecycleOn;
+        _logger = o.Logger;
+        PoolFrameSize = o.PoolFrameSize <= 0 ? 16L << 20 : (o.PoolFrameSize + 4095) & ~4095L;
         _drainTimeout = o.DrainTimeout;
         _hasStored = Native.ing_version() >= 10300;
         _acks = (Native.ing_ack*)NativeMemory.AllocZeroed((nuint)(AckBurst * sizeof(Native.ing_ack)));
@@ -81,7 +104,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             return Native.ing_crc32c(crc, p, (nuint)data.Length);
     }
 
-    /// <summary>The loaded libingest's version ("1.3.0").</summary>
+    /// <summary>The loaded libingest's version ("1.4.0").</summary>
     public static unsafe string LibraryVersion => Native.Utf8(Native.ing_version_string());
 
     /// <summary>
@@ -93,9 +116,13 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         ArgumentNullException.ThrowIfNull(options);
         if (string.IsNullOrEmpty(options.Server) && options.Servers is not { Count: > 0 })
             throw new ArgumentException("ProducerOptions.Server (\"host:port\") or Servers is required", nameof(options));
+        string? server = options.Server is null ? null : Address.Normalize(options.Server, options.Tls != null, nameof(options));
+        string? servers = options.Servers is { Count: > 0 } list
+            ? string.Join(',', list.Select(a => Address.Normalize(a, options.Tls != null, nameof(options)))) : null;
         if (options.PoolFrames < 0 || options.PoolFrameSize < 0 || options.Credits < 0 || options.ChunkSize < 0)
             throw new ArgumentOutOfRangeException(nameof(options), "PoolFrames, PoolFrameSize, Credits and ChunkSize cannot be negative");
         Native.EnsureLoaded();
+        NativeLog.Attach(options.Logger);
         var strings = new List<IntPtr>();
         byte* S(string? s)
         {
@@ -113,7 +140,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         {
             Native.ing_producer_opts o;
             Native.ing_producer_opts_init_sz(&o, (nuint)sizeof(Native.ing_producer_opts));
-            o.server = S(options.Server);
+            o.server = S(server);
             (o.transport, o.rdma_mode) = options.Transport switch
             {
                 Transport.Auto => (0, 0),
@@ -142,21 +169,26 @@ public sealed class Producer : IAsyncDisposable, IDisposable
                 o.tls_key = S(tls.KeyFile);
                 o.tls_server_name = S(tls.ServerName);
             }
-            if (options.Servers is { Count: > 0 } servers)
-                o.servers = S(string.Join(',', servers));
+            o.servers = S(servers);
             o.ack_deadline_ms = Ms(options.AckDeadline);
             o.keepalive_ms = Ms(options.Keepalive);
             o.node_cooldown_ms = Ms(options.NodeCooldown);
             o.membership_refresh_ms = Ms(options.MembershipRefresh);
+            o.reconnect_timeout_ms = options.ReconnectTimeout < TimeSpan.Zero ? -1 : Ms(options.ReconnectTimeout);
 
             byte* err = stackalloc byte[512];
             err[0] = 0;
-            IntPtr p = Native.ing_producer_connect(&o, err, 512);
-            if (p == IntPtr.Zero)
+            IntPtr p = IntPtr.Zero;
+            int rc;
+            using (NativeLog.Scope(options.Logger))
+                rc = Native.ing_producer_open(&p, &o, err, 512);
+            if (rc < 0 || p == IntPtr.Zero)
             {
                 string why = Native.Utf8(err);
-                string where = options.Server ?? string.Join(',', options.Servers!);
-                throw new IngestException($"connect to {where}: {(why.Length > 0 ? why : "failed")}", 0, ConnectRetryable(why));
+                string where = server ?? servers!;
+                // retryability from libingest's code, never from the message's words
+                throw new IngestException($"connect to {where}: {(why.Length > 0 ? why : "failed")}", rc,
+                                          Native.ing_error_retryable(rc) != 0);
             }
             return new Producer(new ProducerHandle(p), strings, options);
         }
@@ -168,48 +200,60 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         }
     }
 
-    /// <summary><see cref="Connect"/> on a pool thread.</summary>
-    public static Task<Producer> ConnectAsync(ProducerOptions options, CancellationToken cancellationToken = default) =>
-        Task.Run(() => Connect(options), cancellationToken);
-
-    // Refusals that name the peer, the network or time may pass on a later attempt; a bad
-    // option, token or certificate will not.
-    private static bool ConnectRetryable(string why) =>
-        !why.Contains("UNAUTHENTICATED", StringComparison.Ordinal) &&
-        !why.Contains("PERMISSION_DENIED", StringComparison.Ordinal) &&
-        !why.Contains("certificate", StringComparison.OrdinalIgnoreCase) &&
-        !why.Contains("option", StringComparison.OrdinalIgnoreCase) && (
-        why.Contains("refused", StringComparison.OrdinalIgnoreCase) ||
-        why.Contains("timed out", StringComparison.OrdinalIgnoreCase) ||
-        why.Contains("timeout", StringComparison.OrdinalIgnoreCase) ||
-        why.Contains("unreachable", StringComparison.OrdinalIgnoreCase) ||
-        why.Contains("reset", StringComparison.OrdinalIgnoreCase) ||
-        why.Contains("UNAVAILABLE", StringComparison.Ordinal) ||
-        why.Contains("RESOURCE_EXHAUSTED", StringComparison.Ordinal));
+    /// <summary>
+    /// <see cref="Connect"/> on a pool thread. Cancelling the token ends the wait at once
+    /// (<see cref="OperationCanceledException"/>); a connection that completes after that is
+    /// closed, never leaked. The connect itself is bounded by <see cref="ProducerOptions.ConnectTimeout"/>.
+    /// </summary>
+    public static Task<Producer> ConnectAsync(ProducerOptions options, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        cancellationToken.ThrowIfCancellationRequested();
+        var tcs = new TaskCompletionSource<Producer>(TaskCreationOptions.RunContinuationsAsynchronously);
+        CancellationTokenRegistration reg = cancellationToken.Register(() => tcs.TrySetCanceled(cancellationToken));
+        _ = Task.Run(() =>
+        {
+            try
+            {
+                Producer p = Connect(options);
+                if (!tcs.TrySetResult(p))
+                    p.Dispose();   // the caller gave up: nobody else will close it
+            }
+            catch (Exception e)
+            {
+                tcs.TrySetException(e);
+            }
+            finally
+            {
+                reg.Dispose();
+            }
+        }, CancellationToken.None);
+        return tcs.Task;
+    }
 
     internal bool IsDisposed => Volatile.Read(ref _disposed) != 0;
 
     /// <summary>The transport in use: Rdma (READ or WRITE push) or Grpc.</summary>
     public Transport ActualTransport
     {
-        get { lock (_gate) { ThrowIfDisposed(); return Native.ing_producer_transport(_h) == 1 ? Transport.Rdma : Transport.Grpc; } }
+        get { using (Gate()) { ThrowIfDisposed(); return Native.ing_producer_transport(_h) == 1 ? Transport.Rdma : Transport.Grpc; } }
     }
     /// <summary>Why this transport (e.g. why RDMA is not used).</summary>
     public unsafe string TransportNote
     {
-        get { lock (_gate) { ThrowIfDisposed(); return Native.Utf8(Native.ing_producer_transport_note(_h)); } }
+        get { using (Gate()) { ThrowIfDisposed(); return Native.Utf8(Native.ing_producer_transport_note(_h)); } }
     }
-    public ulong SessionId { get { lock (_gate) { ThrowIfDisposed(); return Native.ing_producer_session_id(_h); } } }
+    public ulong SessionId { get { using (Gate()) { ThrowIfDisposed(); return Native.ing_producer_session_id(_h); } } }
     /// <summary>The largest frame the node takes from this session.</summary>
-    public long MaxFrameSize { get { lock (_gate) { ThrowIfDisposed(); return (long)Native.ing_producer_max_frame(_h); } } }
+    public long MaxFrameSize { get { using (Gate()) { ThrowIfDisposed(); return (long)Native.ing_producer_max_frame(_h); } } }
     /// <summary>Frames in flight the node allows this session.</summary>
-    public int Credits { get { lock (_gate) { ThrowIfDisposed(); return (int)Native.ing_producer_credits(_h); } } }
+    public int Credits { get { using (Gate()) { ThrowIfDisposed(); return (int)Native.ing_producer_credits(_h); } } }
     /// <summary>Frames submitted whose final ack has not been polled yet.</summary>
     public int InFlight => Volatile.Read(ref _inFlight);
 
     public unsafe ProducerStats GetStats()
     {
-        lock (_gate)
+        using (Gate())
         {
             ThrowIfDisposed();
             Native.ing_producer_stats s;
@@ -226,23 +270,85 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     {
         if (length <= 0)
             throw new ArgumentOutOfRangeException(nameof(length), length, "a frame has at least one byte");
-        lock (_gate)
+        EnterGate();
+        try
         {
             ThrowIfDisposed();
             byte* p = (byte*)Native.ing_frame_alloc(_h, (nuint)length);
             if (p == null)
                 return null;
-            if (_buffers.TryGetValue((IntPtr)p, out FrameBuffer? b))
+            if (!_buffers.TryGetValue((IntPtr)p, out FrameBuffer? b))
             {
-                b.Length = length;
-                b.IsRented = true;
-                b.ReleasePending = false;
-                return b;
+                b = new FrameBuffer(this, p, length);
+                _buffers[(IntPtr)p] = b;
             }
-            b = new FrameBuffer(this, p, length);
-            _buffers[(IntPtr)p] = b;
+            b.Length = length;
+            b.ReleasePending = false;
+            // the pool stays mapped while the buffer is rented: a span handed out by
+            // GetSpan can never outlive the memory under it, whatever a dispose does
+            bool added = false;
+            _h.DangerousAddRef(ref added);
+            b.HoldsRef = added;
+            b.IsRented = true;
+            _rented++;
             return b;
         }
+        finally
+        {
+            ExitGate();
+        }
+    }
+
+    /// <summary>
+    /// A buffer from the registered pool, waiting asynchronously until one is given back
+    /// (<see cref="FrameBuffer.Release"/>, or a frame's final ack when it was released in
+    /// flight). Throws when the length is above the pool's frame size, or
+    /// <see cref="ObjectDisposedException"/> when the producer is disposed meanwhile.
+    /// Allocates nothing when a buffer is free.
+    /// </summary>
+    public ValueTask<FrameBuffer> RentAsync(int length, CancellationToken cancellationToken = default)
+    {
+        FrameBuffer? b = TryRent(length);
+        return b != null ? ValueTask.FromResult(b) : RentSlowAsync(length, cancellationToken);
+    }
+
+    private async ValueTask<FrameBuffer> RentSlowAsync(int length, CancellationToken cancellationToken)
+    {
+        if (length > PoolFrameSize)
+            throw new ArgumentOutOfRangeException(nameof(length), length, $"above the pool's frame size, {PoolFrameSize} bytes (ProducerOptions.PoolFrameSize)");
+        Interlocked.Increment(ref _rentWaiters);
+        try
+        {
+            for (;;)
+            {
+                FrameBuffer? b = TryRent(length);
+                if (b != null)
+                    return b;
+                // a release signals; the timeout only bounds a missed signal
+                await _bufferFreed.WaitAsync(250, cancellationToken).ConfigureAwait(false);
+            }
+        }
+        finally
+        {
+            Interlocked.Decrement(ref _rentWaiters);
+        }
+    }
+
+    /// <summary>Size of each pool frame (the largest <see cref="Rent"/> length).</summary>
+    public long PoolFrameSize { get; private set; }
+
+    // a pool slot went back (under _gate): the buffer's handle reference goes, a RentAsync wakes
+    private void BufferFreed(FrameBuffer b)
+    {
+        b.IsRented = false;
+        _rented--;
+        if (b.HoldsRef)
+        {
+            b.HoldsRef = false;
+            _h.DangerousRelease();
+        }
+        if (Volatile.Read(ref _rentWaiters) > 0)
+            _bufferFreed.Release();
     }
 
     /// <summary>
@@ -256,18 +362,53 @@ public sealed class Producer : IAsyncDisposable, IDisposable
 
     internal unsafe void ReleaseBuffer(FrameBuffer b)
     {
-        lock (_gate)
+        EnterGate();
+        try
         {
-            if (!b.IsRented || IsDisposed)
+            if (!b.IsRented)
                 return;
+            if (IsDisposed)
+            {
+                // the producer is closed: its slot needs no freeing, its reference goes
+                // (the last one unmaps the pool)
+                BufferFreed(b);
+                return;
+            }
             if (b.InFlight)
             {
                 b.ReleasePending = true;
                 return;
             }
-            b.IsRented = false;
             Native.ing_frame_free(_h, b.Pointer);
+            BufferFreed(b);
         }
+        finally
+        {
+            ExitGate();
+        }
+    }
+
+    // The handle's lock, waking a thread that waits in native poll under it first.
+    private void EnterGate()
+    {
+        Interlocked.Increment(ref _wanters);
+        if (Volatile.Read(ref _inPoll) != 0 && !_h.IsClosed)
+        {
+            try
+            {
+                Native.ing_producer_wake(_h);
+            }
+            catch (ObjectDisposedException)
+            {
+            }
+        }
+        Monitor.Enter(_gate);
+    }
+
+    private void ExitGate()
+    {
+        Monitor.Exit(_gate);
+        Interlocked.Decrement(ref _wanters);
     }
 
     // ---------------------------------------------------------------- submit
@@ -303,7 +444,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         bool hasWafer = !string.IsNullOrEmpty(waferId);
         if (hasWafer)
             EncodeId(waferId!, wid, nameof(waferId));
-        lock (_gate)
+        using (Gate())
         {
             ThrowIfDisposed();
             if (!buffer.IsRented)
@@ -326,7 +467,8 @@ public sealed class Producer : IAsyncDisposable, IDisposable
                 d.crc32c = crc32c.GetValueOrDefault();
                 d.has_crc = crc32c.HasValue ? 1 : 0;
                 d.user = (void*)(nint)(si + 1);
-                rc = Native.ing_producer_submit_sz(_h, &d, (nuint)sizeof(Native.ing_frame_desc));
+                using (NativeLog.Scope(_logger))
+                    rc = Native.ing_producer_submit_sz(_h, &d, (nuint)sizeof(Native.ing_frame_desc));
             }
             if (rc == -EAGAIN)
                 return false;
@@ -444,15 +586,32 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         }
     }
 
-    // under _gate
+    // under _gate (taken with lock, not Gate(): a poller is not a wanter). A wait is woken
+    // by any thread that wants the handle (EnterGate), so it may be long.
     private unsafe int PollNative(Span<Ack> dst, int timeoutMs)
     {
         int max = Math.Min(dst.Length, AckBurst);
-        int n = Native.ing_producer_poll_sz(_h, _acks, (uint)max, (nuint)sizeof(Native.ing_ack), timeoutMs);
+        int n;
+        if (timeoutMs > 0)
+        {
+            Interlocked.Exchange(ref _inPoll, 1);
+            if (Volatile.Read(ref _wanters) > 0)
+                timeoutMs = 0;   // someone waits for the lock: one pass, no wait
+        }
+        try
+        {
+            using (NativeLog.Scope(_logger))
+                n = Native.ing_producer_poll_sz(_h, _acks, (uint)max, (nuint)sizeof(Native.ing_ack), timeoutMs);
+        }
+        finally
+        {
+            Volatile.Write(ref _inPoll, 0);
+        }
         if (n < 0)
         {
             string lib = Native.Utf8(Native.ing_strerror(n));
-            throw new IngestException($"poll: {lib}: the connection to the node broke (frames in flight fail with retryable acks)", n,
+            throw new IngestException($"poll: {lib}: the connection to the node broke and did not come back within " +
+                                      "ProducerOptions.ReconnectTimeout (frames in flight failed with retryable acks)", n,
                                       retryable: true);
         }
         for (int i = 0; i < n; i++)
@@ -484,8 +643,8 @@ public sealed class Producer : IAsyncDisposable, IDisposable
                 if (buf.ReleasePending)
                 {
                     buf.ReleasePending = false;
-                    buf.IsRented = false;
                     Native.ing_frame_free(_h, buf.Pointer);
+                    BufferFreed(buf);
                 }
             }
             if (final)
@@ -546,7 +705,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
 
     private Channel<Ack> EnsurePump()
     {
-        lock (_gate)
+        using (Gate())
         {
             ThrowIfDisposed();
             if (_channel != null)
@@ -560,8 +719,9 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             });
             foreach (Ack a in DrainPending())
                 _channel.Writer.TryWrite(a);
-            _pump = new Thread(PumpLoop) { IsBackground = true, Name = "H3000.Ingest pump" };
-            _pump.Start();
+            var pump = new Thread(PumpLoop) { IsBackground = true, Name = "H3000.Ingest pump" };
+            pump.Start();
+            _pump = pump;   // started: Close may Join it
             return _channel;
         }
     }
@@ -584,15 +744,19 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             {
                 if (Volatile.Read(ref _inFlight) == 0)
                 {
-                    _work.Wait(50);
+                    _work.Wait(PumpWaitMs);   // a submit or the dispose signals
                     continue;
                 }
+                // a thread that wants the handle goes first (it woke our last wait)
+                var sw = new SpinWait();
+                while (Volatile.Read(ref _wanters) > 0 && !_stopping)
+                    sw.SpinOnce();
                 int n;
                 lock (_gate)
                 {
                     if (_stopping || IsDisposed)
                         break;
-                    n = PollNative(buf, 1);
+                    n = PollNative(buf, PumpWaitMs);
                 }
                 bool credit = false;
                 for (int i = 0; i < n; i++)
@@ -668,18 +832,26 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     {
         _stopping = true;
         _work.Release();
+        if (_pump != null && Volatile.Read(ref _inPoll) != 0 && !_h.IsClosed)
+            Native.ing_producer_wake(_h);
         _pump?.Join();
-        lock (_gate)
+        using (Gate())
         {
             if (Interlocked.Exchange(ref _disposed, 1) != 0)
                 return;
             _h.CloseTimeoutMs = 0;
-            _h.Dispose();
+            _h.Logger = _logger;
+            // the session closes now; the pool stays mapped until every rented buffer is
+            // given back (each holds a reference on the handle): a span a writer task
+            // still holds stays valid memory, and its next GetSpan says ObjectDisposed
             foreach (FrameBuffer b in _buffers.Values)
             {
-                b.IsRented = false;
+                if (b.IsRented && b.InFlight)
+                    BufferFreed(b);   // the library's now: nobody may touch its bytes
                 b.Submission = -1;
             }
+            _buffers.Clear();
+            _h.Dispose();
             foreach (IntPtr s in _strings)
                 Marshal.FreeCoTaskMem(s);
             _strings.Clear();
@@ -688,7 +860,19 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         }
         _channel?.Writer.TryComplete();
         _credit.Release();
+        _bufferFreed.Release();   // a RentAsync waiting: it sees the dispose
     }
 
     private void ThrowIfDisposed() => ObjectDisposedException.ThrowIf(IsDisposed, this);
+
+    private GateScope Gate()
+    {
+        EnterGate();
+        return new GateScope(this);
+    }
+
+    private readonly struct GateScope(Producer p) : IDisposable
+    {
+        public void Dispose() => p.ExitGate();
+    }
 }

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+using Microsoft.Extensions.Logging;
+
 namespace H3000.Ingest;
 
 /// <summary>TLS to an ingestd run with --tls-cert/--tls-key (ALPN h2). Paths are PEM files read at connect.</summary>
@@ -14,7 +16,11 @@ public sealed record TlsOptions(string CaFile, string? CertFile = null, string? 
 /// </summary>
 public sealed record ProducerOptions
 {
-    /// <summary>"host:port" of ingestd's gRPC listener (one node).</summary>
+    /// <summary>
+    /// "host:port" of ingestd's gRPC listener (one node); "[v6]:port", and "http://host:port"
+    /// (or "https://" with <see cref="Tls"/>) as Grpc.Net.Client takes it, work too. An address
+    /// without a port throws <see cref="ArgumentException"/>.
+    /// </summary>
     public string? Server { get; init; }
     /// <summary>Fleet mode: several nodes ("host:port" each); wafers are spread by HRW and re-sent on failover. Uses the gRPC stream transport.</summary>
     public IReadOnlyList<string>? Servers { get; init; }
@@ -27,8 +33,13 @@ public sealed record ProducerOptions
     public int PoolFrames { get; init; } = 16;
     /// <summary>Size of each pool frame (default 16 MiB).</summary>
     public long PoolFrameSize { get; init; } = 16L << 20;
-    /// <summary>The stage after which a frame's buffer is the caller's again (default Received).</summary>
-    public AckStage RecycleOn { get; init; } = AckStage.Received;
+    /// <summary>
+    /// The stage after which a frame's buffer is the caller's again (<see cref="Ack.ReturnsBuffer"/>).
+    /// Default Durable (1.4): a frame lost with a node restart is re-sent from its buffer.
+    /// Received gives buffers back sooner; a frame whose connection is lost after RECEIVED
+    /// then fails (retryable) instead of being re-sent. Fleet mode: always Durable.
+    /// </summary>
+    public AckStage RecycleOn { get; init; } = AckStage.Durable;
     public TimeSpan ConnectTimeout { get; init; }
     /// <summary>A frame not DURABLE after this fails locally (libingest's default 60 s).</summary>
     public TimeSpan FrameTimeout { get; init; }
@@ -49,6 +60,17 @@ public sealed record ProducerOptions
     public TimeSpan NodeCooldown { get; init; }
     /// <summary>Fleet: how often membership is asked for.</summary>
     public TimeSpan MembershipRefresh { get; init; }
+    /// <summary>
+    /// One server: how long a lost connection (the node restarted or was upgraded) is dialled
+    /// again, with back-off, while every frame not DURABLE is kept and then re-sent (libingest's
+    /// default 30 s). Negative: off, a lost connection fails the frames at once.
+    /// </summary>
+    public TimeSpan ReconnectTimeout { get; init; }
+    /// <summary>
+    /// Where libingest's log lines go (its warnings: a lost connection, a fallback, ...), with
+    /// their level, instead of the process's stderr. Null: libingest writes them to stderr.
+    /// </summary>
+    public ILogger? Logger { get; init; }
     /// <summary>How long DisposeAsync waits for frames in flight before it closes (default 30 s).</summary>
     public TimeSpan DrainTimeout { get; init; } = TimeSpan.FromSeconds(30);
 }

@@ -76,9 +76,11 @@ public readonly struct Ack
 
     /// <summary>
     /// This ack gave the frame's buffer back to the caller (its recycle stage, RECEIVED by
-    /// default, or the end of the frame): fill and submit it again. True on exactly one ack
-    /// per submission.
+    /// default, or the end of the frame): fill and submit it again, or give it back to the
+    /// pool (<see cref="FrameBuffer.Release"/>) for <see cref="Producer.RentAsync"/>. True on
+    /// exactly one ack per submission; <see cref="Buffer"/> is then not null.
     /// </summary>
+    [MemberNotNullWhen(true, nameof(Buffer))]
     public bool ReturnsBuffer { get; }
     /// <summary>The buffer the frame was submitted from.</summary>
     public FrameBuffer? Buffer { get; }
@@ -107,7 +109,7 @@ public readonly struct Ack
     public ulong NodeLatencyNs { get; }
     /// <summary>"ok", or the node's (or the library's) reason for a failure.</summary>
     public string Message { get; }
-    /// <summary>Fleet mode: times the frame was re-sent to another node.</summary>
+    /// <summary>Times the frame was sent again: fleet mode to another node, one server after a reconnect.</summary>
     public int Resends { get; }
 
     public override string ToString() =>
@@ -130,10 +132,113 @@ public sealed class IngestException : Exception
     {
         Errno = errno;
         Retryable = retryable;
+        ErrorCode = FromErrno(errno);
     }
 
     /// <summary>The negative errno libingest returned (0 where it gave text only).</summary>
     public int Errno { get; }
+    /// <summary>What failed, to switch on (libingest's code, never its message's words).</summary>
+    public IngestErrorCode ErrorCode { get; }
+
+    private static IngestErrorCode FromErrno(int errno) => -errno switch
+    {
+        0 => IngestErrorCode.None,
+        22 => IngestErrorCode.InvalidArgument,        // EINVAL
+        95 => IngestErrorCode.NotSupported,           // EOPNOTSUPP
+        111 => IngestErrorCode.ConnectionRefused,     // ECONNREFUSED
+        110 => IngestErrorCode.TimedOut,              // ETIMEDOUT
+        113 or 101 or 112 or 100 => IngestErrorCode.Unreachable, // EHOSTUNREACH ENETUNREACH EHOSTDOWN ENETDOWN
+        104 or 32 or 103 or 108 => IngestErrorCode.ConnectionLost, // ECONNRESET EPIPE ECONNABORTED ESHUTDOWN
+        13 => IngestErrorCode.Unauthenticated,        // EACCES
+        71 => IngestErrorCode.ProtocolError,          // EPROTO
+        105 => IngestErrorCode.NoBuffer,              // ENOBUFS
+        11 => IngestErrorCode.NoCredit,               // EAGAIN
+        12 => IngestErrorCode.OutOfMemory,            // ENOMEM
+        14 => IngestErrorCode.NotInPool,              // EFAULT
+        _ => IngestErrorCode.Other,
+    };
     /// <summary>A later attempt may succeed (no credit now, connection refused or lost, timeout).</summary>
     public bool Retryable { get; }
+}
+
+/// <summary>What an <see cref="IngestException"/> is about (from libingest's errno).</summary>
+public enum IngestErrorCode
+{
+    /// <summary>No code (a failure described by text only).</summary>
+    None = 0,
+    /// <summary>A bad option, address or argument: fix the call.</summary>
+    InvalidArgument,
+    /// <summary>An option or transport this library or host cannot do (e.g. RDMA without a device).</summary>
+    NotSupported,
+    /// <summary>Nothing listens at the address (is ingestd running there?). Retryable.</summary>
+    ConnectionRefused,
+    /// <summary>No answer in time. Retryable.</summary>
+    TimedOut,
+    /// <summary>No route to the host, or its name does not resolve. Retryable.</summary>
+    Unreachable,
+    /// <summary>The connection broke (and, with one server, did not come back within ReconnectTimeout). Retryable.</summary>
+    ConnectionLost,
+    /// <summary>The node refused the auth token (UNAUTHENTICATED).</summary>
+    Unauthenticated,
+    /// <summary>The peer is not an ingest node of this protocol, or TLS failed.</summary>
+    ProtocolError,
+    /// <summary>No frame buffer free in the registered pool. Retryable.</summary>
+    NoBuffer,
+    /// <summary>No credit free now. Retryable.</summary>
+    NoCredit,
+    /// <summary>Out of memory (the frame pool).</summary>
+    OutOfMemory,
+    /// <summary>RDMA: the frame is not in the registered pool.</summary>
+    NotInPool,
+    /// <summary>Another errno: see <see cref="IngestException.Errno"/>.</summary>
+    Other,
+}
+
+/// <summary>
+/// An ingest node's address as the options take it: "host:port", "[v6]:port", or the
+/// Grpc.Net.Client habit "http://host:port" ("https://" with TLS options).
+/// </summary>
+internal static class Address
+{
+    internal static string Normalize(string address, bool tls, string param)
+    {
+        string a = address.Trim();
+        if (a.StartsWith("http://", StringComparison.OrdinalIgnoreCase))
+        {
+            if (tls)
+                throw new ArgumentException($"'{address}': http:// is cleartext but ProducerOptions.Tls is set: use https:// or host:port", param);
+            a = a[7..];
+        }
+        else if (a.StartsWith("https://", StringComparison.OrdinalIgnoreCase))
+        {
+            if (!tls)
+                throw new ArgumentException($"'{address}': https:// needs ProducerOptions.Tls (the CA of the node's certificate)", param);
+            a = a[8..];
+        }
+        else if (a.Contains("://", StringComparison.Ordinal))
+        {
+            throw new ArgumentException($"'{address}': an ingest node's address is \"host:port\" (or http://host:port)", param);
+        }
+        a = a.TrimEnd('/');
+        if (a.Contains('/', StringComparison.Ordinal))
+            throw new ArgumentException($"'{address}': an ingest node's address has no path: \"host:port\"", param);
+        int colon;
+        if (a.StartsWith('['))
+        {
+            int close = a.IndexOf(']', StringComparison.Ordinal);
+            colon = close > 1 && close + 1 < a.Length && a[close + 1] == ':' ? close + 1 : -1;
+        }
+        else
+        {
+            colon = a.IndexOf(':', StringComparison.Ordinal);
+            if (colon >= 0 && a.LastIndexOf(':') != colon)
+                throw new ArgumentException($"'{address}': an IPv6 address goes in brackets: \"[v6]:port\"", param);
+        }
+        if (colon <= 0)
+            throw new ArgumentException($"'{address}' has no port: an ingest node's address is \"host:port\" (ingestd listens on 50051 by default: \"{a}:50051\")", param);
+        if (!int.TryParse(a.AsSpan(colon + 1), System.Globalization.NumberStyles.None, System.Globalization.CultureInfo.InvariantCulture, out int port) ||
+            port < 1 || port > 65535)
+            throw new ArgumentException($"'{address}': the port must be 1..65535", param);
+        return a;
+    }
 }

@@ -4,12 +4,18 @@
 // this host can, else the gRPC fallback; every frame's bytes stay untouched until its
 // ack, and the program exits 0 only when the node says every frame is stored.
 //
-//   Producer --server HOST:PORT [--count N] [--size BYTES] [--wafer ID] [--transport auto|rdma|rdma-write|grpc]
+//   Producer --server HOST:PORT [--count N] [--size BYTES] [--wafer ID] [--transport auto|rdma|rdma-write|grpc] [--async]
+//
+// Two ways to drive it: a Poll loop on this thread (the default), or --async: RentAsync and
+// SubmitAsync on this task while another task reads ReadAcksAsync and gives each buffer
+// back to the pool when its ack returns it (the async recycling of docs/CSHARP.md).
 using System.Security.Cryptography;
 using H3000.Ingest;
 
 string server = "127.0.0.1:50051", wafer = "sample", transport = "auto";
 int count = 100, size = 1 << 20;
+bool useAsync = args.Contains("--async");
+args = args.Where(a => a != "--async").ToArray();
 for (int i = 0; i + 1 < args.Length; i += 2)
 {
     switch (args[i])
@@ -47,6 +53,8 @@ var options = new ProducerOptions
 };
 await using Producer producer = await Producer.ConnectAsync(options);
 Console.WriteLine($"connected: {producer.ActualTransport} ({producer.TransportNote}), session {producer.SessionId}");
+if (useAsync)
+    return await RunAsync(producer);
 
 var free = new Queue<FrameBuffer>();
 for (int i = 0; i < options.PoolFrames; i++)
@@ -90,8 +98,45 @@ while (stored + failed < count)
         }
         // the buffer is ours again once its recycle ack (RECEIVED) or final ack came
         if (a.ReturnsBuffer)
-            free.Enqueue(a.Buffer!);
+            free.Enqueue(a.Buffer);
     }
 }
 Console.WriteLine($"{stored} of {count} frames stored ({failed} failed)");
 return stored == count ? 0 : 1;
+
+// The async program: rent (waiting for a buffer given back), fill, submit; the ack reader
+// releases each buffer its ack returns, which wakes the next RentAsync.
+async Task<int> RunAsync(Producer p)
+{
+    var sentCrc = new System.Collections.Concurrent.ConcurrentDictionary<string, uint>();
+    int ok = 0, bad = 0;
+    Task reader = Task.Run(async () =>
+    {
+        await foreach (Ack a in p.ReadAcksAsync())
+        {
+            if (a.ReturnsBuffer)
+                a.Buffer.Release();   // back to the pool
+            if (a.Stored && a.Crc32c == sentCrc[a.FrameId])
+                ok++;
+            else if (a.IsFinal)
+            {
+                bad++;
+                Console.WriteLine($"{a.FrameId}: not stored: {a.Code}{(a.Retryable ? " (retryable)" : "")}: {a.Message}");
+            }
+            if (a.IsFinal && ok + bad == count)
+                return;
+        }
+    });
+    for (int i = 0; i < count; i++)
+    {
+        FrameBuffer buffer = await p.RentAsync(size);
+        RandomNumberGenerator.Fill(buffer.Memory.Span);
+        uint crc = Producer.Crc32c(buffer.Memory.Span);
+        string id = $"frame-{i}";
+        sentCrc[id] = crc;
+        await p.SubmitAsync(buffer, size, id, wafer, DateTimeOffset.UtcNow.ToUnixTimeMilliseconds(), crc);
+    }
+    await reader;
+    Console.WriteLine($"{ok} of {count} frames stored ({bad} failed)");
+    return ok == count ? 0 : 1;
+}

@@ -33,7 +33,10 @@ public sealed partial class IngestNode : IAsyncDisposable
     public int Pid => _proc.Id;
     public bool Exited => _proc.HasExited;
 
-    public static async Task<IngestNode> StartAsync(string dir, params string[] args)
+    public static Task<IngestNode> StartAsync(string dir, params string[] args) => StartOnAsync(dir, "127.0.0.1:0", args);
+
+    /// <summary>As <see cref="StartAsync"/> on a given listen address (a restart on the port it had).</summary>
+    public static async Task<IngestNode> StartOnAsync(string dir, string listen, params string[] args)
     {
         Directory.CreateDirectory(dir);
         string data = Path.Combine(dir, "data"), portFile = Path.Combine(dir, "port"), log = Path.Combine(dir, "ingestd.log");
@@ -44,7 +47,7 @@ public sealed partial class IngestNode : IAsyncDisposable
             RedirectStandardError = true,
             UseShellExecute = false,
         };
-        foreach (string a in new[] { "--listen", "127.0.0.1:0", "--port-file", portFile, "--data-dir", data }.Concat(args))
+        foreach (string a in new[] { "--listen", listen, "--port-file", portFile, "--data-dir", data }.Concat(args))
             psi.ArgumentList.Add(a);
         var p = new Process { StartInfo = psi };
         var logw = new StreamWriter(log) { AutoFlush = true };
