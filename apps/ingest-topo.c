@@ -103,14 +103,10 @@ int main(int argc, char **argv)
 {
 	static const char *const first[] = { "config", NULL };
 	struct topo_cfg c;
-	struct ing_plan *plan = malloc(sizeof(*plan));
+	struct ing_plan *plan;
 	char err[512];
 	int argi;
 
-	if (!plan) {
-		fprintf(stderr, "ingest-topo: out of memory\n");
-		return ING_EXIT_FAILURE;
-	}
 	cfg_init(&c);
 	/* the file first, so that the flags given here override it */
 	if (!ing_cli_parse_only(&cli, argc, argv, &c, first) && c.config && read_ingestd_config(&c))
@@ -122,6 +118,12 @@ int main(int argc, char **argv)
 	struct ing_topo *t = ing_topo_load(c.xml, err, sizeof(err));
 	if (!t) {
 		fprintf(stderr, "ingest-topo: %s\n", err);
+		return ING_EXIT_FAILURE;
+	}
+	plan = malloc(sizeof(*plan));   /* too big for the stack of a small thread */
+	if (!plan) {
+		ing_topo_destroy(t);
+		fprintf(stderr, "ingest-topo: out of memory\n");
 		return ING_EXIT_FAILURE;
 	}
 	rc = ing_plan_make(t, &c.po, plan, err, sizeof(err));
