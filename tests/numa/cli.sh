@@ -74,4 +74,33 @@ printf 'rdma-dev = rxe0@0, rxe1@1\ndata-dir = %s\n' "$d" >"$d/rxe.conf"
 expect_rc 0 "$DOCTOR" --config "$d/rxe.conf" --sysfs-root "$R/rails_rxe/sys" \
 	--procfs-root "$R/rails_rxe/proc" --topology "$N2" --memlock unlimited
 grep -q 'PASS  numa.nic .*rxe1 on node 1 (rdma-dev override' <<<"$out" || fail "doctor --config: rxe1@1"
+
+# a plan tuned with ingest-topo on this machine is applied as printed: ingestd --config with
+# the printed lines runs its control thread and pins its persistence workers where the plan
+# says (read back from the kernel)
+INGESTD=$(dirname "$TOPO")/ingestd
+[ -x "$INGESTD" ] || fail "$INGESTD not built"
+last=$(nproc --all); last=$((last - 1))
+expect_rc 0 "$TOPO" --worker-cpus "$last" --workers 2 --config-lines
+printf '%s\n' "$out" >"$d/live.conf"
+grep -q "^worker-cpus = $last$" "$d/live.conf" || { cat "$d/live.conf"; fail "no worker-cpus line"; }
+ctl=$(sed -n 's/^control-cpu = //p' "$d/live.conf")
+"$INGESTD" --config "$d/live.conf" --data-dir "$d/data" --listen 127.0.0.1:0 --port-file "$d/port" \
+	--pool 1M:2 --hugepages off --rdma off >"$d/ingestd.log" 2>&1 &
+ipid=$!
+for _ in $(seq 1 300); do [ -s "$d/port" ] && break; kill -0 $ipid 2>/dev/null || break; sleep 0.1; done
+[ -s "$d/port" ] || { cat "$d/ingestd.log"; fail "ingestd --config (printed lines) did not start"; }
+n=$((n + 1))
+workers=0
+for t in /proc/$ipid/task/*; do
+	case $(cat "$t/comm") in ing-persist*) ;; *) continue ;; esac
+	cpus=$(sed -n 's/^Cpus_allowed_list:\s*//p' "$t/status")
+	[ "$cpus" = "$last" ] || { kill $ipid; fail "persistence worker $(cat "$t/comm") on cpus $cpus, not $last"; }
+	workers=$((workers + 1))
+done
+main=$(sed -n 's/^Cpus_allowed_list:\s*//p' "/proc/$ipid/status")
+kill -TERM $ipid; wait $ipid || fail "ingestd exited $? on SIGTERM"
+[ "$workers" = 2 ] || fail "$workers persistence workers, not 2"
+[ "$main" = "$ctl" ] || fail "the control thread runs on cpus $main, not the plan's $ctl"
+echo "cli: the printed plan applied: control on cpu $ctl, 2 workers pinned on cpu $last"
 echo "cli: OK ($n commands)"
