@@ -979,6 +979,19 @@ static void json_str_or_null(FILE *f, const char *s)
 		fputs("null", f);
 }
 
+/* ,"key":"value" (null when empty) and ,"key":N (null when negative) */
+static void jstr(FILE *f, const char *key, const char *v)
+{
+	fprintf(f, ",\"%s\":", key);
+	json_str_or_null(f, v);
+}
+
+static void jint(FILE *f, const char *key, int v)
+{
+	fprintf(f, ",\"%s\":", key);
+	json_int_or_null(f, v);
+}
+
 void ing_plan_format_json(const struct ing_plan *p, FILE *f)
 {
 	char eal[512] = "";
@@ -986,14 +999,10 @@ void ing_plan_format_json(const struct ing_plan *p, FILE *f)
 
 	fputs("{\"rdma_dev\":", f);
 	json_str_or_null(f, p->rdma_dev);
-	fputs(",\"netdev\":", f);
-	json_str_or_null(f, p->netdev);
-	fputs(",\"nic_node\":", f);
-	json_int_or_null(f, p->nic_node);
-	fputs(",\"block_dev\":", f);
-	json_str_or_null(f, p->block_dev);
-	fputs(",\"disk_node\":", f);
-	json_int_or_null(f, p->disk_node);
+	jstr(f, "netdev", p->netdev);
+	jint(f, "nic_node", p->nic_node);
+	jstr(f, "block_dev", p->block_dev);
+	jint(f, "disk_node", p->disk_node);
 	fprintf(f, ",\"home_node\":%d,\"n_nodes\":%u,\"control_cpu\":%d,\"dataplane_cpus\":[",
 		p->home_node, p->n_nodes, p->control_cpu);
 	for (unsigned i = 0; i < p->n_dataplane; i++)
@@ -1010,14 +1019,10 @@ void ing_plan_format_json(const struct ing_plan *p, FILE *f)
 		const struct ing_plan_rail *r = &p->rails[i];
 		fputs(i ? ",{\"dev\":" : "{\"dev\":", f);
 		json_str_or_null(f, r->dev);
-		fputs(",\"netdev\":", f);
-		json_str_or_null(f, r->netdev);
-		fputs(",\"addr\":", f);
-		json_str_or_null(f, r->addr);
-		fputs(",\"node\":", f);
-		json_int_or_null(f, r->node);
-		fputs(",\"dev_node\":", f);
-		json_int_or_null(f, r->dev_node);
+		jstr(f, "netdev", r->netdev);
+		jstr(f, "addr", r->addr);
+		jint(f, "node", r->node);
+		jint(f, "dev_node", r->dev_node);
 		fprintf(f, ",\"node_from\":\"%s\",\"region\":%u,\"lcores\":[",
 			r->node_from == ING_RAIL_NODE_OVERRIDE ? "override" :
 			r->node_from == ING_RAIL_NODE_SINGLE ? "single" :
