@@ -479,8 +479,8 @@ static void on_rail_removal(struct ing_rdma *r, struct rdma_rail *rl)
 	/* and for librdmacm to close its cached context of it: it does so when it next lists
 	 * the devices and the removed one is gone (rdma_get_devices; the timer repeats it) */
 	sync_cm_devices();
-	ING_WARN(COMP, "rail %u: RDMA device %s released; the rail re-opens when a device is back "
-		 "(checked every %u s)", rl->idx, rl->devname, (unsigned)(REOPEN_NS / 1000000000ull));
+	ING_WARN(COMP, "rail %u: RDMA device %s released; RDMA re-opens on this rail when a device is "
+		 "back (checked every %u s)", rl->idx, rl->devname, (unsigned)(REOPEN_NS / 1000000000ull));
 }
 
 /*
