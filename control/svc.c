@@ -1034,6 +1034,8 @@ void svc_call_admit_req(struct svc_call *pc, struct admit_req *r, const struct x
 	r->credit = pc->sess ? &pc->sess->cr : NULL;
 	r->share = pc->peer ? &pc->peer->share : NULL;
 	r->length = length;
+	/* an RDMA session's frames take slots of its rail's region (local to that NIC) */
+	r->region = svc_engine_session_region(pc->svc, pc->sess ? pc->sess->id : 0);
 }
 
 struct admit *svc_admission(struct ing_svc *s)
