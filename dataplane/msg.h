@@ -10,7 +10,7 @@
  *   1..15     the control thread          control/service/core.c (on_event)
  *   16..31    a persistence worker        dataplane/persist.c (worker_main)
  *   32..47    a dataplane lcore           dataplane/rdma/rdma_poller.c (on_mail)
- *   48..63    the tier thread             dataplane/tier/tier.c (reads_poll)
+ *   48..63    the tier thread             dataplane/tier/tier.c (take_messages)
  *
  * A message is an event about a frame ({kind, frame}: the frame moves with it, one owner
  * at a time) or about an object the receiver owns, or a call ({fn, arg}: fn runs on the
@@ -75,6 +75,9 @@ enum ing_lcore_event {
 enum ing_tier_event {
 	ING_EV_TIER_READ = ING_MSG_TIER_FIRST,
 				  /* arg: a struct ing_tier_read to answer (its next chunk) */
+	ING_EV_TIER_WAKE,         /* frames were finished: look at the outbox, measure again
+				   * (one in the mailbox at a time: ing_tier_frame_finished) */
+	ING_EV_TIER_STOP,         /* ing_tier_stop: the stop flag is set */
 	ING_EV_TIER_END
 };
 

@@ -24,6 +24,7 @@ void ing_pool_opts_init(struct ing_pool_opts *o)
 	o->name = "frames";
 	o->hugepages = -1;
 	o->numa_node = -1;
+	o->mbind = true;
 	o->prefault = true;
 }
 

@@ -238,6 +238,7 @@ static void frame_release(struct svc_frame *e)
 
 	ht_remove(s, e);
 	s->inflight_bytes -= e->length;
+	ing_tier_frame_finished(s->tier, e->length);   /* stored until the tier has measured again */
 	s->nfr_used--;
 	e->f = NULL;
 	e->xp = NULL;
@@ -639,6 +640,8 @@ enum xport_verdict xport_admit(struct svc_call *pc, struct xport_req *r, struct 
 		r->ar.credit = &pc->sess->cr;
 		r->ar.share = pc->peer ? &pc->peer->share : NULL;
 		r->ar.length = r->meta->length;
+		/* an RDMA session's frames take slots of its rail's region (local to that NIC) */
+		r->ar.region = svc_engine_session_region(s, pc->sess->id);
 		rc = admit_try(&s->adm, &r->ar, &f);
 		if (rc == -EAGAIN) {
 			if (!queued && (xp->flags & XPORT_F_DATAPLANE))

@@ -3,9 +3,9 @@
  * engine.c - the RDMA engine (dataplane/rdma/rdma.h) on the control thread: its rdma_cm
  * channel on the loop, its housekeeping timer, and the callbacks it makes into the service
  * (a connect request's session check, a connection up or down, the device gone or back).
- * The transports that use the engine are xport/rdma.c (READ) and xport/rdma_write.c (WRITE
- * push), which find it in their env; the lcores' connection events arrive on the control
- * mailbox (core.c).
+ * The transports that use the engine (ControlStream's RDMA READ and WRITE push, xport/ctl.c)
+ * hand it their frames through xport/rdma_job.c, which finds it in the service's env; the
+ * lcores' connection events arrive on the control mailbox (core.c).
  */
 #include "control/service/state.h"
 #include "common/clock.h"
@@ -56,6 +56,41 @@ static void cb_device_lost(void *arg, const char *why)
 	ING_ERR(COMP, "%s: Negotiate offers only the gRPC stream from now on", why);
 }
 
+/* One rail down or back while others serve: Negotiate points producers at a rail that is
+ * up (svc_engine_rdma_target asks the engine each time); the note says how many are up. */
+static void cb_rail_state(void *arg, unsigned rail, bool up, const char *why)
+{
+	struct ing_svc *s = arg;
+	unsigned n = ing_rdma_nrails(s->env.rdma), nup = ing_rdma_rails_up(s->env.rdma);
+
+	if (!nup)
+		return;   /* device_lost says it */
+	s->o.rdma.rdma_addr = ing_rdma_addr(s->env.rdma);
+	s->o.rdma.rdma_port = ing_rdma_port(s->env.rdma);
+	snprintf(s->note, sizeof(s->note), "rdma: %u of %u rails up (rail %u %s%s%s); producers are "
+		 "sent to %s:%u", nup, n, rail, up ? "back" : "down", up ? "" : ": ", up ? "" : why,
+		 s->o.rdma.rdma_addr, s->o.rdma.rdma_port);
+	if (up)
+		ING_WARN(COMP, "rail %u is back: %u of %u rails serve", rail, nup, n);
+	else
+		ING_ERR(COMP, "rail %u down (%s): %u of %u rails serve; new sessions go to %s:%u", rail,
+			why, nup, n, s->o.rdma.rdma_addr, s->o.rdma.rdma_port);
+}
+
+int svc_engine_session_region(const struct ing_svc *s, uint64_t session_id)
+{
+	return s->env.rdma && session_id ? ing_rdma_session_region(s->env.rdma, session_id) : -1;
+}
+
+void svc_engine_rdma_target(const struct ing_svc *s, const char *peer, const char **addr,
+			    uint16_t *port)
+{
+	*addr = s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "";
+	*port = s->o.rdma.rdma_port;
+	if (s->env.rdma)
+		(void)ing_rdma_rail_for_peer(s->env.rdma, peer, NULL, addr, port);
+}
+
 static void cb_device_back(void *arg, const char *addr, uint16_t port)
 {
 	struct ing_svc *s = arg;
@@ -100,6 +135,7 @@ int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 		.conn_state = cb_conn_state,
 		.device_lost = cb_device_lost,
 		.device_back = cb_device_back,
+		.rail_state = cb_rail_state,
 	};
 
 	engine_detach(s);

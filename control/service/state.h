@@ -249,4 +249,11 @@ void svc_call_finish_later(struct svc_call *pc, int status, const char *msg);
 struct ing_log_ctx svc_log_frame(const struct svc_frame *e);
 struct ing_log_ctx svc_log_session(const struct svc_session *ss);
 
+/* engine.c: the pool region a frame of session id must take (its RDMA rail's), -1 any. */
+int svc_engine_session_region(const struct ing_svc *s, uint64_t session_id);
+/* engine.c: where a producer at address peer connects RDMA: the rail on its network, else
+ * the first rail up (the engine's); without an engine the service's configured address. */
+void svc_engine_rdma_target(const struct ing_svc *s, const char *peer, const char **addr,
+			    uint16_t *port);
+
 #endif

@@ -38,6 +38,21 @@ void svc_tier_metrics(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_family(t, "ingest_tier_conflicts_total", "counter",
 			 "Frames whose key holds other bytes in the store (kept local).");
 	ing_mtext_u64(t, "ingest_tier_conflicts_total", "", st.conflicts);
+	ing_mtext_family(t, "ingest_tier_digest_mismatches_total", "counter",
+			 "Uploads the store kept with other bytes than the frame's (its ETag or a read-back); "
+			 "the local copy is kept.");
+	ing_mtext_u64(t, "ingest_tier_digest_mismatches_total", "", st.digest_mismatches);
+	ing_mtext_family(t, "ingest_tier_read_backs_total", "counter",
+			 "Objects verified by reading them back (the store's ETag is not the frame's MD5).");
+	ing_mtext_u64(t, "ingest_tier_read_backs_total", "", st.read_backs);
+	if (st.store_state != ING_TIER_STORE_OK && st.store_state != ING_TIER_STORE_UNKNOWN) {
+		char l[64];
+		snprintf(l, sizeof(l), "cause=\"%s\"", st.store_cause);
+		ing_mtext_family(t, "ingest_tier_store_problem", "gauge",
+				 "1, labelled with what is wrong with the object store (Stats.tier.storeError "
+				 "says it in words).");
+		ing_mtext_u64(t, "ingest_tier_store_problem", l, 1);
+	}
 	if (st.census_done) {
 		ing_mtext_family(t, "ingest_tier_frames", "gauge",
 				 "Catalogued frames by where their bytes are: local (upload pending), "

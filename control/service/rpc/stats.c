@@ -88,6 +88,10 @@ static void tier_stats(struct ing_svc *s, H3000__StatsReply *r, H3000__TierStats
 	p->uploadsinprogress = st->uploads_in_progress;
 	p->alreadystored = st->already_stored;
 	p->conflicts = st->conflicts;
+	p->digestmismatches = st->digest_mismatches;
+	p->readbacks = st->read_backs;
+	p->storecause = (char *)st->store_cause;
+	p->verification = (char *)st->verification;
 	p->locationsknown = st->census_done;
 	p->frameslocal = st->frames_local;
 	p->framesboth = st->frames_both;
