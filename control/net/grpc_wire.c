@@ -3,7 +3,7 @@
  * grpc_wire.c - gRPC message framing and header encodings shared by server and client.
  */
 #include "control/net/grpc_internal.h"
-#include "control/net/grpc_server.h"
+#include "control/net/grpc.h"
 #include "common/parse.h"
 
 #include <nghttp2/nghttp2.h>

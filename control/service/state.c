@@ -7,7 +7,6 @@
  * Control thread.
  */
 #include "control/service/state.h"
-#include "control/service/auth.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -261,107 +260,6 @@ struct svc_session *svc_session_implicit(struct ing_svc *s, struct svc_peer *pee
 	if (ss)
 		ss->implicit = true;
 	return ss;
-}
-
-/* ================================================================ a call's session */
-
-/*
- * Why call pc cannot have session sid (0: an implicit one): 0 with *ss; or -errno with
- * pc->status and pc->fin_msg, and *strike when that was a failed authentication attempt.
- */
-static int bind_check(struct ing_svc *s, struct svc_call *pc, uint64_t sid, const char *ident,
-		      uint64_t conn, bool locked, struct svc_session **ss, bool *strike)
-{
-	*strike = false;
-	if (pc->evicted) {
-		pc->status = ING_GRPC_RESOURCE_EXHAUSTED;
-		snprintf(pc->fin_msg, sizeof(pc->fin_msg), "session evicted: the session table is full");
-		return -ENOSPC;
-	}
-	if (locked) {   /* pc->fin_msg says until when */
-		pc->status = ING_GRPC_RESOURCE_EXHAUSTED;
-		return -EAGAIN;
-	}
-	if (!sid && s->auth) {
-		/* no implicit sessions: the session is the proof of an authenticated Negotiate */
-		pc->status = ING_GRPC_UNAUTHENTICATED;
-		snprintf(pc->fin_msg, sizeof(pc->fin_msg),
-			 "this node requires Negotiate with an authToken: name the session it returns "
-			 "(h3000-session-id header or sessionId)");
-		s->c_auth_refused++;
-		*strike = true;
-		return -EACCES;
-	}
-	if (!sid) {
-		*ss = svc_session_implicit(s, pc->peer);
-		if (!*ss) {
-			pc->status = ING_GRPC_RESOURCE_EXHAUSTED;
-			snprintf(pc->fin_msg, sizeof(pc->fin_msg), "%s", s->sess_why);
-			return -ENOSPC;
-		}
-		(*ss)->owner_conn = conn;
-		(*ss)->icall = pc;
-		return 0;
-	}
-	*ss = svc_session_find(s, sid);
-	if (!*ss) {
-		pc->status = ING_GRPC_FAILED_PRECONDITION;
-		snprintf(pc->fin_msg, sizeof(pc->fin_msg),
-			 "unknown session %" PRIu64 " (expired or never negotiated)", sid);
-		*strike = s->auth;   /* a guessed session id is a failed attempt too */
-		return -ENOENT;
-	}
-	/* a session id alone is no credential: only its owner may use it */
-	const struct svc_session *o = *ss;
-	bool mine = o->implicit ? false : o->owner_ident[0] ? ident && strcmp(ident, o->owner_ident) == 0 :
-				  o->owner_conn == conn;
-	if (!mine) {
-		pc->status = ING_GRPC_PERMISSION_DENIED;
-		snprintf(pc->fin_msg, sizeof(pc->fin_msg),
-			 "session %" PRIu64 " belongs to another client (it is bound to the %s that negotiated it)",
-			 sid, o->owner_ident[0] ? "client certificate" : "connection");
-		*strike = s->auth;
-		return -EACCES;
-	}
-	if (s->auth && !o->authed) {   /* cannot happen today: every session is */
-		pc->status = ING_GRPC_UNAUTHENTICATED;
-		snprintf(pc->fin_msg, sizeof(pc->fin_msg),
-			 "session %" PRIu64 " was not created by an authenticated Negotiate", sid);
-		s->c_auth_refused++;
-		return -EACCES;
-	}
-	return 0;
-}
-
-int svc_session_bind(struct ing_svc *s, struct svc_call *pc, uint64_t sid)
-{
-	const char *ident = ing_grpc_call_identity(pc->call);
-	uint64_t conn = ing_grpc_call_conn_id(pc->call);
-	bool locked = s->auth && svc_auth_locked(s, pc->peer, pc->fin_msg, sizeof(pc->fin_msg));
-	struct svc_session *ss = NULL;
-	bool strike;
-	int rc;
-
-	if (pc->sess)
-		return 0;
-	rc = bind_check(s, pc, sid, ident, conn, locked, &ss, &strike);
-	if (!rc) {
-		pc->sess = ss;
-		pc->lc.session = ss->id;
-		ss->streams++;
-		return 0;
-	}
-	struct ing_log_ctx lc = pc->lc;
-	lc.session = sid;
-	if (pc->status == ING_GRPC_PERMISSION_DENIED)   /* someone else's session: a warning */
-		ING_LOGC_RL(ING_LOG_WARN, "svc", &lc, "%s from %s (%s) refused: %s", pc->xp->rpc,
-			    pc->peer_str, ident ? ident : "no certificate", pc->fin_msg);
-	else
-		ING_LOGC(ING_LOG_INFO, "svc", &lc, "%s from %s refused: %s", pc->xp->rpc, pc->peer_str,
-			 pc->fin_msg);
-	if (strike)
-		svc_auth_failed(s, pc->peer);
-	return rc;
 }
 
 /* ================================================================ log contexts */

@@ -221,14 +221,6 @@ void svc_session_sweep(struct ing_svc *s);
 /* Find or take the entry of a peer address (a ref is taken); NULL when the table is full. */
 struct svc_peer *svc_peer_get(struct ing_svc *s, const char *ip);
 void svc_peer_put(struct ing_svc *s, struct svc_peer *p);
-/*
- * Bind call pc to session sid (0: an implicit one, where the node takes unauthenticated
- * clients): a session id alone is no credential, only the connection (or, with mTLS, the
- * client certificate) that negotiated it may use it; a peer locked out after failed
- * authentications is refused; a failed attempt counts. 0, or -errno with pc->status and
- * pc->fin_msg set (logged).
- */
-int svc_session_bind(struct ing_svc *s, struct svc_call *pc, uint64_t sid);
 /* A frame of session ss (NULL: none), peer (NULL: not tracked) and call pc (NULL: gone)
  * was released (its slot and credit are back): the peer's ref, the session's idle clock,
  * the call's open frames (and its end when that was the last). */
