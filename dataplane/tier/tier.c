@@ -168,10 +168,9 @@ struct xfer {
 /*
  * Stats for the control thread: each field written by the tier thread alone with a relaxed
  * atomic store (publish, at the end of each loop pass), read with relaxed loads, as the
- * dataplane lcores' counters; the one string, storeError, through a sequence lock over
- * 8-byte words (odd: being written; read again while it changes).
+ * dataplane lcores' counters; the one string, storeError, through a sequence lock
+ * (tier_seqstr, tier_internal.h).
  */
-#define ERR_WORDS (1400 / 8)
 struct tier_pub {
 	uint64_t store_state, cause, verification;
 	uint64_t backlog_frames, backlog_bytes;
@@ -181,8 +180,7 @@ struct tier_pub {
 	uint64_t census_done, frames[3], bytes[3];
 	uint64_t refusing;
 	uint64_t usage_pct, rate;    /* doubles, as their bits */
-	uint32_t err_seq;
-	uint64_t err[ERR_WORDS];
+	struct tier_seqstr err;
 };
 
 struct ing_tier {
@@ -221,8 +219,8 @@ struct ing_tier {
 	enum cause cause;
 	bool misbehaving;          /* ERROR from wrong answers: uploads go on, one at a time */
 	bool error_coded;          /* store_error came from an answer with an S3 error code */
-	char store_error[ERR_WORDS * 8];
-	char published_error[ERR_WORDS * 8];  /* what pub.err holds */
+	char store_error[TIER_SEQSTR_BYTES];
+	char published_error[TIER_SEQSTR_BYTES];  /* what pub.err holds */
 	uint64_t next_probe_ns;
 	unsigned probe_ms;
 	bool etags_not_md5;        /* learned: this store's ETags are not MD5s (read back instead) */
@@ -1500,18 +1498,49 @@ static void publish(struct ing_tier *t, uint64_t now)
 	PUB(usage_pct, dbits(t->usage_pct));
 	PUB(rate, dbits(t->rate));
 	if (strcmp(t->published_error, t->store_error)) {
-		/* sequence lock: odd while the words change */
-		uint32_t seq = t->pub.err_seq;
-		__atomic_store_n(&t->pub.err_seq, seq + 1, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_RELEASE);
 		memcpy(t->published_error, t->store_error, sizeof(t->published_error));
-		for (unsigned i = 0; i < ERR_WORDS; i++) {
-			uint64_t w;
-			memcpy(&w, t->published_error + 8 * i, 8);
-			__atomic_store_n(&t->pub.err[i], w, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&t->pub.err_seq, seq + 2, __ATOMIC_RELEASE);
+		tier_seqstr_write(&t->pub.err, t->published_error);
 	}
+}
+
+void tier_seqstr_write(struct tier_seqstr *x, const char *s)
+{
+	char buf[sizeof(x->w)];
+	uint32_t seq = __atomic_load_n(&x->seq, __ATOMIC_RELAXED);   /* this thread's own */
+	memset(buf, 0, sizeof(buf));
+	snprintf(buf, sizeof(buf), "%s", s);
+	__atomic_store_n(&x->seq, seq + 1, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < sizeof(x->w) / 8; i++) {
+		uint64_t w;
+		memcpy(&w, buf + 8 * i, 8);
+		/* release: the odd number above is seen by whoever sees this word */
+		__atomic_store_n(&x->w[i], w, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&x->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+bool tier_seqstr_read(struct tier_seqstr *x, char *out)
+{
+	/* the writer takes a microsecond: a bounded number of tries, then nothing rather than
+	 * a torn string */
+	for (unsigned tries = 0; tries < 1000; tries++) {
+		uint32_t s1 = __atomic_load_n(&x->seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1) {
+			sched_yield();
+			continue;
+		}
+		for (size_t i = 0; i < sizeof(x->w) / 8; i++) {
+			/* acquire: the number read below is no older than the write of this word */
+			uint64_t w = __atomic_load_n(&x->w[i], __ATOMIC_ACQUIRE);
+			memcpy(out + 8 * i, &w, 8);
+		}
+		if (__atomic_load_n(&x->seq, __ATOMIC_RELAXED) == s1) {
+			out[sizeof(x->w) - 1] = 0;
+			return true;
+		}
+	}
+	out[0] = 0;
+	return false;
 }
 
 /* A transfer's request ended with res (taken off the multi handle): on to its next step. */
@@ -1922,26 +1951,8 @@ void ing_tier_get_stats(struct ing_tier *t, struct ing_tier_stats *st)
 	st->refusing = GET(refusing) != 0;
 	st->usage_pct = dget(&t->pub.usage_pct);
 	st->upload_bytes_per_second = dget(&t->pub.rate);
-	/* storeError: the words between two equal, even sequence numbers (the writer takes a
-	 * microsecond; a bounded number of tries, then nothing rather than a torn string) */
-	_Static_assert(sizeof(st->store_error) >= ERR_WORDS * 8, "store_error holds pub.err");
-	for (unsigned tries = 0; tries < 1000; tries++) {
-		uint32_t s1 = __atomic_load_n(&t->pub.err_seq, __ATOMIC_ACQUIRE);
-		if (s1 & 1) {
-			sched_yield();
-			continue;
-		}
-		for (unsigned i = 0; i < ERR_WORDS; i++) {
-			uint64_t w = __atomic_load_n(&t->pub.err[i], __ATOMIC_RELAXED);
-			memcpy(st->store_error + 8 * i, &w, 8);
-		}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&t->pub.err_seq, __ATOMIC_RELAXED) == s1) {
-			st->store_error[ERR_WORDS * 8 - 1] = 0;
-			return;
-		}
-	}
-	st->store_error[0] = 0;
+	_Static_assert(sizeof(st->store_error) >= TIER_SEQSTR_BYTES, "store_error holds pub.err");
+	(void)tier_seqstr_read(&t->pub.err, st->store_error);
 }
 
 /* ---------------------------------------------------------------- reads: control's side */

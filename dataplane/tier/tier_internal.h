@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tier_internal.h - private pieces of dataplane/tier/: the tier's catalog access (tier_db.c:
- * the upload outbox and the frames' location), unit-tested on its own. Only the tier
- * thread (and tests) hold a handle.
+ * the upload outbox and the frames' location) and the sequence lock of its Stats string
+ * (tier.c), unit-tested on their own. Only the tier thread (and tests) hold a handle.
  */
 #ifndef ING_TIER_INTERNAL_H
 #define ING_TIER_INTERNAL_H
@@ -13,6 +13,26 @@
 
 #include "common/ident.h"
 #include "dataplane/store/store.h"
+
+/*
+ * A string one thread writes and any thread reads without a lock (Stats' storeError, which
+ * the tier thread alone writes): a sequence lock over 8-byte words. The sequence number is
+ * odd while the words change; the words are stored with release and loaded with acquire
+ * (plain moves on x86, as relaxed ones), which orders them against the number without a
+ * standalone fence: a reader that saw a word of a write in progress also sees, after it,
+ * that write's odd number (or a later one), and reads again. (ThreadSanitizer checks no
+ * atomic_thread_fence, and GCC refuses one under -fsanitize=thread.)
+ */
+#define TIER_SEQSTR_BYTES 1400u
+struct tier_seqstr {
+	uint32_t seq;
+	uint64_t w[TIER_SEQSTR_BYTES / 8];
+};
+/* The one writer: s (cut to TIER_SEQSTR_BYTES - 1 bytes) is what readers get from now on. */
+void tier_seqstr_write(struct tier_seqstr *x, const char *s);
+/* Any thread: a copy into out (TIER_SEQSTR_BYTES bytes, NUL-terminated); false, and "",
+ * when the writer kept changing it through a bounded number of tries (never a torn mix). */
+bool tier_seqstr_read(struct tier_seqstr *x, char *out);
 
 /* One frame on its way to the store (a tier_outbox row), or one local copy to delete. */
 struct tier_row {
