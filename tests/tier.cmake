@@ -17,6 +17,10 @@
 # length, clock skew. About 3 minutes; private ports, temp dirs and processes, so it runs
 # beside other tests (no RUN_SERIAL: it needs nothing global). Release tree only, as
 # tier.store.
+#
+# tier.cleanup: a tier test killed with SIGKILL (no trap runs) leaves nothing running: its
+# Ceph daemons, ingestd and Stats client die with its shell (parent-death signal), and the
+# next test's start removes its dirs (tests/tier/tier_cleanup.sh; ~1 minute).
 if(NOT ING_SANITIZE AND NOT ING_SANITIZE_THREAD)
   add_test(NAME tier.store COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_store.sh ${PROJECT_BINARY_DIR})
   # beside the other tests (ctest -j; Ceph on random ports in a private dir); each Ceph
@@ -27,4 +31,6 @@ if(NOT ING_SANITIZE AND NOT ING_SANITIZE_THREAD)
   add_test(NAME tier.faults COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_faults.sh ${PROJECT_BINARY_DIR})
   set_tests_properties(tier.faults PROPERTIES LABELS tier TIMEOUT 1800 COST 2500
                        ENVIRONMENT CEPH_WAIT=300)
+  add_test(NAME tier.cleanup COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_cleanup.sh ${PROJECT_BINARY_DIR})
+  set_tests_properties(tier.cleanup PROPERTIES LABELS tier TIMEOUT 900 ENVIRONMENT CEPH_WAIT=300)
 endif()
