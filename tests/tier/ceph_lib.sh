@@ -77,11 +77,13 @@ _ceph_stop() {
 		kill "$p" 2>/dev/null || true
 	done
 	for p in "$@"; do
-		while _ceph_alive "$p" && [ $SECONDS -lt $deadline ]; do
-			sleep 0.2
-		done
-		kill -9 "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
+		{
+			while _ceph_alive "$p" && [ $SECONDS -lt $deadline ]; do
+				sleep 0.2
+			done
+			kill -9 "$p" || true
+			wait "$p" || true
+		} 2>/dev/null
 	done
 }
 
@@ -241,12 +243,15 @@ _ceph_kill9() {
 	local p deadline=$((SECONDS + CEPH_WAIT))
 	p=$(_ceph_pid "$1")
 	[ -n "$p" ] || fail "$1 is not running"
-	kill -9 "$p"
-	while _ceph_alive "$p"; do
-		[ $SECONDS -lt $deadline ] || fail "$1 (pid $p) survives kill -9"
-		sleep 0.1
-	done
-	wait "$p" 2>/dev/null || true
+	# (the shell's "Killed" notice of its child goes to /dev/null with the wait)
+	{
+		kill -9 "$p"
+		while _ceph_alive "$p" && [ $SECONDS -lt $deadline ]; do
+			sleep 0.1
+		done
+		_ceph_alive "$p" || wait "$p" || true
+	} 2>/dev/null
+	! _ceph_alive "$p" || fail "$1 (pid $p) survives kill -9"
 	rm -f "$CEPH_DIR/run/$1.pid" "$CEPH_DIR/run/$1.child"
 }
 
