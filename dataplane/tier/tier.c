@@ -38,9 +38,11 @@
  * frames, ing_tier_frame_finished), ING_EV_TIER_READ for GetFrame and ING_EV_TIER_STOP. The
  * loop sleeps in curl_multi_poll with the mailbox's doorbell as its extra fd, until a
  * message, a transfer's socket, or the next thing due by time: a frame's retry, a re-check,
- * the store's probe, a stalled request's end, a local copy the retention lets go, the file
- * system under an N % mark (once a second: other writers fill it too), the rate's sample
- * while uploading. Nothing polls the outbox. Stats: per-field relaxed atomics this thread
+ * the store's probe, a stalled request's end, a local copy the retention lets go, what is
+ * used (the file system and the catalog's counts, once a second: other writers fill the
+ * one, ingest-catalog prune empties the other, so a node refusing at its mark takes frames
+ * again and Stats show the prune), the rate's sample while uploading. Nothing polls the
+ * outbox. Stats: per-field relaxed atomics this thread
  * alone writes, storeError through a sequence lock; control reads them without a lock.
  *
  * Failures: a store-wide one (unreachable, no progress for --tier-timeout, 5xx,
@@ -90,7 +92,8 @@
 #define CONFLICT_RETRY_MS 3600000ll
 #define RECHECK_MS 1000ull        /* a wrong answer is asked again this much later, once */
 #define BACKLOG_EVERY_MS 500u    /* the outbox counted at most this often (count(*) of it) */
-#define FS_EVERY_MS 1000u        /* an N % mark: the file system looked at again */
+#define USAGE_EVERY_MS 1000u     /* what is used measured again (other writers fill the file
+				  * system, ingest-catalog prune empties the catalog) */
 #define RATE_SAMPLES 11          /* one a second: a 10 s window */
 /* uploads: --tier-parallel on the wire and as many more being hashed ahead */
 #define MAX_XFERS (2 * ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1 + ING_TIER_MAX_READS)
@@ -510,6 +513,19 @@ static void upload_begin(struct ing_tier *t, const struct tier_row *row)
 	x->row = *row;
 	snprintf(path, sizeof(path), "%s/%s", t->data_dir, row->path);
 	x->fd = open(path, O_RDONLY | O_CLOEXEC);
+	int loc;
+	if (x->fd < 0 && errno == ENOENT && (loc = tier_db_location(t->db, row)) != ING_LOC_LOCAL &&
+	    loc != -EIO) {
+		/* not a local frame any more (ingest-catalog prune deleted it, or it is in the
+		 * store already): nothing to upload; a file missing for a local frame is below */
+		ING_LOG_RL(ING_LOG_INFO, COMP, "frame %s/%s is %s: dropped from the upload queue",
+			   row->wafer_id, row->frame_id, loc == -ENOENT ? "no longer in the catalog "
+			   "(ingest-catalog prune?)" : "in the object store already");
+		(void)tier_db_dequeue(t->db, row);
+		t->backlog_dirty = true;
+		xfer_put(t, x);
+		return;
+	}
 	if (x->fd < 0 || fstat(x->fd, &st) != 0 || (uint64_t)st.st_size != row->length) {
 		if (x->fd < 0)
 			snprintf(why, sizeof(why), "local copy %s: %s (not uploaded)", path, strerror(errno));
@@ -1003,6 +1019,12 @@ static void delete_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result r
 	    (uint64_t)o->length == x->row.length && x->row.object_md5[0] &&
 	    !strcmp(o->etag, x->row.object_md5)) {
 		char path[PATH_MAX + 600];
+		if (tier_db_location(t->db, &x->row) != ING_LOC_BOTH) {
+			/* the frame left 'both' during the check (ingest-catalog prune forgot it,
+			 * and it may have been stored again since): its file is not this copy */
+			xfer_put(t, x);
+			return;
+		}
 		snprintf(path, sizeof(path), "%s/%s", t->data_dir, x->row.path);
 		int rc = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
 		if (rc == 0)
@@ -1389,7 +1411,7 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 	struct statvfs v;
 	uint64_t used = 0, mark = 0;
 	t->usage_due = false;
-	t->next_usage_ns = t->hw_pct ? now + FS_EVERY_MS * 1000000ull : UINT64_MAX;
+	t->next_usage_ns = now + USAGE_EVERY_MS * 1000000ull;
 	/* before the measure: a frame control finished after this is counted by released */
 	uint64_t rel = atomic_load_explicit(&t->released, memory_order_acquire);
 	if (t->outbox_on && tier_db_usage(t->db, &t->census) == 0)

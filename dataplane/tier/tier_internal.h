@@ -73,11 +73,12 @@ struct tier_db *tier_db_open(const char *catalog_path);
 void tier_db_close(struct tier_db *t);
 /*
  * Create the outbox trigger that queues every new catalog row and the location counts'
- * triggers, and count the locations from the catalog, in one transaction; when the outbox
- * trigger did not exist (first start with --tier, or one after a run without it), every
- * frame still 'local' is queued too (a frame already in the store is then found there:
- * 412, the same bytes, done). Records, once, since when objects are verified against the
- * store's own digest (tier_db_digest_since). 0, -ENOENT (no frames table), -EBUSY, -EIO.
+ * triggers, and count the locations from the catalog, in one transaction; every frame
+ * still 'local' and not queued is queued too (first start with --tier, one after a run
+ * without it: a frame already in the store is then found there, 412, the same bytes,
+ * done), and queued rows of frames no longer in the catalog are dropped. Records, once,
+ * since when objects are verified against the store's own digest (tier_db_digest_since).
+ * 0, -ENOENT (no frames table), -EBUSY, -EIO.
  */
 int tier_db_enable(struct tier_db *t);
 /* Drop the triggers (a run without --tier): the outbox stops growing. 0 or -errno. */
@@ -90,10 +91,17 @@ int64_t tier_db_digest_since(struct tier_db *t);
 int tier_db_due(struct tier_db *t, int64_t now_ms, struct tier_row *rows, unsigned max);
 /*
  * The frame's object is verified: location 'both' with the ETag it was verified by (NULL:
- * not against the store's digest), outbox row gone, in one transaction. 0 or -errno.
+ * not against the store's digest), outbox row gone, in one transaction. Only while r's
+ * outbox row is there: a frame deleted meanwhile (ingest-catalog prune) and stored again is
+ * left to its own upload. 0 or -errno.
  */
 int tier_db_uploaded(struct tier_db *t, const struct tier_row *r, const char *etag,
 		     int64_t tiered_ns);
+/* The row leaves the outbox without an upload (its frame is no longer local). 0 or -errno. */
+int tier_db_dequeue(struct tier_db *t, const struct tier_row *r);
+/* Where the frame of r is now: an enum ing_location, -ENOENT (no such frame: deleted from
+ * the catalog meanwhile) or -EIO. */
+int tier_db_location(struct tier_db *t, const struct tier_row *r);
 /* An attempt failed: count it, next try at next_ms, why in last_error. 0 or -errno. */
 int tier_db_failed(struct tier_db *t, const struct tier_row *r, int64_t next_ms, const char *why);
 /* Frames whose object is verified and local copy still here, durable at or before
