@@ -4,7 +4,8 @@
 # radosgw; loopback, a private temp dir, torn down on exit) and runs every case on it:
 # bad input, wrong credentials, a missing bucket, 500 frames of 1-64 MiB tiered and read
 # back (boto3, ingest-get, ingest-verify --tier), kill -9 of ingestd, of the OSD and of
-# radosgw mid-upload, the store down at the high-water mark. About 4-5 minutes on a loaded
+# radosgw mid-upload, the store down at the high-water mark, ingest-catalog prune beside a
+# node that tiers. About 5-6 minutes on a loaded
 # 2-core machine. Release tree only, like the fleet's multi-process tests (label release),
 # and the tier's code runs in the ASan tree
 # through unit.test_tier_db and unit.test_s3. The Ceph packages come from
