@@ -23,11 +23,14 @@ jget() {
 # 127.0.0.1 with a port picked by the kernel and wait for its port file (ing_wait_port).
 # Sets ING_PID and ING_SERVER (127.0.0.1:PORT); calls fail if ingestd exits first or
 # writes no port.
+# ING_LAUNCH, if set, is put before the command: "setpriv --pdeathsig KILL --" (the tier
+# tests) makes ingestd die with the test's shell, however that is killed.
 ing_start() {
 	local bin=$1 pf=$2 log=$3
 	shift 3
 	rm -f "$pf"
-	"$bin" --listen 127.0.0.1:0 --port-file "$pf" "$@" >"$log" 2>&1 &
+	# shellcheck disable=SC2086 # ING_LAUNCH is words
+	${ING_LAUNCH:-} "$bin" --listen 127.0.0.1:0 --port-file "$pf" "$@" >"$log" 2>&1 &
 	ING_PID=$!
 	ing_wait_port "$ING_PID" "$pf" "$log"
 }

@@ -4,7 +4,8 @@
 # radosgw; loopback, a private temp dir, torn down on exit) and runs every case on it:
 # bad input, wrong credentials, a missing bucket, 500 frames of 1-64 MiB tiered and read
 # back (boto3, ingest-get, ingest-verify --tier), kill -9 of ingestd, of the OSD and of
-# radosgw mid-upload, the store down at the high-water mark. About 4-5 minutes on a loaded
+# radosgw mid-upload, the store down at the high-water mark, ingest-catalog prune beside a
+# node that tiers. About 5-6 minutes on a loaded
 # 2-core machine. Release tree only, like the fleet's multi-process tests (label release),
 # and the tier's code runs in the ASan tree
 # through unit.test_tier_db and unit.test_s3. The Ceph packages come from
@@ -17,6 +18,10 @@
 # length, clock skew. About 3 minutes; private ports, temp dirs and processes, so it runs
 # beside other tests (no RUN_SERIAL: it needs nothing global). Release tree only, as
 # tier.store.
+#
+# tier.cleanup: a tier test killed with SIGKILL (no trap runs) leaves nothing running: its
+# Ceph daemons, ingestd and Stats client die with its shell (parent-death signal), and the
+# next test's start removes its dirs (tests/tier/tier_cleanup.sh; ~1 minute).
 if(NOT ING_SANITIZE AND NOT ING_SANITIZE_THREAD)
   add_test(NAME tier.store COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_store.sh ${PROJECT_BINARY_DIR})
   # beside the other tests (ctest -j; Ceph on random ports in a private dir); each Ceph
@@ -27,4 +32,6 @@ if(NOT ING_SANITIZE AND NOT ING_SANITIZE_THREAD)
   add_test(NAME tier.faults COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_faults.sh ${PROJECT_BINARY_DIR})
   set_tests_properties(tier.faults PROPERTIES LABELS tier TIMEOUT 1800 COST 2500
                        ENVIRONMENT CEPH_WAIT=300)
+  add_test(NAME tier.cleanup COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_cleanup.sh ${PROJECT_BINARY_DIR})
+  set_tests_properties(tier.cleanup PROPERTIES LABELS tier TIMEOUT 900 ENVIRONMENT CEPH_WAIT=300)
 endif()

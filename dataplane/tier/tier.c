@@ -38,9 +38,11 @@
  * frames, ing_tier_frame_finished), ING_EV_TIER_READ for GetFrame and ING_EV_TIER_STOP. The
  * loop sleeps in curl_multi_poll with the mailbox's doorbell as its extra fd, until a
  * message, a transfer's socket, or the next thing due by time: a frame's retry, a re-check,
- * the store's probe, a stalled request's end, a local copy the retention lets go, the file
- * system under an N % mark (once a second: other writers fill it too), the rate's sample
- * while uploading. Nothing polls the outbox. Stats: per-field relaxed atomics this thread
+ * the store's probe, a stalled request's end, a local copy the retention lets go, what is
+ * used (the file system and the catalog's counts, once a second: other writers fill the
+ * one, ingest-catalog prune empties the other, so a node refusing at its mark takes frames
+ * again and Stats show the prune), the rate's sample while uploading. Nothing polls the
+ * outbox. Stats: per-field relaxed atomics this thread
  * alone writes, storeError through a sequence lock; control reads them without a lock.
  *
  * Failures: a store-wide one (unreachable, no progress for --tier-timeout, 5xx,
@@ -90,7 +92,8 @@
 #define CONFLICT_RETRY_MS 3600000ll
 #define RECHECK_MS 1000ull        /* a wrong answer is asked again this much later, once */
 #define BACKLOG_EVERY_MS 500u    /* the outbox counted at most this often (count(*) of it) */
-#define FS_EVERY_MS 1000u        /* an N % mark: the file system looked at again */
+#define USAGE_EVERY_MS 1000u     /* what is used measured again (other writers fill the file
+				  * system, ingest-catalog prune empties the catalog) */
 #define RATE_SAMPLES 11          /* one a second: a 10 s window */
 /* uploads: --tier-parallel on the wire and as many more being hashed ahead */
 #define MAX_XFERS (2 * ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1 + ING_TIER_MAX_READS)
@@ -168,10 +171,9 @@ struct xfer {
 /*
  * Stats for the control thread: each field written by the tier thread alone with a relaxed
  * atomic store (publish, at the end of each loop pass), read with relaxed loads, as the
- * dataplane lcores' counters; the one string, storeError, through a sequence lock over
- * 8-byte words (odd: being written; read again while it changes).
+ * dataplane lcores' counters; the one string, storeError, through a sequence lock
+ * (tier_seqstr, tier_internal.h).
  */
-#define ERR_WORDS (1400 / 8)
 struct tier_pub {
 	uint64_t store_state, cause, verification;
 	uint64_t backlog_frames, backlog_bytes;
@@ -181,8 +183,7 @@ struct tier_pub {
 	uint64_t census_done, frames[3], bytes[3];
 	uint64_t refusing;
 	uint64_t usage_pct, rate;    /* doubles, as their bits */
-	uint32_t err_seq;
-	uint64_t err[ERR_WORDS];
+	struct tier_seqstr err;
 };
 
 struct ing_tier {
@@ -221,8 +222,8 @@ struct ing_tier {
 	enum cause cause;
 	bool misbehaving;          /* ERROR from wrong answers: uploads go on, one at a time */
 	bool error_coded;          /* store_error came from an answer with an S3 error code */
-	char store_error[ERR_WORDS * 8];
-	char published_error[ERR_WORDS * 8];  /* what pub.err holds */
+	char store_error[TIER_SEQSTR_BYTES];
+	char published_error[TIER_SEQSTR_BYTES];  /* what pub.err holds */
 	uint64_t next_probe_ns;
 	unsigned probe_ms;
 	bool etags_not_md5;        /* learned: this store's ETags are not MD5s (read back instead) */
@@ -512,6 +513,19 @@ static void upload_begin(struct ing_tier *t, const struct tier_row *row)
 	x->row = *row;
 	snprintf(path, sizeof(path), "%s/%s", t->data_dir, row->path);
 	x->fd = open(path, O_RDONLY | O_CLOEXEC);
+	int loc;
+	if (x->fd < 0 && errno == ENOENT && (loc = tier_db_location(t->db, row)) != ING_LOC_LOCAL &&
+	    loc != -EIO) {
+		/* not a local frame any more (ingest-catalog prune deleted it, or it is in the
+		 * store already): nothing to upload; a file missing for a local frame is below */
+		ING_LOG_RL(ING_LOG_INFO, COMP, "frame %s/%s is %s: dropped from the upload queue",
+			   row->wafer_id, row->frame_id, loc == -ENOENT ? "no longer in the catalog "
+			   "(ingest-catalog prune?)" : "in the object store already");
+		(void)tier_db_dequeue(t->db, row);
+		t->backlog_dirty = true;
+		xfer_put(t, x);
+		return;
+	}
 	if (x->fd < 0 || fstat(x->fd, &st) != 0 || (uint64_t)st.st_size != row->length) {
 		if (x->fd < 0)
 			snprintf(why, sizeof(why), "local copy %s: %s (not uploaded)", path, strerror(errno));
@@ -1005,6 +1019,12 @@ static void delete_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result r
 	    (uint64_t)o->length == x->row.length && x->row.object_md5[0] &&
 	    !strcmp(o->etag, x->row.object_md5)) {
 		char path[PATH_MAX + 600];
+		if (tier_db_location(t->db, &x->row) != ING_LOC_BOTH) {
+			/* the frame left 'both' during the check (ingest-catalog prune forgot it,
+			 * and it may have been stored again since): its file is not this copy */
+			xfer_put(t, x);
+			return;
+		}
 		snprintf(path, sizeof(path), "%s/%s", t->data_dir, x->row.path);
 		int rc = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
 		if (rc == 0)
@@ -1391,7 +1411,7 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 	struct statvfs v;
 	uint64_t used = 0, mark = 0;
 	t->usage_due = false;
-	t->next_usage_ns = t->hw_pct ? now + FS_EVERY_MS * 1000000ull : UINT64_MAX;
+	t->next_usage_ns = now + USAGE_EVERY_MS * 1000000ull;
 	/* before the measure: a frame control finished after this is counted by released */
 	uint64_t rel = atomic_load_explicit(&t->released, memory_order_acquire);
 	if (t->outbox_on && tier_db_usage(t->db, &t->census) == 0)
@@ -1500,18 +1520,49 @@ static void publish(struct ing_tier *t, uint64_t now)
 	PUB(usage_pct, dbits(t->usage_pct));
 	PUB(rate, dbits(t->rate));
 	if (strcmp(t->published_error, t->store_error)) {
-		/* sequence lock: odd while the words change */
-		uint32_t seq = t->pub.err_seq;
-		__atomic_store_n(&t->pub.err_seq, seq + 1, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_RELEASE);
 		memcpy(t->published_error, t->store_error, sizeof(t->published_error));
-		for (unsigned i = 0; i < ERR_WORDS; i++) {
-			uint64_t w;
-			memcpy(&w, t->published_error + 8 * i, 8);
-			__atomic_store_n(&t->pub.err[i], w, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&t->pub.err_seq, seq + 2, __ATOMIC_RELEASE);
+		tier_seqstr_write(&t->pub.err, t->published_error);
 	}
+}
+
+void tier_seqstr_write(struct tier_seqstr *x, const char *s)
+{
+	char buf[sizeof(x->w)];
+	uint32_t seq = __atomic_load_n(&x->seq, __ATOMIC_RELAXED);   /* this thread's own */
+	memset(buf, 0, sizeof(buf));
+	snprintf(buf, sizeof(buf), "%s", s);
+	__atomic_store_n(&x->seq, seq + 1, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < sizeof(x->w) / 8; i++) {
+		uint64_t w;
+		memcpy(&w, buf + 8 * i, 8);
+		/* release: the odd number above is seen by whoever sees this word */
+		__atomic_store_n(&x->w[i], w, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&x->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+bool tier_seqstr_read(struct tier_seqstr *x, char *out)
+{
+	/* the writer takes a microsecond: a bounded number of tries, then nothing rather than
+	 * a torn string */
+	for (unsigned tries = 0; tries < 1000; tries++) {
+		uint32_t s1 = __atomic_load_n(&x->seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1) {
+			sched_yield();
+			continue;
+		}
+		for (size_t i = 0; i < sizeof(x->w) / 8; i++) {
+			/* acquire: the number read below is no older than the write of this word */
+			uint64_t w = __atomic_load_n(&x->w[i], __ATOMIC_ACQUIRE);
+			memcpy(out + 8 * i, &w, 8);
+		}
+		if (__atomic_load_n(&x->seq, __ATOMIC_RELAXED) == s1) {
+			out[sizeof(x->w) - 1] = 0;
+			return true;
+		}
+	}
+	out[0] = 0;
+	return false;
 }
 
 /* A transfer's request ended with res (taken off the multi handle): on to its next step. */
@@ -1922,26 +1973,8 @@ void ing_tier_get_stats(struct ing_tier *t, struct ing_tier_stats *st)
 	st->refusing = GET(refusing) != 0;
 	st->usage_pct = dget(&t->pub.usage_pct);
 	st->upload_bytes_per_second = dget(&t->pub.rate);
-	/* storeError: the words between two equal, even sequence numbers (the writer takes a
-	 * microsecond; a bounded number of tries, then nothing rather than a torn string) */
-	_Static_assert(sizeof(st->store_error) >= ERR_WORDS * 8, "store_error holds pub.err");
-	for (unsigned tries = 0; tries < 1000; tries++) {
-		uint32_t s1 = __atomic_load_n(&t->pub.err_seq, __ATOMIC_ACQUIRE);
-		if (s1 & 1) {
-			sched_yield();
-			continue;
-		}
-		for (unsigned i = 0; i < ERR_WORDS; i++) {
-			uint64_t w = __atomic_load_n(&t->pub.err[i], __ATOMIC_RELAXED);
-			memcpy(st->store_error + 8 * i, &w, 8);
-		}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&t->pub.err_seq, __ATOMIC_RELAXED) == s1) {
-			st->store_error[ERR_WORDS * 8 - 1] = 0;
-			return;
-		}
-	}
-	st->store_error[0] = 0;
+	_Static_assert(sizeof(st->store_error) >= TIER_SEQSTR_BYTES, "store_error holds pub.err");
+	(void)tier_seqstr_read(&t->pub.err, st->store_error);
 }
 
 /* ---------------------------------------------------------------- reads: control's side */

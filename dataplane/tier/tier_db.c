@@ -41,8 +41,8 @@
 struct tier_db {
 	sqlite3 *db;
 	sqlite3_stmt *st_due, *st_mark_both, *st_dequeue, *st_failed, *st_cand, *st_deleted,
-		*st_unmark, *st_enqueue, *st_backlog, *st_usage, *st_next_due, *st_oldest_both, *st_begin,
-		*st_commit, *st_rollback;
+		*st_unmark, *st_enqueue, *st_backlog, *st_usage, *st_next_due, *st_oldest_both, *st_loc,
+		*st_begin, *st_commit, *st_rollback;
 	char path[PATH_MAX];
 };
 
@@ -76,10 +76,21 @@ static const char outbox_trigger[] =
 	" INSERT OR IGNORE INTO tier_outbox (" OUTBOX_COLS ")"
 	" VALUES (NEW.wafer_id, NEW.frame_id, NEW.length, NEW.crc32c, NEW.path, " NOW_MS "); END;";
 
+/* every frame still local is queued (at each start: a frame the trigger missed, a run
+ * without --tier, is queued then; the queued ones are left as they are, and no seq is
+ * spent on them: an ignored INSERT would advance AUTOINCREMENT's counter) */
 static const char outbox_backfill[] =
 	"INSERT OR IGNORE INTO tier_outbox (" OUTBOX_COLS ")"
-	" SELECT wafer_id, frame_id, length, crc32c, path, " NOW_MS " FROM frames"
-	" WHERE location = 'local';";
+	" SELECT wafer_id, frame_id, length, crc32c, path, " NOW_MS " FROM frames f"
+	" WHERE location = 'local' AND NOT EXISTS (SELECT 1 FROM tier_outbox o"
+	" WHERE o.wafer_id = f.wafer_id AND o.frame_id = f.frame_id);";
+
+/* rows of frames that are no longer in the catalog (deleted by ingest-catalog prune before
+ * it knew the tier, or by hand): nothing to upload, and their missing file would fail
+ * them again and again */
+static const char outbox_orphans[] =
+	"DELETE FROM tier_outbox WHERE NOT EXISTS (SELECT 1 FROM frames f"
+	" WHERE f.wafer_id = tier_outbox.wafer_id AND f.frame_id = tier_outbox.frame_id);";
 
 /* An outbox of the first form (seq reused once the outbox emptied) into the AUTOINCREMENT
  * one, rows and their seq kept (sqlite_sequence starts above the largest), and the trigger
@@ -173,7 +184,7 @@ void tier_db_close(struct tier_db *t)
 		return;
 	sqlite3_stmt *all[] = { t->st_due, t->st_mark_both, t->st_dequeue, t->st_failed, t->st_cand,
 				t->st_deleted, t->st_unmark, t->st_enqueue, t->st_backlog, t->st_usage,
-				t->st_next_due, t->st_oldest_both, t->st_begin, t->st_commit,
+				t->st_next_due, t->st_oldest_both, t->st_loc, t->st_begin, t->st_commit,
 				t->st_rollback };
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		sqlite3_finalize(all[i]);
@@ -243,8 +254,12 @@ struct tier_db *tier_db_open(const char *catalog_path)
 	}
 	if (prep(t, "SELECT seq, " OUTBOX_COLS ", attempts FROM tier_outbox WHERE next_ms <= ?1"
 		    " ORDER BY seq LIMIT ?2", &t->st_due) ||
+	    /* only the frame this outbox row queued: one deleted meanwhile (ingest-catalog
+	     * prune) and stored again has another row, under another seq, and other bytes
+	     * maybe; its own upload verifies it */
 	    prep(t, "UPDATE frames SET location = 'both', object_md5 = ?3, tiered_ns = ?4"
-		    " WHERE wafer_id = ?1 AND frame_id = ?2 AND location = 'local'", &t->st_mark_both) ||
+		    " WHERE wafer_id = ?1 AND frame_id = ?2 AND location = 'local'"
+		    " AND EXISTS (SELECT 1 FROM tier_outbox WHERE seq = ?5)", &t->st_mark_both) ||
 	    prep(t, "DELETE FROM tier_outbox WHERE seq = ?1", &t->st_dequeue) ||
 	    prep(t, "UPDATE tier_outbox SET attempts = attempts + 1, next_ms = ?2, last_error = ?3"
 		    " WHERE seq = ?1", &t->st_failed) ||
@@ -263,6 +278,7 @@ struct tier_db *tier_db_open(const char *catalog_path)
 	    prep(t, "SELECT location, frames, bytes FROM tier_usage", &t->st_usage) ||
 	    prep(t, "SELECT coalesce(min(next_ms), 0) FROM tier_outbox WHERE next_ms > ?1", &t->st_next_due) ||
 	    prep(t, "SELECT min(durable_ns) FROM frames WHERE location = 'both'", &t->st_oldest_both) ||
+	    prep(t, "SELECT location FROM frames WHERE wafer_id = ?1 AND frame_id = ?2", &t->st_loc) ||
 	    prep(t, "BEGIN IMMEDIATE", &t->st_begin) || prep(t, "COMMIT", &t->st_commit) ||
 	    prep(t, "ROLLBACK", &t->st_rollback))
 		goto fail;
@@ -279,14 +295,31 @@ int tier_db_enable(struct tier_db *t)
 		return rc;
 	bool fresh = query_int(t, "SELECT count(*) FROM sqlite_master WHERE type='trigger'"
 			       " AND name='tier_outbox_frames'") == 0;
-	const char *const sql[] = { fresh ? outbox_trigger : NULL, fresh ? outbox_backfill : NULL,
-				    usage_triggers, usage_recount, meta_digest_since };
+	int64_t dropped = 0, queued = 0;
+	rc = exec(t, outbox_orphans);
+	if (rc == 0) {
+		dropped = sqlite3_changes64(t->db);
+		rc = exec(t, outbox_backfill);
+		queued = sqlite3_changes64(t->db);
+	}
+	if (rc) {
+		(void)exec(t, "ROLLBACK;");
+		return rc;
+	}
+	const char *const sql[] = { fresh ? outbox_trigger : NULL, usage_triggers, usage_recount,
+				    meta_digest_since };
 	rc = txn_run(t, sql, NSQL(sql));
 	if (rc)
 		return rc;
 	if (fresh)
 		ING_INFO(COMP, "%s: tier outbox trigger created; %lld frames queued for the object store",
 			 t->path, (long long)query_int(t, "SELECT count(*) FROM tier_outbox"));
+	else if (queued)
+		ING_WARN(COMP, "%s: %lld local frames were not queued for the object store: queued now",
+			 t->path, (long long)queued);
+	if (dropped)
+		ING_INFO(COMP, "%s: %lld queued uploads of frames no longer in the catalog (deleted by "
+			 "ingest-catalog prune or by hand) dropped", t->path, (long long)dropped);
 	return 0;
 }
 
@@ -368,12 +401,37 @@ int tier_db_uploaded(struct tier_db *t, const struct tier_row *r, const char *et
 	bind_key(t->st_mark_both, r);
 	sqlite3_bind_text(t->st_mark_both, 3, etag, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(t->st_mark_both, 4, tiered_ns);
+	sqlite3_bind_int64(t->st_mark_both, 5, r->seq);
 	rc = step_done(t, t->st_mark_both, "mark both");
 	if (rc == 0) {
 		sqlite3_bind_int64(t->st_dequeue, 1, r->seq);
 		rc = step_done(t, t->st_dequeue, "dequeue");
 	}
 	return txn_end(t, rc);
+}
+
+int tier_db_dequeue(struct tier_db *t, const struct tier_row *r)
+{
+	sqlite3_bind_int64(t->st_dequeue, 1, r->seq);
+	return step_done(t, t->st_dequeue, "dequeue");
+}
+
+int tier_db_location(struct tier_db *t, const struct tier_row *r)
+{
+	bind_key(t->st_loc, r);
+	int rc = sqlite3_step(t->st_loc), ret;
+	if (rc == SQLITE_ROW)
+		ret = ing_location_parse((const char *)sqlite3_column_text(t->st_loc, 0));
+	else if (rc == SQLITE_DONE)
+		ret = -ENOENT;
+	else {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "%s: location of %s/%s: %s", t->path, r->wafer_id,
+			   r->frame_id, sqlite3_errmsg(t->db));
+		ret = -EIO;
+	}
+	sqlite3_reset(t->st_loc);
+	sqlite3_clear_bindings(t->st_loc);
+	return ret < 0 && ret != -ENOENT && ret != -EIO ? -EIO : ret;
 }
 
 int tier_db_failed(struct tier_db *t, const struct tier_row *r, int64_t next_ms, const char *why)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tier_internal.h - private pieces of dataplane/tier/: the tier's catalog access (tier_db.c:
- * the upload outbox and the frames' location), unit-tested on its own. Only the tier
- * thread (and tests) hold a handle.
+ * the upload outbox and the frames' location) and the sequence lock of its Stats string
+ * (tier.c), unit-tested on their own. Only the tier thread (and tests) hold a handle.
  */
 #ifndef ING_TIER_INTERNAL_H
 #define ING_TIER_INTERNAL_H
@@ -13,6 +13,26 @@
 
 #include "common/ident.h"
 #include "dataplane/store/store.h"
+
+/*
+ * A string one thread writes and any thread reads without a lock (Stats' storeError, which
+ * the tier thread alone writes): a sequence lock over 8-byte words. The sequence number is
+ * odd while the words change; the words are stored with release and loaded with acquire
+ * (plain moves on x86, as relaxed ones), which orders them against the number without a
+ * standalone fence: a reader that saw a word of a write in progress also sees, after it,
+ * that write's odd number (or a later one), and reads again. (ThreadSanitizer checks no
+ * atomic_thread_fence, and GCC refuses one under -fsanitize=thread.)
+ */
+#define TIER_SEQSTR_BYTES 1400u
+struct tier_seqstr {
+	uint32_t seq;
+	uint64_t w[TIER_SEQSTR_BYTES / 8];
+};
+/* The one writer: s (cut to TIER_SEQSTR_BYTES - 1 bytes) is what readers get from now on. */
+void tier_seqstr_write(struct tier_seqstr *x, const char *s);
+/* Any thread: a copy into out (TIER_SEQSTR_BYTES bytes, NUL-terminated); false, and "",
+ * when the writer kept changing it through a bounded number of tries (never a torn mix). */
+bool tier_seqstr_read(struct tier_seqstr *x, char *out);
 
 /* One frame on its way to the store (a tier_outbox row), or one local copy to delete. */
 struct tier_row {
@@ -53,11 +73,12 @@ struct tier_db *tier_db_open(const char *catalog_path);
 void tier_db_close(struct tier_db *t);
 /*
  * Create the outbox trigger that queues every new catalog row and the location counts'
- * triggers, and count the locations from the catalog, in one transaction; when the outbox
- * trigger did not exist (first start with --tier, or one after a run without it), every
- * frame still 'local' is queued too (a frame already in the store is then found there:
- * 412, the same bytes, done). Records, once, since when objects are verified against the
- * store's own digest (tier_db_digest_since). 0, -ENOENT (no frames table), -EBUSY, -EIO.
+ * triggers, and count the locations from the catalog, in one transaction; every frame
+ * still 'local' and not queued is queued too (first start with --tier, one after a run
+ * without it: a frame already in the store is then found there, 412, the same bytes,
+ * done), and queued rows of frames no longer in the catalog are dropped. Records, once,
+ * since when objects are verified against the store's own digest (tier_db_digest_since).
+ * 0, -ENOENT (no frames table), -EBUSY, -EIO.
  */
 int tier_db_enable(struct tier_db *t);
 /* Drop the triggers (a run without --tier): the outbox stops growing. 0 or -errno. */
@@ -70,10 +91,17 @@ int64_t tier_db_digest_since(struct tier_db *t);
 int tier_db_due(struct tier_db *t, int64_t now_ms, struct tier_row *rows, unsigned max);
 /*
  * The frame's object is verified: location 'both' with the ETag it was verified by (NULL:
- * not against the store's digest), outbox row gone, in one transaction. 0 or -errno.
+ * not against the store's digest), outbox row gone, in one transaction. Only while r's
+ * outbox row is there: a frame deleted meanwhile (ingest-catalog prune) and stored again is
+ * left to its own upload. 0 or -errno.
  */
 int tier_db_uploaded(struct tier_db *t, const struct tier_row *r, const char *etag,
 		     int64_t tiered_ns);
+/* The row leaves the outbox without an upload (its frame is no longer local). 0 or -errno. */
+int tier_db_dequeue(struct tier_db *t, const struct tier_row *r);
+/* Where the frame of r is now: an enum ing_location, -ENOENT (no such frame: deleted from
+ * the catalog meanwhile) or -EIO. */
+int tier_db_location(struct tier_db *t, const struct tier_row *r);
 /* An attempt failed: count it, next try at next_ms, why in last_error. 0 or -errno. */
 int tier_db_failed(struct tier_db *t, const struct tier_row *r, int64_t next_ms, const char *why);
 /* Frames whose object is verified and local copy still here, durable at or before

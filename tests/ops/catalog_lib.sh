@@ -3,7 +3,7 @@
 # prune.sh): source it after tests/lib.sh with BUILD set and NAME the temp dir's prefix.
 # Sets INGESTD, SEND, VERIFY, CAT (each checked built), T (a temp dir, removed at exit), D
 # ($T/data) and PID; defines fail (the node's last log lines), start (ingestd on D, 127.0.0.1,
-# a small pool), send (ingest-send over gRPC to it, quiet) and q (an SQL query on D's
+# a small pool, and the arguments given), send (ingest-send over gRPC to it, quiet) and q (an SQL query on D's
 # catalog). The EXIT trap kills a node left running, runs "$CLEANUP_EXTRA" if set, removes T.
 INGESTD=$BUILD/apps/ingestd
 SEND=$BUILD/apps/ingest-send
@@ -22,6 +22,6 @@ fail() {
 	tail -n 20 "$T/ingestd.log" >&2 2>/dev/null || true
 	exit 1
 }
-start() { ing_start "$INGESTD" "$T/port" "$T/ingestd.log" --data-dir "$D" --pool 1M:8 --workers 1; PID=$ING_PID; }
+start() { ing_start "$INGESTD" "$T/port" "$T/ingestd.log" --data-dir "$D" --pool 1M:8 --workers 1 "$@"; PID=$ING_PID; }
 send() { timeout 120 "$SEND" --server "$ING_SERVER" --transport grpc --quiet "$@"; }
 q() { sqlite3 "$D/catalog.db" "$1"; }

@@ -93,7 +93,7 @@ ts_before=$(q "SELECT timestamp FROM frames WHERE wafer_id='w-plain' AND frame_i
 q "DELETE FROM frames WHERE frame_id IN ('frame-4', 'frame-5')"
 rc=0
 "$CAT" check --data-dir "$D" >"$T/check" || rc=$?
-[ "$rc" = 1 ] && grep -q "4 rows for 6 frame files" "$T/check" || fail "check of a catalog that lost rows: $(cat "$T/check")"
+[ "$rc" = 1 ] && grep -q "4 rows with a local copy for 6 frame files" "$T/check" || fail "check of a catalog that lost rows: $(cat "$T/check")"
 f3=$D/frames/w-plain/frame-3.frame
 printf 'X' | dd of="$f3" bs=1 seek=1000 conv=notrunc status=none
 rc=0

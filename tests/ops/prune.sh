@@ -13,7 +13,17 @@
 #     kill, rows and files agree and every old frame is gone;
 #  4. a journal left before the rows' transaction committed (rows and files still there):
 #     the next prune deletes both; rebuild deletes a journal's files before it rebuilds;
-#  5. usage errors: prune without --older-than, an age without a unit, --dry-run with check.
+#  5. usage errors: prune without --older-than, an age without a unit, --dry-run with check;
+#  6. with an object store tier (ingestd --tier, the store refusing connections: frames stay
+#     queued, not verified) and a high-water mark: prune keeps and names the unverified
+#     frames; the node refuses at its mark, and --include-unverified deletes them with their
+#     queued uploads, after which the node takes frames again (it measures again within a
+#     second); frames in the store (both, tiered: set in the catalog as the tier would) are
+#     kept and named, --forget-in-store deletes them; check: the tier's counts against the
+#     rows, a drifted count and a local frame not queued (exit 1, the fix: restart ingestd,
+#     which mends both), an upload queued for a frame no longer in the catalog (a note;
+#     ingestd drops it at start); rebuild: the tier's counts right again at the next start,
+#     /metrics' local bytes the files on disk.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 BUILD=$(cd "${1:?usage: prune.sh BUILD_DIR}" && pwd)
@@ -33,10 +43,10 @@ age() {
 # consistent: every row's file is there (or the row is tiered), every file has its row
 consistent() {
 	local r f
-	r=$(q "SELECT count(*) FROM frames")
+	r=$(q "SELECT count(*) FROM frames WHERE location <> 'tiered'")
 	f=$(find "$D/frames" -name '*.frame' | wc -l)
-	[ "$r" = "$f" ] || fail "$1: $r rows, $f frame files"
-	q "SELECT path FROM frames" | while read -r p; do [ -f "$D/$p" ] || fail "$1: row $p without its file"; done
+	[ "$r" = "$f" ] || fail "$1: $r rows with a local copy, $f frame files"
+	q "SELECT path FROM frames WHERE location <> 'tiered'" | while read -r p; do [ -f "$D/$p" ] || fail "$1: row $p without its file"; done
 	"$CAT" check --data-dir "$D" >"$T/check" || fail "$1: check: $(cat "$T/check")"
 }
 
@@ -131,7 +141,7 @@ echo "ok: journals finished by prune and by rebuild"
 step "5. usage errors"
 for a in "prune --data-dir $D|prune needs --older-than AGE" \
 	 "prune --data-dir $D --older-than 30|--older-than: '30' is not an age with a unit" \
-	 "check --data-dir $D --dry-run|--older-than, --wafer and --dry-run go with prune" \
+	 "check --data-dir $D --dry-run|--older-than, --wafer, --dry-run, --include-unverified and --forget-in-store go with prune" \
 	 "prune --data-dir $D --older-than 1d --wafer|--wafer needs a value"; do
 	rc=0
 	# shellcheck disable=SC2086
@@ -140,4 +150,156 @@ for a in "prune --data-dir $D|prune needs --older-than AGE" \
 		fail "ingest-catalog ${a%%|*}: exit $rc: $(cat "$T/out")"
 	echo "ok: $(cat "$T/out")"
 done
+
+step "6. with an object store tier: what prune keeps and why; check and rebuild of the tier's tables"
+# a store that refuses connections: a port held bound and never listening (no network)
+python3 -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True); time.sleep(3600)' >"$T/store.port" &
+HOLDER=$!
+CLEANUP_EXTRA="$CLEANUP_EXTRA; kill $HOLDER 2>/dev/null || true"
+for _ in $(seq 1 100); do [ -s "$T/store.port" ] && break; sleep 0.1; done
+[ -s "$T/store.port" ] || fail "no port held for the store"
+(umask 077; printf 'access_key = K\nsecret_key = S\n' >"$T/creds")
+bytes_on_disk() { find "$D/frames" -name '*.frame' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+# the mark: what is stored now, 20 frames of 64 KiB and half of one more
+MARK=$(($(bytes_on_disk) + 20 * 65536 + 32768))
+TIER=(--tier "s3://127.0.0.1:$(cat "$T/store.port")/frames" --tier-credentials "$T/creds"
+      --local-high-water "$MARK" --metrics-listen 127.0.0.1:0 --metrics-port-file "$T/mport")
+# tier_start: ingestd with the tier, its /metrics in METRICS
+tier_start() {
+	rm -f "$T/mport"
+	start "${TIER[@]}"
+	for _ in $(seq 1 600); do [ -s "$T/mport" ] && break; sleep 0.1; done
+	[ -s "$T/mport" ] || fail "no metrics port"
+	METRICS=http://127.0.0.1:$(cat "$T/mport")/metrics
+}
+tier_start
+# metric NAME: its value on /metrics; local_bytes_are_files: the node's count of local bytes
+# (what the mark holds to) reaches the files on disk (a cap for a hang: it measures each second)
+metric() { curl -sf --max-time 10 "$METRICS" | awk -v n="$1" '$1 == n { print $2 }'; }
+local_bytes_are_files() {
+	local want i
+	want=$(bytes_on_disk)
+	for i in $(seq 1 600); do
+		[ "$(metric ingest_tier_local_bytes)" = "$want" ] && return 0
+		sleep 0.1
+	done
+	fail "$1: /metrics ingest_tier_local_bytes $(metric ingest_tier_local_bytes), $want bytes of frame files"
+}
+queued() { q "SELECT count(*) FROM tier_outbox WHERE wafer_id = '$1'"; }
+# tier_set_up: the node's tier thread has set up its tables (its first step; a cap for a hang)
+tier_set_up() {
+	for _ in $(seq 1 600); do
+		grep -q "tier .*catalog: [0-9]* frames local" "$T/ingestd.log" && return 0
+		sleep 0.1
+	done
+	fail "the tier did not set up its tables"
+}
+send --count 20 --size 64K --wafer T1 --first-id 1
+age T1
+[ "$(queued T1)" = 20 ] || fail "T1: $(queued T1) frames queued for the store, want 20"
+local_bytes_are_files "20 frames in"
+rc=0
+send --count 1 --size 64K --wafer T2 --first-id 1 >"$T/out" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q "storage full.*--local-high-water.*retryable" "$T/out" ||
+	fail "a frame past the mark: exit $rc: $(tail -2 "$T/out")"
+"$CAT" prune --data-dir "$D" --older-than 30d --dry-run --json >"$T/out"
+[ "$(json "$T/out" frames)" = 0 ] && [ "$(json "$T/out" keptUnverified)" = 20 ] ||
+	fail "dry-run with the store down: $(cat "$T/out")"
+"$CAT" prune --data-dir "$D" --older-than 30d >"$T/out" || fail "prune: $(cat "$T/out")"
+cat "$T/out"
+grep -q "deleted 0 frames" "$T/out" &&
+	grep -q "kept 20 frames (1.2 MiB) queued for the object store and not verified there: their local copy is their only one. They are in the tier's backlog .*--include-unverified" "$T/out" ||
+	fail "prune with the store down: $(cat "$T/out")"
+[ "$(rows T1)" = 20 ] && [ "$(files T1)" = 20 ] && [ "$(queued T1)" = 20 ] || fail "T1 touched by the prune"
+# the store is gone for good: the operator drops what it never got
+"$CAT" prune --data-dir "$D" --older-than 30d --include-unverified --json >"$T/out" || fail "$(cat "$T/out")"
+[ "$(json "$T/out" frames)" = 20 ] && [ "$(json "$T/out" files)" = 20 ] && [ "$(json "$T/out" uploadsDropped)" = 20 ] ||
+	fail "prune --include-unverified: $(cat "$T/out")"
+[ "$(rows T1)" = 0 ] && [ "$(files T1)" = 0 ] && [ "$(queued T1)" = 0 ] || fail "T1 left: rows, files or uploads"
+local_bytes_are_files "after --include-unverified"
+# the node, refusing at its mark with nothing finishing, takes frames again
+for i in $(seq 1 60); do
+	send --count 10 --size 64K --wafer T2 --first-id 1 >"$T/out" 2>&1 && break
+	grep -q "storage full.*retryable" "$T/out" || fail "T2: $(tail -2 "$T/out")"
+	sleep 1
+done
+[ "$(rows T2)" = 10 ] || fail "the node still refuses frames after the prune made room: $(tail -2 "$T/out")"
+echo "ok: unverified frames kept and named; --include-unverified deleted them and their uploads; the node took frames again"
+
+# frames in the store, as the tier leaves them: 1-3 both (verified, local copy kept), 4-6
+# tiered (local copy deleted)
+age T2
+q "BEGIN; UPDATE frames SET location = 'both', object_md5 = '00112233445566778899aabbccddeeff',
+     tiered_ns = durable_ns WHERE wafer_id = 'T2' AND frame_id IN ('frame-1', 'frame-2', 'frame-3');
+   UPDATE frames SET location = 'tiered', object_md5 = '00112233445566778899aabbccddeeff',
+     tiered_ns = durable_ns WHERE wafer_id = 'T2' AND frame_id IN ('frame-4', 'frame-5', 'frame-6');
+   DELETE FROM tier_outbox WHERE wafer_id = 'T2' AND frame_id IN ('frame-1', 'frame-2', 'frame-3',
+     'frame-4', 'frame-5', 'frame-6'); COMMIT;"
+rm "$D"/frames/T2/frame-[456].frame
+"$CAT" check --data-dir "$D" >"$T/check" || fail "check with a tier: $(cat "$T/check")"
+grep -q "object store tier: .* 3 both, 3 only in the store; the tier's counts match the rows" "$T/check" ||
+	fail "check does not show the tier: $(cat "$T/check")"
+"$CAT" prune --data-dir "$D" --older-than 30d >"$T/out" || fail "$(cat "$T/out")"
+cat "$T/out"
+grep -q "deleted 0 frames" "$T/out" && grep -q "kept 4 frames (0.2 MiB) queued for the object store" "$T/out" &&
+	grep -q "kept 6 frames verified in the object store (3 of them with a local copy, 0.2 MiB): their catalog row is how ingest-get .*--forget-in-store" "$T/out" ||
+	fail "prune beside frames in the store: $(cat "$T/out")"
+"$CAT" prune --data-dir "$D" --older-than 30d --forget-in-store --json >"$T/out" || fail "$(cat "$T/out")"
+[ "$(json "$T/out" frames)" = 6 ] && [ "$(json "$T/out" files)" = 3 ] && [ "$(json "$T/out" keptUnverified)" = 4 ] &&
+	[ "$(json "$T/out" keptInStore)" = 0 ] || fail "prune --forget-in-store: $(cat "$T/out")"
+[ "$(rows T2)" = 4 ] && [ "$(files T2)" = 4 ] && [ "$(queued T2)" = 4 ] || fail "T2: $(rows T2) rows, $(files T2) files"
+local_bytes_are_files "after --forget-in-store"
+echo "ok: frames in the store kept and named; --forget-in-store deleted their rows and local copies"
+
+# check: an upload queued for a frame no longer in the catalog (as a prune that did not know
+# the tier left them) is a note; the node drops it at start
+q "INSERT INTO tier_outbox (wafer_id, frame_id, length, crc32c, path, queued_ms)
+   VALUES ('T9', 'gone', 1, 1, 'frames/T9/gone.frame', 1)"
+"$CAT" check --data-dir "$D" >"$T/check" || fail "check with a stale upload: $(cat "$T/check")"
+grep -q "1 queued uploads name frames no longer in the catalog .*ingestd drops them" "$T/check" ||
+	fail "check: $(cat "$T/check")"
+ing_term_pid
+# a count that drifted, a local frame not queued: check says so and what mends it
+q "UPDATE tier_usage SET bytes = bytes + 1 WHERE location = 'local'"
+rc=0
+"$CAT" check --data-dir "$D" >"$T/check" || rc=$?
+[ "$rc" = 1 ] && grep -q "count of where the frames are (tier_usage.*) is not the rows' .*: restart ingestd" "$T/check" ||
+	fail "check with a drifted count: exit $rc: $(cat "$T/check")"
+q "DELETE FROM tier_outbox WHERE wafer_id = 'T2' AND frame_id = 'frame-7'"
+q "UPDATE tier_usage SET bytes = bytes - 1 WHERE location = 'local'"
+rc=0
+"$CAT" check --data-dir "$D" >"$T/check" || rc=$?
+[ "$rc" = 1 ] && grep -q "1 local frames are not queued for the object store .*restart ingestd" "$T/check" ||
+	fail "check with a frame not queued: exit $rc: $(cat "$T/check")"
+q "UPDATE tier_usage SET frames = frames + 5 WHERE location = 'both'"
+tier_start
+tier_set_up
+ing_term_pid
+grep -q "1 local frames were not queued for the object store: queued now" "$T/ingestd.log" &&
+	grep -q "1 queued uploads of frames no longer in the catalog .* dropped" "$T/ingestd.log" ||
+	fail "ingestd did not mend the queue at start"
+consistent "after the node mended the tier's tables"
+[ "$(queued T2)" = 4 ] && [ "$(q "SELECT count(*) FROM tier_outbox WHERE wafer_id = 'T9'")" = 0 ] ||
+	fail "the upload queue after the restart"
+echo "ok: check names a drifted count and an unqueued frame, the node mends both at start"
+
+# rebuild: the tier's tables start again empty; the next start counts them from the rows
+q "UPDATE frames SET location = 'tiered', object_md5 = '00112233445566778899aabbccddeeff',
+   tiered_ns = durable_ns, local_deleted_ns = durable_ns WHERE wafer_id = 'T2' AND frame_id = 'frame-7';
+   DELETE FROM tier_outbox WHERE wafer_id = 'T2' AND frame_id = 'frame-7'"
+rm "$D/frames/T2/frame-7.frame"
+"$CAT" rebuild --data-dir "$D" >"$T/out" || fail "rebuild: $(cat "$T/out")"
+[ "$(q "SELECT location FROM frames WHERE wafer_id = 'T2' AND frame_id = 'frame-7'")" = tiered ] ||
+	fail "rebuild lost a frame only in the store"
+[ "$(q "SELECT count(*) FROM sqlite_master WHERE name LIKE 'tier_%'")" = 0 ] || fail "rebuild carried tier tables over"
+tier_start
+local_bytes_are_files "after rebuild"
+[ "$(metric 'ingest_tier_frames{location="tiered"}')" = 1 ] || fail "after rebuild: /metrics tiered $(metric 'ingest_tier_frames{location="tiered"}')"
+[ "$(q "SELECT count(*) FROM tier_outbox")" = "$(q "SELECT count(*) FROM frames WHERE location = 'local'")" ] ||
+	fail "after rebuild: not every local frame is queued"
+ing_term_pid
+consistent "after rebuild and a start with --tier"
+grep -q "the tier's counts match the rows" "$T/check" || fail "check after rebuild: $(cat "$T/check")"
+echo "ok: rebuilt: the tier's counts are the rows' and the files' at the next start, every local frame queued"
 echo "PASS: ingest-catalog prune"

@@ -13,6 +13,18 @@
 #   ceph_kill_osd / ceph_start_osd  # kill -9 the OSD / start it again
 #   ceph_kill_rgw / ceph_start_rgw  # the same for radosgw
 #
+# The daemons die with the test, however it ends: each runs in the foreground (-f) as a
+# child of the test's own shell, with a parent-death signal (setpriv --pdeathsig KILL). So
+# kill -9 of the test's shell, ctest's TIMEOUT (it kills the test's process tree) and Ctrl-C
+# leave no monitor, OSD or radosgw behind (daemonized, they were re-parented to init and
+# outlived the test by hours). Call ceph_start, ceph_start_osd and ceph_start_rgw from that
+# shell itself, never inside $(...), a pipeline or a ( ) subshell: the daemon would die with
+# that subshell at once. And ceph_start first removes what a test killed before this
+# change, or by a kill nothing survives, left: a dir of ours (/tmp/h3000-*) whose test is
+# gone (its owner file: pid and start time) and the processes of ours whose command line
+# names it; never anything else (another test's dir has a live owner; an operator's Ceph
+# names no such dir).
+#
 # Every wait is bounded (CEPH_WAIT seconds). Pitfall: with "auth = none" radosgw needs
 # "ms mon client mode = crc" in its own section, or it loops on
 # "get_initial_auth_request returned -13" and gives up after 300 s. Needs the Debian
@@ -36,11 +48,83 @@ _ceph() {
 	timeout "$CEPH_WAIT" ceph -c "$CEPH_DIR/ceph.conf" --connect-timeout 10 "$@"
 }
 
-# _ceph_pid NAME: the daemon's pid from its pid file ("" if none or dead)
+# _ceph_alive PID: the process runs (a zombie, a child not yet reaped, does not)
+_ceph_alive() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) && [ -n "$st" ] && [ "$st" != Z ]
+}
+
+# _ceph_pid NAME: the pid of the daemon this shell started as NAME ("" if none or dead)
 _ceph_pid() {
 	local p
-	p=$(cat "$CEPH_DIR/run/$1.pid" 2>/dev/null) || return 0
-	[ -n "$p" ] && kill -0 "$p" 2>/dev/null && echo "$p"
+	p=$(cat "$CEPH_DIR/run/$1.child" 2>/dev/null) || return 0
+	if [ -n "$p" ] && _ceph_alive "$p"; then echo "$p"; fi
+}
+
+# _ceph_daemon NAME COMMAND...: COMMAND -f in the background, a child of this shell that
+# gets SIGKILL when this shell dies (the header); its pid in run/NAME.child
+_ceph_daemon() {
+	local name=$1
+	shift
+	setpriv --pdeathsig KILL -- "$@" -f >>"$CEPH_DIR/log/setup.log" 2>&1 &
+	echo $! >"$CEPH_DIR/run/$name.child"
+}
+
+# _ceph_stop PID...: SIGTERM, SIGKILL after 10 s, and reaped (they are this shell's children)
+_ceph_stop() {
+	local p deadline=$((SECONDS + 10))
+	for p in "$@"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "$@"; do
+		{
+			while _ceph_alive "$p" && [ $SECONDS -lt $deadline ]; do
+				sleep 0.2
+			done
+			kill -9 "$p" || true
+			wait "$p" || true
+		} 2>/dev/null
+	done
+}
+
+# _ceph_await NAME WHAT COMMAND...: wait until COMMAND succeeds (CEPH_WAIT s at most), failing
+# at once with the logs if the daemon NAME exits first
+_ceph_await() {
+	local name=$1 what=$2 p deadline=$((SECONDS + CEPH_WAIT))
+	shift 2
+	p=$(cat "$CEPH_DIR/run/$name.child")
+	until "$@" >/dev/null 2>&1; do
+		_ceph_alive "$p" || fail "$name exited during start-up: $(_ceph_logs)"
+		[ $SECONDS -lt $deadline ] || fail "$what after ${CEPH_WAIT} s: $(_ceph_logs)"
+		sleep 0.5
+	done
+}
+
+# test_dir_own DIR: DIR belongs to this test (its shell's pid and start time, in DIR/owner)
+test_dir_own() {
+	echo "$$ $(_ceph_start_time $$)" >"$1/owner"
+}
+_ceph_start_time() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+
+# test_dir_sweep GLOB...: for each dir of ours matching GLOB whose owner test is gone: kill
+# the processes of ours whose command line names the dir, and remove it
+test_dir_sweep() {
+	local d pid st f p n
+	for d in "$@"; do
+		[ -d "$d" ] && [ -O "$d" ] && [ -f "$d/owner" ] || continue
+		read -r pid st <"$d/owner" || continue
+		[ -n "$pid" ] && [ "$(_ceph_start_time "$pid")" = "$st" ] && continue   # its test runs
+		n=0
+		for f in $(grep -lsaF -- "$d/" /proc/[0-9]*/cmdline); do
+			p=${f#/proc/}
+			p=${p%/cmdline}
+			# looked at again: the grep above named the dir too, and has exited
+			[ "$p" != $$ ] && [ -O "/proc/$p" ] && grep -qsaF -- "$d/" "$f" &&
+				kill -9 "$p" 2>/dev/null && n=$((n + 1))
+		done
+		rm -rf "$d"
+		echo "removed what a killed test left: $d ($n processes)"
+	done
 }
 
 _ceph_logs() {
@@ -58,9 +142,12 @@ ceph_start() {
 		command -v "$b" >/dev/null ||
 			fail "$b not found: the tier tests need a single-node Ceph (apt-get install ceph-mon ceph-osd radosgw; deploy/install-deps.sh)"
 	done
+	command -v setpriv >/dev/null || fail "setpriv not found (util-linux)"
 	/usr/bin/python3 -c 'import boto3' 2>/dev/null ||
 		fail "python3-boto3 not found (apt-get install python3-boto3; deploy/install-deps.sh)"
+	test_dir_sweep /tmp/h3000-ceph.*
 	CEPH_DIR=$(mktemp -d /tmp/h3000-ceph.XXXXXX) || fail "mktemp failed"
+	test_dir_own "$CEPH_DIR"
 	mkdir -p "$CEPH_DIR"/{mon,osd,run,log}
 	local mon_port fsid t0=$SECONDS
 	mon_port=$(ceph_free_port)
@@ -113,8 +200,9 @@ EOF
 		>"$CEPH_DIR/log/setup.log" 2>&1 || fail "monmaptool failed: $(tail -3 "$CEPH_DIR/log/setup.log")"
 	timeout "$CEPH_WAIT" ceph-mon -c "$CEPH_DIR/ceph.conf" --mkfs -i a --monmap "$CEPH_DIR/monmap" \
 		>>"$CEPH_DIR/log/setup.log" 2>&1 || fail "ceph-mon --mkfs failed: $(tail -3 "$CEPH_DIR/log/setup.log")"
-	ceph-mon -c "$CEPH_DIR/ceph.conf" -i a >>"$CEPH_DIR/log/setup.log" 2>&1 ||
-		fail "ceph-mon did not start: $(_ceph_logs)"
+	_ceph_daemon mon.a ceph-mon -c "$CEPH_DIR/ceph.conf" -i a
+	_ceph_await mon.a "the monitor does not answer on its admin socket" \
+		timeout 10 ceph --admin-daemon "$CEPH_DIR/run/mon.a.asok" mon_status
 	local osd_uuid
 	osd_uuid=$(cat /proc/sys/kernel/random/uuid)
 	_ceph osd new "$osd_uuid" >>"$CEPH_DIR/log/setup.log" 2>&1 ||
@@ -136,25 +224,18 @@ EOF
 # ceph_start_osd: start the OSD and wait until it has booted (its own state, from its admin
 # socket: after a kill -9 the monitor still lists the dead one as up for a while)
 ceph_start_osd() {
-	ceph-osd -c "$CEPH_DIR/ceph.conf" -i 0 >>"$CEPH_DIR/log/setup.log" 2>&1 ||
-		fail "ceph-osd did not start: $(_ceph_logs)"
-	local deadline=$((SECONDS + CEPH_WAIT))
-	until timeout 10 ceph --admin-daemon "$CEPH_DIR/run/osd.0.asok" status 2>/dev/null |
-		grep -q '"state": "active"'; do
-		[ $SECONDS -lt $deadline ] || fail "the OSD is not active after ${CEPH_WAIT} s: $(_ceph_logs)"
-		sleep 0.5
-	done
+	_ceph_daemon osd.0 ceph-osd -c "$CEPH_DIR/ceph.conf" -i 0
+	_ceph_await osd.0 "the OSD is not active" _ceph_osd_active
+}
+_ceph_osd_active() {
+	timeout 10 ceph --admin-daemon "$CEPH_DIR/run/osd.0.asok" status 2>/dev/null | grep -q '"state": "active"'
 }
 
 # ceph_start_rgw: start radosgw and wait until it answers HTTP
 ceph_start_rgw() {
-	radosgw -c "$CEPH_DIR/ceph.conf" -n client.rgw >>"$CEPH_DIR/log/setup.log" 2>&1 ||
-		fail "radosgw did not start: $(_ceph_logs)"
-	local deadline=$((SECONDS + CEPH_WAIT))
-	until curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$CEPH_RGW_PORT/"; do
-		[ $SECONDS -lt $deadline ] || fail "radosgw does not answer on port $CEPH_RGW_PORT after ${CEPH_WAIT} s: $(_ceph_logs)"
-		sleep 0.5
-	done
+	_ceph_daemon client.rgw radosgw -c "$CEPH_DIR/ceph.conf" -n client.rgw
+	_ceph_await client.rgw "radosgw does not answer on port $CEPH_RGW_PORT" \
+		curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$CEPH_RGW_PORT/"
 }
 
 # _ceph_kill9 NAME: kill -9 the daemon and wait until it is gone
@@ -162,12 +243,16 @@ _ceph_kill9() {
 	local p deadline=$((SECONDS + CEPH_WAIT))
 	p=$(_ceph_pid "$1")
 	[ -n "$p" ] || fail "$1 is not running"
-	kill -9 "$p"
-	while kill -0 "$p" 2>/dev/null; do
-		[ $SECONDS -lt $deadline ] || fail "$1 (pid $p) survives kill -9"
-		sleep 0.1
-	done
-	rm -f "$CEPH_DIR/run/$1.pid"
+	# (the shell's "Killed" notice of its child goes to /dev/null with the wait)
+	{
+		kill -9 "$p"
+		while _ceph_alive "$p" && [ $SECONDS -lt $deadline ]; do
+			sleep 0.1
+		done
+		_ceph_alive "$p" || wait "$p" || true
+	} 2>/dev/null
+	! _ceph_alive "$p" || fail "$1 (pid $p) survives kill -9"
+	rm -f "$CEPH_DIR/run/$1.pid" "$CEPH_DIR/run/$1.child"
 }
 
 ceph_kill_osd() { _ceph_kill9 osd.0; }
@@ -175,7 +260,7 @@ ceph_kill_rgw() { _ceph_kill9 client.rgw; }
 
 # ceph_s3 ARGS...: tests/tier/s3tool.py against this cluster
 ceph_s3() {
-	/usr/bin/python3 "$_CEPH_TOOL" --endpoint "$CEPH_S3" --access-key "$CEPH_ACCESS_KEY" \
+	setpriv --pdeathsig KILL -- /usr/bin/python3 "$_CEPH_TOOL" --endpoint "$CEPH_S3" --access-key "$CEPH_ACCESS_KEY" \
 		--secret-key "$CEPH_SECRET_KEY" "$@"
 }
 
@@ -213,15 +298,9 @@ ceph_cleanup() {
 	local n p pids=()
 	for n in client.rgw osd.0 mon.a; do
 		p=$(_ceph_pid "$n")
-		[ -n "$p" ] && kill "$p" 2>/dev/null && pids+=("$p")
+		[ -z "$p" ] || pids+=("$p")
 	done
-	local deadline=$((SECONDS + 10))
-	for p in "${pids[@]}"; do
-		while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $deadline ]; do
-			sleep 0.2
-		done
-		kill -9 "$p" 2>/dev/null || true   # (callers may run with set -e)
-	done
+	[ ${#pids[@]} = 0 ] || _ceph_stop "${pids[@]}"
 	rm -rf "$CEPH_DIR"
 	CEPH_DIR=
 }

@@ -70,7 +70,7 @@ mode() { echo "$1" >"$W/proxy.mode"; }
 
 proxy_start() {
 	mode pass
-	"$PY" "$HERE/s3proxy.py" --upstream "127.0.0.1:$CEPH_RGW_PORT" --access-key "$CEPH_ACCESS_KEY" \
+	$ING_LAUNCH "$PY" "$HERE/s3proxy.py" --upstream "127.0.0.1:$CEPH_RGW_PORT" --access-key "$CEPH_ACCESS_KEY" \
 		--secret-key "$CEPH_SECRET_KEY" --mode-file "$W/proxy.mode" --port-file "$W/proxy.port" \
 		--stats-file "$W/proxy.stats" 2>"$W/proxy.log" &
 	PROXY_PID=$!
@@ -97,9 +97,10 @@ print(', '.join('%s %d' % (k, v - a.get(k, 0)) for k, v in sorted(b.items()) if 
 frame_files() { find "$1/frames" -type f -printf '%s\n' 2>/dev/null | awk '{ n++; s += $1 } END { print n + 0, s + 0 }'; }
 
 # sampler DIR OUT: the largest "bytes of files under frames/" seen, every 0.1 s, into OUT
+# (until the test's shell is gone, if nothing stops it before)
 sampler() {
 	local peak=0 b
-	while :; do
+	while kill -0 $$ 2>/dev/null; do
 		b=$(frame_files "$1" | awk '{ print $2 }')
 		if [ "$b" -gt "$peak" ]; then
 			peak=$b

@@ -28,6 +28,12 @@
 #   highwater  the store down while the high-water mark is reached: retryable NO_SPACE
 #              NACKs, every ACKed frame intact; store back: the backlog drains, local
 #              copies go, the refused frames are taken when sent again
+#   prune      ingest-catalog prune beside a node that tiers: frames tiered, both, and
+#              queued while radosgw is down, all old: prune keeps and names the unverified
+#              and the in-store ones; --include-unverified deletes queued frames and their
+#              uploads (radosgw back: nothing fails, nothing of them in the store);
+#              --forget-in-store deletes rows and local copies, the objects stay, ingest-get
+#              no longer finds them; check consistent throughout
 # The size mix of frames500 (440 x 1 MiB, 50 x 4-16 MiB, 10 x 64 MiB, ~1.4 GB) covers both
 # ends of 1-64 MiB and the pool's three classes while keeping the bytes moved (ingest,
 # upload, two read-backs) to about a minute on a loaded 2-core machine.
@@ -36,7 +42,9 @@ BUILD=${1:?usage: tier_store.sh BUILD_DIR [STEP...]}
 shift
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/tier_lib.sh" tier
-STEPS=${*:-badinput creds bucket conflict getframe frames500 kill9 osd rgw highwater}
+STEPS=${*:-badinput creds bucket conflict getframe frames500 kill9 osd rgw highwater prune}
+CAT=$BUILD/apps/ingest-catalog
+ing_need_built "$CAT"
 
 cleanup() {
 	ing_kill_pid
@@ -371,6 +379,64 @@ step_highwater() {
 		--tier-credentials "$CEPH_CREDS" >"$W/verify.out" 2>&1 || fail "ingest-verify --tier: $(tail -5 "$W/verify.out")"
 	ing_term_pid
 	rm -rf "$W/dh"
+}
+
+step_prune() {
+	step "ingest-catalog prune beside a node that tiers: what stays, what goes, nothing fails after"
+	local dir=$W/dp out=$W/prune.out
+	ceph_s3 mb prune
+	# tiered (local copies deleted once verified), then both (no retention), then queued
+	node_start "$dir" prune --local-retention 0s
+	send 5 1M 1 "$W/pt.man" --wafer P-t
+	tier_wait "framesTiered == 5 and backlogFrames == 0" 120 "P-t tiered"
+	ing_term_pid
+	node_start "$dir" prune --tier-timeout 5s
+	send 5 1M 1 "$W/pb.man" --wafer P-b
+	tier_wait "framesBoth == 5 and backlogFrames == 0" 120 "P-b in the store, local copies kept"
+	ceph_kill_rgw
+	send 5 1M 1 "$W/pu.man" --wafer P-u
+	send 5 1M 1 "$W/pv.man" --wafer P-v
+	tier_wait "backlogFrames == 10 and uploadErrors >= 1" 120 "P-u and P-v queued, the store down"
+	sqlite3 "$dir/catalog.db" "UPDATE frames SET durable_ns = durable_ns - 40 * 86400 * 1000000000"
+	"$CAT" prune --data-dir "$dir" --older-than 30d >"$out" || fail "prune: $(cat "$out")"
+	cat "$out"
+	grep -q "deleted 0 frames" "$out" && grep -q "kept 10 frames (10.0 MiB) queued for the object store and not verified there" "$out" &&
+		grep -q "kept 10 frames verified in the object store (5 of them with a local copy, 5.0 MiB)" "$out" ||
+		fail "prune beside the tier: $(cat "$out")"
+	# the store is gone for P-v: dropped with its queued uploads
+	"$CAT" prune --data-dir "$dir" --older-than 30d --wafer P-v --include-unverified --json >"$out" ||
+		fail "prune --include-unverified: $(cat "$out")"
+	[ "$(json "$out" frames)" = 5 ] && [ "$(json "$out" uploadsDropped)" = 5 ] && [ "$(json "$out" files)" = 5 ] ||
+		fail "prune --include-unverified: $(cat "$out")"
+	local errors
+	$RPC stats "$SERVER" >"$W/stats.json" || fail "Stats"
+	errors=$(tier_stat uploadErrors)
+	ceph_start_rgw
+	# radosgw back: P-u goes to the store; nothing of P-v is tried again (no 'local copy
+	# missing' for ever), and the local counts are the files
+	tier_wait "backlogFrames == 0 and framesBoth == 10 and framesTiered == 5 and storeState == 2" 180 \
+		"the backlog drained after the prune"
+	local files bytes
+	read -r files bytes < <(find "$dir/frames" -name '*.frame' -printf '%s\n' | awk '{ n++; s += $1 } END { print n + 0, s + 0 }')
+	tier_wait "localBytes == $bytes and framesLocal + framesBoth == $files" 30 "the local counts are the files"
+	[ "$(sqlite3 "$dir/catalog.db" "SELECT count(*) FROM tier_outbox")" = 0 ] || fail "uploads left queued"
+	! grep -q "P-v.*local copy" "$NODE_LOG" || fail "the tier failed a pruned frame: $(grep 'P-v' "$NODE_LOG" | tail -2)"
+	[ "$(ceph_s3 count prune)" = 15 ] || fail "$(ceph_s3 count prune) objects, 15 expected (P-v never uploaded)"
+	echo "  the store back: P-u tiered, P-v gone with its uploads ($errors upload errors before, none of P-v after)"
+	"$CAT" check --data-dir "$dir" >"$out" || fail "check: $(cat "$out")"
+	grep -q "5 only in the store; the tier's counts match the rows" "$out" || fail "check: $(cat "$out")"
+	# a frame only in the store is read from it; --forget-in-store forgets it, the object stays
+	"$GET" --server "$SERVER" --wafer P-t --frame frame-2 --out "$W/pt2" --quiet || fail "ingest-get of a tiered frame"
+	"$CAT" prune --data-dir "$dir" --older-than 30d --forget-in-store --json >"$out" || fail "$(cat "$out")"
+	[ "$(json "$out" frames)" = 15 ] && [ "$(json "$out" files)" = 10 ] || fail "prune --forget-in-store: $(cat "$out")"
+	[ "$(ceph_s3 count prune)" = 15 ] || fail "prune touched the store: $(ceph_s3 count prune) objects"
+	local rc=0
+	"$GET" --server "$SERVER" --wafer P-t --frame frame-2 --out "$W/pt2" 2>"$W/get.err" || rc=$?
+	[ "$rc" = 1 ] && grep -q "not found" "$W/get.err" || fail "ingest-get of a forgotten frame: exit $rc $(cat "$W/get.err")"
+	tier_wait "framesLocal + framesBoth + framesTiered == 0 and localBytes == 0" 30 "Stats after the prune"
+	ing_term_pid
+	"$CAT" check --data-dir "$dir" >"$out" || fail "check after the prunes: $(cat "$out")"
+	rm -rf "$dir"
 }
 
 ceph_start

@@ -8,7 +8,9 @@
  * the frame files on disk across many drained backlogs (the outbox's key is never reused),
  * and are counted again at start; an outbox of the first form is migrated; since when
  * objects are checked against the store's digest; a catalog rebuilt from the files
- * (ingest-catalog rebuild) keeps what the tier knew, and the frames that have no file.
+ * (ingest-catalog rebuild) keeps what the tier knew, and the frames that have no file, and
+ * its location counts are the files on disk again at the next start; frames deleted from
+ * the catalog under the tier (ingest-catalog prune) leave no upload behind that would fail.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -376,6 +378,97 @@ static void rebuild_keeps_tier(void **state)
 	assert_int_equal(got.location, ING_LOC_TIERED);
 	assert_string_equal(got.object_md5, "00112233445566778899aabbccddeeff");
 	ing_catalog_close(c);
+
+	/* the tier's tables are not carried over (the new catalog has none): the next start
+	 * with --tier counts the locations from the rebuilt rows, so the high-water mark holds
+	 * to the files on disk, queues exactly the local frames, and verifies the 'both' ones
+	 * again before their copies may go (verified before this catalog's first start) */
+	t = tier_db_open(cat);
+	assert_non_null(t);
+	assert_int_equal(tier_db_enable(t), 0);
+	struct tier_census cs;
+	assert_int_equal(tier_db_usage(t, &cs), 0);
+	uint64_t files, bytes = files_on_disk(data, &files);
+	assert_true(cs.frames[ING_LOC_LOCAL] == 1 && cs.bytes[ING_LOC_LOCAL] == 10);
+	assert_true(cs.frames[ING_LOC_BOTH] == 1 && cs.bytes[ING_LOC_BOTH] == 20);
+	assert_true(cs.frames[ING_LOC_TIERED] == 2 && cs.bytes[ING_LOC_TIERED] == 70);
+	assert_true(local_bytes(t, NULL) == bytes && files == 2);
+	assert_int_equal(tier_db_due(t, INT64_MAX, q, 4), 1);
+	assert_string_equal(q[0].frame_id, "a");
+	assert_true(tier_db_digest_since(t) > 77);   /* b's tiered_ns: verified again first */
+	tier_db_close(t);
+}
+
+/*
+ * Frames deleted from the catalog under the tier (ingest-catalog prune): their queued
+ * uploads are dropped at start, a frame the tier finds gone is out of the queue, and an
+ * upload that was in flight while its frame was deleted and stored again (another row,
+ * another seq) does not mark the new row: its own upload does.
+ */
+static void deleted_under_the_tier(void **state)
+{
+	(void)state;
+	char data[128], cat[160];
+	snprintf(data, sizeof(data), "%s/deleted", dir);
+	snprintf(cat, sizeof(cat), "%s/catalog.db", data);
+	assert_int_equal(ing_store_mkdirs(data, 0755), 0);
+	struct ing_catalog *c = ing_catalog_open(cat);
+	assert_non_null(c);
+	struct tier_db *t = tier_db_open(cat);
+	assert_non_null(t);
+	assert_int_equal(tier_db_enable(t), 0);
+	struct ing_catalog_row r[3] = { row("a", 10, 100), row("b", 20, 200), row("c", 30, 300) };
+	assert_int_equal(ing_catalog_insert(c, r, 3), 0);
+	struct tier_row q[4];
+	assert_int_equal(tier_db_due(t, INT64_MAX, q, 4), 3);
+	assert_int_equal(tier_db_location(t, &q[0]), ING_LOC_LOCAL);
+
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(cat, &h), SQLITE_OK);
+	/* a: deleted with its queued upload (as prune does now); b: deleted, its upload left
+	 * queued (as prune did before it knew the tier); c: deleted and stored again while its
+	 * upload was in flight */
+	assert_int_equal(sqlite3_exec(h, "DELETE FROM frames WHERE frame_id IN ('a', 'b', 'c');"
+				      "DELETE FROM tier_outbox WHERE frame_id IN ('a', 'c');", NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(h);
+	assert_int_equal(tier_db_location(t, &q[1]), -ENOENT);
+	struct ing_catalog_row c2 = row("c", 31, 400);   /* other bytes under the same id */
+	assert_int_equal(ing_catalog_insert(c, &c2, 1), 0);
+	assert_int_equal(tier_db_uploaded(t, &q[2], "0123456789abcdef0123456789abcdef", 5), 0);
+	struct ing_catalog_row got;
+	assert_int_equal(ing_catalog_lookup(c, "W", "c", &got), 0);
+	assert_true(got.location == ING_LOC_LOCAL && got.length == 31 && !got.object_md5[0]);
+	struct tier_row q2[4];
+	assert_int_equal(tier_db_due(t, INT64_MAX, q2, 4), 2);   /* b's orphan and the new c */
+	assert_string_equal(q2[1].frame_id, "c");
+	assert_true(q2[1].seq > q[2].seq && q2[1].length == 31);
+	/* the tier finds b gone (tier.c: its file missing, no row): out of the queue */
+	assert_int_equal(tier_db_dequeue(t, &q2[0]), 0);
+	assert_int_equal(tier_db_due(t, INT64_MAX, q2, 4), 1);
+
+	/* at start: a queued row whose frame is gone is dropped, a local frame not queued is
+	 * queued (without spending a seq on the ones that are) */
+	assert_int_equal(sqlite3_open(cat, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h, "INSERT INTO tier_outbox (wafer_id, frame_id, length, crc32c, path,"
+				      " queued_ms) VALUES ('W', 'gone', 1, 1, 'frames/W/gone.frame', 1);"
+				      "DELETE FROM tier_outbox WHERE frame_id = 'c';", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+	assert_int_equal(tier_db_enable(t), 0);
+	assert_int_equal(tier_db_due(t, INT64_MAX, q2, 4), 1);
+	assert_string_equal(q2[0].frame_id, "c");
+	struct tier_backlog bl;
+	assert_int_equal(tier_db_backlog(t, &bl), 0);
+	assert_true(bl.frames == 1 && bl.bytes == 31);
+	int64_t seq = q2[0].seq;
+	assert_int_equal(tier_db_enable(t), 0);
+	assert_int_equal(tier_db_uploaded(t, &q2[0], "0123456789abcdef0123456789abcdef", 5), 0);
+	struct ing_catalog_row d = row("d", 40, 500);
+	assert_int_equal(ing_catalog_insert(c, &d, 1), 0);
+	assert_int_equal(tier_db_due(t, INT64_MAX, q2, 4), 1);
+	assert_true(q2[0].seq == seq + 1);
+	tier_db_close(t);
+	ing_catalog_close(c);
 }
 
 int main(void)
@@ -385,6 +478,7 @@ int main(void)
 		cmocka_unit_test(usage_never_drifts),
 		cmocka_unit_test(outbox_migration),
 		cmocka_unit_test(rebuild_keeps_tier),
+		cmocka_unit_test(deleted_under_the_tier),
 	};
 	return cmocka_run_group_tests(tests, catalog_dir_setup, catalog_dir_teardown);
 }
