@@ -359,6 +359,34 @@ static struct ing_frame_desc desc(uint64_t id, const void *data, uint64_t len, v
 	return d;
 }
 
+/* Submit frames first..first+n-1 (ids in decimal, wafer W1), each len bytes of buf. */
+static void submit_frames(struct ing_producer *p, uint64_t first, unsigned n, const uint8_t *buf,
+			  uint64_t len)
+{
+	for (uint64_t id = first; id < first + n; id++) {
+		struct ing_frame_desc d = desc(id, buf, len, NULL);
+		assert_int_equal(ing_producer_submit(p, &d), 0);
+	}
+}
+
+/* Poll until the fake holds n sent messages, no ack delivered meanwhile (a watchdog of
+ * 30 s). */
+static void poll_until_sent(struct ing_producer *p, unsigned n)
+{
+	struct ing_ack acks[8];
+	for (int i = 0; i < 300 && F.nmsgs < n; i++)
+		assert_int_equal(ing_producer_poll(p, acks, 8, 100), 0);
+	assert_int_equal(F.nmsgs, n);
+}
+
+/* Fake message i is (the first chunk of) frame id. */
+static void assert_sent_frame(unsigned i, const char *id)
+{
+	char got[32];
+	msg_frame_id(i, got, sizeof(got));
+	assert_string_equal(got, id);
+}
+
 /* ================================================================ tests */
 
 static void test_negotiate_and_session(void **state)
@@ -525,10 +553,7 @@ static void test_credits_and_failures(void **state)
 	struct ing_producer *p = connect_default(0, 0);   /* 4 credits */
 	static uint8_t buf[100];
 	struct ing_ack acks[8];
-	for (uint64_t id = 1; id <= 4; id++) {
-		struct ing_frame_desc d = desc(id, buf, sizeof(buf), NULL);
-		assert_int_equal(ing_producer_submit(p, &d), 0);
-	}
+	submit_frames(p, 1, 4, buf, sizeof(buf));
 	struct ing_frame_desc d5 = desc(5, buf, sizeof(buf), NULL);
 	assert_int_equal(ing_producer_submit(p, &d5), -EAGAIN);
 	release_all();
@@ -633,10 +658,7 @@ static void test_connection_lost_no_reconnect(void **state)
 	struct ing_producer *p = connect_opts(0, 0, -1, ING_ACK_NONE);
 	static uint8_t buf[4096 * 2];
 	struct ing_ack acks[8];
-	for (uint64_t id = 1; id <= 2; id++) {
-		struct ing_frame_desc d = desc(id, buf, sizeof(buf), NULL);
-		assert_int_equal(ing_producer_submit(p, &d), 0);
-	}
+	submit_frames(p, 1, 2, buf, sizeof(buf));
 	F.dead = -ECONNRESET;
 	int n = ing_producer_poll(p, acks, 8, 0);
 	assert_int_equal(n, 2);
@@ -662,10 +684,7 @@ static void reconnect_case(enum ing_ack_stage recycle_on)
 	struct ing_producer *p = connect_opts(0, 0, 0, recycle_on);
 	static uint8_t buf[100];
 	struct ing_ack acks[8];
-	for (uint64_t id = 1; id <= 3; id++) {
-		struct ing_frame_desc d = desc(id, buf, sizeof(buf), NULL);
-		assert_int_equal(ing_producer_submit(p, &d), 0);
-	}
+	submit_frames(p, 1, 3, buf, sizeof(buf));
 	assert_int_equal(F.nmsgs, 3);
 	release_all();
 	fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_RECEIVED, 0, false);
@@ -688,18 +707,12 @@ static void reconnect_case(enum ing_ack_stage recycle_on)
 		assert_true(acks[0].retryable);
 		assert_non_null(strstr(acks[0].msg, "recycle_on DURABLE"));
 	}
-	for (int i = 0; i < 300 && F.nmsgs < (resend1 ? 2u : 1u); i++)
-		assert_true(ing_producer_poll(p, acks, 8, 100) >= 0);
+	poll_until_sent(p, resend1 ? 2 : 1);
 	assert_int_equal(F.connects, 2);
-	assert_int_equal(F.nmsgs, resend1 ? 2 : 1);
-	char id[32];
 	unsigned k = 0;
-	if (resend1) {
-		msg_frame_id(k++, id, sizeof(id));
-		assert_string_equal(id, "1");   /* submit order */
-	}
-	msg_frame_id(k, id, sizeof(id));
-	assert_string_equal(id, "3");
+	if (resend1)
+		assert_sent_frame(k++, "1");   /* submit order */
+	assert_sent_frame(k, "3");
 	release_all();
 	if (resend1)
 		fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, true);
@@ -774,10 +787,7 @@ static void test_frame_failure_is_not_a_lost_connection(void **state)
 	struct ing_producer *p = connect_opts(0, 0, 0, ING_ACK_DURABLE);
 	static uint8_t buf[100];
 	struct ing_ack acks[8];
-	for (uint64_t id = 1; id <= 4; id++) {
-		struct ing_frame_desc d = desc(id, buf, sizeof(buf), NULL);
-		assert_int_equal(ing_producer_submit(p, &d), 0);
-	}
+	submit_frames(p, 1, 4, buf, sizeof(buf));
 	assert_int_equal(F.nmsgs, 4);
 	release_all();
 	fake_nack(2, H3000__ERROR_CODE__ERROR_TRANSFER, false,
@@ -814,18 +824,14 @@ static void test_frame_failure_is_not_a_lost_connection(void **state)
 	assert_int_equal(st.durable, 2);
 	assert_int_equal(st.failed, 2);
 	/* the node failed a frame with its RDMA connection: that is the connection's */
-	struct ing_frame_desc d5 = desc(5, buf, sizeof(buf), NULL);
-	assert_int_equal(ing_producer_submit(p, &d5), 0);
+	submit_frames(p, 5, 1, buf, sizeof(buf));
 	release_all();
 	fake_nack(5, H3000__ERROR_CODE__ERROR_TRANSFER, true,
 		  "RDMA connection lost and the producer did not reconnect within 5000 ms");
 	F.nmsgs = 0;
-	for (int i = 0; i < 300 && F.nmsgs < 1; i++)
-		assert_true(ing_producer_poll(p, acks, 8, 100) >= 0);
+	poll_until_sent(p, 1);
 	assert_int_equal(F.connects, 2);
-	char id[32];
-	msg_frame_id(0, id, sizeof(id));
-	assert_string_equal(id, "5");
+	assert_sent_frame(0, "5");
 	release_all();
 	fake_ack(5, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, false);
 	assert_int_equal(poll_until(p, acks, 1), 1);
@@ -848,19 +854,14 @@ static void test_reconnect_resend_in_flight_waits(void **state)
 	struct ing_producer *p = connect_opts(0, 0, 0, ING_ACK_DURABLE);
 	static uint8_t buf[100];
 	struct ing_ack acks[8];
-	for (uint64_t id = 1; id <= 2; id++) {
-		struct ing_frame_desc d = desc(id, buf, sizeof(buf), NULL);
-		assert_int_equal(ing_producer_submit(p, &d), 0);
-	}
+	submit_frames(p, 1, 2, buf, sizeof(buf));
 	release_all();
 	fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_RECEIVED, 0, false);
 	assert_int_equal(poll_until(p, acks, 1), 1);
 	F.dead = -ECONNRESET;
 	F.nmsgs = 0;
-	for (int i = 0; i < 300 && F.nmsgs < 2; i++)
-		assert_true(ing_producer_poll(p, acks, 8, 100) >= 0);
+	poll_until_sent(p, 2);   /* 1 and 2 on the new session */
 	assert_int_equal(F.connects, 2);
-	assert_int_equal(F.nmsgs, 2);   /* 1 and 2 on the new session */
 	release_all();
 	fake_nack(1, H3000__ERROR_CODE__ERROR_INVALID_ARGUMENT, true,
 		  "frame 1 of wafer W1: already in flight in this node");
@@ -872,20 +873,13 @@ static void test_reconnect_resend_in_flight_waits(void **state)
 	assert_string_equal(acks[0].frame_id, "2");
 	assert_true(acks[0].stored);
 	/* ... but after the back-off, to the same session; refused again, and again later */
-	for (int i = 0; i < 300 && F.nmsgs < 3; i++)
-		assert_int_equal(ing_producer_poll(p, acks, 8, 100), 0);
-	assert_int_equal(F.nmsgs, 3);
-	char id[32];
-	msg_frame_id(2, id, sizeof(id));
-	assert_string_equal(id, "1");
+	poll_until_sent(p, 3);
+	assert_sent_frame(2, "1");
 	release_all();
 	fake_nack(1, H3000__ERROR_CODE__ERROR_INVALID_ARGUMENT, true,
 		  "frame 1 of wafer W1: already in flight in this node");
-	for (int i = 0; i < 300 && F.nmsgs < 4; i++)
-		assert_int_equal(ing_producer_poll(p, acks, 8, 100), 0);
-	assert_int_equal(F.nmsgs, 4);
-	msg_frame_id(3, id, sizeof(id));
-	assert_string_equal(id, "1");
+	poll_until_sent(p, 4);
+	assert_sent_frame(3, "1");
 	release_all();
 	/* the earlier send is stored by now: this one is its duplicate, DURABLE once */
 	fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, true);
