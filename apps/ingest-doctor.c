@@ -88,7 +88,8 @@ static const struct ing_opt opts[] = {
 	{ "config", "FILE", ING_OPT_PATH, offsetof(C, config), 0, 0, 0, NULL, NULL,
 	  "ingestd's config file (ingestd --config): check the node it\n"
 	  "describes (data-dir, pool, hugepages, rdma-dev, lcores,\n"
-	  "pool-node, workers); flags given here win", NULL, 0 },
+	  "control-cpu, dataplane, worker-cpus, pool-node, workers);\n"
+	  "flags given here win", NULL, 0 },
 	ING_OPT_PATH_(C, "data-dir", o.data_dir, "DIR", "ingestd's data dir (storage checks; an O_DIRECT probe file\n"
 		      "is written there and removed)"),
 	ING_OPT_CUSTOM_(C, "pool", o.pool_bytes, set_pool, "SPEC", "ingestd's --pool SIZE:COUNT,...: the pool to check memlock,\n"
@@ -96,21 +97,23 @@ static const struct ing_opt opts[] = {
 	ING_OPT_CUSTOM_(C, "pool-bytes", o.pool_bytes, set_pool_bytes, "SIZE", "the same as a size (256M, 1G)"),
 	ING_OPT_CHOICE_(C, "hugepages", o.hugepages, "auto=-1|on=1|off=0", "as ingestd --hugepages: on needs enough free hugepages,\n"
 			"auto falls back to 4 KiB pages, off does not use them"),
-	ING_OPT_STR_(C, "rdma-dev", o.rdma_dev, "NAME", "device to check (default: the first one)"),
+	ING_OPT_STR_(C, "rdma-dev", o.rdma_dev, "LIST", "ingestd's rails to check: 'mlx5_0, mlx5_1', 'rxe1@1' (default:\n"
+		     "every device with an ACTIVE port and an IPv4 RoCE v2 GID)"),
 	ING_OPT_STR_(C, "lcores", o.plan.lcores, "LIST", "ingestd's --lcores: control + dataplane lcores, e.g. 8-10"),
 	ING_OPT_CUSTOM_(C, "pool-node", o.plan.pool_node, ing_opt_set_index, "N", "ingestd's --pool-node: NUMA node of the pool"),
-	ING_OPT_UINT_(C, "workers", o.plan.n_workers, 1, ING_PLAN_MAX_WORKERS, "ingestd's --workers: persistence workers (default 2)"),
+	ING_OPT_UINT_(C, "workers", o.plan.n_workers, 1, ING_PLAN_MAX_WORKERS, "ingestd's --workers: persistence workers per pool region\n"
+		      "(default 2)"),
 	ING_OPT_BOOL_(C, "json", json, "JSON instead of text"),
 	ING_OPT_PATH_(C, "sysfs-root", o.sysfs_root, "DIR", "read sysfs there instead of /sys (test fixtures)"),
 	ING_OPT_PATH_(C, "procfs-root", o.procfs_root, "DIR", "read procfs there instead of /proc (test fixtures)"),
 	ING_OPT_CUSTOM_(C, "memlock", o.memlock, set_memlock, "N|unlimited", "use this memlock limit instead of getrlimit()"),
 	ING_OPT_PATH_(C, "topology", o.topology, "FILE", "hwloc XML for the NUMA checks (default: live, $HWLOC_XMLFILE)"),
-	/* ingest-topo's placement overrides (not ingestd flags): what-if checks of a plan */
-	ING_OPT_CUSTOM_(C, "control-cpu", o.plan.control_cpu, ing_opt_set_index, "N", "what-if: the control thread's cpu (as ingest-topo)"),
-	ING_OPT_STR_(C, "worker-cpus", o.plan.worker_cpus, "LIST", "what-if: pin the persistence workers to LIST (as ingest-topo)"),
-	ING_OPT_UINT_(C, "dataplane", o.plan.n_dataplane, 0, ING_PLAN_MAX_LCORES, "what-if: dataplane lcores (as ingest-topo; default 1)"),
-	ING_OPT_STR_(C, "block-dev", o.plan.block_dev, "NAME", "what-if: the storage device (as ingest-topo)"),
-	ING_OPT_BOOL_(C, "allow-smt", o.plan.allow_smt, "what-if: SMT siblings as dataplane lcores (as ingest-topo)"),
+	/* ingestd's (and ingest-topo's) placement overrides */
+	ING_OPT_CUSTOM_(C, "control-cpu", o.plan.control_cpu, ing_opt_set_index, "N", "ingestd's --control-cpu: the control thread's cpu"),
+	ING_OPT_STR_(C, "worker-cpus", o.plan.worker_cpus, "LIST", "ingestd's --worker-cpus: pin the persistence workers to LIST"),
+	ING_OPT_UINT_(C, "dataplane", o.plan.n_dataplane, 1, ING_PLAN_MAX_LCORES, "ingestd's --dataplane: dataplane lcores per rail (default 1)"),
+	ING_OPT_STR_(C, "block-dev", o.plan.block_dev, "NAME", "ingestd's --block-dev: the storage device"),
+	ING_OPT_BOOL_(C, "allow-smt", o.plan.allow_smt, "ingestd's --allow-smt: SMT siblings as dataplane lcores"),
 	ING_OPT_STR_(C, "tier", tier, "URL", "ingestd's --tier: check the object store (reachable, the\n"
 		     "credentials accepted, the bucket there)"),
 	ING_OPT_PATH_(C, "tier-credentials", tier_credentials, "FILE", "ingestd's --tier-credentials"),
@@ -166,9 +169,10 @@ static int read_ingestd_config(struct doctor_cfg *c)
 	c->o.data_dir = io.sink == ING_SINK_FILE ? io.data_dir : NULL;
 	c->o.hugepages = io.hugepages;
 	c->o.rdma_dev = io.rdma_dev;
-	c->o.plan.lcores = io.lcores;
-	c->o.plan.pool_node = io.pool_node;
-	c->o.plan.n_workers = io.workers;
+	/* every placement option ingestd takes (the rails come from rdma_dev, as checked) */
+	ing_ingestd_plan_opts(&io, &c->o.plan);
+	c->o.plan.rdma_dev = NULL;
+	c->o.plan.data_dir = NULL;
 	c->tier = io.tier;
 	c->tier_credentials = io.tier_credentials;
 	c->tier_region = io.tier_region;

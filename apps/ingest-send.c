@@ -48,6 +48,7 @@ extern char **environ;
 
 struct send_cfg {
 	const char *server;
+	const char *rdma_dev;         /* NULL: the device that routes to the node */
 	int transport;                /* T_AUTO ... (the --transport choice) */
 	unsigned credits;
 	const char *wafer;
@@ -109,6 +110,8 @@ static const struct ing_opt opts[] = {
 	ING_OPT_CHOICE_(C, "transport", transport, "auto=0|rdma=1|rdma-read=1|rdma-write=2|grpc=3",
 			"rdma: RDMA READ pull, rdma-write: RDMA WRITE push\n"
 			"(docs/PUSH.md), grpc: the gRPC stream; auto: what the node offers"),
+	ING_OPT_STR_(C, "rdma-dev", rdma_dev, "NAME", "the local RDMA device to use; the node's RDMA address must\n"
+		     "route through it (default: the device that routes there)"),
 	ING_OPT_UINT_(C, "credits", credits, 1, 4096, "frames in flight wanted (default: the node's)"),
 	ING_OPT_STR_(C, "wafer", wafer, "ID", "wafer id of every frame (default " DEFAULT_WAFER "; \"\": the\n"
 		     "node's default wafer); 1..256 bytes of UTF-8, no control chars"),
@@ -403,6 +406,7 @@ static int connect_node(struct send_cfg *c, struct send_run *r)
 	o.membership_refresh_ms = (int)c->membership_refresh_ms;
 	o.transport = c->xport;
 	o.rdma_mode = c->rdma_mode;
+	o.rdma_device = c->rdma_dev;
 	o.credits = c->credits;
 	o.recycle_on = (enum ing_ack_stage)c->recycle_on;
 	o.client_name = "ingest-send";

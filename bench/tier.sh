@@ -8,6 +8,12 @@
 # and ROUNDS interleaved rounds (default 3, medians compared):
 #   upload   ingestd --tier uploading frames already stored (no ingest at the same time),
 #            --tier-parallel 4 and 1: wall time from its start to an empty backlog
+#   verify   the same upload (4 at once) with each way of verifying an object
+#            ($ING_TIER_VERIFY): etag (the default: Content-MD5 sent, the store's ETag
+#            against the frame's MD5, computed in the same hash pass as the SHA-256),
+#            none (no digest of the store's: what the tier did before), read-back (every
+#            object read back, CRC-32C): the rate and the tier thread's CPU per GiB, i.e.
+#            what verifying against the store's own digest costs
 #   boto3    the same files put to the same radosgw by boto3, 4 threads and 1
 #   s3cmd    the same files, s3cmd put (one stream, no multipart)
 #   ingest   ingest-send to ingestd without and with --tier (the store taking the frames
@@ -98,6 +104,9 @@ cpu_of() {
 	echo 0
 }
 
+# cpu_per_gib PID: the tier thread's cpu-s per GiB of the frames (BYTES) it uploaded
+cpu_per_gib() { echo "$(cpu_of "$1" ingest-tier) $BYTES" | awk '{ printf "%.3f\n", $1 / ($2 / 1073741824) }'; }
+
 ceph_start
 BYTES=$("$PY" -c "import sys; m={'K':1<<10,'M':1<<20,'G':1<<30}; s=sys.argv[1]; print(int(s[:-1])*m[s[-1]]*int(sys.argv[2]) if s[-1] in m else int(s)*int(sys.argv[2]))" "$SIZE" "$FRAMES")
 echo "bench: $FRAMES frames x $SIZE ($((BYTES >> 20)) MiB) a measurement, $ROUNDS rounds; radosgw at $CEPH_S3"
@@ -110,6 +119,8 @@ for r in $(seq 1 "$ROUNDS"); do
 		fail "ingest-send failed"
 	stop
 	cp -a "$D" "$D.p1"
+	cp -a "$D" "$D.none"
+	cp -a "$D" "$D.rb"
 	# ---- the tier's upload rate, parallel 4 and 1
 	for p in 4 1; do
 		dir=$D
@@ -121,6 +132,21 @@ for r in $(seq 1 "$ROUNDS"); do
 			fail "the tier did not upload the frames"
 		t1=$(now)
 		echo "$BYTES $t0 $t1" | awk '{ printf "%.1f\n", $1 / 1e6 / ($3 - $2) }' >>"$TMP/tier.p$p"
+		if [ "$p" = 4 ]; then cpu_per_gib "$PID" >>"$TMP/vcpu.etag"; fi
+		stop
+	done
+	# ---- the same upload without the store's digest, and with every object read back
+	for v in none rb; do
+		mode=none
+		[ "$v" = rb ] && mode=read-back
+		ceph_s3 mb "tier$r-$v"
+		ING_TIER_VERIFY=$mode node "$D.$v" $(tier_args "tier$r-$v") --tier-parallel 4
+		t0=$(now)
+		$RPC wait "$SERVER" "backlogFrames == 0 and framesBoth == $FRAMES" 600 >"$TMP/stats.json" ||
+			fail "the tier did not upload the frames (ING_TIER_VERIFY=$mode)"
+		t1=$(now)
+		echo "$BYTES $t0 $t1" | awk '{ printf "%.1f\n", $1 / 1e6 / ($3 - $2) }' >>"$TMP/tier.$v"
+		cpu_per_gib "$PID" >>"$TMP/vcpu.$v"
 		stop
 	done
 	# ---- boto3 and s3cmd putting the same files to the same radosgw
@@ -136,7 +162,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		fail "s3cmd: $(tail -2 "$TMP/s3cmd.err")"
 	t1=$(now)
 	echo "$BYTES $t0 $t1" | awk '{ printf "%.1f\n", $1 / 1e6 / ($3 - $2) }' >>"$TMP/s3cmd"
-	rm -rf "$D" "$D.p1"
+	rm -rf "$D" "$D.p1" "$D.none" "$D.rb"
 	# ---- ingest throughput without and with the tier
 	for mode in off on; do
 		args=()
@@ -208,4 +234,16 @@ printf "  node cpu:          ingest %.2f cpu-s per GiB (ingestd, tier off); the 
 	"$(m cpu.ingest)" "$(m cpu)"
 printf "                     GiB uploaded (%.0f %% more)\n" \
 	"$(echo "$(m cpu) $(m cpu.ingest)" | awk '{ print 100 * $1 / $2 }')"
+printf "  verification, 4 at once (upload MB/s; the tier thread's cpu-s per GiB uploaded):\n"
+printf "    etag       %7.1f MB/s  %.2f cpu-s/GiB   Content-MD5 sent; the store's ETag = the frame's MD5\n" \
+	"$(m tier.p4)" "$(m vcpu.etag)"
+printf "    none       %7.1f MB/s  %.2f cpu-s/GiB   no digest of the store's (no local copy may go)\n" \
+	"$(m tier.none)" "$(m vcpu.none)"
+printf "    read-back  %7.1f MB/s  %.2f cpu-s/GiB   every object read back, CRC-32C\n" \
+	"$(m tier.rb)" "$(m vcpu.rb)"
+printf "    cost of etag against none: rate ratio %.2f, +%.2f cpu-s per GiB (%.0f %% more);" \
+	"$(echo "$(m tier.p4) $(m tier.none)" | awk '{ print $1 / $2 }')" \
+	"$(echo "$(m vcpu.etag) $(m vcpu.none)" | awk '{ print $1 - $2 }')" \
+	"$(echo "$(m vcpu.etag) $(m vcpu.none)" | awk '{ print ($2 > 0 ? 100 * ($1 - $2) / $2 : 0) }')"
+printf " read-back against none: rate ratio %.2f\n" "$(echo "$(m tier.rb) $(m tier.none)" | awk '{ print $1 / $2 }')"
 echo "(Ceph's monitor, OSD and radosgw share this machine's cores with ingestd and the clients)"

@@ -159,16 +159,31 @@ int admit_try(struct admit *a, struct admit_req *r, struct ing_frame **out)
 	 * it) for itself; r may take only from the classes below all of them. A request held
 	 * back by its peer's share is ahead of that peer's frames only.
 	 */
-	unsigned end = a->nclasses;
+	unsigned end[ING_POOL_MAX_REGIONS], nr = ing_pool_nregions(a->pool);
 	uint64_t t = r->queued ? r->ticket : UINT64_MAX;
+	for (unsigned g = 0; g < nr; g++)
+		end[g] = a->nclasses;
 	for (const struct admit_req *w = a->head; w && w->ticket < t; w = w->next) {
-		if (w == r)
+		if (w == r || !(w->why == ADMIT_SLOT || (w->why == ADMIT_PEER && w->share == r->share)))
 			continue;
-		if ((w->why == ADMIT_SLOT || (w->why == ADMIT_PEER && w->share == r->share)) &&
-		    w->cls < end)
-			end = w->cls;
+		/* per region: a waiter keeps the classes it could use of the regions it may take */
+		for (unsigned g = 0; g < nr; g++)
+			if ((w->region < 0 || w->region == (int)g) && w->cls < end[g])
+				end[g] = w->cls;
 	}
-	struct ing_frame *f = end > r->cls ? ing_pool_get_below(a->pool, r->length, end) : NULL;
+	struct ing_frame *f = NULL;
+	if (r->region >= 0) {
+		if ((unsigned)r->region < nr && end[r->region] > r->cls)
+			f = ing_pool_get_in(a->pool, r->region, r->length, end[r->region]);
+	} else {
+		/* any region: the home region first (the control thread's node), then in order */
+		unsigned home = ing_pool_home_region(a->pool);
+		for (unsigned k = 0; k < nr && !f; k++) {
+			unsigned g = k == 0 ? home : k <= home ? k - 1 : k;
+			if (end[g] > r->cls)
+				f = ing_pool_get_in(a->pool, (int)g, r->length, end[g]);
+		}
+	}
 	if (!f)
 		return wait_for(a, r, ADMIT_SLOT);
 	queue_remove(a, r);

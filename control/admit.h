@@ -3,7 +3,8 @@
  * admit.h - the admission layer: every frame, whatever its transport, takes its session
  * credit and its pool slot here, and gives them back here.
  *
- * Order: first come, first served per size class, across sessions and transports. A
+ * Order: first come, first served per size class (and pool region: a rail's frames take
+ * slots of its node's region only), across sessions and transports. A
  * frame's class is the smallest that holds it; the pool lends larger classes to smaller
  * frames, so a frame may take a slot only from classes below the class of every frame
  * that waits for a slot ahead of it. A stream of small frames therefore never takes the
@@ -65,6 +66,9 @@ struct admit_req {
 	struct admit_credit *credit;  /* its session's credits; NULL: none */
 	struct admit_share *share;    /* its peer's slot share; NULL: not tracked */
 	uint64_t length;              /* declared frame length (<= largest class) */
+	int region;                   /* pool region its slot must come from (its rail's node:
+				       * the bytes land local to the NIC that moves them), -1 any
+				       * (the home region first) */
 	/* --- kept by the admission layer --- */
 	uint64_t ticket;              /* arrival order while queued (kept across retries) */
 	uint64_t since_ns;            /* when it started waiting */

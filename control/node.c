@@ -60,6 +60,7 @@ void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->credits = ING_DEFAULT_CREDITS;
 	o->frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
 	o->pool_node = -1;
+	o->control_cpu = -1;
 	o->ready_fd = -1;
 	o->rdma = -1;
 	o->rdma_port = ING_RDMA_DEFAULT_PORT;
@@ -438,50 +439,55 @@ static int data_dir_ready(const char *dir, enum ing_sink sink)
 
 /*
  * Where the pool's regions go (--hugepages): on hugepages when asked (on: they must be
- * there) or, by default (auto), when enough of the default size are free on the pool's
- * NUMA node; else on 4 KiB pages, with one warning that says how to reserve them (the
- * same advice ingest-doctor gives). Returns the pool's hugepages mode (1 or 0), or
- * -ENOMEM (logged) when --hugepages on cannot be met.
+ * there) or, by default (auto), when enough of the default size are free on every region's
+ * NUMA node (each region maps the whole spec on its own node); else on 4 KiB pages, with
+ * one warning that says how to reserve them (the same advice ingest-doctor gives). Returns
+ * the pool's hugepages mode (1 or 0), or -ENOMEM (logged) when --hugepages on cannot be met.
  */
 static int pool_hugepages_mode(const struct ing_node *d, const struct ing_pool_opts *po)
 {
-	struct ing_hugepages h;
 	uint64_t slot[ING_POOL_MAX_CLASSES];
 	unsigned count[ING_POOL_MAX_CLASSES];
-	char fix[384], where[32] = "";
+	unsigned nr = po->nregions ? po->nregions : 1;
+	int mode = 1;
 
 	if (d->o.hugepages == 0)
 		return 0;
-	ing_hugepages_query(NULL, NULL, po->numa_node, &h);
 	for (unsigned c = 0; c < po->nclasses; c++) {
 		slot[c] = po->cls[c].slot_size;
 		count[c] = po->cls[c].count;
 	}
-	uint64_t need = ing_hugepages_for_pool(slot, count, po->nclasses, h.page_size);
-	if (h.node >= 0)
-		snprintf(where, sizeof(where), " on node %d", h.node);
-	if (h.supported && h.free >= need) {
-		ING_INFO(COMP, "pool on hugepages: %llu x %llu MiB needed, %llu free%s",
-			 (unsigned long long)need, (unsigned long long)(h.page_size >> 20),
-			 (unsigned long long)h.free, where);
-		return 1;
+	for (unsigned r = 0; r < nr && mode == 1; r++) {
+		struct ing_hugepages h;
+		char fix[384], where[32] = "";
+		ing_hugepages_query(NULL, NULL, po->nregions ? po->region_node[r] : po->numa_node, &h);
+		uint64_t need = ing_hugepages_for_pool(slot, count, po->nclasses, h.page_size);
+		if (h.node >= 0)
+			snprintf(where, sizeof(where), " on node %d", h.node);
+		if (h.supported && h.free >= need) {
+			ING_INFO(COMP, "pool%s on hugepages: %llu x %llu MiB needed, %llu free%s",
+				 nr > 1 ? " region" : "", (unsigned long long)need,
+				 (unsigned long long)(h.page_size >> 20), (unsigned long long)h.free, where);
+			continue;
+		}
+		mode = 0;
+		ing_hugepages_advice(fix, sizeof(fix), &h, need);
+		if (d->o.hugepages > 0) {
+			ING_ERR(COMP, "--hugepages on: the pool%s needs %llu x %llu MiB hugepages%s, %llu free%s; %s",
+				nr > 1 ? " region" : "", (unsigned long long)need,
+				(unsigned long long)(h.page_size >> 20), where, (unsigned long long)h.free,
+				h.supported ? "" : " (no hugetlb in this kernel)", fix);
+			return -ENOMEM;
+		}
+		if (!h.supported)
+			ING_WARN(COMP, "pool on 4 KiB pages: this kernel has no hugetlb support (slower RDMA: "
+				 "more page-table entries per MR); --hugepages off silences this");
+		else
+			ING_WARN(COMP, "pool on 4 KiB pages (slower RDMA: more page-table entries per MR): "
+				 "%llu hugepages free%s; %s; --hugepages off silences this",
+				 (unsigned long long)h.free, where, fix);
 	}
-	ing_hugepages_advice(fix, sizeof(fix), &h, need);
-	if (d->o.hugepages > 0) {
-		ING_ERR(COMP, "--hugepages on: the pool needs %llu x %llu MiB hugepages%s, %llu free%s; %s",
-			(unsigned long long)need, (unsigned long long)(h.page_size >> 20), where,
-			(unsigned long long)h.free, h.supported ? "" : " (no hugetlb in this kernel)",
-			fix);
-		return -ENOMEM;
-	}
-	if (!h.supported)
-		ING_WARN(COMP, "pool on 4 KiB pages: this kernel has no hugetlb support (slower RDMA: "
-			 "more page-table entries per MR); --hugepages off silences this");
-	else
-		ING_WARN(COMP, "pool on 4 KiB pages (slower RDMA: more page-table entries per MR): "
-			 "%llu hugepages free%s; %s; --hugepages off silences this",
-			 (unsigned long long)h.free, where, fix);
-	return 0;
+	return mode;
 }
 
 /* --listen and --metrics-listen can be bound (the real bind comes after EAL and the pool) */
@@ -594,41 +600,28 @@ static void capture_start_cpus(struct ing_node *d)
 }
 
 /*
- * The placement plan (numa/): where control, the lcores and the workers run, and the EAL
- * lcore list from it. *have: false without a topology (EAL gets --lcores as given). 0;
- * -EINVAL with *usage for a flag naming what this machine lacks; -EIO.
+ * The placement plan (numa/): where control, each rail's lcores and each region's workers
+ * run, and the EAL lcore list from it. *have: false without a topology (EAL gets --lcores
+ * as given). 0; -EINVAL with *usage for a flag naming what this machine lacks; -EIO.
  */
 static int start_plan(struct ing_node *d, struct ing_plan *plan, bool *have, char *lcores,
 		      size_t lcores_len, int *main_lcore, bool *usage)
 {
 	char err[512];
-	struct ing_topo *topo = ing_topo_load(NULL, err, sizeof(err));
-	int rc;
+	int rc = ing_ingestd_plan(&d->o, plan, err, sizeof(err));
 
 	*have = false;
-	if (!topo) {
+	if (rc == 1) {
 		ING_WARN(COMP, "no topology (%s): no placement plan; EAL lcores %s", err,
 			 d->o.lcores ? d->o.lcores : "0");
 		return 0;
 	}
-	struct ing_plan_opts po;
-	ing_plan_opts_init(&po);
-	po.rdma_dev = d->o.rdma_dev;
-	po.data_dir = d->o.data_dir;
-	po.n_workers = d->o.workers;
-	po.lcores = d->o.lcores;
-	po.pool_node = d->o.pool_node;
-	rc = ing_plan_make(topo, &po, plan, err, sizeof(err));
-	ing_topo_destroy(topo);
+	if (rc == -EINVAL) {
+		fprintf(stderr, "ingestd: %s (see --help)\n", err);
+		*usage = true;
+		return -EINVAL;
+	}
 	if (rc) {
-		/* a flag naming cpus, a node or a device this machine lacks: usage error */
-		if ((rc == -EINVAL && (d->o.lcores || d->o.pool_node >= 0 || d->o.rdma_dev)) ||
-		    (rc == -ENODEV && d->o.rdma_dev)) {
-			fprintf(stderr, "ingestd: %s%s (see --help)\n",
-				rc == -ENODEV ? "--rdma-dev: " : "", err);
-			*usage = true;
-			return -EINVAL;
-		}
 		ING_ERR(COMP, "placement plan: %s", err);
 		return -EIO;
 	}
@@ -670,6 +663,16 @@ static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 	pool_o.name = "frames";
 	(void)ing_pool_parse_classes(&pool_o, d->o.pool); /* validated in parse_args */
 	pool_o.numa_node = d->o.pool_node >= 0 ? d->o.pool_node : (plan ? plan->pool_node : -1);
+	if (plan && plan->n_regions > 1) {
+		/* one region per node that carries a rail: each rail's bytes land on its node */
+		pool_o.nregions = plan->n_regions;
+		for (unsigned g = 0; g < plan->n_regions; g++)
+			pool_o.region_node[g] = plan->regions[g].node;
+		pool_o.home_region = plan->control_region;
+		ING_INFO(COMP, "pool: %u regions (one per NUMA node that carries a rail), each %s: %llu MiB "
+			 "in all", plan->n_regions, d->o.pool,
+			 (unsigned long long)((ing_pool_spec_bytes(&pool_o) * plan->n_regions) >> 20));
+	}
 	int rc = pool_hugepages_mode(d, &pool_o);
 	if (rc < 0)
 		return rc;
@@ -700,6 +703,13 @@ static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 	if (plan && plan->n_workers > 0) {
 		pe.worker_cpus = plan->worker_cpus;   /* per worker, -1: not pinned */
 		pe.n_worker_cpus = plan->n_workers;
+	}
+	if (plan && plan->n_regions > 1) {
+		/* a group of workers per pool region: each takes the frames whose slots are on its
+		 * node (the plan put its workers there) */
+		pe.groups = plan->n_regions;
+		for (unsigned g = 0; g < plan->n_regions; g++)
+			pe.group_node[g] = plan->regions[g].node;
 	}
 	pe.unpinned_cpus = d->n_start_cpus ? d->start_cpus : NULL;
 	pe.n_unpinned_cpus = d->n_start_cpus;
@@ -784,26 +794,59 @@ static int start_rdma(struct ing_node *d, const struct ing_plan *plan, struct in
 	so->rdma.rdma_available = false;
 	if (d->o.rdma != 0) {
 		struct ing_rdma_opts ro;
+		struct ing_rail_spec rs[ING_PLAN_MAX_RAILS];
+		char addrs[ING_PLAN_MAX_RAILS][48], lwhy[200];
 		ing_rdma_opts_init(&ro);
-		ro.addr = d->o.rdma_addr;
 		ro.port = (uint16_t)d->o.rdma_port;
-		ro.device = d->o.rdma_dev ? d->o.rdma_dev : (plan && plan->rdma_dev[0] ? plan->rdma_dev : NULL);
+		/* without rails from a plan: one rail, the first device and address given (both
+		 * lists were checked by the option table) */
+		if (ing_rail_list_parse(d->o.rdma_dev, rs, ING_PLAN_MAX_RAILS, lwhy, sizeof(lwhy)) > 0)
+			ro.device = rs[0].dev;
+		if (ing_addr_list_parse(d->o.rdma_addr, addrs, ING_PLAN_MAX_RAILS, lwhy, sizeof(lwhy)) > 0)
+			ro.addr = addrs[0];
 		ro.nlcores = 0;             /* one poller per EAL worker lcore */
 		ro.lcore.mode = d->o.poll_mode;
 		ro.push = d->o.rdma_write;
 		ro.lcore.grant_ms = d->o.grant_ms;
+		if (plan && plan->n_rails) {
+			/* one rail per device of the plan: its address, node, region and lcores */
+			ro.nrails = plan->n_rails;
+			for (unsigned i = 0; i < plan->n_rails && i < ING_RDMA_MAX_RAILS; i++) {
+				const struct ing_plan_rail *pr = &plan->rails[i];
+				struct ing_rdma_rail_opts *rr = &ro.rails[i];
+				rr->device = pr->dev[0] ? pr->dev : NULL;
+				rr->addr = pr->addr[0] ? pr->addr : NULL;
+				rr->numa_node = pr->node;
+				rr->region = plan->n_regions > 1 ? pr->region : 0;
+				rr->nlcores = pr->n_lcores < ING_RDMA_MAX_LCORES ? pr->n_lcores : ING_RDMA_MAX_LCORES;
+				for (unsigned k = 0; k < rr->nlcores; k++)
+					rr->lcore_ids[k] = (unsigned)pr->lcores[k];
+			}
+		}
 		d->rdma = ing_rdma_create(&ro, d->pool, d->persist, d->ctl, NULL, why, sizeof(why));
 		if (!d->rdma && d->o.rdma > 0) {
 			ING_ERR(COMP, "--rdma on: %s (--rdma auto serves the gRPC stream without RDMA; "
 				"ingest-doctor checks the RDMA set-up)", why);
 			return -EIO;
 		}
+		if (d->rdma && d->o.rdma > 0 && ing_rdma_rails_up(d->rdma) < ing_rdma_nrails(d->rdma)) {
+			struct ing_rdma_rail_info ri;
+			for (unsigned i = 0; ing_rdma_rail_info(d->rdma, i, &ri) == 0; i++)
+				if (!ri.up)
+					ING_ERR(COMP, "--rdma on: rail %u (%s) is down: %s (--rdma auto serves on "
+						"the rails that work)", i, ri.device, ri.why);
+			return -EIO;
+		}
 	} else {
 		snprintf(why, sizeof(why), "disabled by --rdma off");
 	}
 	if (d->rdma) {
-		snprintf(d->rdma_note, sizeof(d->rdma_note), "rdma_cm %s:%u on %s", ing_rdma_addr(d->rdma),
-			 ing_rdma_port(d->rdma), ing_rdma_device(d->rdma));
+		size_t off = 0;
+		struct ing_rdma_rail_info ri;
+		for (unsigned i = 0; ing_rdma_rail_info(d->rdma, i, &ri) == 0 && off < sizeof(d->rdma_note); i++)
+			off += (size_t)snprintf(d->rdma_note + off, sizeof(d->rdma_note) - off,
+						"%s%s:%u on %s%s", i ? ", " : "rdma_cm ", ri.addr, ri.port,
+						ri.device, ri.up ? "" : " (down)");
 		so->rdma.rdma_available = true;
 		so->rdma.rdma_addr = ing_rdma_addr(d->rdma);
 		so->rdma.rdma_port = ing_rdma_port(d->rdma);

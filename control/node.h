@@ -36,14 +36,22 @@ struct ing_ingestd_opts {
 	unsigned frame_timeout_ms;
 	const char *lcores;
 	int pool_node;             /* -1: from the plan */
+	/* placement overrides, as ingest-topo takes them (numa/numa.h) */
+	int control_cpu;           /* -1: from the plan */
+	const char *worker_cpus;   /* NULL: from the plan */
+	unsigned dataplane;        /* lcores per rail; 0: ING_DEFAULT_DATAPLANE_LCORES */
+	int allow_smt;             /* 1: SMT siblings as dataplane lcores */
+	const char *block_dev;     /* NULL: the data dir's disk */
 	const char *log_level;
 	const char *port_file;
 	const char *tls_cert, *tls_key;
 	int ready_fd;
-	const char *rdma_dev;
+	const char *rdma_dev;      /* rails: "mlx5_0, mlx5_1@1" (numa/numa.h); NULL: every ACTIVE
+				      device with an IPv4 address */
 	/* RDMA data path (dataplane/rdma/rdma.h) */
 	int rdma;                  /* 1 on (error if impossible), 0 off, -1 auto (default) */
-	const char *rdma_addr;     /* rdma_cm listen address; NULL: the RDMA netdev's */
+	const char *rdma_addr;     /* rdma_cm listen addresses, one per rail; NULL: each rail's
+				      netdev's */
 	unsigned rdma_port;
 	enum ing_rdma_poll_mode poll_mode;
 	enum ing_rdma_push rdma_write; /* push grants: memory windows / pool MR / off */
@@ -118,6 +126,19 @@ int ing_ingestd_opts_finish(struct ing_ingestd_opts *o);
  */
 int ing_ingestd_opts_check_host(const struct ing_ingestd_opts *o, bool starting, char *why,
 				size_t whylen, char *note, size_t notelen);
+
+struct ing_plan;
+struct ing_plan_opts;
+/* The placement options of o as the plan takes them (ingestd, ingest-topo and
+ * ingest-doctor --config). */
+void ing_ingestd_plan_opts(const struct ing_ingestd_opts *o, struct ing_plan_opts *po);
+/*
+ * The plan ingestd makes on this machine: 0 and *plan; 1 without a topology (why says so:
+ * ingestd then runs without a plan); -EINVAL for a placement flag naming what this machine
+ * lacks (a usage error, one line in why naming the flag); -EIO another failure.
+ */
+int ing_ingestd_plan(const struct ing_ingestd_opts *o, struct ing_plan *plan, char *why,
+		     size_t whylen);
 
 struct ing_node;
 /*

@@ -104,6 +104,47 @@ static int set_pool_node(const struct ing_opt *d, void *cfg, const char *v, char
 	return 0;
 }
 
+/* rdma-dev: the rails, "mlx5_0, mlx5_1" or "rxe1@1"; "" (a file's "rdma-dev =") unsets it */
+static int set_rdma_dev(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	struct ing_rail_spec rs[ING_PLAN_MAX_RAILS];
+	char r[200];
+	(void)d;
+	if (ing_rail_list_parse(v, rs, ING_PLAN_MAX_RAILS, r, sizeof(r)) < 0) {
+		snprintf(why, whylen, "%s", r);
+		return -EINVAL;
+	}
+	((O *)cfg)->rdma_dev = *v ? v : NULL;
+	return 0;
+}
+
+/* rdma-addr: one listen address per rail */
+static int set_rdma_addr(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	char a[ING_PLAN_MAX_RAILS][48], r[200];
+	(void)d;
+	if (ing_addr_list_parse(v, a, ING_PLAN_MAX_RAILS, r, sizeof(r)) < 0) {
+		snprintf(why, whylen, "%s", r);
+		return -EINVAL;
+	}
+	((O *)cfg)->rdma_addr = *v ? v : NULL;
+	return 0;
+}
+
+/* worker-cpus: a cpu list ("2-3,10-11"); whether the cpus exist is the plan's check */
+static int set_worker_cpus(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
+{
+	int cpus[ING_PLAN_MAX_WORKERS];
+	(void)d;
+	if (*v && ing_cpulist_parse(v, cpus, ING_PLAN_MAX_WORKERS) < 0) {
+		snprintf(why, whylen, "'%.64s' is not a cpu list of at most %d cpus (\"2-3,10-11\", no "
+			 "duplicates)", v, ING_PLAN_MAX_WORKERS);
+		return -EINVAL;
+	}
+	((O *)cfg)->worker_cpus = *v ? v : NULL;
+	return 0;
+}
+
 static int set_log_level(const struct ing_opt *d, void *cfg, const char *v, char *why, size_t whylen)
 {
 	enum ing_log_level l;
@@ -360,7 +401,8 @@ static const struct ing_opt opt_table[] = {
 			"4M:16,16M:8,64M:4: 448 MiB); it must fit in memory"),
 	TRISTATE("hugepages", hugepages, "the pool on hugepages (default auto: when enough are free on its\n"
 		 "NUMA node, else 4 KiB pages and one warning; on: required; off: never)"),
-	ING_OPT_UINT_(O, "workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers"),
+	ING_OPT_UINT_(O, "workers", workers, 1, ING_PLAN_MAX_WORKERS, "persistence workers per pool region (one region per NUMA\n"
+		      "node that carries a rail)"),
 	ING_OPT_UINT_(O, "worker-nice", worker_nice, 0, 19, "persistence workers run SCHED_BATCH at this nice level,\n"
 		      "below control and the RDMA pollers (default 5; 0: normal)"),
 	ING_OPT_CUSTOM_(O, "sink", sink, set_sink, "file|null", "write frames to files (default), or drop them (benchmarks)"),
@@ -368,14 +410,29 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_SIZE_(O, "max-frame", max_frame, 1, 1ull << 40, "largest frame accepted (default: the largest pool slot)"),
 	SECS("frame-timeout", frame_timeout_ms, 1 * S, DAY, "a frame must be complete this long after its first byte"),
 	ING_OPT_GROUP_("Placement and RDMA"),
-	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane (default: the plan,\n"
-		     "ingest-topo shows it)"),
-	ING_OPT_CUSTOM_(O, "pool-node", pool_node, set_pool_node, "N", "NUMA node of the pool (default: the plan)"),
-	STR("rdma-dev", rdma_dev, "NAME", "RDMA device to place around (default: the first found)"),
+	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane; each serves the\n"
+		     "rail on its node (default: the plan, ingest-topo shows it)"),
+	ING_OPT_CUSTOM_(O, "pool-node", pool_node, set_pool_node, "N", "one pool region, on this NUMA node, for every rail (default:\n"
+			"the plan: one region per node that carries a rail)"),
+	ING_OPT_CUSTOM_(O, "control-cpu", control_cpu, ing_opt_set_index, "N", "the control thread's cpu, EAL's main lcore (default: the\n"
+			"plan)"),
+	ING_OPT_UINT_(O, "dataplane", dataplane, 1, ING_PLAN_MAX_LCORES, "dataplane lcores per rail (default 1; --lcores wins)"),
+	ING_OPT_CUSTOM_(O, "worker-cpus", worker_cpus, set_worker_cpus, "LIST", "pin the persistence workers: each pool region's take the\n"
+			"listed cpus on its node, round-robin (default: the plan's\n"
+			"free cores)"),
+	ING_OPT_CHOICE_(O, "allow-smt", allow_smt, "on=1|off=0", "SMT siblings as dataplane lcores once the physical cores\n"
+			"are taken (default off)"),
+	STR("block-dev", block_dev, "NAME", "the data disk the plan places around (default: the data\n"
+	    "dir's)"),
+	ING_OPT_CUSTOM_(O, "rdma-dev", rdma_dev, set_rdma_dev, "LIST", "RDMA devices, one rail each: 'mlx5_0, mlx5_1'; 'rxe1@1'\n"
+			"places a device on NUMA node 1 where the kernel does not\n"
+			"know its node (default: every ACTIVE device with an IPv4\n"
+			"address)"),
 	TRISTATE("rdma", rdma, "RDMA data path (auto: on when a device and an rdma_cm\n"
 		 "listener work, else the gRPC stream only, logged)"),
-	STR("rdma-addr", rdma_addr, "ADDR", "rdma_cm listen address (default: an address of the RDMA netdev)"),
-	ING_OPT_UINT_(O, "rdma-port", rdma_port, 0, 65535, "rdma_cm listen port"),
+	ING_OPT_CUSTOM_(O, "rdma-addr", rdma_addr, set_rdma_addr, "LIST", "rdma_cm listen addresses, one per rail (default: each\n"
+			"rail's netdev's first IPv4 address)"),
+	ING_OPT_UINT_(O, "rdma-port", rdma_port, 0, 65535, "rdma_cm listen port of every rail"),
 	ING_OPT_CUSTOM_(O, "poll-mode", poll_mode, set_poll_mode, "MODE", "dataplane lcores: adaptive (default) or busy"),
 	ING_OPT_CUSTOM_(O, "rdma-write", rdma_write, set_rdma_write, "MODE",
 			"RDMA WRITE push for producers that ask for it: auto\n"
@@ -708,29 +765,55 @@ static int check_data_dir(const char *dir, char *why, size_t whylen)
 	return 0;
 }
 
-/* The placement plan ingestd would make: --lcores, --pool-node, --rdma-dev on this machine */
-static int check_plan(const struct ing_ingestd_opts *o, char *why, size_t whylen)
+void ing_ingestd_plan_opts(const struct ing_ingestd_opts *o, struct ing_plan_opts *po)
 {
-	char err[256];
-	struct ing_plan plan;
+	ing_plan_opts_init(po);
+	po->rdma_dev = o->rdma_dev;
+	po->rdma_addr = o->rdma_addr;
+	po->data_dir = o->data_dir;
+	po->block_dev = o->block_dev;
+	po->n_workers = o->workers;
+	if (o->dataplane)
+		po->n_dataplane = o->dataplane;
+	po->allow_smt = o->allow_smt > 0;
+	po->lcores = o->lcores;
+	po->control_cpu = o->control_cpu;
+	po->worker_cpus = o->worker_cpus;
+	po->pool_node = o->pool_node;
+}
+
+int ing_ingestd_plan(const struct ing_ingestd_opts *o, struct ing_plan *plan, char *why,
+		     size_t whylen)
+{
+	char err[512];
 	struct ing_plan_opts po;
 	struct ing_topo *t = ing_topo_load(NULL, err, sizeof(err));
-	if (!t)
-		return 0;   /* ingestd starts without a plan too (logged) */
-	ing_plan_opts_init(&po);
-	po.rdma_dev = o->rdma_dev;
-	po.data_dir = o->data_dir;
-	po.n_workers = o->workers;
-	po.lcores = o->lcores;
-	po.pool_node = o->pool_node;
-	int rc = ing_plan_make(t, &po, &plan, err, sizeof(err));
-	ing_topo_destroy(t);
-	if ((rc == -EINVAL && (o->lcores || o->pool_node >= 0 || o->rdma_dev)) ||
-	    (rc == -ENODEV && o->rdma_dev)) {
-		snprintf(why, whylen, "%s%s", rc == -ENODEV ? "--rdma-dev: " : "", err);
-		return -EINVAL;
+	if (!t) {
+		snprintf(why, whylen, "%s", err);
+		return 1;
 	}
-	return 0;
+	ing_ingestd_plan_opts(o, &po);
+	int rc = ing_plan_make(t, &po, plan, err, sizeof(err));
+	ing_topo_destroy(t);
+	if (!rc)
+		return 0;
+	/* a flag naming cpus, a node or a device this machine lacks: a usage error */
+	bool placed = o->lcores || o->pool_node >= 0 || o->rdma_dev || o->rdma_addr ||
+		      o->control_cpu >= 0 || o->worker_cpus || o->dataplane || o->block_dev;
+	snprintf(why, whylen, "%s%s", rc == -ENODEV && o->rdma_dev && strstr(err, "RDMA") ? "--rdma-dev: " : "",
+		 err);
+	return (rc == -EINVAL || rc == -ENODEV) && placed ? -EINVAL : -EIO;
+}
+
+/* The placement plan ingestd would make on this machine (placement flags) */
+static int check_plan(const struct ing_ingestd_opts *o, char *why, size_t whylen)
+{
+	struct ing_plan *plan = malloc(sizeof(*plan));
+	if (!plan)
+		return 0;
+	int rc = ing_ingestd_plan(o, plan, why, whylen);
+	free(plan);
+	return rc == -EINVAL ? -EINVAL : 0;   /* no topology: ingestd starts without a plan too */
 }
 
 int ing_ingestd_opts_check_host(const struct ing_ingestd_opts *o, bool starting, char *why,

@@ -381,6 +381,7 @@ void svc_frame_release(struct svc_frame *e)
 	admit_put(&s->adm, e->f, ss ? &ss->cr : NULL, e->peer ? &e->peer->share : NULL);
 	svc_peer_put(s, e->peer);
 	s->inflight_bytes -= e->length;
+	svc_tier_frame_finished(s, e->length);   /* stored until the tier has measured again */
 	e->f = NULL;
 	e->xp = NULL;
 	e->call = NULL;
@@ -1033,6 +1034,8 @@ void svc_call_admit_req(struct svc_call *pc, struct admit_req *r, const struct x
 	r->credit = pc->sess ? &pc->sess->cr : NULL;
 	r->share = pc->peer ? &pc->peer->share : NULL;
 	r->length = length;
+	/* an RDMA session's frames take slots of its rail's region (local to that NIC) */
+	r->region = svc_engine_session_region(pc->svc, pc->sess ? pc->sess->id : 0);
 }
 
 struct admit *svc_admission(struct ing_svc *s)

@@ -55,6 +55,41 @@ static void cb_device_lost(void *arg, const char *why)
 	ING_ERR(COMP, "%s: Negotiate offers only the gRPC stream from now on", why);
 }
 
+/* One rail down or back while others serve: Negotiate points producers at a rail that is
+ * up (svc_engine_rdma_target asks the engine each time); the note says how many are up. */
+static void cb_rail_state(void *arg, unsigned rail, bool up, const char *why)
+{
+	struct ing_svc *s = arg;
+	unsigned n = ing_rdma_nrails(s->rdma), nup = ing_rdma_rails_up(s->rdma);
+
+	if (!nup)
+		return;   /* device_lost says it */
+	s->o.rdma.rdma_addr = ing_rdma_addr(s->rdma);
+	s->o.rdma.rdma_port = ing_rdma_port(s->rdma);
+	snprintf(s->note, sizeof(s->note), "rdma: %u of %u rails up (rail %u %s%s%s); producers are "
+		 "sent to %s:%u", nup, n, rail, up ? "back" : "down", up ? "" : ": ", up ? "" : why,
+		 s->o.rdma.rdma_addr, s->o.rdma.rdma_port);
+	if (up)
+		ING_WARN(COMP, "rail %u is back: %u of %u rails serve", rail, nup, n);
+	else
+		ING_ERR(COMP, "rail %u down (%s): %u of %u rails serve; new sessions go to %s:%u", rail,
+			why, nup, n, s->o.rdma.rdma_addr, s->o.rdma.rdma_port);
+}
+
+int svc_engine_session_region(const struct ing_svc *s, uint64_t session_id)
+{
+	return s->rdma && session_id ? ing_rdma_session_region(s->rdma, session_id) : -1;
+}
+
+void svc_engine_rdma_target(const struct ing_svc *s, const char *peer, const char **addr,
+			    uint16_t *port)
+{
+	*addr = s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "";
+	*port = s->o.rdma.rdma_port;
+	if (s->rdma)
+		(void)ing_rdma_rail_for_peer(s->rdma, peer, NULL, addr, port);
+}
+
 static void cb_device_back(void *arg, const char *addr, uint16_t port)
 {
 	struct ing_svc *s = arg;
@@ -99,6 +134,7 @@ int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 		.conn_state = cb_conn_state,
 		.device_lost = cb_device_lost,
 		.device_back = cb_device_back,
+		.rail_state = cb_rail_state,
 	};
 
 	svc_engine_detach(s);

@@ -314,6 +314,12 @@ void svc_fleet_metrics(struct ing_svc *s, struct ing_mtext *t);
 
 /* svc_engine.c: the RDMA engine on the control loop (ing_svc_attach_rdma); its teardown */
 void svc_engine_detach(struct ing_svc *s);
+/* The pool region a frame of session id must take (its RDMA rail's), -1 any. */
+int svc_engine_session_region(const struct ing_svc *s, uint64_t session_id);
+/* Where a producer at address peer connects RDMA: the rail on its network, else the first
+ * rail up (the engine's); without an engine the service's configured address. */
+void svc_engine_rdma_target(const struct ing_svc *s, const char *peer, const char **addr,
+			    uint16_t *port);
 
 /* svc_tier.c: the high-water refusal, the tier's StatsReply field (60) and /metrics, and
  * rpc GetFrame (its reads are done by the tier thread) */
@@ -321,6 +327,8 @@ extern const struct ing_grpc_method svc_getframe_method;
 /* ING_EV_TIER_READ_DONE: the tier thread answered read r of a GetFrame call. */
 struct ing_tier_read;
 void svc_tier_read_done(struct ing_svc *s, struct ing_tier_read *r);
+/* A frame admitted with length bytes is finished (svc_frame_release): for the mark. */
+void svc_tier_frame_finished(struct ing_svc *s, uint64_t length);
 /* Free what GetFrame keeps (ing_svc_destroy, after the control mailbox is drained). */
 void svc_tier_destroy(struct ing_svc *s);
 /*

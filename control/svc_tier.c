@@ -35,6 +35,11 @@ bool svc_tier_refusing(struct ing_svc *s, uint64_t length, char *why, size_t why
 	return s->tier_refusing;
 }
 
+void svc_tier_frame_finished(struct ing_svc *s, uint64_t length)
+{
+	ing_tier_frame_finished(s->tier, length);
+}
+
 void svc_tier_stats(struct ing_svc *s, H3000__StatsReply *r, H3000__TierStats *p,
 		    struct ing_tier_stats *st)
 {
@@ -56,6 +61,10 @@ void svc_tier_stats(struct ing_svc *s, H3000__StatsReply *r, H3000__TierStats *p
 	p->uploadsinprogress = st->uploads_in_progress;
 	p->alreadystored = st->already_stored;
 	p->conflicts = st->conflicts;
+	p->digestmismatches = st->digest_mismatches;
+	p->readbacks = st->read_backs;
+	p->storecause = (char *)st->store_cause;
+	p->verification = (char *)st->verification;
 	p->locationsknown = st->census_done;
 	p->frameslocal = st->frames_local;
 	p->framesboth = st->frames_both;
@@ -102,6 +111,21 @@ void svc_tier_metrics(struct ing_svc *s, struct ing_mtext *t)
 	ing_mtext_family(t, "ingest_tier_conflicts_total", "counter",
 			 "Frames whose key holds other bytes in the store (kept local).");
 	ing_mtext_u64(t, "ingest_tier_conflicts_total", "", st.conflicts);
+	ing_mtext_family(t, "ingest_tier_digest_mismatches_total", "counter",
+			 "Uploads the store kept with other bytes than the frame's (its ETag or a read-back); "
+			 "the local copy is kept.");
+	ing_mtext_u64(t, "ingest_tier_digest_mismatches_total", "", st.digest_mismatches);
+	ing_mtext_family(t, "ingest_tier_read_backs_total", "counter",
+			 "Objects verified by reading them back (the store's ETag is not the frame's MD5).");
+	ing_mtext_u64(t, "ingest_tier_read_backs_total", "", st.read_backs);
+	if (st.store_state != ING_TIER_STORE_OK && st.store_state != ING_TIER_STORE_UNKNOWN) {
+		char l[64];
+		snprintf(l, sizeof(l), "cause=\"%s\"", st.store_cause);
+		ing_mtext_family(t, "ingest_tier_store_problem", "gauge",
+				 "1, labelled with what is wrong with the object store (Stats.tier.storeError "
+				 "says it in words).");
+		ing_mtext_u64(t, "ingest_tier_store_problem", l, 1);
+	}
 	if (st.census_done) {
 		ing_mtext_family(t, "ingest_tier_frames", "gauge",
 				 "Catalogued frames by where their bytes are: local (upload pending), "

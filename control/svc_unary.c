@@ -198,14 +198,14 @@ static H3000__Transport negotiate_transport(const struct ing_svc *s,
 
 /* the reply's message and the log line: which transport and why */
 static void session_note(const struct ing_svc *s, const H3000__NegotiateRequest *r,
-			 H3000__Transport pick, int push, char *note, size_t n)
+			 H3000__Transport pick, int push, const char *addr, uint16_t port, char *note,
+			 size_t n)
 {
 	bool rdma = s->o.rdma.rdma_available;
-	const char *addr = s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "";
 	if (pick == H3000__TRANSPORT__TRANSPORT_RDMA_READ)
-		snprintf(note, n, "rdma read from %s:%u", addr, s->o.rdma.rdma_port);
+		snprintf(note, n, "rdma read from %s:%u", addr, port);
 	else if (pick == H3000__TRANSPORT__TRANSPORT_RDMA_WRITE)
-		snprintf(note, n, "rdma write push to %s:%u (grants: %s)", addr, s->o.rdma.rdma_port,
+		snprintf(note, n, "rdma write push to %s:%u (grants: %s)", addr, port,
 			 push == 1 ? "memory windows" : "pool MR, not bounded per grant");
 	else if (!rdma && has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ))
 		snprintf(note, n, "fallback to gRPC stream: %s", rdma_why_not(s));
@@ -282,7 +282,11 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	ss->ack_received = r->ackreceived;
 	snprintf(ss->client, sizeof(ss->client), "%s", r->clientname ? r->clientname : "");
 
-	session_note(s, r, pick, push, note, sizeof(note));
+	/* the rail on the producer's network (it dialled the node there), else the first up */
+	const char *raddr;
+	uint16_t rport;
+	svc_engine_rdma_target(s, ing_grpc_call_peer_addr(c), &raddr, &rport);
+	session_note(s, r, pick, push, raddr, rport, note, sizeof(note));
 	if (ss->transport == ING_XPORT_GRPC && has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ))
 		s->c_fallback++;
 
@@ -292,8 +296,8 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.transport = pick;
 	rep.n_available = navail;
 	rep.available = avail;
-	rep.rdmaaddr = (char *)(rdma && s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "");
-	rep.rdmaport = rdma ? s->o.rdma.rdma_port : 0;
+	rep.rdmaaddr = (char *)(rdma ? raddr : "");
+	rep.rdmaport = rdma ? rport : 0;
 	rep.maxframesize = ss->max_frame;
 	rep.credits = ss->cr.credits;
 	rep.ackreceived = ss->ack_received;

@@ -21,6 +21,7 @@
 
 #define ING_FRAME_MSG_MAX 512   /* room for a 256-byte id and the reason */
 #define ING_POOL_MAX_CLASSES 8
+#define ING_POOL_MAX_REGIONS 8   /* one per NUMA node that carries a rail */
 #define ING_DEFAULT_MAX_FRAME (64ull << 20)
 #define ING_DEFAULT_CREDITS 64
 #define ING_DEFAULT_WORKERS 2
@@ -105,6 +106,9 @@ struct ing_frame {
 	uint32_t slot;        /* index within its class */
 	uint32_t index;       /* index within the pool, 0 .. ing_pool_total() - 1 */
 	uint8_t cls;          /* size class */
+	uint8_t region;       /* pool region (its NUMA node: ing_pool_region_node) */
+	/* --- set by the persistence worker that took it (which worker wrote it) --- */
+	uint8_t persist_worker;
 };
 
 /* ---------------------------------------------------------------- EAL */
@@ -129,12 +133,24 @@ struct ing_pool_class {
 	unsigned count;
 };
 
+/*
+ * Regions: the pool is one region per NUMA node that carries a rail (docs/ARCHITECTURE.md
+ * "Rails"), each with every size class of the spec, mbind()ed to its node, so a frame a
+ * rail moves lands in memory local to that rail's NIC. A pool without regions given is
+ * one region on numa_node.
+ */
 struct ing_pool_opts {
 	const char *name;     /* unique per process */
 	unsigned nclasses;
 	struct ing_pool_class cls[ING_POOL_MAX_CLASSES]; /* ascending slot_size */
 	int hugepages;        /* 1: required, 0: never, -1: try, fall back to 4 KiB pages */
-	int numa_node;        /* -1: any; else mbind() the regions there */
+	int numa_node;        /* nregions 0: the one region's node (-1: any); else unused */
+	unsigned nregions;    /* 0: one region on numa_node */
+	int region_node[ING_POOL_MAX_REGIONS]; /* each region's node, -1: not bound */
+	unsigned home_region; /* a frame with no region asked for tries this one first (the
+			       * control thread's node: the fallback's copy stays local) */
+	bool mbind;           /* default true; false: the nodes only label the regions (unit
+			       * tests on a one-node machine) */
 	bool prefault;        /* touch every page at creation (default true) */
 };
 void ing_pool_opts_init(struct ing_pool_opts *o);
@@ -152,30 +168,45 @@ int ing_pool_parse_classes(struct ing_pool_opts *o, const char *spec);
 uint64_t ing_pool_spec_bytes(const struct ing_pool_opts *o);
 
 struct ing_pool;
-/* Map one region per class, carve slots, build the descriptor mempools. NULL + log on error. */
+/* Map each region's classes (one mapping per class and region), carve slots, build the
+ * descriptor mempools. NULL + log on error. */
 struct ing_pool *ing_pool_create(const struct ing_pool_opts *o);
 void ing_pool_destroy(struct ing_pool *p);  /* tolerant of NULL and of half-built pools */
 /*
- * Take the smallest free slot that holds len bytes (falls back to larger classes).
- * NULL: len above the largest class (check ing_pool_max_len first) or none free
- * (backpressure: retry after a put). Any thread; lockless.
+ * Take the smallest free slot that holds len bytes (falls back to larger classes), from
+ * the home region first, then the others in order. NULL: len above the largest class
+ * (check ing_pool_max_len first) or none free (backpressure: retry after a put). Any
+ * thread; lockless.
  */
 struct ing_frame *ing_pool_get(struct ing_pool *p, uint64_t len);
 /* The same, from classes below cls_end only (admission: classes an earlier waiter
  * could use are left to it). */
 struct ing_frame *ing_pool_get_below(struct ing_pool *p, uint64_t len, unsigned cls_end);
+/* The same from region only (a rail's frames: region >= 0), or as ing_pool_get_below
+ * (region < 0). A region the pool lacks has no slot: NULL. */
+struct ing_frame *ing_pool_get_in(struct ing_pool *p, int region, uint64_t len, unsigned cls_end);
 void ing_pool_put(struct ing_frame *f);   /* any thread */
 uint64_t ing_pool_max_len(const struct ing_pool *p);
 unsigned ing_pool_total(const struct ing_pool *p);
 unsigned ing_pool_free(const struct ing_pool *p);
 bool ing_pool_on_hugepages(const struct ing_pool *p);
-/* Region of class c (for ibv_reg_mr: once per region). 0 or -ENOENT. */
-int ing_pool_region(const struct ing_pool *p, unsigned c, void **base, size_t *len);
+unsigned ing_pool_nregions(const struct ing_pool *p);
+/* The region a frame with no region asked for tries first (ing_pool_opts.home_region). */
+unsigned ing_pool_home_region(const struct ing_pool *p);
+/* Region r's NUMA node (-1: not bound, or no such region). */
+int ing_pool_region_node(const struct ing_pool *p, unsigned r);
+/* The region of NUMA node node, -1 when none is there. */
+int ing_pool_region_of_node(const struct ing_pool *p, int node);
+/* Class c's mapping in region r (for ibv_reg_mr: once per mapping and PD). 0 or -ENOENT. */
+int ing_pool_region(const struct ing_pool *p, unsigned r, unsigned c, void **base, size_t *len);
 unsigned ing_pool_nclasses(const struct ing_pool *p);
-/* Class c: the largest frame it takes (its size as --pool gave it, 4 KiB-rounded, whatever
- * the pages), slots, slots free now (approximate). 0 or -ENOENT. */
+/* Class c, over every region: the largest frame it takes (its size as --pool gave it,
+ * 4 KiB-rounded, whatever the pages), slots, slots free now (approximate). 0 or -ENOENT. */
 int ing_pool_class_stats(const struct ing_pool *p, unsigned c, uint64_t *slot_size,
 			 unsigned *total, unsigned *free_slots);
+/* Region r's slots and slots free now (approximate). 0 or -ENOENT. */
+int ing_pool_region_stats(const struct ing_pool *p, unsigned r, unsigned *total,
+			  unsigned *free_slots);
 
 /* ---------------------------------------------------------------- mailboxes */
 
@@ -290,6 +321,14 @@ struct ing_persist_opts {
 	 */
 	const int *unpinned_cpus;
 	unsigned n_unpinned_cpus;
+	/*
+	 * Worker groups, one per pool region (its NUMA node): group g has `workers` workers
+	 * (workers g*workers .. g*workers + workers - 1, worker_cpus in that order) and takes
+	 * the frames whose slot is in region g, so the CRC-32C and the write of a frame run
+	 * on the node whose memory holds it. 0 or 1: one group for every frame.
+	 */
+	unsigned groups;
+	int group_node[ING_POOL_MAX_REGIONS];   /* for logs and ing_persist_worker_node */
 };
 void ing_persist_opts_init(struct ing_persist_opts *o);
 
@@ -305,9 +344,11 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
  * Every frame submitted is posted to ctl first (failed SHUTTING_DOWN past the deadline). */
 void ing_persist_stop(struct ing_persist *p, int timeout_ms);
 /*
- * Hand a complete frame (length bytes in buf, t_received_ns set) to the worker chosen by
- * ing_id_pair_hash (the same (wafer, frame) always lands on the same worker, so duplicates
- * serialise): ING_EV_PERSIST on that worker's mailbox.
+ * Hand a complete frame (length bytes in buf, t_received_ns set) to a worker of the group
+ * of its slot's region (f->region), chosen within the group by ing_id_pair_hash (the
+ * same (wafer, frame) in the same region always lands on the same worker, so duplicates
+ * serialise; control lets one copy of a frame be in flight at a time anyway): ING_EV_PERSIST
+ * on that worker's mailbox. The worker records itself in f->persist_worker.
  * 0 or -ENOBUFS (mailbox full: retry later; the frame is still the caller's). Any thread.
  */
 int ing_persist_submit(struct ing_persist *p, struct ing_frame *f);
@@ -316,6 +357,12 @@ struct ing_persist_stats {
 	uint64_t rewrites;   /* catalogued frames whose missing/short file was written again */
 };
 void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats *s);
+/* The same for group g's workers only. 0 or -ENOENT. */
+int ing_persist_get_group_stats(const struct ing_persist *p, unsigned g, struct ing_persist_stats *s);
+unsigned ing_persist_nworkers(const struct ing_persist *p);
+unsigned ing_persist_ngroups(const struct ing_persist *p);
+/* Worker w's group and that group's NUMA node (-1 unknown). 0 or -ENOENT. */
+int ing_persist_worker_group(const struct ing_persist *p, unsigned w, unsigned *group, int *node);
 
 /*
  * Called by a background thread itself (persistence workers, the tier thread): SCHED_BATCH

@@ -68,6 +68,7 @@ struct worker {
 	int dir_rc[BURST];
 	struct ing_frame *dup_src[BURST]; /* per group position: same-id original */
 	int cpu;                      /* planned cpu, -1: not pinned (runs on p->unpinned) */
+	unsigned group;               /* its pool region's group */
 } __attribute__((aligned(64)));
 
 struct ing_persist {
@@ -77,6 +78,9 @@ struct ing_persist {
 	unsigned nice;        /* 0: leave the workers' scheduling alone */
 	cpu_set_t unpinned;   /* where workers that are not pinned run */
 	unsigned nworkers;
+	unsigned ngroups;       /* >= 1; group g: workers g*per_group .. */
+	unsigned per_group;
+	int group_node[ING_POOL_MAX_REGIONS];
 	struct ing_mbox *ctl;   /* the control thread's mailbox: ING_EV_DONE */
 	int stop;       /* drain, then exit */
 	int abort;      /* deadline passed: fail what is left, exit */
@@ -463,6 +467,7 @@ static void process_burst(struct worker *w, struct ing_frame **fr, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		struct ing_frame *f = fr[i];
 		f->t_persist_ns = taken;   /* stage timestamps for /metrics, read by control */
+		f->persist_worker = (uint8_t)w->idx;
 		f->status = ING_E_NONE;
 		f->retryable = false;
 		f->duplicate = false;
@@ -624,8 +629,12 @@ static void log_placement(const struct ing_persist *p)
 			format_cpus(&set, l, sizeof(l));
 		else
 			snprintf(l, sizeof(l), "?");
-		int n = snprintf(line + off, sizeof(line) - off, "%s%u: cpu %s%s", i ? ", " : "", i,
-				 l, p->w[i].cpu >= 0 ? "" : " (not pinned)");
+		char grp[32] = "";
+		if (p->ngroups > 1)
+			snprintf(grp, sizeof(grp), " (region %u, node %d)", p->w[i].group,
+				 p->group_node[p->w[i].group]);
+		int n = snprintf(line + off, sizeof(line) - off, "%s%u: cpu %s%s%s", i ? ", " : "", i,
+				 l, p->w[i].cpu >= 0 ? "" : " (not pinned)", grp);
 		if (n < 0)
 			break;
 		off += (size_t)n;
@@ -650,8 +659,10 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 	struct ing_persist *p;
 	char path[PATH_MAX];
 
-	if (!o || !ctl || !o->workers || o->workers > 64) {
-		ING_ERR(COMP, "need options, control's mailbox and 1..64 workers");
+	unsigned ngroups = o && o->groups ? o->groups : 1;
+	if (!o || !ctl || !o->workers || ngroups > ING_POOL_MAX_REGIONS || o->workers * ngroups > 64) {
+		ING_ERR(COMP, "need options, control's mailbox and 1..64 workers (in 1..%d groups)",
+			ING_POOL_MAX_REGIONS);
 		return NULL;
 	}
 	if (o->sink == ING_SINK_FILE && (!o->data_dir || !*o->data_dir)) {
@@ -672,12 +683,16 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 		ING_ERR(COMP, "data_dir too long");
 		goto fail;
 	}
-	if (posix_memalign((void **)&p->w, 64, sizeof(*p->w) * o->workers)) {
+	p->ngroups = ngroups;
+	p->per_group = o->workers;
+	for (unsigned g = 0; g < ngroups; g++)
+		p->group_node[g] = o->groups ? o->group_node[g] : -1;
+	if (posix_memalign((void **)&p->w, 64, sizeof(*p->w) * o->workers * ngroups)) {
 		ING_ERR(COMP, "out of memory");
 		goto fail;
 	}
-	memset(p->w, 0, sizeof(*p->w) * o->workers);
-	p->nworkers = o->workers;
+	memset(p->w, 0, sizeof(*p->w) * o->workers * ngroups);
+	p->nworkers = o->workers * ngroups;
 	plan_cpus(p, o);
 	if (p->sink == ING_SINK_FILE) {
 		snprintf(path, sizeof(path), "%s/frames", p->data_dir);
@@ -695,6 +710,7 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 		struct worker *w = &p->w[i];
 		w->p = p;
 		w->idx = i;
+		w->group = i / p->per_group;
 		w->in = ing_mbox_create("persist", o->ring_size ? o->ring_size : ING_DEFAULT_RING_SIZE);
 		if (!w->in)
 			goto fail;
@@ -714,7 +730,8 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 		p->w[i].started = true;
 		place_worker(p, &p->w[i]);
 	}
-	ING_INFO(COMP, "%u workers, sink %s%s, crc check %s, %s%u", p->nworkers,
+	ING_INFO(COMP, "%u workers%s, sink %s%s, crc check %s, %s%u", p->nworkers,
+		 p->ngroups > 1 ? " in groups per pool region" : "",
 		 p->sink == ING_SINK_FILE ? "file " : "null", p->sink == ING_SINK_FILE ? p->data_dir : "",
 		 p->verify_crc ? "on" : "off", p->nice ? "SCHED_BATCH nice " : "normal priority, nice ",
 		 p->nice);
@@ -773,10 +790,12 @@ void ing_persist_stop(struct ing_persist *p, int timeout_ms)
 	persist_free(p);
 }
 
+/* The frame's region's group, then a worker of it by the frame's identity. */
 static inline unsigned route(const struct ing_persist *p, const struct ing_frame *f)
 {
 	uint64_t h = ing_id_pair_hash(f->wafer_id, f->frame_id) * 0x9e3779b97f4a7c15ull;
-	return (unsigned)((h >> 32) % p->nworkers);
+	unsigned g = f->region < p->ngroups ? f->region : 0;
+	return g * p->per_group + (unsigned)((h >> 32) % p->per_group);
 }
 
 int ing_persist_submit(struct ing_persist *p, struct ing_frame *f)
@@ -786,10 +805,11 @@ int ing_persist_submit(struct ing_persist *p, struct ing_frame *f)
 	return ing_mbox_send(p->w[route(p, f)].in, ING_EV_PERSIST, f);
 }
 
-void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats *s)
+static void sum_stats(const struct ing_persist *p, unsigned first, unsigned n,
+		      struct ing_persist_stats *s)
 {
 	memset(s, 0, sizeof(*s));
-	for (unsigned i = 0; p && i < p->nworkers; i++) {
+	for (unsigned i = first; p && i < first + n && i < p->nworkers; i++) {
 		const struct ing_persist_stats *w = &p->w[i].st;
 		s->frames += __atomic_load_n(&w->frames, __ATOMIC_RELAXED);
 		s->bytes += __atomic_load_n(&w->bytes, __ATOMIC_RELAXED);
@@ -799,4 +819,38 @@ void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats
 		s->batches += __atomic_load_n(&w->batches, __ATOMIC_RELAXED);
 		s->rewrites += __atomic_load_n(&w->rewrites, __ATOMIC_RELAXED);
 	}
+}
+
+void ing_persist_get_stats(const struct ing_persist *p, struct ing_persist_stats *s)
+{
+	sum_stats(p, 0, p ? p->nworkers : 0, s);
+}
+
+int ing_persist_get_group_stats(const struct ing_persist *p, unsigned g, struct ing_persist_stats *s)
+{
+	if (!p || g >= p->ngroups)
+		return -ENOENT;
+	sum_stats(p, g * p->per_group, p->per_group, s);
+	return 0;
+}
+
+unsigned ing_persist_nworkers(const struct ing_persist *p)
+{
+	return p ? p->nworkers : 0;
+}
+
+unsigned ing_persist_ngroups(const struct ing_persist *p)
+{
+	return p ? p->ngroups : 0;
+}
+
+int ing_persist_worker_group(const struct ing_persist *p, unsigned w, unsigned *group, int *node)
+{
+	if (!p || w >= p->nworkers)
+		return -ENOENT;
+	if (group)
+		*group = p->w[w].group;
+	if (node)
+		*node = p->group_node[p->w[w].group];
+	return 0;
 }

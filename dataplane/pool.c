@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pool.c - the MR pool: frame buffers in size classes.
+ * pool.c - the MR pool: frame buffers in size classes, one region per NUMA node that
+ * carries a rail.
  *
- * Each class is ONE mmap'ed region (so it is registered with ibv_reg_mr once), carved
- * into equal slots. The free slots are tracked by an rte_mempool whose objects are the
- * struct ing_frame descriptors, one per slot, bound to their slot once at creation. The
- * mempools have no per-lcore cache, so get/put work from EAL lcores and plain pthreads
- * alike (the backing ring is MP/MC and lockless).
+ * A region holds every size class; each class of a region is ONE mmap'ed mapping bound to
+ * the region's node (so a rail registers it with ibv_reg_mr once), carved into equal
+ * slots. The free slots are tracked by an rte_mempool per class and region whose objects
+ * are the struct ing_frame descriptors, one per slot, bound to their slot once at
+ * creation. The mempools have no per-lcore cache, so get/put work from EAL lcores and
+ * plain pthreads alike (the backing ring is MP/MC and lockless). Regions share nothing:
+ * one more rail's region is more mappings and mempools, never a shared lock.
  */
 #include "dataplane/dataplane_internal.h"
 #include "common/log.h"
@@ -48,10 +51,18 @@ struct pool_class {
 	struct rte_mempool *mp;
 };
 
+struct pool_region {
+	int node;             /* -1: not bound */
+	struct pool_class cls[ING_POOL_MAX_CLASSES];
+};
+
 struct ing_pool {
 	char name[64];
 	unsigned nclasses;
-	struct pool_class cls[ING_POOL_MAX_CLASSES];
+	unsigned nregions;    /* regions mapped so far (destroy releases those) */
+	unsigned home;
+	bool mbind;
+	struct pool_region rg[ING_POOL_MAX_REGIONS];
 };
 
 void ing_pool_opts_init(struct ing_pool_opts *o)
@@ -60,6 +71,7 @@ void ing_pool_opts_init(struct ing_pool_opts *o)
 	o->name = "frames";
 	o->hugepages = -1;
 	o->numa_node = -1;
+	o->mbind = true;
 	o->prefault = true;
 }
 
@@ -110,14 +122,14 @@ static int region_prefault(uint8_t *base, size_t len, uint64_t page)
 
 struct slot_init_arg {
 	struct ing_pool *p;
-	unsigned c;
+	unsigned r, c;
 	unsigned first;   /* pool index of the class's first slot */
 };
 
 static void slot_init(struct rte_mempool *mp, void *opaque, void *obj, unsigned idx)
 {
 	struct slot_init_arg *a = opaque;
-	struct pool_class *pc = &a->p->cls[a->c];
+	struct pool_class *pc = &a->p->rg[a->r].cls[a->c];
 	struct ing_frame *f = obj;
 
 	(void)mp;
@@ -128,6 +140,7 @@ static void slot_init(struct rte_mempool *mp, void *opaque, void *obj, unsigned 
 	f->slot = idx;
 	f->index = a->first + idx;
 	f->cls = (uint8_t)a->c;
+	f->region = (uint8_t)a->r;
 }
 
 /*
@@ -152,9 +165,11 @@ static void *map_thp(size_t len)
 	return a;
 }
 
-static int class_map(struct ing_pool *p, unsigned c, const struct ing_pool_opts *o, uint64_t hpsz)
+static int class_map(struct ing_pool *p, unsigned r, unsigned c, const struct ing_pool_opts *o,
+		     uint64_t hpsz)
 {
-	struct pool_class *pc = &p->cls[c];
+	struct pool_class *pc = &p->rg[r].cls[c];
+	int node = p->mbind ? p->rg[r].node : -1;
 	uint64_t want = o->cls[c].slot_size;
 	void *m = MAP_FAILED;
 	int rc;
@@ -169,14 +184,14 @@ static int class_map(struct ing_pool *p, unsigned c, const struct ing_pool_opts 
 		if (m == MAP_FAILED) {
 			rc = -errno;
 			if (o->hugepages > 0) {
-				ING_ERR(COMP, "%s class %u: %zu bytes of hugepages (%" PRIu64
-					" KiB pages) unavailable: %s", p->name, c, pc->len, hpsz >> 10,
+				ING_ERR(COMP, "%s region %u class %u: %zu bytes of hugepages (%" PRIu64
+					" KiB pages) unavailable: %s", p->name, r, c, pc->len, hpsz >> 10,
 					strerror(-rc));
 				return rc;
 			}
 			/* auto: the caller says it once for the pool (ing_pool_on_hugepages) */
-			ING_INFO(COMP, "%s class %u: no hugepages for %zu bytes (%s), using 4 KiB pages",
-				 p->name, c, pc->len, strerror(-rc));
+			ING_INFO(COMP, "%s region %u class %u: no hugepages for %zu bytes (%s), using 4 KiB pages",
+				 p->name, r, c, pc->len, strerror(-rc));
 		} else {
 			pc->huge = true;
 		}
@@ -187,37 +202,44 @@ static int class_map(struct ing_pool *p, unsigned c, const struct ing_pool_opts 
 		m = map_thp(pc->len);
 		if (m == MAP_FAILED) {
 			rc = -errno;
-			ING_ERR(COMP, "%s class %u: mmap %zu bytes: %s", p->name, c, pc->len, strerror(-rc));
+			ING_ERR(COMP, "%s region %u class %u: mmap %zu bytes: %s", p->name, r, c, pc->len,
+				strerror(-rc));
 			return rc;
 		}
 	}
 	pc->base = m;
 	/* the slots must not be COW-shared with a child: ibverbs pins them */
 	if (madvise(m, pc->len, MADV_DONTFORK) < 0)
-		ING_WARN(COMP, "%s class %u: MADV_DONTFORK: %s", p->name, c, strerror(errno));
-	rc = region_bind(m, pc->len, o->numa_node);
+		ING_WARN(COMP, "%s region %u class %u: MADV_DONTFORK: %s", p->name, r, c, strerror(errno));
+	rc = region_bind(m, pc->len, node);
 	if (rc < 0) {
-		ING_ERR(COMP, "%s class %u: mbind to node %d: %s", p->name, c, o->numa_node, strerror(-rc));
+		ING_ERR(COMP, "%s region %u class %u: mbind to node %d: %s", p->name, r, c, node,
+			strerror(-rc));
 		return rc;
 	}
 	if (o->prefault) {
 		rc = region_prefault(m, pc->len, pc->huge ? hpsz : ING_PAGE_4K);
 		if (rc < 0) {
-			ING_ERR(COMP, "%s class %u: prefault %zu bytes: %s", p->name, c, pc->len,
-				strerror(-rc));
+			char on[32] = "";
+			if (node >= 0)
+				snprintf(on, sizeof(on), " on node %d", node);
+			ING_ERR(COMP, "%s region %u class %u: prefault %zu bytes%s: %s", p->name, r, c,
+				pc->len, on, strerror(-rc));
 			return rc;
 		}
 	}
 	return 0;
 }
 
-static int class_mempool(struct ing_pool *p, unsigned c, int node)
+static int class_mempool(struct ing_pool *p, unsigned r, unsigned c)
 {
-	struct pool_class *pc = &p->cls[c];
-	struct slot_init_arg arg = { .p = p, .c = c };
+	struct pool_class *pc = &p->rg[r].cls[c];
+	struct slot_init_arg arg = { .p = p, .r = r, .c = c };
+	int node = p->mbind ? p->rg[r].node : -1;
 
-	for (unsigned k = 0; k < c; k++)
-		arg.first += p->cls[k].count;
+	for (unsigned q = 0; q <= r; q++)
+		for (unsigned k = 0; k < (q < r ? p->nclasses : c); k++)
+			arg.first += p->rg[q].cls[k].count;
 	char mpname[RTE_MEMPOOL_NAMESIZE];
 
 	dp_unique_name(mpname, sizeof(mpname), "ingp");
@@ -227,8 +249,8 @@ static int class_mempool(struct ing_pool *p, unsigned c, int node)
 		pc->mp = rte_mempool_create(mpname, pc->count, sizeof(struct ing_frame), 0, 0, NULL,
 					    NULL, slot_init, &arg, SOCKET_ID_ANY, 0);
 	if (!pc->mp) {
-		ING_ERR(COMP, "%s class %u: rte_mempool_create(%u descriptors): %s (EAL started?)",
-			p->name, c, pc->count, rte_strerror(rte_errno));
+		ING_ERR(COMP, "%s region %u class %u: rte_mempool_create(%u descriptors): %s (EAL started?)",
+			p->name, r, c, pc->count, rte_strerror(rte_errno));
 		return rte_errno ? -rte_errno : -ENOMEM;
 	}
 	return 0;
@@ -241,6 +263,11 @@ struct ing_pool *ing_pool_create(const struct ing_pool_opts *o)
 
 	if (!o || !o->nclasses || o->nclasses > ING_POOL_MAX_CLASSES) {
 		ING_ERR(COMP, "pool needs 1..%d classes", ING_POOL_MAX_CLASSES);
+		return NULL;
+	}
+	if (o->nregions > ING_POOL_MAX_REGIONS || (o->nregions && o->home_region >= o->nregions)) {
+		ING_ERR(COMP, "pool %s: %u regions (at most %d), home %u", o->name ? o->name : "?",
+			o->nregions, ING_POOL_MAX_REGIONS, o->home_region);
 		return NULL;
 	}
 	for (unsigned c = 0; c < o->nclasses; c++) {
@@ -257,15 +284,25 @@ struct ing_pool *ing_pool_create(const struct ing_pool_opts *o)
 		return NULL;
 	}
 	snprintf(p->name, sizeof(p->name), "%s", o->name ? o->name : "frames");
-	for (unsigned c = 0; c < o->nclasses; c++) {
-		p->nclasses = c + 1;   /* destroy releases what exists so far */
-		if (class_map(p, c, o, hpsz) < 0 || class_mempool(p, c, o->numa_node) < 0) {
-			ing_pool_destroy(p);
-			return NULL;
+	p->nclasses = o->nclasses;
+	p->mbind = o->mbind;
+	p->home = o->nregions ? o->home_region : 0;
+	unsigned nr = o->nregions ? o->nregions : 1;
+	for (unsigned r = 0; r < nr; r++) {
+		p->rg[r].node = o->nregions ? o->region_node[r] : o->numa_node;
+		p->nregions = r + 1;   /* destroy releases what exists so far */
+		for (unsigned c = 0; c < o->nclasses; c++) {
+			if (class_map(p, r, c, o, hpsz) < 0 || class_mempool(p, r, c) < 0) {
+				ing_pool_destroy(p);
+				return NULL;
+			}
+			const struct pool_class *pc = &p->rg[r].cls[c];
+			ING_INFO(COMP, "%s region %u class %u: %u x %" PRIu64 " KiB at %p (%zu bytes) on %s "
+				 "pages, node %d%s%s", p->name, r, c, pc->count, pc->slot_size >> 10,
+				 (void *)pc->base, pc->len, pc->huge ? "huge" : "4 KiB", p->rg[r].node,
+				 p->mbind || p->rg[r].node < 0 ? "" : " (label only: not bound)",
+				 o->prefault ? ", prefaulted" : "");
 		}
-		ING_INFO(COMP, "%s class %u: %u x %" PRIu64 " KiB on %s pages, node %d%s", p->name, c,
-			 p->cls[c].count, p->cls[c].slot_size >> 10, p->cls[c].huge ? "huge" : "4 KiB",
-			 o->numa_node, o->prefault ? ", prefaulted" : "");
 	}
 	return p;
 }
@@ -274,18 +311,19 @@ void ing_pool_destroy(struct ing_pool *p)
 {
 	if (!p)
 		return;
-	for (unsigned c = 0; c < p->nclasses; c++) {
-		struct pool_class *pc = &p->cls[c];
-		if (pc->mp) {
-			unsigned avail = rte_mempool_avail_count(pc->mp);
-			if (avail != pc->count)
-				ING_WARN(COMP, "%s class %u destroyed with %u of %u slots still taken",
-					 p->name, c, pc->count - avail, pc->count);
-			rte_mempool_free(pc->mp);
+	for (unsigned r = 0; r < p->nregions; r++)
+		for (unsigned c = 0; c < p->nclasses; c++) {
+			struct pool_class *pc = &p->rg[r].cls[c];
+			if (pc->mp) {
+				unsigned avail = rte_mempool_avail_count(pc->mp);
+				if (avail != pc->count)
+					ING_WARN(COMP, "%s region %u class %u destroyed with %u of %u slots "
+						 "still taken", p->name, r, c, pc->count - avail, pc->count);
+				rte_mempool_free(pc->mp);
+			}
+			if (pc->base)
+				munmap(pc->base, pc->len);
 		}
-		if (pc->base)
-			munmap(pc->base, pc->len);
-	}
 	free(p);
 }
 
@@ -305,17 +343,20 @@ void __tsan_release(void *addr);
 
 struct ing_frame *ing_pool_get(struct ing_pool *p, uint64_t len)
 {
-	return ing_pool_get_below(p, len, ING_POOL_MAX_CLASSES);
+	return ing_pool_get_in(p, -1, len, ING_POOL_MAX_CLASSES);
 }
 
 struct ing_frame *ing_pool_get_below(struct ing_pool *p, uint64_t len, unsigned cls_end)
 {
+	return ing_pool_get_in(p, -1, len, cls_end);
+}
+
+static struct ing_frame *region_get(struct ing_pool *p, unsigned r, uint64_t len, unsigned cls_end)
+{
 	void *obj;
 
-	if (!p)
-		return NULL;
 	for (unsigned c = 0; c < p->nclasses && c < cls_end; c++) {
-		struct pool_class *pc = &p->cls[c];
+		struct pool_class *pc = &p->rg[r].cls[c];
 		if (pc->limit < len)
 			continue;
 		if (rte_mempool_get(pc->mp, &obj) == 0) {
@@ -328,25 +369,42 @@ struct ing_frame *ing_pool_get_below(struct ing_pool *p, uint64_t len, unsigned 
 	return NULL;
 }
 
+struct ing_frame *ing_pool_get_in(struct ing_pool *p, int region, uint64_t len, unsigned cls_end)
+{
+	struct ing_frame *f;
+
+	if (!p)
+		return NULL;
+	if (region >= 0)
+		return (unsigned)region < p->nregions ? region_get(p, (unsigned)region, len, cls_end) : NULL;
+	if ((f = region_get(p, p->home, len, cls_end)))
+		return f;
+	for (unsigned r = 0; r < p->nregions; r++)
+		if (r != p->home && (f = region_get(p, r, len, cls_end)))
+			return f;
+	return NULL;
+}
+
 void ing_pool_put(struct ing_frame *f)
 {
 	if (!f || !f->pool)
 		return;
 	POOL_RELEASED(f);
-	rte_mempool_put(f->pool->cls[f->cls].mp, f);
+	rte_mempool_put(f->pool->rg[f->region].cls[f->cls].mp, f);
 }
 
 uint64_t ing_pool_max_len(const struct ing_pool *p)
 {
-	return p && p->nclasses ? p->cls[p->nclasses - 1].limit : 0;
+	return p && p->nclasses ? p->rg[0].cls[p->nclasses - 1].limit : 0;
 }
 
 unsigned ing_pool_total(const struct ing_pool *p)
 {
 	unsigned n = 0;
 
-	for (unsigned c = 0; p && c < p->nclasses; c++)
-		n += p->cls[c].count;
+	for (unsigned r = 0; p && r < p->nregions; r++)
+		for (unsigned c = 0; c < p->nclasses; c++)
+			n += p->rg[r].cls[c].count;
 	return n;
 }
 
@@ -354,31 +412,56 @@ unsigned ing_pool_free(const struct ing_pool *p)
 {
 	unsigned n = 0;
 
-	for (unsigned c = 0; p && c < p->nclasses; c++)
-		if (p->cls[c].mp)
-			n += rte_mempool_avail_count(p->cls[c].mp);
+	for (unsigned r = 0; p && r < p->nregions; r++)
+		for (unsigned c = 0; c < p->nclasses; c++)
+			if (p->rg[r].cls[c].mp)
+				n += rte_mempool_avail_count(p->rg[r].cls[c].mp);
 	return n;
 }
 
-/* true only when every class region sits on hugepages */
+/* true only when every class mapping of every region sits on hugepages */
 bool ing_pool_on_hugepages(const struct ing_pool *p)
 {
-	if (!p || !p->nclasses)
+	if (!p || !p->nclasses || !p->nregions)
 		return false;
-	for (unsigned c = 0; c < p->nclasses; c++)
-		if (!p->cls[c].huge)
-			return false;
+	for (unsigned r = 0; r < p->nregions; r++)
+		for (unsigned c = 0; c < p->nclasses; c++)
+			if (!p->rg[r].cls[c].huge)
+				return false;
 	return true;
 }
 
-int ing_pool_region(const struct ing_pool *p, unsigned c, void **base, size_t *len)
+unsigned ing_pool_nregions(const struct ing_pool *p)
 {
-	if (!p || c >= p->nclasses || !p->cls[c].base)
+	return p ? p->nregions : 0;
+}
+
+unsigned ing_pool_home_region(const struct ing_pool *p)
+{
+	return p ? p->home : 0;
+}
+
+int ing_pool_region_node(const struct ing_pool *p, unsigned r)
+{
+	return p && r < p->nregions ? p->rg[r].node : -1;
+}
+
+int ing_pool_region_of_node(const struct ing_pool *p, int node)
+{
+	for (unsigned r = 0; p && r < p->nregions; r++)
+		if (p->rg[r].node == node)
+			return (int)r;
+	return -1;
+}
+
+int ing_pool_region(const struct ing_pool *p, unsigned r, unsigned c, void **base, size_t *len)
+{
+	if (!p || r >= p->nregions || c >= p->nclasses || !p->rg[r].cls[c].base)
 		return -ENOENT;
 	if (base)
-		*base = p->cls[c].base;
+		*base = p->rg[r].cls[c].base;
 	if (len)
-		*len = p->cls[c].len;
+		*len = p->rg[r].cls[c].len;
 	return 0;
 }
 
@@ -390,10 +473,26 @@ unsigned ing_pool_nclasses(const struct ing_pool *p)
 int ing_pool_class_stats(const struct ing_pool *p, unsigned c, uint64_t *slot_size,
 			 unsigned *total, unsigned *free_slots)
 {
-	if (!p || c >= p->nclasses)
+	if (!p || c >= p->nclasses || !p->nregions)
 		return -ENOENT;
-	*slot_size = p->cls[c].limit;
-	*total = p->cls[c].count;
-	*free_slots = p->cls[c].mp ? rte_mempool_avail_count(p->cls[c].mp) : 0;
+	*slot_size = p->rg[0].cls[c].limit;
+	*total = *free_slots = 0;
+	for (unsigned r = 0; r < p->nregions; r++) {
+		*total += p->rg[r].cls[c].count;
+		*free_slots += p->rg[r].cls[c].mp ? rte_mempool_avail_count(p->rg[r].cls[c].mp) : 0;
+	}
+	return 0;
+}
+
+int ing_pool_region_stats(const struct ing_pool *p, unsigned r, unsigned *total,
+			  unsigned *free_slots)
+{
+	if (!p || r >= p->nregions)
+		return -ENOENT;
+	*total = *free_slots = 0;
+	for (unsigned c = 0; c < p->nclasses; c++) {
+		*total += p->rg[r].cls[c].count;
+		*free_slots += p->rg[r].cls[c].mp ? rte_mempool_avail_count(p->rg[r].cls[c].mp) : 0;
+	}
 	return 0;
 }

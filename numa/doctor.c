@@ -30,12 +30,17 @@ struct ctx {
 	const char *sys, *proc;
 	bool live_sys;
 	uint64_t hp_size;     /* default hugepage size, bytes */
-	uint64_t hp_free;     /* free hugepages of that size on the pool's node */
-	uint64_t hp_need;     /* hugepages the pool needs */
+	bool hp_ok;           /* every pool region's node has the hugepages it needs free */
+	uint64_t hp_need;     /* hugepages a pool region needs */
 	uint64_t hp_total;    /* reserved, all sizes, bytes */
 	unsigned n_rdma;
 	struct ing_plan plan;
 	bool have_plan;
+	char plan_err[512];       /* why there is no plan */
+	struct ing_topo *topo;
+	char rails_spec[512];     /* the rails the topology knows, as a rdma-dev list */
+	unsigned n_regions;       /* pool regions: the plan's, else one */
+	int region_node[ING_PLAN_MAX_REGIONS];
 };
 
 const char *ing_check_status_str(enum ing_check_status s)
@@ -190,9 +195,9 @@ static bool gid_zero(const char *gid)
 	return true;
 }
 
-static void check_port_gid_mtu(struct ctx *c, const char *dev, int port, const char *ll)
+static void check_port_gid_mtu(struct ctx *c, struct ing_doctor_rail *r, const char *dev, int port,
+			       const char *ll)
 {
-	struct ing_doctor_report *r = c->r;
 	char base[PATH_MAX], gid[64], type[32], nd[64], ip[32], fix[320];
 	static char names[512][64];
 	int v2_any = -1, v1 = -1;
@@ -333,38 +338,40 @@ static void check_mw(struct ctx *c, const char *dev)
 		    rc ? " (ibv_query_device_ex failed)" : "");
 }
 
-static void check_rdma(struct ctx *c)
+/* Whether dev would be one of ingestd's default rails: port 1 ACTIVE and, on Ethernet, an
+ * IPv4 RoCE v2 GID (its netdev has an IPv4 address). why: what it lacks. */
+static bool rail_candidate(const struct ctx *c, const char *dev, char *why, size_t len)
 {
-	struct ing_doctor_report *r = c->r;
-	static char devs[64][64], ports[16][64];
-	char path[PATH_MAX], all[512] = "", state[64], phys[64], ll[32];
-	const char *dev = NULL;
+	char base[PATH_MAX], st[64], ll[32], gid[64], type[32], ip[32];
+	static char names[512][64];
 
-	snprintf(path, sizeof(path), "%s/class/infiniband", c->sys);
-	unsigned n = list_dir(path, devs, 64);
-	c->n_rdma = n;
+	snprintf(base, sizeof(base), "%s/class/infiniband/%s/ports/1", c->sys, dev);
+	if (read_line(st, sizeof(st), "%s/state", base) || !strstr(st, "ACTIVE")) {
+		snprintf(why, len, "port 1 not ACTIVE");
+		return false;
+	}
+	if (read_line(ll, sizeof(ll), "%s/link_layer", base) == 0 && !strcasecmp(ll, "InfiniBand"))
+		return true;
+	char gdir[PATH_MAX + 8];
+	snprintf(gdir, sizeof(gdir), "%s/gids", base);
+	unsigned n = list_dir(gdir, names, 512);
 	for (unsigned i = 0; i < n; i++) {
-		size_t off = strlen(all);
-		snprintf(all + off, sizeof(all) - off, "%s%s", i ? ", " : "", devs[i]);
-		if (c->o->rdma_dev ? strcmp(devs[i], c->o->rdma_dev) == 0 : !dev)
-			dev = devs[i];
+		int idx = atoi(names[i]);
+		if (read_line(gid, sizeof(gid), "%s/gids/%d", base, idx) == 0 && !gid_zero(gid) &&
+		    read_line(type, sizeof(type), "%s/gid_attrs/types/%d", base, idx) == 0 &&
+		    !strcasecmp(type, "RoCE v2") && gid_ipv4(gid, ip, sizeof(ip)))
+			return true;
 	}
-	if (!n && !c->o->rdma_dev) {
-		add(c, "rdma", "rdma.devices", ING_CHECK_WARN,
-		    "load the NIC's RDMA driver (modprobe mlx5_ib), or for tests Soft-RoCE: "
-		    "rdma link add rxe0 type rxe netdev <netdev>",
-		    "no RDMA device: fallback (gRPC) transport only");
-		return;
-	}
-	if (!dev) {
-		add(c, "rdma", "rdma.devices", ING_CHECK_FAIL,
-		    "pick one of the devices listed (rdma link show), or load its driver",
-		    "RDMA device '%s' not found (devices: %s)", c->o->rdma_dev, n ? all : "none");
-		return;
-	}
-	add(c, "rdma", "rdma.devices", ING_CHECK_PASS, NULL, "%u RDMA device%s: %s; checking %s", n,
-	    n == 1 ? "" : "s", all, dev);
-	snprintf(r->rdma_dev, sizeof(r->rdma_dev), "%s", dev);
+	snprintf(why, len, "no IPv4 RoCE v2 GID (its netdev has no IPv4 address)");
+	return false;
+}
+
+/* One rail's device: its ports, GID, MTU and memory windows. */
+static void check_rail(struct ctx *c, struct ing_doctor_rail *dr)
+{
+	static char ports[16][64];
+	char path[PATH_MAX], state[64], phys[64], ll[32];
+	const char *dev = dr->dev;
 
 	snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports", c->sys, dev);
 	unsigned np = list_dir(path, ports, 16);
@@ -391,11 +398,138 @@ static void check_rdma(struct ctx *c)
 	}
 	if (use < 0)
 		use = atoi(ports[0]);
-	r->port = use;
+	dr->port = use;
 	if (read_line(ll, sizeof(ll), "%s/%d/link_layer", path, use))
 		snprintf(ll, sizeof(ll), "Ethernet");
-	check_port_gid_mtu(c, dev, use, ll);
+	check_port_gid_mtu(c, dr, dev, use, ll);
 	check_mw(c, dev);
+}
+
+static struct ing_doctor_rail *rail_new(struct ctx *c, const char *dev, int node)
+{
+	struct ing_doctor_rail *dr = &c->r->rails[c->r->n_rails++];
+	long sys_node = -1;
+	memset(dr, 0, sizeof(*dr));
+	snprintf(dr->dev, sizeof(dr->dev), "%s", dev);
+	dr->port = dr->gid_index = dr->active_mtu = dr->netdev_mtu = -1;
+	(void)read_long(&sys_node, "%s/class/infiniband/%s/device/numa_node", c->sys, dev);
+	dr->node = node >= 0 ? node : (int)sys_node;
+	return dr;
+}
+
+/*
+ * The rails: rdma-dev's devices, else every device with an ACTIVE port and an IPv4 RoCE v2
+ * GID (ingestd's default), else the first device (its checks say why it cannot serve).
+ * Each rail gets its port, GID, MTU and memory-window checks.
+ */
+static void check_rdma(struct ctx *c)
+{
+	struct ing_doctor_report *r = c->r;
+	static char devs[64][64];
+	struct ing_rail_spec spec[ING_DOCTOR_MAX_RAILS];
+	char path[PATH_MAX], all[512] = "", rails[512] = "", why[256];
+
+	snprintf(path, sizeof(path), "%s/class/infiniband", c->sys);
+	unsigned n = list_dir(path, devs, 64);
+	c->n_rdma = n;
+	for (unsigned i = 0; i < n; i++) {
+		size_t off = strlen(all);
+		snprintf(all + off, sizeof(all) - off, "%s%s", i ? ", " : "", devs[i]);
+	}
+	int ns = ing_rail_list_parse(c->o->rdma_dev, spec, ING_DOCTOR_MAX_RAILS, why, sizeof(why));
+	if (ns < 0) {
+		add(c, "rdma", "rdma.devices", ING_CHECK_FAIL,
+		    "write rdma-dev as 'mlx5_0, mlx5_1' (a node override: 'rxe1@1')", "rdma-dev %s", why);
+		return;
+	}
+	if (!n && !ns) {
+		add(c, "rdma", "rdma.devices", ING_CHECK_WARN,
+		    "load the NIC's RDMA driver (modprobe mlx5_ib), or for tests Soft-RoCE: "
+		    "rdma link add rxe0 type rxe netdev <netdev>",
+		    "no RDMA device: fallback (gRPC) transport only");
+		return;
+	}
+	for (int k = 0; k < ns; k++) {
+		bool found = false;
+		for (unsigned i = 0; i < n; i++)
+			found |= !strcmp(devs[i], spec[k].dev);
+		if (!found) {
+			add(c, "rdma", "rdma.devices", ING_CHECK_FAIL,
+			    "pick one of the devices listed (rdma link show), or load its driver",
+			    "RDMA device '%s' not found (devices: %s)", spec[k].dev, n ? all : "none");
+			return;
+		}
+		rail_new(c, spec[k].dev, spec[k].node);
+	}
+	for (unsigned i = 0; !ns && i < n; i++) {
+		if (rail_candidate(c, devs[i], why, sizeof(why))) {
+			if (r->n_rails < ING_DOCTOR_MAX_RAILS)
+				rail_new(c, devs[i], -1);
+			continue;
+		}
+		add(c, "rdma", "rdma.unused", ING_CHECK_WARN,
+		    "bring its port up and give its netdev an IPv4 address, or leave it out (rdma-dev "
+		    "lists the rails)", "%s is not a rail: %s", devs[i], why);
+	}
+	if (!r->n_rails)
+		rail_new(c, devs[0], -1);   /* none would serve: say why of the first */
+	for (unsigned i = 0; i < r->n_rails; i++) {
+		size_t off = strlen(rails);
+		snprintf(rails + off, sizeof(rails) - off, "%s%s", i ? ", " : "", r->rails[i].dev);
+	}
+	add(c, "rdma", "rdma.devices", ING_CHECK_PASS, NULL, "%u RDMA device%s: %s; checking %s%s", n,
+	    n == 1 ? "" : "s", all, rails, r->n_rails > 1 ? " (one rail each)" : "");
+	for (unsigned i = 0; i < r->n_rails; i++)
+		check_rail(c, &r->rails[i]);
+	/* the first rail's facts where a script found them before rails */
+	const struct ing_doctor_rail *f = &r->rails[0];
+	snprintf(r->rdma_dev, sizeof(r->rdma_dev), "%s", f->dev);
+	r->port = f->port;
+	r->gid_index = f->gid_index;
+	snprintf(r->gid_ip, sizeof(r->gid_ip), "%s", f->gid_ip);
+	r->active_mtu = f->active_mtu;
+	r->active_mtu_estimated = f->active_mtu_estimated;
+	snprintf(r->netdev, sizeof(r->netdev), "%s", f->netdev);
+	r->netdev_mtu = f->netdev_mtu;
+}
+
+/*
+ * The plan ingestd would make around these rails (those the topology knows), before the
+ * memory checks: they count hugepages per pool region, on the region's node.
+ */
+static void make_plan(struct ctx *c, const char *terr)
+{
+	struct ing_doctor_report *r = c->r;
+	struct ing_plan_opts po = c->o->plan;
+
+	c->n_regions = 1;
+	c->region_node[0] = c->o->plan.pool_node;
+	if (!c->topo) {
+		snprintf(c->plan_err, sizeof(c->plan_err), "%s", terr);
+		return;
+	}
+	bool all_known = r->n_rails > 0;
+	for (unsigned i = 0, off = 0; i < r->n_rails && off < sizeof(c->rails_spec); i++) {
+		const struct ing_doctor_rail *dr = &r->rails[i];
+		if (!ing_topo_find_rdma(c->topo, dr->dev)) {
+			all_known = false;
+			continue;
+		}
+		off += (unsigned)snprintf(c->rails_spec + off, sizeof(c->rails_spec) - off, "%s%s",
+					  off ? ", " : "", dr->dev);
+	}
+	/* rdma-dev as given (its @node overrides) when the topology has every device of it */
+	if (!po.rdma_dev)
+		po.rdma_dev = c->o->rdma_dev && all_known ? c->o->rdma_dev
+			    : c->rails_spec[0] ? c->rails_spec : NULL;
+	if (!po.data_dir && !po.block_dev && ing_topo_is_live(c->topo))
+		po.data_dir = c->o->data_dir;
+	if (ing_plan_make(c->topo, &po, &c->plan, c->plan_err, sizeof(c->plan_err)))
+		return;
+	c->have_plan = true;
+	c->n_regions = c->plan.n_regions;
+	for (unsigned g = 0; g < c->plan.n_regions; g++)
+		c->region_node[g] = c->plan.regions[g].node;
 }
 
 /* ------------------------------------------------------------------ memory */
@@ -406,8 +540,7 @@ static void check_pool_memory(struct ctx *c)
 	const struct ing_doctor_opts *o = c->o;
 	char path[PATH_MAX], line[256], a[32], b[32];
 	uint64_t total = 0, avail = 0;
-	bool on_huge = o->hugepages > 0 ||
-		       (o->hugepages < 0 && c->hp_free >= c->hp_need);
+	bool on_huge = o->hugepages > 0 || (o->hugepages < 0 && c->hp_ok);
 
 	snprintf(path, sizeof(path), "%s/meminfo", c->proc);
 	FILE *f = fopen(path, "re");
@@ -420,21 +553,25 @@ static void check_pool_memory(struct ctx *c)
 	}
 	if (f)
 		fclose(f);
-	uint64_t have = avail ? avail : total;
+	uint64_t have = avail ? avail : total, bytes = o->pool_bytes * c->n_regions;
+	char regions[48] = "";
+	if (c->n_regions > 1)
+		snprintf(regions, sizeof(regions), " (%u regions x %s)", c->n_regions,
+			 human(o->pool_bytes, b, 32));
 	if (on_huge)
 		add(c, "memory", "memory.pool", ING_CHECK_PASS, NULL,
-		    "pool %s on hugepages (memory.hugepages)", human(o->pool_bytes, a, 32));
+		    "pool %s%s on hugepages (memory.hugepages)", human(bytes, a, 32), regions);
 	else if (!have)
 		add(c, "memory", "memory.pool", ING_CHECK_WARN, "check /proc/meminfo",
-		    "pool %s: no MemTotal in %s", human(o->pool_bytes, a, 32), path);
-	else if (o->pool_bytes > have)
+		    "pool %s: no MemTotal in %s", human(bytes, a, 32), path);
+	else if (bytes > have)
 		add(c, "memory", "memory.pool", ING_CHECK_FAIL,
 		    "give --pool fewer or smaller size classes, or free memory",
-		    "pool %s > %s %s: ingestd cannot prefault it", human(o->pool_bytes, a, 32),
+		    "pool %s%s > %s %s: ingestd cannot prefault it", human(bytes, a, 32), regions,
 		    human(have, b, 32), avail ? "available (MemAvailable)" : "memory (MemTotal)");
 	else
-		add(c, "memory", "memory.pool", ING_CHECK_PASS, NULL, "pool %s <= %s %s",
-		    human(o->pool_bytes, a, 32), human(have, b, 32), avail ? "available" : "memory");
+		add(c, "memory", "memory.pool", ING_CHECK_PASS, NULL, "pool %s%s <= %s %s",
+		    human(bytes, a, 32), regions, human(have, b, 32), avail ? "available" : "memory");
 }
 
 /* CAP_IPC_LOCK lifts the memlock limit for ibv_reg_mr */
@@ -460,7 +597,12 @@ static void check_memlock(struct ctx *c)
 		lim = getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
 			      ? (int64_t)rl.rlim_cur : ING_DOCTOR_MEMLOCK_UNLIMITED;
 	}
-	uint64_t need = pool + (16ull << 20); /* + QPs, CQs, small MRs */
+	/* each rail registers its pool region in its own PD: the kernel pins it once per rail */
+	unsigned nr = c->r->n_rails > 1 ? c->r->n_rails : 1;
+	uint64_t need = pool * nr + (16ull << 20); /* + QPs, CQs, small MRs */
+	char per[64] = "";
+	if (nr > 1)
+		snprintf(per, sizeof(per), "%u rails x ", nr);
 	if (lim == ING_DOCTOR_MEMLOCK_UNLIMITED)
 		add(c, "memory", "memory.memlock", ING_CHECK_PASS, NULL, "memlock unlimited%s",
 		    cap ? ", CAP_IPC_LOCK" : "");
@@ -469,13 +611,13 @@ static void check_memlock(struct ctx *c)
 		    "CAP_IPC_LOCK: the memlock limit (%s) does not apply", human((uint64_t)lim, a, 32));
 	else if ((uint64_t)lim >= need)
 		add(c, "memory", "memory.memlock", ING_CHECK_PASS, NULL,
-		    "memlock %s >= pool %s + 16 MiB", human((uint64_t)lim, a, 32), human(pool, b, 32));
+		    "memlock %s >= %spool %s + 16 MiB", human((uint64_t)lim, a, 32), per, human(pool, b, 32));
 	else
 		add(c, "memory", "memory.memlock", c->n_rdma ? ING_CHECK_FAIL : ING_CHECK_WARN,
 		    "ulimit -l unlimited (shell), LimitMEMLOCK=infinity (systemd unit) or "
 		    "'<user> - memlock unlimited' in /etc/security/limits.conf",
-		    "memlock %s < pool %s + 16 MiB and no CAP_IPC_LOCK: ibv_reg_mr will fail%s",
-		    human((uint64_t)lim, a, 32), human(pool, b, 32),
+		    "memlock %s < %spool %s + 16 MiB and no CAP_IPC_LOCK: ibv_reg_mr will fail%s",
+		    human((uint64_t)lim, a, 32), per, human(pool, b, 32),
 		    c->n_rdma ? "" : " (once RDMA is used)");
 }
 
@@ -515,42 +657,51 @@ static void check_hugepages(struct ctx *c)
 	}
 	if (!c->hp_size)
 		c->hp_size = 2ull << 20;
-	/* the decision ingestd makes (control/node.c): enough free on the pool's node? */
-	struct ing_hugepages h;
-	ing_hugepages_query(c->sys, c->proc, o->plan.pool_node, &h);
-	c->hp_free = h.free;
-	uint64_t pages = o->pool_nclasses ? ing_hugepages_for_pool(o->pool_slot, o->pool_count,
-								    o->pool_nclasses, h.page_size)
-					  : (pool + h.page_size - 1) / h.page_size;
-	c->hp_need = pages;
-	char where[32] = "";
-	if (h.node >= 0)
-		snprintf(where, sizeof(where), " on node %d", h.node);
+	/* the decision ingestd makes (control/node.c): enough free on every region's node? */
 	enum ing_check_status short_st = o->hugepages > 0 ? ING_CHECK_FAIL : ING_CHECK_WARN;
-	ing_hugepages_advice(fix, sizeof(fix), &h, pages);
-	if (o->hugepages == 0) {
-		add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
-		    "not used (--hugepages off): the MR pool uses 4 KiB pages");
-	} else if (!ns || !h.supported) {
-		add(c, "memory", "memory.hugepages", short_st,
-		    "use a kernel with CONFIG_HUGETLBFS; until then ingestd runs with --hugepages off",
-		    "kernel has no hugetlb support: the MR pool uses 4 KiB pages (slower)");
-	} else if (!c->hp_total) {
-		add(c, "memory", "memory.hugepages", short_st, fix,
-		    "no hugepages reserved: the MR pool (%llu x %s) uses 4 KiB pages (slower, more "
-		    "MTT entries)", (unsigned long long)pages, human(h.page_size, a, 32));
-	} else if (h.free < pages) {
-		add(c, "memory", "memory.hugepages", short_st, fix,
-		    "%s reserved; %llu x %s free%s = %s < pool %s: %s", per_size,
-		    (unsigned long long)h.free, human(h.page_size, a, 32), where,
-		    human(h.free * h.page_size, b, 32), human(pool, line, 32),
-		    o->hugepages > 0 ? "ingestd --hugepages on will not start" :
-				       "the MR pool uses 4 KiB pages (slower)");
-	} else {
-		add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
-		    "%s reserved; free%s %s >= pool %s (%llu x %s)", per_size, where,
-		    human(h.free * h.page_size, a, 32), human(pool, b, 32), (unsigned long long)pages,
-		    human(h.page_size, line, 32));
+	c->hp_ok = true;
+	for (unsigned g = 0; g < c->n_regions; g++) {
+		struct ing_hugepages h;
+		char rg[48] = "";
+		ing_hugepages_query(c->sys, c->proc, c->region_node[g], &h);
+		uint64_t pages = o->pool_nclasses ? ing_hugepages_for_pool(o->pool_slot, o->pool_count,
+									    o->pool_nclasses, h.page_size)
+						  : (pool + h.page_size - 1) / h.page_size;
+		c->hp_need = pages;
+		if (h.free < pages)
+			c->hp_ok = false;
+		char where[32] = "";
+		if (h.node >= 0)
+			snprintf(where, sizeof(where), " on node %d", h.node);
+		if (c->n_regions > 1)
+			snprintf(rg, sizeof(rg), "pool region %u: ", g);
+		ing_hugepages_advice(fix, sizeof(fix), &h, pages);
+		if (o->hugepages == 0) {
+			add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
+			    "not used (--hugepages off): the MR pool uses 4 KiB pages");
+			return;
+		} else if (!ns || !h.supported) {
+			add(c, "memory", "memory.hugepages", short_st,
+			    "use a kernel with CONFIG_HUGETLBFS; until then ingestd runs with --hugepages off",
+			    "kernel has no hugetlb support: the MR pool uses 4 KiB pages (slower)");
+			return;
+		} else if (!c->hp_total) {
+			add(c, "memory", "memory.hugepages", short_st, fix,
+			    "%sno hugepages reserved: the MR pool (%llu x %s) uses 4 KiB pages (slower, more "
+			    "MTT entries)", rg, (unsigned long long)pages, human(h.page_size, a, 32));
+		} else if (h.free < pages) {
+			add(c, "memory", "memory.hugepages", short_st, fix,
+			    "%s%s reserved; %llu x %s free%s = %s < pool %s: %s", rg, per_size,
+			    (unsigned long long)h.free, human(h.page_size, a, 32), where,
+			    human(h.free * h.page_size, b, 32), human(pool, line, 32),
+			    o->hugepages > 0 ? "ingestd --hugepages on will not start" :
+					       "the MR pool uses 4 KiB pages (slower)");
+		} else {
+			add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
+			    "%s%s reserved; free%s %s >= pool %s (%llu x %s)", rg, per_size, where,
+			    human(h.free * h.page_size, a, 32), human(pool, b, 32),
+			    (unsigned long long)pages, human(h.page_size, line, 32));
+		}
 	}
 }
 
@@ -760,7 +911,7 @@ static void check_storage(struct ctx *c)
 static void check_numa(struct ctx *c, struct ing_topo *t, const char *terr)
 {
 	struct ing_doctor_report *r = c->r;
-	char err[512], l[256];
+	char l[256];
 
 	if (!t) {
 		add(c, "numa", "numa.topology", ING_CHECK_WARN, "install hwloc / check the XML file",
@@ -772,33 +923,33 @@ static void check_numa(struct ctx *c, struct ing_topo *t, const char *terr)
 	    ing_topo_n_nodes(t), ing_topo_n_nodes(t) == 1 ? "" : "s", ing_topo_n_cores(t),
 	    ing_topo_n_pus(t), l, ing_topo_n_nodes(t) == 1 ? ": no NUMA placement to get wrong" : "");
 
-	/* the NIC's node as sysfs says it (firmware tables) */
-	if (r->rdma_dev[0]) {
-		long node = -1;
-		(void)read_long(&node, "%s/class/infiniband/%s/device/numa_node", c->sys, r->rdma_dev);
-		if (node < 0 && ing_topo_n_nodes(t) > 1)
-			add(c, "numa", "numa.nic", ING_CHECK_WARN,
-			    "enable NUMA/SRAT in the BIOS, or place explicitly with --lcores/--pool-node",
-			    "NUMA node of %s unknown: placement cannot follow the NIC", r->rdma_dev);
+	/* each rail's node: rdma-dev's @node, else what sysfs says (firmware tables) */
+	for (unsigned i = 0; i < r->n_rails && r->rails[i].dev[0]; i++) {
+		const struct ing_doctor_rail *dr = &r->rails[i];
+		long sys_node = -1;
+		char fix[192];
+		(void)read_long(&sys_node, "%s/class/infiniband/%s/device/numa_node", c->sys, dr->dev);
+		snprintf(fix, sizeof(fix), "say where it is: rdma-dev = %s@N (N its socket's node), or "
+			 "enable NUMA/SRAT in the BIOS", dr->dev);
+		if (dr->node < 0 && ing_topo_n_nodes(t) > 1)
+			add(c, "numa", "numa.nic", ING_CHECK_WARN, fix,
+			    "NUMA node of %s unknown: placement cannot follow the NIC", dr->dev);
+		else if (dr->node >= 0 && sys_node != dr->node)
+			add(c, "numa", "numa.nic", ING_CHECK_PASS, NULL, "%s on node %d (rdma-dev override%s)",
+			    dr->dev, dr->node, sys_node < 0 ? "; the kernel does not know its node" : "");
 		else
-			add(c, "numa", "numa.nic", ING_CHECK_PASS, NULL, "%s on node %ld%s", r->rdma_dev,
-			    node < 0 ? 0L : node, node < 0 ? " (single node)" : "");
+			add(c, "numa", "numa.nic", ING_CHECK_PASS, NULL, "%s on node %d%s", dr->dev,
+			    dr->node < 0 ? 0 : dr->node, dr->node < 0 ? " (single node)" : "");
 	}
 
-	struct ing_plan_opts po = c->o->plan;
-	if (!po.rdma_dev && r->rdma_dev[0] && ing_topo_find_rdma(t, r->rdma_dev))
-		po.rdma_dev = r->rdma_dev;
-	if (!po.data_dir && !po.block_dev && ing_topo_is_live(t))
-		po.data_dir = c->o->data_dir;
-	if (ing_plan_make(t, &po, &c->plan, err, sizeof(err))) {
+	if (!c->have_plan) {
 		add(c, "numa", "numa.placement", ING_CHECK_FAIL,
 		    "fix the placement options (ingest-topo shows what is possible)", "no plan: %s",
-		    err);
+		    c->plan_err);
 		return;
 	}
-	c->have_plan = true;
 	struct ing_plan *p = &c->plan;
-	char dp[128], w[128] = "not pinned";
+	char dp[128], w[128] = "not pinned", rg[64] = "";
 	int wc[ING_PLAN_MAX_WORKERS];
 	unsigned nw = 0;
 	ing_cpulist_format(p->dataplane_cpus, p->n_dataplane, dp, sizeof(dp));
@@ -807,6 +958,14 @@ static void check_numa(struct ctx *c, struct ing_topo *t, const char *terr)
 			wc[nw++] = p->worker_cpus[i];
 	if (nw)
 		ing_cpulist_format(wc, nw, w, sizeof(w));
+	if (p->n_regions > 1) {
+		int nodes[ING_PLAN_MAX_REGIONS];
+		char nl[48];
+		for (unsigned g = 0; g < p->n_regions; g++)
+			nodes[g] = p->regions[g].node;
+		ing_cpulist_format(nodes, p->n_regions, nl, sizeof(nl));
+		snprintf(rg, sizeof(rg), ", %u rails, pool regions on nodes %s", p->n_rails, nl);
+	}
 	if (p->n_remote) {
 		const char *first = "";
 		for (unsigned i = 0; i < p->n_warnings; i++)
@@ -819,8 +978,8 @@ static void check_numa(struct ctx *c, struct ing_topo *t, const char *terr)
 		    "%u cross-node placement%s: %s", p->n_remote, p->n_remote == 1 ? "" : "s", first);
 	} else {
 		add(c, "numa", "numa.placement", ING_CHECK_PASS, NULL,
-		    "control cpu %d, dataplane cpus %s, workers %s, MR pool node %d (%s poll)",
-		    p->control_cpu, dp, w, p->pool_node,
+		    "control cpu %d, dataplane cpus %s, workers %s, MR pool node %d%s (%s poll)",
+		    p->control_cpu, dp, w, p->pool_node, rg,
 		    p->poll_mode_hint == ING_POLL_BUSY ? "busy" : "adaptive");
 	}
 }
@@ -948,13 +1107,14 @@ int ing_doctor_run(const struct ing_doctor_opts *o, struct ing_doctor_report *r)
 	c.proc = o->procfs_root ? o->procfs_root : "/proc";
 	c.live_sys = strcmp(c.sys, "/sys") == 0;
 
+	c.topo = ing_topo_load(o->topology, terr, sizeof(terr));
 	check_rdma(&c);
+	make_plan(&c, terr);   /* the memory checks count per pool region */
 	check_memory(&c);
 	check_storage(&c);
-	struct ing_topo *t = ing_topo_load(o->topology, terr, sizeof(terr));
-	check_numa(&c, t, terr);
+	check_numa(&c, c.topo, terr);
 	check_cpu(&c);
-	ing_topo_destroy(t);
+	ing_topo_destroy(c.topo);
 	return (int)r->n_fail;
 }
 
@@ -974,12 +1134,20 @@ void ing_doctor_format_text(const struct ing_doctor_report *r, FILE *f)
 		if (k->fix[0])
 			fprintf(f, "        fix: %s\n", k->fix);
 	}
-	if (r->rdma_dev[0])
-		fprintf(f, "rdma: device %s port %d, GID index %s%s%s%s, active MTU %d%s, netdev %s MTU %d\n",
-			r->rdma_dev, r->port, gid, r->gid_ip[0] ? " (" : "", r->gid_ip,
-			r->gid_ip[0] ? ")" : "", r->active_mtu,
-			r->active_mtu_estimated ? " (estimated)" : "", r->netdev[0] ? r->netdev : "?",
-			r->netdev_mtu);
+	for (unsigned i = 0; i < r->n_rails; i++) {
+		const struct ing_doctor_rail *d = &r->rails[i];
+		snprintf(gid, sizeof(gid), "none");
+		if (d->gid_index >= 0)
+			snprintf(gid, sizeof(gid), "%d", d->gid_index);
+		char rl[16] = "";
+		if (r->n_rails > 1)
+			snprintf(rl, sizeof(rl), "rail %u: ", i);
+		fprintf(f, "rdma: %sdevice %s port %d, GID index %s%s%s%s, active MTU %d%s, netdev %s MTU %d\n", rl,
+			d->dev, d->port, gid,
+			d->gid_ip[0] ? " (" : "", d->gid_ip, d->gid_ip[0] ? ")" : "", d->active_mtu,
+			d->active_mtu_estimated ? " (estimated)" : "", d->netdev[0] ? d->netdev : "?",
+			d->netdev_mtu);
+	}
 	fprintf(f, "summary: %u PASS, %u WARN, %u FAIL -> %s\n", r->n_pass, r->n_warn, r->n_fail,
 		r->n_fail ? "FAIL" : r->n_warn ? "PASS with warnings" : "PASS");
 }
@@ -1006,7 +1174,19 @@ void ing_doctor_format_json(const struct ing_doctor_report *r, FILE *f)
 	fprintf(f, ",\"active_mtu\":%d,\"active_mtu_estimated\":%s,\"netdev\":", r->active_mtu,
 		r->active_mtu_estimated ? "true" : "false");
 	json_str(f, r->netdev);
-	fprintf(f, ",\"netdev_mtu\":%d},\"summary\":{\"pass\":%u,\"warn\":%u,\"fail\":%u,\"result\":\"%s\"}}",
-		r->netdev_mtu, r->n_pass, r->n_warn, r->n_fail,
+	fprintf(f, ",\"netdev_mtu\":%d},\"rails\":[", r->netdev_mtu);
+	for (unsigned i = 0; i < r->n_rails; i++) {
+		const struct ing_doctor_rail *d = &r->rails[i];
+		fputs(i ? ",{\"device\":" : "{\"device\":", f);
+		json_str(f, d->dev);
+		fprintf(f, ",\"node\":%d,\"port\":%d,\"gid_index\":%d,\"gid_ip\":", d->node, d->port,
+			d->gid_index);
+		json_str(f, d->gid_ip);
+		fprintf(f, ",\"active_mtu\":%d,\"netdev\":", d->active_mtu);
+		json_str(f, d->netdev);
+		fprintf(f, ",\"netdev_mtu\":%d}", d->netdev_mtu);
+	}
+	fprintf(f, "],\"summary\":{\"pass\":%u,\"warn\":%u,\"fail\":%u,\"result\":\"%s\"}}",
+		r->n_pass, r->n_warn, r->n_fail,
 		r->n_fail ? "FAIL" : r->n_warn ? "WARN" : "PASS");
 }

@@ -17,7 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define ING_DOCTOR_MAX_CHECKS 64
+#define ING_DOCTOR_MAX_CHECKS 96
+#define ING_DOCTOR_MAX_RAILS 8
 #define ING_DOCTOR_DEFAULT_POOL_BYTES (256ull << 20)
 #define ING_DOCTOR_POOL_CLASSES 16
 #define ING_DOCTOR_MEMLOCK_RLIMIT (-2) /* opts.memlock: ask getrlimit(RLIMIT_MEMLOCK) */
@@ -38,7 +39,10 @@ struct ing_doctor_opts {
 	const char *procfs_root;  /* default "/proc" */
 	const char *topology;     /* hwloc XML for the NUMA checks; NULL: live/$HWLOC_XMLFILE */
 	const char *data_dir;     /* NULL: storage checks say they were skipped (WARN) */
-	const char *rdma_dev;     /* NULL: the first device (by name); set: missing is a FAIL */
+	const char *rdma_dev;     /* the rails, as ingestd's rdma-dev ("mlx5_0, rxe1@1"): each is
+				     checked, a missing one is a FAIL; NULL: every device with an
+				     ACTIVE port and an IPv4 RoCE v2 GID (ingestd's default
+				     rails; none: the first device, to say why) */
 	uint64_t pool_bytes;      /* MR pool size to check against; default 256 MiB */
 	/* the pool's size classes (slot bytes, count), when known (--pool, --config): its
 	 * hugepages are counted per class, as ingestd maps them; none: pool_bytes rounded up */
@@ -52,10 +56,25 @@ struct ing_doctor_opts {
 };
 void ing_doctor_opts_init(struct ing_doctor_opts *o);
 
+/* What the doctor found of one rail (-1 / "" when unknown). */
+struct ing_doctor_rail {
+	char dev[ING_TOPO_NAME_MAX];
+	int port;
+	int gid_index;            /* the RoCE v2 IPv4 GID index to use */
+	char gid_ip[48];
+	int active_mtu;
+	bool active_mtu_estimated;
+	char netdev[ING_TOPO_NAME_MAX];
+	int netdev_mtu;
+	int node;                 /* rdma-dev's @node, else the device's (sysfs), -1 unknown */
+};
+
 struct ing_doctor_report {
 	unsigned n, n_pass, n_warn, n_fail;
 	struct ing_check checks[ING_DOCTOR_MAX_CHECKS];
-	/* facts a script may want (-1 / "" when unknown) */
+	unsigned n_rails;
+	struct ing_doctor_rail rails[ING_DOCTOR_MAX_RAILS];
+	/* the first rail's facts, as before rails (-1 / "" when unknown) */
 	char rdma_dev[ING_TOPO_NAME_MAX];
 	int port;
 	int gid_index;            /* the RoCE v2 IPv4 GID index to use */

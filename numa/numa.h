@@ -5,28 +5,48 @@
  * Who calls it: ingestd (once, from main, before EAL start), ingest-topo, ingest-doctor.
  * Nothing here is thread-safe or on the hot path: build a plan, copy the numbers you need.
  *
+ * Rails. A node runs one rail per RDMA device (docs/ARCHITECTURE.md "Rails"): its own
+ * rdma_cm listener, PD and registrations, dataplane lcores on the device's NUMA node, a pool
+ * region on that node and persistence workers of that node. The plan decides, per rail,
+ * where each of them goes.
+ *
  * Placement rules (ing_plan_make), in order; every rule can be overridden explicitly:
- *  1. nic_node  = NUMA node of the RDMA device (opts.rdma_dev, or the first one found).
+ *  1. rails = opts.rdma_dev ("mlx5_0, mlx5_1@1": each device, its NUMA node overridden
+ *     after '@'), else the devices of opts.rdma_addr's addresses, else every RDMA device
+ *     whose port is ACTIVE and whose netdev has an IPv4 address (a topology from XML says
+ *     nothing of addresses: there every ACTIVE device counts). A rail's node: the override,
+ *     else the device's (sysfs / hwloc), else the only node of a one-node machine, else
+ *     unknown: it is then placed on the home node, with a warning naming the override.
  *     disk_node = NUMA node of the block device holding opts.data_dir (or opts.block_dev).
  *     Neither given and the topology has exactly one block device: that one.
- *     home node = nic_node, else disk_node, else the first node that has CPUs.
- *  2. The home node's physical cores (one PU per core, the lowest-numbered, in hwloc logical
- *     order) are handed out: the first to the control thread (EAL main lcore), the next
- *     n_dataplane to the dataplane lcores. SMT siblings are never used unless allow_smt (then
- *     only after every physical core is taken). Fewer cores than asked: fewer lcores and a
- *     warning. No free core at all on the home node: the first free core elsewhere (warned).
- *  3. Persistence workers go on free physical cores (not control, not dataplane, not the SMT
- *     sibling of a dataplane lcore) of disk_node (else the home node, else any node), one per
- *     worker, round-robin when fewer cores than workers. No free core: not pinned (-1), they
- *     share the CPUs with control; they block in I/O, so that costs little.
- *  4. pool_node = nic_node (RDMA READs land in the pool), else disk_node, else the home node.
+ *     home node = the first rail's node, else disk_node, else the first node with CPUs.
+ *  2. The control thread (EAL main lcore) gets the home node's first physical core. Each
+ *     rail then gets n_dataplane lcores on its node's free physical cores (one PU per core,
+ *     the lowest-numbered, in hwloc logical order), handed out one per rail in turn so that
+ *     rails on one node share it evenly. SMT siblings only with allow_smt (after every
+ *     physical core). Fewer cores than asked: fewer lcores and a warning; none on the node:
+ *     the first free core elsewhere (warned). No rail (fallback only): n_dataplane lcores
+ *     on the home node, as one rail would get.
+ *  3. The MR pool gets one region per NUMA node that carries a rail (rail order), so a
+ *     READ or WRITE lands in memory local to its NIC; no rail: one region on disk_node,
+ *     else the home node. pool_node (--pool-node) makes it one region on that node.
+ *  4. Persistence workers, n_workers per region, go on free physical cores (not control,
+ *     not dataplane, not an lcore's SMT sibling) of the region's node: the CRC-32C and
+ *     the write of a frame stay on the node whose memory holds it. A data disk on another
+ *     node is reached by its own DMA: each byte crosses the interconnect once, which no
+ *     placement avoids (workers on the disk's node would add a second crossing: the CRC's
+ *     reads). No free core on the node: the first free cores elsewhere (warned); none at
+ *     all: not pinned (-1), they share the CPUs with control; they block in I/O.
  *  5. poll_mode_hint = BUSY only when every dataplane lcore has its own physical core and at
  *     least one more core is left over for workers and the OS; otherwise ADAPTIVE (busy-poll
  *     would starve the others). A 2-core, 1-node machine gets: control 0, dataplane 1,
  *     workers not pinned, ADAPTIVE.
  * Overrides (lcores, control_cpu, worker_cpus, pool_node) are validated against the
  * topology (unknown cpu / node, duplicates, control inside the dataplane set: errors) and win
- * over the rules; remote or SMT-sharing choices are kept, with a warning.
+ * over the rules; an lcore of --lcores serves a rail on its own node (the one with fewest
+ * lcores so far), a worker cpu of --worker-cpus the region on its node; remote or
+ * SMT-sharing choices are kept, with a warning. ing_plan_format_config prints the config
+ * lines that make ingestd build exactly this plan.
  */
 #ifndef ING_NUMA_H
 #define ING_NUMA_H
@@ -39,7 +59,9 @@
 #define ING_TOPO_NAME_MAX 64
 #define ING_PLAN_MAX_LCORES 128
 #define ING_PLAN_MAX_WORKERS 64
-#define ING_PLAN_MAX_WARN 16
+#define ING_PLAN_MAX_RAILS 8
+#define ING_PLAN_MAX_REGIONS ING_PLAN_MAX_RAILS
+#define ING_PLAN_MAX_WARN 24
 #define ING_PLAN_WARN_LEN 256
 #define ING_DEFAULT_DATAPLANE_LCORES 1
 #define ING_DEFAULT_PLAN_WORKERS 2
@@ -56,6 +78,11 @@ struct ing_topo_dev {
 	char cpus[128];                  /* locality as a cpu list ("8-15"), "" when unknown */
 	int node;                        /* NUMA node os index, -1: unknown / whole machine */
 	bool from_sysfs;                 /* not in hwloc's tree (e.g. Soft-RoCE): found in sysfs */
+	/* RDMA only: port 1's state and the netdev's IPv4 addresses, as far as known */
+	int port_state;                  /* 1 ACTIVE, 0 not active, -1 unknown */
+	bool addrs_known;                /* live machine: addrs lists what the netdev has */
+	unsigned n_addrs;
+	char addrs[4][48];               /* the netdev's IPv4 addresses (the first four) */
 };
 
 /*
@@ -101,6 +128,23 @@ const struct ing_topo_dev *ing_topo_find_block(const struct ing_topo *t, const c
  */
 int ing_blockdev_for_path(const char *sysfs_root, const char *path, char *name, size_t len);
 
+/* ---------------------------------------------------------------- rail lists */
+
+/*
+ * One entry of an rdma-dev list: "mlx5_0" or "rxe1@1" (device, NUMA node override).
+ * The list: entries separated by commas and/or blanks, no device twice, at most
+ * ING_PLAN_MAX_RAILS. Returns the count (0: the list is empty), or -EINVAL with one line
+ * in err (which entry, why).
+ */
+struct ing_rail_spec {
+	char dev[ING_TOPO_NAME_MAX];
+	int node;                        /* -1: as the device says */
+};
+int ing_rail_list_parse(const char *s, struct ing_rail_spec *out, unsigned max, char *err,
+			size_t errlen);
+/* Addresses of an rdma-addr list ("10.0.1.1, 10.0.2.1"): the same rules, no '@'. */
+int ing_addr_list_parse(const char *s, char (*out)[48], unsigned max, char *err, size_t errlen);
+
 /* ---------------------------------------------------------------- cpu lists */
 
 /*
@@ -119,11 +163,15 @@ enum ing_poll_hint {
 };
 
 struct ing_plan_opts {
-	const char *rdma_dev;    /* NULL: the first RDMA device found (none: fallback only) */
+	const char *rdma_dev;    /* rail list "mlx5_0, mlx5_1@1" (ing_rail_list_parse); NULL:
+				    the devices of rdma_addr, else every ACTIVE device with an
+				    IPv4 address (none: fallback only) */
+	const char *rdma_addr;   /* listen address list (ingestd --rdma-addr); NULL: each rail's
+				    netdev's first IPv4 address */
 	const char *data_dir;    /* used to find the block device (live only); NULL: none */
 	const char *block_dev;   /* explicit block device ("nvme0n1"); wins over data_dir */
-	unsigned n_dataplane;    /* default ING_DEFAULT_DATAPLANE_LCORES */
-	unsigned n_workers;      /* default ING_DEFAULT_PLAN_WORKERS */
+	unsigned n_dataplane;    /* per rail; default ING_DEFAULT_DATAPLANE_LCORES */
+	unsigned n_workers;      /* per pool region; default ING_DEFAULT_PLAN_WORKERS */
 	bool allow_smt;          /* default false: one lcore per physical core */
 	/* Overrides (NULL / -1: unset). */
 	const char *lcores;      /* EAL -l list: control (main lcore, the first unless
@@ -135,22 +183,59 @@ struct ing_plan_opts {
 };
 void ing_plan_opts_init(struct ing_plan_opts *o);
 
+/* Where a rail's NUMA node came from. */
+enum ing_rail_node_from {
+	ING_RAIL_NODE_DEVICE = 0,    /* the device (sysfs numa_node, hwloc's PCI locality) */
+	ING_RAIL_NODE_OVERRIDE = 1,  /* rdma-dev = dev@N */
+	ING_RAIL_NODE_SINGLE = 2,    /* unknown, but the machine has one node */
+	ING_RAIL_NODE_UNKNOWN = 3,   /* unknown: placed on the home node */
+};
+
+struct ing_plan_rail {
+	char dev[ING_TOPO_NAME_MAX];     /* "" when only its address names it (resolved at bind) */
+	char netdev[ING_TOPO_NAME_MAX];
+	char addr[48];                   /* listen address: rdma_addr's, else the netdev's first
+					    IPv4 (live machine), "" unknown (the engine picks) */
+	int node;                        /* the node it is placed on (-1: no NUMA information) */
+	int dev_node;                    /* what the device says, -1 unknown */
+	enum ing_rail_node_from node_from;
+	unsigned region;                 /* index into ing_plan.regions */
+	unsigned n_lcores;
+	int lcores[ING_PLAN_MAX_LCORES]; /* its dataplane lcores (cpus) */
+};
+
+/* One pool region and the persistence workers of its node. */
+struct ing_plan_region {
+	int node;                        /* -1: not bound (no NUMA information) */
+	unsigned first_worker;           /* its workers: worker_cpus[first_worker ..] */
+	unsigned n_workers;
+};
+
 struct ing_plan {
 	int control_cpu;
-	unsigned n_dataplane;
+	unsigned n_dataplane;    /* every rail's lcores, rail after rail (the EAL list's tail) */
 	int dataplane_cpus[ING_PLAN_MAX_LCORES];
-	unsigned n_workers;
+	unsigned n_workers;      /* every region's workers, region after region */
 	int worker_cpus[ING_PLAN_MAX_WORKERS];  /* -1: not pinned */
-	int pool_node;           /* -1: no binding (unknown) */
-	int nic_node;            /* -1: no RDMA device or unknown locality */
+	unsigned n_rails;        /* 0: no RDMA device (the gRPC fallback only) */
+	struct ing_plan_rail rails[ING_PLAN_MAX_RAILS];
+	unsigned n_regions;      /* >= 1 */
+	struct ing_plan_region regions[ING_PLAN_MAX_REGIONS];
+	unsigned control_region; /* the region on the control cpu's node (else 0): where the
+				    gRPC fallback's frames go first (control copies them in) */
+	int pool_node;           /* the first region's node; -1: no binding (unknown) */
+	int nic_node;            /* the first rail's node; -1: no RDMA device or unknown */
 	int disk_node;           /* -1: no block device or unknown locality */
 	int home_node;           /* the node the dataplane was placed on */
-	char rdma_dev[ING_TOPO_NAME_MAX];  /* "" none */
+	char rdma_dev[ING_TOPO_NAME_MAX];  /* the first rail's device, "" none */
 	char netdev[ING_TOPO_NAME_MAX];
 	char block_dev[ING_TOPO_NAME_MAX]; /* "" none */
 	enum ing_poll_hint poll_mode_hint;
 	char poll_reason[160];
 	bool lcores_overridden, control_overridden, pool_overridden, workers_overridden;
+	unsigned n_dataplane_asked;        /* per rail, as asked (config lines) */
+	unsigned n_workers_asked;          /* per region, as asked */
+	bool allow_smt;
 	unsigned n_nodes;
 	unsigned n_remote;       /* how many warnings are about cross-node placement */
 	unsigned n_warnings;
@@ -168,8 +253,17 @@ int ing_plan_make(const struct ing_topo *t, const struct ing_plan_opts *o, struc
  * value (control_cpu). 0 or -ENOSPC.
  */
 int ing_plan_eal_lcores(const struct ing_plan *p, char *lcores, size_t len, int *main_lcore);
+/* The region (index) of NUMA node node, -1 when the plan has none there. */
+int ing_plan_region_of_node(const struct ing_plan *p, int node);
 /* Human-readable and JSON renderings (JSON: one object, no trailing newline). */
 void ing_plan_format_text(const struct ing_plan *p, FILE *f);
+/*
+ * The ingestd config lines (name = value, one a line, with a comment line first) that
+ * make ingestd build exactly this plan: rdma-dev with each rail's node, lcores,
+ * control-cpu, dataplane, workers, worker-cpus (when every worker is pinned), pool-node
+ * (when overridden), allow-smt and the poll mode.
+ */
+void ing_plan_format_config(const struct ing_plan *p, FILE *f);
 void ing_plan_format_json(const struct ing_plan *p, FILE *f);
 /* The plan at INFO (one line per role), its warnings at WARN, component "numa". */
 void ing_plan_log(const struct ing_plan *p);

@@ -4,9 +4,12 @@
 #include "numa/numa_internal.h"
 #include "common/log.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <hwloc.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +251,13 @@ static void collect_hwloc_devs(struct ing_topo *t)
 		memset(d, 0, sizeof(*d));
 		snprintf(d->name, sizeof(d->name), "%s", o->name);
 		fill_locality(t, o, d);
+		d->port_state = -1;
+		if (ty == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+			/* hwloc's IB_PORT_ACTIVE is 4; an XML topology keeps what it saw */
+			const char *st = hwloc_obj_get_info_by_name(o, "Port1State");
+			if (st)
+				d->port_state = atoi(st) == 4;
+		}
 		hwloc_obj_t pci = o->parent;
 		if (pci && pci->type == HWLOC_OBJ_PCI_DEVICE) {
 			snprintf(d->pci, sizeof(d->pci), "%04x:%02x:%02x.%01x",
@@ -266,7 +276,30 @@ static void collect_hwloc_devs(struct ing_topo *t)
 	}
 }
 
-/* Soft-RoCE and other virtual RDMA devices have no PCI parent: hwloc leaves them out. */
+/* The IPv4 addresses of each RDMA device's netdev (live machine). */
+static void collect_addrs(struct ing_topo *t)
+{
+	struct ifaddrs *ifa = NULL;
+
+	if (getifaddrs(&ifa))
+		return;
+	for (unsigned k = 0; k < t->n_rdma; k++) {
+		struct ing_topo_dev *d = &t->rdma[k];
+		d->addrs_known = true;
+		for (struct ifaddrs *i = ifa; i && d->netdev[0]; i = i->ifa_next) {
+			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !i->ifa_name ||
+			    strcmp(i->ifa_name, d->netdev) || d->n_addrs >= 4)
+				continue;
+			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+				  d->addrs[d->n_addrs], sizeof(d->addrs[0]));
+			d->n_addrs++;
+		}
+	}
+	freeifaddrs(ifa);
+}
+
+/* Soft-RoCE and other virtual RDMA devices have no PCI parent: hwloc leaves them out. The
+ * scan also reads every device's port 1 state (hwloc's live view has none). */
 static void collect_sysfs_rdma(struct ing_topo *t)
 {
 	DIR *dir = opendir("/sys/class/infiniband");
@@ -287,6 +320,9 @@ static void collect_sysfs_rdma(struct ing_topo *t)
 			d->node = -1;
 			d->from_sysfs = true;
 		}
+		char st[64];
+		d->port_state = read_line(st, sizeof(st), "/sys/class/infiniband/%s/ports/1/state",
+					  de->d_name) == 0 ? strstr(st, "ACTIVE") != NULL : -1;
 		if (!d->netdev[0]) {
 			char nd[ING_TOPO_NAME_MAX];
 			if (read_line(nd, sizeof(nd), "/sys/class/infiniband/%s/ports/1/gid_attrs/ndevs/0",
@@ -352,8 +388,10 @@ struct ing_topo *ing_topo_load(const char *xml, char *err, size_t errlen)
 		goto fail;
 	}
 	collect_hwloc_devs(t);
-	if (t->live)
+	if (t->live) {
 		collect_sysfs_rdma(t);
+		collect_addrs(t);
+	}
 	/* name order (mlx5_0 before mlx5_1), not PCI order: "the first device" is predictable */
 	qsort(t->rdma, t->n_rdma, sizeof(t->rdma[0]), cmp_dev);
 	qsort(t->block, t->n_block, sizeof(t->block[0]), cmp_dev);

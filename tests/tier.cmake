@@ -9,11 +9,22 @@
 # and the tier's code runs in the ASan tree
 # through unit.test_tier_db and unit.test_s3. The Ceph packages come from
 # deploy/install-deps.sh; without them the test fails saying which one is missing.
+#
+# tier.faults: the tier against a store that misbehaves (tests/tier/tier_faults.sh): its own
+# single-node Ceph on free ports and a fault-injecting proxy of ours (tests/tier/s3proxy.py)
+# between node and radosgw; 5xx and resets, a stall, a store that acknowledges and keeps
+# nothing, one that keeps altered bytes, bytes altered in transit, a HEAD with a wrong
+# length, clock skew. About 3 minutes; private ports, temp dirs and processes, so it runs
+# beside other tests (no RUN_SERIAL: it needs nothing global). Release tree only, as
+# tier.store.
 if(NOT ING_SANITIZE AND NOT ING_SANITIZE_THREAD)
   add_test(NAME tier.store COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_store.sh ${PROJECT_BINARY_DIR})
   # beside the other tests (ctest -j; Ceph on random ports in a private dir); each Ceph
   # wait a condition with a cap for a hang (CEPH_WAIT, 60 s in ceph_lib.sh: 300 s here,
-  # for a busy machine); COST: one of the longest tests, started early
+  # for a busy machine); COST: the longest host tests, started early
   set_tests_properties(tier.store PROPERTIES LABELS tier TIMEOUT 1800 COST 3000
+                       ENVIRONMENT CEPH_WAIT=300)
+  add_test(NAME tier.faults COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tier/tier_faults.sh ${PROJECT_BINARY_DIR})
+  set_tests_properties(tier.faults PROPERTIES LABELS tier TIMEOUT 1800 COST 2500
                        ENVIRONMENT CEPH_WAIT=300)
 endif()

@@ -56,7 +56,8 @@
 #define ING_RDMA_DEFAULT_CONN_FRAMES 256    /* frames queued per connection (power of 2) */
 #define ING_RDMA_CQ_BURST 32
 #define ING_RDMA_POST_BURST 16              /* WRs chained per ibv_post_send */
-#define ING_RDMA_MAX_LCORES 16
+#define ING_RDMA_MAX_LCORES 16              /* pollers of the engine, every rail's together */
+#define ING_RDMA_MAX_RAILS 8
 #define ING_RDMA_DEFAULT_GRANT_MS 30000     /* push: a grant not written in time fails */
 #define ING_RDMA_DEFAULT_RECV_DEPTH 64      /* push: receive WRs per QP (WRITE WITH IMM) */
 
@@ -161,6 +162,9 @@ struct ing_rdma_lcore_opts {
 	const struct ing_rdma_ops *ops; /* default &ing_rdma_verbs_ops */
 	unsigned grant_ms;            /* push: default ING_RDMA_DEFAULT_GRANT_MS */
 	unsigned recv_depth;          /* push: default ING_RDMA_DEFAULT_RECV_DEPTH */
+	int region;                   /* the pool region its lkeys are of (its rail's): a job
+				       * whose slot is elsewhere fails (ING_E_INTERNAL,
+				       * retryable) before anything is posted; -1: not checked */
 };
 void ing_rdma_lcore_opts_init(struct ing_rdma_lcore_opts *o);
 
@@ -237,16 +241,21 @@ unsigned ing_rdma_lcore_frames_held(const struct ing_rdma_lcore *lc);
 
 /*
  * Which dataplane lcore serves a new session (rdma_place.c; docs/ARCHITECTURE.md
- * "Several dataplane lcores"): the lcores on the RDMA device's NUMA node first (all of
- * them when none is there or the device's node is unknown), then the least loaded: fewest
- * live connections, then fewest sessions given to it since start, then the lowest index.
- * Returns the index into l, -EINVAL when n is 0. Pure (unit tests, the engine).
+ * "Several dataplane lcores"): only the lcores of the rail the connection came in on (its
+ * device's CQs), of those the ones on the rail's NUMA node first (all of the rail's when
+ * none is there or the node is unknown), then the least loaded: fewest live connections,
+ * then fewest sessions given to it since start, then the lowest index. Returns the index
+ * into l, -EINVAL when n is 0, -ENOENT when no lcore serves that rail. Pure (unit tests,
+ * the engine).
  */
 struct ing_rdma_lcore_load {
 	int numa_node;         /* of the lcore's cpu, -1 unknown */
 	unsigned conns;        /* live connections (QPs) it serves */
 	uint64_t sessions;     /* sessions placed on it since start */
+	unsigned rail;         /* the rail whose device its CQ is on */
 };
+int ing_rdma_lcore_pick_on(const struct ing_rdma_lcore_load *l, unsigned n, int rail, int dev_node);
+/* The same over every lcore, whatever its rail (rail -1). */
 int ing_rdma_lcore_pick(const struct ing_rdma_lcore_load *l, unsigned n, int dev_node);
 
 /*
@@ -284,6 +293,10 @@ struct ing_rdma_cbs {
 	void (*device_lost)(void *arg, const char *why);
 	/* The engine is set up again after a removal (listening on addr:port): offer RDMA. */
 	void (*device_back)(void *arg, const char *addr, uint16_t port);
+	/* One rail went down (up=false: its device removed, why says so) or came back; the
+	 * engine still serves on its other rails. Called before device_lost (the last rail
+	 * down) and after device_back (the first rail back). May be NULL. */
+	void (*rail_state)(void *arg, unsigned rail, bool up, const char *why);
 };
 
 /* RDMA WRITE push (ingestd --rdma-write). */
@@ -299,10 +312,28 @@ int ing_rdma_parse_push(const char *s, enum ing_rdma_push *m);
  * ibv_query_device_ex). */
 bool ing_rdma_device_has_mw2(struct ibv_context *ctx);
 
+/*
+ * One rail (docs/ARCHITECTURE.md "Rails"): one RDMA device with its own rdma_cm listener,
+ * PD, registrations of its pool region, and pollers on its own lcores. Rails share the
+ * rdma_cm event channel (one fd on the control loop) and nothing else.
+ */
+struct ing_rdma_rail_opts {
+	const char *device;           /* NULL: the device addr binds to */
+	const char *addr;             /* NULL: the first local IPv4 address that binds to device */
+	int numa_node;                /* its node as placed (rdma-dev = dev@N, the plan); -1: the
+				       * device's own (sysfs) */
+	unsigned region;              /* the pool region it registers and its frames take */
+	unsigned nlcores;             /* its pollers, >= 1 */
+	unsigned lcore_ids[ING_RDMA_MAX_LCORES]; /* EAL lcores (or thread indexes) to run them on */
+};
+
 struct ing_rdma_opts {
+	/* nrails 0: one rail from addr, device, nlcores and lcore_ids below */
+	unsigned nrails;
+	struct ing_rdma_rail_opts rails[ING_RDMA_MAX_RAILS];
 	const char *addr;             /* listen IPv4/IPv6 of an RDMA netdev; NULL: first
 				       * local address that binds to an RDMA device */
-	uint16_t port;                /* default ING_RDMA_DEFAULT_PORT; 0: pick */
+	uint16_t port;                /* every rail's; default ING_RDMA_DEFAULT_PORT; 0: pick */
 	const char *device;           /* optional: require this ibv device name */
 	unsigned nlcores;             /* pollers, 1 .. ING_RDMA_MAX_LCORES; 0: one per EAL worker
 				       * lcore, or one pthread when EAL has no worker lcore */
@@ -319,12 +350,14 @@ void ing_rdma_opts_init(struct ing_rdma_opts *o);
 
 struct ing_rdma;
 /*
- * Open the device behind opts->addr, register every pool region once per PD
- * (IBV_ACCESS_LOCAL_WRITE), create one CQ + channel + poller (with its mailbox) per lcore
- * and start listening. The lcores post to ctl, the control thread's mailbox. persist
- * NULL: received frames go straight back to control as DONE (tests, null benches).
- * Returns NULL + log (and a reason in why) when RDMA is not possible: the caller falls
- * back to the gRPC path. Control thread.
+ * Per rail: open the device behind its address, register its pool region's class mappings
+ * once in its PD (IBV_ACCESS_LOCAL_WRITE), create one CQ + channel + poller (with its
+ * mailbox) per lcore of the rail and start listening. The lcores post to ctl, the control
+ * thread's mailbox. persist NULL: received frames go straight back to control as DONE
+ * (tests, null benches). A rail that cannot be opened is logged and tried again every
+ * ING_RDMA_TICK_MS (ing_rdma_tick), as after a device removal. Returns NULL + log (and a
+ * reason in why) when no rail could be opened: the caller falls back to the gRPC path.
+ * Control thread.
  *
  * The control thread's loop drives the engine (dataplane/ knows no control/ symbol): it
  * watches ing_rdma_cm_fd() (EPOLLIN: ing_rdma_cm_dispatch), runs ing_rdma_tick() every
@@ -350,16 +383,33 @@ void ing_rdma_conn_event(struct ing_rdma *r, const struct ing_msg *m);
 int ing_rdma_start(struct ing_rdma *r);
 /* Stop pollers (bounded), disconnect every QP, destroy all. Tolerant of NULL/half-built. */
 void ing_rdma_destroy(struct ing_rdma *r);
-/* Where producers connect (for NegotiateReply rdmaAddr/rdmaPort). */
+/* Where producers connect (for NegotiateReply rdmaAddr/rdmaPort): the first rail that is
+ * up (rail 0 when none is). */
 const char *ing_rdma_addr(const struct ing_rdma *r);
 uint16_t ing_rdma_port(const struct ing_rdma *r);
 const char *ing_rdma_device(const struct ing_rdma *r);
+/*
+ * The rail a producer at address peer (the gRPC connection's client address) should
+ * connect to: an up rail whose IPv4 subnet holds peer (a producer that dialled the node on
+ * that rail's network), else the first up rail. 0 with its index, address and port;
+ * -ENODEV when no rail is up. Control thread. (Until Negotiate lists every rail.)
+ */
+int ing_rdma_rail_for_peer(const struct ing_rdma *r, const char *peer, unsigned *rail,
+			   const char **addr, uint16_t *port);
+/*
+ * The pool region a frame of session_id must take: that of the rail its RDMA connection
+ * (live or parked) is on; -1 when it has none (any region: it has no RDMA connection, and
+ * ing_rdma_submit will say so). Control thread, at admission.
+ */
+int ing_rdma_session_region(const struct ing_rdma *r, uint64_t session_id);
 /*
  * Queue the READ (or, f->push, the grant) of frame f (raddr, rkey, length, frame_id,
  * session_id set) on the session's connection: a job on its lcore's mailbox; sets f->qp_num
  * and transport. 0; -ENOTCONN when the session has no RDMA connection (NACK
  * ERROR_NO_TRANSPORT); -ENOBUFS when the lcore's mailbox is full (retry later: the frame is
- * still the caller's). Control thread.
+ * still the caller's); -EXDEV when f's slot is not in the region of the rail the session
+ * is on (admission took it before the session moved rails: the frame is still the
+ * caller's). Control thread.
  */
 int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f);
 /* Push (RDMA WRITE) offered: 0 none, 1 with memory windows, 2 with the pool MR. */
@@ -383,13 +433,32 @@ int ing_rdma_lcore_stats(const struct ing_rdma *r, unsigned i, unsigned *lcore_i
 /* Where poller i runs and what the placement rule sees of it. 0 or -ENOENT. Control thread. */
 struct ing_rdma_lcore_info {
 	unsigned lcore_id;     /* EAL lcore (or the pthread's index) */
+	unsigned rail;         /* the rail it polls for */
 	int numa_node;         /* -1 unknown */
 	unsigned conns;        /* live connections now */
 	uint64_t sessions;     /* sessions placed on it since start */
 	unsigned frames_held;  /* frames it holds now (queued, in flight, parked) */
 };
 int ing_rdma_lcore_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_lcore_info *info);
-/* The RDMA device's NUMA node as the placement rule uses it (-1 unknown). */
+/* The first rail's NUMA node as the placement rule uses it (-1 unknown). */
 int ing_rdma_device_node(const struct ing_rdma *r);
+/* Rails: what each is and whether it is up (Negotiate's and Stats' rail lists to come).
+ * 0 or -ENOENT. Control thread. */
+struct ing_rdma_rail_info {
+	char device[IBV_SYSFS_NAME_MAX];   /* "" when it never opened */
+	char addr[48];
+	uint16_t port;
+	int numa_node;         /* where it is placed (its lcores, its region) */
+	int dev_node;          /* what the device's sysfs says, -1 unknown */
+	unsigned region;
+	unsigned first_lcore, nlcores;   /* its pollers: ing_rdma_lcore_info(first ..) */
+	bool up;               /* listening, serving */
+	uint64_t removals, reopens;
+	uint64_t down_since_ns;          /* ing_now_ns() it went down, 0 up */
+	char why[160];         /* why it is down, "" up */
+};
+unsigned ing_rdma_nrails(const struct ing_rdma *r);
+unsigned ing_rdma_rails_up(const struct ing_rdma *r);
+int ing_rdma_rail_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_rail_info *info);
 
 #endif

@@ -1,16 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * rdma_cm.c - the RDMA engine on the ingest node: device + PD + pool MRs (registered once),
- * one CQ/channel/poller (with its mailbox) per dataplane lcore, and the rdma_cm listener
- * whose event channel, timer and connection events the control thread's loop serves.
+ * rdma_cm.c - the RDMA engine on the ingest node: one rail per RDMA device (its device
+ * context, PD and registrations of its pool region, its rdma_cm listener, one CQ/channel/
+ * poller with its mailbox per lcore of the rail), and the one rdma_cm event channel whose
+ * fd, timer and connection events the control thread's loop serves for every rail.
  *
  * Connection life (control thread):
- *   CONNECT_REQUEST (session id in private data, checked by the service) -> RC QP on the
- *   session's lcore CQ -> rdma_accept -> attach to the lcore -> ESTABLISHED
- *   -> DISCONNECTED / CONNECT_ERROR / lcore CONN_ERROR -> rdma_disconnect (QP to ERROR, WRs
- *   flush) + detach -> lcore CONN_RELEASED + CM gone (or a bounded timeout) -> destroy.
+ *   CONNECT_REQUEST on a rail's listener (session id in private data, checked by the
+ *   service) -> RC QP on the CQ of one of that rail's lcores -> rdma_accept -> attach to the
+ *   lcore -> ESTABLISHED -> DISCONNECTED / CONNECT_ERROR / lcore CONN_ERROR -> rdma_disconnect
+ *   (QP to ERROR, WRs flush) + detach -> lcore CONN_RELEASED + CM gone (or a bounded
+ *   timeout) -> destroy.
  * Every CM event is acked before it is acted on, so destroying an id never waits on an
  * unacked event of our own.
+ *
+ * Rails share nothing on the data path: a rail's lcores poll only their own CQs, its QPs
+ * live in its PD, its MRs cover its own pool region. A device removal takes its rail down
+ * alone; the others keep serving, and the rail is set up again when its device is back.
  */
 #include "dataplane/rdma/rdma.h"
 
@@ -37,11 +43,12 @@
 #define COMP "rdma-cm"
 #define CM_EVENTS_PER_WAKE 64
 #define CONN_DESTROY_TIMEOUT_MS 10000
-#define REOPEN_NS 1000000000ull   /* after DEVICE_REMOVAL: look for the device once a second */
+#define REOPEN_NS 1000000000ull   /* a rail down: look for its device once a second */
 
 struct rdma_engine_lcore {
 	struct ing_rdma *r;
 	unsigned idx;
+	unsigned rail;
 	unsigned lcore_id;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
@@ -49,7 +56,7 @@ struct rdma_engine_lcore {
 	pthread_t th;
 	bool launched;
 	int numa_node;       /* of its cpu, -1 unknown */
-	uint64_t sessions;   /* sessions placed on it since start (ing_rdma_lcore_pick) */
+	uint64_t sessions;   /* sessions placed on it since start (ing_rdma_lcore_pick_on) */
 };
 
 enum rconn_state { RC_ACCEPTED = 1, RC_ESTABLISHED, RC_DOWN };
@@ -59,6 +66,7 @@ struct rconn {
 	struct rdma_cm_id *id;
 	uint64_t session_id;
 	uint32_t qp_num;
+	unsigned rail;
 	unsigned lcore;
 	unsigned rd_atom;
 	enum rconn_state state;
@@ -69,13 +77,17 @@ struct rconn {
 	struct rconn *next;
 };
 
-struct ing_rdma {
-	struct ing_rdma_opts o;
-	struct ing_pool *pool;
-	struct ing_persist *persist;
-	struct ing_mbox *ctl;     /* the control thread's mailbox */
-	struct ing_rdma_cbs cbs;
-	struct rdma_event_channel *ech;
+struct rdma_rail {
+	struct ing_rdma *r;
+	unsigned idx;
+	/* what the options ask for */
+	char want_dev[IBV_SYSFS_NAME_MAX];   /* "" any device */
+	char want_addr[INET6_ADDRSTRLEN];    /* "" the first address on the device */
+	uint16_t want_port;                  /* after the first open: where producers were told */
+	int plan_node;                       /* -1: the device's */
+	unsigned region;
+	unsigned first_lc, nl;               /* its pollers: r->lcs[first_lc ..] */
+	/* set up by rail_open, released by rail_release */
 	struct rdma_cm_id *listen_id;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -84,15 +96,32 @@ struct ing_rdma {
 	struct ibv_mr *mrs[ING_POOL_MAX_CLASSES];
 	uint32_t lkeys[ING_POOL_MAX_CLASSES];
 	unsigned nmr;
-	int push_mode;     /* 0 off, 1 memory windows, 2 pool MR (ing_rdma_push_mode) */
-	bool device_lost;
-	uint64_t reopen_at_ns;   /* device_lost: next re-open attempt */
+	int push_mode;       /* 0 off, 1 memory windows, 2 pool MR */
+	bool up;
+	bool opened_once;
+	uint64_t reopen_at_ns;
+	uint64_t down_since_ns;
+	char why[160];
 	char addr[INET6_ADDRSTRLEN];
 	uint16_t port;
 	char devname[IBV_SYSFS_NAME_MAX];
+	int dev_node;        /* the device's (sysfs), -1 unknown (rxe: no PCI device) */
+	bool has_net4;       /* addr is IPv4 with a known prefix: its subnet */
+	uint32_t net4, mask4;
+	uint64_t removals, reopens;
+};
+
+struct ing_rdma {
+	struct ing_rdma_opts o;
+	struct ing_pool *pool;
+	struct ing_persist *persist;
+	struct ing_mbox *ctl;     /* the control thread's mailbox */
+	struct ing_rdma_cbs cbs;
+	struct rdma_event_channel *ech;
+	unsigned nrails;
+	struct rdma_rail rails[ING_RDMA_MAX_RAILS];
 	unsigned nl;
 	struct rdma_engine_lcore lcs[ING_RDMA_MAX_LCORES];
-	int dev_node;        /* NUMA node of the device, -1 unknown (rxe: no PCI device) */
 	struct rconn *conns;
 	struct ing_rdma_sticky sticky;   /* sessions whose frames an lcore may still hold */
 	struct ing_rdma_stats st;
@@ -109,6 +138,13 @@ void ing_rdma_opts_init(struct ing_rdma_opts *o)
 	o->cq_size = ING_RDMA_DEFAULT_CQ_SIZE;
 	o->job_ring_size = ING_DEFAULT_RING_SIZE;
 	ing_rdma_lcore_opts_init(&o->lcore);
+}
+
+/* the name a rail goes by in logs: its device once known, else what was asked */
+static const char *rail_name(const struct rdma_rail *rl)
+{
+	return rl->devname[0] ? rl->devname : rl->want_dev[0] ? rl->want_dev
+	     : rl->want_addr[0] ? rl->want_addr : "(any device)";
 }
 
 /* ---------------------------------------------------------------- lcore io (production) */
@@ -132,7 +168,7 @@ static const char *sess_str(uint64_t s, char *buf, size_t n)
 	return buf;
 }
 
-static struct rconn *conn_by_session(struct ing_rdma *r, uint64_t session_id, bool live_only)
+static struct rconn *conn_by_session(const struct ing_rdma *r, uint64_t session_id, bool live_only)
 {
 	struct rconn *best = NULL;
 
@@ -186,28 +222,36 @@ static void conn_maybe_destroy(struct ing_rdma *r, struct rconn *c)
 	}
 }
 
+/* The rail's NUMA node as the placement rule sees it: where it was placed, else its
+ * device's. */
+static int rail_node(const struct rdma_rail *rl)
+{
+	return rl->plan_node >= 0 ? rl->plan_node : rl->dev_node;
+}
+
 /*
- * The lcore of a connecting session: where it already is (an earlier connection not yet
- * gone, or frames its lcore may still hold), else the placement rule (rdma_place.c) over
- * the live connections. *sticky: it kept its lcore.
+ * The lcore of a session connecting on rail rl: where it already is on this rail (an
+ * earlier connection not yet gone, or frames its lcore may still hold), else the
+ * placement rule (rdma_place.c) over the rail's lcores. *sticky: it kept its lcore.
  */
-static unsigned place_session(struct ing_rdma *r, uint64_t sid, bool *sticky)
+static unsigned place_session(struct ing_rdma *r, struct rdma_rail *rl, uint64_t sid, bool *sticky)
 {
 	struct rconn *old = conn_by_session(r, sid, false);
 	int li = old ? (int)old->lcore : ing_rdma_sticky_find(&r->sticky, sid, ing_now_ns());
 
-	*sticky = li >= 0 && (unsigned)li < r->nl;
+	*sticky = li >= 0 && (unsigned)li < r->nl && r->lcs[li].rail == rl->idx;
 	if (*sticky)
 		return (unsigned)li;
 	struct ing_rdma_lcore_load l[ING_RDMA_MAX_LCORES];
 	for (unsigned i = 0; i < r->nl; i++)
 		l[i] = (struct ing_rdma_lcore_load){ .numa_node = r->lcs[i].numa_node,
-						     .sessions = r->lcs[i].sessions };
+						     .sessions = r->lcs[i].sessions,
+						     .rail = r->lcs[i].rail };
 	for (struct rconn *c = r->conns; c; c = c->next)
 		if (c->state != RC_DOWN && c->lcore < r->nl)
 			l[c->lcore].conns++;
-	li = ing_rdma_lcore_pick(l, r->nl, r->dev_node);
-	return li < 0 ? 0 : (unsigned)li;
+	li = ing_rdma_lcore_pick_on(l, r->nl, (int)rl->idx, rail_node(rl));
+	return li < 0 ? rl->first_lc : (unsigned)li;
 }
 
 static void conn_destroy_timeout(struct rconn *c)
@@ -262,14 +306,14 @@ static void reject(struct rdma_cm_id *id, const char *why, uint64_t session_id, 
 	rdma_destroy_id(id);
 }
 
-static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const void *priv,
-			       size_t privlen, unsigned remote_resp_res)
+static void on_connect_request(struct ing_rdma *r, struct rdma_rail *rl, struct rdma_cm_id *id,
+			       const void *priv, size_t privlen, unsigned remote_resp_res)
 {
 	uint64_t sid = 0;
-	char why[128];
+	char why[160];
 	int rc;
 
-	if (r->device_lost) {
+	if (!rl->up) {
 		reject(id, "RDMA device removed", 0, r);
 		return;
 	}
@@ -282,7 +326,7 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 		reject(id, why, sid, r);
 		return;
 	}
-	if (id->verbs != r->ctx) {
+	if (id->verbs != rl->ctx) {
 		reject(id, "request arrived on another RDMA device than the listener's", sid, r);
 		return;
 	}
@@ -293,30 +337,32 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 	/* a reconnect of a session whose old connection we have not seen fail yet */
 	struct rconn *old = conn_by_session(r, sid, true);
 	if (old)
-		conn_down(r, old, "superseded by a new connection of the same session");
+		conn_down(r, old, old->rail == rl->idx ? "superseded by a new connection of the same session"
+						       : "superseded by a connection of the same session "
+							 "on another rail");
 
 	bool sticky = false;
-	unsigned li = place_session(r, sid, &sticky);
+	unsigned li = place_session(r, rl, sid, &sticky);
 	struct rdma_engine_lcore *el = &r->lcs[li];
 	struct ibv_qp_init_attr qa = {
 		.send_cq = el->cq,
 		.recv_cq = el->cq,
 		.cap = { .max_send_wr = r->o.sq_depth,
-			 .max_recv_wr = !r->push_mode ? 1 : r->o.lcore.recv_depth ? r->o.lcore.recv_depth
-								    : ING_RDMA_DEFAULT_RECV_DEPTH,
+			 .max_recv_wr = !rl->push_mode ? 1 : r->o.lcore.recv_depth ? r->o.lcore.recv_depth
+								     : ING_RDMA_DEFAULT_RECV_DEPTH,
 			 .max_send_sge = 1,
 			 .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 0,
 	};
-	if (rdma_create_qp(id, r->pd, &qa)) {
+	if (rdma_create_qp(id, rl->pd, &qa)) {
 		snprintf(why, sizeof(why), "rdma_create_qp: %s", strerror(errno));
 		reject(id, why, sid, r);
 		return;
 	}
 	unsigned rd = r->o.rd_atom;
-	if (rd > (unsigned)r->dattr.max_qp_init_rd_atom)
-		rd = (unsigned)r->dattr.max_qp_init_rd_atom;
+	if (rd > (unsigned)rl->dattr.max_qp_init_rd_atom)
+		rd = (unsigned)rl->dattr.max_qp_init_rd_atom;
 	if (rd > remote_resp_res)
 		rd = remote_resp_res;
 	if (!rd)
@@ -331,6 +377,7 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 	c->id = id;
 	c->session_id = sid;
 	c->qp_num = id->qp->qp_num;
+	c->rail = rl->idx;
 	c->lcore = li;
 	c->rd_atom = rd;
 	c->state = RC_ACCEPTED;
@@ -366,12 +413,15 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_cm_id *id, const 
 	if (!sticky)
 		el->sessions++;
 	ING_LOGC(ING_LOG_INFO, COMP, (&(struct ing_log_ctx){ .session = sid }),
-		 "qp 0x%x session %llu accepted on lcore %u (%s; READs in flight %u, peer responder resources %u)",
+		 "qp 0x%x session %llu accepted on lcore %u (%s; rail %u %s; READs in flight %u, peer responder resources %u)",
 		 c->qp_num, (unsigned long long)sid, el->lcore_id,
-		 sticky ? "its lcore: a reconnect" : "placed: least loaded", rd, remote_resp_res);
+		 sticky ? "its lcore: a reconnect" : "placed: least loaded", rl->idx, rl->devname, rd,
+		 remote_resp_res);
 }
 
-static void release_device(struct ing_rdma *r, const char *why);
+static void rail_release(struct rdma_rail *rl, const char *why);
+static int rail_open(struct rdma_rail *rl, char *why, size_t whylen);
+static int rail_start(struct rdma_rail *rl);
 static void add_lcore_stats(struct ing_rdma_stats *s, const struct ing_rdma_lcore_stats *ls);
 
 /* librdmacm lists the devices again and closes its context of any that is gone and unused
@@ -387,62 +437,101 @@ static int sync_cm_devices(void)
 	return l ? n : 0;
 }
 
-static void try_reopen(struct ing_rdma *r);
-static int device_open(struct ing_rdma *r, char *why, size_t whylen);
-
-static void on_device_removal(struct ing_rdma *r)
+static bool any_rail_up(const struct ing_rdma *r)
 {
-	if (r->device_lost)
+	for (unsigned i = 0; i < r->nrails; i++)
+		if (r->rails[i].up)
+			return true;
+	return false;
+}
+
+/* A rail is down (released): its reason, when, and its re-open time. */
+static void rail_mark_down(struct rdma_rail *rl, const char *why)
+{
+	rl->up = false;
+	snprintf(rl->why, sizeof(rl->why), "%s", why);
+	if (!rl->down_since_ns)
+		rl->down_since_ns = ing_now_ns();
+	rl->reopen_at_ns = ing_now_ns() + REOPEN_NS;
+}
+
+static void on_rail_removal(struct ing_rdma *r, struct rdma_rail *rl)
+{
+	char why[IBV_SYSFS_NAME_MAX + 64];
+
+	if (!rl->up)
 		return;
-	r->device_lost = true;
+	rl->removals++;
 	r->st.device_removals++;
-	ING_ERR(COMP, "RDMA device %s removed: failing its connections; new sessions use the gRPC fallback",
-		r->devname);
+	snprintf(why, sizeof(why), "RDMA device %s removed", rl->devname);
+	ING_ERR(COMP, "rail %u: %s: failing its connections%s", rl->idx, why,
+		r->nrails > 1 ? "; the other rails go on" : "; new sessions use the gRPC fallback");
 	for (struct rconn *c = r->conns; c; c = c->next)
-		conn_down(r, c, "device removed");
-	if (r->cbs.device_lost)
-		r->cbs.device_lost(r->cbs.arg, "RDMA device removed");
+		if (c->rail == rl->idx)
+			conn_down(r, c, "device removed");
 	/* the kernel waits for us to release every object on the device */
-	char why[96];
-	snprintf(why, sizeof(why), "RDMA device %s removed", r->devname);
-	release_device(r, why);
+	rail_release(rl, why);
+	rail_mark_down(rl, why);
+	if (r->cbs.rail_state)
+		r->cbs.rail_state(r->cbs.arg, rl->idx, false, why);
+	if (!any_rail_up(r) && r->cbs.device_lost)
+		r->cbs.device_lost(r->cbs.arg, r->nrails > 1 ? "every RDMA device removed" : "RDMA device removed");
 	/* and for librdmacm to close its cached context of it: it does so when it next lists
 	 * the devices and the removed one is gone (rdma_get_devices; the timer repeats it) */
 	sync_cm_devices();
-	r->reopen_at_ns = ing_now_ns() + REOPEN_NS;
-	ING_WARN(COMP, "RDMA device %s released; RDMA re-opens when a device is back (checked every %u s)",
-		 r->devname, (unsigned)(REOPEN_NS / 1000000000ull));
+	ING_WARN(COMP, "rail %u: RDMA device %s released; RDMA re-opens on this rail when a device is "
+		 "back (checked every %u s)", rl->idx, rl->devname, (unsigned)(REOPEN_NS / 1000000000ull));
 }
 
 /*
- * After DEVICE_REMOVAL, once a second: let librdmacm drop removed devices (so the kernel's
- * removal completes) and, when a device is listed, set the engine up again on the same
- * address and port. The service then offers RDMA again (cbs.device_back).
+ * A rail down (removed, or never opened), once a second: let librdmacm drop removed
+ * devices (so the kernel's removal completes) and, when a device is listed, set the rail
+ * up again on the same address and port. The service then offers it again
+ * (cbs.rail_state; cbs.device_back when it is the first rail up).
  */
-static void try_reopen(struct ing_rdma *r)
+static void try_reopen(struct ing_rdma *r, struct rdma_rail *rl)
 {
 	char why[192] = "";
 	int n = sync_cm_devices();
+	bool first = !any_rail_up(r);
 
-	r->reopen_at_ns = ing_now_ns() + REOPEN_NS;
+	rl->reopen_at_ns = ing_now_ns() + REOPEN_NS;
 	if (n <= 0)
 		return;
-	if (device_open(r, why, sizeof(why)) == 0) {
-		int rc = ing_rdma_start(r);
+	if (rail_open(rl, why, sizeof(why)) == 0) {
+		int rc = rail_start(rl);
 		if (rc == 0) {
-			r->device_lost = false;
-			r->st.device_reopens++;
-			ING_WARN(COMP, "RDMA device %s is back: listener on %s:%u re-opened", r->devname,
-				 r->addr, r->port);
-			if (r->cbs.device_back)
-				r->cbs.device_back(r->cbs.arg, r->addr, r->port);
+			bool was_open = rl->opened_once;
+			rl->up = true;
+			rl->opened_once = true;
+			rl->why[0] = '\0';
+			rl->down_since_ns = 0;
+			if (was_open) {
+				rl->reopens++;
+				r->st.device_reopens++;
+			}
+			ING_WARN(COMP, "rail %u: RDMA device %s is back: listener on %s:%u re-opened",
+				 rl->idx, rl->devname, rl->addr, rl->port);
+			if (r->cbs.rail_state)
+				r->cbs.rail_state(r->cbs.arg, rl->idx, true, "");
+			if (first && r->cbs.device_back)
+				r->cbs.device_back(r->cbs.arg, rl->addr, rl->port);
 			return;
 		}
 		snprintf(why, sizeof(why), "lcore start: %s", strerror(-rc));
 	}
-	release_device(r, "RDMA re-open failed");
-	ING_LOG_RL(ING_LOG_WARN, COMP, "RDMA re-open: %s (next try in %u s)", why,
-		   (unsigned)(REOPEN_NS / 1000000000ull));
+	rail_release(rl, "RDMA re-open failed");
+	ING_LOG_RL(ING_LOG_WARN, COMP, "rail %u (%s): RDMA re-open: %s (next try in %u s)", rl->idx,
+		   rail_name(rl), why, (unsigned)(REOPEN_NS / 1000000000ull));
+}
+
+/* The rail whose listener id is id, or NULL. */
+static struct rdma_rail *rail_of_listener(struct ing_rdma *r, const struct rdma_cm_id *id)
+{
+	for (unsigned i = 0; id && i < r->nrails; i++)
+		if (r->rails[i].listen_id == id)
+			return &r->rails[i];
+	return NULL;
 }
 
 static int cm_drain(struct ing_rdma *r)
@@ -463,6 +552,8 @@ static int cm_drain(struct ing_rdma *r)
 		r->st.cm_events++;
 		enum rdma_cm_event_type type = ev->event;
 		struct rdma_cm_id *id = ev->id;
+		struct rdma_rail *lrail = rail_of_listener(r, type == RDMA_CM_EVENT_CONNECT_REQUEST
+							      ? ev->listen_id : id);
 		int status = ev->status;
 		if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 			privlen = ev->param.conn.private_data_len;
@@ -478,12 +569,17 @@ static int cm_drain(struct ing_rdma *r)
 		}
 		rdma_ack_cm_event(ev);
 
-		struct rconn *c = (id && id != r->listen_id && !r->device_lost) ? id->context : NULL;
-		if (c == (void *)r)
+		/* a connection's id carries its rconn; a listener's is its rail's */
+		struct rconn *c = id && !rail_of_listener(r, id) && type != RDMA_CM_EVENT_CONNECT_REQUEST
+				  ? id->context : NULL;
+		if (c && (c->rail >= r->nrails || !r->rails[c->rail].up))
 			c = NULL;
 		switch (type) {
 		case RDMA_CM_EVENT_CONNECT_REQUEST:
-			on_connect_request(r, id, priv, privlen, resp_res);
+			if (lrail)
+				on_connect_request(r, lrail, id, priv, privlen, resp_res);
+			else
+				reject(id, "no listener of ours took it", 0, r);
 			break;
 		case RDMA_CM_EVENT_ESTABLISHED:
 			if (!c)
@@ -519,14 +615,18 @@ static int cm_drain(struct ing_rdma *r)
 			}
 			break;
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
-			on_device_removal(r);
+			if (lrail)
+				on_rail_removal(r, lrail);
+			else if (c)
+				on_rail_removal(r, &r->rails[c->rail]);
 			break;
 		case RDMA_CM_EVENT_ADDR_CHANGE:
-			ING_WARN(COMP, "address change on the RDMA listener (%s)", r->addr);
+			ING_WARN(COMP, "address change on an RDMA listener (%s)",
+				 lrail ? lrail->addr : "a connection");
 			break;
 		default:
 			ING_INFO(COMP, "unexpected CM event %s (status %d) on %s", rdma_event_str(type),
-				 status, c ? "a connection" : "the listener");
+				 status, c ? "a connection" : "a listener");
 			break;
 		}
 	}
@@ -539,8 +639,9 @@ void ing_rdma_tick(struct ing_rdma *r)
 
 	if (!r)
 		return;
-	if (r->device_lost && now >= r->reopen_at_ns)
-		try_reopen(r);
+	for (unsigned i = 0; i < r->nrails; i++)
+		if (!r->rails[i].up && now >= r->rails[i].reopen_at_ns)
+			try_reopen(r, &r->rails[i]);
 	for (struct rconn *c = r->conns, *nx; c; c = nx) {
 		nx = c->next;
 		if (c->destroy_deadline_ns && now >= c->destroy_deadline_ns) {
@@ -591,7 +692,7 @@ void ing_rdma_conn_event(struct ing_rdma *r, const struct ing_msg *m)
 
 /* ---------------------------------------------------------------- set-up */
 
-static int bind_addr(struct ing_rdma *r, struct rdma_cm_id *id, const char *host, uint16_t port)
+static int bind_addr(struct rdma_cm_id *id, const char *host, uint16_t port)
 {
 	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM };
 	struct addrinfo *ai = NULL;
@@ -604,47 +705,60 @@ static int bind_addr(struct ing_rdma *r, struct rdma_cm_id *id, const char *host
 		return -EINVAL;
 	rc = rdma_bind_addr(id, ai->ai_addr) ? -errno : 0;
 	freeaddrinfo(ai);
-	(void)r;
 	return rc;
 }
 
-static bool dev_ok(const struct ing_rdma *r, const struct rdma_cm_id *id)
+static bool dev_ok(const struct rdma_rail *rl, const struct rdma_cm_id *id)
 {
-	return id->verbs && (!r->o.device || !strcmp(ibv_get_device_name(id->verbs->device), r->o.device));
+	return id->verbs && (!rl->want_dev[0] || !strcmp(ibv_get_device_name(id->verbs->device), rl->want_dev));
 }
 
-/* Find a local address that binds to an RDMA device (rxe on a dummy netdev, a RoCE NIC). */
-static int bind_auto(struct ing_rdma *r, char *why, size_t whylen)
+/* addr's IPv4 subnet from the interface that has it (Negotiate's rail for a peer). */
+static void rail_subnet(struct rdma_rail *rl, const struct ifaddrs *ifa)
 {
-	struct ifaddrs *ifa = NULL;
+	struct in_addr a;
 
-	if (getifaddrs(&ifa)) {
-		snprintf(why, whylen, "getifaddrs: %s", strerror(errno));
-		return -errno;
+	rl->has_net4 = false;
+	if (inet_pton(AF_INET, rl->addr, &a) != 1)
+		return;
+	for (const struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET ||
+		    ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr != a.s_addr)
+			continue;
+		rl->mask4 = ((const struct sockaddr_in *)i->ifa_netmask)->sin_addr.s_addr;
+		rl->net4 = a.s_addr & rl->mask4;
+		rl->has_net4 = true;
+		return;
 	}
-	for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+}
+
+/* Find a local address that binds to the rail's device (rxe on a dummy netdev, a RoCE NIC):
+ * the first IPv4 address, up and not loopback, whose rdma_cm id lands on it. */
+static int bind_auto(struct rdma_rail *rl, const struct ifaddrs *ifa, uint16_t port, char *why,
+		     size_t whylen)
+{
+	struct ing_rdma *r = rl->r;
+
+	for (const struct ifaddrs *i = ifa; i; i = i->ifa_next) {
 		char host[INET6_ADDRSTRLEN];
 		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
 		    !(i->ifa_flags & IFF_UP))
 			continue;
-		inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, host, sizeof(host));
-		if (bind_addr(r, r->listen_id, host, r->o.port) == 0 && dev_ok(r, r->listen_id)) {
-			snprintf(r->addr, sizeof(r->addr), "%s", host);
-			freeifaddrs(ifa);
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)i->ifa_addr)->sin_addr, host, sizeof(host));
+		if (bind_addr(rl->listen_id, host, port) == 0 && dev_ok(rl, rl->listen_id)) {
+			snprintf(rl->addr, sizeof(rl->addr), "%s", host);
 			return 0;
 		}
 		/* a bound id cannot be re-bound: start over with a fresh one */
-		rdma_destroy_id(r->listen_id);
-		r->listen_id = NULL;
-		if (rdma_create_id(r->ech, &r->listen_id, r, RDMA_PS_TCP)) {
+		rdma_destroy_id(rl->listen_id);
+		rl->listen_id = NULL;
+		if (rdma_create_id(r->ech, &rl->listen_id, rl, RDMA_PS_TCP)) {
 			snprintf(why, whylen, "rdma_create_id: %s", strerror(errno));
-			freeifaddrs(ifa);
 			return -errno;
 		}
 	}
-	freeifaddrs(ifa);
 	snprintf(why, whylen, "no local IPv4 address is on an RDMA device%s%s",
-		 r->o.device ? " named " : "", r->o.device ? r->o.device : "");
+		 rl->want_dev[0] ? " named " : "", rl->want_dev);
 	return -ENODEV;
 }
 
@@ -665,45 +779,57 @@ static int device_numa_node(struct ibv_device *dev)
 	return node;
 }
 
-/* The listening id, bound to the configured address (or the first local address on an
- * RDMA device), its device's attributes and the largest message. 0 or -1 with why. */
-static int listener_open(struct ing_rdma *r, char *why, size_t whylen)
+/* The rail's listening id, bound to its address (or the first local address on its
+ * device), its device's attributes and the largest message. 0 or -1 with why. */
+static int listener_open(struct rdma_rail *rl, char *why, size_t whylen)
 {
-	if (rdma_create_id(r->ech, &r->listen_id, r, RDMA_PS_TCP)) {
+	struct ing_rdma *r = rl->r;
+	struct ifaddrs *ifa = NULL;
+	int rc = 0;
+
+	if (rdma_create_id(r->ech, &rl->listen_id, rl, RDMA_PS_TCP)) {
 		snprintf(why, whylen, "rdma_create_id: %s", strerror(errno));
 		return -1;
 	}
-	if (r->o.addr && *r->o.addr) {
-		int rc = bind_addr(r, r->listen_id, r->o.addr, r->o.port);
-		if (rc) {
-			snprintf(why, whylen, "rdma_bind_addr(%s:%u): %s", r->o.addr, r->o.port, strerror(-rc));
-			return -1;
-		}
-		if (!dev_ok(r, r->listen_id)) {
-			snprintf(why, whylen, "address %s is not on an RDMA device%s%s", r->o.addr,
-				 r->o.device ? " named " : "", r->o.device ? r->o.device : "");
-			return -1;
-		}
-		snprintf(r->addr, sizeof(r->addr), "%s", r->o.addr);
-	} else if (bind_auto(r, why, whylen)) {
+	if (getifaddrs(&ifa)) {
+		snprintf(why, whylen, "getifaddrs: %s", strerror(errno));
 		return -1;
 	}
-	if (rdma_listen(r->listen_id, 64)) {
-		snprintf(why, whylen, "rdma_listen(%s:%u): %s", r->addr, r->o.port, strerror(errno));
+	if (rl->want_addr[0]) {
+		rc = bind_addr(rl->listen_id, rl->want_addr, rl->want_port);
+		if (rc)
+			snprintf(why, whylen, "rdma_bind_addr(%s:%u): %s", rl->want_addr, rl->want_port,
+				 strerror(-rc));
+		else if (!dev_ok(rl, rl->listen_id)) {
+			snprintf(why, whylen, "address %s is not on an RDMA device%s%s", rl->want_addr,
+				 rl->want_dev[0] ? " named " : "", rl->want_dev);
+			rc = -ENODEV;
+		} else
+			snprintf(rl->addr, sizeof(rl->addr), "%s", rl->want_addr);
+	} else {
+		rc = bind_auto(rl, ifa, rl->want_port, why, whylen);
+	}
+	if (!rc)
+		rail_subnet(rl, ifa);
+	freeifaddrs(ifa);
+	if (rc)
+		return -1;
+	if (rdma_listen(rl->listen_id, 64)) {
+		snprintf(why, whylen, "rdma_listen(%s:%u): %s", rl->addr, rl->want_port, strerror(errno));
 		return -1;
 	}
-	r->port = ntohs(rdma_get_src_port(r->listen_id));
-	r->ctx = r->listen_id->verbs;
-	snprintf(r->devname, sizeof(r->devname), "%s", ibv_get_device_name(r->ctx->device));
-	r->dev_node = device_numa_node(r->ctx->device);
-	if (ibv_query_device(r->ctx, &r->dattr)) {
-		snprintf(why, whylen, "ibv_query_device(%s) failed", r->devname);
+	rl->port = ntohs(rdma_get_src_port(rl->listen_id));
+	rl->ctx = rl->listen_id->verbs;
+	snprintf(rl->devname, sizeof(rl->devname), "%s", ibv_get_device_name(rl->ctx->device));
+	rl->dev_node = device_numa_node(rl->ctx->device);
+	if (ibv_query_device(rl->ctx, &rl->dattr)) {
+		snprintf(why, whylen, "ibv_query_device(%s) failed", rl->devname);
 		return -1;
 	}
 	struct ibv_port_attr pa;
-	r->max_msg_sz = 0;
-	if (ibv_query_port(r->ctx, r->listen_id->port_num ? r->listen_id->port_num : 1, &pa) == 0)
-		r->max_msg_sz = pa.max_msg_sz;
+	rl->max_msg_sz = 0;
+	if (ibv_query_port(rl->ctx, rl->listen_id->port_num ? rl->listen_id->port_num : 1, &pa) == 0)
+		rl->max_msg_sz = pa.max_msg_sz;
 	return 0;
 }
 
@@ -711,76 +837,72 @@ static int listener_open(struct ing_rdma *r, char *why, size_t whylen)
  * Push (RDMA WRITE): with type-2 memory windows every grant opens exactly its slot, so the
  * pool MR only gets MW_BIND; without them the pool MR itself takes remote writes (any
  * connected producer of a push session can write anywhere in the pool: ingest-doctor
- * warns). --rdma-write decides r->push_mode; returns the pool MR's access flags.
+ * warns). --rdma-write decides the rail's push mode; returns the pool MR's access flags.
  */
-static int push_mode_pick(struct ing_rdma *r)
+static int push_mode_pick(struct rdma_rail *rl)
 {
-	bool mw2 = ing_rdma_device_has_mw2(r->ctx);
+	bool mw2 = ing_rdma_device_has_mw2(rl->ctx);
 	int access = IBV_ACCESS_LOCAL_WRITE;
 
-	switch (r->o.push) {
+	switch (rl->r->o.push) {
 	case ING_RDMA_PUSH_AUTO:
-		r->push_mode = mw2 ? 1 : 2;
+		rl->push_mode = mw2 ? 1 : 2;
 		break;
 	case ING_RDMA_PUSH_MW:
-		r->push_mode = mw2 ? 1 : 0;
+		rl->push_mode = mw2 ? 1 : 0;
 		break;
 	case ING_RDMA_PUSH_MR:
-		r->push_mode = 2;
+		rl->push_mode = 2;
 		break;
 	default:
-		r->push_mode = 0;
+		rl->push_mode = 0;
 		break;
 	}
-	if (r->push_mode == 1)
+	if (rl->push_mode == 1)
 		access |= IBV_ACCESS_MW_BIND;
-	else if (r->push_mode == 2)
+	else if (rl->push_mode == 2)
 		access |= IBV_ACCESS_REMOTE_WRITE;
-	if (r->o.push != ING_RDMA_PUSH_OFF && !mw2)
-		ING_WARN(COMP, "device %s has no type-2 memory windows: %s", r->devname,
-			 r->push_mode ? "RDMA WRITE push grants carry the pool MR's rkey (writes are not bounded to the granted slot)"
-				      : "RDMA WRITE push is off (--rdma-write mw)");
+	if (rl->r->o.push != ING_RDMA_PUSH_OFF && !mw2)
+		ING_WARN(COMP, "device %s has no type-2 memory windows: %s", rl->devname,
+			 rl->push_mode ? "RDMA WRITE push grants carry the pool MR's rkey (writes are not bounded to the granted slot)"
+				       : "RDMA WRITE push is off (--rdma-write mw)");
 	return access;
 }
 
-/* The pool's regions, once per PD: slots are addressed by lkey of their class. */
-static int pool_register(struct ing_rdma *r, int access, char *why, size_t whylen)
+/* The rail's pool region, once in its PD: its slots are addressed by lkey of their class. */
+static int pool_register(struct rdma_rail *rl, int access, char *why, size_t whylen)
 {
-	r->nmr = ing_pool_nclasses(r->pool);
-	for (unsigned c = 0; c < r->nmr; c++) {
+	struct ing_pool *pool = rl->r->pool;
+
+	rl->nmr = ing_pool_nclasses(pool);
+	for (unsigned c = 0; c < rl->nmr; c++) {
 		void *base;
 		size_t len;
-		if (ing_pool_region(r->pool, c, &base, &len)) {
-			snprintf(why, whylen, "pool region %u missing", c);
+		if (ing_pool_region(pool, rl->region, c, &base, &len)) {
+			snprintf(why, whylen, "pool region %u class %u missing", rl->region, c);
 			return -1;
 		}
-		r->mrs[c] = ibv_reg_mr(r->pd, base, len, access);
-		if (!r->mrs[c]) {
-			snprintf(why, whylen, "ibv_reg_mr(pool class %u, %zu bytes): %s (memlock limit?)", c,
-				 len, strerror(errno));
+		rl->mrs[c] = ibv_reg_mr(rl->pd, base, len, access);
+		if (!rl->mrs[c]) {
+			snprintf(why, whylen, "ibv_reg_mr(pool region %u class %u, %zu bytes): %s (memlock limit?)",
+				 rl->region, c, len, strerror(errno));
 			return -1;
 		}
-		r->lkeys[c] = r->mrs[c]->lkey;
+		rl->lkeys[c] = rl->mrs[c]->lkey;
 	}
 	return 0;
 }
 
-/* Each lcore's completion channel, CQ and poller (with its mailbox), push set up on it. */
-static int lcores_open(struct ing_rdma *r, char *why, size_t whylen)
+/* Each of the rail's lcores: completion channel, CQ and poller (with its mailbox), push set
+ * up on it. */
+static int lcores_open(struct rdma_rail *rl, char *why, size_t whylen)
 {
-	r->nl = r->o.nlcores;
-	for (unsigned i = 0; i < r->nl; i++) {
+	struct ing_rdma *r = rl->r;
+
+	for (unsigned i = rl->first_lc; i < rl->first_lc + rl->nl; i++) {
 		struct rdma_engine_lcore *el = &r->lcs[i];
 		struct ing_rdma_lcore_opts lo = r->o.lcore;
-		el->r = r;
-		el->idx = i;
-		el->lcore_id = r->o.lcore_ids[i];
-		el->numa_node = -1;
-		if (r->o.use_eal && el->lcore_id < RTE_MAX_LCORE) {
-			unsigned sock = rte_lcore_to_socket_id(el->lcore_id);
-			el->numa_node = sock == (unsigned)SOCKET_ID_ANY ? -1 : (int)sock;
-		}
-		el->ch = ibv_create_comp_channel(r->ctx);
+		el->ch = ibv_create_comp_channel(rl->ctx);
 		if (!el->ch) {
 			snprintf(why, whylen, "ibv_create_comp_channel: %s", strerror(errno));
 			return -1;
@@ -790,16 +912,17 @@ static int lcores_open(struct ing_rdma *r, char *why, size_t whylen)
 			return -1;
 		}
 		int cqe = (int)r->o.cq_size;
-		if (cqe > r->dattr.max_cqe)
-			cqe = r->dattr.max_cqe;
-		el->cq = ibv_create_cq(r->ctx, cqe, el, el->ch, 0);
+		if (cqe > rl->dattr.max_cqe)
+			cqe = rl->dattr.max_cqe;
+		el->cq = ibv_create_cq(rl->ctx, cqe, el, el->ch, 0);
 		if (!el->cq) {
 			snprintf(why, whylen, "ibv_create_cq(%d): %s", cqe, strerror(errno));
 			return -1;
 		}
 		lo.lcore_id = el->lcore_id;
-		if (!lo.max_msg_sz || (r->max_msg_sz && lo.max_msg_sz > r->max_msg_sz))
-			lo.max_msg_sz = r->max_msg_sz;
+		lo.region = (int)rl->region;
+		if (!lo.max_msg_sz || (rl->max_msg_sz && lo.max_msg_sz > rl->max_msg_sz))
+			lo.max_msg_sz = rl->max_msg_sz;
 		if (!lo.ops)
 			lo.ops = &ing_rdma_verbs_ops;
 		struct ing_rdma_lcore_io io = {
@@ -808,15 +931,16 @@ static int lcores_open(struct ing_rdma *r, char *why, size_t whylen)
 			.deliver = io_deliver,
 			.mbox_size = r->o.job_ring_size,
 		};
-		el->lc = ing_rdma_lcore_create(&lo, el->cq, el->ch, el->ch->fd, &io, r->lkeys, r->nmr);
+		el->lc = ing_rdma_lcore_create(&lo, el->cq, el->ch, el->ch->fd, &io, rl->lkeys, rl->nmr);
 		if (!el->lc) {
 			snprintf(why, whylen, "lcore poller %u", el->lcore_id);
 			return -1;
 		}
-		/* one window per pool slot: a grant holds a slot, so they never run out */
-		if (r->push_mode &&
-		    ing_rdma_lcore_set_push(el->lc, r->pd, r->mrs, r->nmr,
-					    r->push_mode == 1 ? ing_pool_total(r->pool) : 0)) {
+		/* one window per slot of its region: a grant holds a slot, so they never run out */
+		unsigned total = 0, nfree = 0;
+		(void)ing_pool_region_stats(r->pool, rl->region, &total, &nfree);
+		if (rl->push_mode &&
+		    ing_rdma_lcore_set_push(el->lc, rl->pd, rl->mrs, rl->nmr, rl->push_mode == 1 ? total : 0)) {
 			snprintf(why, whylen, "RDMA WRITE push set-up on lcore %u failed (--rdma-write off to run without it)",
 				 el->lcore_id);
 			return -1;
@@ -826,112 +950,25 @@ static int lcores_open(struct ing_rdma *r, char *why, size_t whylen)
 }
 
 /*
- * Everything on the device: the listening id (bound to the configured address, or the first
- * local address on an RDMA device), its verbs context, the PD, the pool's MRs and each
- * lcore's channel, CQ and poller. Used at start and again after DEVICE_REMOVAL
- * (timers: reopen); on failure the caller releases what was made (release_device).
+ * Everything of a rail on its device: the listening id (bound to its address, or the first
+ * local address on its device), its verbs context, the PD, the MRs of its pool region and
+ * each of its lcores' channel, CQ and poller. Used at start and again after DEVICE_REMOVAL
+ * (try_reopen); on failure the caller releases what was made (rail_release).
  */
-static int device_open(struct ing_rdma *r, char *why, size_t whylen)
+static int rail_open(struct rdma_rail *rl, char *why, size_t whylen)
 {
-	if (listener_open(r, why, whylen))
+	if (listener_open(rl, why, whylen))
 		return -1;
-	r->pd = ibv_alloc_pd(r->ctx);
-	if (!r->pd) {
-		snprintf(why, whylen, "ibv_alloc_pd(%s) failed", r->devname);
+	rl->pd = ibv_alloc_pd(rl->ctx);
+	if (!rl->pd) {
+		snprintf(why, whylen, "ibv_alloc_pd(%s) failed", rl->devname);
 		return -1;
 	}
-	int access = push_mode_pick(r);
-	if (pool_register(r, access, why, whylen) || lcores_open(r, why, whylen))
+	int access = push_mode_pick(rl);
+	if (pool_register(rl, access, why, whylen) || lcores_open(rl, why, whylen))
 		return -1;
+	rl->want_port = rl->port;   /* a re-open listens where producers were told */
 	return 0;
-}
-
-struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool *pool,
-				 struct ing_persist *persist, struct ing_mbox *ctl,
-				 const struct ing_rdma_cbs *cbs, char *why, size_t whylen)
-{
-	struct ing_rdma *r;
-	char wbuf[192];
-	int ndev = 0;
-
-	if (!why) {
-		why = wbuf;
-		whylen = sizeof(wbuf);
-	}
-	why[0] = 0;
-	if (!o || !pool || !ctl || o->nlcores > ING_RDMA_MAX_LCORES) {
-		snprintf(why, whylen, "bad arguments");
-		ING_ERR(COMP, "rdma create: %s", why);
-		return NULL;
-	}
-	/* hugepage-backed MRs and fork: must be set before libibverbs initialises */
-	setenv("RDMAV_HUGEPAGES_SAFE", "1", 0);
-	struct ibv_device **dl = ibv_get_device_list(&ndev);
-	if (dl)
-		ibv_free_device_list(dl);
-	if (ndev <= 0) {
-		snprintf(why, whylen, "no RDMA device (ibv_get_device_list found none)");
-		ING_WARN(COMP, "RDMA not available: %s", why);
-		return NULL;
-	}
-	r = calloc(1, sizeof(*r));
-	if (!r) {
-		snprintf(why, whylen, "out of memory");
-		return NULL;
-	}
-	r->o = *o;
-	if (!r->o.nlcores) {
-		/* every EAL worker lcore polls; none (e.g. -l 0): one pinned-by-nobody thread */
-		unsigned id;
-		r->o.use_eal = true;
-		RTE_LCORE_FOREACH_WORKER(id) {
-			if (r->o.nlcores == ING_RDMA_MAX_LCORES)
-				break;
-			r->o.lcore_ids[r->o.nlcores++] = id;
-		}
-		if (!r->o.nlcores) {
-			r->o.use_eal = false;
-			r->o.nlcores = 1;
-			ING_WARN(COMP, "no EAL worker lcore: the RDMA poller runs on an unpinned thread");
-		}
-	}
-	r->pool = pool;
-	r->persist = persist;
-	r->ctl = ctl;
-	r->dev_node = -1;
-	ing_rdma_sticky_init(&r->sticky);
-	if (cbs)
-		r->cbs = *cbs;
-	if (!r->o.sq_depth)
-		r->o.sq_depth = ING_RDMA_DEFAULT_SQ_DEPTH;
-	if (!r->o.cq_size)
-		r->o.cq_size = ING_RDMA_DEFAULT_CQ_SIZE;
-	if (!r->o.job_ring_size)
-		r->o.job_ring_size = ING_DEFAULT_RING_SIZE;
-	if (!r->o.rd_atom)
-		r->o.rd_atom = ING_RDMA_DEFAULT_RD_ATOM;
-
-	r->ech = rdma_create_event_channel();
-	if (!r->ech) {
-		snprintf(why, whylen, "rdma_create_event_channel: %s (rdma_ucm loaded?)", strerror(errno));
-		goto fail;
-	}
-	if (fcntl(r->ech->fd, F_SETFL, fcntl(r->ech->fd, F_GETFL) | O_NONBLOCK)) {
-		snprintf(why, whylen, "O_NONBLOCK on the CM channel: %s", strerror(errno));
-		goto fail;
-	}
-	if (device_open(r, why, whylen))
-		goto fail;
-	r->o.port = r->port; /* a re-open after DEVICE_REMOVAL listens where producers were told */
-	ING_INFO(COMP, "RDMA listener on %s:%u (device %s, max_qp_rd_atom %d, max_qp_init_rd_atom %d, max_msg_sz %u, %u pool region(s) registered, %u poller(s), push %s)",
-		 r->addr, r->port, r->devname, r->dattr.max_qp_rd_atom, r->dattr.max_qp_init_rd_atom,
-		 r->max_msg_sz, r->nmr, r->nl,
-		 r->push_mode == 1 ? "memory windows" : r->push_mode == 2 ? "pool MR" : "off");
-	return r;
-fail:
-	ING_WARN(COMP, "RDMA not available: %s", why);
-	ing_rdma_destroy(r);
-	return NULL;
 }
 
 static void *lcore_thread(void *arg)
@@ -945,11 +982,12 @@ static void *lcore_thread(void *arg)
 	return NULL;
 }
 
-int ing_rdma_start(struct ing_rdma *r)
+/* Launch the rail's pollers (EAL worker lcores or threads). 0 or -errno. */
+static int rail_start(struct rdma_rail *rl)
 {
-	if (!r)
-		return -EINVAL;
-	for (unsigned i = 0; i < r->nl; i++) {
+	struct ing_rdma *r = rl->r;
+
+	for (unsigned i = rl->first_lc; i < rl->first_lc + rl->nl; i++) {
 		struct rdma_engine_lcore *el = &r->lcs[i];
 		int rc;
 		if (el->launched)
@@ -978,16 +1016,18 @@ int ing_rdma_start(struct ing_rdma *r)
 }
 
 /*
- * Let go of everything on the device (destroy, or DEVICE_REMOVAL: the kernel waits for
- * every id/QP/MR/PD/CQ of a removed device to be released): stop the pollers (bounded by
- * sleep_ms), destroy the connections, fail the frames the lcores held (back to control),
- * free the verbs objects. The event channel and the shell stay.
+ * Let go of everything of a rail on its device (destroy, or DEVICE_REMOVAL: the kernel
+ * waits for every id/QP/MR/PD/CQ of a removed device to be released): stop its pollers
+ * (bounded by sleep_ms), destroy its connections, fail the frames its lcores held (back to
+ * control), free its verbs objects. The event channel, the other rails and the shell stay.
  */
-static void release_device(struct ing_rdma *r, const char *why)
+static void rail_release(struct rdma_rail *rl, const char *why)
 {
-	for (unsigned i = 0; i < r->nl; i++)
+	struct ing_rdma *r = rl->r;
+
+	for (unsigned i = rl->first_lc; i < rl->first_lc + rl->nl; i++)
 		ing_rdma_lcore_stop(r->lcs[i].lc);
-	for (unsigned i = 0; i < r->nl; i++) {
+	for (unsigned i = rl->first_lc; i < rl->first_lc + rl->nl; i++) {
 		struct rdma_engine_lcore *el = &r->lcs[i];
 		if (!el->launched)
 			continue;
@@ -997,14 +1037,18 @@ static void release_device(struct ing_rdma *r, const char *why)
 			pthread_join(el->th, NULL);
 		el->launched = false;
 	}
-	while (r->conns) {
-		struct rconn *c = r->conns;
-		if (c->state != RC_DOWN && c->id)
+	for (struct rconn *c = r->conns, *nx; c; c = nx) {
+		nx = c->next;
+		if (c->rail != rl->idx)
+			continue;
+		if (c->state != RC_DOWN && c->id) {
 			rdma_disconnect(c->id);
+			if (r->st.conns_active)
+				r->st.conns_active--;
+		}
 		conn_unlink_free(r, c);
 	}
-	r->st.conns_active = 0;
-	for (unsigned i = 0; i < ING_RDMA_MAX_LCORES; i++) {
+	for (unsigned i = rl->first_lc; i < rl->first_lc + rl->nl; i++) {
 		struct rdma_engine_lcore *el = &r->lcs[i];
 		if (el->lc) { /* its counters go on in the engine's (totals never go back) */
 			struct ing_rdma_lcore_stats ls;
@@ -1022,47 +1066,298 @@ static void release_device(struct ing_rdma *r, const char *why)
 		el->ch = NULL;
 	}
 	for (unsigned c = 0; c < ING_POOL_MAX_CLASSES; c++) {
-		if (r->mrs[c])
-			ibv_dereg_mr(r->mrs[c]);
-		r->mrs[c] = NULL;
+		if (rl->mrs[c])
+			ibv_dereg_mr(rl->mrs[c]);
+		rl->mrs[c] = NULL;
 	}
-	if (r->pd)
-		ibv_dealloc_pd(r->pd);
-	r->pd = NULL;
-	if (r->listen_id)
-		rdma_destroy_id(r->listen_id);
-	r->listen_id = NULL;
-	r->ctx = NULL;
+	if (rl->pd)
+		ibv_dealloc_pd(rl->pd);
+	rl->pd = NULL;
+	if (rl->listen_id)
+		rdma_destroy_id(rl->listen_id);
+	rl->listen_id = NULL;
+	rl->ctx = NULL;
+	rl->push_mode = 0;
+}
+
+/* The rails from the options: the list, or one rail from addr/device/lcores (nrails 0). */
+static int rails_setup(struct ing_rdma *r, char *why, size_t whylen)
+{
+	struct ing_rdma_rail_opts one;
+	const struct ing_rdma_rail_opts *ro = r->o.rails;
+	unsigned n = r->o.nrails;
+
+	if (!n) {
+		memset(&one, 0, sizeof(one));
+		one.device = r->o.device;
+		one.addr = r->o.addr;
+		one.numa_node = -1;
+		one.nlcores = r->o.nlcores;
+		memcpy(one.lcore_ids, r->o.lcore_ids, sizeof(one.lcore_ids));
+		if (!one.nlcores) {
+			/* every EAL worker lcore polls; none (e.g. -l 0): one pinned-by-nobody thread */
+			unsigned id;
+			r->o.use_eal = true;
+			RTE_LCORE_FOREACH_WORKER(id) {
+				if (one.nlcores == ING_RDMA_MAX_LCORES)
+					break;
+				one.lcore_ids[one.nlcores++] = id;
+			}
+			if (!one.nlcores) {
+				r->o.use_eal = false;
+				one.nlcores = 1;
+				ING_WARN(COMP, "no EAL worker lcore: the RDMA poller runs on an unpinned thread");
+			}
+		}
+		ro = &one;
+		n = 1;
+	}
+	if (n > ING_RDMA_MAX_RAILS) {
+		snprintf(why, whylen, "%u rails, at most %d", n, ING_RDMA_MAX_RAILS);
+		return -1;
+	}
+	r->nrails = n;
+	r->nl = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct rdma_rail *rl = &r->rails[i];
+		rl->r = r;
+		rl->idx = i;
+		snprintf(rl->want_dev, sizeof(rl->want_dev), "%s", ro[i].device ? ro[i].device : "");
+		snprintf(rl->want_addr, sizeof(rl->want_addr), "%s", ro[i].addr ? ro[i].addr : "");
+		rl->want_port = r->o.port;
+		rl->plan_node = ro[i].numa_node;
+		rl->dev_node = -1;
+		rl->region = ro[i].region;
+		if (rl->region >= ing_pool_nregions(r->pool)) {
+			snprintf(why, whylen, "rail %u: pool region %u, the pool has %u", i, rl->region,
+				 ing_pool_nregions(r->pool));
+			return -1;
+		}
+		if (!ro[i].nlcores || r->nl + ro[i].nlcores > ING_RDMA_MAX_LCORES) {
+			snprintf(why, whylen, "rail %u: %u pollers (each rail needs one, the engine runs "
+				 "at most %d in all)", i, ro[i].nlcores, ING_RDMA_MAX_LCORES);
+			return -1;
+		}
+		rl->first_lc = r->nl;
+		rl->nl = ro[i].nlcores;
+		for (unsigned k = 0; k < rl->nl; k++) {
+			struct rdma_engine_lcore *el = &r->lcs[r->nl++];
+			el->r = r;
+			el->idx = r->nl - 1;
+			el->rail = i;
+			el->lcore_id = ro[i].lcore_ids[k];
+			el->numa_node = -1;
+			if (r->o.use_eal && el->lcore_id < RTE_MAX_LCORE) {
+				unsigned sock = rte_lcore_to_socket_id(el->lcore_id);
+				el->numa_node = sock == (unsigned)SOCKET_ID_ANY ? -1 : (int)sock;
+			}
+		}
+	}
+	return 0;
+}
+
+/* One line per rail: where it listens, its device and node, its region and pollers. */
+static void log_rails(const struct ing_rdma *r)
+{
+	for (unsigned i = 0; i < r->nrails; i++) {
+		const struct rdma_rail *rl = &r->rails[i];
+		char ids[128] = "";
+		for (unsigned k = 0, off = 0; k < rl->nl && off < sizeof(ids); k++)
+			off += (unsigned)snprintf(ids + off, sizeof(ids) - off, "%s%u", k ? "," : "",
+						  r->lcs[rl->first_lc + k].lcore_id);
+		if (rl->up)
+			ING_INFO(COMP, "rail %u: RDMA listener on %s:%u (device %s, node %d%s, pool region %u "
+				 "node %d registered, %u poller(s) on lcore(s) %s, max_qp_rd_atom %d, "
+				 "max_qp_init_rd_atom %d, max_msg_sz %u, push %s)", i, rl->addr, rl->port,
+				 rl->devname, rail_node(rl),
+				 rl->plan_node >= 0 && rl->plan_node != rl->dev_node ? " as placed" : "",
+				 rl->region, ing_pool_region_node(r->pool, rl->region), rl->nl, ids,
+				 rl->dattr.max_qp_rd_atom, rl->dattr.max_qp_init_rd_atom, rl->max_msg_sz,
+				 rl->push_mode == 1 ? "memory windows" : rl->push_mode == 2 ? "pool MR" : "off");
+		else
+			ING_WARN(COMP, "rail %u (%s): down: %s; tried again every %u s", i, rail_name(rl),
+				 rl->why, (unsigned)(REOPEN_NS / 1000000000ull));
+	}
+}
+
+struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool *pool,
+				 struct ing_persist *persist, struct ing_mbox *ctl,
+				 const struct ing_rdma_cbs *cbs, char *why, size_t whylen)
+{
+	struct ing_rdma *r;
+	char wbuf[192], first_why[192] = "";
+	int ndev = 0;
+
+	if (!why) {
+		why = wbuf;
+		whylen = sizeof(wbuf);
+	}
+	why[0] = 0;
+	if (!o || !pool || !ctl || o->nlcores > ING_RDMA_MAX_LCORES || o->nrails > ING_RDMA_MAX_RAILS) {
+		snprintf(why, whylen, "bad arguments");
+		ING_ERR(COMP, "rdma create: %s", why);
+		return NULL;
+	}
+	/* hugepage-backed MRs and fork: must be set before libibverbs initialises */
+	setenv("RDMAV_HUGEPAGES_SAFE", "1", 0);
+	struct ibv_device **dl = ibv_get_device_list(&ndev);
+	if (dl)
+		ibv_free_device_list(dl);
+	if (ndev <= 0) {
+		snprintf(why, whylen, "no RDMA device (ibv_get_device_list found none)");
+		ING_WARN(COMP, "RDMA not available: %s", why);
+		return NULL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(why, whylen, "out of memory");
+		return NULL;
+	}
+	r->o = *o;
+	r->pool = pool;
+	r->persist = persist;
+	r->ctl = ctl;
+	ing_rdma_sticky_init(&r->sticky);
+	if (cbs)
+		r->cbs = *cbs;
+	if (!r->o.sq_depth)
+		r->o.sq_depth = ING_RDMA_DEFAULT_SQ_DEPTH;
+	if (!r->o.cq_size)
+		r->o.cq_size = ING_RDMA_DEFAULT_CQ_SIZE;
+	if (!r->o.job_ring_size)
+		r->o.job_ring_size = ING_DEFAULT_RING_SIZE;
+	if (!r->o.rd_atom)
+		r->o.rd_atom = ING_RDMA_DEFAULT_RD_ATOM;
+
+	r->ech = rdma_create_event_channel();
+	if (!r->ech) {
+		snprintf(why, whylen, "rdma_create_event_channel: %s (rdma_ucm loaded?)", strerror(errno));
+		goto fail;
+	}
+	if (fcntl(r->ech->fd, F_SETFL, fcntl(r->ech->fd, F_GETFL) | O_NONBLOCK)) {
+		snprintf(why, whylen, "O_NONBLOCK on the CM channel: %s", strerror(errno));
+		goto fail;
+	}
+	if (rails_setup(r, why, whylen))
+		goto fail;
+	unsigned up = 0;
+	for (unsigned i = 0; i < r->nrails; i++) {
+		struct rdma_rail *rl = &r->rails[i];
+		char rwhy[192] = "";
+		if (rail_open(rl, rwhy, sizeof(rwhy)) == 0) {
+			rl->up = rl->opened_once = true;
+			up++;
+			continue;
+		}
+		rail_release(rl, "RDMA set-up failed");
+		rail_mark_down(rl, rwhy);
+		if (!first_why[0])
+			snprintf(first_why, sizeof(first_why), "%s%s%s", r->nrails > 1 ? rail_name(rl) : "",
+				 r->nrails > 1 ? ": " : "", rwhy);
+	}
+	if (!up) {
+		snprintf(why, whylen, "%s", first_why);
+		goto fail;
+	}
+	log_rails(r);
+	return r;
+fail:
+	ING_WARN(COMP, "RDMA not available: %s", why);
+	ing_rdma_destroy(r);
+	return NULL;
+}
+
+int ing_rdma_start(struct ing_rdma *r)
+{
+	if (!r)
+		return -EINVAL;
+	for (unsigned i = 0; i < r->nrails; i++) {
+		if (!r->rails[i].up)
+			continue;
+		int rc = rail_start(&r->rails[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 void ing_rdma_destroy(struct ing_rdma *r)
 {
 	if (!r)
 		return;
-	release_device(r, "ingest node shutting down");
+	for (unsigned i = 0; i < r->nrails; i++)
+		rail_release(&r->rails[i], "ingest node shutting down");
+	while (r->conns)   /* none should be left: every one is on a rail */
+		conn_unlink_free(r, r->conns);
+	r->st.conns_active = 0;
 	if (r->ech)
 		rdma_destroy_event_channel(r->ech);
 	free(r);
 }
 
+/* The rail producers are told about: the first one up (rail 0 when none is). */
+static const struct rdma_rail *rail_primary(const struct ing_rdma *r)
+{
+	for (unsigned i = 0; i < r->nrails; i++)
+		if (r->rails[i].up)
+			return &r->rails[i];
+	return &r->rails[0];
+}
+
 const char *ing_rdma_addr(const struct ing_rdma *r)
 {
-	return r ? r->addr : "";
+	return r && r->nrails ? rail_primary(r)->addr : "";
 }
 
 uint16_t ing_rdma_port(const struct ing_rdma *r)
 {
-	return r ? r->port : 0;
+	return r && r->nrails ? rail_primary(r)->port : 0;
 }
 
 const char *ing_rdma_device(const struct ing_rdma *r)
 {
-	return r ? r->devname : "";
+	return r && r->nrails ? rail_primary(r)->devname : "";
+}
+
+int ing_rdma_rail_for_peer(const struct ing_rdma *r, const char *peer, unsigned *rail,
+			   const char **addr, uint16_t *port)
+{
+	const struct rdma_rail *pick = NULL;
+	struct in_addr a;
+	bool v4 = peer && inet_pton(AF_INET, peer, &a) == 1;
+
+	for (unsigned i = 0; r && i < r->nrails; i++) {
+		const struct rdma_rail *rl = &r->rails[i];
+		if (!rl->up)
+			continue;
+		if (!pick)
+			pick = rl;
+		if (v4 && rl->has_net4 && (a.s_addr & rl->mask4) == rl->net4) {
+			pick = rl;
+			break;
+		}
+	}
+	if (!pick)
+		return -ENODEV;
+	if (rail)
+		*rail = pick->idx;
+	if (addr)
+		*addr = pick->addr;
+	if (port)
+		*port = pick->port;
+	return 0;
+}
+
+int ing_rdma_session_region(const struct ing_rdma *r, uint64_t session_id)
+{
+	const struct rconn *c = r ? conn_by_session(r, session_id, false) : NULL;
+
+	return c ? (int)r->rails[c->rail].region : -1;
 }
 
 bool ing_rdma_session_connected(const struct ing_rdma *r, uint64_t session_id)
 {
-	struct rconn *c = r ? conn_by_session((struct ing_rdma *)r, session_id, true) : NULL;
+	struct rconn *c = r ? conn_by_session(r, session_id, true) : NULL;
 
 	return c && c->state == RC_ESTABLISHED;
 }
@@ -1070,10 +1365,12 @@ bool ing_rdma_session_connected(const struct ing_rdma *r, uint64_t session_id)
 int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f)
 {
 	/* a broken connection still takes jobs: the lcore parks them for the reconnect */
-	struct rconn *c = r && !r->device_lost ? conn_by_session(r, f->session_id, false) : NULL;
+	struct rconn *c = r ? conn_by_session(r, f->session_id, false) : NULL;
 
-	if (!c)
+	if (!c || !r->rails[c->rail].up)
 		return -ENOTCONN;
+	if (f->region != r->rails[c->rail].region)
+		return -EXDEV;
 	f->qp_num = c->qp_num;
 	f->transport = ING_XPORT_RDMA;
 	return ing_rdma_lcore_submit(r->lcs[c->lcore].lc, f);
@@ -1100,6 +1397,7 @@ int ing_rdma_lcore_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_lc
 		return -ENOENT;
 	memset(info, 0, sizeof(*info));
 	info->lcore_id = r->lcs[i].lcore_id;
+	info->rail = r->lcs[i].rail;
 	info->numa_node = r->lcs[i].numa_node;
 	info->sessions = r->lcs[i].sessions;
 	info->frames_held = ing_rdma_lcore_frames_held(r->lcs[i].lc);
@@ -1110,7 +1408,42 @@ int ing_rdma_lcore_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_lc
 
 int ing_rdma_device_node(const struct ing_rdma *r)
 {
-	return r ? r->dev_node : -1;
+	return r && r->nrails ? rail_node(rail_primary(r)) : -1;
+}
+
+unsigned ing_rdma_nrails(const struct ing_rdma *r)
+{
+	return r ? r->nrails : 0;
+}
+
+unsigned ing_rdma_rails_up(const struct ing_rdma *r)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; r && i < r->nrails; i++)
+		n += r->rails[i].up;
+	return n;
+}
+
+int ing_rdma_rail_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_rail_info *info)
+{
+	if (!r || i >= r->nrails)
+		return -ENOENT;
+	const struct rdma_rail *rl = &r->rails[i];
+	memset(info, 0, sizeof(*info));
+	snprintf(info->device, sizeof(info->device), "%s", rl->devname[0] ? rl->devname : rl->want_dev);
+	snprintf(info->addr, sizeof(info->addr), "%s", rl->addr[0] ? rl->addr : rl->want_addr);
+	info->port = rl->port ? rl->port : rl->want_port;
+	info->numa_node = rail_node(rl);
+	info->dev_node = rl->dev_node;
+	info->region = rl->region;
+	info->first_lcore = rl->first_lc;
+	info->nlcores = rl->nl;
+	info->up = rl->up;
+	info->removals = rl->removals;
+	info->reopens = rl->reopens;
+	info->down_since_ns = rl->up ? 0 : rl->down_since_ns;
+	snprintf(info->why, sizeof(info->why), "%s", rl->up ? "" : rl->why);
+	return 0;
 }
 
 static void add_lcore_stats(struct ing_rdma_stats *s, const struct ing_rdma_lcore_stats *ls)
@@ -1145,7 +1478,19 @@ void ing_rdma_get_stats(const struct ing_rdma *r, struct ing_rdma_stats *s)
 	}
 }
 
+/* Push offered to a new session: 1 (memory windows) only when every rail up binds windows,
+ * 2 (the pool MR: grants not bounded) when any rail up does that, 0 when none is up. */
 int ing_rdma_push_mode(const struct ing_rdma *r)
 {
-	return r && !r->device_lost ? r->push_mode : 0;
+	int mode = 0;
+	for (unsigned i = 0; r && i < r->nrails; i++) {
+		const struct rdma_rail *rl = &r->rails[i];
+		if (!rl->up)
+			continue;
+		if (!rl->push_mode)
+			return 0;
+		if (rl->push_mode > mode)
+			mode = rl->push_mode;
+	}
+	return mode;
 }

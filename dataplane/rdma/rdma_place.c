@@ -6,8 +6,9 @@
  * arrives; unit tests call it with made-up loads.
  *
  * The rule (docs/ARCHITECTURE.md "Several dataplane lcores"), in order:
- *  1. NUMA-local first: only the lcores on the RDMA device's node, when the device's node
- *     is known and at least one lcore is on it (else every lcore);
+ *  0. only the lcores of the connection's rail (their CQs are on its device);
+ *  1. NUMA-local first: only the lcores on the rail's node, when that node is known and
+ *     at least one of them is on it (else every lcore of the rail);
  *  2. least loaded: fewest live connections;
  *  3. then fewest sessions given to it since start: a run of short sessions (one after
  *     the other, never two at once) still goes round every lcore;
@@ -17,7 +18,7 @@
  */
 #include "dataplane/rdma/rdma.h"
 
-int ing_rdma_lcore_pick(const struct ing_rdma_lcore_load *l, unsigned n, int dev_node)
+int ing_rdma_lcore_pick_on(const struct ing_rdma_lcore_load *l, unsigned n, int rail, int dev_node)
 {
 	bool local = false;
 	int best = -1;
@@ -25,15 +26,22 @@ int ing_rdma_lcore_pick(const struct ing_rdma_lcore_load *l, unsigned n, int dev
 	if (!l || !n)
 		return -EINVAL;
 	for (unsigned i = 0; i < n && dev_node >= 0; i++)
-		local |= l[i].numa_node == dev_node;
+		local |= l[i].numa_node == dev_node && (rail < 0 || l[i].rail == (unsigned)rail);
 	for (unsigned i = 0; i < n; i++) {
+		if (rail >= 0 && l[i].rail != (unsigned)rail)
+			continue;
 		if (local && l[i].numa_node != dev_node)
 			continue;
 		if (best < 0 || l[i].conns < l[best].conns ||
 		    (l[i].conns == l[best].conns && l[i].sessions < l[best].sessions))
 			best = (int)i;
 	}
-	return best;
+	return best < 0 ? -ENOENT : best;
+}
+
+int ing_rdma_lcore_pick(const struct ing_rdma_lcore_load *l, unsigned n, int dev_node)
+{
+	return ing_rdma_lcore_pick_on(l, n, -1, dev_node);
 }
 
 void ing_rdma_sticky_init(struct ing_rdma_sticky *t)

@@ -173,6 +173,7 @@ void ing_rdma_lcore_opts_init(struct ing_rdma_lcore_opts *o)
 	o->conn_frames = ING_RDMA_DEFAULT_CONN_FRAMES;
 	o->park_ms = ING_RDMA_DEFAULT_PARK_MS;
 	o->drain_ms = ING_RDMA_DEFAULT_DRAIN_MS;
+	o->region = -1;
 	o->ops = &ing_rdma_verbs_ops;
 	o->grant_ms = ING_RDMA_DEFAULT_GRANT_MS;
 	o->recv_depth = ING_RDMA_DEFAULT_RECV_DEPTH;
@@ -1115,6 +1116,13 @@ static void take_job(struct ing_rdma_lcore *lc, struct ing_frame *f)
 		STAT_ADD(lc, jobs_rejected, 1);
 		fail_frame(lc, f, ING_E_INVALID_ARGUMENT, false, "READ job length %llu outside slot (cap %llu)",
 			   (unsigned long long)f->length, (unsigned long long)f->cap);
+		return;
+	}
+	if (lc->o.region >= 0 && f->region != lc->o.region) {
+		/* its lkeys are its rail's region's: never post a slot of another region */
+		STAT_ADD(lc, jobs_rejected, 1);
+		fail_frame(lc, f, ING_E_INTERNAL, true, "slot in pool region %u, but this lcore's rail "
+			   "registered region %d only", f->region, lc->o.region);
 		return;
 	}
 	f->filled = 0;

@@ -4,6 +4,7 @@
  * parsing, request set-up, result classification, and blocking helpers for the tools.
  */
 #include "dataplane/store/s3.h"
+#include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "common/token.h"
@@ -263,7 +264,7 @@ const char *ing_s3_result_name(enum ing_s3_result r)
 {
 	static const char *const n[] = { "ok", "exists", "not found", "no bucket", "denied",
 					 "unreachable", "server error", "bad digest", "local error",
-					 "error" };
+					 "error", "clock skew" };
 	return (unsigned)r < sizeof(n) / sizeof(n[0]) ? n[r] : "?";
 }
 
@@ -330,6 +331,39 @@ static int on_seek(void *arg, curl_off_t offset, int origin)
 	return CURL_SEEKFUNC_OK;
 }
 
+/* "No progress for timeout_ms" (libcurl's low-speed limit averages over seconds): the
+ * bytes moved either way and when they last moved; a blocking request ends here, one on
+ * a multi handle where its driver calls s3_req_stalled (this runs only when libcurl does). */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	struct s3_req *r = arg;
+	(void)dltotal;
+	(void)ultotal;
+	uint64_t b = (uint64_t)dlnow + (uint64_t)ulnow, now = ing_now_ns();
+	if (b != r->progress_bytes) {
+		r->progress_bytes = b;
+		r->progress_ns = now;
+		return 0;
+	}
+	return s3_req_stalled(r, now, NULL) ? 1 : 0;
+}
+
+bool s3_req_stalled(struct s3_req *r, uint64_t now_ns, uint64_t *left_ns)
+{
+	uint64_t limit = (uint64_t)r->s3->timeout_ms * 1000000ull;
+	uint64_t idle = now_ns > r->progress_ns ? now_ns - r->progress_ns : 0;
+	if (idle >= limit) {
+		r->stalled = true;
+		if (left_ns)
+			*left_ns = 0;
+		return true;
+	}
+	if (left_ns)
+		*left_ns = limit - idle;
+	return false;
+}
+
 static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 {
 	struct s3_req *r = arg;
@@ -379,7 +413,6 @@ static int req_begin(struct s3_req *r, const struct ing_s3 *s, enum s3_op op, co
 	char sigv4[160];
 	snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", s->region);
 	CURL *e = r->easy;
-	long secs = (long)(s->timeout_ms + 999) / 1000;
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4);
 	curl_easy_setopt(e, CURLOPT_USERNAME, s->access_key);
@@ -387,10 +420,12 @@ static int req_begin(struct s3_req *r, const struct ing_s3 *s, enum s3_op op, co
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->timeout_ms);
-	/* "no progress for timeout_ms": below 1 byte/s for that long, either way (a store that
-	 * stops reading the body, or one that holds the reply back while its disk is gone) */
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, secs > 0 ? secs : 1L);
+	/* "no progress for timeout_ms", either way (a store that stops reading the body, or one
+	 * that holds the reply back while its disk is gone): on_progress / s3_req_stalled */
+	r->progress_ns = ing_now_ns();
+	curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(e, CURLOPT_XFERINFODATA, r);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
@@ -426,23 +461,27 @@ static int req_finish_setup(struct s3_req *r, int rc)
 	return rc;
 }
 
-int s3_req_put(struct s3_req *r, const struct ing_s3 *s, const char *key, const char *sha256_hex,
-	       uint32_t crc, const char *wafer_id, const char *frame_id)
+int s3_req_put(struct s3_req *r, const struct ing_s3 *s, const char *key, const struct s3_put_args *a)
 {
 	char ew[3 * ING_ID_MAX + 1], ef[3 * ING_ID_MAX + 1];
-	int rc = req_begin(r, s, S3_PUT, key, sha256_hex);
+	int rc = req_begin(r, s, S3_PUT, key, a->sha256_hex);
+	if (rc == 0 && a->md5_b64)
+		rc = req_add(r, "content-md5: %s", a->md5_b64);
 	if (rc == 0)
-		rc = req_add(r, "x-amz-meta-sha256: %s", sha256_hex);
+		rc = req_add(r, "x-amz-meta-sha256: %s", a->sha256_hex);
 	if (rc == 0)
 		rc = req_add(r, "content-type: application/octet-stream");
-	if (rc == 0)   /* create-only: an object already there answers 412 */
-		rc = req_add(r, "if-none-match: *");
+	/* create-only: an object already there answers 412; a replacement: only of the object
+	 * with that ETag (radosgw Pacific compares If-Match with the ETag as stored, without
+	 * quotes; the caller chooses the form) */
 	if (rc == 0)
-		rc = req_add(r, "x-amz-meta-crc32c: %08x", crc);
+		rc = a->if_match ? req_add(r, "if-match: %s", a->if_match) : req_add(r, "if-none-match: *");
 	if (rc == 0)
-		rc = req_add(r, "x-amz-meta-wafer-id: %s", ing_id_escape(ew, sizeof(ew), wafer_id));
+		rc = req_add(r, "x-amz-meta-crc32c: %08x", a->crc32c);
 	if (rc == 0)
-		rc = req_add(r, "x-amz-meta-frame-id: %s", ing_id_escape(ef, sizeof(ef), frame_id));
+		rc = req_add(r, "x-amz-meta-wafer-id: %s", ing_id_escape(ew, sizeof(ew), a->wafer_id));
+	if (rc == 0)
+		rc = req_add(r, "x-amz-meta-frame-id: %s", ing_id_escape(ef, sizeof(ef), a->frame_id));
 	if (rc == 0) {
 		CURL *e = r->easy;
 		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
@@ -459,20 +498,16 @@ int s3_req_put(struct s3_req *r, const struct ing_s3 *s, const char *key, const 
 int s3_req_head(struct s3_req *r, const struct ing_s3 *s, const char *key)
 {
 	int rc = req_begin(r, s, S3_HEAD, key, NULL);
-	if (rc == 0) {
+	if (rc == 0)
 		curl_easy_setopt(r->easy, CURLOPT_NOBODY, 1L);
-		curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 2L * s->timeout_ms);
-	}
 	return req_finish_setup(r, rc);
 }
 
 int s3_req_head_bucket(struct s3_req *r, const struct ing_s3 *s)
 {
 	int rc = req_begin(r, s, S3_HEAD_BUCKET, NULL, NULL);
-	if (rc == 0) {
+	if (rc == 0)
 		curl_easy_setopt(r->easy, CURLOPT_NOBODY, 1L);
-		curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 2L * s->timeout_ms);
-	}
 	return req_finish_setup(r, rc);
 }
 
@@ -507,10 +542,10 @@ static void header_value(struct s3_req *r, const char *name, char *out, size_t n
 
 enum ing_s3_result s3_req_done(struct s3_req *r, CURLcode cc)
 {
+	char v[128];
 	r->cc = cc;
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
 	if (r->status >= 200 && r->status < 300) {
-		char v[128];
 		header_value(r, "etag", v, sizeof(v));
 		char *e = v;
 		size_t el = strlen(e);
@@ -529,6 +564,14 @@ enum ing_s3_result s3_req_done(struct s3_req *r, CURLcode cc)
 		r->obj.crc32c = (uint32_t)c;
 		header_value(r, "x-amz-meta-sha256", v, sizeof(v));
 		snprintf(r->obj.sha256, sizeof(r->obj.sha256), "%.64s", strlen(v) == 64 ? v : "");
+	}
+	if (r->status > 0) {
+		/* the store's clock against ours: a 403 for a request dated too far off names the
+		 * clock, not the keys (a HEAD's 403 has no body to say RequestTimeTooSkewed) */
+		header_value(r, "date", v, sizeof(v));
+		time_t d = v[0] ? curl_getdate(v, NULL) : -1;
+		r->has_date = d > 0;
+		r->skew_s = d > 0 ? (int64_t)d - ing_wall_ns() / 1000000000 : 0;
 	}
 	const char *a = strstr(r->body, "<Code>"), *b = a ? strstr(a, "</Code>") : NULL;
 	if (a && b && b - a - 6 < (ptrdiff_t)sizeof(r->code))
@@ -550,6 +593,9 @@ by_status:
 	if (r->status == 404)
 		return r->op == S3_HEAD_BUCKET || !strcmp(r->code, "NoSuchBucket") ? ING_S3_NO_BUCKET :
 										      ING_S3_NOT_FOUND;
+	if (r->status == 403 && (!strcmp(r->code, "RequestTimeTooSkewed") ||
+				 (!r->code[0] && r->has_date && llabs(r->skew_s) > ING_S3_SKEW_MAX_S)))
+		return ING_S3_CLOCK_SKEW;
 	if (r->status == 403 || r->status == 401)
 		return ING_S3_DENIED;
 	if (r->status == 400 && (!strcmp(r->code, "BadDigest") || !strcmp(r->code, "XAmzContentSHA256Mismatch")))
@@ -561,6 +607,19 @@ by_status:
 	return ING_S3_ERROR;
 }
 
+/* "12 min 5 s ahead of" for a skew in seconds (the store's clock minus ours) */
+static void fmt_skew(int64_t skew_s, char *out, size_t n)
+{
+	int64_t a = llabs(skew_s);
+	if (a >= 3600)
+		snprintf(out, n, "%lld h %lld min", (long long)(a / 3600), (long long)(a % 3600 / 60));
+	else if (a >= 60)
+		snprintf(out, n, "%lld min %lld s", (long long)(a / 60), (long long)(a % 60));
+	else
+		snprintf(out, n, "%lld s", (long long)a);
+	snprintf(out + strlen(out), n - strlen(out), " %s", skew_s >= 0 ? "ahead of" : "behind");
+}
+
 void s3_req_describe(const struct s3_req *r, enum ing_s3_result res, char *out, size_t n)
 {
 	const struct ing_s3 *s = r->s3;
@@ -568,6 +627,7 @@ void s3_req_describe(const struct s3_req *r, enum ing_s3_result res, char *out, 
 			   r->op == S3_HEAD ? "check of" : "check of bucket";
 	const char *key = r->op == S3_HEAD_BUCKET ? s->bucket : r->key;
 	const char *code = r->code[0] ? r->code : "";
+	char skew[48];
 
 	switch (res) {
 	case ING_S3_OK:
@@ -583,22 +643,51 @@ void s3_req_describe(const struct s3_req *r, enum ing_s3_result res, char *out, 
 		snprintf(out, n, "bucket '%s' does not exist on %s: create it (e.g. s3cmd mb s3://%s) or "
 			 "fix --tier", s->bucket, s->endpoint, s->bucket);
 		break;
+	case ING_S3_CLOCK_SKEW:
+		if (r->has_date) {
+			fmt_skew(r->skew_s, skew, sizeof(skew));
+			snprintf(out, n, "clock skew: %s refused the %s %s as dated too far from its own clock "
+				 "(HTTP %ld%s%s): the store's clock is %s this node's; set this node's clock "
+				 "(chrony or systemd-timesyncd; S3 takes requests within 15 minutes)", s->endpoint,
+				 what, key, r->status, code[0] ? " " : "", code, skew);
+		} else {
+			snprintf(out, n, "clock skew: %s refused the %s %s as dated too far from its own clock "
+				 "(HTTP %ld %s): set this node's clock (chrony or systemd-timesyncd)", s->endpoint,
+				 what, key, r->status, code);
+		}
+		break;
 	case ING_S3_DENIED:
-		snprintf(out, n, "%s refused the credentials or the access (HTTP %ld%s%s) to bucket '%s': "
-			 "check the access and secret key in the --tier-credentials file and the user's "
-			 "permissions", s->endpoint, r->status, code[0] ? " " : "", code, s->bucket);
+		if (!strcmp(code, "SignatureDoesNotMatch"))
+			snprintf(out, n, "%s refused the request's signature (HTTP %ld SignatureDoesNotMatch) for "
+				 "bucket '%s': check the secret key in the --tier-credentials file", s->endpoint,
+				 r->status, s->bucket);
+		else if (!strcmp(code, "InvalidAccessKeyId"))
+			snprintf(out, n, "%s does not know the access key (HTTP %ld InvalidAccessKeyId): check "
+				 "the access key in the --tier-credentials file", s->endpoint, r->status);
+		else
+			snprintf(out, n, "%s refused the credentials or the access (HTTP %ld%s%s) to bucket '%s': "
+				 "check the access and secret key in the --tier-credentials file and the user's "
+				 "permissions", s->endpoint, r->status, code[0] ? " " : "", code, s->bucket);
 		break;
 	case ING_S3_UNREACHABLE:
-		snprintf(out, n, "cannot reach the object store %s: %s", s->endpoint,
-			 r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->cc));
+		if (r->stalled)
+			snprintf(out, n, "the object store %s made no progress for %u s on the %s %s (it stopped "
+				 "reading or answering): given up, retrying (--tier-timeout)", s->endpoint,
+				 (s->timeout_ms + 999) / 1000, what, key);
+		else
+			snprintf(out, n, "cannot reach the object store %s: %s", s->endpoint,
+				 r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->cc));
 		break;
 	case ING_S3_SERVER:
 		snprintf(out, n, "the object store %s answered HTTP %ld%s%s to the %s %s", s->endpoint,
 			 r->status, code[0] ? " " : "", code, what, key);
 		break;
 	case ING_S3_BAD_DIGEST:
-		snprintf(out, n, "%s %s: the store received other bytes than the ones hashed (%s): "
-			 "the local file changed while it was read", what, key, code[0] ? code : "bad digest");
+		snprintf(out, n, "%s %s: the store received other bytes than this node sent (%s: the "
+			 "checksum of the body, computed from the frame's catalogued bytes, does not match what "
+			 "arrived): something between the node and the store altered them (the network, a "
+			 "proxy or the gateway); the local copy is intact", what, key,
+			 code[0] ? code : "bad digest");
 		break;
 	case ING_S3_LOCAL:
 		snprintf(out, n, "%s %s: %s", what, key, r->read_failed ?
@@ -662,4 +751,13 @@ enum ing_s3_result ing_s3_get(const struct ing_s3 *s, const char *key, uint64_t 
 	if (o)
 		*o = r.obj;
 	return res;
+}
+
+bool ing_s3_etag_is_md5(const char *etag)
+{
+	size_t i;
+	for (i = 0; etag[i]; i++)
+		if (!isxdigit((unsigned char)etag[i]))
+			return false;
+	return i == 32;
 }

@@ -1,38 +1,56 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tier.c - the tier thread (tier.h): uploads from the catalog's outbox, verification,
- * deletion of local copies, the store's state and the high-water mark.
+ * tier.c - the tier thread (tier.h): uploads from the catalog's outbox, verification against
+ * the store's own digest, deletion of local copies, the store's state and the high-water
+ * mark.
  *
  * One thread drives every transfer through one libcurl multi handle (uploads at once:
  * --tier-parallel; two deletion checks; one probe of the store; the reads of GetFrame). A
  * frame's upload:
- *   HASH   read the local file once, 1 MiB per transfer and loop pass (the loop stays
- *          responsive): SHA-256 and CRC-32C, which must be the catalog's; as many frames
- *          as are on the wire are hashed ahead, so the next PUT is ready when one ends
- *   PUT    create-only (If-None-Match: *), the SHA-256 signed as the payload's (the store
- *          checks the bytes it receives against it), the body read again from the file,
- *          its CRC-32C checked once more as it goes out
- *   VERIFY HEAD: length, x-amz-meta-crc32c and -sha256 as sent; after a 412 the same check
- *          decides whether the object there is this frame (done) or not (a conflict: the
- *          frame stays local, retried hourly, counted)
- * then 'both' (with the object's ETag) and out of the outbox, in one catalog transaction.
- * A deletion: HEAD again (length, CRC-32C, the ETag recorded), unlink, fsync the directory,
- * then 'tiered'.
+ *   HASH     read the local file once, 1 MiB per transfer and loop pass (the loop stays
+ *            responsive): SHA-256, MD5 and CRC-32C, the last of which must be the
+ *            catalog's; as many frames as are on the wire are hashed ahead, so the next
+ *            PUT is ready when one ends
+ *   PUT      create-only (If-None-Match: *), the SHA-256 signed as the payload's and the
+ *            MD5 as Content-MD5 (the store checks the bytes it receives against both and
+ *            refuses others), the body read again from the file, its CRC-32C checked once
+ *            more as it goes out
+ *   VERIFY   HEAD: the store's ETag of a single-part PUT is its own MD5 of the bytes it
+ *            keeps; equal to the frame's MD5 and the length equal, the object is this
+ *            frame's bytes (after a 412 too: the node's own object, done). Where the ETag
+ *            is not the frame's MD5 (a store whose ETags are no MD5s: SSE-KMS, multipart;
+ *            or one that kept other bytes), READBACK: the object read back once, its
+ *            length and CRC-32C against the catalog's.
+ * then 'both' (with the ETag it was verified by) and out of the outbox, in one catalog
+ * transaction. A deletion: HEAD again (the length and the ETag verified), unlink, fsync
+ * the directory, then 'tiered'.
  *
- * Why SHA-256 and not Content-MD5: the store checks either, and here (SHA-NI) SHA-256 runs
- * at 1.7 GB/s against MD5's 0.7 (openssl speed, this machine): the hash pass is most of the
- * thread's CPU, which a node shares with its ingest.
+ * What the store says is believed only as far as its own digest goes: the metadata the
+ * node sent (x-amz-meta-crc32c, -sha256) only tells the node's own upload from another
+ * object under the key, never whether the bytes are right. A wrong answer is re-checked
+ * (HEAD again a second later) before it is acted on: an object that is not the node's is
+ * a conflict only when it still is; the node's own object with other bytes (the store kept
+ * something else than it acknowledged) is counted (digestMismatches), named in Stats, and
+ * replaced (PUT If-Match: that ETag); the local copy stays until an object is verified.
  *
- * New outbox rows are committed by the persistence workers in their own transactions; this
- * thread looks for them every POLL_MS (an indexed LIMIT query: microseconds), which bounds
- * the delay a new frame waits before its upload starts, and needs no wake-up from four
- * other threads. The loop sleeps in curl_multi_poll (woken by its transfers, or by
- * curl_multi_wakeup at stop).
+ * One mailbox, as every thread here (dataplane/mbox.c): control posts ING_EV_TIER_WAKE when
+ * it has finished frames (their outbox rows are committed by then; one message however many
+ * frames, ing_tier_frame_finished), ING_EV_TIER_READ for GetFrame and ING_EV_TIER_STOP. The
+ * loop sleeps in curl_multi_poll with the mailbox's doorbell as its extra fd, until a
+ * message, a transfer's socket, or the next thing due by time: a frame's retry, a re-check,
+ * the store's probe, a stalled request's end, a local copy the retention lets go, the file
+ * system under an N % mark (once a second: other writers fill it too), the rate's sample
+ * while uploading. Nothing polls the outbox. Stats: per-field relaxed atomics this thread
+ * alone writes, storeError through a sequence lock; control reads them without a lock.
  *
- * Failures: a store-wide one (unreachable, 5xx, credentials, bucket) stops new work and
- * probes the bucket with back-off (250 ms doubling to 10 s); the frame stays due. A
- * frame's own (local file missing or corrupt, BadDigest, a conflict) backs that frame off
- * (1 s doubling to 5 min; conflicts 1 h) with the reason in tier_outbox.last_error.
+ * Failures: a store-wide one (unreachable, no progress for --tier-timeout, 5xx,
+ * credentials, clock skew, bucket) stops new work and probes the bucket with back-off
+ * (250 ms doubling to 10 s); the frame stays due. A store that answers but answers wrong
+ * (kept other bytes, acknowledged and kept nothing, contradicts itself, bytes changed in
+ * transit) is "misbehaving": uploads go on one at a time at that back-off (a canary), no
+ * local copy is deleted, and the first upload verified clears it. A frame's own failure
+ * (local file missing or corrupt, a conflict) backs that frame off (1 s doubling to 5 min;
+ * conflicts 1 h) with the reason in tier_outbox.last_error.
  */
 #include "dataplane/tier/tier.h"
 #include "dataplane/tier/tier_internal.h"
@@ -53,6 +71,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -60,39 +79,110 @@
 #include <openssl/evp.h>
 
 #define COMP "tier"
-#define POLL_MS 100
-#define IDLE_POLL_MS 1000        /* no store: nothing to do but stop */
+#define MAX_SLEEP_MS 60000       /* the loop's longest sleep: nothing is due, no message */
 #define HASH_CHUNK (1u << 20)
 #define DEL_SLOTS 2u
 #define PROBE_MIN_MS 250u
 #define PROBE_MAX_MS 10000u
 #define RETRY_MIN_MS 1000ll
 #define RETRY_MAX_MS 300000ll
+#define STORE_RETRY_MAX_MS 10000ll  /* a frame failed by the store: the store's back-off */
 #define CONFLICT_RETRY_MS 3600000ll
-#define STATS_EVERY_MS 500u
-#define USAGE_EVERY_MS 50u      /* the mark is held to what the node takes in about this */
-#define DELETE_EVERY_MS 1000u
+#define RECHECK_MS 1000ull        /* a wrong answer is asked again this much later, once */
+#define BACKLOG_EVERY_MS 500u    /* the outbox counted at most this often (count(*) of it) */
+#define FS_EVERY_MS 1000u        /* an N % mark: the file system looked at again */
 #define RATE_SAMPLES 11          /* one a second: a 10 s window */
 /* uploads: --tier-parallel on the wire and as many more being hashed ahead */
 #define MAX_XFERS (2 * ING_TIER_MAX_PARALLEL + DEL_SLOTS + 1 + ING_TIER_MAX_READS)
-#define READ_RING 16             /* the tier's mailbox: >= ING_TIER_MAX_READS */
+/* the tier's mailbox: a READ per read at most, one WAKE (ing_tier_frame_finished posts one
+ * until the thread has taken it), one STOP: it is never full */
+#define MBOX_SIZE (ING_TIER_MAX_READS + 2)
 
 enum xkind { XK_UPLOAD, XK_DELETE, XK_PROBE, XK_READ };
-enum xstate { XS_FREE = 0, XS_HASH, XS_READY, XS_PUT, XS_VERIFY, XS_CHECK, XS_PROBE, XS_GET };
+enum xstate {
+	XS_FREE = 0,
+	XS_HASH,      /* upload: the hash pass */
+	XS_READY,     /* upload: hashed, waiting for a place on the wire */
+	XS_PUT,       /* upload: the PUT (create-only, or the replacement of a damaged object) */
+	XS_VERIFY,    /* upload: the HEAD after it */
+	XS_WAIT,      /* upload: a wrong answer, asked again at due_ns */
+	XS_READBACK,  /* upload: the object read back (its ETag is not the frame's MD5) */
+	XS_CHECK,     /* deletion: the HEAD before it */
+	XS_PROBE,
+	XS_GET,       /* a GetFrame read's chunk */
+};
+
+/* How objects are verified ($ING_TIER_VERIFY; docs/TIER.md). */
+enum verify_mode {
+	VERIFY_ETAG,       /* the store's ETag against the frame's MD5; read back where it is not */
+	VERIFY_READ_BACK,  /* every object read back and its CRC-32C checked */
+	VERIFY_NONE,       /* the node's own metadata only (the cost of verifying, for the bench):
+			    * no local copy is ever deleted */
+};
+static const char *const verify_names[] = { "etag", "read-back", "none" };
+
+/* What is wrong with the store (Stats storeCause, /metrics ingest_tier_store_problem). */
+enum cause {
+	CAUSE_NONE = 0,
+	CAUSE_UNREACHABLE,    /* connect failed, reset */
+	CAUSE_TIMEOUT,        /* no progress for --tier-timeout */
+	CAUSE_SERVER,         /* 5xx */
+	CAUSE_CREDENTIALS,    /* 403 */
+	CAUSE_NO_BUCKET,
+	CAUSE_CLOCK_SKEW,     /* the request's time refused */
+	CAUSE_ERROR,
+	CAUSE_TRANSIT,        /* the store received other bytes than were sent (BadDigest) */
+	CAUSE_DIGEST,         /* the store keeps other bytes than it acknowledged */
+	CAUSE_LOST,           /* acknowledged, and then no such object */
+	CAUSE_INCONSISTENT,   /* its answers contradict each other */
+};
+static const char *const cause_names[] = {
+	"none", "unreachable", "timeout", "server_error", "credentials", "no_bucket", "clock_skew",
+	"error", "transit_corruption", "digest_mismatch", "object_missing", "inconsistent_answers",
+};
 
 struct xfer {
 	enum xkind kind;
 	enum xstate st;
-	bool exists;               /* the PUT found an object (412) */
+	bool exists;               /* the last PUT found an object there (412) */
+	bool replaced;             /* this attempt replaced the frame's damaged object once */
+	bool quoted;               /* ... with If-Match in the quoted form */
+	unsigned rechecks;         /* HEADs asked again this attempt */
+	uint64_t due_ns;           /* XS_WAIT: when */
 	struct tier_row row;
 	int fd;
 	uint64_t hashed;
 	uint32_t crc;
-	EVP_MD_CTX *md;
+	EVP_MD_CTX *sha, *md5;
 	char sha_hex[65];          /* the body's SHA-256 (hash pass) */
+	char md5_hex[33];          /* its MD5, as an ETag shows it */
+	char md5_b64[25];          /* as Content-MD5 carries it */
+	struct ing_s3_object seen; /* the object as the last HEAD showed it */
+	uint64_t rb_len;           /* XS_READBACK: bytes read back, their CRC-32C */
+	uint32_t rb_crc;
 	struct s3_req req;
 	bool in_multi;
 	struct ing_tier_read *rd;  /* XK_READ: the read whose chunk this GET fetches */
+};
+
+/*
+ * Stats for the control thread: each field written by the tier thread alone with a relaxed
+ * atomic store (publish, at the end of each loop pass), read with relaxed loads, as the
+ * dataplane lcores' counters; the one string, storeError, through a sequence lock over
+ * 8-byte words (odd: being written; read again while it changes).
+ */
+#define ERR_WORDS (1400 / 8)
+struct tier_pub {
+	uint64_t store_state, cause, verification;
+	uint64_t backlog_frames, backlog_bytes;
+	int64_t oldest_ms;
+	uint64_t uploaded_frames, uploaded_bytes, already_stored, upload_errors, in_progress;
+	uint64_t conflicts, digest_mismatches, read_backs, local_deleted;
+	uint64_t census_done, frames[3], bytes[3];
+	uint64_t refusing;
+	uint64_t usage_pct, rate;    /* doubles, as their bits */
+	uint32_t err_seq;
+	uint64_t err[ERR_WORDS];
 };
 
 struct ing_tier {
@@ -103,6 +193,7 @@ struct ing_tier {
 	int64_t retention_ms;
 	unsigned hw_pct;
 	uint64_t hw_bytes;
+	enum verify_mode verify;
 	cpu_set_t cpus;
 	unsigned nice;
 	/* thread */
@@ -114,37 +205,53 @@ struct ing_tier {
 	uint8_t *buf;              /* HASH_CHUNK */
 	struct xfer x[MAX_XFERS];
 	unsigned n_up, n_del;      /* uploads (hashing, hashed, on the wire), deletion checks */
-	unsigned n_wire;           /* uploads on the wire (PUT or its HEAD): at most parallel */
 	bool probing;
 	/* catalog view */
 	bool outbox_on, census_done;
-	int64_t seen_seq;
-	struct tier_census census;
-	uint64_t next_setup_ns, next_poll_ns, next_del_ns, next_stats_ns, next_usage_ns;
-	bool poll_due;             /* look for due outbox rows (after a poll or a finished upload) */
+	struct tier_census census; /* the catalog's own counts (tier_usage) */
+	int64_t digest_since_ns;   /* 'both' rows verified before: verified again first */
+	uint64_t next_setup_ns, next_del_ns, next_usage_ns, next_backlog_ns;
+	int64_t next_retry_ms;     /* the next backed-off row's next_ms (0: none) */
+	bool poll_due;             /* look for due outbox rows (a wake-up, a finished upload) */
+	bool usage_due;            /* measure what is used again (frames finished or deleted) */
+	bool backlog_dirty;        /* the outbox changed since it was last counted */
+	bool wake_posted;          /* __atomic: a WAKE is in the mailbox, not yet taken */
 	/* the store */
 	enum ing_tier_store_state store_state;
-	char store_error[512];
+	enum cause cause;
+	bool misbehaving;          /* ERROR from wrong answers: uploads go on, one at a time */
+	bool error_coded;          /* store_error came from an answer with an S3 error code */
+	char store_error[ERR_WORDS * 8];
+	char published_error[ERR_WORDS * 8];  /* what pub.err holds */
 	uint64_t next_probe_ns;
 	unsigned probe_ms;
+	bool etags_not_md5;        /* learned: this store's ETags are not MD5s (read back instead) */
 	/* usage */
 	double usage_pct;
 	uint64_t used_bytes;       /* the measure the mark is in: bytes, or the fs's used bytes */
 	bool purge;                /* above the low-water mark: delete verified copies early */
 	bool at_mark;              /* used >= mark (logged on change) */
-	/* for control's admission: the mark and what is used, in bytes (0 mark: none yet) */
-	_Atomic uint64_t mark_bytes, used_bytes_now, backlog_now;
+	/*
+	 * For control's admission (ing_tier_refusing): the mark, and what is used as
+	 * used_base + released + the bytes control has admitted and not yet finished, where
+	 * released (written by control alone) counts the bytes of every frame control finished
+	 * and used_base is the tier's measure minus released as it was read just before that
+	 * measure: a frame finished after it is counted by released, one before by the measure,
+	 * so the sum never falls below what is on the disk, whenever the tier refreshed it.
+	 */
+	_Atomic uint64_t mark_bytes, backlog_now, released;
+	_Atomic int64_t used_base;
 	/* counters (this thread) */
 	uint64_t uploaded_frames, uploaded_bytes, already_stored, upload_errors, conflicts;
+	uint64_t digest_mismatches, read_backs;
 	uint64_t local_deleted;
-	uint64_t backlog_frames, backlog_bytes;
-	int64_t oldest_ms;
+	struct tier_backlog backlog;
 	uint64_t rate_t[RATE_SAMPLES], rate_b[RATE_SAMPLES];
 	unsigned rate_n;
 	uint64_t next_rate_ns;
-	/* snapshot for other threads */
-	pthread_mutex_t mu;
-	struct ing_tier_stats snap;
+	double rate;
+	/* what Stats shows (ing_tier_get_stats), written by this thread alone (publish) */
+	struct tier_pub pub;
 	/* reads (GetFrame): control -> this thread's mailbox (ING_EV_TIER_READ) -> this thread
 	 * -> control's mailbox (ING_EV_TIER_READ_DONE) -> control */
 	char catalog[PATH_MAX];
@@ -190,39 +297,116 @@ static enum ing_tier_store_state state_of(enum ing_s3_result r)
 static bool store_wide(enum ing_s3_result r)
 {
 	return r == ING_S3_UNREACHABLE || r == ING_S3_SERVER || r == ING_S3_DENIED ||
-	       r == ING_S3_NO_BUCKET;
+	       r == ING_S3_NO_BUCKET || r == ING_S3_CLOCK_SKEW;
 }
 
-static void store_bad(struct ing_tier *t, enum ing_s3_result r, const char *why)
+static enum cause cause_of(const struct s3_req *q, enum ing_s3_result r)
 {
-	enum ing_tier_store_state s = state_of(r);
-	bool news = s != t->store_state || strcmp(why, t->store_error) != 0;
-	if (news) {
-		/* a wrong key or bucket is the operator's to fix: ERR; an outage: WARN */
-		enum ing_log_level lvl = s == ING_TIER_STORE_UNREACHABLE ? ING_LOG_WARN : ING_LOG_ERR;
-		ING_LOG_RL(lvl, COMP, "object store %s: %s; frames stay local and queued (backlog %" PRIu64
-			   " frames), retrying", ing_tier_store_state_name(s), why, t->backlog_frames);
+	switch (r) {
+	case ING_S3_UNREACHABLE: return q->stalled ? CAUSE_TIMEOUT : CAUSE_UNREACHABLE;
+	case ING_S3_SERVER: return CAUSE_SERVER;
+	case ING_S3_DENIED: return CAUSE_CREDENTIALS;
+	case ING_S3_NO_BUCKET: return CAUSE_NO_BUCKET;
+	case ING_S3_CLOCK_SKEW: return CAUSE_CLOCK_SKEW;
+	case ING_S3_BAD_DIGEST: return CAUSE_TRANSIT;
+	default: return CAUSE_ERROR;
 	}
-	if (t->store_state == ING_TIER_STORE_OK || t->store_state == ING_TIER_STORE_UNKNOWN)
-		t->probe_ms = PROBE_MIN_MS;
-	t->store_state = s;
-	snprintf(t->store_error, sizeof(t->store_error), "%s", why);
+}
+
+static void backoff_probe(struct ing_tier *t)
+{
 	t->next_probe_ns = ing_now_ns() + (uint64_t)t->probe_ms * 1000000ull;
 	t->probe_ms = t->probe_ms * 2 > PROBE_MAX_MS ? PROBE_MAX_MS : t->probe_ms * 2;
+}
+
+/* The store is not OK (s, for cause c, why): the back-off starts again from its shortest
+ * when it was OK (or misbehaved and now fails otherwise, or the other way round). */
+static void store_not_ok(struct ing_tier *t, enum ing_tier_store_state s, enum cause c,
+			 bool misbehaving, bool coded, const char *why)
+{
+	if (t->store_state == ING_TIER_STORE_OK || t->store_state == ING_TIER_STORE_UNKNOWN ||
+	    misbehaving != t->misbehaving)
+		t->probe_ms = PROBE_MIN_MS;
+	t->store_state = s;
+	t->cause = c;
+	t->misbehaving = misbehaving;
+	t->error_coded = coded;
+	snprintf(t->store_error, sizeof(t->store_error), "%s", why);
+	backoff_probe(t);
+}
+
+/*
+ * A store-wide failure of request q: uploads stop, the bucket is probed with back-off.
+ * Its cause stays in Stats until a request succeeds: a later answer of the same state
+ * that says less (a HEAD's 403 or 503 has no body, so no S3 error code) does not replace
+ * one that named it.
+ */
+static void store_bad(struct ing_tier *t, const struct s3_req *q, enum ing_s3_result r)
+{
+	enum ing_tier_store_state s = state_of(r);
+	enum cause c = cause_of(q, r);
+	bool coded = q->code[0] || r == ING_S3_CLOCK_SKEW;
+	char why[1024];
+	s3_req_describe(q, r, why, sizeof(why));
+	if (s == t->store_state && t->error_coded && !coded && !t->misbehaving) {
+		backoff_probe(t);
+		return;
+	}
+	bool news = s != t->store_state || c != t->cause || strcmp(why, t->store_error) != 0;
+	if (news) {
+		/* a wrong key, clock or bucket is the operator's to fix: ERR; an outage: WARN */
+		enum ing_log_level lvl = s == ING_TIER_STORE_UNREACHABLE ? ING_LOG_WARN : ING_LOG_ERR;
+		ING_LOG_RL(lvl, COMP, "object store %s: %s; frames stay local and queued (backlog %" PRIu64
+			   " frames), retrying", ing_tier_store_state_name(s), why, t->backlog.frames);
+	}
+	store_not_ok(t, s, c, false, coded, why);
+}
+
+/*
+ * The store answered, but wrong (why: what it said and what the frame is). Uploads go on,
+ * one at a time at the probe's back-off, no local copy is deleted, until one is verified.
+ */
+static void store_misbehaves(struct ing_tier *t, enum cause c, const char *why)
+{
+	if (t->store_state != ING_TIER_STORE_ERROR || c != t->cause || !t->misbehaving)
+		ING_LOG_RL(ING_LOG_ERR, COMP, "object store %s misbehaves: %s; local copies are kept and "
+			   "no local copy is deleted until an upload is verified again (backlog %" PRIu64
+			   " frames)", t->s3.display, why, t->backlog.frames);
+	store_not_ok(t, ING_TIER_STORE_ERROR, c, true, true, why);
 }
 
 static void store_good(struct ing_tier *t)
 {
 	if (t->store_state != ING_TIER_STORE_OK)
-		ING_INFO(COMP, "object store %s: bucket reachable, credentials accepted%s", t->s3.display,
+		ING_INFO(COMP, "object store %s: %s%s", t->s3.display, t->misbehaving ?
+			 "an upload verified against the store's digest again" :
+			 "bucket reachable, credentials accepted",
 			 t->store_state == ING_TIER_STORE_UNKNOWN ? "" : " (again): uploads resume");
 	t->store_state = ING_TIER_STORE_OK;
+	t->cause = CAUSE_NONE;
+	t->misbehaving = false;
+	t->error_coded = false;
 	t->store_error[0] = 0;
 	t->probe_ms = PROBE_MIN_MS;
 	t->poll_due = true;
+	t->next_del_ns = 0;
 }
 
 /* ---------------------------------------------------------------- transfers */
+
+static bool on_wire(enum xstate st)
+{
+	return st == XS_PUT || st == XS_VERIFY || st == XS_WAIT || st == XS_READBACK;
+}
+
+/* uploads on the wire (a PUT, its HEAD or read-back, or a re-check's wait) */
+static unsigned n_wire(const struct ing_tier *t)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < MAX_XFERS; i++)
+		n += t->x[i].kind == XK_UPLOAD && on_wire(t->x[i].st);
+	return n;
+}
 
 static struct xfer *xfer_get(struct ing_tier *t, enum xkind k)
 {
@@ -232,6 +416,7 @@ static struct xfer *xfer_get(struct ing_tier *t, enum xkind k)
 			memset(x, 0, sizeof(*x));
 			x->kind = k;
 			x->fd = -1;
+			x->req.fd = -1;
 			if (k == XK_UPLOAD)
 				t->n_up++;
 			else if (k == XK_DELETE)
@@ -243,24 +428,30 @@ static struct xfer *xfer_get(struct ing_tier *t, enum xkind k)
 	return NULL;
 }
 
-static void xfer_put(struct ing_tier *t, struct xfer *x)
+/* the transfer's request ends (it was taken off the multi handle, or never on it) */
+static void xfer_req_end(struct ing_tier *t, struct xfer *x)
 {
 	if (x->in_multi)
 		curl_multi_remove_handle(t->multi, x->req.easy);
 	x->in_multi = false;
 	s3_req_release(&x->req);
+}
+
+static void xfer_put(struct ing_tier *t, struct xfer *x)
+{
+	xfer_req_end(t, x);
 	if (x->fd >= 0) {
 		/* done with the bytes: do not keep them in the page cache for nothing */
 		(void)posix_fadvise(x->fd, 0, 0, POSIX_FADV_DONTNEED);
 		close(x->fd);
 	}
 	x->fd = -1;
-	EVP_MD_CTX_free(x->md);
-	x->md = NULL;
+	EVP_MD_CTX_free(x->sha);
+	EVP_MD_CTX_free(x->md5);
+	x->sha = x->md5 = NULL;
 	if (x->kind == XK_UPLOAD) {
 		t->n_up--;
-		if (x->st == XS_PUT || x->st == XS_VERIFY)
-			t->n_wire--;
+		t->poll_due = true;   /* a place for the next due row */
 	} else if (x->kind == XK_DELETE)
 		t->n_del--;
 	else if (x->kind == XK_PROBE)
@@ -280,29 +471,36 @@ static bool xfer_start(struct ing_tier *t, struct xfer *x, int setup_rc, enum xs
 	return false;
 }
 
-/* A frame's own failure: back it off and say why in its outbox row. */
-static void row_failed(struct ing_tier *t, struct xfer *x, int64_t delay_ms, const char *why)
+static void backoff_row(struct ing_tier *t, struct xfer *x, int64_t delay_ms, const char *why)
 {
 	t->upload_errors++;
-	unsigned a = x->row.attempts;
-	if (!delay_ms) {
-		delay_ms = RETRY_MIN_MS << (a < 20 ? a : 20);
-		if (delay_ms > RETRY_MAX_MS)
-			delay_ms = RETRY_MAX_MS;
-	}
 	ING_LOG_RL(ING_LOG_ERR, COMP, "frame %s/%s: %s; retry in %lld s (attempt %u)", x->row.wafer_id,
-		   x->row.frame_id, why, (long long)(delay_ms / 1000), a + 1);
-	(void)tier_db_failed(t->db, &x->row, now_ms() + delay_ms, why);
+		   x->row.frame_id, why, (long long)((delay_ms + 999) / 1000), x->row.attempts + 1);
+	int64_t at = now_ms() + delay_ms;
+	if (tier_db_failed(t->db, &x->row, at, why) == 0 && (!t->next_retry_ms || at < t->next_retry_ms))
+		t->next_retry_ms = at;   /* the loop wakes for it */
+	t->backlog_dirty = true;
 }
 
-static void census_move(struct ing_tier *t, enum ing_location from, enum ing_location to, uint64_t len)
+static int64_t doubling(unsigned attempts, int64_t max_ms)
 {
-	if (t->census.frames[from])
-		t->census.frames[from]--;
-	t->census.bytes[from] = t->census.bytes[from] > len ? t->census.bytes[from] - len : 0;
-	t->census.frames[to]++;
-	t->census.bytes[to] += len;
+	int64_t d = RETRY_MIN_MS << (attempts < 20 ? attempts : 20);
+	return d > max_ms ? max_ms : d;
 }
+
+/* A frame's own failure: back it off (1 s doubling to 5 min) and say why in its row. */
+static void row_failed(struct ing_tier *t, struct xfer *x, const char *why)
+{
+	backoff_row(t, x, doubling(x->row.attempts, RETRY_MAX_MS), why);
+}
+
+/* The store failed this frame (a wrong answer): the store's back-off, not the frame's. */
+static void row_failed_by_store(struct ing_tier *t, struct xfer *x, const char *why)
+{
+	backoff_row(t, x, doubling(x->row.attempts, STORE_RETRY_MAX_MS), why);
+}
+
+/* ---------------------------------------------------------------- uploads */
 
 static void upload_begin(struct ing_tier *t, const struct tier_row *row)
 {
@@ -320,17 +518,30 @@ static void upload_begin(struct ing_tier *t, const struct tier_row *row)
 		else
 			snprintf(why, sizeof(why), "local copy %s holds %lld bytes, the catalog %" PRIu64
 				 " (not uploaded)", path, (long long)st.st_size, row->length);
-		row_failed(t, x, 0, why);
+		row_failed(t, x, why);
 		xfer_put(t, x);
 		return;
 	}
-	x->md = EVP_MD_CTX_new();
-	if (!x->md || !EVP_DigestInit_ex(x->md, EVP_sha256(), NULL)) {
-		row_failed(t, x, 0, "SHA-256 unavailable (OpenSSL)");
+	x->req.fd = x->fd;
+	x->sha = EVP_MD_CTX_new();
+	x->md5 = t->verify != VERIFY_NONE ? EVP_MD_CTX_new() : NULL;
+	if (!x->sha || !EVP_DigestInit_ex(x->sha, EVP_sha256(), NULL) ||
+	    (t->verify != VERIFY_NONE && (!x->md5 || !EVP_DigestInit_ex(x->md5, EVP_md5(), NULL)))) {
+		row_failed(t, x, "SHA-256 or MD5 unavailable (OpenSSL)");
 		xfer_put(t, x);
 		return;
 	}
 	x->st = XS_HASH;
+}
+
+static void hex(char *out, const unsigned char *p, unsigned n)
+{
+	static const char d[] = "0123456789abcdef";
+	for (unsigned i = 0; i < n; i++) {
+		out[2 * i] = d[p[i] >> 4];
+		out[2 * i + 1] = d[p[i] & 15];
+	}
+	out[2 * n] = 0;
 }
 
 /* The hash pass is done: the bytes must be the catalog's; then the frame waits its turn. */
@@ -340,43 +551,71 @@ static void upload_hashed(struct ing_tier *t, struct xfer *x)
 	unsigned mdl = 0;
 	char why[700];
 
-	EVP_DigestFinal_ex(x->md, md, &mdl);
+	EVP_DigestFinal_ex(x->sha, md, &mdl);
 	if (x->crc != x->row.crc32c) {
 		snprintf(why, sizeof(why), "local copy %s is corrupt: crc32c 0x%08x, the catalog says 0x%08x "
 			 "(not uploaded; re-send the frame to restore it)", x->row.path, x->crc,
 			 x->row.crc32c);
-		row_failed(t, x, 0, why);
+		row_failed(t, x, why);
 		xfer_put(t, x);
 		return;
 	}
-	for (unsigned i = 0; i < mdl && i < 32; i++)
-		snprintf(x->sha_hex + 2 * i, 3, "%02x", md[i]);
+	hex(x->sha_hex, md, mdl < 32 ? mdl : 32);
+	if (x->md5) {
+		EVP_DigestFinal_ex(x->md5, md, &mdl);
+		hex(x->md5_hex, md, mdl < 16 ? mdl : 16);
+		EVP_EncodeBlock((unsigned char *)x->md5_b64, md, 16);
+	}
 	x->st = XS_READY;
 }
 
-/* A hashed frame goes on the wire: the create-only PUT. */
-static void upload_put(struct ing_tier *t, struct xfer *x)
+static int key_of(struct ing_tier *t, const struct xfer *x, char *key)
 {
-	char key[ING_S3_KEY_MAX + 1];
-	if (ing_s3_key(&t->s3, key, sizeof(key), x->row.wafer_id, x->row.frame_id)) {
-		row_failed(t, x, CONFLICT_RETRY_MS, "no object key for these ids");
-		xfer_put(t, x);
-		return;
-	}
-	x->req.fd = x->fd;
-	x->req.len = x->row.length;
-	if (!xfer_start(t, x, s3_req_put(&x->req, &t->s3, key, x->sha_hex, x->row.crc32c,
-					 x->row.wafer_id, x->row.frame_id), XS_PUT)) {
-		xfer_put(t, x);
-		return;
-	}
-	t->n_wire++;
+	return ing_s3_key(&t->s3, key, ING_S3_KEY_MAX + 1, x->row.wafer_id, x->row.frame_id);
 }
 
-/* Hashed frames go on the wire, oldest first, while fewer than parallel are there. */
-static void start_puts(struct ing_tier *t)
+/*
+ * The frame's PUT: create-only, or (if_match) the replacement of the object with that
+ * ETag. False when it could not be started (x released).
+ */
+static bool upload_put(struct ing_tier *t, struct xfer *x, const char *if_match)
 {
-	while (t->n_wire < t->parallel && t->store_state == ING_TIER_STORE_OK) {
+	char key[ING_S3_KEY_MAX + 1];
+	if (key_of(t, x, key)) {
+		backoff_row(t, x, CONFLICT_RETRY_MS, "no object key for these ids");
+		xfer_put(t, x);
+		return false;
+	}
+	xfer_req_end(t, x);
+	x->req.fd = x->fd;
+	x->req.len = x->row.length;
+	struct s3_put_args a = {
+		.sha256_hex = x->sha_hex,
+		.md5_b64 = t->verify != VERIFY_NONE ? x->md5_b64 : NULL,
+		.crc32c = x->row.crc32c,
+		.wafer_id = x->row.wafer_id,
+		.frame_id = x->row.frame_id,
+		.if_match = if_match,
+	};
+	if (!xfer_start(t, x, s3_req_put(&x->req, &t->s3, key, &a), XS_PUT)) {
+		xfer_put(t, x);
+		return false;
+	}
+	return true;
+}
+
+/* Hashed frames go on the wire, oldest first, while fewer than parallel are there (one,
+ * at the probe's back-off, while the store misbehaves). */
+static void start_puts(struct ing_tier *t, uint64_t now)
+{
+	unsigned limit = t->parallel;
+	if (t->store_state != ING_TIER_STORE_OK) {
+		if (!t->misbehaving || now < t->next_probe_ns)
+			return;
+		limit = 1;
+	}
+	unsigned wire = n_wire(t);
+	while (wire < limit) {
 		struct xfer *first = NULL;
 		for (unsigned i = 0; i < MAX_XFERS; i++) {
 			struct xfer *x = &t->x[i];
@@ -385,7 +624,12 @@ static void start_puts(struct ing_tier *t)
 		}
 		if (!first)
 			return;
-		upload_put(t, first);
+		if (upload_put(t, first, NULL))
+			wire++;
+		if (t->next_rate_ns == UINT64_MAX) {   /* uploading again: a new window from now */
+			t->rate_n = 0;
+			t->next_rate_ns = now;
+		}
 	}
 }
 
@@ -407,11 +651,13 @@ static bool hash_step(struct ing_tier *t)
 			char why[600];
 			snprintf(why, sizeof(why), "reading local copy %s: %s", x->row.path,
 				 got < 0 ? strerror(errno) : "shorter than catalogued");
-			row_failed(t, x, 0, why);
+			row_failed(t, x, why);
 			xfer_put(t, x);
 			continue;
 		}
-		EVP_DigestUpdate(x->md, t->buf, (size_t)got);
+		EVP_DigestUpdate(x->sha, t->buf, (size_t)got);
+		if (x->md5)
+			EVP_DigestUpdate(x->md5, t->buf, (size_t)got);
 		x->crc = ing_crc32c(x->crc, t->buf, (size_t)got);
 		x->hashed += (uint64_t)got;
 		if (x->hashed == x->row.length)
@@ -425,88 +671,302 @@ static bool hash_step(struct ing_tier *t)
 static void head_of(struct ing_tier *t, struct xfer *x, enum xstate st)
 {
 	char key[ING_S3_KEY_MAX + 1];
-	if (ing_s3_key(&t->s3, key, sizeof(key), x->row.wafer_id, x->row.frame_id) ||
-	    !xfer_start(t, x, s3_req_head(&x->req, &t->s3, key), st))
+	xfer_req_end(t, x);
+	if (key_of(t, x, key) || !xfer_start(t, x, s3_req_head(&x->req, &t->s3, key), st))
 		xfer_put(t, x);
 }
 
-/*
- * The object as HEAD saw it is this frame: its length and CRC-32C; the SHA-256 when both
- * sides have one (an upload's: the store checked it); the ETag when one was recorded (a
- * deletion's check: the object is still the one verified).
- */
-static bool object_matches(const struct ing_s3_object *o, const struct tier_row *r, const char *sha,
-			   const char *etag)
+/* A wrong answer is asked again a second later, once per attempt: true if it will be. */
+static bool recheck(struct ing_tier *t, struct xfer *x)
 {
-	if (o->length < 0 || (uint64_t)o->length != r->length || !o->has_crc || o->crc32c != r->crc32c)
+	if (x->rechecks >= 1)
 		return false;
-	if (sha && sha[0] && o->sha256[0] && strcmp(o->sha256, sha))
+	x->rechecks++;
+	xfer_req_end(t, x);
+	x->st = XS_WAIT;
+	x->due_ns = ing_now_ns() + RECHECK_MS * 1000000ull;
+	return true;
+}
+
+/* The frame's object is verified (etag: the store's digest it was verified by). */
+static void upload_verified(struct ing_tier *t, struct xfer *x, const char *etag)
+{
+	if (tier_db_uploaded(t->db, &x->row, etag, ing_wall_ns()) == 0) {
+		if (x->exists && !x->replaced) {
+			t->already_stored++;
+			ING_LOG_RL(ING_LOG_INFO, COMP, "frame %s/%s: already in the store with the same "
+				   "bytes (an earlier attempt got through, or another node stored it): "
+				   "done", x->row.wafer_id, x->row.frame_id);
+		} else {
+			t->uploaded_frames++;
+			t->uploaded_bytes += x->row.length;
+		}
+	}
+	if (t->store_state != ING_TIER_STORE_OK)
+		store_good(t);   /* the store keeps what it acknowledges again */
+	xfer_put(t, x);
+	t->poll_due = true;
+	t->backlog_dirty = true;
+	t->next_del_ns = 0;      /* a copy the retention may let go */
+}
+
+static void frame_desc(const struct xfer *x, char *out, size_t n)
+{
+	snprintf(out, n, "%" PRIu64 " bytes, MD5 %s, crc32c %08x, sha256 %.16s...", x->row.length,
+		 x->md5_hex[0] ? x->md5_hex : "(not computed)", x->row.crc32c, x->sha_hex);
+}
+
+static void object_desc(const struct ing_s3_object *o, char *out, size_t n)
+{
+	char crc[16] = "(none)";
+	if (o->has_crc)
+		snprintf(crc, sizeof(crc), "%08x", o->crc32c);
+	snprintf(out, n, "%lld bytes, ETag %s, crc32c %s, sha256 %.16s%s", (long long)o->length,
+		 o->etag[0] ? o->etag : "(none)", crc, o->sha256[0] ? o->sha256 : "(none)",
+		 o->sha256[0] ? "..." : "");
+}
+
+/*
+ * The frame's own object under its key holds other bytes than the frame (the store kept
+ * something else than it acknowledged): loud, and replaced once per attempt (If-Match:
+ * that exact object), else the frame tries again at the store's back-off.
+ */
+static void upload_damaged(struct ing_tier *t, struct xfer *x, const char *extra)
+{
+	char key[ING_S3_KEY_MAX + 1], fd[200], od[300], why[1400];
+	bool replace = !x->replaced;
+	(void)key_of(t, x, key);
+	frame_desc(x, fd, sizeof(fd));
+	object_desc(&x->seen, od, sizeof(od));
+	t->digest_mismatches++;
+	snprintf(why, sizeof(why), "the object store keeps other bytes under %s than this node uploaded: "
+		 "its object: %s (the ETag is the store's MD5 of what it keeps)%s; the frame's (this "
+		 "node's copy): %s; the local copy is kept%s", key, od, extra ? extra : "", fd,
+		 replace ? "; replacing the object" : "");
+	store_misbehaves(t, CAUSE_DIGEST, why);
+	if (!replace) {
+		row_failed_by_store(t, x, why);
+		xfer_put(t, x);
+		return;
+	}
+	x->replaced = true;
+	x->quoted = false;
+	x->rechecks = 0;
+	(void)upload_put(t, x, x->seen.etag);
+}
+
+/*
+ * The replacement found another object than the damaged one (412): radosgw (Pacific)
+ * compares If-Match with the ETag as stored, unquoted, where HTTP's form is quoted; so the
+ * quoted form is tried next, and after that the object is looked at again. True if x went on.
+ */
+static bool replace_again(struct ing_tier *t, struct xfer *x)
+{
+	if (!x->replaced || x->quoted)
 		return false;
-	return !etag || !etag[0] || !strcmp(o->etag, etag);
+	char etag[sizeof(x->seen.etag) + 2];
+	snprintf(etag, sizeof(etag), "\"%s\"", x->seen.etag);
+	x->quoted = true;
+	(void)upload_put(t, x, etag);
+	return true;
+}
+
+/* The object is read back whole (never held: CRC-32C and length as it comes). */
+static int readback_sink(void *arg, const uint8_t *p, size_t n)
+{
+	struct xfer *x = arg;
+	if (x->rb_len + n > x->row.length)
+		return -EFBIG;   /* longer than the frame: not its bytes */
+	x->rb_crc = ing_crc32c(x->rb_crc, p, n);
+	x->rb_len += n;
+	return 0;
+}
+
+static void upload_read_back(struct ing_tier *t, struct xfer *x)
+{
+	char key[ING_S3_KEY_MAX + 1];
+	xfer_req_end(t, x);
+	x->rb_len = 0;
+	x->rb_crc = 0;
+	x->req.sink = readback_sink;
+	x->req.sink_arg = x;
+	if (key_of(t, x, key) || !xfer_start(t, x, s3_req_get(&x->req, &t->s3, key, 0, 0), XS_READBACK))
+		xfer_put(t, x);
+}
+
+/* The HEAD after the PUT answered: is the object under the key this frame's bytes? */
+static void upload_check(struct ing_tier *t, struct xfer *x)
+{
+	const struct ing_s3_object *o = &x->req.obj;
+	char key[ING_S3_KEY_MAX + 1], fd[200], od[300], why[1400];
+	x->seen = *o;
+	(void)key_of(t, x, key);
+	bool own = o->sha256[0] && !strcmp(o->sha256, x->sha_hex);   /* this node's upload */
+	bool len_ok = o->length >= 0 && (uint64_t)o->length == x->row.length;
+	bool md5_ok = x->md5_hex[0] && !strcasecmp(o->etag, x->md5_hex);
+
+	if (t->verify == VERIFY_NONE) {
+		/* the node's own metadata only: whether the store keeps the bytes is not known,
+		 * and no local copy is ever deleted in this mode */
+		if (len_ok && o->has_crc && o->crc32c == x->row.crc32c && (own || (x->exists && !o->sha256[0]))) {
+			upload_verified(t, x, NULL);
+			return;
+		}
+	} else if (md5_ok && len_ok) {
+		/* the store's own digest is the frame's: this frame's bytes, whoever put them */
+		if (t->verify == VERIFY_ETAG)
+			upload_verified(t, x, o->etag);
+		else
+			upload_read_back(t, x);
+		return;
+	} else if (md5_ok) {
+		if (recheck(t, x))
+			return;
+		object_desc(o, od, sizeof(od));
+		frame_desc(x, fd, sizeof(fd));
+		snprintf(why, sizeof(why), "the object store's answers for %s contradict each other: its ETag "
+			 "is the frame's MD5, its length is not (its object: %s; the frame's: %s); the local "
+			 "copy is kept", key, od, fd);
+		store_misbehaves(t, CAUSE_INCONSISTENT, why);
+		row_failed_by_store(t, x, why);
+		xfer_put(t, x);
+		return;
+	}
+	if (!own && x->exists) {
+		/* not this node's upload: another object under the key, if it still is a second
+		 * later (a wrong answer once is not a conflict) */
+		if (recheck(t, x))
+			return;
+		object_desc(o, od, sizeof(od));
+		frame_desc(x, fd, sizeof(fd));
+		t->conflicts++;
+		snprintf(why, sizeof(why), "another object is stored under key %s: the store's object: %s; "
+			 "this frame's (the bytes this node holds): %s: the frame stays local; move that object "
+			 "away to tier it", key, od, fd);
+		backoff_row(t, x, CONFLICT_RETRY_MS, why);
+		xfer_put(t, x);
+		return;
+	}
+	if (!own || t->verify == VERIFY_NONE) {
+		if (recheck(t, x))
+			return;
+		object_desc(o, od, sizeof(od));
+		frame_desc(x, fd, sizeof(fd));
+		snprintf(why, sizeof(why), "the object store acknowledged the upload of %s, and then shows "
+			 "another object there (%s; the frame's: %s); the local copy is kept", key, od, fd);
+		store_misbehaves(t, CAUSE_INCONSISTENT, why);
+		row_failed_by_store(t, x, why);
+		xfer_put(t, x);
+		return;
+	}
+	if (!len_ok) {   /* the node's own upload, another length: damaged, if it still is */
+		if (recheck(t, x))
+			return;
+		upload_damaged(t, x, NULL);
+		return;
+	}
+	/* the node's own upload, the frame's length, an ETag that is not the frame's MD5 (or
+	 * every object is read back): its bytes decide */
+	upload_read_back(t, x);
+}
+
+static void upload_read_back_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result res)
+{
+	char why[1200], extra[160];
+	if (res == ING_S3_OK && strcmp(x->req.obj.etag, x->seen.etag)) {
+		/* another object than the one the HEAD showed: look again */
+		if (!recheck(t, x)) {
+			row_failed_by_store(t, x, "the object changed while it was read back; retrying");
+			xfer_put(t, x);
+		}
+		return;
+	}
+	if (res == ING_S3_OK && x->rb_len == x->row.length && x->rb_crc == x->row.crc32c) {
+		t->read_backs++;
+		if (t->verify == VERIFY_ETAG && !t->etags_not_md5 && ing_s3_etag_is_md5(x->seen.etag)) {
+			t->etags_not_md5 = true;
+			ING_INFO(COMP, "object store %s: its ETag of %s/%s is not the MD5 of the bytes it holds "
+				 "(read back: they are the frame's): its ETags are no MD5s (server-side "
+				 "encryption?); objects are verified by reading them back", t->s3.display,
+				 x->row.wafer_id, x->row.frame_id);
+		}
+		upload_verified(t, x, x->seen.etag);
+		return;
+	}
+	if (res == ING_S3_OK || (res == ING_S3_LOCAL && x->req.sink_failed)) {
+		snprintf(extra, sizeof(extra), "; read back: %" PRIu64 "%s bytes, crc32c %08x",
+			 x->rb_len, res == ING_S3_OK ? "" : " and more", x->rb_crc);
+		upload_damaged(t, x, extra);
+		return;
+	}
+	if (store_wide(res)) {
+		t->upload_errors++;
+		store_bad(t, &x->req, res);
+		xfer_put(t, x);
+		return;
+	}
+	s3_req_describe(&x->req, res, why, sizeof(why));
+	row_failed_by_store(t, x, why);
+	xfer_put(t, x);
 }
 
 static void upload_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result res)
 {
-	char why[1024];
-	if (res != ING_S3_OK && res != ING_S3_EXISTS)
-		s3_req_describe(&x->req, res, why, sizeof(why));
+	char why[1400], key[ING_S3_KEY_MAX + 1];
+	if (x->st == XS_READBACK) {
+		upload_read_back_done(t, x, res);
+		return;
+	}
 	if (store_wide(res)) {
 		t->upload_errors++;
-		store_bad(t, res, why);
+		store_bad(t, &x->req, res);
 		xfer_put(t, x);   /* the frame stays due: it goes once the store answers */
 		return;
 	}
+	if (res != ING_S3_OK && res != ING_S3_EXISTS)
+		s3_req_describe(&x->req, res, why, sizeof(why));
+	(void)key_of(t, x, key);
 	if (x->st == XS_PUT) {
-		if (res == ING_S3_OK && (x->req.sent != x->row.length || x->req.crc_sent != x->row.crc32c)) {
-			res = ING_S3_LOCAL;
+		bool sent_frame = x->req.sent == x->row.length && x->req.crc_sent == x->row.crc32c;
+		if ((res == ING_S3_OK || res == ING_S3_BAD_DIGEST) && !sent_frame) {
 			snprintf(why, sizeof(why), "local copy %s changed while it was uploaded", x->row.path);
-		}
-		if (res == ING_S3_OK || res == ING_S3_EXISTS) {
+			row_failed(t, x, why);
+		} else if (res == ING_S3_EXISTS && replace_again(t, x)) {
+			return;
+		} else if (res == ING_S3_OK || res == ING_S3_EXISTS) {
 			x->exists = res == ING_S3_EXISTS;
-			s3_req_release(&x->req);
-			x->in_multi = false;
+			x->rechecks = 0;
 			head_of(t, x, XS_VERIFY);
 			return;
+		} else if (res == ING_S3_BAD_DIGEST) {
+			/* the bytes that left were the frame's (their CRC-32C is the catalog's) */
+			store_misbehaves(t, CAUSE_TRANSIT, why);
+			row_failed_by_store(t, x, why);
+		} else {
+			row_failed(t, x, why);
 		}
-		row_failed(t, x, 0, why);
 		xfer_put(t, x);
 		return;
 	}
 	/* XS_VERIFY */
-	if (res == ING_S3_OK && object_matches(&x->req.obj, &x->row, x->sha_hex, NULL) &&
-	    (x->exists || !strcmp(x->req.obj.sha256, x->sha_hex))) {
-		if (tier_db_uploaded(t->db, &x->row, x->req.obj.etag, ing_wall_ns()) == 0) {
-			census_move(t, ING_LOC_LOCAL, ING_LOC_BOTH, x->row.length);
-			if (x->exists) {
-				t->already_stored++;
-				ING_LOG_RL(ING_LOG_INFO, COMP, "frame %s/%s: already in the store with the same "
-					   "bytes (an earlier attempt got through, or another node stored it): "
-					   "done", x->row.wafer_id, x->row.frame_id);
-			} else {
-				t->uploaded_frames++;
-				t->uploaded_bytes += x->row.length;
-			}
-		}
-		xfer_put(t, x);
-		t->poll_due = true;
+	if (res == ING_S3_OK) {
+		upload_check(t, x);
 		return;
 	}
-	if (res == ING_S3_OK && x->exists) {
-		const struct ing_s3_object *o = &x->req.obj;
-		t->conflicts++;
-		snprintf(why, sizeof(why), "another object is stored under key %s (%lld bytes, crc32c %s%08x, "
-			 "sha256 %.16s...; this frame: %" PRIu64 " bytes, crc32c %08x, sha256 %.16s...): the "
-			 "frame stays local; move that object away to tier it", x->req.key,
-			 (long long)o->length, o->has_crc ? "" : "none/", o->crc32c,
-			 o->sha256[0] ? o->sha256 : "none", x->row.length, x->row.crc32c, x->sha_hex);
-		row_failed(t, x, CONFLICT_RETRY_MS, why);
-	} else if (res == ING_S3_OK) {
-		snprintf(why, sizeof(why), "the object under %s does not read back as uploaded "
-			 "(%lld bytes, crc32c %08x, sha256 %.16s...)", x->req.key, (long long)x->req.obj.length,
-			 x->req.obj.crc32c, x->req.obj.sha256);
-		row_failed(t, x, 0, why);
+	if (res == ING_S3_NOT_FOUND && !x->exists) {
+		if (recheck(t, x))
+			return;
+		snprintf(why, sizeof(why), "the object store acknowledged the upload of %s (HTTP 200) and then "
+			 "has no such object: it keeps nothing of what it acknowledges; the local copy is "
+			 "kept", key);
+		store_misbehaves(t, CAUSE_LOST, why);
+		row_failed_by_store(t, x, why);
+	} else if (res == ING_S3_NOT_FOUND) {
+		snprintf(why, sizeof(why), "the object under %s went away between the upload's 412 and its "
+			 "check: uploading again", key);
+		row_failed_by_store(t, x, why);
 	} else {
-		row_failed(t, x, 0, why);
+		row_failed(t, x, why);
 	}
 	xfer_put(t, x);
 }
@@ -529,36 +989,46 @@ static int fsync_parent(const char *path)
 	return rc;
 }
 
+/* The HEAD before a deletion: the object is still the one verified (its length and the
+ * ETag it was verified by, the store's digest of what it keeps), or the copy stays. */
 static void delete_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result res)
 {
 	char why[1024];
+	t->next_del_ns = 0;   /* its slot is free: the next candidates */
+	const struct ing_s3_object *o = &x->req.obj;
 	if (store_wide(res)) {
-		s3_req_describe(&x->req, res, why, sizeof(why));
-		store_bad(t, res, why);
+		store_bad(t, &x->req, res);
 		xfer_put(t, x);
 		return;
 	}
-	if (res == ING_S3_OK && object_matches(&x->req.obj, &x->row, NULL, x->row.object_md5)) {
+	if (res == ING_S3_OK && t->store_state == ING_TIER_STORE_OK && o->length >= 0 &&
+	    (uint64_t)o->length == x->row.length && x->row.object_md5[0] &&
+	    !strcmp(o->etag, x->row.object_md5)) {
 		char path[PATH_MAX + 600];
 		snprintf(path, sizeof(path), "%s/%s", t->data_dir, x->row.path);
 		int rc = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
 		if (rc == 0)
 			rc = fsync_parent(path);   /* gone for good before the catalog says so */
 		if (rc == 0 && tier_db_local_deleted(t->db, &x->row, ing_wall_ns()) == 0) {
-			census_move(t, ING_LOC_BOTH, ING_LOC_TIERED, x->row.length);
 			t->local_deleted++;
-		} else if (rc) {
-			ING_LOG_RL(ING_LOG_ERR, COMP, "deleting the local copy %s: %s", path, strerror(-rc));
+			t->usage_due = true;
 		}
+		else if (rc)
+			ING_LOG_RL(ING_LOG_ERR, COMP, "deleting the local copy %s: %s", path, strerror(-rc));
 		xfer_put(t, x);
 		return;
 	}
 	if (res == ING_S3_OK || res == ING_S3_NOT_FOUND) {
-		ING_LOG_RL(ING_LOG_WARN, COMP, "frame %s/%s: its object %s before deleting the local copy: "
-			   "local copy kept, uploading it again", x->row.wafer_id, x->row.frame_id,
-			   res == ING_S3_NOT_FOUND ? "is gone from the store" : "differs from the one verified");
-		if (tier_db_requeue(t->db, &x->row) == 0)
-			census_move(t, ING_LOC_BOTH, ING_LOC_LOCAL, x->row.length);
+		char od[300];
+		object_desc(o, od, sizeof(od));
+		ING_LOG_RL(ING_LOG_WARN, COMP, "frame %s/%s: its object %s before deleting the local copy "
+			   "(verified: %" PRIu64 " bytes, ETag %s; now: %s): local copy kept, verifying it "
+			   "again", x->row.wafer_id, x->row.frame_id, res == ING_S3_NOT_FOUND ?
+			   "is gone from the store" : "differs from the one verified", x->row.length,
+			   x->row.object_md5, res == ING_S3_NOT_FOUND ? "no such object" : od);
+		(void)tier_db_requeue(t->db, &x->row);
+		t->poll_due = true;
+		t->backlog_dirty = true;
 	} else {
 		s3_req_describe(&x->req, res, why, sizeof(why));
 		ING_LOG_RL(ING_LOG_WARN, COMP, "frame %s/%s: checking its object before deleting the local "
@@ -760,13 +1230,23 @@ static void read_begin(struct ing_tier *t, struct ing_tier_read *r)
 	read_next(t, r);
 }
 
-static void reads_poll(struct ing_tier *t)
+/* Everything other threads told this one: reads, wake-ups (frames finished), stop. */
+static void take_messages(struct ing_tier *t)
 {
-	struct ing_msg m[ING_TIER_MAX_READS];
+	struct ing_msg m[MBOX_SIZE];
 	unsigned n;
-	while ((n = ing_mbox_pop(t->in, m, ING_TIER_MAX_READS)) > 0) {
+	while ((n = ing_mbox_pop(t->in, m, MBOX_SIZE)) > 0) {
 		for (unsigned i = 0; i < n; i++) {
-			struct ing_tier_read *r = m[i].arg;   /* ING_EV_TIER_READ, the only kind */
+			if (m[i].kind == ING_EV_TIER_WAKE) {
+				/* taken: the next finished frame posts again; reading control's flag
+				 * orders its frames' commits before the outbox read below */
+				(void)__atomic_exchange_n(&t->wake_posted, false, __ATOMIC_ACQ_REL);
+				t->poll_due = t->usage_due = t->backlog_dirty = true;
+				continue;
+			}
+			if (m[i].kind != ING_EV_TIER_READ)
+				continue;   /* ING_EV_TIER_STOP: the stop flag is set */
+			struct ing_tier_read *r = m[i].arg;
 			r->status = 0;
 			r->msg[0] = 0;
 			if (r->n == 0 && r->offset == 0 && !r->last) {
@@ -787,14 +1267,18 @@ static void setup_outbox(struct ing_tier *t, uint64_t now)
 		return;
 	int rc = tier_db_enable(t->db);
 	if (rc == 0)
-		rc = tier_db_census(t->db, &t->census, &t->seen_seq);
+		rc = tier_db_usage(t->db, &t->census);
 	if (rc) {
 		ING_LOG_RL(ING_LOG_WARN, COMP, "outbox set-up: %s; retrying", strerror(-rc));
 		t->next_setup_ns = now + 1000000000ull;
 		return;
 	}
+	t->digest_since_ns = tier_db_digest_since(t->db);
 	t->outbox_on = true;
 	t->census_done = true;
+	t->poll_due = true;
+	t->usage_due = true;
+	t->backlog_dirty = true;
 	ING_INFO(COMP, "catalog: %" PRIu64 " frames local, %" PRIu64 " both, %" PRIu64 " tiered",
 		 t->census.frames[ING_LOC_LOCAL], t->census.frames[ING_LOC_BOTH],
 		 t->census.frames[ING_LOC_TIERED]);
@@ -802,7 +1286,7 @@ static void setup_outbox(struct ing_tier *t, uint64_t now)
 
 static void probe(struct ing_tier *t, uint64_t now)
 {
-	if (t->probing || now < t->next_probe_ns)
+	if (t->probing || t->misbehaving || now < t->next_probe_ns)
 		return;
 	struct xfer *x = xfer_get(t, XK_PROBE);
 	if (x && !xfer_start(t, x, s3_req_head_bucket(&x->req, &t->s3), XS_PROBE))
@@ -813,31 +1297,11 @@ static bool in_flight(struct ing_tier *t, const struct tier_row *r)
 {
 	for (unsigned i = 0; i < MAX_XFERS; i++) {
 		const struct xfer *x = &t->x[i];
-		if (x->st != XS_FREE && x->kind != XK_PROBE && !strcmp(x->row.frame_id, r->frame_id) &&
-		    !strcmp(x->row.wafer_id, r->wafer_id))
+		if (x->st != XS_FREE && x->kind != XK_PROBE && x->kind != XK_READ &&
+		    !strcmp(x->row.frame_id, r->frame_id) && !strcmp(x->row.wafer_id, r->wafer_id))
 			return true;
 	}
 	return false;
-}
-
-/* Frames made durable since the last look, into the census (the high-water mark in bytes
- * counts them, whatever the store's state). */
-static void count_new(struct ing_tier *t)
-{
-	uint64_t f = 0, b = 0;
-	if (tier_db_new_rows(t->db, &t->seen_seq, &f, &b) == 0) {
-		t->census.frames[ING_LOC_LOCAL] += f;
-		t->census.bytes[ING_LOC_LOCAL] += b;
-	}
-}
-
-static void poll_new(struct ing_tier *t, uint64_t now)
-{
-	if (now < t->next_poll_ns)
-		return;
-	t->next_poll_ns = now + POLL_MS * 1000000ull;
-	t->poll_due = true;
-	count_new(t);
 }
 
 static void start_uploads(struct ing_tier *t)
@@ -848,30 +1312,65 @@ static void start_uploads(struct ing_tier *t)
 	if (t->n_up >= 2 * t->parallel || !t->poll_due)
 		return;
 	t->poll_due = false;
-	int n = tier_db_due(t->db, now_ms(), t->seen_seq, rows, 2 * t->parallel + t->n_up);
+	int64_t now = now_ms();
+	int n = tier_db_due(t->db, now, rows, 2 * t->parallel + t->n_up);
 	for (int i = 0; i < n && t->n_up < 2 * t->parallel; i++)
 		if (!in_flight(t, &rows[i]))
 			upload_begin(t, &rows[i]);
+	/* the rows backed off: the loop wakes when the first is due */
+	t->next_retry_ms = tier_db_next_due(t->db, now);
+}
+
+/* A HEAD asked again once its second has passed. */
+static void start_rechecks(struct ing_tier *t, uint64_t now)
+{
+	for (unsigned i = 0; i < MAX_XFERS; i++) {
+		struct xfer *x = &t->x[i];
+		if (x->st == XS_WAIT && now >= x->due_ns)
+			head_of(t, x, XS_VERIFY);
+	}
 }
 
 static void start_deletions(struct ing_tier *t, uint64_t now)
 {
 	struct tier_row rows[DEL_SLOTS * 2];
 	int64_t cutoff;
-	if (t->n_del >= DEL_SLOTS || now < t->next_del_ns)
+	/* only while the store answers as it should: one that keeps lying never gets a copy */
+	if (now < t->next_del_ns || t->store_state != ING_TIER_STORE_OK)
 		return;
+	if (t->verify == VERIFY_NONE || (t->retention_ms < 0 && !t->purge) || t->n_del >= DEL_SLOTS) {
+		t->next_del_ns = UINT64_MAX;   /* until a rule applies again, or a check ends */
+		return;
+	}
 	if (t->retention_ms >= 0)
 		cutoff = ing_wall_ns() - t->retention_ms * 1000000ll;
-	else if (t->purge)
-		cutoff = INT64_MAX;   /* pressure: any verified copy, oldest first */
 	else
-		return;
+		cutoff = INT64_MAX;   /* pressure: any verified copy, oldest first */
 	int n = tier_db_candidates(t->db, cutoff, rows, DEL_SLOTS + t->n_del);
-	if (n < (int)(DEL_SLOTS + t->n_del))
-		t->next_del_ns = now + DELETE_EVERY_MS * 1000000ull;   /* nothing more due now */
+	if (n < (int)(DEL_SLOTS + t->n_del)) {
+		/* nothing more due now: the next is due at the oldest verified copy's time plus
+		 * the retention (a new one comes with an upload, which looks again); under the
+		 * mark alone, when a measure finds the disk above the low-water mark again */
+		int64_t oldest = t->retention_ms >= 0 ? tier_db_oldest_both(t->db) : INT64_MAX;
+		int64_t at = oldest < INT64_MAX - t->retention_ms * 1000000ll ?
+			     oldest + t->retention_ms * 1000000ll : INT64_MAX;
+		int64_t wall = ing_wall_ns();
+		t->next_del_ns = at == INT64_MAX ? UINT64_MAX : at <= wall ? now + 1000000ull :
+				 now + (uint64_t)(at - wall);
+	}
 	for (int i = 0; i < n && t->n_del < DEL_SLOTS; i++) {
 		if (in_flight(t, &rows[i]))
 			continue;
+		if (!rows[i].object_md5[0] || rows[i].tiered_ns < t->digest_since_ns) {
+			/* verified before objects were checked against the store's own digest (by
+			 * the metadata this node had sent): verified again before the copy may go */
+			ING_LOG_RL(ING_LOG_INFO, COMP, "frame %s/%s: verified in the store before this node "
+				   "checked the store's own digest: verifying it again before its local copy "
+				   "goes", rows[i].wafer_id, rows[i].frame_id);
+			(void)tier_db_requeue(t->db, &rows[i]);
+			t->poll_due = true;
+			continue;
+		}
 		struct xfer *x = xfer_get(t, XK_DELETE);
 		if (!x)
 			break;
@@ -882,16 +1381,21 @@ static void start_deletions(struct ing_tier *t, uint64_t now)
 
 /*
  * The high-water mark in bytes and what is used now: the data dir's file system (N %: used
- * as df counts it, against N % of used + available) or the frames with a local copy (a
- * size). Published for control, which adds the frames it has admitted and not yet made
- * durable (ing_tier_refusing); the purge (deletion under pressure) starts above
- * ING_TIER_LOW_WATER_PCT of the mark.
+ * as df counts it, against N % of used + available) or the frames with a local copy as the
+ * catalog counts them (a size). Published for control, which adds the frames it has
+ * admitted and not yet finished (ing_tier_refusing); the purge (deletion under pressure)
+ * starts above ING_TIER_LOW_WATER_PCT of the mark.
  */
 static void update_usage(struct ing_tier *t, uint64_t now)
 {
 	struct statvfs v;
 	uint64_t used = 0, mark = 0;
-	t->next_usage_ns = now + USAGE_EVERY_MS * 1000000ull;
+	t->usage_due = false;
+	t->next_usage_ns = t->hw_pct ? now + FS_EVERY_MS * 1000000ull : UINT64_MAX;
+	/* before the measure: a frame control finished after this is counted by released */
+	uint64_t rel = atomic_load_explicit(&t->released, memory_order_acquire);
+	if (t->outbox_on && tier_db_usage(t->db, &t->census) == 0)
+		t->census_done = true;
 	if (statvfs(t->data_dir, &v) == 0 && v.f_blocks) {
 		uint64_t fs_used = (uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize;
 		uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
@@ -902,16 +1406,18 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 		}
 	}
 	if (t->hw_bytes && t->census_done) {
-		count_new(t);   /* the frames committed since the last poll count at once */
 		used = t->census.bytes[ING_LOC_LOCAL] + t->census.bytes[ING_LOC_BOTH];
 		mark = t->hw_bytes;
 	}
 	if (!mark)
 		return;
 	t->used_bytes = used;
-	t->purge = used > mark / 100 * ING_TIER_LOW_WATER_PCT;
-	atomic_store_explicit(&t->used_bytes_now, used, memory_order_relaxed);
-	atomic_store_explicit(&t->backlog_now, t->backlog_frames, memory_order_relaxed);
+	bool purge = used > mark / 100 * ING_TIER_LOW_WATER_PCT;
+	if (purge && !t->purge)
+		t->next_del_ns = 0;   /* above the low-water mark again: delete verified copies */
+	t->purge = purge;
+	atomic_store_explicit(&t->used_base, (int64_t)(used - rel), memory_order_relaxed);
+	atomic_store_explicit(&t->backlog_now, t->backlog.frames, memory_order_relaxed);
 	atomic_store_explicit(&t->mark_bytes, mark, memory_order_relaxed);
 	bool at = used >= mark;
 	if (at != t->at_mark) {
@@ -920,57 +1426,119 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 			ING_WARN(COMP, "local disk at the high-water mark (%.1f of %.1f MiB%s): new frames are "
 				 "refused NO_SPACE (retryable) until the tier has freed space; backlog %" PRIu64
 				 " frames, store %s", used / 1048576.0, mark / 1048576.0,
-				 t->hw_pct ? " of the file system" : " of frames", t->backlog_frames,
+				 t->hw_pct ? " of the file system" : " of frames", t->backlog.frames,
 				 ing_tier_store_state_name(t->store_state));
 		else
 			ING_INFO(COMP, "local disk below the high-water mark again: frames are taken");
 	}
 }
 
-static void refresh_stats(struct ing_tier *t, uint64_t now)
+/* The upload rate's samples, one a second while there is something to show. */
+static void sample_rate(struct ing_tier *t, uint64_t now)
 {
-	t->next_stats_ns = now + STATS_EVERY_MS * 1000000ull;
-	if (t->outbox_on)
-		(void)tier_db_backlog(t->db, &t->backlog_frames, &t->backlog_bytes, &t->oldest_ms);
-	if (now >= t->next_rate_ns) {   /* one sample a second */
-		t->next_rate_ns = now + 1000000000ull;
-		if (t->rate_n == RATE_SAMPLES) {
-			memmove(t->rate_t, t->rate_t + 1, sizeof(t->rate_t[0]) * (RATE_SAMPLES - 1));
-			memmove(t->rate_b, t->rate_b + 1, sizeof(t->rate_b[0]) * (RATE_SAMPLES - 1));
-			t->rate_n--;
-		}
-		t->rate_t[t->rate_n] = now;
-		t->rate_b[t->rate_n] = t->uploaded_bytes;
-		t->rate_n++;
+	if (now < t->next_rate_ns)
+		return;
+	if (t->rate_n == RATE_SAMPLES) {
+		memmove(t->rate_t, t->rate_t + 1, sizeof(t->rate_t[0]) * (RATE_SAMPLES - 1));
+		memmove(t->rate_b, t->rate_b + 1, sizeof(t->rate_b[0]) * (RATE_SAMPLES - 1));
+		t->rate_n--;
 	}
-	pthread_mutex_lock(&t->mu);
-	struct ing_tier_stats *s = &t->snap;
-	s->store_state = t->store_state;
-	snprintf(s->store_error, sizeof(s->store_error), "%s", t->store_error);
-	s->backlog_frames = t->backlog_frames;
-	s->backlog_bytes = t->backlog_bytes;
-	int64_t wall = now_ms();
-	s->lag_seconds = t->backlog_frames && t->oldest_ms && wall > t->oldest_ms ?
-				 (double)(wall - t->oldest_ms) / 1000.0 : 0.0;
-	s->uploaded_frames = t->uploaded_frames;
-	s->uploaded_bytes = t->uploaded_bytes;
-	s->already_stored = t->already_stored;
-	s->upload_errors = t->upload_errors;
-	s->uploads_in_progress = t->n_wire;
-	s->conflicts = t->conflicts;
-	s->census_done = t->census_done;
-	s->frames_local = t->census.frames[ING_LOC_LOCAL];
-	s->frames_both = t->census.frames[ING_LOC_BOTH];
-	s->frames_tiered = t->census.frames[ING_LOC_TIERED];
-	s->local_bytes = t->census.bytes[ING_LOC_LOCAL] + t->census.bytes[ING_LOC_BOTH];
-	s->local_deleted = t->local_deleted;
-	s->refusing = t->at_mark;
-	s->usage_pct = t->usage_pct;
-	s->upload_bytes_per_second = 0;
+	t->rate_t[t->rate_n] = now;
+	t->rate_b[t->rate_n] = t->uploaded_bytes;
+	t->rate_n++;
+	t->rate = 0;
 	if (t->rate_n >= 2 && t->rate_t[t->rate_n - 1] > t->rate_t[0])
-		s->upload_bytes_per_second = (double)(t->rate_b[t->rate_n - 1] - t->rate_b[0]) * 1e9 /
-					     (double)(t->rate_t[t->rate_n - 1] - t->rate_t[0]);
-	pthread_mutex_unlock(&t->mu);
+		t->rate = (double)(t->rate_b[t->rate_n - 1] - t->rate_b[0]) * 1e9 /
+			  (double)(t->rate_t[t->rate_n - 1] - t->rate_t[0]);
+	/* the window holds no upload and none is on the wire: no tick until one is */
+	bool active = t->rate_b[t->rate_n - 1] != t->rate_b[0] || n_wire(t) > 0;
+	t->next_rate_ns = active ? now + 1000000000ull : UINT64_MAX;
+}
+
+#define PUB(field, v) __atomic_store_n(&t->pub.field, (v), __ATOMIC_RELAXED)
+
+static uint64_t dbits(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, sizeof(u));
+	return u;
+}
+
+/* What Stats shows, for control (ing_tier_get_stats): relaxed stores, this thread only. */
+static void publish(struct ing_tier *t, uint64_t now)
+{
+	if (t->outbox_on && t->backlog_dirty && now >= t->next_backlog_ns) {
+		t->backlog_dirty = false;
+		t->next_backlog_ns = now + BACKLOG_EVERY_MS * 1000000ull;
+		(void)tier_db_backlog(t->db, &t->backlog);
+		if (tier_db_usage(t->db, &t->census) == 0)
+			t->census_done = true;
+		atomic_store_explicit(&t->backlog_now, t->backlog.frames, memory_order_relaxed);
+	}
+	PUB(store_state, (uint64_t)t->store_state);
+	PUB(cause, (uint64_t)t->cause);
+	PUB(verification, t->verify == VERIFY_ETAG && t->etags_not_md5 ? (uint64_t)VERIFY_READ_BACK :
+			  (uint64_t)t->verify);
+	PUB(backlog_frames, t->backlog.frames);
+	PUB(backlog_bytes, t->backlog.bytes);
+	PUB(oldest_ms, t->backlog.oldest_ms);
+	PUB(uploaded_frames, t->uploaded_frames);
+	PUB(uploaded_bytes, t->uploaded_bytes);
+	PUB(already_stored, t->already_stored);
+	PUB(upload_errors, t->upload_errors);
+	PUB(in_progress, (uint64_t)n_wire(t));
+	PUB(conflicts, t->conflicts);
+	PUB(digest_mismatches, t->digest_mismatches);
+	PUB(read_backs, t->read_backs);
+	PUB(local_deleted, t->local_deleted);
+	PUB(census_done, (uint64_t)t->census_done);
+	for (unsigned l = 0; l < 3; l++) {
+		PUB(frames[l], t->census.frames[l]);
+		PUB(bytes[l], t->census.bytes[l]);
+	}
+	PUB(refusing, (uint64_t)t->at_mark);
+	PUB(usage_pct, dbits(t->usage_pct));
+	PUB(rate, dbits(t->rate));
+	if (strcmp(t->published_error, t->store_error)) {
+		/* sequence lock: odd while the words change */
+		uint32_t seq = t->pub.err_seq;
+		__atomic_store_n(&t->pub.err_seq, seq + 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		memcpy(t->published_error, t->store_error, sizeof(t->published_error));
+		for (unsigned i = 0; i < ERR_WORDS; i++) {
+			uint64_t w;
+			memcpy(&w, t->published_error + 8 * i, 8);
+			__atomic_store_n(&t->pub.err[i], w, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&t->pub.err_seq, seq + 2, __ATOMIC_RELEASE);
+	}
+}
+
+/* A transfer's request ended with res (taken off the multi handle): on to its next step. */
+static void xfer_done(struct ing_tier *t, struct xfer *x, enum ing_s3_result res)
+{
+	switch (x->st) {
+	case XS_PUT:
+	case XS_VERIFY:
+	case XS_READBACK:
+		upload_done(t, x, res);
+		break;
+	case XS_CHECK:
+		delete_done(t, x, res);
+		break;
+	case XS_GET:
+		read_get_done(t, x, res);
+		break;
+	case XS_PROBE:
+		if (res == ING_S3_OK)
+			store_good(t);
+		else
+			store_bad(t, &x->req, res);
+		xfer_put(t, x);
+		break;
+	default:
+		xfer_put(t, x);
+	}
 }
 
 static void collect(struct ing_tier *t)
@@ -991,33 +1559,83 @@ static void collect(struct ing_tier *t)
 		CURLcode cc = m->data.result;
 		curl_multi_remove_handle(t->multi, x->req.easy);
 		x->in_multi = false;
-		enum ing_s3_result res = s3_req_done(&x->req, cc);
-		switch (x->st) {
-		case XS_PUT:
-		case XS_VERIFY:
-			upload_done(t, x, res);
-			break;
-		case XS_CHECK:
-			delete_done(t, x, res);
-			break;
-		case XS_GET:
-			read_get_done(t, x, res);
-			break;
-		case XS_PROBE: {
-			char why[1024];
-			if (res == ING_S3_OK) {
-				store_good(t);
-			} else {
-				s3_req_describe(&x->req, res, why, sizeof(why));
-				store_bad(t, res, why);
-			}
-			xfer_put(t, x);
-			break;
-		}
-		default:
-			xfer_put(t, x);
-		}
+		xfer_done(t, x, s3_req_done(&x->req, cc));
 	}
+}
+
+/*
+ * Transfers that moved nothing for --tier-timeout end here (libcurl's progress callback
+ * says so only when libcurl runs the transfer); returns the ms until the next one could.
+ */
+static uint64_t expire_stalled(struct ing_tier *t, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	for (unsigned i = 0; i < MAX_XFERS; i++) {
+		struct xfer *x = &t->x[i];
+		uint64_t left;
+		if (!x->in_multi)
+			continue;
+		if (!s3_req_stalled(&x->req, now, &left)) {
+			if (left < next)
+				next = left;
+			continue;
+		}
+		curl_multi_remove_handle(t->multi, x->req.easy);
+		x->in_multi = false;
+		xfer_done(t, x, s3_req_done(&x->req, CURLE_OPERATION_TIMEDOUT));
+	}
+	return next == UINT64_MAX ? UINT64_MAX : next / 1000000ull + 1;
+}
+
+/* ms from now to at_ns into *ms if sooner (UINT64_MAX: never) */
+static void sooner(uint64_t *ms, uint64_t now, uint64_t at_ns)
+{
+	if (at_ns == UINT64_MAX)
+		return;
+	uint64_t left = at_ns > now ? (at_ns - now + 999999) / 1000000 : 0;
+	if (left < *ms)
+		*ms = left;
+}
+
+/* How long the loop may sleep on its mailbox and transfers: until the next thing that is
+ * due by time (MAX_SLEEP_MS at most), 0 if something can go on now. */
+static int sleep_ms(struct ing_tier *t, uint64_t now, uint64_t stall_ms)
+{
+	uint64_t ms = stall_ms < MAX_SLEEP_MS ? stall_ms : MAX_SLEEP_MS;
+	if (!ing_mbox_idle(t->in))   /* re-armed its doorbell; a message came in meanwhile */
+		return 0;
+	if (!t->enabled)
+		return (int)ms;
+	bool usable = t->store_state == ING_TIER_STORE_OK || t->misbehaving;
+	if (!t->outbox_on)
+		sooner(&ms, now, t->next_setup_ns);
+	if (t->store_state != ING_TIER_STORE_OK && !t->misbehaving && !t->probing)
+		sooner(&ms, now, t->next_probe_ns);   /* the probe */
+	if (t->misbehaving && n_wire(t) == 0) {   /* the canary, once one is ready to go */
+		for (unsigned i = 0; i < MAX_XFERS; i++)
+			if (t->x[i].st == XS_READY) {
+				sooner(&ms, now, t->next_probe_ns);
+				break;
+			}
+	}
+	if (t->poll_due && usable && t->outbox_on && t->n_up < 2 * t->parallel)
+		return 0;
+	if (t->next_retry_ms) {
+		int64_t left = t->next_retry_ms - now_ms();
+		sooner(&ms, now, now + (left > 0 ? (uint64_t)left * 1000000ull : 0));
+	}
+	if (t->usage_due)
+		return 0;
+	sooner(&ms, now, t->next_usage_ns);
+	if (t->store_state == ING_TIER_STORE_OK)
+		sooner(&ms, now, t->next_del_ns);
+	sooner(&ms, now, t->next_rate_ns);
+	if (t->backlog_dirty && t->outbox_on)
+		sooner(&ms, now, t->next_backlog_ns);
+	for (unsigned i = 0; i < MAX_XFERS; i++)
+		if (t->x[i].st == XS_WAIT)
+			sooner(&ms, now, t->x[i].due_ns);
+	return (int)ms;
 }
 
 static void *tier_main(void *arg)
@@ -1033,42 +1651,40 @@ static void *tier_main(void *arg)
 	ing_thread_lower_priority(t->nice, "tier thread");
 
 	while (!atomic_load(&t->stop)) {
+		take_messages(t);
 		uint64_t now = ing_now_ns();
 		bool busy = false;
 		if (t->enabled) {
 			if (!t->outbox_on)
 				setup_outbox(t, now);
-			if (now >= t->next_usage_ns)
+			if (t->usage_due || now >= t->next_usage_ns)
 				update_usage(t, now);
-			if (t->outbox_on)
-				poll_new(t, now);
+			if (t->next_retry_ms && now_ms() >= t->next_retry_ms) {
+				t->next_retry_ms = 0;
+				t->poll_due = true;
+			}
 			if (t->outbox_on && t->store_state != ING_TIER_STORE_OK)
 				probe(t, now);
-			if (t->outbox_on && t->store_state == ING_TIER_STORE_OK) {
+			if (t->outbox_on && (t->store_state == ING_TIER_STORE_OK || t->misbehaving))
 				start_uploads(t);
+			if (t->outbox_on)
 				start_deletions(t, now);
-			}
+			start_rechecks(t, now);
 			busy = hash_step(t);
 		}
-		reads_poll(t);
 		int running = 0;
 		curl_multi_perform(t->multi, &running);
 		collect(t);
-		if (t->enabled)
-			start_puts(t);   /* hashed frames, into the places the finished ones left */
-		if (now >= t->next_stats_ns)
-			refresh_stats(t, now);
-		int timeout = busy ? 0 : !t->enabled ? IDLE_POLL_MS :
-			      t->hw_pct || t->hw_bytes ? (int)USAGE_EVERY_MS : POLL_MS;
-		if (t->enabled && t->store_state != ING_TIER_STORE_OK && !t->probing) {
-			uint64_t n2 = ing_now_ns();
-			uint64_t left = t->next_probe_ns > n2 ? (t->next_probe_ns - n2) / 1000000ull + 1 : 0;
-			if (left < (uint64_t)timeout)
-				timeout = (int)left;
+		now = ing_now_ns();
+		uint64_t stall_ms = expire_stalled(t, now);
+		if (t->enabled) {
+			start_puts(t, now);   /* hashed frames, into the places the finished ones left */
+			sample_rate(t, now);
+			if (t->usage_due)
+				update_usage(t, now);   /* copies deleted in this pass */
 		}
-		if (!ing_mbox_idle(t->in))   /* re-armed its doorbell; a read came in meanwhile */
-			timeout = 0;
-		curl_multi_poll(t->multi, &wake, 1, timeout, NULL);
+		publish(t, now);
+		curl_multi_poll(t->multi, &wake, 1, busy ? 0 : sleep_ms(t, now, stall_ms), NULL);
 	}
 	/* stopping: reads held here go back answered, transfers are abandoned */
 	for (unsigned i = 0; i < MAX_XFERS; i++) {
@@ -1082,11 +1698,24 @@ static void *tier_main(void *arg)
 	}
 	struct ing_msg m;
 	while (ing_mbox_pop(t->in, &m, 1) == 1)
-		read_fail(t, m.arg, -ECANCELED, "the ingest node is stopping");
+		if (m.kind == ING_EV_TIER_READ)
+			read_fail(t, m.arg, -ECANCELED, "the ingest node is stopping");
 	return NULL;
 }
 
 /* ---------------------------------------------------------------- life */
+
+static enum verify_mode verify_from_env(void)
+{
+	const char *v = getenv("ING_TIER_VERIFY");
+	if (!v || !*v)
+		return VERIFY_ETAG;
+	for (unsigned i = 0; i < sizeof(verify_names) / sizeof(verify_names[0]); i++)
+		if (!strcmp(v, verify_names[i]))
+			return (enum verify_mode)i;
+	ING_WARN(COMP, "ING_TIER_VERIFY=%s is not etag, read-back or none: using etag", v);
+	return VERIFY_ETAG;
+}
 
 struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 {
@@ -1095,7 +1724,6 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 		ING_ERR(COMP, "out of memory");
 		return NULL;
 	}
-	pthread_mutex_init(&t->mu, NULL);
 	snprintf(t->data_dir, sizeof(t->data_dir), "%s", o->data_dir);
 	snprintf(t->catalog, sizeof(t->catalog), "%s/catalog.db", o->data_dir);
 	t->enabled = o->s3 != NULL;
@@ -1105,6 +1733,8 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	t->retention_ms = o->retention_ms;
 	t->hw_pct = o->high_water_pct;
 	t->hw_bytes = o->high_water_bytes;
+	t->verify = verify_from_env();
+	t->digest_since_ns = INT64_MAX;
 	t->nice = o->nice;
 	CPU_ZERO(&t->cpus);
 	for (unsigned i = 0; o->cpus && i < o->ncpus; i++)
@@ -1117,11 +1747,9 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	}
 	t->store_state = t->enabled ? ING_TIER_STORE_UNKNOWN : ING_TIER_STORE_OFF;
 	t->probe_ms = PROBE_MIN_MS;
-	t->snap.enabled = t->enabled;
-	t->snap.store_state = t->store_state;
-	t->snap.high_water_pct = t->hw_pct;
-	t->snap.high_water_bytes = t->hw_bytes;
-	t->snap.retention_ms = t->retention_ms;
+	t->pub.store_state = t->store_state;
+	t->pub.verification = t->verify;
+	t->next_usage_ns = t->next_rate_ns = t->next_backlog_ns = 0;
 	for (unsigned i = 0; i < ING_TIER_MAX_READS; i++)
 		t->reads[i].fd = -1;
 	t->db = tier_db_open(t->catalog);
@@ -1131,11 +1759,10 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 		(void)tier_db_disable(t->db);
 	} else {
 		t->s3 = *o->s3;
-		snprintf(t->snap.store, sizeof(t->snap.store), "%s", t->s3.display);
 	}
 	t->buf = malloc(HASH_CHUNK);
 	t->ctl = o->ctl;
-	t->in = ing_mbox_create("tier", READ_RING);
+	t->in = ing_mbox_create("tier", MBOX_SIZE);
 	if (!t->buf || !t->in || !t->ctl)
 		goto fail;
 	if (ing_s3_global_init() || !(t->multi = curl_multi_init())) {
@@ -1162,9 +1789,14 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	else if (t->hw_bytes)
 		snprintf(hw, sizeof(hw), "%" PRIu64 " MiB of frames", t->hw_bytes >> 20);
 	ING_INFO(COMP, "object store tier: %s (region %s, %s), %u uploads at once, no progress for "
-		 "%u s fails a request; local retention %s, high-water mark %s", t->s3.display,
-		 t->s3.region, t->s3.path_style ? "path-style" : "virtual-hosted", t->parallel,
-		 t->s3.timeout_ms / 1000, ret, hw);
+		 "%u s fails a request; objects verified by %s; local retention %s, high-water mark %s",
+		 t->s3.display, t->s3.region, t->s3.path_style ? "path-style" : "virtual-hosted", t->parallel,
+		 t->s3.timeout_ms / 1000, t->verify == VERIFY_ETAG ? "the store's ETag (its MD5) against "
+		 "the frame's MD5" : t->verify == VERIFY_READ_BACK ? "reading them back (CRC-32C)" :
+		 "nothing (ING_TIER_VERIFY=none)", ret, hw);
+	if (t->verify == VERIFY_NONE && (t->retention_ms >= 0 || t->hw_pct || t->hw_bytes))
+		ING_WARN(COMP, "ING_TIER_VERIFY=none: objects are not checked against the store's digest, so "
+			 "no local copy is deleted (--local-retention and the mark's purge do nothing)");
 	return t;
 fail:
 	ing_tier_stop(t);
@@ -1177,7 +1809,10 @@ void ing_tier_stop(struct ing_tier *t)
 	if (!t || !t->started)
 		return;
 	atomic_store(&t->stop, true);
-	curl_multi_wakeup(t->multi);
+	/* through its mailbox, which always has room for it (MBOX_SIZE); were it full, the
+	 * thread would still see the flag within MAX_SLEEP_MS */
+	if (ing_mbox_post(t->in, &(struct ing_msg){ .kind = ING_EV_TIER_STOP }))
+		ING_WARN(COMP, "tier thread: its mailbox is full; it stops within %d s", MAX_SLEEP_MS / 1000);
 	pthread_join(t->th, NULL);
 	t->started = false;
 }
@@ -1199,8 +1834,20 @@ void ing_tier_destroy(struct ing_tier *t)
 	}
 	free(t->buf);
 	explicit_bzero(&t->s3, sizeof(t->s3));
-	pthread_mutex_destroy(&t->mu);
 	free(t);
+}
+
+void ing_tier_frame_finished(struct ing_tier *t, uint64_t length)
+{
+	if (!t)
+		return;
+	/* one writer (control): a plain add, published for the tier's next measure */
+	uint64_t r = atomic_load_explicit(&t->released, memory_order_relaxed);
+	atomic_store_explicit(&t->released, r + length, memory_order_release);
+	/* and the tier looks at its outbox and measures again: one WAKE until it took it */
+	if (!__atomic_exchange_n(&t->wake_posted, true, __ATOMIC_ACQ_REL) &&
+	    ing_mbox_post(t->in, &(struct ing_msg){ .kind = ING_EV_TIER_WAKE }))
+		__atomic_store_n(&t->wake_posted, false, __ATOMIC_RELEASE);   /* cannot be: MBOX_SIZE */
 }
 
 bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t whylen)
@@ -1208,7 +1855,9 @@ bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t w
 	uint64_t mark = t ? atomic_load_explicit(&t->mark_bytes, memory_order_relaxed) : 0;
 	if (!mark)
 		return false;
-	uint64_t used = atomic_load_explicit(&t->used_bytes_now, memory_order_relaxed);
+	int64_t u = atomic_load_explicit(&t->used_base, memory_order_relaxed) +
+		    (int64_t)atomic_load_explicit(&t->released, memory_order_relaxed);
+	uint64_t used = u > 0 ? (uint64_t)u : 0;
 	if (used + pending < mark)
 		return false;
 	if (why) {
@@ -1226,14 +1875,73 @@ bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t w
 	return true;
 }
 
+#define GET(field) __atomic_load_n(&t->pub.field, __ATOMIC_RELAXED)
+
+static double dget(const uint64_t *p)
+{
+	uint64_t u = __atomic_load_n(p, __ATOMIC_RELAXED);
+	double d;
+	memcpy(&d, &u, sizeof(d));
+	return d;
+}
+
 void ing_tier_get_stats(struct ing_tier *t, struct ing_tier_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	if (!t)
 		return;
-	pthread_mutex_lock(&t->mu);
-	*st = t->snap;
-	pthread_mutex_unlock(&t->mu);
+	/* set before the thread started, never written again */
+	st->enabled = t->enabled;
+	snprintf(st->store, sizeof(st->store), "%s", t->enabled ? t->s3.display : "");
+	st->high_water_pct = t->hw_pct;
+	st->high_water_bytes = t->hw_bytes;
+	st->retention_ms = t->retention_ms;
+	/* the tier thread's, field by field */
+	st->store_state = (enum ing_tier_store_state)GET(store_state);
+	uint64_t c = GET(cause), v = GET(verification);
+	st->store_cause = cause_names[c < sizeof(cause_names) / sizeof(cause_names[0]) ? c : CAUSE_ERROR];
+	st->verification = verify_names[v < sizeof(verify_names) / sizeof(verify_names[0]) ? v : 0];
+	st->backlog_frames = GET(backlog_frames);
+	st->backlog_bytes = GET(backlog_bytes);
+	int64_t oldest = GET(oldest_ms), wall = now_ms();
+	st->lag_seconds = st->backlog_frames && oldest && wall > oldest ? (double)(wall - oldest) / 1000.0 : 0.0;
+	st->uploaded_frames = GET(uploaded_frames);
+	st->uploaded_bytes = GET(uploaded_bytes);
+	st->already_stored = GET(already_stored);
+	st->upload_errors = GET(upload_errors);
+	st->uploads_in_progress = GET(in_progress);
+	st->conflicts = GET(conflicts);
+	st->digest_mismatches = GET(digest_mismatches);
+	st->read_backs = GET(read_backs);
+	st->census_done = GET(census_done) != 0;
+	st->frames_local = GET(frames[ING_LOC_LOCAL]);
+	st->frames_both = GET(frames[ING_LOC_BOTH]);
+	st->frames_tiered = GET(frames[ING_LOC_TIERED]);
+	st->local_bytes = GET(bytes[ING_LOC_LOCAL]) + GET(bytes[ING_LOC_BOTH]);
+	st->local_deleted = GET(local_deleted);
+	st->refusing = GET(refusing) != 0;
+	st->usage_pct = dget(&t->pub.usage_pct);
+	st->upload_bytes_per_second = dget(&t->pub.rate);
+	/* storeError: the words between two equal, even sequence numbers (the writer takes a
+	 * microsecond; a bounded number of tries, then nothing rather than a torn string) */
+	_Static_assert(sizeof(st->store_error) >= ERR_WORDS * 8, "store_error holds pub.err");
+	for (unsigned tries = 0; tries < 1000; tries++) {
+		uint32_t s1 = __atomic_load_n(&t->pub.err_seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1) {
+			sched_yield();
+			continue;
+		}
+		for (unsigned i = 0; i < ERR_WORDS; i++) {
+			uint64_t w = __atomic_load_n(&t->pub.err[i], __ATOMIC_RELAXED);
+			memcpy(st->store_error + 8 * i, &w, 8);
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&t->pub.err_seq, __ATOMIC_RELAXED) == s1) {
+			st->store_error[ERR_WORDS * 8 - 1] = 0;
+			return;
+		}
+	}
+	st->store_error[0] = 0;
 }
 
 /* ---------------------------------------------------------------- reads: control's side */

@@ -7,21 +7,25 @@
  * file and catalog row are (dataplane/persist.c), and only then does the tier see it, as a
  * row in the catalog's tier_outbox (queued by a trigger in the persistence worker's own
  * transaction, so a crash loses none). The thread uploads each frame as one object
- * (create-only PUT with Content-MD5, then a HEAD that checks length, CRC-32C and MD5),
- * marks it 'both' in the catalog, and deletes local copies whose object it verified again
- * once the retention has passed (or, with only a high-water mark, oldest first while the
- * disk is above 90 % of the mark). Above the high-water mark new frames are refused
- * NO_SPACE (retryable) until the tier has made room: a store that is down grows the
- * backlog and then refuses frames, it never loses one.
+ * (create-only PUT with Content-MD5 and the signed SHA-256, then a HEAD whose ETag, the
+ * store's own MD5 of what it keeps, must be the frame's MD5; or the object read back and
+ * CRC-32C-checked where a store's ETags are no MD5s), marks it 'both' in the catalog, and
+ * deletes local copies whose object it found as verified again once the retention has
+ * passed (or, with only a high-water mark, oldest first while the disk is above 90 % of
+ * the mark). Above the high-water mark new frames are refused NO_SPACE (retryable) until
+ * the tier has made room: a store that is down grows the backlog and then refuses frames,
+ * it never loses one; a store that keeps other bytes than it acknowledged never gets a
+ * local copy deleted.
  *
  * It also serves reads of any frame (rpc GetFrame), from the local copy or the store.
  *
- * Threads: ing_tier_start/stop from the node's start and teardown; ing_tier_refusing and
- * ing_tier_get_stats from the control thread (an atomic flag; a snapshot under a mutex,
- * refreshed by the tier thread twice a second: a read for a unary RPC, not a stream of
- * messages); reads travel between control and the tier thread in the two threads'
- * mailboxes (dataplane.h: ING_EV_TIER_READ on the tier's, ING_EV_TIER_READ_DONE on
- * control's). Everything else happens on the tier thread.
+ * Threads: ing_tier_start/stop from the node's start and teardown; ing_tier_refusing,
+ * ing_tier_frame_finished and ing_tier_get_stats from the control thread (atomics the tier
+ * thread alone writes, no lock). Everything reaches the tier thread through its one
+ * mailbox, on which it sleeps: ING_EV_TIER_WAKE when control finished frames (their outbox
+ * rows are committed by then), ING_EV_TIER_READ for reads, ING_EV_TIER_STOP; reads go back
+ * on control's (dataplane.h: ING_EV_TIER_READ_DONE). Everything else happens on the tier
+ * thread.
  */
 #ifndef ING_TIER_TIER_H
 #define ING_TIER_TIER_H
@@ -45,7 +49,9 @@ enum ing_tier_store_state {
 	ING_TIER_STORE_UNREACHABLE = 3,  /* connect failed, timed out, or 5xx */
 	ING_TIER_STORE_DENIED = 4,       /* credentials refused (403) */
 	ING_TIER_STORE_NO_BUCKET = 5,
-	ING_TIER_STORE_ERROR = 6,
+	ING_TIER_STORE_ERROR = 6,        /* clock skew refused, or the store misbehaves: it keeps
+					  * other bytes than it acknowledged, none, or contradicts
+					  * itself (store_cause says which) */
 };
 const char *ing_tier_store_state_name(enum ing_tier_store_state s);
 
@@ -68,6 +74,9 @@ struct ing_tier_opts {
 /* Events on the tier thread's mailbox (control posts them; control's own: dataplane.h). */
 enum ing_tier_event {
 	ING_EV_TIER_READ = 48,      /* arg: a struct ing_tier_read to answer (its next chunk) */
+	ING_EV_TIER_WAKE = 49,      /* frames were finished: look at the outbox, measure again
+				     * (one in the mailbox at a time: ing_tier_frame_finished) */
+	ING_EV_TIER_STOP = 50,      /* ing_tier_stop: the stop flag is set */
 };
 void ing_tier_opts_init(struct ing_tier_opts *o);
 
@@ -90,18 +99,24 @@ void ing_tier_destroy(struct ing_tier *t);
 
 /*
  * True when a new frame must be refused: what is used locally plus pending (the bytes of
- * the frames admitted and not yet durable, this one included) reaches the high-water mark.
- * why (may be NULL) then says so, with the numbers and the backlog. The usage is the tier
- * thread's, refreshed every 50 ms: the mark is overshot by at most what becomes durable in
- * that time (and the tier thread's scheduling delay). Any thread; cheap (relaxed loads).
+ * the frames admitted and not yet finished, this one included) reaches the high-water
+ * mark. why (may be NULL) then says so, with the numbers and the backlog. What is used is
+ * the tier thread's last measure (the catalog's count of local bytes, or the file
+ * system's) plus every frame control finished since (ing_tier_frame_finished), so it is
+ * never below what is on the disk, however late the tier thread is. The control thread;
+ * cheap (relaxed loads).
  */
 bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t whylen);
+/* Control finished a frame it had admitted (durable or failed) of length bytes: it leaves
+ * pending and counts as stored until the tier's next measure, and the tier thread is woken
+ * (ING_EV_TIER_WAKE, one until it took it) to upload it. The control thread only; NULL ok. */
+void ing_tier_frame_finished(struct ing_tier *t, uint64_t length);
 
 struct ing_tier_stats {
 	bool enabled;                 /* a store is configured */
 	char store[400];              /* s3://host:port/bucket (no credentials) */
 	enum ing_tier_store_state store_state;
-	char store_error[512];        /* what is wrong and how to fix it; "" when ok */
+	char store_error[1400];       /* what is wrong and how to fix it; "" when ok */
 	uint64_t backlog_frames;      /* durable frames not yet verified in the store */
 	uint64_t backlog_bytes;
 	double lag_seconds;           /* age of the oldest of them (0: none) */
@@ -112,6 +127,12 @@ struct ing_tier_stats {
 	uint64_t upload_errors;       /* failed attempts since start (retried) */
 	uint64_t uploads_in_progress;
 	uint64_t conflicts;           /* objects found with other bytes since start (frame kept local) */
+	uint64_t digest_mismatches;   /* the frame's own object found with other bytes than the
+				       * frame's (the store's ETag or a read-back), since start */
+	uint64_t read_backs;          /* objects verified by reading them back, since start */
+	const char *store_cause;      /* what is wrong with the store, one word ("none", "timeout",
+				       * "clock_skew", "digest_mismatch", ...; static storage) */
+	const char *verification;     /* "etag", "read-back" or "none" (static storage) */
 	bool census_done;             /* the location counts below are known */
 	uint64_t frames_local, frames_both, frames_tiered;
 	uint64_t local_bytes;         /* bytes of frames with a local copy */

@@ -9,6 +9,16 @@
  * way: control/fleet/outbox.c). A row leaves the outbox in the transaction that marks its
  * frame 'both' (object verified), so every outbox row is a frame still 'local'.
  *
+ * The outbox's key (seq) is AUTOINCREMENT: never handed out twice, even once the outbox has
+ * emptied (a plain INTEGER PRIMARY KEY reuses 1, 2, ... then; an outbox of that form is
+ * migrated on open, rows kept). Where the frames are is counted by the catalog itself:
+ * tier_usage holds frames and bytes per location, kept by triggers on `frames` in the
+ * same transactions that insert a frame or move it, and recomputed from `frames` when the
+ * tier starts; so the count the high-water mark holds to cannot drift from the catalog.
+ * tier_meta holds since when the tier verifies objects against the store's own digest:
+ * a 'both' row verified before that (by the metadata the node itself had sent) is
+ * verified again before its local copy may go.
+ *
  * synchronous=NORMAL on this connection: what it commits may be lost by a power cut and
  * comes back as work that is redone without harm. A lost 'both' leaves the frame queued:
  * its PUT finds the object (412), the same bytes, done. A lost 'tiered' (the local copy
@@ -31,29 +41,35 @@
 struct tier_db {
 	sqlite3 *db;
 	sqlite3_stmt *st_due, *st_mark_both, *st_dequeue, *st_failed, *st_cand, *st_deleted,
-		*st_unmark, *st_enqueue, *st_backlog, *st_new, *st_begin, *st_commit, *st_rollback;
+		*st_unmark, *st_enqueue, *st_backlog, *st_usage, *st_next_due, *st_oldest_both, *st_begin,
+		*st_commit, *st_rollback;
 	char path[PATH_MAX];
 };
 
 /* Unix ms from SQLite's clock (julianday of the Unix epoch is 2440587.5) */
 #define NOW_MS "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 
-static const char outbox_table[] =
-	"CREATE TABLE IF NOT EXISTS tier_outbox ("
-	" seq INTEGER PRIMARY KEY,"
-	" wafer_id TEXT NOT NULL,"
-	" frame_id TEXT NOT NULL,"
-	" length INTEGER NOT NULL,"
-	" crc32c INTEGER NOT NULL,"
-	" path TEXT NOT NULL,"
-	" queued_ms INTEGER NOT NULL,"
-	" attempts INTEGER NOT NULL DEFAULT 0,"
-	" next_ms INTEGER NOT NULL DEFAULT 0,"
-	" last_error TEXT,"
-	" requeued INTEGER NOT NULL DEFAULT 0,"   /* queued again by the tier, not a new frame */
-	" UNIQUE (wafer_id, frame_id));";
+#define OUTBOX_TABLE(name) \
+	"CREATE TABLE IF NOT EXISTS " name " (" \
+	" seq INTEGER PRIMARY KEY AUTOINCREMENT," /* never reused: see the top */ \
+	" wafer_id TEXT NOT NULL," \
+	" frame_id TEXT NOT NULL," \
+	" length INTEGER NOT NULL," \
+	" crc32c INTEGER NOT NULL," \
+	" path TEXT NOT NULL," \
+	" queued_ms INTEGER NOT NULL," \
+	" attempts INTEGER NOT NULL DEFAULT 0," \
+	" next_ms INTEGER NOT NULL DEFAULT 0," \
+	" last_error TEXT," \
+	" requeued INTEGER NOT NULL DEFAULT 0," /* queued again by the tier, not a new frame */ \
+	" UNIQUE (wafer_id, frame_id));"
+
+/* when the next backed-off row is due (tier_db_next_due), without a scan of the outbox */
+static const char outbox_next_index[] =
+	"CREATE INDEX IF NOT EXISTS tier_outbox_next ON tier_outbox (next_ms);";
 
 #define OUTBOX_COLS "wafer_id, frame_id, length, crc32c, path, queued_ms"
+#define OUTBOX_ALL "seq, " OUTBOX_COLS ", attempts, next_ms, last_error, requeued"
 
 static const char outbox_trigger[] =
 	"CREATE TRIGGER tier_outbox_frames AFTER INSERT ON frames BEGIN"
@@ -64,6 +80,48 @@ static const char outbox_backfill[] =
 	"INSERT OR IGNORE INTO tier_outbox (" OUTBOX_COLS ")"
 	" SELECT wafer_id, frame_id, length, crc32c, path, " NOW_MS " FROM frames"
 	" WHERE location = 'local';";
+
+/* An outbox of the first form (seq reused once the outbox emptied) into the AUTOINCREMENT
+ * one, rows and their seq kept (sqlite_sequence starts above the largest), and the trigger
+ * that writes it dropped first and made again: one transaction. */
+static const char outbox_migrate[] =
+	"DROP TRIGGER IF EXISTS tier_outbox_frames;"
+	"ALTER TABLE tier_outbox RENAME TO tier_outbox_v1;"
+	OUTBOX_TABLE("tier_outbox")
+	"INSERT INTO tier_outbox (" OUTBOX_ALL ") SELECT " OUTBOX_ALL " FROM tier_outbox_v1;"
+	"DROP TABLE tier_outbox_v1;";
+
+/* Frames and bytes per location, kept by the catalog's own transactions. */
+static const char usage_table[] =
+	"CREATE TABLE IF NOT EXISTS tier_usage (location TEXT PRIMARY KEY, frames INTEGER NOT NULL,"
+	" bytes INTEGER NOT NULL) WITHOUT ROWID;";
+
+#define USAGE_ADD(loc, len) \
+	" UPDATE tier_usage SET frames = frames + 1, bytes = bytes + " len " WHERE location = " loc ";"
+#define USAGE_SUB(loc, len) \
+	" UPDATE tier_usage SET frames = frames - 1, bytes = bytes - " len " WHERE location = " loc ";"
+
+static const char usage_triggers[] =
+	"CREATE TRIGGER IF NOT EXISTS tier_usage_insert AFTER INSERT ON frames BEGIN"
+	USAGE_ADD("NEW.location", "NEW.length") " END;"
+	"CREATE TRIGGER IF NOT EXISTS tier_usage_move AFTER UPDATE OF location, length ON frames BEGIN"
+	USAGE_SUB("OLD.location", "OLD.length") USAGE_ADD("NEW.location", "NEW.length") " END;"
+	"CREATE TRIGGER IF NOT EXISTS tier_usage_delete AFTER DELETE ON frames BEGIN"
+	USAGE_SUB("OLD.location", "OLD.length") " END;";
+
+/* the count from scratch: one pass over the catalog (under the enable's write lock, so no
+ * frame committed meanwhile is missed or counted twice) */
+static const char usage_recount[] =
+	"DELETE FROM tier_usage;"
+	"INSERT INTO tier_usage (location, frames, bytes)"
+	" SELECT location, count(*), coalesce(sum(length), 0) FROM frames GROUP BY location;"
+	"INSERT OR IGNORE INTO tier_usage VALUES ('local', 0, 0), ('both', 0, 0), ('tiered', 0, 0);";
+
+static const char meta_table[] =
+	"CREATE TABLE IF NOT EXISTS tier_meta (key TEXT PRIMARY KEY, value INTEGER) WITHOUT ROWID;";
+/* set once: the first start that verifies against the store's digest */
+static const char meta_digest_since[] =
+	"INSERT OR IGNORE INTO tier_meta VALUES ('store_digest_since_ns', " NOW_MS " * 1000000);";
 
 static int exec(struct tier_db *t, const char *sql)
 {
@@ -114,13 +172,52 @@ void tier_db_close(struct tier_db *t)
 	if (!t)
 		return;
 	sqlite3_stmt *all[] = { t->st_due, t->st_mark_both, t->st_dequeue, t->st_failed, t->st_cand,
-				t->st_deleted, t->st_unmark, t->st_enqueue, t->st_backlog, t->st_new,
-				t->st_begin, t->st_commit, t->st_rollback };
+				t->st_deleted, t->st_unmark, t->st_enqueue, t->st_backlog, t->st_usage,
+				t->st_next_due, t->st_oldest_both, t->st_begin, t->st_commit,
+				t->st_rollback };
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		sqlite3_finalize(all[i]);
 	if (t->db)
 		sqlite3_close(t->db);
 	free(t);
+}
+
+/* Inside a BEGIN IMMEDIATE: the statements (NULL ones skipped), then COMMIT; ROLLBACK on
+ * an error. 0 or -errno. */
+static int txn_run(struct tier_db *t, const char *const *sql, size_t n)
+{
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if (sql[i])
+			rc = exec(t, sql[i]);
+	if (rc == 0)
+		rc = exec(t, "COMMIT;");
+	if (rc && !sqlite3_get_autocommit(t->db))
+		(void)exec(t, "ROLLBACK;");
+	return rc;
+}
+
+#define NSQL(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The tier's own tables, an outbox of the first form migrated (one transaction). */
+static int tables(struct tier_db *t)
+{
+	int rc = exec(t, "BEGIN IMMEDIATE;");
+	if (rc)
+		return rc;
+	bool old = query_int(t, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name ="
+			     " 'tier_outbox' AND sql NOT LIKE '%AUTOINCREMENT%'") > 0;
+	bool trig = query_int(t, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name ="
+			      " 'tier_outbox_frames'") > 0;
+	const char *const sql[] = { old ? outbox_migrate : NULL, old && trig ? outbox_trigger : NULL,
+				    OUTBOX_TABLE("tier_outbox"), outbox_next_index, usage_table, meta_table };
+	rc = txn_run(t, sql, NSQL(sql));
+	if (rc)
+		return rc;
+	if (old)
+		ING_INFO(COMP, "%s: tier outbox migrated to a key that is never reused (%lld queued frames "
+			 "kept)", t->path, (long long)query_int(t, "SELECT count(*) FROM tier_outbox"));
+	return 0;
 }
 
 struct tier_db *tier_db_open(const char *catalog_path)
@@ -138,21 +235,21 @@ struct tier_db *tier_db_open(const char *catalog_path)
 	}
 	sqlite3_busy_timeout(t->db, BUSY_TIMEOUT_MS);
 	if (exec(t, "PRAGMA journal_mode=WAL;") < 0 || exec(t, "PRAGMA synchronous=NORMAL;") < 0 ||
-	    exec(t, outbox_table) < 0)
+	    tables(t) < 0)
 		goto fail;
 	if (query_int(t, "SELECT count(*) FROM pragma_table_info('frames') WHERE name='location'") <= 0) {
 		ING_ERR(COMP, "%s: no frames table of schema 3 (location column)", catalog_path);
 		goto fail;
 	}
 	if (prep(t, "SELECT seq, " OUTBOX_COLS ", attempts FROM tier_outbox WHERE next_ms <= ?1"
-		    " AND seq <= ?3 ORDER BY seq LIMIT ?2", &t->st_due) ||
+		    " ORDER BY seq LIMIT ?2", &t->st_due) ||
 	    prep(t, "UPDATE frames SET location = 'both', object_md5 = ?3, tiered_ns = ?4"
 		    " WHERE wafer_id = ?1 AND frame_id = ?2 AND location = 'local'", &t->st_mark_both) ||
 	    prep(t, "DELETE FROM tier_outbox WHERE seq = ?1", &t->st_dequeue) ||
 	    prep(t, "UPDATE tier_outbox SET attempts = attempts + 1, next_ms = ?2, last_error = ?3"
 		    " WHERE seq = ?1", &t->st_failed) ||
-	    prep(t, "SELECT wafer_id, frame_id, length, crc32c, path, object_md5, durable_ns FROM frames"
-		    " WHERE location = 'both' AND durable_ns <= ?1 ORDER BY durable_ns LIMIT ?2",
+	    prep(t, "SELECT wafer_id, frame_id, length, crc32c, path, object_md5, durable_ns, tiered_ns"
+		    " FROM frames WHERE location = 'both' AND durable_ns <= ?1 ORDER BY durable_ns LIMIT ?2",
 		 &t->st_cand) ||
 	    prep(t, "UPDATE frames SET location = 'tiered', local_deleted_ns = ?3"
 		    " WHERE wafer_id = ?1 AND frame_id = ?2 AND location = 'both'", &t->st_deleted) ||
@@ -161,10 +258,11 @@ struct tier_db *tier_db_open(const char *catalog_path)
 	    prep(t, "INSERT OR IGNORE INTO tier_outbox (" OUTBOX_COLS ", requeued) SELECT wafer_id,"
 		    " frame_id, length, crc32c, path, " NOW_MS ", 1 FROM frames WHERE wafer_id = ?1"
 		    " AND frame_id = ?2", &t->st_enqueue) ||
-	    prep(t, "SELECT count(*), total(length), coalesce(min(queued_ms), 0) FROM tier_outbox",
-		 &t->st_backlog) ||
-	    prep(t, "SELECT total(requeued = 0), total(CASE WHEN requeued = 0 THEN length END),"
-		    " coalesce(max(seq), ?1) FROM tier_outbox WHERE seq > ?1", &t->st_new) ||
+	    prep(t, "SELECT count(*), total(length), coalesce(min(queued_ms), 0),"
+		    " coalesce(min(next_ms), 0) FROM tier_outbox", &t->st_backlog) ||
+	    prep(t, "SELECT location, frames, bytes FROM tier_usage", &t->st_usage) ||
+	    prep(t, "SELECT coalesce(min(next_ms), 0) FROM tier_outbox WHERE next_ms > ?1", &t->st_next_due) ||
+	    prep(t, "SELECT min(durable_ns) FROM frames WHERE location = 'both'", &t->st_oldest_both) ||
 	    prep(t, "BEGIN IMMEDIATE", &t->st_begin) || prep(t, "COMMIT", &t->st_commit) ||
 	    prep(t, "ROLLBACK", &t->st_rollback))
 		goto fail;
@@ -181,17 +279,11 @@ int tier_db_enable(struct tier_db *t)
 		return rc;
 	bool fresh = query_int(t, "SELECT count(*) FROM sqlite_master WHERE type='trigger'"
 			       " AND name='tier_outbox_frames'") == 0;
-	if (fresh)
-		rc = exec(t, outbox_trigger);
-	if (rc == 0 && fresh)
-		rc = exec(t, outbox_backfill);
-	if (rc == 0)
-		rc = exec(t, "COMMIT;");
-	if (rc) {
-		if (!sqlite3_get_autocommit(t->db))
-			(void)exec(t, "ROLLBACK;");
+	const char *const sql[] = { fresh ? outbox_trigger : NULL, fresh ? outbox_backfill : NULL,
+				    usage_triggers, usage_recount, meta_digest_since };
+	rc = txn_run(t, sql, NSQL(sql));
+	if (rc)
 		return rc;
-	}
 	if (fresh)
 		ING_INFO(COMP, "%s: tier outbox trigger created; %lld frames queued for the object store",
 			 t->path, (long long)query_int(t, "SELECT count(*) FROM tier_outbox"));
@@ -201,12 +293,22 @@ int tier_db_enable(struct tier_db *t)
 int tier_db_disable(struct tier_db *t)
 {
 	if (query_int(t, "SELECT count(*) FROM sqlite_master WHERE type='trigger'"
-			 " AND name='tier_outbox_frames'") <= 0)
+			 " AND name IN ('tier_outbox_frames', 'tier_usage_insert')") <= 0)
 		return 0;
 	ING_INFO(COMP, "%s: no object store configured (--tier): tier outbox trigger dropped "
 		 "(%lld queued frames kept for the next run with --tier)", t->path,
 		 (long long)query_int(t, "SELECT count(*) FROM tier_outbox"));
-	return exec(t, "DROP TRIGGER IF EXISTS tier_outbox_frames;");
+	/* the location counts too: nothing reads them without a store, and the next run with
+	 * one counts them again from the catalog */
+	return exec(t, "BEGIN IMMEDIATE; DROP TRIGGER IF EXISTS tier_outbox_frames;"
+		    " DROP TRIGGER IF EXISTS tier_usage_insert; DROP TRIGGER IF EXISTS tier_usage_move;"
+		    " DROP TRIGGER IF EXISTS tier_usage_delete; COMMIT;");
+}
+
+int64_t tier_db_digest_since(struct tier_db *t)
+{
+	int64_t v = query_int(t, "SELECT value FROM tier_meta WHERE key = 'store_digest_since_ns'");
+	return v > 0 ? v : INT64_MAX;
 }
 
 static void copy_text(char *dst, size_t n, const unsigned char *s)
@@ -214,15 +316,13 @@ static void copy_text(char *dst, size_t n, const unsigned char *s)
 	snprintf(dst, n, "%s", s ? (const char *)s : "");
 }
 
-int tier_db_due(struct tier_db *t, int64_t now_ms, int64_t max_seq, struct tier_row *rows,
-		unsigned max)
+int tier_db_due(struct tier_db *t, int64_t now_ms, struct tier_row *rows, unsigned max)
 {
 	sqlite3_stmt *st = t->st_due;
 	int n = 0, rc = SQLITE_DONE;
 
 	sqlite3_bind_int64(st, 1, now_ms);
 	sqlite3_bind_int64(st, 2, max);
-	sqlite3_bind_int64(st, 3, max_seq);
 	while ((unsigned)n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct tier_row *r = &rows[n++];
 		memset(r, 0, sizeof(*r));
@@ -259,14 +359,14 @@ static int txn_end(struct tier_db *t, int rc)
 	return rc;
 }
 
-int tier_db_uploaded(struct tier_db *t, const struct tier_row *r, const char *md5_hex,
+int tier_db_uploaded(struct tier_db *t, const struct tier_row *r, const char *etag,
 		     int64_t tiered_ns)
 {
 	int rc = step_done(t, t->st_begin, "BEGIN");
 	if (rc)
 		return rc;
 	bind_key(t->st_mark_both, r);
-	sqlite3_bind_text(t->st_mark_both, 3, md5_hex, -1, SQLITE_STATIC);
+	sqlite3_bind_text(t->st_mark_both, 3, etag, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(t->st_mark_both, 4, tiered_ns);
 	rc = step_done(t, t->st_mark_both, "mark both");
 	if (rc == 0) {
@@ -301,6 +401,7 @@ int tier_db_candidates(struct tier_db *t, int64_t cutoff_ns, struct tier_row *ro
 		copy_text(r->path, sizeof(r->path), sqlite3_column_text(st, 4));
 		copy_text(r->object_md5, sizeof(r->object_md5), sqlite3_column_text(st, 5));
 		r->durable_ns = sqlite3_column_int64(st, 6);
+		r->tiered_ns = sqlite3_column_int64(st, 7);
 		rc = SQLITE_DONE;
 	}
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
@@ -332,13 +433,14 @@ int tier_db_requeue(struct tier_db *t, const struct tier_row *r)
 	return txn_end(t, rc);
 }
 
-int tier_db_backlog(struct tier_db *t, uint64_t *frames, uint64_t *bytes, int64_t *oldest_ms)
+int tier_db_backlog(struct tier_db *t, struct tier_backlog *b)
 {
 	int rc = sqlite3_step(t->st_backlog), ret = 0;
 	if (rc == SQLITE_ROW) {
-		*frames = (uint64_t)sqlite3_column_int64(t->st_backlog, 0);
-		*bytes = (uint64_t)sqlite3_column_double(t->st_backlog, 1);
-		*oldest_ms = sqlite3_column_int64(t->st_backlog, 2);
+		b->frames = (uint64_t)sqlite3_column_int64(t->st_backlog, 0);
+		b->bytes = (uint64_t)sqlite3_column_double(t->st_backlog, 1);
+		b->oldest_ms = sqlite3_column_int64(t->st_backlog, 2);
+		b->next_due_ms = sqlite3_column_int64(t->st_backlog, 3);
 	} else {
 		ret = -EIO;
 	}
@@ -346,45 +448,48 @@ int tier_db_backlog(struct tier_db *t, uint64_t *frames, uint64_t *bytes, int64_
 	return ret;
 }
 
-int tier_db_new_rows(struct tier_db *t, int64_t *seq, uint64_t *frames, uint64_t *bytes)
+int tier_db_usage(struct tier_db *t, struct tier_census *c)
 {
-	sqlite3_bind_int64(t->st_new, 1, *seq);
-	int rc = sqlite3_step(t->st_new), ret = 0;
-	if (rc == SQLITE_ROW) {
-		*frames = (uint64_t)sqlite3_column_double(t->st_new, 0);
-		*bytes = (uint64_t)sqlite3_column_double(t->st_new, 1);
-		*seq = sqlite3_column_int64(t->st_new, 2);
-	} else {
-		ret = -EIO;
-	}
-	sqlite3_reset(t->st_new);
-	return ret;
-}
-
-int tier_db_census(struct tier_db *t, struct tier_census *c, int64_t *seq)
-{
-	sqlite3_stmt *st = NULL;
+	sqlite3_stmt *st = t->st_usage;
 	int rc;
-
 	memset(c, 0, sizeof(*c));
-	/* one read transaction: the counts and the outbox's newest seq are of the same moment,
-	 * so tier_db_new_rows from that seq on counts each later frame exactly once */
-	if (exec(t, "BEGIN;"))
-		return -EIO;
-	*seq = query_int(t, "SELECT coalesce(max(seq), 0) FROM tier_outbox");
-	if (sqlite3_prepare_v2(t->db, "SELECT location, count(*), total(length) FROM frames GROUP BY location",
-			       -1, &st, NULL) != SQLITE_OK) {
-		(void)exec(t, "ROLLBACK;");
-		return -EIO;
-	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int l = ing_location_parse((const char *)sqlite3_column_text(st, 0));
+		int64_t f = sqlite3_column_int64(st, 1), b = sqlite3_column_int64(st, 2);
 		if (l < 0)
 			continue;
-		c->frames[l] = (uint64_t)sqlite3_column_int64(st, 1);
-		c->bytes[l] = (uint64_t)sqlite3_column_double(st, 2);
+		c->frames[l] = f > 0 ? (uint64_t)f : 0;
+		c->bytes[l] = b > 0 ? (uint64_t)b : 0;
 	}
-	sqlite3_finalize(st);
-	(void)exec(t, "COMMIT;");
-	return rc == SQLITE_DONE && *seq >= 0 ? 0 : -EIO;
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "%s: location counts: %s", t->path, sqlite3_errmsg(t->db));
+		return -EIO;
+	}
+	return 0;
+}
+
+/* one integer of a one-row query (NULL: dflt) */
+static int64_t step_int(struct tier_db *t, sqlite3_stmt *st, int64_t dflt, const char *what)
+{
+	int64_t v = dflt;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+		v = sqlite3_column_int64(st, 0);
+	else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ING_LOG_RL(ING_LOG_WARN, COMP, "%s: %s: %s", t->path, what, sqlite3_errmsg(t->db));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return v;
+}
+
+int64_t tier_db_next_due(struct tier_db *t, int64_t now_ms)
+{
+	sqlite3_bind_int64(t->st_next_due, 1, now_ms);
+	return step_int(t, t->st_next_due, 0, "next due row");
+}
+
+int64_t tier_db_oldest_both(struct tier_db *t)
+{
+	return step_int(t, t->st_oldest_both, INT64_MAX, "oldest verified copy");
 }

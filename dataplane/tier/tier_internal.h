@@ -26,6 +26,14 @@ struct tier_row {
 	unsigned attempts;                 /* failed attempts so far */
 	char object_md5[ING_OBJECT_MD5_HEX + 1];  /* deletion candidates: the verified ETag */
 	int64_t durable_ns;
+	int64_t tiered_ns;                 /* deletion candidates: when it was verified */
+};
+
+/* The outbox: frames, bytes, queued_ms of the oldest (0 when empty), and the smallest
+ * next_ms (when the next backed-off row is due; 0 when one is due now or none). */
+struct tier_backlog {
+	uint64_t frames, bytes;
+	int64_t oldest_ms, next_due_ms;
 };
 
 /* Where the catalog's frames are: counts and bytes per enum ing_location. */
@@ -44,23 +52,27 @@ struct tier_db;
 struct tier_db *tier_db_open(const char *catalog_path);
 void tier_db_close(struct tier_db *t);
 /*
- * Create the outbox table and the trigger that queues every new catalog row, in one
- * transaction; when the trigger did not exist (first start with --tier, or one after a run
- * without it), every frame still 'local' is queued too (a frame already in the store is
- * then found there: 412, same bytes, done). 0, -ENOENT (no frames table), -EBUSY, -EIO.
+ * Create the outbox trigger that queues every new catalog row and the location counts'
+ * triggers, and count the locations from the catalog, in one transaction; when the outbox
+ * trigger did not exist (first start with --tier, or one after a run without it), every
+ * frame still 'local' is queued too (a frame already in the store is then found there:
+ * 412, the same bytes, done). Records, once, since when objects are verified against the
+ * store's own digest (tier_db_digest_since). 0, -ENOENT (no frames table), -EBUSY, -EIO.
  */
 int tier_db_enable(struct tier_db *t);
-/* Drop the trigger (a run without --tier): the outbox stops growing. 0 or -errno. */
+/* Drop the triggers (a run without --tier): the outbox stops growing. 0 or -errno. */
 int tier_db_disable(struct tier_db *t);
-/* Up to max queued rows due at now_ms (next_ms <= now_ms) with seq <= max_seq (rows the
- * census already saw), oldest first. Count or -errno. */
-int tier_db_due(struct tier_db *t, int64_t now_ms, int64_t max_seq, struct tier_row *rows,
-		unsigned max);
+/* Wall-clock ns since which 'both' rows were verified against the store's own digest
+ * (INT64_MAX before tier_db_enable): one verified earlier is verified again before its
+ * local copy may go. */
+int64_t tier_db_digest_since(struct tier_db *t);
+/* Up to max queued rows due at now_ms (next_ms <= now_ms), oldest first. Count or -errno. */
+int tier_db_due(struct tier_db *t, int64_t now_ms, struct tier_row *rows, unsigned max);
 /*
- * The frame's object is verified: location 'both' with its MD5, outbox row gone, in one
- * transaction. 0 or -errno.
+ * The frame's object is verified: location 'both' with the ETag it was verified by (NULL:
+ * not against the store's digest), outbox row gone, in one transaction. 0 or -errno.
  */
-int tier_db_uploaded(struct tier_db *t, const struct tier_row *r, const char *md5_hex,
+int tier_db_uploaded(struct tier_db *t, const struct tier_row *r, const char *etag,
 		     int64_t tiered_ns);
 /* An attempt failed: count it, next try at next_ms, why in last_error. 0 or -errno. */
 int tier_db_failed(struct tier_db *t, const struct tier_row *r, int64_t next_ms, const char *why);
@@ -69,15 +81,17 @@ int tier_db_failed(struct tier_db *t, const struct tier_row *r, int64_t next_ms,
 int tier_db_candidates(struct tier_db *t, int64_t cutoff_ns, struct tier_row *rows, unsigned max);
 /* The local copy is gone: location 'tiered'. 0 or -errno. */
 int tier_db_local_deleted(struct tier_db *t, const struct tier_row *r, int64_t deleted_ns);
-/* The object was not found as recorded: back to 'local' and queued again. 0 or -errno. */
+/* The object is to be verified again (not found as recorded, or verified before the
+ * store's digest was): back to 'local' and queued again. 0 or -errno. */
 int tier_db_requeue(struct tier_db *t, const struct tier_row *r);
-/* The outbox: frames, bytes, and queued_ms of the oldest (0 when empty). 0 or -errno. */
-int tier_db_backlog(struct tier_db *t, uint64_t *frames, uint64_t *bytes, int64_t *oldest_ms);
-/* Rows queued after seq (the new catalog rows since then): count, bytes, the newest
- * seq (unchanged when none). 0 or -errno. */
-int tier_db_new_rows(struct tier_db *t, int64_t *seq, uint64_t *frames, uint64_t *bytes);
-/* Counts and bytes of every location (one pass over the catalog) and the outbox's newest
- * seq, of one moment. 0 or -errno. */
-int tier_db_census(struct tier_db *t, struct tier_census *c, int64_t *seq);
+/* The smallest next_ms after now_ms (when the next backed-off row is due), 0 if none. */
+int64_t tier_db_next_due(struct tier_db *t, int64_t now_ms);
+/* durable_ns of the oldest 'both' frame (the next the retention lets go), INT64_MAX if none. */
+int64_t tier_db_oldest_both(struct tier_db *t);
+/* The outbox now. 0 or -errno. */
+int tier_db_backlog(struct tier_db *t, struct tier_backlog *b);
+/* Frames and bytes per location as the catalog counts them (tier_usage, kept by its own
+ * transactions; exact after tier_db_enable). 0 or -errno. */
+int tier_db_usage(struct tier_db *t, struct tier_census *c);
 
 #endif

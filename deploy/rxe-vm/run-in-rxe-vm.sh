@@ -33,6 +33,10 @@ SELF_VERSION=9          # bump when the cached initramfs layout changes (h3000 c
 : "${RXE_VM_NETDEV:=dummy}"              # dummy (recommended) | lo (no rdma_cm!)
 : "${RXE_VM_IP:=169.254.77.1/24}"        # address of the dummy netdev inside the guest
 : "${RXE_VM_MTU:=9000}"                  # dummy MTU; >=4200 gives rxe active_mtu 4096
+: "${RXE_VM_NUMA:=1}"                    # NUMA nodes (qemu -numa): vCPUs and memory split evenly
+: "${RXE_VM_NICS:=1}"                    # dummy netdevs, each with its own rxe device and subnet
+: "${RXE_VM_IPS:=}"                      # their addresses (space-separated CIDRs); default:
+                                         # RXE_VM_IP, then 169.254.78.1/24, 169.254.79.1/24, ...
 : "${RXE_VM_RW=$PWD}"                    # ':'-separated host dirs shared read-write
 : "${RXE_VM_KERNEL_PKG:=}"               # e.g. linux-image-6.1.0-56-amd64 (default: newest cached, else apt)
 : "${RXE_VM_REFRESH:=0}"                 # 1: re-resolve linux-image-amd64 via apt
@@ -57,6 +61,12 @@ rdma link add rxe0 type rxe netdev rxed0.  COMMAND then runs as root in the same
 working directory, with the caller's exported environment, stdin=/dev/null,
 'ulimit -l unlimited', and these extra variables:
   RXE_DEV=rxe0  RXE_NETDEV=rxed0  RXE_IP=<ip>  RXE_GID_INDEX=<gid index of ::ffff:<ip>, RoCE v2>
+With RXE_VM_NICS=N (N > 1) there are N such: rxed<i> with rxe<i>, each on its own /24
+(RXE_VM_IPS), and the lists RXE_DEVS RXE_NETDEVS RXE_IPS RXE_GID_INDEXES (space-separated,
+in order) plus RXE_NICS=N; RXE_DEV.. name the first. With RXE_VM_NUMA=M (M > 1) the guest
+has M NUMA nodes (qemu -numa, RXE_VM_SMP and RXE_VM_MEM split evenly; RXE_VM_SMP must be a
+multiple of M), RXE_NUMA=M, and RXE_DEV_NODES names the node each rxe<i> stands for (i mod
+M): the kernel gives a dummy netdev's rxe no NUMA node, so tests say it (rdma-dev = rxe1@1).
 Its stdout/stderr are streamed back to this script's stdout/stderr, and its exit
 status becomes this script's exit status.
 
@@ -73,6 +83,7 @@ Environment (defaults in brackets):
   RXE_VM_CACHE [$RXE_VM_CACHE]   RXE_VM_ACCEL [tcg|kvm]   RXE_VM_CPU [max,-erms,-fsrm]
   RXE_VM_MEM [2048]  RXE_VM_SMP [2]  RXE_VM_TIMEOUT [1200]  RXE_VM_NETDEV [dummy|lo]
   RXE_VM_IP [169.254.77.1/24]  RXE_VM_MTU [9000]  RXE_VM_RW [\$PWD; '' for none]
+  RXE_VM_NUMA [1]  RXE_VM_NICS [1]  RXE_VM_IPS [RXE_VM_IP 169.254.78.1/24 ...]
   RXE_VM_KERNEL_PKG  RXE_VM_REFRESH  RXE_VM_NO_INSTALL  RXE_VM_VERBOSE  RXE_VM_QUIET  RXE_VM_KEEP
   RXE_VM_QEMU_ARGS (extra qemu arguments, word-split)   RXE_VM_APPEND (extra kernel command line)
 
@@ -240,6 +251,25 @@ done
 echo rxe-vm > /proc/sys/kernel/hostname
 # modules were loaded by the initramfs; modprobe works too (/lib/modules is bound)
 for m in rdma_rxe ib_uverbs rdma_ucm; do [ -d /sys/module/$m ] || modprobe $m || setup_fail "modprobe $m"; done
+# rxe<i> on netdev $1 with address $2: waits for ACTIVE and the ::ffff:<ip> RoCE v2 GID,
+# whose index it leaves in GIDX
+rxe_up() {
+  local dev=$1 nd=$2 ip=$3 a b c d want st g i
+  rdma link add $dev type rxe netdev $nd || setup_fail "rdma link add $dev type rxe netdev $nd"
+  IFS=. read -r a b c d <<< "$ip"
+  printf -v want '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"   # ::ffff:a.b.c.d
+  GIDX=
+  for ((i = 0; i < 100; i++)); do
+    st=$(< /sys/class/infiniband/$dev/ports/1/state) 2>/dev/null
+    for g in 0 1 2 3 4 5 6 7; do
+      [ "$(< /sys/class/infiniband/$dev/ports/1/gids/$g)" = "$want" ] 2>/dev/null && { GIDX=$g; break; }
+    done
+    case "$st" in *ACTIVE*) [ -n "$GIDX" ] && break;; esac
+    sleep 0.1
+  done
+  [ -n "$GIDX" ] || setup_fail "$dev not ACTIVE or no IPv4 GID (state=$st)"
+  log "$dev ready on $nd ip=$ip gid_index=$GIDX state=$st"
+}
 if [ "$NETDEV_KIND" = lo ]; then
   ND=lo; IPADDR=127.0.0.1
   ip link set lo up
@@ -252,20 +282,23 @@ addr add $IPCIDR dev $ND
 link set $ND up
 EOB
 fi
-rdma link add rxe0 type rxe netdev $ND || setup_fail "rdma link add rxe0 type rxe netdev $ND"
-IFS=. read -r a b c d <<< "$IPADDR"
-printf -v want '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"   # ::ffff:a.b.c.d
-GIDX=
-for ((i = 0; i < 100; i++)); do
-  st=$(< /sys/class/infiniband/rxe0/ports/1/state) 2>/dev/null
-  for g in 0 1 2 3 4 5 6 7; do
-    [ "$(< /sys/class/infiniband/rxe0/ports/1/gids/$g)" = "$want" ] 2>/dev/null && { GIDX=$g; break; }
-  done
-  case "$st" in *ACTIVE*) [ -n "$GIDX" ] && break;; esac
-  sleep 0.1
+rxe_up rxe0 $ND $IPADDR
+RXE_DEVS=rxe0 RXE_NETDEVS=$ND RXE_IPS=$IPADDR RXE_GID_INDEXES=$GIDX RXE_DEV_NODES=0
+FIRST_GIDX=$GIDX
+# more NICs: rxed<i> with rxe<i>, each on its own subnet
+for ((n = 1; n < NICS; n++)); do
+  cidr=${IPLIST[$n]}
+  ip -batch - <<EOB || setup_fail "creating dummy netdev rxed$n ($cidr, mtu $MTU)"
+link add rxed$n mtu $MTU type dummy
+addr add $cidr dev rxed$n
+link set rxed$n up
+EOB
+  rxe_up rxe$n rxed$n ${cidr%/*}
+  RXE_DEVS+=" rxe$n" RXE_NETDEVS+=" rxed$n" RXE_IPS+=" ${cidr%/*}" RXE_GID_INDEXES+=" $GIDX"
+  RXE_DEV_NODES+=" $((n % NUMA))"
 done
-[ -n "$GIDX" ] || setup_fail "rxe0 not ACTIVE or no IPv4 GID (state=$st)"
-log "rxe0 ready on $ND ip=$IPADDR gid_index=$GIDX state=$st"
+GIDX=$FIRST_GIDX
+[ "$NUMA" = 1 ] || [ -d /sys/devices/system/node/node$((NUMA - 1)) ] || setup_fail "the guest has no NUMA node $((NUMA - 1)) (qemu -numa)"
 echo "$ND $IPADDR $GIDX" > $IO/rxe-info
 ulimit -l unlimited
 ulimit -c 0
@@ -273,6 +306,9 @@ export RXE_DEV=rxe0 RXE_NETDEV=$ND RXE_IP=$IPADDR RXE_GID_INDEX=$GIDX RXE_VM=1
 log "running command"
 ( . $IO/env.sh 2>/dev/null
   export RXE_DEV=rxe0 RXE_NETDEV=$ND RXE_IP=$IPADDR RXE_GID_INDEX=$GIDX RXE_VM=1
+  if [ "$NICS" -gt 1 ] || [ "$NUMA" -gt 1 ]; then
+    export RXE_NICS=$NICS RXE_NUMA=$NUMA RXE_DEVS RXE_NETDEVS RXE_IPS RXE_GID_INDEXES RXE_DEV_NODES
+  fi
   cd "$CWD" 2>/dev/null || cd /
   . $IO/cmd.sh ) </dev/null >"$OUT" 2>"$ERR"
 rc=$?
@@ -340,7 +376,16 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 write_stage2 > "$IO/stage2.sh"
-{ printf 'NETDEV_KIND=%q\nIPCIDR=%q\nMTU=%q\nCWD=%q\n' "$RXE_VM_NETDEV" "$RXE_VM_IP" "$RXE_VM_MTU" "$PWD"; } > "$IO/config"
+# NICs beyond the first: each on its own /24 (169.254.78.1/24, ...) unless RXE_VM_IPS says
+[[ $RXE_VM_NICS =~ ^[1-8]$ ]] || die "RXE_VM_NICS must be 1..8"
+[[ $RXE_VM_NUMA =~ ^[1-8]$ ]] || die "RXE_VM_NUMA must be 1..8"
+[ $(( RXE_VM_SMP % RXE_VM_NUMA )) = 0 ] || die "RXE_VM_SMP ($RXE_VM_SMP) must be a multiple of RXE_VM_NUMA ($RXE_VM_NUMA)"
+[ "$RXE_VM_NICS" = 1 ] || [ "$RXE_VM_NETDEV" = dummy ] || die "RXE_VM_NICS > 1 needs RXE_VM_NETDEV=dummy"
+read -r -a IPS <<< "${RXE_VM_IPS:-$RXE_VM_IP}"
+for ((n = ${#IPS[@]}; n < RXE_VM_NICS; n++)); do IPS[n]=169.254.$((77 + n)).1/24; done
+{ printf 'NETDEV_KIND=%q\nIPCIDR=%q\nMTU=%q\nCWD=%q\nNICS=%q\nNUMA=%q\n' "$RXE_VM_NETDEV" "${IPS[0]}" \
+    "$RXE_VM_MTU" "$PWD" "$RXE_VM_NICS" "$RXE_VM_NUMA"
+  printf 'IPLIST=('; printf ' %q' "${IPS[@]}"; printf ' )\n'; } > "$IO/config"
 printf '%s\n' "$KDIR/root/lib/modules" > "$IO/kmoddir"
 export -p | grep -vE '^declare -x (PWD|OLDPWD|SHLVL|_|HOSTNAME|BASHOPTS|SHELLOPTS|EUID|PPID|UID)=' > "$IO/env.sh"
 if [ "$MODE" = selftest ]; then
@@ -369,6 +414,16 @@ case "$RXE_VM_ACCEL" in
   *) die "RXE_VM_ACCEL must be tcg or kvm" ;;
 esac
 QEMU+=(-accel "$RXE_VM_ACCEL" -cpu "$CPU")
+# NUMA: the vCPUs and the memory split evenly over RXE_VM_NUMA nodes (the last takes the rest)
+if [ "$RXE_VM_NUMA" -gt 1 ]; then
+  per_cpu=$(( RXE_VM_SMP / RXE_VM_NUMA )) per_mem=$(( RXE_VM_MEM / RXE_VM_NUMA ))
+  for ((n = 0; n < RXE_VM_NUMA; n++)); do
+    mem=$per_mem
+    [ $n = $((RXE_VM_NUMA - 1)) ] && mem=$(( RXE_VM_MEM - per_mem * (RXE_VM_NUMA - 1) ))
+    QEMU+=(-object "memory-backend-ram,id=numa$n,size=${mem}M"
+           -numa "node,nodeid=$n,cpus=$(( n * per_cpu ))-$(( (n + 1) * per_cpu - 1 )),memdev=numa$n")
+  done
+fi
 # shellcheck disable=SC2206
 [ -n "${RXE_VM_QEMU_ARGS:-}" ] && QEMU+=($RXE_VM_QEMU_ARGS)   # extra qemu args, word-split
 : > "$IO/mounts"
@@ -387,7 +442,7 @@ done
 mkfifo "$IO/out.fifo" "$IO/err.fifo" || die mkfifo
 cat "$IO/out.fifo" & OPID=$!
 cat "$IO/err.fifo" >&2 & EPID=$!
-say "booting $KVER ($RXE_VM_ACCEL, -cpu $CPU, ${RXE_VM_SMP} vCPU, ${RXE_VM_MEM} MiB), prep took $(since "$T0")s"
+say "booting $KVER ($RXE_VM_ACCEL, -cpu $CPU, ${RXE_VM_SMP} vCPU, ${RXE_VM_MEM} MiB$([ "$RXE_VM_NUMA" = 1 ] || echo ", $RXE_VM_NUMA NUMA nodes")$([ "$RXE_VM_NICS" = 1 ] || echo ", $RXE_VM_NICS NICs")), prep took $(since "$T0")s"
 TB=$(now)
 timeout -k 10 "$RXE_VM_TIMEOUT" "${QEMU[@]}" </dev/null >"$IO/qemu.log" 2>&1 &
 QPID=$!

@@ -13,6 +13,12 @@ kernel has none: live runs ask ibv_query_port instead).
         estimated 1024), no hugepages reserved, powersave governor, intel_iommu=on.
   fail: mlx5_0 port DOWN, RoCE v1 GIDs only, active MTU 4096 over a 1500 netdev, too few
         free hugepages, no CAP_IPC_LOCK (the test passes a small --memlock).
+  rails: the two-socket two-NIC machine of two_socket_two_nic.xml: mlx5_0 on node 0
+        (10.1.0.5), mlx5_1 on node 1 (10.2.0.5), both ACTIVE with RoCE v2 IPv4 GIDs at
+        index 3, MTU 9000/4096; mlx5_2 (node 1) port DOWN, no rail; 2 MiB hugepages 600
+        free on node 0, 200 on node 1; no CAP_IPC_LOCK; the rails' lcores 1 and 4 isolated.
+  rails_rxe: the same machine with Soft-RoCE: rxe0 (rxed0, 169.254.77.1) and rxe1 (rxed1,
+        169.254.78.1), no numa_node in sysfs (the kernel does not know: rdma-dev = rxe1@1).
 """
 import os
 import shutil
@@ -103,6 +109,31 @@ def main():
     w(sys, "class/net/eth0/mtu", "1500")
     common(proc, sys, "0000000000000000", "BOOT_IMAGE=/vmlinuz root=/dev/vda1 intel_iommu=on",
            0, 0, False, "powersave", 2, "")
+
+    r = os.path.join(ROOTS, "rails")
+    sys, proc = r + "/sys", r + "/proc"
+    for dev, nd, ip, node in (("mlx5_0", "ens1f0np0", "10.1.0.5", 0),
+                              ("mlx5_1", "ens2f0np0", "10.2.0.5", 1)):
+        rdma(sys, dev, nd, "4: ACTIVE", "5: LinkUp",
+             [(V1_LL, "IB/RoCE v1"), (V1_LL, "RoCE v2"), (v4(ip), "IB/RoCE v1"),
+              (v4(ip), "RoCE v2")], node=node, active_mtu=4096)
+        w(sys, "class/net/%s/mtu" % nd, "9000")
+    rdma(sys, "mlx5_2", "ens2f1np1", "1: DOWN", "3: Disabled", [(V1_LL, "RoCE v2")], node=1,
+         active_mtu=4096)
+    w(sys, "class/net/ens2f1np1/mtu", "9000")
+    common(proc, sys, "0000000000000000",
+           "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 intel_iommu=on iommu=pt isolcpus=1,4",
+           800, 800, True, "performance", 16, "1,4", per_node=((0, 600, 600), (1, 200, 200)))
+
+    r = os.path.join(ROOTS, "rails_rxe")
+    sys, proc = r + "/sys", r + "/proc"
+    for dev, nd, ip in (("rxe0", "rxed0", "169.254.77.1"), ("rxe1", "rxed1", "169.254.78.1")):
+        rdma(sys, dev, nd, "4: ACTIVE", "5: LinkUp",
+             [(V1_LL, "IB/RoCE v1"), (V1_LL, "RoCE v2"), (v4(ip), "IB/RoCE v1"),
+              (v4(ip), "RoCE v2")], active_mtu=4096)
+        w(sys, "class/net/%s/mtu" % nd, "9000")
+    common(proc, sys, "000001ffffffffff", "BOOT_IMAGE=/vmlinuz root=/dev/vda1",
+           512, 512, False, None, 4, "", per_node=((0, 256, 256), (1, 256, 256)))
 
     r = os.path.join(ROOTS, "fail")
     sys, proc = r + "/sys", r + "/proc"

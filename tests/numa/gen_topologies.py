@@ -89,6 +89,25 @@ def main():
            [("nvme0n1", 0, [("Size", "3750748848"), ("SectorSize", "512")])])
     write(r, "two_socket.xml", "2 packages x 4 cores x 2 PUs; mlx5_0 on node 1, nvme0n1 on node 0")
 
+    # The shape issue #26 is for: 2 sockets, one RDMA NIC on each, the NVMe on socket 0.
+    r = synth("pack:2 numa:1 core:4 pu:2(indexes=2*8:1*2)")
+    attach(r, find(r, "Package", os_index=0), 0x17, MLX,
+           [ib("mlx5_0"), ("ens1f0np0", 2, [("Address", "b8:59:9f:a1:00:01")])])
+    attach(r, find(r, "Package", os_index=0), 0x01, NVME,
+           [("nvme0n1", 0, [("Size", "3750748848"), ("SectorSize", "512")])])
+    attach(r, find(r, "Package", os_index=1), 0x81, MLX,
+           [ib("mlx5_1"), ("ens2f0np0", 2, [("Address", "b8:59:9f:a1:00:02")])])
+    write(r, "two_socket_two_nic.xml",
+          "2 packages x 4 cores x 2 PUs; mlx5_0 + nvme0n1 on node 0, mlx5_1 on node 1")
+
+    # The 4-vCPU two-node guest's shape with a NIC per node: two cores a node.
+    r = synth("pack:2 numa:1 core:2 pu:1")
+    attach(r, find(r, "Package", os_index=0), 0x17, MLX,
+           [ib("mlx5_0"), ("ens1f0np0", 2, [("Address", "b8:59:9f:a1:00:01")])])
+    attach(r, find(r, "Package", os_index=1), 0x81, MLX,
+           [ib("mlx5_1"), ("ens2f0np0", 2, [("Address", "b8:59:9f:a1:00:02")])])
+    write(r, "small_two_nic.xml", "2 packages x 2 cores; mlx5_0 on node 0, mlx5_1 on node 1")
+
     # 2 sockets x 2 nodes (SNC), 4 cores x 2 threads per node: 4 nodes, 16 cores, 32 PUs.
     r = synth("pack:2 numa:2 core:4 pu:2(indexes=2*16:1*2)")
     attach(r, group_of_node(r, 0), 0x17, MLX,

@@ -16,9 +16,9 @@ grep -q '^  EAL           : -l ' <<<"$out" || fail "no EAL arguments"
 
 json=$("$TOPO" --json --data-dir /tmp) || fail "ingest-topo --json exit $?"
 echo "$json"
-python3 - <<PY || fail "JSON invalid or plan incomplete"
-import json
-d = json.loads('''$json''')
+TOPO_JSON=$json python3 - <<'PY' || fail "JSON invalid or plan incomplete"
+import json, os
+d = json.loads(os.environ["TOPO_JSON"])
 t, p = d["topology"], d["plan"]
 assert t["source"] == "live" and len(t["nodes"]) >= 1 and t["pus"] >= 1
 cpus = set()
@@ -31,5 +31,9 @@ assert p["dataplane_cpus"] and all(c in cpus for c in p["dataplane_cpus"]), p
 assert p["control_cpu"] not in p["dataplane_cpus"]
 assert p["poll_mode_hint"] in ("busy", "adaptive")
 assert p["eal"]["main_lcore"] == p["control_cpu"]
+# the config lines that rebuild this plan, and a region for the pool
+assert "control-cpu = %d\n" % p["control_cpu"] in p["config"], p["config"]
+assert p["regions"] and p["regions"][0]["node"] == p["pool_node"], p
+assert len(p["rails"]) == len(t["rdma"]) or p["warnings"], p
 PY
 echo "topo_live: OK"

@@ -35,33 +35,9 @@ set -u
 BUILD=${1:?usage: tier_store.sh BUILD_DIR [STEP...]}
 shift
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/../lib.sh"
-. "$HERE/ceph_lib.sh"
-
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-GET=$BUILD/apps/ingest-get
-DOCTOR=$BUILD/apps/ingest-doctor
-ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$GET" "$DOCTOR"
-W=$(mktemp -d /tmp/h3000-tier.XXXXXX)
-export TIER_RPC_STUBS=$W/stubs
-RPC="/usr/bin/python3 $HERE/tier_rpc.py"
-PID=
-SERVER=
+. "$HERE/tier_lib.sh" tier
 STEPS=${*:-badinput creds bucket conflict getframe frames500 kill9 osd rgw highwater}
-PY=/usr/bin/python3
 
-fail() {
-	echo "FAIL: $*"
-	for f in "$W"/node*.log; do
-		[ -f "$f" ] || continue
-		echo "--- $f (last lines)"
-		tail -15 "$f"
-	done
-	[ -s "$W/stats.json" ] && { echo "--- last Stats"; cat "$W/stats.json"; echo; }
-	exit 1
-}
 cleanup() {
 	ing_kill_pid
 	ceph_cleanup
@@ -79,12 +55,6 @@ node_start() {
 	PID=$ING_PID
 	SERVER=$ING_SERVER
 }
-
-# tier_wait EXPR SECONDS WHAT: poll Stats (frame counters + TierStats) until EXPR holds
-tier_wait() {
-	$RPC wait "$SERVER" "$1" "$2" >"$W/stats.json" || fail "$3: '$1' not reached within $2 s"
-}
-tier_stat() { json "$W/stats.json" "$1"; }
 
 # send N SIZES FIRST_ID MANIFEST [ARGS...]: frames that must all be ACKed DURABLE
 send() {

@@ -128,7 +128,8 @@ static int eal_teardown(void **state)
 	return 0;
 }
 
-static int env_setup(void **state)
+/* The pool: "64K:2,1M:1" in one region, or in each of two (NUMA nodes 0 and 1 as labels). */
+static int env_make(void **state, unsigned nregions)
 {
 	static unsigned n;
 	struct ing_pool_opts po;
@@ -143,6 +144,12 @@ static int env_setup(void **state)
 	po.hugepages = 0;
 	if (ing_pool_parse_classes(&po, "64K:2,1M:1"))
 		return -1;
+	if (nregions > 1) {
+		po.nregions = nregions;
+		po.mbind = false;
+		for (unsigned r = 0; r < nregions; r++)
+			po.region_node[r] = (int)r;
+	}
 	E->pool = ing_pool_create(&po);
 	E->loop = ing_loop_create();
 	if (!E->pool || !E->loop)
@@ -152,6 +159,16 @@ static int env_setup(void **state)
 	E->grpc_sess.credits = E->rdma_sess.credits = 16;
 	*state = E;
 	return 0;
+}
+
+static int env_setup(void **state)
+{
+	return env_make(state, 1);
+}
+
+static int env_setup_regions(void **state)
+{
+	return env_make(state, 2);
 }
 
 static int env_teardown(void **state)
@@ -166,6 +183,73 @@ static int env_teardown(void **state)
 }
 
 /* ---------------------------------------------------------------- tests */
+
+/* a frame of a rail: its slot must come from that rail's region */
+static int arrive_in(struct tframe *t, const char *name, int region, uint64_t len)
+{
+	frame_init(t, name, region < 0 ? &fake_grpc : &fake_rdma, len);
+	t->r.region = region;
+	int rc = admit_try(&E->a, &t->r, &t->f);
+	if (rc == 0)
+		note(t);
+	return rc;
+}
+
+/*
+ * Pool regions (one per NUMA node that carries a rail): a rail's frame takes a slot of its
+ * node's region only, and waits when that region is full even while another has room; a
+ * frame waiting for one region's slot holds back nothing of another region; a fallback
+ * frame (no region) takes any region, and waits behind every earlier waiter's classes.
+ */
+static void test_regions(void **state)
+{
+	(void)state;
+	struct tframe big1, big1b, s0, s1, s1b, g;
+
+	assert_int_equal(ing_pool_nregions(E->pool), 2);
+	/* rail 1's large frame takes region 1's 1 MiB slot; its next one waits for it */
+	assert_int_equal(arrive_in(&big1, "big1", 1, LARGE), 0);
+	assert_int_equal(big1.f->region, 1);
+	assert_int_equal(arrive_in(&big1b, "big1b", 1, LARGE), -EAGAIN);
+	assert_int_equal(big1b.r.why, ADMIT_SLOT);
+	/* region 0's 1 MiB slot is free: rail 1 must not take it, and rail 0 still may */
+	assert_null(big1b.f);
+	/* a small frame of rail 0 is not held back by rail 1's waiter (another region) */
+	assert_int_equal(arrive_in(&s0, "s0", 0, SMALL), 0);
+	assert_int_equal(s0.f->region, 0);
+	/* a small frame of rail 1 is: the waiter keeps class 1 of region 1; class 0 is free */
+	assert_int_equal(arrive_in(&s1, "s1", 1, SMALL), 0);
+	assert_int_equal(s1.f->region, 1);
+	assert_int_equal(s1.f->cls, 0);
+	assert_int_equal(arrive_in(&s1b, "s1b", 1, SMALL), 0);
+	/* region 1 holds no small slot any more, nor may it lend its large one: wait */
+	struct tframe s1c;
+	assert_int_equal(arrive_in(&s1c, "s1c", 1, SMALL), -EAGAIN);
+	/* a fallback frame takes what any region has below the waiters' classes: region 0 */
+	assert_int_equal(arrive_in(&g, "g", -1, SMALL), 0);
+	assert_int_equal(g.f->region, 0);
+	assert_int_equal(g.f->cls, 0);
+	/* region 1's large slot comes back: its waiter (first in line) takes it */
+	done(&big1);
+	settle();
+	assert_non_null(big1b.f);
+	assert_int_equal(big1b.f->region, 1);
+	assert_int_equal(big1b.f->cls, 1);
+	assert_null(s1c.f);
+	done(&s1);
+	settle();
+	assert_non_null(s1c.f);
+	assert_int_equal(s1c.f->region, 1);
+	assert_string_equal(E->order, "big1 s0 s1 s1b g big1b s1c ");
+	done(&big1b);
+	done(&s1b);
+	done(&s1c);
+	done(&s0);
+	done(&g);
+	settle();
+	assert_null(E->a.head);
+	assert_int_equal(ing_pool_free(E->pool), 6);
+}
 
 static void test_classes(void **state)
 {
@@ -429,6 +513,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cancel, env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_expiry, env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_expiry_counts_from_progress, env_setup, env_teardown),
+		cmocka_unit_test_setup_teardown(test_regions, env_setup_regions, env_teardown),
 	};
 	return cmocka_run_group_tests(tests, eal_setup, eal_teardown);
 }

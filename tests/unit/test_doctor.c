@@ -263,6 +263,138 @@ static void test_bad_options(void **state)
 	free(r);
 }
 
+/* A check called name whose detail has needle (there may be one per rail or region). */
+static void expect_some(const struct ing_doctor_report *r, const char *name, enum ing_check_status st,
+		       const char *needle)
+{
+	for (unsigned i = 0; i < r->n; i++) {
+		const struct ing_check *k = &r->checks[i];
+		if (!strcmp(k->name, name) && k->status == st && strstr(k->detail, needle)) {
+			if (st != ING_CHECK_PASS && !k->fix[0])
+				fail_msg("%s: %s without a fix line", name, ing_check_status_str(st));
+			return;
+		}
+	}
+	fail_msg("no %s %s with \"%s\"", ing_check_status_str(st), name, needle);
+}
+
+static unsigned count_checks(const struct ing_doctor_report *r, const char *name)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < r->n; i++)
+		n += !strcmp(r->checks[i].name, name);
+	return n;
+}
+
+/*
+ * The two-socket two-NIC machine: each ACTIVE device with an IPv4 GID is a rail and gets
+ * its own port, GID and MTU checks; the DOWN one is said not to be a rail (a WARN: ingestd
+ * starts without it); memlock must hold each rail's registration of its region; hugepages
+ * are counted per region on its own node.
+ */
+static void test_rails_machine(void **state)
+{
+	(void)state;
+	struct ing_doctor_opts o;
+	struct roots rt;
+	struct ing_doctor_report *r = calloc(1, sizeof(*r));
+
+	setup_opts(&o, &rt, "rails", "two_socket_two_nic.xml");
+	o.pool_bytes = 1ull << 30;           /* 512 x 2 MiB per region */
+	o.memlock = 3ull << 29;              /* 1.5 GiB: one rail's worth, not two */
+	setenv("RDMAV_HUGEPAGES_SAFE", "1", 1);
+	int fails = ing_doctor_run(&o, r);
+	unsetenv("RDMAV_HUGEPAGES_SAFE");
+	expect(r, "rdma.devices", ING_CHECK_PASS,
+	       "3 RDMA devices: mlx5_0, mlx5_1, mlx5_2; checking mlx5_0, mlx5_1 (one rail each)");
+	expect(r, "rdma.unused", ING_CHECK_WARN, "mlx5_2 is not a rail: port 1 not ACTIVE");
+	assert_int_equal(r->n_rails, 2);
+	assert_string_equal(r->rails[1].dev, "mlx5_1");
+	assert_int_equal(r->rails[1].node, 1);
+	assert_int_equal(r->rails[1].gid_index, 3);
+	assert_string_equal(r->rails[1].gid_ip, "10.2.0.5");
+	assert_int_equal(r->rails[1].active_mtu, 4096);
+	assert_string_equal(r->rdma_dev, "mlx5_0");   /* the first rail, as before rails */
+	assert_int_equal(count_checks(r, "rdma.port"), 2);
+	expect_some(r, "rdma.gid", ING_CHECK_PASS, "RoCE v2 GID index 3 (10.1.0.5 on ens1f0np0) on mlx5_0");
+	expect_some(r, "rdma.gid", ING_CHECK_PASS, "RoCE v2 GID index 3 (10.2.0.5 on ens2f0np0) on mlx5_1");
+	expect_some(r, "rdma.mtu", ING_CHECK_PASS, "ens2f0np0 MTU 9000");
+	/* each rail pins its own region: 2 x 1 GiB + 16 MiB > 1.5 GiB */
+	expect(r, "memory.memlock", ING_CHECK_FAIL, "memlock 1.5 GiB < 2 rails x pool 1 GiB + 16 MiB");
+	/* a region per rail node, its hugepages on that node: 600 free on node 0, 200 on 1 */
+	expect_some(r, "memory.hugepages", ING_CHECK_PASS, "pool region 0: 800 x 2 MiB (800 free) "
+		   "reserved; free on node 0 1.2 GiB >= pool 1 GiB");
+	expect_some(r, "memory.hugepages", ING_CHECK_WARN, "pool region 1: 800 x 2 MiB (800 free) "
+		   "reserved; 200 x 2 MiB free on node 1");
+	expect(r, "memory.pool", ING_CHECK_PASS, "pool 2 GiB (2 regions x 1 GiB) <= 62.5 GiB memory");
+	expect_some(r, "numa.nic", ING_CHECK_PASS, "mlx5_0 on node 0");
+	expect_some(r, "numa.nic", ING_CHECK_PASS, "mlx5_1 on node 1");
+	expect(r, "numa.placement", ING_CHECK_WARN, "1 cross-node placement: mlx5_1 is on node 1, "
+	       "nvme0n1 on node 0");
+	expect(r, "cpu.isolation", ING_CHECK_PASS, "dataplane cpus isolated (1,4)");
+	assert_int_equal(fails, 1);   /* the memlock */
+
+	/* enough memlock for both rails */
+	o.memlock = 4ull << 30;
+	assert_int_equal(ing_doctor_run(&o, r), 0);
+	expect(r, "memory.memlock", ING_CHECK_PASS, "memlock 4 GiB >= 2 rails x pool 1 GiB + 16 MiB");
+
+	/* one rail named: only it is checked, nothing said of the others */
+	o.rdma_dev = "mlx5_1";
+	o.memlock = 3ull << 29;
+	assert_int_equal(ing_doctor_run(&o, r), 0);
+	assert_int_equal(r->n_rails, 1);
+	assert_null(find_check(r, "rdma.unused"));
+	expect(r, "memory.memlock", ING_CHECK_PASS, "memlock 1.5 GiB >= pool 1 GiB + 16 MiB");
+	expect(r, "memory.hugepages", ING_CHECK_WARN, "200 x 2 MiB free on node 1");
+
+	/* text and JSON list each rail */
+	o.rdma_dev = NULL;
+	(void)ing_doctor_run(&o, r);
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	ing_doctor_format_text(r, f);
+	ing_doctor_format_json(r, f);
+	fclose(f);
+	assert_non_null(strstr(out, "rdma: rail 1: device mlx5_1 port 1, GID index 3 (10.2.0.5)"));
+	assert_non_null(strstr(out, "\"rails\":[{\"device\":\"mlx5_0\",\"node\":0,\"port\":1,\"gid_index\":3"));
+	free(out);
+	free(r);
+}
+
+/* Soft-RoCE on two nodes: the kernel knows no node for rxe; rdma-dev = rxe1@1 says it. */
+static void test_rails_node_override(void **state)
+{
+	(void)state;
+	struct ing_doctor_opts o;
+	struct roots rt;
+	struct ing_doctor_report *r = calloc(1, sizeof(*r));
+
+	setup_opts(&o, &rt, "rails_rxe", "two_socket_two_nic.xml");
+	o.memlock = ING_DOCTOR_MEMLOCK_UNLIMITED;
+	o.pool_bytes = 256ull << 20;
+	(void)ing_doctor_run(&o, r);
+	assert_int_equal(r->n_rails, 2);
+	assert_int_equal(r->rails[1].node, -1);
+	expect_some(r, "numa.nic", ING_CHECK_WARN, "NUMA node of rxe1 unknown");
+	assert_non_null(strstr(find_check(r, "numa.nic")->fix, "rdma-dev = rxe0@N"));
+
+	o.rdma_dev = "rxe0@0, rxe1@1";
+	(void)ing_doctor_run(&o, r);
+	assert_int_equal(r->rails[1].node, 1);
+	expect_some(r, "numa.nic", ING_CHECK_PASS,
+		   "rxe1 on node 1 (rdma-dev override; the kernel does not know its node)");
+	assert_int_equal(count_checks(r, "numa.nic"), 2);
+	for (unsigned i = 0; i < r->n; i++)
+		if (!strcmp(r->checks[i].name, "numa.nic"))
+			assert_int_equal(r->checks[i].status, ING_CHECK_PASS);
+	o.rdma_dev = "rxe0@x";
+	(void)ing_doctor_run(&o, r);
+	expect(r, "rdma.devices", ING_CHECK_FAIL, "'rxe0@x': the NUMA node after '@' must be a number");
+	free(r);
+}
+
 static void test_empty_machine(void **state)
 {
 	(void)state;
@@ -304,6 +436,7 @@ int main(void)
 		cmocka_unit_test(test_fail_machine),
 		cmocka_unit_test(test_pool_memory), cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_empty_machine),
+		cmocka_unit_test(test_rails_machine),    cmocka_unit_test(test_rails_node_override),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

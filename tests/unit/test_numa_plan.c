@@ -19,7 +19,7 @@
 
 #include "numa/numa.h"
 
-static char xml_two[1024], xml_four[1024], xml_vm[1024];
+static char xml_two[1024], xml_four[1024], xml_vm[1024], xml_nic2[1024];
 
 static void fixture_path(char *buf, size_t len, const char *name)
 {
@@ -152,8 +152,11 @@ static void test_plan_two_socket(void **state)
 	assert_int_equal(p.home_node, 1);
 	assert_int_equal(p.control_cpu, 4);
 	assert_cpus(p.dataplane_cpus, p.n_dataplane, CPUS(5));
-	assert_cpus(p.worker_cpus, p.n_workers, CPUS(0, 1)); /* local to the NVMe */
+	/* the pool region's node: the CRC stays local, the disk's DMA crosses once */
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(6, 7));
 	assert_int_equal(p.pool_node, 1);
+	assert_int_equal(p.n_rails, 1);
+	assert_int_equal(p.n_regions, 1);
 	assert_int_equal(p.poll_mode_hint, ING_POLL_BUSY);
 	assert_int_equal(p.n_remote, 1);
 	assert_true(has_warning(&p, "mlx5_0 is on node 1, nvme0n1 on node 0"));
@@ -167,7 +170,9 @@ static void test_plan_two_socket(void **state)
 	assert_int_equal(p.control_cpu, 4);
 	assert_cpus(p.dataplane_cpus, p.n_dataplane, CPUS(5, 6, 7));
 	assert_true(has_warning(&p, "4 dataplane lcores asked, only 3"));
+	/* no core left on node 1: the workers go to node 0's free cores, said to be remote */
 	assert_cpus(p.worker_cpus, p.n_workers, CPUS(0, 1));
+	assert_true(has_warning(&p, "no free core on node 1 for the workers"));
 
 	/* allow_smt: siblings only after the physical cores */
 	o.allow_smt = true;
@@ -184,27 +189,38 @@ static void test_plan_four_node(void **state)
 	struct ing_plan p;
 	char err[256];
 
-	/* default NIC mlx5_0 (node 2); two disks, none chosen: workers stay on the NIC node */
+	/* by default every ACTIVE device is a rail: mlx5_0 (node 2) and mlx5_1 (node 0), in
+	 * name order; two disks, none chosen: no disk node */
 	ing_plan_opts_init(&o);
 	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_int_equal(p.n_rails, 2);
+	assert_string_equal(p.rails[0].dev, "mlx5_0");
+	assert_string_equal(p.rails[1].dev, "mlx5_1");
 	assert_int_equal(p.nic_node, 2);
 	assert_int_equal(p.disk_node, -1);
 	assert_string_equal(p.block_dev, "");
 	assert_int_equal(p.control_cpu, 8);
-	assert_cpus(p.dataplane_cpus, p.n_dataplane, CPUS(9));
-	assert_cpus(p.worker_cpus, p.n_workers, CPUS(10, 11));
+	assert_cpus(p.rails[0].lcores, p.rails[0].n_lcores, CPUS(9));
+	assert_cpus(p.rails[1].lcores, p.rails[1].n_lcores, CPUS(0));
+	assert_cpus(p.dataplane_cpus, p.n_dataplane, CPUS(9, 0));
+	assert_int_equal(p.n_regions, 2);
+	assert_int_equal(p.regions[0].node, 2);
+	assert_int_equal(p.regions[1].node, 0);
+	assert_int_equal(p.rails[1].region, 1);
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(10, 11, 1, 2));
 	assert_int_equal(p.pool_node, 2);
 	assert_int_equal(p.poll_mode_hint, ING_POLL_BUSY);
 	assert_int_equal(p.n_warnings, 0);
 
-	/* NVMe on node 3: workers follow the disk, pool stays with the NIC, warned */
+	/* one rail, NVMe on node 3: pool and workers stay with the NIC, the disk is warned */
+	o.rdma_dev = "mlx5_0";
 	o.block_dev = "nvme0n1";
 	o.n_dataplane = 2;
 	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
 	assert_int_equal(p.disk_node, 3);
 	assert_int_equal(p.control_cpu, 8);
 	assert_cpus(p.dataplane_cpus, p.n_dataplane, CPUS(9, 10));
-	assert_cpus(p.worker_cpus, p.n_workers, CPUS(12, 13));
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(11, 11));
 	assert_int_equal(p.pool_node, 2);
 	assert_int_equal(p.n_remote, 1);
 	assert_true(has_warning(&p, "mlx5_0 is on node 2, nvme0n1 on node 3"));
@@ -223,14 +239,15 @@ static void test_plan_four_node(void **state)
 	assert_int_equal(p.pool_node, 0);
 	assert_int_equal(p.n_warnings, 0);
 
-	/* the NIC node is full: workers go to the first node with free cores */
-	o.rdma_dev = NULL;
+	/* the NIC node is full: workers go to the first node with free cores, warned */
+	o.rdma_dev = "mlx5_0";
 	o.block_dev = NULL;
 	o.n_dataplane = 3;
 	o.n_workers = 2;
 	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
 	assert_cpus(p.dataplane_cpus, p.n_dataplane, CPUS(9, 10, 11));
 	assert_cpus(p.worker_cpus, p.n_workers, CPUS(0, 1));
+	assert_true(has_warning(&p, "no free core on node 2 for the workers"));
 	assert_int_equal(p.poll_mode_hint, ING_POLL_BUSY);
 	ing_topo_destroy(t);
 }
@@ -297,7 +314,8 @@ static void test_overrides(void **state)
 	assert_true(p.lcores_overridden);
 	assert_int_equal(p.control_cpu, 0);
 	assert_cpus(p.dataplane_cpus, p.n_dataplane, CPUS(1));
-	assert_cpus(p.worker_cpus, p.n_workers, CPUS(2, 3));
+	assert_cpus(p.rails[0].lcores, p.rails[0].n_lcores, CPUS(1));
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(4, 5)); /* the pool's node, node 1 */
 	assert_true(has_warning(&p, "dataplane lcore 1 is on node 0, mlx5_0 is on node 1"));
 
 	/* control cpu outside the lcore list: EAL gets both */
@@ -410,7 +428,8 @@ static void test_format_text(void **state)
 	assert_non_null(strstr(txt, "2 NUMA nodes, 8 cores, 16 cpus (0-15)"));
 	assert_non_null(strstr(txt, "rdma  mlx5_0     node 1"));
 	assert_non_null(strstr(txt, "control lcore : cpu 4"));
-	assert_non_null(strstr(txt, "workers       : 2 on cpus 0-1"));
+	assert_non_null(strstr(txt, "workers       : 2 on cpus 6-7"));
+	assert_non_null(strstr(txt, "rail 0        : mlx5_0 netdev ens1f0np0, node 1 (the device's): lcore 5, pool region 0"));
 	assert_non_null(strstr(txt, "EAL           : -l 4-5 --main-lcore 4"));
 	assert_non_null(strstr(txt, "WARNING: mlx5_0 is on node 1, nvme0n1 on node 0"));
 	free(txt);
@@ -478,17 +497,319 @@ out:
 	assert_int_equal(system(cmd), 0);
 }
 
+/* rdma-dev and rdma-addr lists: separators, node overrides, every error named */
+static void test_rail_lists(void **state)
+{
+	(void)state;
+	struct ing_rail_spec r[ING_PLAN_MAX_RAILS];
+	char a[ING_PLAN_MAX_RAILS][48], err[256];
+
+	assert_int_equal(ing_rail_list_parse(NULL, r, 8, err, sizeof(err)), 0);
+	assert_int_equal(ing_rail_list_parse("  ", r, 8, err, sizeof(err)), 0);
+	assert_int_equal(ing_rail_list_parse("mlx5_0, mlx5_1@1 rxe2@0,", r, 8, err, sizeof(err)), 3);
+	assert_string_equal(r[0].dev, "mlx5_0");
+	assert_int_equal(r[0].node, -1);
+	assert_string_equal(r[1].dev, "mlx5_1");
+	assert_int_equal(r[1].node, 1);
+	assert_string_equal(r[2].dev, "rxe2");
+	assert_int_equal(r[2].node, 0);
+	static const struct { const char *s, *msg; } bad[] = {
+		{ "rxe1@", "must be a number" }, { "rxe1@x", "must be a number" },
+		{ "rxe1@-1", "must be a number" }, { "rxe1@2000", "0..1023" },
+		{ "rxe1,rxe1@1", "'rxe1' is listed twice" }, { "rx/e1", "not an RDMA device name" },
+		{ "@1", "not an RDMA device name" },
+		{ "a,b,c,d,e,f,g,h,i", "more than 8 devices" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		if (ing_rail_list_parse(bad[i].s, r, 8, err, sizeof(err)) != -EINVAL ||
+		    !strstr(err, bad[i].msg))
+			fail_msg("'%s': \"%s\" (want \"%s\")", bad[i].s, err, bad[i].msg);
+	}
+	assert_int_equal(ing_addr_list_parse("10.0.1.1, 10.0.2.1 fe80::1", a, 8, err, sizeof(err)), 3);
+	assert_string_equal(a[1], "10.0.2.1");
+	assert_int_equal(ing_addr_list_parse("10.0.1.1,10.0.1.1", a, 8, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ing_addr_list_parse("10.0.1", a, 8, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "not an IPv4 or IPv6 address"));
+}
+
+/* Two sockets, one NIC each, the NVMe on socket 0 (the machine issue #26 is about). */
+static void test_plan_two_nic(void **state)
+{
+	(void)state;
+	struct ing_topo *t = load(xml_nic2);
+	struct ing_plan_opts o;
+	struct ing_plan p;
+	char err[256], eal[64], *txt = NULL;
+	size_t len = 0;
+
+	ing_plan_opts_init(&o);
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_int_equal(p.n_rails, 2);
+	assert_string_equal(p.rails[0].dev, "mlx5_0");
+	assert_string_equal(p.rails[0].netdev, "ens1f0np0");
+	assert_int_equal(p.rails[0].node, 0);
+	assert_int_equal(p.rails[0].node_from, ING_RAIL_NODE_DEVICE);
+	assert_string_equal(p.rails[1].dev, "mlx5_1");
+	assert_int_equal(p.rails[1].node, 1);
+	assert_int_equal(p.control_cpu, 0);
+	/* each rail's lcore on its own socket */
+	assert_cpus(p.rails[0].lcores, p.rails[0].n_lcores, CPUS(1));
+	assert_cpus(p.rails[1].lcores, p.rails[1].n_lcores, CPUS(4));
+	/* one pool region per socket, each rail on its own */
+	assert_int_equal(p.n_regions, 2);
+	assert_int_equal(p.regions[0].node, 0);
+	assert_int_equal(p.regions[1].node, 1);
+	assert_int_equal(p.rails[0].region, 0);
+	assert_int_equal(p.rails[1].region, 1);
+	assert_int_equal(ing_plan_region_of_node(&p, 1), 1);
+	assert_int_equal(ing_plan_region_of_node(&p, 5), -1);
+	/* two workers per region, on their region's socket */
+	assert_int_equal(p.regions[1].first_worker, 2);
+	assert_int_equal(p.regions[1].n_workers, 2);
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(2, 3, 5, 6));
+	/* the disk hangs off socket 0: rail 1's frames cross once, in the disk's DMA */
+	assert_int_equal(p.disk_node, 0);
+	assert_int_equal(p.n_remote, 1);
+	assert_true(has_warning(&p, "mlx5_1 is on node 1, nvme0n1 on node 0: each frame of this "
+				"rail crosses the interconnect once, in the disk's DMA"));
+	assert_int_equal(p.poll_mode_hint, ING_POLL_BUSY);
+	assert_int_equal(ing_plan_eal_lcores(&p, eal, sizeof(eal), NULL), 0);
+	assert_string_equal(eal, "0-1,4");
+
+	FILE *f = open_memstream(&txt, &len);
+	ing_plan_format_text(&p, f);
+	ing_plan_format_json(&p, f);
+	fclose(f);
+	assert_non_null(strstr(txt, "placement plan (2 NUMA nodes, 2 rails)"));
+	assert_non_null(strstr(txt, "rail 1        : mlx5_1 netdev ens2f0np0, node 1 (the device's): "
+				    "lcore 4, pool region 1"));
+	assert_non_null(strstr(txt, "region 1      : node 1, workers 2 on cpus 5-6"));
+	assert_non_null(strstr(txt, "\"rails\":[{\"dev\":\"mlx5_0\""));
+	assert_non_null(strstr(txt, "\"regions\":[{\"node\":0,\"worker_cpus\":[2,3]},{\"node\":1,"
+				    "\"worker_cpus\":[5,6]}]"));
+	free(txt);
+
+	/* two lcores per rail: handed out one per rail in turn */
+	o.n_dataplane = 2;
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_cpus(p.rails[0].lcores, p.rails[0].n_lcores, CPUS(1, 2));
+	assert_cpus(p.rails[1].lcores, p.rails[1].n_lcores, CPUS(4, 5));
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(3, 3, 6, 7));
+	ing_topo_destroy(t);
+}
+
+static void test_plan_two_nic_overrides(void **state)
+{
+	(void)state;
+	struct ing_topo *t = load(xml_nic2);
+	struct ing_plan_opts o;
+	struct ing_plan p;
+	char err[256];
+
+	/* rdma-dev = dev@node: the operator says where a rail goes (first in the list first) */
+	ing_plan_opts_init(&o);
+	o.rdma_dev = "mlx5_1@0, mlx5_0";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_string_equal(p.rails[0].dev, "mlx5_1");
+	assert_int_equal(p.rails[0].node, 0);
+	assert_int_equal(p.rails[0].dev_node, 1);
+	assert_int_equal(p.rails[0].node_from, ING_RAIL_NODE_OVERRIDE);
+	assert_true(has_warning(&p, "mlx5_1 is on node 1, placed on node 0 as rdma-dev says"));
+	assert_int_equal(p.n_regions, 1);
+	assert_cpus(p.rails[0].lcores, p.rails[0].n_lcores, CPUS(1));
+	assert_cpus(p.rails[1].lcores, p.rails[1].n_lcores, CPUS(2));
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(3, 3));
+
+	/* one rail only: the other socket's NIC stays idle */
+	o.rdma_dev = "mlx5_1";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_int_equal(p.n_rails, 1);
+	assert_int_equal(p.control_cpu, 4);
+	assert_int_equal(p.pool_node, 1);
+
+	/* --lcores: each lcore serves the rail on its node */
+	ing_plan_opts_init(&o);
+	o.lcores = "0-1,4-5";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_cpus(p.rails[0].lcores, p.rails[0].n_lcores, CPUS(1));
+	assert_cpus(p.rails[1].lcores, p.rails[1].n_lcores, CPUS(4, 5));
+	assert_int_equal(p.n_remote, 1);   /* the disk only */
+	/* every lcore on socket 0: rail 1 takes one of them, remote and said so */
+	o.lcores = "0-2";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_cpus(p.rails[0].lcores, p.rails[0].n_lcores, CPUS(1));
+	assert_cpus(p.rails[1].lcores, p.rails[1].n_lcores, CPUS(2));
+	assert_true(has_warning(&p, "dataplane lcore 2 is on node 0, mlx5_1 is on node 1 (remote"));
+	/* fewer dataplane lcores than rails */
+	o.lcores = "0-1";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--lcores '0-1': 1 dataplane lcore for 2 rails: each rail needs one"));
+
+	/* --worker-cpus: each region takes the listed cpus on its node */
+	ing_plan_opts_init(&o);
+	o.worker_cpus = "2,6";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(2, 2, 6, 6));
+	assert_true(p.workers_overridden);
+	o.worker_cpus = "2,3";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(2, 3, 2, 3));
+	assert_true(has_warning(&p, "no cpu of --worker-cpus is on node 1"));
+
+	/* --pool-node: one region for both rails, the remote one warned */
+	ing_plan_opts_init(&o);
+	o.pool_node = 0;
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_int_equal(p.n_regions, 1);
+	assert_int_equal(p.rails[1].region, 0);
+	assert_true(has_warning(&p, "MR pool on node 0, mlx5_1 on node 1"));
+
+	/* per-rail limits and bad lists */
+	ing_plan_opts_init(&o);
+	o.n_workers = 33;
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "33 workers asked per pool region, at most 32"));
+	ing_plan_opts_init(&o);
+	o.rdma_dev = "mlx5_0@7";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--rdma-dev 'mlx5_0@7': no such NUMA node (nodes: 0-1)"));
+	o.rdma_dev = "mlx5_0,mlx5_0";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "listed twice"));
+	o.rdma_dev = "mlx5_0, mlx5_4";
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "RDMA device 'mlx5_4' not found (RDMA devices: mlx5_0, mlx5_1)"));
+	ing_topo_destroy(t);
+}
+
+/*
+ * Two cores a node (the 4-vCPU two-node guest's shape): every region's workers take their
+ * own node's free core first, so node 1's region gets node 1's last core; node 0's region,
+ * whose node is full, shares it (remote, warned) rather than leaving node 1's unpinned.
+ */
+static void test_plan_small_two_nic(void **state)
+{
+	(void)state;
+	char path[1024], err[256];
+	struct ing_plan_opts o;
+	struct ing_plan p;
+
+	fixture_path(path, sizeof(path), "small_two_nic.xml");
+	struct ing_topo *t = load(path);
+	ing_plan_opts_init(&o);
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_int_equal(p.control_cpu, 0);
+	assert_cpus(p.rails[0].lcores, p.rails[0].n_lcores, CPUS(1));
+	assert_cpus(p.rails[1].lcores, p.rails[1].n_lcores, CPUS(2));
+	assert_cpus(p.worker_cpus, p.n_workers, CPUS(3, 3, 3, 3));
+	assert_true(has_warning(&p, "no free core on node 0 for the workers of its pool region: "
+				"they run on node 1, beside another region's"));
+	ing_topo_destroy(t);
+}
+
+/* "key = value" lines of ing_plan_format_config back into plan options (what ingestd's
+ * option table does with them) */
+static void opts_from_config(char *text, struct ing_plan_opts *o)
+{
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		char *eq = strstr(line, " = ");
+		if (line[0] == '#' || !eq)
+			continue;
+		*eq = '\0';
+		char *v = eq + 3;
+		if (!strcmp(line, "rdma-dev"))
+			o->rdma_dev = v;
+		else if (!strcmp(line, "lcores"))
+			o->lcores = v;
+		else if (!strcmp(line, "control-cpu"))
+			o->control_cpu = atoi(v);
+		else if (!strcmp(line, "dataplane"))
+			o->n_dataplane = (unsigned)atoi(v);
+		else if (!strcmp(line, "workers"))
+			o->n_workers = (unsigned)atoi(v);
+		else if (!strcmp(line, "worker-cpus"))
+			o->worker_cpus = v;
+		else if (!strcmp(line, "pool-node"))
+			o->pool_node = atoi(v);
+		else if (!strcmp(line, "allow-smt"))
+			o->allow_smt = true;
+		else if (strcmp(line, "poll-mode") && strcmp(line, "rdma-addr"))
+			fail_msg("unknown config line '%s'", line);
+	}
+}
+
+/* The config lines ingest-topo prints make the same plan again, overrides included. */
+static void test_config_lines_round_trip(void **state)
+{
+	(void)state;
+	static const struct { const char *xml_name, *rdma, *workers; unsigned dp, nw; int pool; } cases[] = {
+		{ "two_socket_two_nic.xml", NULL, NULL, 1, 2, -1 },
+		{ "two_socket_two_nic.xml", NULL, NULL, 2, 1, -1 },
+		{ "two_socket_two_nic.xml", "mlx5_1@0, mlx5_0", NULL, 1, 2, -1 },
+		{ "two_socket_two_nic.xml", NULL, "2,6,7", 1, 3, -1 },
+		{ "two_socket_two_nic.xml", NULL, NULL, 1, 2, 1 },
+		{ "four_node_smt.xml", NULL, NULL, 1, 2, -1 },
+		{ "two_socket.xml", NULL, NULL, 3, 2, -1 },
+		{ "vm_single.xml", NULL, NULL, 1, 2, -1 },
+		{ "small_two_nic.xml", NULL, NULL, 1, 2, -1 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[1024], err[256], *txt = NULL;
+		size_t len = 0;
+		struct ing_plan_opts o, o2;
+		struct ing_plan *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+		fixture_path(path, sizeof(path), cases[i].xml_name);
+		struct ing_topo *t = load(path);
+		ing_plan_opts_init(&o);
+		o.rdma_dev = cases[i].rdma;
+		o.worker_cpus = cases[i].workers;
+		o.n_dataplane = cases[i].dp;
+		o.n_workers = cases[i].nw;
+		o.pool_node = cases[i].pool;
+		assert_int_equal(ing_plan_make(t, &o, a, err, sizeof(err)), 0);
+		FILE *f = open_memstream(&txt, &len);
+		ing_plan_format_config(a, f);
+		fclose(f);
+		ing_plan_opts_init(&o2);
+		opts_from_config(txt, &o2);
+		if (ing_plan_make(t, &o2, b, err, sizeof(err)))
+			fail_msg("case %zu: the config lines make no plan: %s", i, err);
+		assert_int_equal(b->control_cpu, a->control_cpu);
+		assert_int_equal(b->n_rails, a->n_rails);
+		for (unsigned r = 0; r < a->n_rails; r++) {
+			assert_string_equal(b->rails[r].dev, a->rails[r].dev);
+			assert_int_equal(b->rails[r].node, a->rails[r].node);
+			assert_cpus(b->rails[r].lcores, b->rails[r].n_lcores, a->rails[r].lcores,
+				    a->rails[r].n_lcores);
+		}
+		assert_cpus(b->dataplane_cpus, b->n_dataplane, a->dataplane_cpus, a->n_dataplane);
+		assert_int_equal(b->n_regions, a->n_regions);
+		for (unsigned g = 0; g < a->n_regions; g++)
+			assert_int_equal(b->regions[g].node, a->regions[g].node);
+		assert_cpus(b->worker_cpus, b->n_workers, a->worker_cpus, a->n_workers);
+		assert_int_equal(b->poll_mode_hint, a->poll_mode_hint);
+		free(txt);
+		free(a);
+		free(b);
+		ing_topo_destroy(t);
+	}
+}
+
 int main(void)
 {
 	fixture_path(xml_two, sizeof(xml_two), "two_socket.xml");
 	fixture_path(xml_four, sizeof(xml_four), "four_node_smt.xml");
 	fixture_path(xml_vm, sizeof(xml_vm), "vm_single.xml");
+	fixture_path(xml_nic2, sizeof(xml_nic2), "two_socket_two_nic.xml");
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_topology_queries), cmocka_unit_test(test_load_errors),
 		cmocka_unit_test(test_cpulist),          cmocka_unit_test(test_plan_two_socket),
 		cmocka_unit_test(test_plan_four_node),   cmocka_unit_test(test_plan_vm),
 		cmocka_unit_test(test_overrides),        cmocka_unit_test(test_override_errors),
-		cmocka_unit_test(test_format_text),
+		cmocka_unit_test(test_format_text),      cmocka_unit_test(test_rail_lists),
+		cmocka_unit_test(test_plan_two_nic),     cmocka_unit_test(test_plan_two_nic_overrides),
+		cmocka_unit_test(test_config_lines_round_trip), cmocka_unit_test(test_plan_small_two_nic),
 		cmocka_unit_test(test_blockdev_for_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -91,10 +91,10 @@ static void test_classes_and_regions(void **state)
 
 	void *base[2];
 	size_t len[2];
-	assert_int_equal(ing_pool_region(p, 0, &base[0], &len[0]), 0);
-	assert_int_equal(ing_pool_region(p, 1, &base[1], &len[1]), 0);
-	assert_int_equal(ing_pool_region(p, 2, &base[0], &len[0]), -ENOENT);
-	assert_int_equal(ing_pool_region(NULL, 0, &base[0], &len[0]), -ENOENT);
+	assert_int_equal(ing_pool_region(p, 0, 0, &base[0], &len[0]), 0);
+	assert_int_equal(ing_pool_region(p, 0, 1, &base[1], &len[1]), 0);
+	assert_int_equal(ing_pool_region(p, 0, 2, &base[0], &len[0]), -ENOENT);
+	assert_int_equal(ing_pool_region(NULL, 0, 0, &base[0], &len[0]), -ENOENT);
 	assert_int_equal(len[0], 3 * 8192);   /* 5000 rounded to 4 KiB */
 	assert_int_equal(len[1], 2 * 65536);
 
@@ -233,7 +233,7 @@ static void test_hugepage_modes(void **state)
 	assert_non_null(p);
 	void *base;
 	size_t len;
-	assert_int_equal(ing_pool_region(p, 0, &base, &len), 0);
+	assert_int_equal(ing_pool_region(p, 0, 0, &base, &len), 0);
 	if (ing_pool_on_hugepages(p))
 		assert_int_equal(len % (2u << 20), 0);   /* ibv_reg_mr on hugepages wants this */
 	else
@@ -270,6 +270,126 @@ static void test_numa_and_prefault(void **state)
 	assert_null(ing_pool_create(NULL));
 }
 
+/* The numa_maps line of the mapping at base (this process), "" when absent. */
+static void numa_maps_line(const void *base, char *line, size_t len)
+{
+	char want[32], buf[1024];
+	FILE *f = fopen("/proc/self/numa_maps", "r");
+	snprintf(want, sizeof(want), "%lx ", (unsigned long)(uintptr_t)base);
+	line[0] = '\0';
+	while (f && fgets(buf, sizeof(buf), f))
+		if (!strncmp(buf, want, strlen(want))) {
+			snprintf(line, len, "%s", buf);
+			break;
+		}
+	if (f)
+		fclose(f);
+}
+
+/*
+ * One region per NUMA node that carries a rail: each region has every class; a frame asked
+ * for a region takes a slot of that region only (its rail's node), never another's; a
+ * frame with no region (the gRPC fallback) tries the home region first, then the others.
+ * The nodes label the regions here (mbind off: this host may have one node); the binding
+ * itself is read back from the kernel below, on node 0.
+ */
+static void test_regions(void **state)
+{
+	(void)state;
+	struct ing_pool_opts o;
+	ing_pool_opts_init(&o);
+	o.name = "rails";
+	o.hugepages = 0;
+	o.nregions = 2;
+	o.region_node[0] = 0;
+	o.region_node[1] = 1;
+	o.home_region = 1;
+	o.mbind = false;
+	assert_int_equal(ing_pool_parse_classes(&o, "4K:2,64K:1"), 0);
+	struct ing_pool *p = ing_pool_create(&o);
+	assert_non_null(p);
+	assert_int_equal(ing_pool_nregions(p), 2);
+	assert_int_equal(ing_pool_region_node(p, 1), 1);
+	assert_int_equal(ing_pool_region_node(p, 2), -1);
+	assert_int_equal(ing_pool_region_of_node(p, 1), 1);
+	assert_int_equal(ing_pool_region_of_node(p, 3), -1);
+	assert_int_equal(ing_pool_total(p), 6);
+	uint64_t size;
+	unsigned total, nfree;
+	assert_int_equal(ing_pool_class_stats(p, 0, &size, &total, &nfree), 0);
+	assert_int_equal(total, 4);   /* class 0 over both regions */
+	assert_int_equal(ing_pool_region_stats(p, 1, &total, &nfree), 0);
+	assert_int_equal(total, 3);
+	assert_int_equal(ing_pool_region_stats(p, 2, &total, &nfree), -ENOENT);
+
+	void *b1, *b2;
+	size_t l1, l2;
+	assert_int_equal(ing_pool_region(p, 1, 0, &b1, &l1), 0);
+	assert_int_equal(ing_pool_region(p, 1, 1, &b2, &l2), 0);
+	assert_int_equal(ing_pool_region(p, 2, 0, &b1, &l1), -ENOENT);
+	assert_int_equal(ing_pool_region(p, 1, 0, &b1, &l1), 0);
+
+	/* region 1 only: its three slots (class 1 lent to a small frame), then nothing */
+	struct ing_frame *f[6];
+	unsigned seen = 0;
+	for (int i = 0; i < 3; i++) {
+		f[i] = ing_pool_get_in(p, 1, 100, ING_POOL_MAX_CLASSES);
+		assert_non_null(f[i]);
+		assert_int_equal(f[i]->region, 1);
+		uint8_t *b = f[i]->buf;
+		assert_true((b >= (uint8_t *)b1 && b < (uint8_t *)b1 + l1) ||
+			    (b >= (uint8_t *)b2 && b < (uint8_t *)b2 + l2));
+		seen |= 1u << f[i]->index;
+	}
+	assert_null(ing_pool_get_in(p, 1, 100, ING_POOL_MAX_CLASSES));   /* region 0 untouched */
+	assert_null(ing_pool_get_in(p, 7, 100, ING_POOL_MAX_CLASSES));   /* no such region */
+	assert_int_equal(ing_pool_region_stats(p, 0, &total, &nfree), 0);
+	assert_int_equal(nfree, 3);
+	/* no region asked: home (1) is empty, so region 0 */
+	f[3] = ing_pool_get(p, 100);
+	assert_non_null(f[3]);
+	assert_int_equal(f[3]->region, 0);
+	f[4] = ing_pool_get_in(p, 0, 100, ING_POOL_MAX_CLASSES);
+	f[5] = ing_pool_get_in(p, -1, 100, ING_POOL_MAX_CLASSES);
+	assert_non_null(f[4]);
+	assert_non_null(f[5]);
+	assert_null(ing_pool_get(p, 1));
+	for (int i = 3; i < 6; i++)
+		seen |= 1u << f[i]->index;
+	assert_int_equal(seen, 0x3f);   /* pool indexes 0..5, each slot once */
+	/* a put returns the slot to its own region */
+	ing_pool_put(f[0]);
+	assert_null(ing_pool_get_in(p, 0, 100, ING_POOL_MAX_CLASSES));
+	f[0] = ing_pool_get_in(p, 1, 100, ING_POOL_MAX_CLASSES);
+	assert_non_null(f[0]);
+	assert_int_equal(f[0]->region, 1);
+	for (int i = 0; i < 6; i++)
+		ing_pool_put(f[i]);
+	assert_int_equal(ing_pool_free(p), 6);
+	ing_pool_destroy(p);
+
+	/* bound for real: the kernel says each region's pages are on its node (numa_maps) */
+	o.mbind = true;
+	o.region_node[1] = 0;
+	o.home_region = 0;
+	p = ing_pool_create(&o);
+	assert_non_null(p);
+	for (unsigned r = 0; r < 2; r++) {
+		char line[1024];
+		assert_int_equal(ing_pool_region(p, r, 0, &b1, &l1), 0);
+		numa_maps_line(b1, line, sizeof(line));
+		if (!strstr(line, "bind:0") || !strstr(line, "N0="))
+			fail_msg("region %u: numa_maps says \"%s\"", r, line);
+	}
+	ing_pool_destroy(p);
+	/* too many regions, a home region it lacks */
+	o.nregions = ING_POOL_MAX_REGIONS + 1;
+	assert_null(ing_pool_create(&o));
+	o.nregions = 2;
+	o.home_region = 2;
+	assert_null(ing_pool_create(&o));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -279,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_non_eal_threads),
 		cmocka_unit_test(test_hugepage_modes),
 		cmocka_unit_test(test_numa_and_prefault),
+		cmocka_unit_test(test_regions),
 	};
 	return cmocka_run_group_tests(tests, eal_setup, eal_teardown);
 }

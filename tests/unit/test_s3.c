@@ -2,7 +2,9 @@
 /*
  * test_s3.c - dataplane/store/s3.c without a store: the --tier URL, the credentials file,
  * object keys, and the classification of what a store answers (a local HTTP responder
- * plays the store's replies: 412, 403, 404, 400 BadDigest, 503, a refused connection).
+ * plays the store's replies: 412, 403, 404, 400 BadDigest, 503, a refused connection, a
+ * clock-skew 403 with and without a body, a store that stops answering or reading), and
+ * the PUT's headers (Content-MD5, create-only or If-Match).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -155,7 +159,10 @@ static void keys(void **state)
 
 struct responder {
 	int lfd, port;
-	const char *reply;   /* one HTTP response for every request */
+	const char *reply;   /* one HTTP response for every request (NULL: stall) */
+	bool date_skewed;    /* add a Date header two hours ahead of this host's clock */
+	char req[8192];      /* the start of the last request (headers) */
+	_Atomic bool stop;
 	pthread_t th;
 };
 
@@ -167,9 +174,31 @@ static void *respond(void *arg)
 		if (c < 0)
 			return NULL;
 		char buf[8192];
-		ssize_t n = recv(c, buf, sizeof(buf), 0);   /* headers (Expect: 100-continue: no body yet) */
-		(void)n;
-		ssize_t w = send(c, r->reply, strlen(r->reply), MSG_NOSIGNAL);
+		ssize_t n = recv(c, buf, sizeof(buf) - 1, 0);   /* headers (Expect: 100-continue: no body yet) */
+		if (n > 0) {
+			memcpy(r->req, buf, (size_t)n);
+			r->req[n] = 0;
+		}
+		if (!r->reply) {   /* a store that stops reading and answering: hold it open */
+			while (!atomic_load(&r->stop))
+				usleep(10000);
+			close(c);
+			continue;
+		}
+		char reply[2048];
+		snprintf(reply, sizeof(reply), "%s", r->reply);
+		if (r->date_skewed) {   /* "HTTP/1.1 403 ...\r\n" then Date, then the rest */
+			char date[64];
+			time_t ahead = time(NULL) + 7200;
+			struct tm tm;
+			gmtime_r(&ahead, &tm);
+			strftime(date, sizeof(date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+			const char *eol = strstr(r->reply, "\r\n");
+			assert_non_null(eol);
+			int k = (int)(eol + 2 - r->reply);
+			snprintf(reply, sizeof(reply), "%.*s%s%s", k, r->reply, date, r->reply + k);
+		}
+		ssize_t w = send(c, reply, strlen(reply), MSG_NOSIGNAL);
 		(void)w;
 		shutdown(c, SHUT_WR);
 		while (recv(c, buf, sizeof(buf), 0) > 0)
@@ -178,11 +207,13 @@ static void *respond(void *arg)
 	}
 }
 
-static void responder_start(struct responder *r, const char *reply)
+static void responder_start_at(struct responder *r, const char *reply, bool date_skewed)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t al = sizeof(a);
+	memset(r, 0, sizeof(*r));
 	r->reply = reply;
+	r->date_skewed = date_skewed;
 	r->lfd = socket(AF_INET, SOCK_STREAM, 0);
 	assert_true(r->lfd >= 0);
 	assert_int_equal(bind(r->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
@@ -192,15 +223,62 @@ static void responder_start(struct responder *r, const char *reply)
 	assert_int_equal(pthread_create(&r->th, NULL, respond, r), 0);
 }
 
+static void responder_start(struct responder *r, const char *reply)
+{
+	responder_start_at(r, reply, false);
+}
+
 static void responder_stop(struct responder *r)
 {
+	atomic_store(&r->stop, true);
 	shutdown(r->lfd, SHUT_RDWR);
 	close(r->lfd);
 	pthread_join(r->th, NULL);
 }
 
 #define XML_ERR(code) "<?xml version=\"1.0\"?><Error><Code>" code "</Code></Error>"
-#define REPLY(status, body) "HTTP/1.1 " status "\r\nContent-Length: " #body "\r\nConnection: close\r\n\r\n"
+
+static void store_at(struct ing_s3 *s, const struct responder *r)
+{
+	char url[64], why[256];
+	ing_s3_init(s);
+	s->timeout_ms = 5000;
+	snprintf(s->access_key, sizeof(s->access_key), "AK");
+	snprintf(s->secret_key, sizeof(s->secret_key), "SK");
+	snprintf(url, sizeof(url), "s3://127.0.0.1:%d/frames", r->port);
+	assert_int_equal(ing_s3_parse_url(s, url, why, sizeof(why)), 0);
+}
+
+/* PUT path's file of n bytes (0..255 repeating) to the responder; its result and why */
+static enum ing_s3_result put_file(struct responder *r, size_t n, const char *if_match, char *why,
+				   size_t whylen, unsigned timeout_ms)
+{
+	char path[128];
+	struct ing_s3 s;
+	store_at(&s, r);
+	if (timeout_ms)
+		s.timeout_ms = timeout_ms;
+	snprintf(path, sizeof(path), "%s/body", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	for (size_t i = 0; i < n; i++)
+		fputc((int)(i & 255), f);
+	fclose(f);
+	struct s3_req q = { .fd = open(path, O_RDONLY) };
+	q.len = n;
+	assert_true(q.fd >= 0);
+	struct s3_put_args a = {
+		.sha256_hex = "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882",
+		.md5_b64 = "4vxxTEcn7pOV8yTNLn8zHw==", .crc32c = 1, .wafer_id = "W", .frame_id = "F",
+		.if_match = if_match,
+	};
+	assert_int_equal(s3_req_put(&q, &s, "W/F", &a), 0);
+	enum ing_s3_result res = s3_req_done(&q, curl_easy_perform(q.easy));
+	s3_req_describe(&q, res, why, whylen);
+	s3_req_release(&q);
+	close(q.fd);
+	return res;
+}
 
 static void answers(void **state)
 {
@@ -220,17 +298,12 @@ static void answers(void **state)
 		  "HTTP 503" },
 	};
 	struct ing_s3 s;
-	char why[1024], url[64];
-	ing_s3_init(&s);
-	s.timeout_ms = 5000;
-	snprintf(s.access_key, sizeof(s.access_key), "AK");
-	snprintf(s.secret_key, sizeof(s.secret_key), "SK");
+	char why[1024];
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct responder r;
 		struct ing_s3_object o;
 		responder_start(&r, cases[i].reply);
-		snprintf(url, sizeof(url), "s3://127.0.0.1:%d/frames", r.port);
-		assert_int_equal(ing_s3_parse_url(&s, url, why, sizeof(why)), 0);
+		store_at(&s, &r);
 		why[0] = 0;
 		enum ing_s3_result res = cases[i].op ? ing_s3_check(&s, why, sizeof(why)) :
 					 ing_s3_head(&s, "W/F", &o, why, sizeof(why));
@@ -240,43 +313,37 @@ static void answers(void **state)
 				 ing_s3_result_name(cases[i].res), why);
 		if (res == ING_S3_OK) {
 			assert_string_equal(o.etag, "0123456789abcdef0123456789abcdef");
+			assert_true(ing_s3_etag_is_md5(o.etag));
 			assert_true(o.has_crc && o.crc32c == 0x1234abcd);
 		} else if (res != ING_S3_EXISTS && !strstr(why, cases[i].says)) {
 			fail_msg("case %zu: '%s' does not say '%s'", i, why, cases[i].says);
 		}
 	}
-	/* the store received other bytes than the ones hashed: in a PUT's reply body */
+	assert_false(ing_s3_etag_is_md5("0123456789abcdef0123456789abcdef-2"));   /* multipart */
+	assert_false(ing_s3_etag_is_md5(""));
+	/* the store received other bytes than were sent, in a PUT's reply body: the network or a
+	 * proxy is named, not the local file */
 	static const char *const digest[] = {
 		"HTTP/1.1 400 Bad Request\r\nContent-Length: 58\r\nConnection: close\r\n\r\n"
 		XML_ERR("BadDigest"),
 		"HTTP/1.1 400 Bad Request\r\nContent-Length: 74\r\nConnection: close\r\n\r\n"
 		XML_ERR("XAmzContentSHA256Mismatch"),
 	};
-	char path[128];
-	snprintf(path, sizeof(path), "%s/body", dir);
-	write_file(path, "0123456789", 0600);
 	for (int i = 0; i < 2; i++) {
 		struct responder r;
 		responder_start(&r, digest[i]);
-		snprintf(url, sizeof(url), "s3://127.0.0.1:%d/frames", r.port);
-		assert_int_equal(ing_s3_parse_url(&s, url, why, sizeof(why)), 0);
-		struct s3_req q = { .fd = open(path, 0) };
-		q.len = 10;
-		assert_true(q.fd >= 0);
-		assert_int_equal(s3_req_put(&q, &s, "W/F", "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882",
-					    1, "W", "F"), 0);
-		enum ing_s3_result res = s3_req_done(&q, curl_easy_perform(q.easy));
-		s3_req_describe(&q, res, why, sizeof(why));
-		s3_req_release(&q);
-		close(q.fd);
+		enum ing_s3_result res = put_file(&r, 10, NULL, why, sizeof(why), 0);
 		responder_stop(&r);
 		assert_int_equal(res, ING_S3_BAD_DIGEST);
-		assert_non_null(strstr(why, "other bytes than the ones hashed"));
+		assert_non_null(strstr(why, "other bytes than this node sent"));
+		assert_non_null(strstr(why, "the network, a proxy or the gateway"));
+		assert_null(strstr(why, "local file changed"));
 	}
 	/* nobody listening */
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t al = sizeof(a);
+	char url[64];
 	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
 	snprintf(url, sizeof(url), "s3://127.0.0.1:%d/frames", ntohs(a.sin_port));
@@ -286,6 +353,82 @@ static void answers(void **state)
 	assert_non_null(strstr(why, "cannot reach"));
 }
 
+/* The PUT says what it is: Content-MD5, the payload's SHA-256, create-only or If-Match. */
+static void put_headers(void **state)
+{
+	(void)state;
+	struct responder r;
+	char why[1024];
+	responder_start(&r, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nETag: \"e2fc714c4727ee9395f324cd2e7f331f\"\r\n"
+			    "Connection: close\r\n\r\n");
+	assert_int_equal(put_file(&r, 10, NULL, why, sizeof(why), 0), ING_S3_OK);
+	assert_non_null(strstr(r.req, "content-md5: 4vxxTEcn7pOV8yTNLn8zHw==\r\n"));
+	assert_non_null(strstr(r.req, "x-amz-content-sha256: 84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882\r\n"));
+	assert_non_null(strstr(r.req, "if-none-match: *\r\n"));
+	assert_null(strstr(r.req, "if-match:"));
+	assert_non_null(strstr(r.req, "x-amz-meta-crc32c: 00000001\r\n"));
+	/* the header set is signed: content-md5 among the signed headers */
+	assert_non_null(strstr(r.req, "content-md5;"));
+	assert_int_equal(put_file(&r, 10, "0123456789abcdef0123456789abcdef", why, sizeof(why), 0), ING_S3_OK);
+	assert_non_null(strstr(r.req, "if-match: 0123456789abcdef0123456789abcdef\r\n"));
+	assert_null(strstr(r.req, "if-none-match"));
+	responder_stop(&r);
+}
+
+/* A 403 for the request's time names the clock: with the code in the body (a PUT), or,
+ * without a body (a HEAD), from the reply's Date; a plain 403 still names the keys. */
+static void clock_skew(void **state)
+{
+	(void)state;
+	struct responder r;
+	struct ing_s3 s;
+	char why[1024];
+	responder_start(&r, "HTTP/1.1 403 Forbidden\r\nContent-Length: 68\r\nConnection: close\r\n\r\n"
+			    XML_ERR("RequestTimeTooSkewed"));
+	assert_int_equal(put_file(&r, 10, NULL, why, sizeof(why), 0), ING_S3_CLOCK_SKEW);
+	assert_non_null(strstr(why, "clock skew"));
+	assert_non_null(strstr(why, "set this node's clock"));
+	assert_null(strstr(why, "secret key"));
+	responder_stop(&r);
+
+	responder_start_at(&r, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", true);
+	store_at(&s, &r);
+	assert_int_equal(ing_s3_check(&s, why, sizeof(why)), ING_S3_CLOCK_SKEW);
+	assert_non_null(strstr(why, "clock skew"));
+	assert_non_null(strstr(why, "the store's clock is 2 h 0 min ahead of this node's") ||
+			strstr(why, "the store's clock is 1 h 59 min ahead of this node's"));
+	responder_stop(&r);
+
+	responder_start(&r, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+	store_at(&s, &r);
+	assert_int_equal(ing_s3_check(&s, why, sizeof(why)), ING_S3_DENIED);
+	assert_non_null(strstr(why, "check the access and secret key"));
+	responder_stop(&r);
+}
+
+/*
+ * A store that stops answering (a HEAD) or stops reading the body (a PUT of 32 MiB, more
+ * than the sockets hold) fails as "no progress for N s", whatever came before: the request
+ * would otherwise hang here until the test's watchdog (libcurl's low-speed limit is not
+ * set any more; this is the progress check's doing).
+ */
+static void stall(void **state)
+{
+	(void)state;
+	struct responder r;
+	struct ing_s3 s;
+	struct ing_s3_object o;
+	char why[1024];
+	responder_start(&r, NULL);
+	store_at(&s, &r);
+	s.timeout_ms = 1000;
+	assert_int_equal(ing_s3_head(&s, "W/F", &o, why, sizeof(why)), ING_S3_UNREACHABLE);
+	assert_non_null(strstr(why, "made no progress for 1 s"));
+	assert_int_equal(put_file(&r, 32u << 20, NULL, why, sizeof(why), 1000), ING_S3_UNREACHABLE);
+	assert_non_null(strstr(why, "made no progress for 1 s on the upload of W/F"));
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -293,6 +436,9 @@ int main(void)
 		cmocka_unit_test(credentials),
 		cmocka_unit_test(keys),
 		cmocka_unit_test(answers),
+		cmocka_unit_test(put_headers),
+		cmocka_unit_test(clock_skew),
+		cmocka_unit_test(stall),
 	};
 	assert_int_equal(ing_s3_global_init(), 0);
 	return cmocka_run_group_tests(tests, setup, teardown);

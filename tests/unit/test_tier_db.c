@@ -4,7 +4,10 @@
  * queues a frame in the persistence worker's own transaction (a rolled-back batch queues
  * none), backfill once, oldest first, back-off, 'both' and out of the outbox in one
  * transaction, deletion candidates oldest first after the retention, 'tiered', a lost
- * object queued again, the census and the new-rows count; a catalog rebuilt from the files
+ * object queued again; the location counts kept by the catalog's own transactions equal
+ * the frame files on disk across many drained backlogs (the outbox's key is never reused),
+ * and are counted again at start; an outbox of the first form is migrated; since when
+ * objects are checked against the store's digest; a catalog rebuilt from the files
  * (ingest-catalog rebuild) keeps what the tier knew, and the frames that have no file.
  */
 #include <errno.h>
@@ -18,8 +21,10 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <inttypes.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "common/crc32c.h"
 
@@ -42,6 +47,15 @@ static struct ing_catalog_row row(const char *frame, uint64_t len, int64_t durab
 	return r;
 }
 
+static uint64_t local_bytes(struct tier_db *t, uint64_t *frames)
+{
+	struct tier_census cs;
+	assert_int_equal(tier_db_usage(t, &cs), 0);
+	if (frames)
+		*frames = cs.frames[ING_LOC_LOCAL] + cs.frames[ING_LOC_BOTH];
+	return cs.bytes[ING_LOC_LOCAL] + cs.bytes[ING_LOC_BOTH];
+}
+
 static void outbox(void **state)
 {
 	(void)state;
@@ -52,46 +66,49 @@ static void outbox(void **state)
 
 	struct tier_db *t = tier_db_open(db);
 	assert_non_null(t);
+	assert_true(tier_db_digest_since(t) == INT64_MAX);   /* not enabled yet */
 	assert_int_equal(tier_db_enable(t), 0);
+	int64_t since = tier_db_digest_since(t);
+	assert_true(since > 0 && since < INT64_MAX);
 	struct tier_census cs;
-	int64_t seq = -1;
-	assert_int_equal(tier_db_census(t, &cs, &seq), 0);
-	assert_true(cs.frames[ING_LOC_LOCAL] == 2 && cs.bytes[ING_LOC_LOCAL] == 30 && seq == 2);
+	assert_int_equal(tier_db_usage(t, &cs), 0);
+	assert_true(cs.frames[ING_LOC_LOCAL] == 2 && cs.bytes[ING_LOC_LOCAL] == 30);
 
-	/* in the persistence transaction: a batch that rolls back queues nothing */
+	/* in the persistence transaction: a batch that rolls back queues and counts nothing */
 	struct ing_catalog_row dup[2] = { row("c", 30, 300), row("a", 10, 100) };
 	assert_int_equal(ing_catalog_insert(c, dup, 2), -EEXIST);
-	uint64_t f, b;
-	assert_int_equal(tier_db_new_rows(t, &seq, &f, &b), 0);
-	assert_true(f == 0 && seq == 2);
+	assert_int_equal(local_bytes(t, NULL), 30);
 	assert_int_equal(ing_catalog_insert(c, &r[2], 1), 0);
-	assert_int_equal(tier_db_new_rows(t, &seq, &f, &b), 0);
-	assert_true(f == 1 && b == 30 && seq == 3);
+	assert_int_equal(local_bytes(t, NULL), 60);
 
 	struct tier_row q[8];
 	int64_t now = 1000;
-	assert_int_equal(tier_db_due(t, now, seq, q, 8), 3);
+	assert_int_equal(tier_db_due(t, now, q, 8), 3);
 	assert_string_equal(q[0].frame_id, "a");   /* oldest first */
 	assert_string_equal(q[2].frame_id, "c");
+	assert_true(q[0].seq < q[1].seq && q[1].seq < q[2].seq);
 	assert_true(q[1].length == 20 && q[1].crc32c == 140 && !strcmp(q[1].path, "frames/W/b.frame"));
-	assert_int_equal(tier_db_due(t, now, 2, q, 8), 2);   /* rows the census has not seen wait */
 	/* a failed attempt backs the frame off; the others stay due */
-	assert_int_equal(tier_db_due(t, now, seq, q, 8), 3);
 	assert_int_equal(tier_db_failed(t, &q[0], now + 500, "store away"), 0);
-	assert_int_equal(tier_db_due(t, now, seq, q, 8), 2);
+	struct tier_backlog bl;
+	assert_int_equal(tier_db_backlog(t, &bl), 0);
+	assert_true(bl.frames == 3 && bl.bytes == 60 && bl.oldest_ms > 0 && bl.next_due_ms == 0);
+	assert_int_equal(tier_db_due(t, now, q, 8), 2);
 	assert_string_equal(q[0].frame_id, "b");
-	assert_int_equal(tier_db_due(t, now + 500, seq, q, 8), 3);
+	assert_true(tier_db_next_due(t, now) == now + 500);   /* when the tier wakes for it */
+	assert_true(tier_db_next_due(t, now + 500) == 0);
+	assert_int_equal(tier_db_due(t, now + 500, q, 8), 3);
 	assert_int_equal(q[0].attempts, 1);
+	assert_true(tier_db_oldest_both(t) == INT64_MAX);   /* nothing verified yet */
 
-	/* uploaded: 'both' and out of the outbox */
-	uint64_t bf, bb;
-	int64_t oldest;
-	assert_int_equal(tier_db_backlog(t, &bf, &bb, &oldest), 0);
-	assert_true(bf == 3 && bb == 60 && oldest > 0);
+	/* uploaded: 'both' and out of the outbox; the local bytes are the same */
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(tier_db_uploaded(t, &q[i], "0123456789abcdef0123456789abcdef", 5000), 0);
-	assert_int_equal(tier_db_backlog(t, &bf, &bb, &oldest), 0);
-	assert_true(bf == 0 && bb == 0 && oldest == 0);
+	assert_int_equal(tier_db_backlog(t, &bl), 0);
+	assert_true(bl.frames == 0 && bl.bytes == 0 && bl.oldest_ms == 0);
+	assert_int_equal(tier_db_usage(t, &cs), 0);
+	assert_true(cs.frames[ING_LOC_BOTH] == 3 && cs.bytes[ING_LOC_BOTH] == 60 && cs.frames[ING_LOC_LOCAL] == 0);
+	assert_true(tier_db_oldest_both(t) == 100);   /* the retention's next copy: a's */
 	struct ing_catalog_row got;
 	assert_int_equal(ing_catalog_lookup(c, "W", "b", &got), 0);
 	assert_int_equal(got.location, ING_LOC_BOTH);
@@ -102,34 +119,192 @@ static void outbox(void **state)
 	assert_int_equal(tier_db_candidates(t, 250, q, 8), 2);
 	assert_string_equal(q[0].frame_id, "a");
 	assert_string_equal(q[1].object_md5, "0123456789abcdef0123456789abcdef");
+	assert_true(q[1].tiered_ns == 5000);
 	assert_int_equal(tier_db_local_deleted(t, &q[0], 6000), 0);
+	assert_int_equal(local_bytes(t, NULL), 50);
 	assert_int_equal(tier_db_candidates(t, INT64_MAX, q, 8), 2);
 	assert_string_equal(q[0].frame_id, "b");
-	/* the object of b is gone from the store: local again, queued again, not a new frame */
+	/* the object of b is gone from the store: local again, queued again */
 	assert_int_equal(tier_db_requeue(t, &q[0]), 0);
-	assert_int_equal(tier_db_new_rows(t, &seq, &f, &b), 0);
-	assert_true(f == 0 && b == 0);
-	assert_int_equal(tier_db_due(t, INT64_MAX, seq, q, 8), 1);
+	assert_int_equal(tier_db_due(t, INT64_MAX, q, 8), 1);
 	assert_string_equal(q[0].frame_id, "b");
-	assert_int_equal(tier_db_census(t, &cs, &seq), 0);
+	assert_int_equal(tier_db_usage(t, &cs), 0);
 	assert_true(cs.frames[ING_LOC_LOCAL] == 1 && cs.frames[ING_LOC_BOTH] == 1 &&
-		    cs.frames[ING_LOC_TIERED] == 1 && cs.bytes[ING_LOC_TIERED] == 10);
+		    cs.frames[ING_LOC_TIERED] == 1 && cs.bytes[ING_LOC_TIERED] == 10 &&
+		    cs.bytes[ING_LOC_LOCAL] + cs.bytes[ING_LOC_BOTH] == 50);
 	assert_int_equal(ing_catalog_lookup(c, "W", "a", &got), 0);
 	assert_true(got.location == ING_LOC_TIERED && got.local_deleted_ns == 6000);
 
-	/* a run without --tier drops the trigger: new frames are not queued, the queue stays;
-	 * enabled again, the frames still local are queued once (no duplicate rows) */
+	/* a run without --tier drops the triggers: new frames are not queued, the queue stays;
+	 * enabled again, the frames still local are queued once (no duplicate rows), and the
+	 * counts are counted again from the catalog */
 	assert_int_equal(tier_db_disable(t), 0);
 	struct ing_catalog_row d = row("d", 40, 400);
 	assert_int_equal(ing_catalog_insert(c, &d, 1), 0);
-	assert_int_equal(tier_db_backlog(t, &bf, &bb, &oldest), 0);
-	assert_true(bf == 1);
+	assert_int_equal(tier_db_backlog(t, &bl), 0);
+	assert_true(bl.frames == 1);
 	assert_int_equal(tier_db_enable(t), 0);
-	assert_int_equal(tier_db_backlog(t, &bf, &bb, &oldest), 0);
-	assert_true(bf == 2 && bb == 60);
+	assert_int_equal(tier_db_backlog(t, &bl), 0);
+	assert_true(bl.frames == 2 && bl.bytes == 60);
+	assert_int_equal(local_bytes(t, NULL), 90);
 	assert_int_equal(tier_db_enable(t), 0);   /* the trigger is there: no second backfill */
-	assert_int_equal(tier_db_backlog(t, &bf, &bb, &oldest), 0);
-	assert_true(bf == 2);
+	assert_int_equal(tier_db_backlog(t, &bl), 0);
+	assert_true(bl.frames == 2);
+	assert_true(tier_db_digest_since(t) == since);   /* set once */
+	tier_db_close(t);
+	ing_catalog_close(c);
+}
+
+/* the frame files under data/frames and their bytes, as ls would count them */
+static uint64_t files_on_disk(const char *data, uint64_t *n)
+{
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "find '%s/frames' -name '*.frame' -printf '%%s\\n' 2>/dev/null", data);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	uint64_t sum = 0, k = 0, v;
+	while (fscanf(p, "%" SCNu64, &v) == 1) {
+		sum += v;
+		k++;
+	}
+	pclose(p);
+	*n = k;
+	return sum;
+}
+
+static struct ing_catalog_row stored(const char *data, const char *frame, uint64_t len, char c);
+
+/*
+ * The count the high-water mark holds to, across drained backlogs: the outbox empties
+ * again and again (a plain INTEGER PRIMARY KEY would hand out 1, 2, ... again, and a count
+ * kept by "rows after the last seq seen" missed those frames, 2.4 MB counted against
+ * 69.3 MB on disk); here the counts stay the files on disk, and seq only grows.
+ */
+static void usage_never_drifts(void **state)
+{
+	(void)state;
+	char data[128], cat[160], name[32];
+	snprintf(data, sizeof(data), "%s/drift", dir);
+	snprintf(cat, sizeof(cat), "%s/catalog.db", data);
+	assert_int_equal(ing_store_mkdirs(data, 0755), 0);
+	struct ing_catalog *c = ing_catalog_open(cat);
+	assert_non_null(c);
+	struct tier_db *t = tier_db_open(cat);
+	assert_non_null(t);
+	assert_int_equal(tier_db_enable(t), 0);
+	int64_t last_seq = 0;
+	unsigned id = 0;
+	for (int round = 0; round < 6; round++) {
+		/* a burst of frames, committed in the persistence worker's way */
+		for (int i = 0; i < 5; i++) {
+			snprintf(name, sizeof(name), "f%u", ++id);
+			struct ing_catalog_row r = stored(data, name, 10 + id % 40, (char)('a' + id % 26));
+			assert_int_equal(ing_catalog_insert(c, &r, 1), 0);
+		}
+		struct tier_row q[16];
+		int n = tier_db_due(t, INT64_MAX, q, 16);
+		assert_int_equal(n, 5);
+		for (int i = 0; i < n; i++) {
+			assert_true(q[i].seq > last_seq);   /* never handed out before */
+			last_seq = q[i].seq;
+		}
+		uint64_t files, bytes = files_on_disk(data, &files), counted_frames;
+		assert_true(local_bytes(t, &counted_frames) == bytes && counted_frames == files);
+		/* drained: every one verified, and the oldest copies deleted (as the tier does:
+		 * unlink, then 'tiered') */
+		for (int i = 0; i < n; i++)
+			assert_int_equal(tier_db_uploaded(t, &q[i], "00112233445566778899aabbccddeeff", 1), 0);
+		struct tier_backlog bl;
+		assert_int_equal(tier_db_backlog(t, &bl), 0);
+		assert_true(bl.frames == 0);
+		int k = tier_db_candidates(t, INT64_MAX, q, 3);
+		assert_int_equal(k, 3);
+		for (int i = 0; i < k; i++) {
+			char path[1200];
+			snprintf(path, sizeof(path), "%s/%s", data, q[i].path);
+			assert_int_equal(unlink(path), 0);
+			assert_int_equal(tier_db_local_deleted(t, &q[i], 2), 0);
+		}
+		/* and one requeued (its object was not found as verified): still local bytes */
+		assert_int_equal(tier_db_candidates(t, INT64_MAX, q, 1), 1);
+		assert_int_equal(tier_db_requeue(t, &q[0]), 0);
+		assert_int_equal(tier_db_due(t, INT64_MAX, q, 16), 1);
+		assert_true(q[0].seq > last_seq);
+		last_seq = q[0].seq;
+		assert_int_equal(tier_db_uploaded(t, &q[0], "00112233445566778899aabbccddeeff", 3), 0);
+		bytes = files_on_disk(data, &files);
+		assert_true(local_bytes(t, &counted_frames) == bytes && counted_frames == files);
+	}
+	/* a restart counts again from the catalog, whatever the counts said */
+	uint64_t files, bytes = files_on_disk(data, &files), counted_frames;
+	tier_db_close(t);
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(cat, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h, "UPDATE tier_usage SET frames = 0, bytes = 7", NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(h);
+	t = tier_db_open(cat);
+	assert_non_null(t);
+	assert_int_equal(local_bytes(t, NULL), 14);   /* what the table said */
+	assert_int_equal(tier_db_enable(t), 0);
+	assert_true(local_bytes(t, &counted_frames) == bytes && counted_frames == files);
+	tier_db_close(t);
+	ing_catalog_close(c);
+}
+
+/* An outbox of the first form (seq INTEGER PRIMARY KEY, reused once empty) is migrated on
+ * open: the rows and their seq kept, the trigger kept, and seq never reused after. */
+static void outbox_migration(void **state)
+{
+	(void)state;
+	char data[128], cat[160];
+	snprintf(data, sizeof(data), "%s/migrate", dir);
+	snprintf(cat, sizeof(cat), "%s/catalog.db", data);
+	assert_int_equal(ing_store_mkdirs(data, 0755), 0);
+	struct ing_catalog *c = ing_catalog_open(cat);
+	assert_non_null(c);
+	struct ing_catalog_row r[2] = { row("a", 10, 100), row("b", 20, 200) };
+	assert_int_equal(ing_catalog_insert(c, r, 2), 0);
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(cat, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h,
+		"CREATE TABLE tier_outbox (seq INTEGER PRIMARY KEY, wafer_id TEXT NOT NULL, frame_id TEXT NOT NULL,"
+		" length INTEGER NOT NULL, crc32c INTEGER NOT NULL, path TEXT NOT NULL, queued_ms INTEGER NOT NULL,"
+		" attempts INTEGER NOT NULL DEFAULT 0, next_ms INTEGER NOT NULL DEFAULT 0, last_error TEXT,"
+		" requeued INTEGER NOT NULL DEFAULT 0, UNIQUE (wafer_id, frame_id));"
+		"INSERT INTO tier_outbox VALUES (7, 'W', 'a', 10, 70, 'frames/W/a.frame', 1, 2, 0, 'store away', 0);"
+		"INSERT INTO tier_outbox VALUES (9, 'W', 'b', 20, 140, 'frames/W/b.frame', 1, 0, 0, NULL, 0);"
+		"CREATE TRIGGER tier_outbox_frames AFTER INSERT ON frames BEGIN INSERT OR IGNORE INTO tier_outbox"
+		" (wafer_id, frame_id, length, crc32c, path, queued_ms) VALUES (NEW.wafer_id, NEW.frame_id,"
+		" NEW.length, NEW.crc32c, NEW.path, 1); END;", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+
+	struct tier_db *t = tier_db_open(cat);
+	assert_non_null(t);
+	assert_int_equal(sqlite3_open(cat, &h), SQLITE_OK);
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_prepare_v2(h, "SELECT sql FROM sqlite_master WHERE name = 'tier_outbox'", -1,
+					    &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_non_null(strstr((const char *)sqlite3_column_text(st, 0), "AUTOINCREMENT"));
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+	struct tier_row q[4];
+	assert_int_equal(tier_db_due(t, INT64_MAX, q, 4), 2);
+	assert_true(q[0].seq == 7 && q[0].attempts == 2 && q[1].seq == 9);
+	/* the trigger is still there: a new frame is queued, above every seq seen */
+	assert_int_equal(tier_db_enable(t), 0);
+	struct ing_catalog_row cr = row("c", 30, 300);
+	assert_int_equal(ing_catalog_insert(c, &cr, 1), 0);
+	assert_int_equal(tier_db_due(t, INT64_MAX, q, 4), 3);
+	assert_true(q[2].seq == 10);
+	/* emptied, and a new frame: not seq 1 again */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(tier_db_uploaded(t, &q[i], "00112233445566778899aabbccddeeff", 1), 0);
+	struct ing_catalog_row dr = row("d", 40, 400);
+	assert_int_equal(ing_catalog_insert(c, &dr, 1), 0);
+	assert_int_equal(tier_db_due(t, INT64_MAX, q, 4), 1);
+	assert_true(q[0].seq == 11);
 	tier_db_close(t);
 	ing_catalog_close(c);
 }
@@ -169,8 +344,7 @@ static void rebuild_keeps_tier(void **state)
 	assert_non_null(t);
 	assert_int_equal(tier_db_enable(t), 0);
 	struct tier_row q[4];
-	int64_t seq = 4;
-	assert_int_equal(tier_db_due(t, INT64_MAX, seq, q, 4), 4);
+	assert_int_equal(tier_db_due(t, INT64_MAX, q, 4), 4);
 	for (int i = 1; i < 4; i++)   /* b, c, d in the store */
 		assert_int_equal(tier_db_uploaded(t, &q[i], "00112233445566778899aabbccddeeff", 77), 0);
 	assert_int_equal(tier_db_candidates(t, INT64_MAX, q, 4), 3);
@@ -208,6 +382,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(outbox),
+		cmocka_unit_test(usage_never_drifts),
+		cmocka_unit_test(outbox_migration),
 		cmocka_unit_test(rebuild_keeps_tier),
 	};
 	return cmocka_run_group_tests(tests, catalog_dir_setup, catalog_dir_teardown);
