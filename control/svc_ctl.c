@@ -64,6 +64,8 @@ static int ctl_admit(struct ctl_call *cc, const H3000__FrameMeta *m)
 	int rc;
 
 	if (svc_frame_find(s, W, F)) {
+		/* an earlier send still here (a lost session's): retryable, the only retryable
+		 * INVALID_ARGUMENT, which libingest waits out (producer/fleet.c ack_in_flight) */
 		svc_nack(pc, W, F, ING_E_INVALID_ARGUMENT, true, "frame %s of wafer %s: already in flight in this node", F, W);
 		goto done;
 	}

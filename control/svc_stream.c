@@ -180,6 +180,7 @@ static int resolve_msg(struct stream_call *pc, uint64_t n)
 			return R_DISCARD;
 		}
 		if (svc_frame_find(s, wafer, F)) {
+			/* as svc_ctl.c: the only retryable INVALID_ARGUMENT (fleet.c ack_in_flight) */
 			stream_nack(pc, wafer, F, ING_E_INVALID_ARGUMENT, true,
 				 "frame %s of wafer %s: already in flight in this node", F, wafer);
 			return R_DISCARD;
