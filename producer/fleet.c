@@ -18,15 +18,23 @@
  *          -> redial of cooled-down nodes, frame deadlines, acks out.
  *
  * One server (opts.server, no servers list) is the same router over one node, "pinned":
- * no Members asked, the node's own id and transport note shown, its refusals (busy, full,
- * I/O) failing the frame as a plain session's would, and a lost connection (reset,
- * GOAWAY, the stream closed by a node that stops) redialled with back-off (100 ms
- * doubling to 2 s) for opts.reconnect_timeout_ms from the loss; the frames that are not
- * DURABLE wait above the session and are re-sent in submit order once a new session is
- * up (those whose bytes the application took back at RECEIVED fail: they cannot be read
- * again). Past the limit every frame kept fails and the producer is broken. So a node
- * restart or upgrade costs a single-server producer nothing but time, by the same code
- * that fails a fleet node over.
+ * no Members asked, the node's own id and transport note shown, its answers about one
+ * frame (busy, full, I/O, not finished in time, a transfer the hardware refused: a bad
+ * rkey, a READ beyond the registered memory, a write outside its grant) failing that frame
+ * alone as a plain session's would (the session re-establishes its QP by itself), and a
+ * lost connection (reset, GOAWAY, the stream closed by a node that stops, see
+ * ack_conn_lost) redialled with back-off (100 ms doubling to 2 s) for
+ * opts.reconnect_timeout_ms from the loss; the frames that are not DURABLE wait above the
+ * session and are re-sent in submit order once a new session is up (those whose bytes the
+ * application took back at RECEIVED fail: they cannot be read again). Past the limit every
+ * frame kept fails and the producer is broken. So a node restart or upgrade costs a
+ * single-server producer nothing but time, by the same code that fails a fleet node over.
+ *
+ * A re-sent frame may find the node still holding its earlier send (the node outlived the
+ * connection: it finishes what it received, and fails an RDMA session's parked frames only
+ * after its park time): the node answers "in flight" (ack_in_flight) and the frame goes to
+ * it again after a back-off until that copy has ended (frame_retry_later), in both modes:
+ * stored once, acked DURABLE once.
  *
  * ing_producer_wake (any thread) writes an eventfd that fleet_wait polls with the
  * sockets: a binding's pump can wait long in poll and still let a submitter in at once.
@@ -80,6 +88,9 @@
 #define PINNED_BACKOFF_MIN_MS 100
 #define PINNED_BACKOFF_MAX_MS 2000
 #define PINNED_REDIAL_TIMEOUT_MS 1000   /* a redial blocks the producer's thread this long at most */
+/* a frame the node still holds from an earlier send: sent again after this back-off */
+#define INFLIGHT_RETRY_MIN_MS 100
+#define INFLIGHT_RETRY_MAX_MS 2000
 
 struct fleet;
 
@@ -114,6 +125,10 @@ struct fframe {
 	uint64_t t_submit_ns, t_sent_ns, deadline_ns;
 	uint64_t refused;      /* bit per node that refused it for node-local reasons */
 	unsigned resends;
+	/* the node still held an earlier send of it in flight (ack_in_flight): not sent again
+	 * before retry_at_ns; retry_ms the back-off of the next wait (0: it never had to) */
+	uint64_t retry_at_ns;
+	int retry_ms;
 };
 
 struct fleet {
@@ -458,6 +473,7 @@ static void frame_unplace(struct fleet *f, struct fframe *ff, bool refused)
 	ff->node = -1;
 	ff->on_node = false;
 	ff->recv_here = false;
+	ff->retry_at_ns = 0;   /* a wait for that node's earlier copy is over with it */
 }
 
 /*
@@ -1017,6 +1033,72 @@ fail_early:;
 
 /* ================================================================ the work */
 
+/*
+ * What a failed ack says beyond its code (the node's answer, or the session's own for the
+ * frames it held when its connection broke).
+ *
+ * ack_conn_lost: the frame went with its connection or its node, it was not refused for
+ * itself: TRANSFER marked retryable (the session's frames when its connection broke; the
+ * node's frames of an RDMA connection that did not come back within its park time; an RDMA
+ * post on a QP in error), NO_TRANSPORT (the session has no RDMA connection left on the node:
+ * a new session negotiates again), SHUTTING_DOWN (the node stops), CANCELLED (the node ended
+ * the call's frames). The node fails: with one server the connection is redialled and every
+ * frame not DURABLE is sent again. A TRANSFER that is not retryable is the frame's own
+ * transfer refused by the hardware (a READ or WRITE with an access or length error: a bad
+ * rkey, a range beyond the registered memory, a write outside its grant): the node fails
+ * that frame alone and the session re-establishes its QP (rdma_producer.c), so nothing else
+ * is sent again, and that frame would fail the same way on any node: the application's.
+ *
+ * ack_in_flight: the node holds this (wafer, frame) in flight already, from an earlier send
+ * whose outcome it has not reached (control/service/core.c admission answers
+ * ERROR_INVALID_ARGUMENT marked retryable, the only retryable INVALID_ARGUMENT): the send on
+ * a session lost a moment ago, which the node still makes DURABLE (persistence) or fails (an
+ * RDMA connection that did not come back, after its park time), or another producer's send
+ * of the same frame. Not the frame's fault and not final: see frame_retry_later.
+ */
+static bool ack_conn_lost(const struct ing_ack *a)
+{
+	switch (a->code) {
+	case ING_ERR_TRANSFER:
+		return a->retryable;
+	case ING_ERR_NO_TRANSPORT:
+	case ING_ERR_SHUTTING_DOWN:
+	case ING_ERR_CANCELLED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool ack_in_flight(const struct ing_ack *a)
+{
+	return !a->ok && a->code == ING_ERR_INVALID_ARGUMENT && a->retryable;
+}
+
+/*
+ * The node still holds an earlier send of ff (ack_in_flight): ff stays placed on that node
+ * and goes to it again after a back-off (100 ms doubling to 2 s), until that copy has ended:
+ * then the node stores it (the copy failed) or acks it DURABLE as a duplicate (the copy was
+ * stored), so the application gets one DURABLE ack and the node holds one copy. Bounded by
+ * the frame's deadline like any wait.
+ */
+static void frame_retry_later(struct fleet *f, struct fframe *ff, const char *nid, const char *msg)
+{
+	struct ing_producer *p = f->top;
+
+	ff->retry_ms = !ff->retry_ms ? INFLIGHT_RETRY_MIN_MS
+		     : ff->retry_ms * 2 > INFLIGHT_RETRY_MAX_MS ? INFLIGHT_RETRY_MAX_MS
+								 : ff->retry_ms * 2;
+	ff->retry_at_ns = ing_now_ns() + ms_ns(ff->retry_ms);
+	ff->on_node = false;
+	ff->recv_here = false;
+	ff->resends++;
+	p->st.rerouted++;
+	ING_LOG_RL(ING_LOG_WARN, f->pinned ? "producer" : COMP, "frame %s: node %s still holds an "
+		   "earlier send of it in flight (%s); sending it again in %d ms, once that one has "
+		   "ended it is stored or acked as a duplicate", ff->id, nid, msg, ff->retry_ms);
+}
+
 static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 {
 	struct ing_producer *p = f->top;
@@ -1050,29 +1132,28 @@ static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 		fack(f, ff, ING_ACK_DURABLE, 1, 0, 0, a, nid, a->msg);
 		return;
 	}
-	switch (a->code) {
-	case ING_ERR_TRANSFER:
-	case ING_ERR_DEADLINE:
-	case ING_ERR_SHUTTING_DOWN:
-	case ING_ERR_CANCELLED:
-		/* the node, not the frame: all its frames move (node_fail re-places this one) */
+	if (ack_in_flight(a)) {
+		frame_retry_later(f, ff, nid, a->msg);
+		return;
+	}
+	/* the node, not the frame: all its frames move (node_fail re-places this one); in a
+	 * fleet also a node that did not finish a frame in time (hung: DEADLINE) */
+	if (ack_conn_lost(a) || (!f->pinned && a->code == ING_ERR_DEADLINE)) {
 		node_fail(f, i, a->msg[0] ? a->msg : ing_strerror(a->code));
 		return;
-	case ING_ERR_IO:
-	case ING_ERR_NO_SPACE:
-	case ING_ERR_BUSY:
-		if (f->pinned)
-			goto frame_failed;   /* no next node: the application decides (retryable) */
+	}
+	if (!f->pinned && (a->code == ING_ERR_IO || a->code == ING_ERR_NO_SPACE ||
+			   a->code == ING_ERR_BUSY)) {
 		ING_LOG_RL(ING_LOG_WARN, COMP, "node %s refused frame %s (%s): trying the next node",
 			   n->id, ff->id, ing_strerror(a->code));
 		frame_unplace(f, ff, true);
 		return;
-	default:
-	frame_failed:
-		/* the frame itself (crc, conflict, size, ...): every node would say the same */
-		fack(f, ff, ff->recv_delivered ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, a->code,
-		     a->retryable, a, nid, a->msg);
 	}
+	/* the frame itself (crc, conflict, size, a transfer the hardware refused, ...): every
+	 * node would say the same; with one server also its refusals (busy, full, I/O, a frame
+	 * not finished in time), as a plain session's: the application decides (retryable) */
+	fack(f, ff, ff->recv_delivered ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, a->code,
+	     a->retryable, a, nid, a->msg);
 }
 
 static int cmp_seq(const void *x, const void *y, void *arg)
@@ -1089,10 +1170,12 @@ static void place_and_send(struct fleet *f)
 	bool blocked[FLEET_MAX_NODES] = { false };
 	unsigned n = 0;
 
+	uint64_t now = ing_now_ns();
+
 	for (unsigned k = 0; k < f->cap; k++) {
 		struct fframe *ff = &f->fr[k];
-		if (!ff->used || ff->on_node)
-			continue;
+		if (!ff->used || ff->on_node || now < ff->retry_at_ns)
+			continue;   /* (waits for the node's earlier copy: frame_retry_later) */
 		/* queued for a node that stopped taking wafers (draining, failed): re-place */
 		if (ff->node >= 0 && !node_eligible(&f->nodes[ff->node]))
 			ff->node = -1;
@@ -1149,9 +1232,10 @@ static void check_timers(struct fleet *f, uint64_t now)
 		struct fframe *ff = &f->fr[k];
 		if (!ff->used || now < ff->deadline_ns)
 			continue;
-		char m[96];
-		snprintf(m, sizeof(m), "no DURABLE ack within %d ms (%u re-send(s))",
-			 f->top->o.frame_timeout_ms, ff->resends);
+		char m[160];
+		snprintf(m, sizeof(m), "no DURABLE ack within %d ms (%u re-send(s)%s)",
+			 f->top->o.frame_timeout_ms, ff->resends, ff->retry_ms ?
+			 "; the node still held an earlier send of it in flight" : "");
 		fack(f, ff, ff->recv_delivered ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, ING_ERR_DEADLINE, 1,
 		     NULL, ff->node >= 0 ? f->nodes[ff->node].id : "", m);
 	}

@@ -14,8 +14,11 @@
  * Reconnect: when the node drops the connection after a failed READ (its QP went to ERROR),
  * it keeps the session's other frames parked; we reconnect with the same session id (same
  * PD, same MR, same rkey) and the node re-reads them. Bounded: a few attempts, each within
- * connect_timeout_ms. A fleet router's node session (p->shared, fail_fast) does not: a lost
- * connection breaks the session, and the router re-sends its frames to the next node.
+ * connect_timeout_ms. The failed frame's own ack (ERROR_TRANSFER, not retryable) fails that
+ * frame alone: the gRPC session stays, and the router above re-sends nothing for it (fleet.c
+ * ack_conn_lost). A fleet router's node session (p->shared, fail_fast) does not reconnect: a
+ * lost connection breaks the session, and the router re-sends its frames to the next node;
+ * a single-server router's session (fail_fast false) does, as a plain session.
  *
  * Registration: the pool is registered once per device (struct rdma_reg: one PD, one MR).
  * A plain session owns its one; a fleet router's node sessions share the router's list
@@ -41,6 +44,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +60,12 @@
 #define COMP "prod-rdma"
 #define RECONNECT_MAX 8            /* attempts per session before giving up */
 #define FRAME_META_MAX (11 * 9 + 2 * (ING_ID_MAX + 3))
+
+#ifdef ING_TEST_HOOKS
+/* fault injection, test builds only: see "TEST HOOKS" below */
+enum test_hook { HOOK_BAD_RKEY, HOOK_BEYOND_MR, HOOK_PUSH_STALE, HOOK_PUSH_SHORT, HOOK_PUSH_OUTSIDE,
+		 HOOK_N };
+#endif
 
 /* The frame pool registered on one device with one set of access flags. */
 struct rdma_reg {
@@ -82,13 +92,10 @@ struct rprod {
 	uint32_t *slot_grant;      /* per in-flight slot: grant id of its outstanding WRITE */
 	bool need_reconnect;       /* a WRITE failed: the QP is in ERROR */
 	uint64_t grants, grants_void, writes_failed;
-	/* TEST HOOKS (see test_hooks_load): the frame with this id is announced with a wrong
-	 * rkey / an address range crossing the MR's end. "": off (always, in production).
-	 * Push: the frame is written with a wrong immediate / one byte short / across the
-	 * grant's end. */
-	char fault_bad_rkey[ING_ID_MAX + 1], fault_beyond_mr[ING_ID_MAX + 1];
-	char fault_push_stale[ING_ID_MAX + 1], fault_push_short[ING_ID_MAX + 1];
-	char fault_push_outside[ING_ID_MAX + 1];
+#ifdef ING_TEST_HOOKS
+	/* per hook (enum test_hook): the frame it corrupts, "" off (see test_hooks_load) */
+	char fault[HOOK_N][ING_ID_MAX + 1];
+#endif
 	char dev[IBV_SYSFS_NAME_MAX];
 };
 
@@ -421,37 +428,45 @@ static void rdma_stop(struct ing_producer *p)
 #ifdef ING_TEST_HOOKS
 /*
  * TEST HOOKS (compiled only into the test build ingest_testhooks, never into libingest or
- * ingest-send: see producer/CMakeLists.txt) - fault injection for the Soft-RoCE tests (tests/rxe/rdma_in_guest.sh,
- * deploy/rxe-vm/README.md). Never set them outside a test: they make the node's READ of
- * one frame fail on purpose.
+ * ingest-send: see producer/CMakeLists.txt) - fault injection for the Soft-RoCE tests
+ * (tests/rxe/rdma_in_guest.sh, push_in_guest.sh, smp4/lcores_in_guest.sh,
+ * deploy/rxe-vm/README.md). Never set them outside a test: they make one frame's transfer
+ * fail on purpose.
  *   ING_TEST_FAULT_RDMA_BAD_RKEY=<frame id>   that frame's FrameMeta carries a wrong rkey
  *                                             (the node's READ fails: remote access error,
  *                                             the QP goes to ERROR, the session reconnects)
  *   ING_TEST_FAULT_RDMA_BEYOND_MR=<frame id>  that frame's [addr, addr+length) is moved to
  *                                             cross the end of the registered pool
- * When set, every start of the transport logs an ERROR banner naming the hook, and every
- * frame it corrupts is logged. The variables of the first version (ING_FAULT_RDMA_*)
- * are refused loudly rather than honoured, so an old script cannot inject faults unseen.
+ *   ING_TEST_FAULT_PUSH_STALE_GRANT, _PUSH_SHORT_WRITE, _PUSH_OUTSIDE_GRANT=<frame id>
+ *                                             push: that frame is written with an immediate
+ *                                             naming no grant / one byte short / across the
+ *                                             end of its grant
+ * A hook corrupts the first send of its frame in the process only: the fault it models
+ * happens once, and a send of that frame again (the library re-sends what a lost
+ * connection took) goes out as the application's frame would, so a test sees what a user
+ * would. When set, every start of the transport logs an ERROR banner naming the hook,
+ * and every frame it corrupts (or leaves alone on a re-send) is logged. The variables of
+ * the first version (ING_FAULT_RDMA_*) are refused loudly rather than honoured, so an old
+ * script cannot inject faults unseen.
  */
-#define TEST_HOOK_BAD_RKEY "ING_TEST_FAULT_RDMA_BAD_RKEY"
-#define TEST_HOOK_BEYOND_MR "ING_TEST_FAULT_RDMA_BEYOND_MR"
-#define TEST_HOOK_PUSH_STALE "ING_TEST_FAULT_PUSH_STALE_GRANT"     /* immediate names no grant */
-#define TEST_HOOK_PUSH_SHORT "ING_TEST_FAULT_PUSH_SHORT_WRITE"     /* one byte less than granted */
-#define TEST_HOOK_PUSH_OUTSIDE "ING_TEST_FAULT_PUSH_OUTSIDE_GRANT" /* starts mid-grant, runs past it */
+static const struct {
+	const char *env;
+	const char *what;
+} test_hooks[HOOK_N] = {
+	[HOOK_BAD_RKEY] = { "ING_TEST_FAULT_RDMA_BAD_RKEY", "announce that frame with a wrong rkey" },
+	[HOOK_BEYOND_MR] = { "ING_TEST_FAULT_RDMA_BEYOND_MR",
+			     "announce that frame beyond its registered pool" },
+	[HOOK_PUSH_STALE] = { "ING_TEST_FAULT_PUSH_STALE_GRANT",
+			      "write that frame with an immediate that names no grant" },
+	[HOOK_PUSH_SHORT] = { "ING_TEST_FAULT_PUSH_SHORT_WRITE",
+			      "write that frame one byte short of its grant" },
+	[HOOK_PUSH_OUTSIDE] = { "ING_TEST_FAULT_PUSH_OUTSIDE_GRANT",
+				"write that frame across the end of its grant" },
+};
 
-static void test_hook_id(const char *name, char *out, size_t cap)
-{
-	const char *v = getenv(name);
-
-	out[0] = '\0';
-	if (!v || !*v)
-		return;
-	if (!producer_id_ok(v)) {
-		ING_ERR(COMP, "TEST HOOK %s is not a valid frame id: ignored", name);
-		return;
-	}
-	snprintf(out, cap, "%s", v);
-}
+/* Whether a hook has corrupted its frame already, in this process (whatever session or
+ * producer sent it: a reconnect's new session must not corrupt it again). Test builds only. */
+static atomic_bool test_hook_fired[HOOK_N];
 
 static void test_hooks_load(struct ing_producer *p, struct rprod *r)
 {
@@ -461,24 +476,46 @@ static void test_hooks_load(struct ing_producer *p, struct rprod *r)
 		if (getenv(old[i]))
 			ING_ERR(COMP, "%s is no longer read: the test hook is ING_TEST_%s", old[i],
 				old[i] + 4);
-	test_hook_id(TEST_HOOK_BAD_RKEY, r->fault_bad_rkey, sizeof(r->fault_bad_rkey));
-	test_hook_id(TEST_HOOK_BEYOND_MR, r->fault_beyond_mr, sizeof(r->fault_beyond_mr));
-	test_hook_id(TEST_HOOK_PUSH_STALE, r->fault_push_stale, sizeof(r->fault_push_stale));
-	test_hook_id(TEST_HOOK_PUSH_SHORT, r->fault_push_short, sizeof(r->fault_push_short));
-	test_hook_id(TEST_HOOK_PUSH_OUTSIDE, r->fault_push_outside, sizeof(r->fault_push_outside));
-	const char *push_hooks[][2] = { { TEST_HOOK_PUSH_STALE, r->fault_push_stale },
-					{ TEST_HOOK_PUSH_SHORT, r->fault_push_short },
-					{ TEST_HOOK_PUSH_OUTSIDE, r->fault_push_outside } };
-	for (unsigned i = 0; i < 3; i++)
-		if (push_hooks[i][1][0])
-			ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%s: session %" PRIu64 " will write that frame wrongly (fault injection, not for production)",
-				push_hooks[i][0], push_hooks[i][1], p->session_id);
-	if (r->fault_bad_rkey[0])
-		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%s: session %" PRIu64 " will announce that frame with a wrong rkey (fault injection, not for production)",
-			TEST_HOOK_BAD_RKEY, r->fault_bad_rkey, p->session_id);
-	if (r->fault_beyond_mr[0])
-		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%s: session %" PRIu64 " will announce that frame beyond its registered pool (fault injection, not for production)",
-			TEST_HOOK_BEYOND_MR, r->fault_beyond_mr, p->session_id);
+	for (unsigned h = 0; h < HOOK_N; h++) {
+		const char *v = getenv(test_hooks[h].env);
+		r->fault[h][0] = '\0';
+		if (!v || !*v)
+			continue;
+		if (!producer_id_ok(v)) {
+			ING_ERR(COMP, "TEST HOOK %s is not a valid frame id: ignored", test_hooks[h].env);
+			continue;
+		}
+		snprintf(r->fault[h], sizeof(r->fault[h]), "%s", v);
+		ING_ERR(COMP, "TEST HOOK ACTIVE: %s=%s: session %" PRIu64 " will %s, its first send "
+			"in this process only (fault injection, not for production)", test_hooks[h].env,
+			v, p->session_id, test_hooks[h].what);
+	}
+}
+
+/* Does hook h corrupt this send of frame f? Only its frame, only its first send (marked
+ * sent by test_hooks_spent once the send went out: a send that must wait is no send). */
+static bool test_hook_hits(const struct rprod *r, enum test_hook h, const struct pframe *f)
+{
+	if (!r->fault[h][0] || strcmp(f->id, r->fault[h]) != 0)
+		return false;
+	if (atomic_load(&test_hook_fired[h])) {
+		ING_WARN(COMP, "TEST HOOK %s: frame %s sent again: left as the application's frame "
+			 "(a hook corrupts the first send only)", test_hooks[h].env, f->id);
+		return false;
+	}
+	return true;
+}
+
+/* The hooks in mask (bits of enum test_hook) corrupted a send that went out. */
+static void test_hooks_spent(unsigned mask, const struct pframe *f)
+{
+	for (unsigned h = 0; h < HOOK_N; h++) {
+		if (!(mask & (1u << h)))
+			continue;
+		atomic_store(&test_hook_fired[h], true);
+		ING_WARN(COMP, "TEST HOOK %s: frame %s sent corrupted: %s", test_hooks[h].env, f->id,
+			 test_hooks[h].what);
+	}
 }
 #endif /* ING_TEST_HOOKS */
 
@@ -554,14 +591,14 @@ static int rdma_pump(struct ing_producer *p)
 		if (p->push)   /* push: the node grants a slot; nothing of ours is remote-readable */
 			addr = rkey = 0;
 #ifdef ING_TEST_HOOKS
-		if (r->fault_bad_rkey[0] && strcmp(f->id, r->fault_bad_rkey) == 0) {
+		unsigned hooked = 0;
+		if (test_hook_hits(r, HOOK_BAD_RKEY, f)) {
 			rkey ^= 0x00a5a500u;
-			ING_WARN(COMP, "TEST HOOK: frame %s announced with a wrong rkey", f->id);
+			hooked |= 1u << HOOK_BAD_RKEY;
 		}
-		if (r->fault_beyond_mr[0] && strcmp(f->id, r->fault_beyond_mr) == 0) {
+		if (test_hook_hits(r, HOOK_BEYOND_MR, f)) {
 			addr = (uint64_t)(uintptr_t)p->pl->base + p->pl->len - f->len / 2;
-			ING_WARN(COMP, "TEST HOOK: frame %s announced half beyond the registered pool",
-				 f->id);
+			hooked |= 1u << HOOK_BEYOND_MR;
 		}
 #endif
 		size_t n = frame_meta_encode(buf, f->id, addr, rkey, f->len, f->wafer, f->timestamp,
@@ -573,6 +610,9 @@ static int rdma_pump(struct ing_producer *p)
 			producer_set_broken(p, rc, "ControlStream send failed");
 			return -EPIPE;
 		}
+#ifdef ING_TEST_HOOKS
+		test_hooks_spent(hooked, f);
+#endif
 		f->sent = f->len;
 		producer_sendq_pop(p);
 	}
@@ -611,17 +651,18 @@ static void rdma_grant(struct ing_producer *p, struct pframe *f, const struct wi
 	uint64_t raddr = w->grant_addr;
 	uint32_t len = (uint32_t)f->len, imm = w->grant_id;
 #ifdef ING_TEST_HOOKS
-	if (r->fault_push_stale[0] && !strcmp(f->id, r->fault_push_stale)) {
+	unsigned hooked = 0;
+	if (test_hook_hits(r, HOOK_PUSH_STALE, f)) {
 		imm ^= 0x40000000u;
-		ING_WARN(COMP, "TEST HOOK: frame %s written with a stale grant id", f->id);
+		hooked |= 1u << HOOK_PUSH_STALE;
 	}
-	if (r->fault_push_short[0] && !strcmp(f->id, r->fault_push_short) && len > 1) {
+	if (len > 1 && test_hook_hits(r, HOOK_PUSH_SHORT, f)) {
 		len -= 1;
-		ING_WARN(COMP, "TEST HOOK: frame %s written one byte short of its grant", f->id);
+		hooked |= 1u << HOOK_PUSH_SHORT;
 	}
-	if (r->fault_push_outside[0] && !strcmp(f->id, r->fault_push_outside)) {
+	if (test_hook_hits(r, HOOK_PUSH_OUTSIDE, f)) {
 		raddr += (len + 1) / 2;
-		ING_WARN(COMP, "TEST HOOK: frame %s written across the end of its grant", f->id);
+		hooked |= 1u << HOOK_PUSH_OUTSIDE;
 	}
 #endif
 	struct ibv_sge sge = { .addr = (uintptr_t)f->data, .length = len, .lkey = r->mr->lkey };
@@ -643,6 +684,9 @@ static void rdma_grant(struct ing_producer *p, struct pframe *f, const struct wi
 		producer_frame_fail(p, f, ING_ERR_TRANSFER, 1, msg);
 		return;
 	}
+#ifdef ING_TEST_HOOKS
+	test_hooks_spent(hooked, f);
+#endif
 	r->slot_grant[slot] = w->grant_id;
 	r->writes_out++;
 	f->busy_refs++;

@@ -571,6 +571,8 @@ static int frame_check(struct svc_call *pc, struct xport_req *r, const char **ec
 		return -1;
 	}
 	if (frame_lookup(s, r->wafer, NULL, F, r->id_hash)) {
+		/* an earlier send still here (a lost session's): retryable, the only retryable
+		 * INVALID_ARGUMENT, which libingest waits out (producer/fleet.c ack_in_flight) */
 		*retry = true;
 		snprintf(why, whylen, "frame %s of wafer %s: already in flight in this node", F, r->wafer);
 		return ING_E_INVALID_ARGUMENT;

@@ -115,8 +115,13 @@ struct ing_producer_opts {
 	   frame re-sent. Past the limit every frame kept fails the same way and the
 	   producer is broken (submit -EPIPE, poll the dial's -errno). The same mechanism
 	   as fleet mode (one node, no Members); stats count the losses as failovers and
-	   the re-sends as rerouted. Default 30000; negative: off (1.3: a lost connection
-	   fails the frames in flight at once). Fleet mode: unused (node_cooldown_ms). */
+	   the re-sends as rerouted. A re-sent frame the node still holds from the lost
+	   connection is sent again after a back-off until that earlier send has ended (then
+	   stored once, DURABLE once). The node's answer about one frame (ERROR_TRANSFER not
+	   retryable: the hardware refused its READ or WRITE; DEADLINE, BUSY, NO_SPACE, IO) is
+	   no lost connection: that frame fails alone, nothing else is re-sent. Default
+	   30000; negative: off (1.3: a lost connection fails the frames in flight at once).
+	   Fleet mode: unused (node_cooldown_ms). */
 	int reconnect_timeout_ms;
 	/* ABI: new fields go last; zero must mean their default. */
 };

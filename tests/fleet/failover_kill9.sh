@@ -29,11 +29,7 @@ ing_need_built "$INGESTD" "$SEND" "$VERIFY"
 trap fleet_cleanup EXIT
 fail() {
 	echo "FAIL: $*" >&2
-	for l in "$TMP"/node*.log "$TMP"/send*.err; do
-		[ -f "$l" ] || continue
-		echo "--- $l (tail) ---" >&2
-		tail -n 20 "$l" >&2
-	done
+	fleet_log_tails
 	exit 1
 }
 

@@ -28,6 +28,11 @@
 #   node_of_addr ADDR        I of the node with that address
 #   verify_node I MANIFEST [--allow-missing]  ingest-verify of node I's data dir: sets
 #                            V_OK V_BAD V_MISSING (the JSON summary)
+#   fleet_log_tails          the tail of every node log and *.err in TMP on stderr: what a
+#                            test's fail() prints after its message
+#   fleet_guest_finish       EXIT trap of a test in the Soft-RoCE guest (FLEET_KEEP=1: the
+#                            guest's scratch goes with it): the node logs and *.err copied to
+#                            ING_RXE_OUT, then fleet_cleanup
 # With FLEET_PG=1 (set before sourcing; tests/fleet/pg_lib.sh sourced too) the nodes run
 # with --node-id nodeI and the fleet catalog of a temporary PostgreSQL (fleet_pg_start):
 #   fleet_pg_verify MANIFEST  every running node's export lag drains to 0, then
@@ -53,6 +58,20 @@ fleet_cleanup() {
 	done
 	[ -n "${SEND_PID:-}" ] && { kill -KILL "$SEND_PID" 2>/dev/null || true; wait "$SEND_PID" 2>/dev/null || true; }
 	if [ "${FLEET_KEEP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+}
+
+fleet_log_tails() {
+	local l
+	for l in "$TMP"/node*.log "$TMP"/*.err; do
+		[ -f "$l" ] || continue
+		echo "--- $l (tail) ---" >&2
+		tail -n 25 "$l" >&2
+	done
+}
+
+fleet_guest_finish() {
+	cp "$TMP"/node*.log "$TMP"/*.err "${ING_RXE_OUT:?}/" 2>/dev/null || true
+	fleet_cleanup
 }
 
 node_start() {

@@ -8,8 +8,9 @@
 #     all byte-identical;
 #  4. bad grants (test hooks of tests/ingest_send_testhooks, each logged "TEST HOOK"):
 #     a stale grant id, a write one byte short, a write across the end of its grant: each
-#     fails exactly that frame, the QP recovers (or is re-established) and the other frames
-#     of the batch succeed, byte-identical; Stats pushGrantErrors counts them;
+#     fails exactly that frame, the QP recovers (or is re-established within the session:
+#     the producer neither reconnects its gRPC session nor re-sends a frame) and the other
+#     frames of the batch succeed, byte-identical; Stats pushGrantErrors counts them;
 #  5. sustained: 64 x 4 MiB pulled, then 256 x 4 MiB pushed into a null-sink ingestd, all
 #     ok (the lcore -> control mailbox doorbell under load);
 #  6. kill -9 of a push producer mid-write: ingestd healthy, every slot back (Stats
@@ -100,6 +101,9 @@ hook_batch() {
 	[ "$(jget "$T/h-$tag.json" transport)" = rdma-write ] || fail "$tag: not pushed"
 	[ "$(jget "$T/h-$tag.json" ok)" = 5 ] || fail "$tag: expected 5 frames ok"
 	[ "$(jget "$T/h-$tag.json" failed)" = 1 ] || fail "$tag: expected exactly 1 failed frame"
+	# one frame's failure is no lost connection: the gRPC session stays, nothing is re-sent
+	[ "$(jget "$T/h-$tag.json" reconnects)" = 0 ] && [ "$(jget "$T/h-$tag.json" resent)" = 0 ] ||
+		fail "$tag: one frame's failure cost the session (reconnects $(jget "$T/h-$tag.json" reconnects), resent $(jget "$T/h-$tag.json" resent))"
 	[ ! -e "$T/data/frames/BAD-$tag/$bad.frame" ] || fail "$tag: $bad was stored"
 	awk -v b="$bad" '$1 != b' "$T/h-$tag" >"$T/h-$tag.ok"
 	wd 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/h-$tag.ok" || fail "ingest-verify ($tag)"

@@ -8,7 +8,8 @@
 #  4. a bad rkey (test hook ING_TEST_FAULT_RDMA_BAD_RKEY in the test build of libingest,
 #     tests/ingest_send_testhooks, logged as
 #     "TEST HOOK ACTIVE") fails exactly that frame, the others of
-#     the batch succeed (the QP is re-established with the same session) and are verified;
+#     the batch succeed (the QP is re-established with the same session; the producer
+#     neither reconnects its gRPC session nor re-sends a frame) and are verified;
 #  5. a FrameMeta whose range exceeds the producer's registered region (test hook
 #     ING_TEST_FAULT_RDMA_BEYOND_MR: it bypasses libingest's own -EFAULT check): the node's READ
 #     fails that frame only (ERROR_TRANSFER), the others succeed;
@@ -73,6 +74,11 @@ cat "$T/s3.json"; echo
 grep "TEST HOOK" "$T/s3.err" || fail "the bad-rkey test hook did not announce itself loudly"
 [ "$(jget "$T/s3.json" ok)" = 7 ] || fail "bad rkey: expected 7 frames ok"
 [ "$(jget "$T/s3.json" failed)" = 1 ] || fail "bad rkey: expected exactly 1 failed frame"
+# one frame's failure is no lost connection: the gRPC session stays, nothing is re-sent
+[ "$(jget "$T/s3.json" reconnects)" = 0 ] && [ "$(jget "$T/s3.json" resent)" = 0 ] ||
+	fail "bad rkey: the frame's failure cost the session (reconnects $(jget "$T/s3.json" reconnects), resent $(jget "$T/s3.json" resent))"
+grep -q "RDMA connection closed by the ingest node.*reconnecting" "$T/s3.err" ||
+	fail "bad rkey: the producer did not re-establish its QP within the session"
 [ ! -e "$T/data/frames/RXE-w2/frame-203.frame" ] || fail "frame-203 was stored"
 awk '$1 != "frame-203"' "$T/m3" >"$T/m3.ok"
 wd 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/m3.ok" || fail "ingest-verify (bad rkey batch)"
@@ -88,6 +94,8 @@ cat "$T/s4.json"; echo
 grep "TEST HOOK" "$T/s4.err" || fail "the beyond-MR test hook did not announce itself loudly"
 [ "$(jget "$T/s4.json" ok)" = 5 ] || fail "beyond-MR: expected 5 frames ok"
 [ "$(jget "$T/s4.json" failed)" = 1 ] || fail "beyond-MR: expected exactly 1 failed frame"
+[ "$(jget "$T/s4.json" reconnects)" = 0 ] && [ "$(jget "$T/s4.json" resent)" = 0 ] ||
+	fail "beyond-MR: the frame's failure cost the session (reconnects $(jget "$T/s4.json" reconnects), resent $(jget "$T/s4.json" resent))"
 awk '$1 != "frame-302"' "$T/m4" >"$T/m4.ok"
 wd 100 "$VERIFY" --data-dir "$T/data" --manifest "$T/m4.ok" || fail "ingest-verify (beyond-MR batch)"
 

@@ -5,7 +5,8 @@
  * not linked): Negotiate contents, session header, chunking and zero-copy bodies,
  * credits, acks held while the transport still owns the bytes, -ENOBUFS resumption,
  * server failures, local frame timeouts, connection loss (reconnect and re-send, the limit,
- * reconnect off), ing_producer_wake, ing_producer_open's codes, the frame pool.
+ * reconnect off), a failure of one frame that is no lost connection, a re-send the node
+ * still holds in flight, ing_producer_wake, ing_producer_open's codes, the frame pool.
  * Every client function libingest calls is defined here, so the real grpc_client.o is never
  * pulled out of the archives.
  */
@@ -262,6 +263,21 @@ static void fake_ack(uint64_t id, bool ok, int stage, int code, bool dup)
 	F.call.cbs.on_message(&F.call, F.call.cbs.arg, buf, n);
 }
 
+/* The node refuses a frame: an h3000.Ack{ok=false} with code, retryable and msg. */
+static void fake_nack(uint64_t id, int code, bool retryable, const char *msg)
+{
+	H3000__Ack a = H3000__ACK__INIT;
+	uint8_t buf[1024];
+	char ids[24];
+	snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
+	a.frameid = ids;
+	a.code = (H3000__ErrorCode)code;
+	a.retryable = retryable;
+	a.msg = (char *)msg;
+	size_t n = h3000__ack__pack(&a, buf);
+	F.call.cbs.on_message(&F.call, F.call.cbs.arg, buf, n);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -341,6 +357,34 @@ static struct ing_frame_desc desc(uint64_t id, const void *data, uint64_t len, v
 	struct ing_frame_desc d = { .frame_id = sid, .wafer_id = "W1", .data = data, .length = len,
 				    .user = user };
 	return d;
+}
+
+/* Submit frames first..first+n-1 (ids in decimal, wafer W1), each len bytes of buf. */
+static void submit_frames(struct ing_producer *p, uint64_t first, unsigned n, const uint8_t *buf,
+			  uint64_t len)
+{
+	for (uint64_t id = first; id < first + n; id++) {
+		struct ing_frame_desc d = desc(id, buf, len, NULL);
+		assert_int_equal(ing_producer_submit(p, &d), 0);
+	}
+}
+
+/* Poll until the fake holds n sent messages, no ack delivered meanwhile (a watchdog of
+ * 30 s). */
+static void poll_until_sent(struct ing_producer *p, unsigned n)
+{
+	struct ing_ack acks[8];
+	for (int i = 0; i < 300 && F.nmsgs < n; i++)
+		assert_int_equal(ing_producer_poll(p, acks, 8, 100), 0);
+	assert_int_equal(F.nmsgs, n);
+}
+
+/* Fake message i is (the first chunk of) frame id. */
+static void assert_sent_frame(unsigned i, const char *id)
+{
+	char got[32];
+	msg_frame_id(i, got, sizeof(got));
+	assert_string_equal(got, id);
 }
 
 /* ================================================================ tests */
@@ -509,10 +553,7 @@ static void test_credits_and_failures(void **state)
 	struct ing_producer *p = connect_default(0, 0);   /* 4 credits */
 	static uint8_t buf[100];
 	struct ing_ack acks[8];
-	for (uint64_t id = 1; id <= 4; id++) {
-		struct ing_frame_desc d = desc(id, buf, sizeof(buf), NULL);
-		assert_int_equal(ing_producer_submit(p, &d), 0);
-	}
+	submit_frames(p, 1, 4, buf, sizeof(buf));
 	struct ing_frame_desc d5 = desc(5, buf, sizeof(buf), NULL);
 	assert_int_equal(ing_producer_submit(p, &d5), -EAGAIN);
 	release_all();
@@ -617,10 +658,7 @@ static void test_connection_lost_no_reconnect(void **state)
 	struct ing_producer *p = connect_opts(0, 0, -1, ING_ACK_NONE);
 	static uint8_t buf[4096 * 2];
 	struct ing_ack acks[8];
-	for (uint64_t id = 1; id <= 2; id++) {
-		struct ing_frame_desc d = desc(id, buf, sizeof(buf), NULL);
-		assert_int_equal(ing_producer_submit(p, &d), 0);
-	}
+	submit_frames(p, 1, 2, buf, sizeof(buf));
 	F.dead = -ECONNRESET;
 	int n = ing_producer_poll(p, acks, 8, 0);
 	assert_int_equal(n, 2);
@@ -646,10 +684,7 @@ static void reconnect_case(enum ing_ack_stage recycle_on)
 	struct ing_producer *p = connect_opts(0, 0, 0, recycle_on);
 	static uint8_t buf[100];
 	struct ing_ack acks[8];
-	for (uint64_t id = 1; id <= 3; id++) {
-		struct ing_frame_desc d = desc(id, buf, sizeof(buf), NULL);
-		assert_int_equal(ing_producer_submit(p, &d), 0);
-	}
+	submit_frames(p, 1, 3, buf, sizeof(buf));
 	assert_int_equal(F.nmsgs, 3);
 	release_all();
 	fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_RECEIVED, 0, false);
@@ -672,18 +707,12 @@ static void reconnect_case(enum ing_ack_stage recycle_on)
 		assert_true(acks[0].retryable);
 		assert_non_null(strstr(acks[0].msg, "recycle_on DURABLE"));
 	}
-	for (int i = 0; i < 300 && F.nmsgs < (resend1 ? 2u : 1u); i++)
-		assert_true(ing_producer_poll(p, acks, 8, 100) >= 0);
+	poll_until_sent(p, resend1 ? 2 : 1);
 	assert_int_equal(F.connects, 2);
-	assert_int_equal(F.nmsgs, resend1 ? 2 : 1);
-	char id[32];
 	unsigned k = 0;
-	if (resend1) {
-		msg_frame_id(k++, id, sizeof(id));
-		assert_string_equal(id, "1");   /* submit order */
-	}
-	msg_frame_id(k, id, sizeof(id));
-	assert_string_equal(id, "3");
+	if (resend1)
+		assert_sent_frame(k++, "1");   /* submit order */
+	assert_sent_frame(k, "3");
 	release_all();
 	if (resend1)
 		fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, true);
@@ -742,6 +771,134 @@ static void test_reconnect_gives_up(void **state)
 	assert_int_equal(ing_producer_submit(p, &d3), -EPIPE);
 	assert_true(F.connects == 1);
 	ing_producer_close(p, 0);
+}
+
+/*
+ * An answer about one frame is not a lost connection (one server): a transfer the hardware
+ * refused (the node's RDMA READ with a bad rkey: ERROR_TRANSFER, not retryable; the node
+ * re-establishes the QP within the session) and a frame not finished in time (a push grant
+ * never written: ERROR_DEADLINE) fail that frame alone, as the node said; nothing is
+ * redialled or sent again, the other frames go on. ERROR_TRANSFER marked retryable (the
+ * node's frames of an RDMA connection that did not come back) is the connection's: redial.
+ */
+static void test_frame_failure_is_not_a_lost_connection(void **state)
+{
+	(void)state;
+	struct ing_producer *p = connect_opts(0, 0, 0, ING_ACK_DURABLE);
+	static uint8_t buf[100];
+	struct ing_ack acks[8];
+	submit_frames(p, 1, 4, buf, sizeof(buf));
+	assert_int_equal(F.nmsgs, 4);
+	release_all();
+	fake_nack(2, H3000__ERROR_CODE__ERROR_TRANSFER, false,
+		  "RDMA READ failed: remote access error (bad addr/rkey/length?)");
+	fake_nack(4, H3000__ERROR_CODE__ERROR_DEADLINE, true, "grant 7 not written within 10000 ms");
+	assert_int_equal(poll_until(p, acks, 2), 2);
+	assert_string_equal(acks[0].frame_id, "2");
+	assert_false(acks[0].ok);
+	assert_false(acks[0].stored);
+	assert_int_equal(acks[0].code, ING_ERR_TRANSFER);
+	assert_false(acks[0].retryable);
+	assert_non_null(strstr(acks[0].msg, "remote access error"));
+	assert_int_equal(acks[0].resends, 0);
+	assert_string_equal(acks[1].frame_id, "4");
+	assert_false(acks[1].ok);
+	assert_int_equal(acks[1].code, ING_ERR_DEADLINE);
+	assert_true(acks[1].retryable);
+	/* the session goes on: no redial, nothing sent again, the others are acked on it */
+	assert_int_equal(ing_producer_poll(p, acks, 8, 50), 0);
+	assert_int_equal(F.connects, 1);
+	assert_int_equal(F.nmsgs, 4);
+	fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, false);
+	fake_ack(3, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, false);
+	assert_int_equal(poll_until(p, acks, 2), 2);
+	for (int i = 0; i < 2; i++) {
+		assert_true(acks[i].ok);
+		assert_true(acks[i].stored);
+		assert_int_equal(acks[i].resends, 0);
+	}
+	struct ing_producer_stats st;
+	ing_producer_get_stats(p, &st);
+	assert_int_equal(st.failovers, 0);
+	assert_int_equal(st.rerouted, 0);
+	assert_int_equal(st.durable, 2);
+	assert_int_equal(st.failed, 2);
+	/* the node failed a frame with its RDMA connection: that is the connection's */
+	submit_frames(p, 5, 1, buf, sizeof(buf));
+	release_all();
+	fake_nack(5, H3000__ERROR_CODE__ERROR_TRANSFER, true,
+		  "RDMA connection lost and the producer did not reconnect within 5000 ms");
+	F.nmsgs = 0;
+	poll_until_sent(p, 1);
+	assert_int_equal(F.connects, 2);
+	assert_sent_frame(0, "5");
+	release_all();
+	fake_ack(5, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, false);
+	assert_int_equal(poll_until(p, acks, 1), 1);
+	assert_true(acks[0].stored);
+	assert_int_equal(acks[0].resends, 1);
+	ing_producer_close(p, 100);
+}
+
+/*
+ * The connection drops while the node holds a frame in flight (RECEIVED, its persistence
+ * not done); the node lives on and finishes it. The reconnect's re-send of that frame finds
+ * it still there: the node answers "already in flight" (ERROR_INVALID_ARGUMENT, retryable).
+ * That is no failure: the frame goes to the node again after a back-off until the earlier
+ * send has ended, and is then acked DURABLE (as a duplicate: the earlier send was stored)
+ * once; the other frame's re-send is stored as usual.
+ */
+static void test_reconnect_resend_in_flight_waits(void **state)
+{
+	(void)state;
+	struct ing_producer *p = connect_opts(0, 0, 0, ING_ACK_DURABLE);
+	static uint8_t buf[100];
+	struct ing_ack acks[8];
+	submit_frames(p, 1, 2, buf, sizeof(buf));
+	release_all();
+	fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_RECEIVED, 0, false);
+	assert_int_equal(poll_until(p, acks, 1), 1);
+	F.dead = -ECONNRESET;
+	F.nmsgs = 0;
+	poll_until_sent(p, 2);   /* 1 and 2 on the new session */
+	assert_int_equal(F.connects, 2);
+	release_all();
+	fake_nack(1, H3000__ERROR_CODE__ERROR_INVALID_ARGUMENT, true,
+		  "frame 1 of wafer W1: already in flight in this node");
+	/* not failed, not sent again at once */
+	assert_int_equal(ing_producer_poll(p, acks, 8, 0), 0);
+	assert_int_equal(F.nmsgs, 2);
+	fake_ack(2, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, false);
+	assert_int_equal(poll_until(p, acks, 1), 1);
+	assert_string_equal(acks[0].frame_id, "2");
+	assert_true(acks[0].stored);
+	/* ... but after the back-off, to the same session; refused again, and again later */
+	poll_until_sent(p, 3);
+	assert_sent_frame(2, "1");
+	release_all();
+	fake_nack(1, H3000__ERROR_CODE__ERROR_INVALID_ARGUMENT, true,
+		  "frame 1 of wafer W1: already in flight in this node");
+	poll_until_sent(p, 4);
+	assert_sent_frame(3, "1");
+	release_all();
+	/* the earlier send is stored by now: this one is its duplicate, DURABLE once */
+	fake_ack(1, true, H3000__ACK_STAGE__ACK_STAGE_DURABLE, 0, true);
+	assert_int_equal(poll_until(p, acks, 1), 1);
+	assert_string_equal(acks[0].frame_id, "1");
+	assert_true(acks[0].ok);
+	assert_true(acks[0].stored);
+	assert_true(acks[0].duplicate);
+	assert_int_equal(acks[0].resends, 3);   /* after the loss, then twice while held */
+	assert_int_equal(ing_producer_poll(p, acks, 8, 50), 0);
+	struct ing_producer_stats st;
+	ing_producer_get_stats(p, &st);
+	assert_int_equal(st.failovers, 1);
+	assert_int_equal(F.connects, 2);
+	assert_int_equal(st.durable, 2);
+	assert_int_equal(st.failed, 0);
+	assert_int_equal(st.duplicates, 1);
+	assert_int_equal(ing_producer_in_flight(p), 0);
+	ing_producer_close(p, 100);
 }
 
 static void *wake_later(void *arg)
@@ -853,6 +1010,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_connection_lost_no_reconnect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconnect_resends, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconnect_gives_up, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_frame_failure_is_not_a_lost_connection, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_reconnect_resend_in_flight_waits, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_wake, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_codes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_frame_pool, setup, teardown),

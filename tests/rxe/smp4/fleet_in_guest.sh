@@ -27,24 +27,15 @@ step() { echo "== [${SECONDS}s] $*"; }   # where the time goes under TCG
 : "${ING_BUILD_DIR:?}" "${ING_RXE_TMP:?}" "${ING_RXE_OUT:?}" "${RXE_IP:?}"
 BUILD=$ING_BUILD_DIR
 TMP=$ING_RXE_TMP
-OUT=$ING_RXE_OUT
 FLEET_STATS=$BUILD/tests/rxe_stats
-FLEET_KEEP=1   # the guest's scratch dir goes with the guest; the logs are copied to OUT
+FLEET_KEEP=1   # the guest's scratch dir goes with the guest; the logs go to ING_RXE_OUT
 . "$HERE/../../fleet/fleet_lib.sh"
 STATS=$FLEET_STATS
 ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$STATS" "$BUILD/tests/fsync_gate.so"
-finish() {
-	cp "$TMP"/node*.log "$TMP"/*.err "$OUT/" 2>/dev/null || true
-	fleet_cleanup
-}
-trap finish EXIT
+trap fleet_guest_finish EXIT
 fail() {
 	echo "FAIL: $*" >&2
-	for l in "$TMP"/node*.log "$TMP"/*.err; do
-		[ -f "$l" ] || continue
-		echo "--- $l (tail) ---" >&2
-		tail -n 25 "$l" >&2
-	done
+	fleet_log_tails
 	exit 1
 }
 [ "$(nproc)" -ge 4 ] || fail "this test needs the 4-vCPU guest (RXE_VM_SMP=4), it has $(nproc)"

@@ -92,6 +92,8 @@ for p in $P_RB $P_R $P_W $P_G1 $P_G2; do wait "$p" || rc=$((rc + 1)); done
 for j in rb r w g1 g2; do echo "$j: $(cat "$T/$j.json")"; done
 [ "$(jget "$T/rb.json" ok)" = 23 ] && [ "$(jget "$T/rb.json" failed)" = 1 ] ||
 	fail "bad-rkey producer: not 23 ok + 1 failed ($(cat "$T/rb.err"))"
+[ "$(jget "$T/rb.json" reconnects)" = 0 ] && [ "$(jget "$T/rb.json" resent)" = 0 ] ||
+	fail "bad-rkey producer: one frame's failure cost its session (reconnects $(jget "$T/rb.json" reconnects), resent $(jget "$T/rb.json" resent))"
 for j in r w g1 g2; do
 	[ "$(jget "$T/$j.json" ok)" = 24 ] && [ "$(jget "$T/$j.json" failed)" = 0 ] ||
 		fail "producer $j: not 24 of 24 ok ($(cat "$T/$j.err"))"
