@@ -28,6 +28,7 @@ using Grpc.Core;
 using Grpc.Net.Client;
 using H3000.Ingest;
 using H3000.TestCommon;
+using Proto = H3000.Ingest.Protocol;
 
 namespace DotnetSend;
 
@@ -202,11 +203,11 @@ internal static class Program
         {
             HttpHandler = new SocketsHttpHandler { EnableMultipleHttp2Connections = true },
         });
-        var client = new H3000.RDMASvc.RDMASvcClient(channel);
-        H3000.NegotiateReply n = await client.NegotiateAsync(new H3000.NegotiateRequest
+        var client = new Proto.RDMASvc.RDMASvcClient(channel);
+        Proto.NegotiateReply n = await client.NegotiateAsync(new Proto.NegotiateRequest
         {
             VersionMin = 1, VersionMax = 1, ClientName = "dotnet-send grpc-net", Credits = (uint)o.Credits,
-            Transports = { H3000.Transport.GrpcStream },
+            Transports = { Proto.Transport.GrpcStream },
         }, deadline: DateTime.UtcNow.AddSeconds(10));
         int credits = (int)n.Credits, chunk = (int)n.MaxChunkSize;
         var md = new Metadata { { "h3000-session-id", n.SessionId.ToString(CultureInfo.InvariantCulture) } };
@@ -227,7 +228,7 @@ internal static class Program
         var sw = Stopwatch.StartNew();
         var reader = Task.Run(async () =>
         {
-            await foreach (H3000.Ack a in call.ResponseStream.ReadAllAsync())
+            await foreach (Proto.Ack a in call.ResponseStream.ReadAllAsync())
             {
                 bool final = a.Stored || !a.Ok;
                 if (!final)
@@ -254,13 +255,13 @@ internal static class Program
             for (int off = 0; off < data.Length; off += chunk)
             {
                 int len = Math.Min(chunk, data.Length - off);
-                var c = new H3000.FrameChunk
+                var c = new Proto.FrameChunk
                 {
                     FrameId = id, Offset = (ulong)off, Last = off + len >= data.Length,
                     Data = UnsafeByteOperations.UnsafeWrap(data.AsMemory(off, len)),
                 };
                 if (off == 0)
-                    c.Meta = new H3000.FrameMeta { FrameId = id, WaferId = o.Wafer, Length = (ulong)data.Length };
+                    c.Meta = new Proto.FrameMeta { FrameId = id, WaferId = o.Wafer, Length = (ulong)data.Length };
                 await call.RequestStream.WriteAsync(c);
             }
         }
