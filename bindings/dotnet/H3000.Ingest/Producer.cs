@@ -764,8 +764,10 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             });
             foreach (Ack a in DrainPending())
                 ch.Writer.TryWrite(a);
-            var pump = new Thread(() => PumpLoop(ch)) { IsBackground = true, Name = "H3000.Ingest pump" };
-            pump.Start();
+            // the channel as the thread's argument, not a lambda's capture: a closure here would
+            // be allocated on every call of this method, fast path included
+            var pump = new Thread(PumpLoop) { IsBackground = true, Name = "H3000.Ingest pump" };
+            pump.Start(ch);
             _pump = pump;   // started: Close may Join it
             Volatile.Write(ref _channel, ch);   // published last: the fast path above sees a running pump
             return ch;
@@ -780,8 +782,9 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         return l;
     }
 
-    private void PumpLoop(Channel<Ack> ch)
+    private void PumpLoop(object? state)
     {
+        var ch = (Channel<Ack>)state!;
         var buf = new Ack[AckBurst];
         try
         {
