@@ -15,7 +15,10 @@
 #   --guest: the same over RDMA READ and RDMA WRITE inside the Soft-RoCE guest
 #     (deploy/rxe-vm; TCG: the ratios are what counts, not the MB/s)
 # Each pair runs BENCH_ROUNDS rounds of (ingest-send, C#) back to back; it prints every
-# figure and the median of the per-round ratios C#/ingest-send. Needs `tests/dotnet/run.sh build` (or ctest dotnet.build) first.
+# figure, the median of the per-round ratios C#/ingest-send, and each producer's CPU
+# seconds per GiB sent (ingest-send: the whole process; C#: the measured window, every
+# thread), which a busy machine disturbs far less than MiB/s. Needs `tests/dotnet/run.sh build`
+# (or ctest dotnet.build) first.
 # Knobs (env): BENCH_SIZE (bytes, 4194304), BENCH_COUNT (frames, 400; guest 64),
 # BENCH_CREDITS (16), BENCH_ROUNDS (3), BENCH_ONLY (read,write,binding,async,grpc-net: which
 # pairs), BENCH_RECYCLE_ON (received|durable: --recycle-on of both producers; empty: each
@@ -62,11 +65,16 @@ for _ in $(seq 1 300); do [ -s "$T/port" ] && break; sleep 0.1; done
 S=127.0.0.1:$(cat "$T/port")
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 n=0
-c_send() {   # TRANSPORT -> mib_s
+c_send() {   # TRANSPORT -> "mib_s cpu_s_per_gib" (the CPU of the whole process: bash's `times` of its subshell)
 	n=$((n + 1))
-	"$SEND" --server "$S" --transport "$1" --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
-		--credits "$BENCH_CREDITS" --reuse-buffers "${RECYCLE[@]}" --wafer "b$(date +%s%N)" --json --quiet >"$T/r$n.json"
-	field "$T/r$n.json" mib_s
+	local t
+	t=$(
+		"$SEND" --server "$S" --transport "$1" --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
+			--credits "$BENCH_CREDITS" --reuse-buffers "${RECYCLE[@]}" --wafer "b$(date +%s%N)" --json --quiet >"$T/r$n.json"
+		times   # not in a pipe: a forked `times` would see no children
+	)
+	t=${t##*$'\n'}   # its second line: the children's user and system time
+	echo "$(field "$T/r$n.json" mib_s) $(python3 -c "import re,sys; u,s=[int(m)*60+float(x) for m,x in re.findall(r'(\d+)m([\d.]+)s', sys.argv[1])]; print((u+s)/(float(sys.argv[2])/2**30))" "$t" "$(field "$T/r$n.json" bytes)")"
 }
 cs_send() {   # TRANSPORT [DOTNETSEND OPTIONS] -> "mib_s alloc_bytes alloc_frames"
 	n=$((n + 1))
@@ -75,26 +83,27 @@ cs_send() {   # TRANSPORT [DOTNETSEND OPTIONS] -> "mib_s alloc_bytes alloc_frame
 	dotnet "$DSEND" --server "$S" --transport "$1" --count "$BENCH_COUNT" --size "$BENCH_SIZE" \
 		--credits "$BENCH_CREDITS" --buffers "$BENCH_CREDITS" --reuse-buffers --warmup 4 --wafer "b$(date +%s%N)" \
 		"${rc[@]}" "${@:2}" >"$T/r$n.json"
-	echo "$(field "$T/r$n.json" mib_s) $(field "$T/r$n.json" alloc_bytes) $(field "$T/r$n.json" alloc_frames)"
+	echo "$(field "$T/r$n.json" mib_s) $(field "$T/r$n.json" alloc_bytes) $(field "$T/r$n.json" alloc_frames) $(field "$T/r$n.json" cpu_s_per_gib)"
 }
 pair() {   # LABEL C_TRANSPORT CS_TRANSPORT [DOTNETSEND OPTIONS]: BENCH_ROUNDS x (ingest-send, C#), medians
 	local r a res out=()
 	for r in $(seq 1 "$BENCH_ROUNDS"); do
 		a=$(c_send "$2")
-		res=$(cs_send "$3" "${@:4}")   # "mib_s alloc_bytes alloc_frames" (no /dev/fd in the guest)
-		out+=("$a,${res// /,}")
+		res=$(cs_send "$3" "${@:4}")   # "mib_s alloc_bytes alloc_frames cpu_s_per_gib" (no /dev/fd in the guest)
+		out+=("${a// /,},${res// /,}")
 	done
 	python3 - "$1" "$2" "$3${4:+ ${*:4}}" "${out[@]}" <<'PY'
 import statistics, sys
 label, ct, cst = sys.argv[1:4]
+# each row: ingest-send mib_s, its CPU s/GiB, C# mib_s, alloc bytes, alloc frames, C# CPU s/GiB
 rows = [tuple(map(float, r.split(","))) for r in sys.argv[4:]]
-base = statistics.median(r[0] for r in rows)
-cs = statistics.median(r[1] for r in rows)
-ratio = statistics.median(r[1] / r[0] for r in rows)
-alloc = "" if rows[0][2] < 0 else ", managed allocations %s" % " / ".join(
-    "%d bytes in %d frames" % (r[2], r[3]) for r in rows)
-print("%-28s ingest-send %s %s MiB/s; C# %s %s MiB/s; median ratio C#/ingest-send %.2f%s"
-      % (label, ct, " ".join("%.0f" % r[0] for r in rows), cst, " ".join("%.0f" % r[1] for r in rows), ratio, alloc))
+ratio = statistics.median(r[2] / r[0] for r in rows)
+alloc = "" if rows[0][3] < 0 else ", managed allocations %s" % " / ".join(
+    "%d bytes in %d frames" % (r[3], r[4]) for r in rows)
+print("%-28s ingest-send %s %s MiB/s; C# %s %s MiB/s; median ratio C#/ingest-send %.2f; "
+      "CPU s/GiB ingest-send %.2f, C# %.2f (medians)%s"
+      % (label, ct, " ".join("%.0f" % r[0] for r in rows), cst, " ".join("%.0f" % r[2] for r in rows), ratio,
+         statistics.median(r[1] for r in rows), statistics.median(r[5] for r in rows), alloc))
 PY
 }
 echo "== bench/dotnet.sh: $BENCH_COUNT x $BENCH_SIZE bytes, credits $BENCH_CREDITS, --reuse-buffers, recycle on ${BENCH_RECYCLE_ON:-the default}, ingestd --sink null, $(nproc) cpus, load $(cut -d' ' -f1 /proc/loadavg)$([ "$GUEST" = 1 ] && echo ", Soft-RoCE guest (TCG)")"
