@@ -5,7 +5,8 @@
 #    No Requires.private/Libs.private: only the shared library ships, its dependencies
 #    (protobuf-c, nghttp2, OpenSSL, verbs, rdma_cm) are linked into it as DT_NEEDED.
 #  - CPack DEB (make deb): h3000-ingest (programs, libingest.so.1, systemd units, config,
-#    ingest-hugepages, man pages, docs; maintainer scripts deploy/debian/) and h3000-ingest-dev (header, libingest.so, ingest.pc, CMake package).
+#    ingest-hugepages, man pages, docs; maintainer scripts deploy/debian/) and h3000-ingest-dev
+#    (header, libingest.so, ingest.pc, CMake package, the protos in share/h3000-ingest/proto).
 include(CMakePackageConfigHelpers)
 set(ING_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ingest)
 
@@ -67,7 +68,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "h3000-ingest (= ${PROJECT_VERSION})")
 set(CPACK_DEBIAN_DEV_DESCRIPTION "h3000 ingest producer library: development files
  The headers include/ingest/*.h, the libingest.so link, ingest.pc for
- pkg-config and the CMake package (find_package(ingest): ingest::ingest).")
+ pkg-config and the CMake package (find_package(ingest): ingest::ingest);
+ the gRPC protocol (/usr/share/h3000-ingest/proto/h3000.proto, health.proto)
+ for clients generated in any language (Grpc.Net.Client, grpcio, grpc-js).")
 file(WRITE ${CMAKE_BINARY_DIR}/deb/conffiles "/etc/h3000/ingestd.conf\n")
 file(WRITE ${CMAKE_BINARY_DIR}/deb/triggers "activate-noawait ldconfig\n")
 include(CPack)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # pack.sh BUILD_DIR - H3000.Ingest.<version>.nupkg into BUILD_DIR/nuget (make nuget):
-# the managed library, README.md, and libingest.so.1 of BUILD_DIR (debug info stripped)
-# under runtimes/linux-x64/native/. rdma-core and the other system libraries libingest
+# the managed library, README.md, libingest.so.1 of BUILD_DIR (debug info stripped)
+# under runtimes/linux-x64/native/, and the gRPC protocol (proto/h3000.proto, health.proto)
+# under content/protos/ with build/ and buildTransitive/H3000.Ingest.props, which names
+# that folder $(H3000IngestProtos) for a Protobuf item (docs/CSHARP.md). rdma-core and the other system libraries libingest
 # links (verbs, rdma_cm, nghttp2, protobuf-c, OpenSSL) stay dependencies of the host:
 # they are not bundled. The version is libingest's (include/ingest/ingest.h).
 set -euo pipefail
@@ -32,6 +34,14 @@ PKG=$BUILD/nuget/H3000.Ingest.$VERSION.nupkg
 LISTING=$(unzip -l "$PKG")
 grep -q ' runtimes/linux-x64/native/libingest.so.1$' <<<"$LISTING" ||
 	{ echo "pack.sh: $PKG lacks runtimes/linux-x64/native/libingest.so.1" >&2; exit 1; }
+for f in content/protos/h3000.proto content/protos/health.proto build/H3000.Ingest.props \
+	buildTransitive/H3000.Ingest.props; do
+	grep -q " $f\$" <<<"$LISTING" || { echo "pack.sh: $PKG lacks $f" >&2; exit 1; }
+done
+for p in h3000.proto health.proto; do
+	unzip -p "$PKG" "content/protos/$p" | cmp -s - "$SRC/proto/$p" ||
+		{ echo "pack.sh: content/protos/$p in $PKG is not proto/$p" >&2; exit 1; }
+done
 if grep -E 'libibverbs|librdmacm' <<<"$LISTING" >/dev/null; then
 	echo "pack.sh: $PKG bundles rdma-core: it must stay a system dependency" >&2
 	exit 1

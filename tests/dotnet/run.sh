@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # run.sh STEP BUILD_DIR SRC_DIR - the C# tests (ctest label "dotnet"), one step each:
 #   build    restore + build every C# project once (tests/dotnet/all.slnx) into
-#            BUILD_DIR/dotnet; the other steps need it (ctest fixture dotnet_built)
+#            BUILD_DIR/dotnet, the protocol's code generated from the protos as
+#            `cmake --install` ships them; the other steps need it (ctest fixture dotnet_built)
 #   interop  tests/interop/dotnet/Interop (interop.seed_dotnet)
 #   binding  the H3000.Ingest xunit tests in one process (dotnet.binding), with only
 #            libingest.so.1 on the loader path, as the runtime .deb ships it
@@ -32,7 +33,18 @@ fi
 t0=$(date +%s)
 case $STEP in
 build)
-	dotnet build "$SRC/tests/dotnet/all.slnx" -c Release -nologo -clp:NoSummary -v:q "${SOURCES[@]}"
+	# the protos as `make install` and the -dev .deb ship them (share/h3000-ingest/proto):
+	# the C# tests use code generated from that copy
+	PROTO_PREFIX=$BUILD/dotnet/proto-install
+	rm -rf "$PROTO_PREFIX"
+	cmake --install "$BUILD" --component dev --prefix "$PROTO_PREFIX" >/dev/null
+	PROTOS=$PROTO_PREFIX/share/h3000-ingest/proto
+	for p in h3000.proto health.proto; do
+		cmp -s "$PROTOS/$p" "$SRC/proto/$p" ||
+			{ echo "FAIL: cmake --install did not put proto/$p in share/h3000-ingest/proto"; exit 1; }
+	done
+	dotnet build "$SRC/tests/dotnet/all.slnx" -c Release -nologo -clp:NoSummary -v:q "${SOURCES[@]}" \
+		-p:IngProtoDir="$PROTOS/"
 	;;
 interop)
 	dotnet "$OUT/Interop/release/Interop.dll" --work "$BUILD/test-work/seed-dotnet" \
@@ -60,8 +72,10 @@ sample)
 	# the local feed to the user's own)
 	SAMPLE_SOURCES=()
 	[ ${#SOURCES[@]} -gt 0 ] && SAMPLE_SOURCES=(--source "$BUILD/nuget" "${SOURCES[@]}")
-	dotnet build "$SRC/samples/dotnet/Producer/Producer.csproj" -c Release -nologo -v:q -clp:NoSummary \
-		"${SAMPLE_SOURCES[@]}" --packages "$PKGS" --artifacts-path "$BUILD/dotnet/sample"
+	for proj in Producer Protocol; do
+		dotnet build "$SRC/samples/dotnet/$proj/$proj.csproj" -c Release -nologo -v:q -clp:NoSummary \
+			"${SAMPLE_SOURCES[@]}" --packages "$PKGS" --artifacts-path "$BUILD/dotnet/sample"
+	done
 	. "$SRC/tests/lib.sh"
 	fail() { echo "FAIL: $*"; tail -n 30 "$W/ingestd.log" 2>/dev/null; exit 1; }
 	W=$BUILD/test-work/dotnet-sample
@@ -91,8 +105,25 @@ sample)
 	echo "$out" | grep -q "^40 of 40 frames stored (0 failed)" || fail "--async: not every frame stored: $out"
 	n=$(find "$W/data/frames/sample-async" -name '*.frame' | wc -l)
 	[ "$n" = 40 ] || fail "--async: $n frame files on the node, not 40"
+	# Grpc.Net.Client alone, its client generated from the package's content/protos/h3000.proto
+	out=$(dotnet "$BUILD/dotnet/sample/bin/Protocol/release/Protocol.dll" --server "http://$ING_SERVER" \
+		--count 20 --size 1000000 --wafer sample-grpc) || fail "the protocol sample exited $?: $out"
+	echo "$out"
+	echo "$out" | grep -q "^20 of 20 frames stored (0 failed)" || fail "protocol sample: not every frame stored: $out"
+	n=$(find "$W/data/frames/sample-grpc" -name '*.frame' | wc -l)
+	[ "$n" = 20 ] || fail "protocol sample: $n frame files on the node, not 20"
+	# the protos came from the package: restore imported its props, which name its content/protos
+	G=$(ls "$BUILD"/dotnet/sample/obj/Protocol/Protocol.csproj.nuget.g.props)
+	grep -q "<NuGetPackageRoot .*>$PKGS/*</NuGetPackageRoot>" "$G" &&
+		grep -q 'Import Project="$(NuGetPackageRoot)/h3000.ingest/[^/]*/build[A-Za-z]*/H3000.Ingest.props"' "$G" ||
+		fail "the protocol sample did not import the package's H3000.Ingest.props ($G)"
+	for f in H3000.Ingest.dll libingest.so.1; do
+		[ ! -e "$BUILD/dotnet/sample/bin/Protocol/release/$f" ] ||
+			fail "the protocol sample (the package's build assets only) got $f"
+	done
 	ing_term_pid
-	echo "ok: the sample restored H3000.Ingest from the local feed, loaded its native library, stored 40 frames"
+	echo "ok: the sample restored H3000.Ingest from the local feed, loaded its native library, stored 40 frames;" \
+		"a Grpc.Net.Client generated from the package's protos stored 20"
 	;;
 *)
 	echo "run.sh: unknown step '$STEP'" >&2

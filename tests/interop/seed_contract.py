@@ -10,9 +10,21 @@ project's proto unchanged:
     name of message/enum fields), label, proto3 optional;
   - every service of the seed by name, and in it every method: input and output types,
     client and server streaming.
-Additions (new fields, messages, methods) are allowed and listed. To prove the check is
-not vacuous, it is then run against mutated copies of the project proto (a field type,
-name, number, label, a lost 'stream', another package), each of which must be caught.
+Additions (new fields, messages, methods) are allowed and listed. Options name generated
+code (csharp_namespace: the C# namespace), never the wire, and that is shown, not assumed:
+  - the project proto compiled without its file options (`option` lines at the start of
+    a line) has the same descriptor, byte for byte, as the project proto with its file
+    options cleared: an option adds nothing else;
+  - no seed field carries an option (deprecated, packed, ...) or a json_name the seed
+    does not;
+  - the gRPC paths of the seed's methods (/h3000.RDMASvc/ControlStream: package and
+    service, never a language's namespace) are the same;
+  - a FrameMeta and an Ack with every seed field set, encoded with the seed's message
+    classes, decode with the project's to the same values and re-encode to the same
+    bytes, and the other way round.
+To prove the check is not vacuous, it is then run against mutated copies of the project
+proto (a field type, name, number, label, json_name, field option, a lost 'stream',
+another package), each of which must be caught.
 
 usage: seed_contract.py --seed SEED.proto --proto PROJECT.proto --work DIR
        seed_contract.py --seed SEED.proto --proto PROJECT.proto --work DIR --no-self-test
@@ -59,7 +71,8 @@ def compile_set(proto, out):
 def field_sig(f):
     return {"name": f.name, "number": f.number, "type": FD.Type.Name(f.type),
             "type_name": f.type_name, "label": FD.Label.Name(f.label),
-            "proto3_optional": f.proto3_optional}
+            "proto3_optional": f.proto3_optional, "json_name": f.json_name,
+            "options": f.options.SerializeToString(deterministic=True).hex()}
 
 
 def method_sig(m):
@@ -120,6 +133,65 @@ def compare(seed, proj):
     return res, adds
 
 
+def grpc_paths(fd):
+    """{method name: gRPC path} of every service of one file, as the wire names them."""
+    return {"%s.%s" % (s.name, m.name): "/%s.%s/%s" % (fd.package, s.name, m.name)
+            for s in fd.service for m in s.method}
+
+
+def options_only_name_code(proj_proto, proj, work):
+    """[(ok, what)]: the project's options change nothing but generated code."""
+    res = []
+    opts = [(f.name, v) for f, v in proj.options.ListFields()]
+    with open(proj_proto) as f:
+        text = f.read()
+    stripped, n = re.subn(r"^option\s+[^;]*;[ \t]*\n", "", text, flags=re.M)
+    sdir = os.path.join(work, "no-options")
+    os.makedirs(sdir, exist_ok=True)
+    sp = os.path.join(sdir, os.path.basename(proj_proto))
+    with open(sp, "w") as f:
+        f.write(stripped)
+    bare = compile_set(sp, os.path.join(work, "no-options.pb"))
+    cleared = descriptor_pb2.FileDescriptorProto()
+    cleared.CopyFrom(proj)
+    cleared.ClearField("options")
+    res.append((bare.SerializeToString(deterministic=True) == cleared.SerializeToString(deterministic=True),
+                "file options (%s) name generated code only: without its %d option line(s) the "
+                "project proto has the same descriptor byte for byte" %
+                (", ".join("%s = %r" % o for o in opts) or "none", n)))
+    return res
+
+
+def wire_roundtrip(seed, proj):
+    """[(ok, what)]: seed messages encoded by one side decode identically on the other."""
+    from google.protobuf import descriptor_pool, message_factory
+
+    def classes(fd):
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(fd)
+        fac = message_factory.MessageFactory(pool)
+        return {m.name: fac.GetPrototype(pool.FindMessageTypeByName("%s.%s" % (fd.package, m.name)))
+                for m in fd.message_type}
+
+    sc, pc = classes(seed), classes(proj)
+    values = {FD.TYPE_STRING: "fr\u00e9me-\u2603-1", FD.TYPE_UINT64: (1 << 64) - 2,
+              FD.TYPE_UINT32: (1 << 32) - 3, FD.TYPE_INT64: -(1 << 62) - 5, FD.TYPE_BOOL: True}
+    res = []
+    for sm in seed.message_type:
+        if sm.name not in pc:
+            continue
+        fields = {f.name: values[f.type] for f in sm.field if f.type in values}
+        for a, b, way in ((sc, pc, "seed -> project"), (pc, sc, "project -> seed")):
+            wire = a[sm.name](**fields).SerializeToString(deterministic=True)
+            back = b[sm.name]()
+            back.ParseFromString(wire)
+            same = all(getattr(back, k) == v for k, v in fields.items())
+            res.append((same and back.SerializeToString(deterministic=True) == wire,
+                        "%s with all %d seed fields set, %s: same values, same %d bytes" %
+                        (sm.name, len(fields), way, len(wire))))
+    return res
+
+
 def failures(seed_proto, proj_proto, work, tag):
     seed = compile_set(seed_proto, os.path.join(work, tag + "-seed.pb"))
     proj = compile_set(proj_proto, os.path.join(work, tag + "-project.pb"))
@@ -137,6 +209,8 @@ MUTATIONS = [
     ("ControlStream loses 'stream' on its input", r"(ControlStream\s*\(\s*)stream\s+", r"\1"),
     ("package renamed", r"\bpackage\s+h3000\s*;", "package h3000v2;"),
     ("FrameMeta.timestamp int64 -> uint64", r"\bint64(\s+timestamp\s*=\s*6;)", r"uint64\1"),
+    ("Ack.msg gets a json_name", r"(\bstring\s+msg\s*=\s*3)\s*;", r'\1 [json_name = "message"];'),
+    ("FrameMeta.addr gets a field option", r"(\buint64\s+addr\s*=\s*2)\s*;", r"\1 [deprecated = true];"),
 ]
 
 
@@ -159,6 +233,11 @@ def main():
     proj = compile_set(a.proto, os.path.join(a.work, "project.pb"))
     more, adds = compare(seed, proj)
     res += more
+    sp, pp = grpc_paths(seed), grpc_paths(proj)
+    res += [(pp.get(k) == v, "gRPC path of %s: seed %s, project %s" % (k, v, pp.get(k)))
+            for k, v in sorted(sp.items())]
+    res += options_only_name_code(a.proto, proj, a.work)
+    res += wire_roundtrip(seed, proj)
     for ok, what in res:
         print(("ok: " if ok else "FAIL: ") + what)
         npass += ok

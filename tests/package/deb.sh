@@ -6,7 +6,8 @@
 #  2. runtime Depends come from dpkg-shlibdeps (verbs, rdma_cm, nghttp2, SQLite, ...; DPDK
 #     is linked in statically, so no DPDK package); -dev depends on the same version;
 #  3. both are unpacked into a throwaway root (dpkg-deb -x): the unit starts /usr/bin/ingestd
-#     and reads /etc/h3000/ingestd.conf (a conffile), man pages are there;
+#     and reads /etc/h3000/ingestd.conf (a conffile), man pages are there; -dev carries the
+#     gRPC protocol (/usr/share/h3000-ingest/proto: the source's h3000.proto, health.proto);
 #  4. README's program table against the package: every program in usr/bin with its man
 #     page and bash completion, and no program the table lacks;
 #  5. the unpacked ingestd, ingest-send, ingest-verify and ingest-get run end to end on 127.0.0.1
@@ -61,6 +62,10 @@ for f in usr/bin/ingestd usr/bin/ingest-send usr/bin/ingest-verify usr/bin/inges
 	usr/lib/cmake/ingest/ingestConfig.cmake etc/h3000/ingestd.conf lib/systemd/system/ingestd.service \
 	usr/share/man/man1/ingestd.1.gz usr/share/doc/h3000-ingest/copyright; do
 	[ -e "$R/$f" ] || fail "/$f not in the packages"
+done
+for p in h3000.proto health.proto; do
+	dpkg-deb -c "$DEV" | grep -q " \./usr/share/h3000-ingest/proto/$p\$" || fail "/usr/share/h3000-ingest/proto/$p not in h3000-ingest-dev"
+	cmp -s "$R/usr/share/h3000-ingest/proto/$p" "$SRC/proto/$p" || fail "/usr/share/h3000-ingest/proto/$p is not proto/$p"
 done
 grep -qx 'ExecStart=/usr/bin/ingestd --config /etc/h3000/ingestd.conf' "$R/lib/systemd/system/ingestd.service" ||
 	fail "the unit does not start /usr/bin/ingestd --config /etc/h3000/ingestd.conf: $(grep Exec "$R/lib/systemd/system/ingestd.service")"

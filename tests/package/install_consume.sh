@@ -16,7 +16,10 @@
 #     pkg-config and with find_package(ingest), sends frames to the installed ingestd
 #     (127.0.0.1, kernel-picked port) and checks every ack DURABLE with the right CRC;
 #  4. abi_compat (same prefix, pkg-config): the 1.x ABI promises, see its header comment;
-#  5. ingestd stops with exit 0 on SIGTERM; no fault-injection hook is in what is installed.
+#  5. ingestd stops with exit 0 on SIGTERM; no fault-injection hook is in what is installed;
+#  6. the gRPC protocol in share/h3000-ingest/proto (h3000.proto, health.proto: the
+#     source's files): a python3-grpcio client generated from that installed copy alone
+#     negotiates, pushes frames the installed ingestd stores, and reads Health SERVING.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 BUILD=$(cd "${1:?usage: install_consume.sh BUILD_DIR SRC_DIR}" && pwd)
@@ -138,6 +141,41 @@ timeout 60 "$T/cmake-build/consumer" "$ING_SERVER" PKG-cmake 101 12 || fail "con
 timeout 60 "$P/bin/ingest-send" --server "$ING_SERVER" --transport grpc --count 5 --size 300K --first-id 501 \
 	--wafer PKG-send --manifest "$T/m" --json --quiet >"$T/send.json" || fail "installed ingest-send exited $?"
 timeout 60 "$P/bin/ingest-verify" --data-dir "$T/data" --manifest "$T/m" --quiet || fail "installed ingest-verify"
+
+step "a client generated from the installed protos (share/h3000-ingest/proto)"
+for p in h3000.proto health.proto; do
+	cmp -s "$P/share/h3000-ingest/proto/$p" "$SRC/proto/$p" || fail "share/h3000-ingest/proto/$p is not proto/$p"
+done
+mkdir -p "$T/stubs"
+PY3=/usr/bin/python3   # Debian's, with python3-grpcio and python3-grpc-tools (deploy/install-deps.sh)
+"$PY3" -m grpc_tools.protoc -I "$P/share/h3000-ingest/proto" --python_out "$T/stubs" --grpc_python_out "$T/stubs" \
+	"$P/share/h3000-ingest/proto/h3000.proto" "$P/share/h3000-ingest/proto/health.proto" || fail "protoc on the installed protos"
+timeout 60 "$PY3" - "$T/stubs" "$ING_SERVER" <<'PY' || fail "the client generated from the installed protos"
+import sys
+sys.path.insert(0, sys.argv[1])
+import grpc, h3000_pb2 as pb, h3000_pb2_grpc as rpc, health_pb2, health_pb2_grpc
+ch = grpc.insecure_channel(sys.argv[2])
+svc = rpc.RDMASvcStub(ch)
+n = svc.Negotiate(pb.NegotiateRequest(versionMin=1, versionMax=1, clientName="installed-protos",
+                                      transports=[pb.TRANSPORT_GRPC_STREAM]), timeout=10)
+data = bytes(range(256)) * 256   # 64 KiB
+def chunks():
+    for i in range(3):
+        fid = "proto-%d" % i
+        yield pb.FrameChunk(frameId=fid, offset=0, last=True, data=data,
+                            meta=pb.FrameMeta(frameId=fid, waferId="PKG-proto", length=len(data)))
+acks = [a for a in svc.PushFrames(chunks(), metadata=[("h3000-session-id", str(n.sessionId))], timeout=30)]
+stored = sorted(a.frameId for a in acks if a.stored)
+h = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
+print("installed protos: session %d, %d of 3 frames stored, health %s" %
+      (n.sessionId, len(stored), health_pb2.HealthCheckResponse.ServingStatus.Name(h.status)))
+sys.exit(0 if stored == ["proto-0", "proto-1", "proto-2"] and h.status == health_pb2.HealthCheckResponse.SERVING else 1)
+PY
+# what the node holds, read back: the three files byte for byte
+python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 256)' >"$T/proto.bin"
+for i in 0 1 2; do
+	cmp -s "$T/data/frames/PKG-proto/proto-$i.frame" "$T/proto.bin" || fail "PKG-proto/proto-$i.frame is not the frame sent"
+done
 
 step "ABI promises from a downstream program (older and newer struct sizes, version, errors, logs)"
 cc -std=c11 -O2 -Wall -Werror "$SRC/tests/package/consumer/abi_compat.c" $(pkg-config --cflags --libs ingest) \

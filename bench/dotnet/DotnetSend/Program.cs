@@ -7,6 +7,7 @@
 //   DotnetSend --server HOST:PORT [--transport auto|rdma|rdma-write|grpc|grpc-net]
 //              [--count N] [--size BYTES] [--seed S] [--wafer ID] [--id-prefix P]
 //              [--credits N] [--buffers N] [--manifest PATH] [--reuse-buffers] [--warmup N]
+//              [--async] [--recycle-on received|durable]
 //
 // auto/rdma/rdma-write/grpc go through H3000.Ingest (libingest); grpc-net is a pure
 // Grpc.Net.Client producer (Negotiate, then PushFrames in maxChunkSize chunks with at most
@@ -18,7 +19,11 @@
 // alloc_bytes_per_frame (GC.GetAllocatedBytesForCurrentThread over the frames after the
 // first `buffers`, the steady path). --warmup N: N frames (wafer "<wafer>-warmup") sent
 // and acknowledged before the clock starts, so the JIT's first compilations are not in
-// the figure. Exit 0 when every frame is stored.
+// the figure. --async: SubmitAsync on this task while another task reads ReadAcksAsync
+// and hands each returned buffer back (the library's pump thread drives the connection);
+// its allocations are every thread's (GC.GetTotalAllocatedBytes), the pump's included.
+// --recycle-on: the stage that returns a buffer (ProducerOptions.RecycleOn; the library's
+// default when not given). Exit 0 when every frame is stored.
 using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
@@ -28,6 +33,7 @@ using Grpc.Core;
 using Grpc.Net.Client;
 using H3000.Ingest;
 using H3000.TestCommon;
+using Proto = H3000.Ingest.Protocol;
 
 namespace DotnetSend;
 
@@ -39,7 +45,8 @@ internal static class Program
         public int Count = 100, Size = 4 << 20, Credits, Buffers = 16, Warmup;
         public ulong Seed = 1;
         public string? Manifest;
-        public bool Reuse;
+        public bool Reuse, Async;
+        public string? RecycleOn;
     }
 
     public static async Task<int> Main(string[] args)
@@ -62,6 +69,8 @@ internal static class Program
                 case "--manifest": o.Manifest = Next(); break;
                 case "--reuse-buffers": o.Reuse = true; break;
                 case "--warmup": o.Warmup = int.Parse(Next(), CultureInfo.InvariantCulture); break;
+                case "--async": o.Async = true; break;
+                case "--recycle-on": o.RecycleOn = Next(); break;
                 default:
                     Console.Error.WriteLine($"DotnetSend: unknown option {args[i]}");
                     return 2;
@@ -74,7 +83,7 @@ internal static class Program
         }
         try
         {
-            return o.Transport == "grpc-net" ? await GrpcNet(o) : Ingest(o);
+            return o.Transport == "grpc-net" ? await GrpcNet(o) : o.Async ? await IngestAsync(o) : Ingest(o);
         }
         catch (IngestException e)
         {
@@ -83,8 +92,11 @@ internal static class Program
         }
     }
 
+    // the process's CPU time (every thread: the pump's, .NET's own) over the measured window
+    private static double CpuSeconds() => Process.GetCurrentProcess().TotalProcessorTime.TotalSeconds;
+
     private static void Report(Opts o, string transport, int ok, int failed, long bytes, double wall, double allocPerFrame,
-                               long allocBytes = -1, int allocFrames = 0)
+                               long allocBytes = -1, int allocFrames = 0, double cpu = -1)
     {
         Console.WriteLine(JsonSerializer.Serialize(new Dictionary<string, object>
         {
@@ -92,12 +104,13 @@ internal static class Program
             ["wall_s"] = Math.Round(wall, 3), ["mib_s"] = Math.Round(bytes / wall / (1 << 20), 1),
             ["transport"] = transport, ["alloc_bytes_per_frame"] = Math.Round(allocPerFrame, 2),
             ["alloc_bytes"] = allocBytes, ["alloc_frames"] = allocFrames,
+            ["cpu_s"] = Math.Round(cpu, 3), ["cpu_s_per_gib"] = cpu < 0 || bytes == 0 ? -1 : Math.Round(cpu / (bytes / (double)(1L << 30)), 3),
         }));
     }
 
     // ------------------------------------------------------------ through H3000.Ingest
 
-    private static int Ingest(Opts o)
+    private static ProducerOptions Options(Opts o)
     {
         var po = new ProducerOptions
         {
@@ -116,23 +129,44 @@ internal static class Program
             FrameTimeout = TimeSpan.FromMinutes(5),
             ClientName = "dotnet-send",
         };
-        using Producer p = Producer.Connect(po);
-        string transport = p.ActualTransport == Transport.Rdma ? (o.Transport == "rdma-write" ? "rdma-write" : "rdma") : "grpc";
-        var free = new Stack<FrameBuffer>();
-        for (int i = 0; i < o.Buffers; i++)
-            free.Push(p.Rent(o.Size));
-        // --reuse-buffers: each buffer's bytes made once, and their CRC-32C kept and declared
-        // with every frame sent from it (as ingest-send does), so neither side of the bench
-        // recomputes what it already knows
-        var crcOf = new Dictionary<FrameBuffer, uint>();
-        if (o.Reuse)
+        return o.RecycleOn switch
         {
-            foreach (FrameBuffer b in free)
+            null => po,
+            "received" => po with { RecycleOn = AckStage.Received },
+            "durable" => po with { RecycleOn = AckStage.Durable },
+            _ => throw new ArgumentException($"--recycle-on {o.RecycleOn}: received or durable"),
+        };
+    }
+
+    private static string TransportName(Producer p, Opts o) =>
+        p.ActualTransport == Transport.Rdma ? (o.Transport == "rdma-write" ? "rdma-write" : "rdma") : "grpc";
+
+    // --reuse-buffers: each buffer's bytes made once, and their CRC-32C kept and declared
+    // with every frame sent from it (as ingest-send does), so neither side of the bench
+    // recomputes what it already knows
+    private static Dictionary<FrameBuffer, uint> Rent(Producer p, Opts o, List<FrameBuffer> into)
+    {
+        var crcOf = new Dictionary<FrameBuffer, uint>();
+        for (int i = 0; i < o.Buffers; i++)
+        {
+            FrameBuffer b = p.Rent(o.Size);
+            into.Add(b);
+            if (o.Reuse)
             {
                 Synth.Fill(b.Memory.Span, (ulong)b.GetHashCode(), o.Seed);
                 crcOf[b] = Producer.Crc32c(b.Memory.Span[..o.Size]);
             }
         }
+        return crcOf;
+    }
+
+    private static int Ingest(Opts o)
+    {
+        using Producer p = Producer.Connect(Options(o));
+        string transport = TransportName(p, o);
+        var rented = new List<FrameBuffer>();
+        Dictionary<FrameBuffer, uint> crcOf = Rent(p, o, rented);
+        var free = new Stack<FrameBuffer>(rented);
         string[] ids = Enumerable.Range(0, o.Count).Select(i => o.Prefix + i.ToString(CultureInfo.InvariantCulture)).ToArray();
         var manifest = new List<(string, string, long, uint)>();
         var acks = new Ack[64];
@@ -151,6 +185,7 @@ internal static class Program
         int next = 0, ok = 0, failed = 0;
         long bytes = 0, allocStart = 0;
         int allocFrom = Math.Min(o.Buffers, o.Count / 2);
+        double cpu0 = CpuSeconds();
         var sw = Stopwatch.StartNew();
         while (ok + failed < o.Count)
         {
@@ -188,9 +223,81 @@ internal static class Program
         }
         double wall = sw.Elapsed.TotalSeconds;
         long alloc = GC.GetAllocatedBytesForCurrentThread() - allocStart;
+        double cpu = CpuSeconds() - cpu0;   // after the allocation figure: it allocates
         if (o.Manifest != null)
             Synth.WriteManifest(o.Manifest, manifest, o.Seed);
-        Report(o, transport, ok, failed, bytes, wall, (double)alloc / Math.Max(1, o.Count - allocFrom), alloc, o.Count - allocFrom);
+        Report(o, transport, ok, failed, bytes, wall, (double)alloc / Math.Max(1, o.Count - allocFrom), alloc, o.Count - allocFrom, cpu);
+        return failed == 0 && ok == o.Count ? 0 : 1;
+    }
+
+    // ------------------------------------------------- H3000.Ingest, SubmitAsync + ReadAcksAsync
+
+    private static async Task<int> IngestAsync(Opts o)
+    {
+        if (o.Manifest != null)
+            throw new ArgumentException("--async: no --manifest (use the Poll loop)");
+        await using Producer p = await Producer.ConnectAsync(Options(o));
+        string transport = TransportName(p, o);
+        // buffers go back through a channel the ack reader writes (the async program's shape)
+        var free = Channel.CreateBounded<FrameBuffer>(new BoundedChannelOptions(o.Buffers) { SingleReader = true, SingleWriter = true });
+        var rented = new List<FrameBuffer>();
+        Dictionary<FrameBuffer, uint> crcOf = Rent(p, o, rented);
+        foreach (FrameBuffer b in rented)
+            free.Writer.TryWrite(b);
+        string[] ids = Enumerable.Range(0, o.Count).Select(i => o.Prefix + i.ToString(CultureInfo.InvariantCulture)).ToArray();
+        int ok = 0, failed = 0, warmupDone = 0;
+        using var warm = new SemaphoreSlim(0);
+        Task reader = Task.Run(async () =>
+        {
+            await foreach (Ack a in p.ReadAcksAsync())
+            {
+                if (a.ReturnsBuffer)
+                    free.Writer.TryWrite(a.Buffer!);
+                if (!a.IsFinal)
+                    continue;
+                if (warmupDone < o.Warmup)
+                {
+                    warmupDone++;
+                    warm.Release();
+                    continue;
+                }
+                if (a.Stored)
+                    ok++;
+                else
+                {
+                    failed++;
+                    await Console.Error.WriteLineAsync($"DotnetSend: {a}").ConfigureAwait(false);
+                }
+                if (ok + failed == o.Count)
+                    break;
+            }
+        });
+        for (int w = 0; w < o.Warmup; w++)
+        {
+            FrameBuffer b = await free.Reader.ReadAsync();
+            await p.SubmitAsync(b, o.Size, "warmup-" + w.ToString(CultureInfo.InvariantCulture), o.Wafer + "-warmup",
+                                crc32c: o.Reuse ? crcOf[b] : null);
+            await warm.WaitAsync();
+        }
+        int allocFrom = Math.Min(o.Buffers, o.Count / 2);
+        long allocStart = 0;
+        double cpu0 = CpuSeconds();
+        var sw = Stopwatch.StartNew();
+        for (int next = 0; next < o.Count; next++)
+        {
+            FrameBuffer b = await free.Reader.ReadAsync();
+            if (!o.Reuse)
+                Synth.Fill(b.Memory.Span, Synth.Key(ids[next]), o.Seed);
+            await p.SubmitAsync(b, o.Size, ids[next], o.Wafer, crc32c: o.Reuse ? crcOf[b] : null);
+            if (next + 1 == allocFrom)
+                allocStart = GC.GetTotalAllocatedBytes(precise: true);
+        }
+        await reader;
+        double wall = sw.Elapsed.TotalSeconds;
+        long alloc = GC.GetTotalAllocatedBytes(precise: true) - allocStart;
+        double cpu = CpuSeconds() - cpu0;   // after the allocation figure: it allocates
+        Report(o, transport + "-async", ok, failed, (long)ok * o.Size, wall, (double)alloc / Math.Max(1, o.Count - allocFrom),
+               alloc, o.Count - allocFrom, cpu);
         return failed == 0 && ok == o.Count ? 0 : 1;
     }
 
@@ -202,11 +309,11 @@ internal static class Program
         {
             HttpHandler = new SocketsHttpHandler { EnableMultipleHttp2Connections = true },
         });
-        var client = new H3000.RDMASvc.RDMASvcClient(channel);
-        H3000.NegotiateReply n = await client.NegotiateAsync(new H3000.NegotiateRequest
+        var client = new Proto.RDMASvc.RDMASvcClient(channel);
+        Proto.NegotiateReply n = await client.NegotiateAsync(new Proto.NegotiateRequest
         {
             VersionMin = 1, VersionMax = 1, ClientName = "dotnet-send grpc-net", Credits = (uint)o.Credits,
-            Transports = { H3000.Transport.GrpcStream },
+            Transports = { Proto.Transport.GrpcStream },
         }, deadline: DateTime.UtcNow.AddSeconds(10));
         int credits = (int)n.Credits, chunk = (int)n.MaxChunkSize;
         var md = new Metadata { { "h3000-session-id", n.SessionId.ToString(CultureInfo.InvariantCulture) } };
@@ -224,10 +331,11 @@ internal static class Program
         var manifest = new List<(string, string, long, uint)>();
         int ok = 0, failed = 0;
         long bytes = 0;
+        double cpu0 = CpuSeconds();
         var sw = Stopwatch.StartNew();
         var reader = Task.Run(async () =>
         {
-            await foreach (H3000.Ack a in call.ResponseStream.ReadAllAsync())
+            await foreach (Proto.Ack a in call.ResponseStream.ReadAllAsync())
             {
                 bool final = a.Stored || !a.Ok;
                 if (!final)
@@ -254,22 +362,22 @@ internal static class Program
             for (int off = 0; off < data.Length; off += chunk)
             {
                 int len = Math.Min(chunk, data.Length - off);
-                var c = new H3000.FrameChunk
+                var c = new Proto.FrameChunk
                 {
                     FrameId = id, Offset = (ulong)off, Last = off + len >= data.Length,
                     Data = UnsafeByteOperations.UnsafeWrap(data.AsMemory(off, len)),
                 };
                 if (off == 0)
-                    c.Meta = new H3000.FrameMeta { FrameId = id, WaferId = o.Wafer, Length = (ulong)data.Length };
+                    c.Meta = new Proto.FrameMeta { FrameId = id, WaferId = o.Wafer, Length = (ulong)data.Length };
                 await call.RequestStream.WriteAsync(c);
             }
         }
         await reader;
-        double wall = sw.Elapsed.TotalSeconds;
+        double wall = sw.Elapsed.TotalSeconds, cpu = CpuSeconds() - cpu0;
         await call.RequestStream.CompleteAsync();
         if (o.Manifest != null)
             Synth.WriteManifest(o.Manifest, manifest, o.Seed);
-        Report(o, "grpc-net", ok, failed, bytes, wall, -1);   // not measured: the writer runs on pool threads
+        Report(o, "grpc-net", ok, failed, bytes, wall, -1, cpu: cpu);   // allocations not measured: the writer runs on pool threads
         return failed == 0 && ok == o.Count ? 0 : 1;
     }
 }

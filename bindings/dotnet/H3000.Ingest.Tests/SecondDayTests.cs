@@ -273,6 +273,67 @@ public class SecondDayTests
     }
 
     /// <summary>libingest's warnings reach the producer's ILogger with their level.</summary>
+    /// <summary>
+    /// SubmitAsync + ReadAcksAsync with credits to spare (fewer buffers than credits: no
+    /// submit ever waits) and short of them (more buffers: SubmitAsync waits for credits
+    /// over and over while the pump sleeps in libingest's poll). Every frame is stored, and
+    /// neither semaphore ever holds more than one permit: they were signalled per ack batch
+    /// and per submit whether anyone waited or not, so a busy hour left thousands behind
+    /// that turned a later credit wait into a spin waking the pump each turn (and 2^31 of
+    /// them throw SemaphoreFullException).
+    /// </summary>
+    [Theory]
+    [InlineData(16, 4)]
+    [InlineData(2, 8)]
+    public async Task SubmitAsync_keeps_no_semaphore_permits_behind(int credits, int buffers)
+    {
+        await using IngestNode node = await Support.Node($"credits{credits}");
+        const int N = 400, Len = 64 << 10;
+        string wafer = $"cs-credits{credits}";
+        var frames = new List<(string, string, long, uint)>();
+        await using (Producer p = Producer.Connect(Support.Grpc(node) with { PoolFrames = buffers, Credits = credits }))
+        {
+            Assert.Equal(credits, p.Credits);
+            var free = System.Threading.Channels.Channel.CreateUnbounded<FrameBuffer>();
+            for (int i = 0; i < buffers; i++)
+                free.Writer.TryWrite(p.Rent(Len));
+            int finals = 0, storedN = 0;
+            Task reader = Task.Run(async () =>
+            {
+                await foreach (Ack a in p.ReadAcksAsync())
+                {
+                    if (a.ReturnsBuffer)
+                        free.Writer.TryWrite(a.Buffer);
+                    if (a.IsFinal)
+                    {
+                        storedN += a.Stored ? 1 : 0;
+                        if (++finals == N)
+                            return;
+                    }
+                }
+            });
+            int maxCredit = 0, maxWork = 0;
+            for (int i = 0; i < N; i++)
+            {
+                string id = $"cr{i}";
+                FrameBuffer b = await free.Reader.ReadAsync();
+                var (len, crc) = Fill(b, id, Len);
+                frames.Add((id, wafer, len, crc));
+                await p.SubmitAsync(b, len, id, wafer, crc32c: crc);
+                (int c, int w) = p.Permits;
+                (maxCredit, maxWork) = (Math.Max(maxCredit, c), Math.Max(maxWork, w));
+            }
+            await reader.WaitAsync(TimeSpan.FromMinutes(2));
+            Assert.Equal(N, storedN);
+            (int credit, int work) = p.Permits;
+            Assert.True(Math.Max(maxCredit, credit) <= 1 && Math.Max(maxWork, work) <= 1,
+                        $"{N} frames: up to {Math.Max(maxCredit, credit)} credit permits and {Math.Max(maxWork, work)} pump permits held (at most 1 each)");
+            while (free.Reader.TryRead(out FrameBuffer? b))
+                b.Release();
+        }
+        Verify(node, wafer, frames);
+    }
+
     [Fact]
     public async Task Library_log_lines_go_to_the_ILogger()
     {

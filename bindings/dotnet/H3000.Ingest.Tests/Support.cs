@@ -65,13 +65,13 @@ internal static class Support
     public static async Task<bool> NodeIdle(IngestNode n)
     {
         using var ch = GrpcChannel.ForAddress("http://" + n.Address);
-        var c = new H3000.RDMASvc.RDMASvcClient(ch);
+        var c = new Protocol.RDMASvc.RDMASvcClient(ch);
         long end = Environment.TickCount64 + 20000;
         while (Environment.TickCount64 < end)
         {
             try
             {
-                var s = await c.StatsAsync(new H3000.StatsRequest(), deadline: DateTime.UtcNow.AddSeconds(5));
+                var s = await c.StatsAsync(new Protocol.StatsRequest(), deadline: DateTime.UtcNow.AddSeconds(5));
                 if (s.PoolSlotsFree == s.PoolSlotsTotal && s.FramesInFlight == 0)
                     return true;
             }

@@ -54,8 +54,13 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     private Channel<Ack>? _channel;
     private Thread? _pump;
     private volatile bool _stopping;
+    // Signalled only when someone waits (a credit waiter counted, the pump marked idle), so
+    // neither count grows with the frames sent: a permit left over from a busy hour would
+    // turn a later wait into a spin, and 2^31 of them would throw SemaphoreFullException.
     private readonly SemaphoreSlim _credit = new(0, int.MaxValue);
     private readonly SemaphoreSlim _work = new(0, int.MaxValue);
+    private int _creditWaiters;   // SubmitAsync, Submit and Drain waiting for a final ack
+    private int _pumpIdle;        // the pump waits on _work (nothing in flight)
     private int _disposed;
 
     // a thread waiting in native poll (pump or Poll) and threads that want the handle: the
@@ -71,6 +76,8 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     /// <summary>Buffers rented from this producer and not given back.</summary>
     internal int RentedCount => Volatile.Read(ref _rented);
     internal bool HandleClosed => _h.IsClosed;
+    /// <summary>Permits waiting in the credit and pump semaphores (tests: bounded, never one per frame).</summary>
+    internal (int Credit, int Work) Permits => (_credit.CurrentCount, _work.CurrentCount);
 
     private struct Submission
     {
@@ -479,7 +486,9 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             buffer.Submission = si;
             _inFlight++;
         }
-        if (_pump != null)
+        // an idle pump sleeps on _work: wake it (CompareExchange is the full fence the pump's
+        // idle check pairs with: it sees this frame in _inFlight, or this sees its flag)
+        if (_pump != null && Interlocked.CompareExchange(ref _pumpIdle, 0, 1) == 1)
             _work.Release();
         return true;
     }
@@ -491,12 +500,22 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     public void Submit(FrameBuffer buffer, int length, string frameId, string? waferId = null, long timestamp = 0,
                        uint? crc32c = null)
     {
-        while (!TrySubmit(buffer, length, frameId, waferId, timestamp, crc32c))
+        if (TrySubmit(buffer, length, frameId, waferId, timestamp, crc32c))
+            return;
+        Interlocked.Increment(ref _creditWaiters);   // before the next try: no credit freed after it goes unsignalled
+        try
         {
-            if (_pump != null)
-                _credit.Wait(100);
-            else
-                PollIntoPending(10);
+            while (!TrySubmit(buffer, length, frameId, waferId, timestamp, crc32c))
+            {
+                if (_pump != null)
+                    _credit.Wait(100);
+                else
+                    PollIntoPending(10);
+            }
+        }
+        finally
+        {
+            Interlocked.Decrement(ref _creditWaiters);
         }
     }
 
@@ -506,8 +525,26 @@ public sealed class Producer : IAsyncDisposable, IDisposable
                                        CancellationToken cancellationToken = default)
     {
         EnsurePump();
-        while (!TrySubmit(buffer, length, frameId, waferId, timestamp, crc32c))
-            await _credit.WaitAsync(100, cancellationToken).ConfigureAwait(false);
+        if (TrySubmit(buffer, length, frameId, waferId, timestamp, crc32c))
+            return;
+        Interlocked.Increment(ref _creditWaiters);   // before the next try: no credit freed after it goes unsignalled
+        try
+        {
+            while (!TrySubmit(buffer, length, frameId, waferId, timestamp, crc32c))
+                await _credit.WaitAsync(100, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            Interlocked.Decrement(ref _creditWaiters);
+        }
+    }
+
+    // n final acks went out: wake as many credit waiters (never more permits than waiters)
+    private void CreditsFreed(int n)
+    {
+        int want = Math.Min(Volatile.Read(ref _creditWaiters), n) - _credit.CurrentCount;
+        if (want > 0)
+            _credit.Release(want);
     }
 
     private static void EncodeId(string id, Span<byte> dst, string what)
@@ -705,6 +742,14 @@ public sealed class Producer : IAsyncDisposable, IDisposable
 
     private Channel<Ack> EnsurePump()
     {
+        // once started, the pump stays: no lock (taking it would knock the pump out of its
+        // wait for nothing, on every SubmitAsync)
+        Channel<Ack>? started = Volatile.Read(ref _channel);
+        if (started != null)
+        {
+            ThrowIfDisposed();
+            return started;
+        }
         using (Gate())
         {
             ThrowIfDisposed();
@@ -712,17 +757,20 @@ public sealed class Producer : IAsyncDisposable, IDisposable
                 return _channel;
             // bounded: a reader that stops reading stops the pump, the credits stay taken,
             // and submitters wait: memory stays bounded
-            _channel = Channel.CreateBounded<Ack>(new BoundedChannelOptions(Math.Max(64, _subs.Length * 2))
+            var ch = Channel.CreateBounded<Ack>(new BoundedChannelOptions(Math.Max(64, _subs.Length * 2))
             {
                 SingleWriter = true,
                 FullMode = BoundedChannelFullMode.Wait,
             });
             foreach (Ack a in DrainPending())
-                _channel.Writer.TryWrite(a);
+                ch.Writer.TryWrite(a);
+            // the channel as the thread's argument, not a lambda's capture: a closure here would
+            // be allocated on every call of this method, fast path included
             var pump = new Thread(PumpLoop) { IsBackground = true, Name = "H3000.Ingest pump" };
-            pump.Start();
+            pump.Start(ch);
             _pump = pump;   // started: Close may Join it
-            return _channel;
+            Volatile.Write(ref _channel, ch);   // published last: the fast path above sees a running pump
+            return ch;
         }
     }
 
@@ -734,17 +782,23 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         return l;
     }
 
-    private void PumpLoop()
+    private void PumpLoop(object? state)
     {
+        var ch = (Channel<Ack>)state!;
         var buf = new Ack[AckBurst];
-        Channel<Ack> ch = _channel!;
         try
         {
             while (!_stopping)
             {
                 if (Volatile.Read(ref _inFlight) == 0)
                 {
-                    _work.Wait(PumpWaitMs);   // a submit or the dispose signals
+                    // idle: say so before the last look (a full fence each side, so a
+                    // submit either sees the flag or is seen here), then sleep until a
+                    // submit or the dispose signals
+                    Interlocked.Exchange(ref _pumpIdle, 1);
+                    bool signalled = Volatile.Read(ref _inFlight) == 0 && !_stopping && _work.Wait(PumpWaitMs);
+                    if (Interlocked.Exchange(ref _pumpIdle, 0) == 0 && !signalled)
+                        _work.Wait(PumpWaitMs);   // a submit took the flag: its permit comes now, take it (never left over)
                     continue;
                 }
                 // a thread that wants the handle goes first (it woke our last wait)
@@ -758,10 +812,10 @@ public sealed class Producer : IAsyncDisposable, IDisposable
                         break;
                     n = PollNative(buf, PumpWaitMs);
                 }
-                bool credit = false;
+                int finals = 0;
                 for (int i = 0; i < n; i++)
                 {
-                    credit |= buf[i].IsFinal;
+                    finals += buf[i].IsFinal ? 1 : 0;
                     while (!ch.Writer.TryWrite(buf[i]))
                     {
                         if (_stopping)
@@ -769,15 +823,15 @@ public sealed class Producer : IAsyncDisposable, IDisposable
                         ch.Writer.WaitToWriteAsync().AsTask().Wait(100);
                     }
                 }
-                if (credit)
-                    _credit.Release();
+                if (finals > 0)
+                    CreditsFreed(finals);
             }
             ch.Writer.TryComplete();
         }
         catch (Exception e)
         {
             ch.Writer.TryComplete(e);
-            _credit.Release();
+            _credit.Release(Math.Max(1, Volatile.Read(ref _creditWaiters)));
         }
     }
 
@@ -809,6 +863,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     private void Drain()
     {
         long end = Environment.TickCount64 + (long)_drainTimeout.TotalMilliseconds;
+        Interlocked.Increment(ref _creditWaiters);   // woken by each batch of final acks
         try
         {
             while (Volatile.Read(ref _inFlight) > 0 && Environment.TickCount64 < end)
@@ -825,6 +880,10 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         }
         catch (ObjectDisposedException)
         {
+        }
+        finally
+        {
+            Interlocked.Decrement(ref _creditWaiters);
         }
     }
 
@@ -859,7 +918,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             _acks = null;
         }
         _channel?.Writer.TryComplete();
-        _credit.Release();
+        _credit.Release(Math.Max(1, Volatile.Read(ref _creditWaiters)));   // every waiter sees the dispose
         _bufferFreed.Release();   // a RentAsync waiting: it sees the dispose
     }
 

@@ -2,12 +2,18 @@
 //
 // interop.seed_dotnet: Grpc.Net.Client (.NET's own HTTP/2 stack, SocketsHttpHandler)
 // against a real ingestd on 127.0.0.1. Two generated assemblies, as a C# team has them:
-// the seed client (SeedClient, from tests/interop/seed/rdma_stream.proto alone, extern
-// alias "seed") and the project's protocol (H3000Proto, proto/h3000.proto + health.proto).
+// the seed client (SeedClient, from tests/interop/seed/rdma_stream.proto alone: namespace
+// H3000) and the project's protocol (H3000Proto, from the installed copy of proto/h3000.proto
+// + health.proto, share/h3000-ingest/proto: namespace H3000.Ingest.Protocol, its
+// csharp_namespace). Both in one program with no extern alias: their names differ.
 //
 //   seed        SeedClient run as its own program: 500 GUID frames, no waferId, ms
 //               timestamps, one ControlStream: exactly one Ack per frame, correlated by
 //               frameId, clear NACKs (no RDMA behind a stream here), status OK
+//   names       the seed's generated types (H3000.*) and the project's
+//               (H3000.Ingest.Protocol.*) in one program: the same wire names
+//               (h3000.FrameMeta, /h3000.RDMASvc/ControlStream), a seed FrameMeta's bytes
+//               read by the project's type and back, byte for byte
 //   ids         ids outside the rule (empty, 257 bytes, control characters) -> ok=false
 //               naming the rule; 256-byte and multi-byte ids pass; the stream goes on
 //   push64      Negotiate's maxChunkSize; two 64 MiB frames pushed in chunks of that size
@@ -34,8 +40,6 @@
 //
 // usage: Interop --work DIR [--ping-minutes M]      (ING_BUILD_DIR: the build tree)
 // Prints "N passed, M failed" last; exit 1 on any failure.
-extern alias seed;
-
 using System.Diagnostics;
 using System.Net;
 using System.Net.Http;
@@ -47,11 +51,11 @@ using Google.Protobuf;
 using Grpc.Core;
 using Grpc.Health.V1;
 using Grpc.Net.Client;
-using H3000;
+using H3000.Ingest.Protocol;
 using H3000.TestCommon;
-using SeedAck = seed::H3000.Ack;
-using SeedClientT = seed::H3000.RDMASvc.RDMASvcClient;
-using SeedMeta = seed::H3000.FrameMeta;
+using SeedAck = H3000.Ack;
+using SeedClientT = H3000.RDMASvc.RDMASvcClient;
+using SeedMeta = H3000.FrameMeta;
 
 namespace Interop;
 
@@ -103,6 +107,7 @@ internal static class Program
                                                "--frame-timeout", "20", "--rdma", "off");
             string url = "http://" + node.Address;
             Task ping = PingCase(url, pingMinutes);
+            await Step("names", NamesCase);
             await Step("seed", () => SeedCase(url));
             await Step("ids", () => IdsCase(url));
             await Step("push64", () => Push64Case(node, url));
@@ -332,6 +337,29 @@ internal static class Program
               "seed: 500 frames -> exactly one Ack each, every Ack correlated to a frame sent");
         Check(r.GetProperty("nack").GetInt32() == 500 && r.GetProperty("firstMsg").GetString()!.Contains("RDMA", StringComparison.Ordinal),
               $"seed: clear NACKs (ok=false, a msg: {r.GetProperty("firstMsg").GetString()})");
+    }
+
+    // csharp_namespace names the C# code only: what goes on the wire is the same
+    private static Task NamesCase()
+    {
+        Check(typeof(SeedMeta).Namespace == "H3000" && typeof(FrameMeta).Namespace == "H3000.Ingest.Protocol",
+              $"names: seed types in {typeof(SeedMeta).Namespace}, the project's in {typeof(FrameMeta).Namespace}");
+        Check(SeedMeta.Descriptor.FullName == FrameMeta.Descriptor.FullName && SeedAck.Descriptor.FullName == Ack.Descriptor.FullName,
+              $"names: the same message names on the wire ({SeedMeta.Descriptor.FullName}, {SeedAck.Descriptor.FullName})");
+        string seedPath = H3000.RDMASvc.Descriptor.FindMethodByName("ControlStream").Service.FullName + "/ControlStream";
+        string projPath = RDMASvc.Descriptor.FindMethodByName("ControlStream").Service.FullName + "/ControlStream";
+        Check(seedPath == projPath && seedPath == "h3000.RDMASvc/ControlStream", $"names: the same gRPC path /{seedPath} (project /{projPath})");
+        var sm = new SeedMeta
+        {
+            FrameId = "fr\u00e9me-1", Addr = ulong.MaxValue - 1, Rkey = uint.MaxValue - 2, Length = 1UL << 40,
+            WaferId = "w-\u2603", Timestamp = long.MinValue + 5,
+        };
+        byte[] wire = sm.ToByteArray();
+        FrameMeta pm = FrameMeta.Parser.ParseFrom(wire);
+        Check(pm.FrameId == sm.FrameId && pm.Addr == sm.Addr && pm.Rkey == sm.Rkey && pm.Length == sm.Length &&
+              pm.WaferId == sm.WaferId && pm.Timestamp == sm.Timestamp && pm.ToByteArray().AsSpan().SequenceEqual(wire),
+              $"names: a seed FrameMeta ({wire.Length} bytes) read by the project's FrameMeta: the same six fields, the same bytes back");
+        return Task.CompletedTask;
     }
 
     private static async Task IdsCase(string url)
@@ -647,7 +675,7 @@ internal static class Program
         using Chan c = Open("http://" + node.Address);
         var client = new RDMASvc.RDMASvcClient(c.Channel);
         var seedc = new SeedClientT(c.Channel);
-        seed::SeedClient.SeedProducer.Result r = await seed::SeedClient.SeedProducer.SendAsync(seedc, [Guid.NewGuid().ToString()]);
+        SeedClient.SeedProducer.Result r = await SeedClient.SeedProducer.SendAsync(seedc, [Guid.NewGuid().ToString()]);
         Check(r.Status == StatusCode.Unauthenticated, $"auth: a seed stream without a session: Unauthenticated ({r.Status} {r.Detail})");
         StatusCode bad = StatusCode.OK;
         try
