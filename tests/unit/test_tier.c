@@ -215,6 +215,14 @@ static void *stats_reader(void *arg)
 	return NULL;
 }
 
+/* r->done: the call the tier thread posts to control's mailbox when it hands a read back */
+static _Atomic(void *) read_done_with;
+static void read_done(void *r, uint32_t val)
+{
+	(void)val;
+	atomic_store(&read_done_with, r);
+}
+
 static void thread_publishes_and_wakes(void **state)
 {
 	(void)state;
@@ -284,6 +292,8 @@ static void thread_publishes_and_wakes(void **state)
 	snprintf(r->wafer_id, sizeof(r->wafer_id), "W");
 	snprintf(r->frame_id, sizeof(r->frame_id), "f3");
 	r->want = ING_TIER_FROM_ANY;
+	r->done = read_done;
+	atomic_store(&read_done_with, NULL);
 	assert_int_equal(ing_tier_read_submit(t, r), 0);
 	struct ing_msg m;
 	unsigned got = 0;
@@ -291,8 +301,9 @@ static void thread_publishes_and_wakes(void **state)
 	while ((got = ing_mbox_pop(ctl, &m, 1)) == 0 && ing_now_ns() < end)
 		(void)ing_mbox_wait(ctl, 1000);
 	assert_int_equal(got, 1);
-	assert_int_equal(m.kind, ING_EV_TIER_READ_DONE);
-	assert_ptr_equal(m.arg, r);
+	assert_int_equal(m.kind, ING_MSG_CALL);   /* the tier hands r back as a call of r->done */
+	m.fn(m.arg, m.val);
+	assert_ptr_equal(atomic_load(&read_done_with), r);
 	assert_int_equal(r->status, 0);
 	assert_true(r->from == ING_TIER_FROM_LOCAL && r->last && r->n == FRAME_LEN && r->offset == 0);
 	assert_memory_equal(r->buf, bytes[3], FRAME_LEN);
