@@ -94,11 +94,7 @@ def main():
             return e.code(), e.details() or ""
 
     try:
-        deadline = time.time() + 15
-        while not os.path.exists(port_file) or not open(port_file).read().strip():
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("ingestd did not start")
-            time.sleep(0.05)
+        rtlib.wait_port_file(proc, port_file, log_path)
         addr = "127.0.0.1:%s" % open(port_file).read().strip()
         ch = grpc.insecure_channel(addr)
         grpc.channel_ready_future(ch).result(timeout=10)

@@ -60,6 +60,34 @@ class Checks:
         return 1 if self.failures else 0
 
 
+def time_scale():
+    """ING_TEST_TIME_SCALE (an integer >= 1, as tests/lib.sh reads it): stretches watchdogs."""
+    try:
+        return max(1, int(os.environ.get("ING_TEST_TIME_SCALE", "1")))
+    except ValueError:
+        return 1
+
+
+def wait_port_file(proc, port_file, log_path, stall=60):
+    """The port ingestd wrote to PORT_FILE. A watchdog for a hang, not a budget: it fails only
+    when the process exits first or its log has not grown for STALL x the time scale seconds
+    (a start on a busy machine, prefaulting a pool under ASan, keeps logging)."""
+    stall *= time_scale()
+    last_size, last_change = -1, time.time()
+    while not os.path.exists(port_file) or not open(port_file).read().strip():
+        if proc.poll() is not None:
+            raise RuntimeError("ingestd exited (status %s) before it listened (log %s)"
+                               % (proc.returncode, log_path))
+        size = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+        if size != last_size:
+            last_size, last_change = size, time.time()
+        elif time.time() - last_change > stall:
+            raise RuntimeError("ingestd did not start: its log made no progress for %d s (log %s)"
+                               % (stall, log_path))
+        time.sleep(0.05)
+    return open(port_file).read().strip()
+
+
 class Ingestd:
     """ingestd --listen 127.0.0.1:0 with extra args; its log in --work/<log>."""
 
@@ -84,14 +112,9 @@ class Ingestd:
                 return float(v)
         return None
 
-    def wait_ready(self, timeout=15):
+    def wait_ready(self, stall=60):
         """'127.0.0.1:PORT' once the port file is written; RuntimeError if it exits first."""
-        deadline = time.time() + timeout
-        while not os.path.exists(self.port_file) or not open(self.port_file).read().strip():
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("ingestd did not start (log %s)" % self.log_path)
-            time.sleep(0.05)
-        return "127.0.0.1:%s" % open(self.port_file).read().strip()
+        return "127.0.0.1:%s" % wait_port_file(self.proc, self.port_file, self.log_path, stall)
 
     def stop(self, timeout=15):
         """SIGTERM, then SIGKILL after timeout; returns the exit status."""
