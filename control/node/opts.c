@@ -539,7 +539,8 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_CUSTOM_(O, "node-id", node_id, set_node_id, "ID", "this node's id in the fleet, what producers hash wafers\n"
 			"over (default: the advertised address)"),
 	ING_OPT_CUSTOM_(O, "advertise", advertise, set_advertise, "HOST:PORT", "address producers dial for this node (default: the listen\n"
-			"address with the bound port)"),
+			"address with the bound port; listening on 0.0.0.0 or [::],\n"
+			"the default route's interface address, with a warning)"),
 	STR("fleet-db", fleet_db, "CONNINFO", "fleet catalog in PostgreSQL (libpq conninfo, e.g.\n"
 		     "'host=db dbname=fleet'): export catalog rows, heartbeat the\n"
 		     "membership (default: off)"),
@@ -602,8 +603,11 @@ const struct ing_cli ing_ingestd_cli = {
 	.init = defaults,
 	.cfg_size = sizeof(struct ing_ingestd_opts),
 	.notes = "Signals: SIGTERM or SIGINT drains (health NOT_SERVING, up to 10 s for the frames in\n"
-		 "flight to become durable) and stops; a second one stops at once. SIGUSR2 toggles\n"
-		 "ACTIVE/DRAINING in the fleet.\n",
+		 "flight to become durable) and stops; a second one stops at once. SIGHUP reloads\n"
+		 "the config file (log level, auth token, TLS certificate, tier credentials,\n"
+		 "limits; connections stay; a key that needs a restart is logged and kept; a bad\n"
+		 "file keeps the running configuration). SIGUSR2 toggles ACTIVE/DRAINING in the\n"
+		 "fleet.\n",
 	.exit_status = "  0  stopped cleanly (every frame in flight became durable and was acked)\n"
 		       "  1  runtime failure (data dir, port in use, EAL, pool, disk: logged)\n"
 		       "  2  usage or configuration error (one line naming the flag or FILE:LINE)\n"
