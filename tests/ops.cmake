@@ -53,3 +53,4 @@ set_tests_properties(func.ops.config func.ops.json_logs func.ops.prometheus func
                      func.ops.hugepages_reserved PROPERTIES LABELS func TIMEOUT 120)
 set_tests_properties(func.ops.hugepages_none func.ops.hugepages_reserved PROPERTIES
                      SKIP_RETURN_CODE 77 RESOURCE_LOCK hugepages)
+set_tests_properties(func.ops.advertise PROPERTIES SKIP_RETURN_CODE 77)

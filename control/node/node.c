@@ -638,10 +638,12 @@ static void advertised_address(const struct ing_node *d, int port, char *out, si
 		bound_address(d->o.listen, port, out, n);
 		return;
 	}
+	char bound[ING_FLEET_ADDR_MAX + 1];
 	int rc = guess_address(host, sizeof(host), how, sizeof(how));
 	snprintf(out, n, "%s:%d", host, port);
+	bound_address(d->o.listen, port, bound, sizeof(bound));
 	ING_WARN(COMP, "listening on %s: advertising %s (%s) in Members%s; set --advertise HOST:PORT "
-		 "to the address producers dial%s", d->o.listen, out, how,
+		 "to the address producers dial%s", bound, out, how,
 		 d->o.node_id ? "" : " and as this node's fleet id",
 		 rc ? " (other hosts cannot reach loopback)" : "");
 }
