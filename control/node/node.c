@@ -964,7 +964,14 @@ static int start_rdma(struct ing_node *d, const struct ing_plan *plan, struct in
 		so->rdma.grant_ms = d->o.grant_ms;
 	} else {
 		snprintf(d->rdma_note, sizeof(d->rdma_note), "%s", why[0] ? why : "no RDMA device on this node");
-		ING_WARN(COMP, "RDMA READ not available (%s): producers get the gRPC fallback", d->rdma_note);
+		/* a host without RDMA (or RDMA off on purpose) is a way to run, said once at INFO;
+		 * a device that is there and failed is worth a WARN */
+		if (d->o.rdma == 0 || !strncmp(d->rdma_note, "no RDMA device", 14))
+			ING_INFO(COMP, "RDMA not available (%s): producers get the gRPC stream (PushFrames)%s",
+				 d->rdma_note, d->o.rdma == 0 ? "" : "; rdma = off says it is meant");
+		else
+			ING_WARN(COMP, "RDMA READ not available (%s): producers get the gRPC fallback",
+				 d->rdma_note);
 	}
 	so->rdma.note = d->rdma_note;
 	return 0;
@@ -1311,8 +1318,8 @@ static void node_reload(struct ing_node *d)
 		enum ing_log_level l;
 		if (!ing_log_parse_level(n->log_level, &l))
 			ing_log_set_level(l);
-	} else {
-		ing_log_set_level(ING_LOG_INFO);
+	} else if (d->o.log_level) {
+		ing_log_set_level(ING_LOG_INFO);   /* the key removed: the default again */
 	}
 	ing_log_set_format(n->log_format);
 	if (d->fleet && n->drain != d->o.drain)
