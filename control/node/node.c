@@ -1216,6 +1216,11 @@ static void node_reload(struct ing_node *d)
 		ING_INFO(COMP, "SIGHUP while stopping: not reloading");
 		return;
 	}
+	if (!d->o.argv) {   /* a node started by a program that gave no command line */
+		ING_WARN(COMP, "SIGHUP: this node was started without a command line to read again; "
+			 "not reloading");
+		return;
+	}
 	n = calloc(1, sizeof(*n));
 	buf = malloc(64 << 10);
 	FILE *ef = open_memstream(&err, &errlen);

@@ -825,6 +825,21 @@ static void print_value(FILE *f, const char *v)
 		fprintf(f, "\"%s\"", v);
 }
 
+/* a number left at 0, which means "the built-in default" (limits, max-frame), not 0 */
+static bool zero_means_default(const struct ing_opt *d, const struct ing_ingestd_opts *o)
+{
+	const void *field = (const char *)o + d->off;
+	switch (d->type) {
+	case ING_OPT_UINT:
+	case ING_OPT_DURATION:
+		return *(const unsigned *)field == 0;
+	case ING_OPT_SIZE:
+		return *(const uint64_t *)field == 0;
+	default:
+		return false;
+	}
+}
+
 void ing_ingestd_print_config(const struct ing_ingestd_opts *o, FILE *f)
 {
 	const struct ing_cli *c = &ing_ingestd_cli;
@@ -852,13 +867,7 @@ void ing_ingestd_print_config(const struct ing_ingestd_opts *o, FILE *f)
 			fprintf(f, "# fleet-db = %s   (password redacted: write it back)\n", v);
 			continue;
 		}
-		if (rc == 0 && d->type == ING_OPT_UINT && !*(const unsigned *)(const void *)((const char *)o + d->off))
-			rc = -ENOENT;   /* 0: the built-in default (limits) */
-		if (rc == 0 && d->type == ING_OPT_DURATION &&
-		    !*(const unsigned *)(const void *)((const char *)o + d->off))
-			rc = -ENOENT;
-		if (rc == 0 && d->type == ING_OPT_SIZE &&
-		    !*(const uint64_t *)(const void *)((const char *)o + d->off))
+		if (rc == 0 && zero_means_default(d, o))
 			rc = -ENOENT;
 		if (rc == 0) {
 			fprintf(f, "%s = ", d->name);
