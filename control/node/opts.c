@@ -803,7 +803,7 @@ int ing_ingestd_opt_value(const struct ing_opt *d, const struct ing_ingestd_opts
 		if (o->local_high_water_pct)
 			snprintf(buf, len, "%u%%", o->local_high_water_pct);
 		else if (o->local_high_water_bytes)
-			snprintf(buf, len, "%" PRIu64, o->local_high_water_bytes);
+			ing_fmt_size(o->local_high_water_bytes, buf, len);
 		else
 			snprintf(buf, len, "off");
 		return 0;
