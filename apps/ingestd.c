@@ -3,7 +3,7 @@
  * ingestd - the ingest node daemon. A thin main around control/node/node.h: the options
  * (control/node/opts.c, one table for flags and --config keys) into struct
  * ing_ingestd_opts, then ing_node_start, ing_node_wait (start order, SIGINT/SIGTERM drain,
- * teardown). Exit status: 0 clean stop, 1 runtime error, 2 usage or configuration error,
+ * teardown, SIGHUP reload). Exit status: 0 clean stop, 1 runtime error, 2 usage or configuration error,
  * 3 stopped with frames not drained (ingestd --help).
  */
 #include "common/cli.h"
@@ -49,6 +49,7 @@ int main(int argc, char **argv)
 	sigaddset(&ss, SIGINT);
 	sigaddset(&ss, SIGTERM);
 	sigaddset(&ss, SIGUSR2);   /* fleet: toggle DRAINING */
+	sigaddset(&ss, SIGHUP);    /* reload the config file (on the control thread) */
 	pthread_sigmask(SIG_BLOCK, &ss, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -56,6 +57,10 @@ int main(int argc, char **argv)
 	rc = ing_ingestd_opts_parse(argc, argv, &o);
 	if (rc)
 		return rc == 1 ? ING_EXIT_OK : rc;   /* 1: --help or --version */
+	if (o.print_only) {
+		ing_ingestd_print_config(&o, stdout);
+		return fflush(stdout) == 0 ? ING_EXIT_OK : ING_EXIT_FAILURE;
+	}
 	if (o.check_only)
 		return check_config(&o);
 	ing_log_set_format(o.log_format);

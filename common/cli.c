@@ -88,20 +88,7 @@ static const char *choice_name(const char *choices, int v, char *buf, size_t len
 	return NULL;
 }
 
-static const char *fmt_size(uint64_t v, char *buf, size_t len)
-{
-	static const char u[] = "KMGT";
-	unsigned k = 0;
-	while (k < 4 && v && v % 1024 == 0) {
-		v /= 1024;
-		k++;
-	}
-	if (k)
-		snprintf(buf, len, "%" PRIu64 "%c", v, u[k - 1]);
-	else
-		snprintf(buf, len, "%" PRIu64, v);
-	return buf;
-}
+#define fmt_size ing_fmt_size
 
 /* true|false|on|off|yes|no|1|0: 0, or -EINVAL */
 static int parse_bool(const char *v, bool *out)
@@ -304,6 +291,20 @@ int ing_opt_set_log_level(const struct ing_opt *d, void *cfg, const char *v, cha
 
 /* ---------------------------------------------------------------- messages */
 
+static FILE *err_sink;   /* NULL: stderr (ing_cli_set_errors) */
+
+FILE *ing_cli_set_errors(FILE *f)
+{
+	FILE *old = err_sink;
+	err_sink = f;
+	return old;
+}
+
+static FILE *err_out(void)
+{
+	return err_sink ? err_sink : stderr;
+}
+
 int ing_cli_usage_error(const struct ing_cli *c, const char *fmt, ...)
 {
 	char msg[768];
@@ -315,7 +316,7 @@ int ing_cli_usage_error(const struct ing_cli *c, const char *fmt, ...)
 	for (char *p = msg; *p; p++)
 		if (*p == '\n')
 			*p = ' ';
-	fprintf(stderr, "%s: %s; try '%s --help'\n", c->prog, msg, c->prog);
+	fprintf(err_out(), "%s: %s; try '%s --help'\n", c->prog, msg, c->prog);
 	return ING_EXIT_USAGE;
 }
 
@@ -349,6 +350,39 @@ static void help_text(FILE *f, const char *h)
 	}
 }
 
+int ing_cli_value(const struct ing_opt *d, const void *cfg, char *buf, size_t len)
+{
+	const char *str;
+	switch (d->type) {
+	case ING_OPT_BOOL:
+		snprintf(buf, len, "%s", *FIELD(cfg, d, const bool) ? "on" : "off");
+		return 0;
+	case ING_OPT_STR:
+	case ING_OPT_PATH:
+		str = *FIELD(cfg, d, const char *const);
+		if (!str || (!*str && (d->flags & ING_OPTF_EMPTY_NULL)))
+			return -ENOENT;
+		snprintf(buf, len, "%s", str);
+		return 0;
+	case ING_OPT_UINT:
+		snprintf(buf, len, "%u", *FIELD(cfg, d, const unsigned));
+		return 0;
+	case ING_OPT_U64:
+		snprintf(buf, len, "%" PRIu64, *FIELD(cfg, d, const uint64_t));
+		return 0;
+	case ING_OPT_SIZE:
+		fmt_size(*FIELD(cfg, d, const uint64_t), buf, len);
+		return 0;
+	case ING_OPT_DURATION:
+		ing_fmt_duration(*FIELD(cfg, d, const unsigned), buf, len);
+		return 0;
+	case ING_OPT_CHOICE:
+		return choice_name(d->choices, *FIELD(cfg, d, const int), buf, len) ? 0 : -ENOENT;
+	default:
+		return -ENOTSUP;
+	}
+}
+
 /*
  * " (default X)" from the defaults struct, for options whose help does not say it: on the
  * help's last line when it fits in 80 columns, else on a line of its own.
@@ -360,19 +394,11 @@ static void help_default(FILE *f, const struct ing_opt *d, const void *defaults)
 		return;
 	switch (d->type) {
 	case ING_OPT_UINT:
-		snprintf(v, sizeof(v), "%u", *FIELD(defaults, d, const unsigned));
-		break;
 	case ING_OPT_U64:
-		snprintf(v, sizeof(v), "%" PRIu64, *FIELD(defaults, d, const uint64_t));
-		break;
 	case ING_OPT_SIZE:
-		fmt_size(*FIELD(defaults, d, const uint64_t), v, sizeof(v));
-		break;
 	case ING_OPT_DURATION:
-		ing_fmt_duration(*FIELD(defaults, d, const unsigned), v, sizeof(v));
-		break;
 	case ING_OPT_CHOICE:
-		if (!choice_name(d->choices, *FIELD(defaults, d, const int), v, sizeof(v)))
+		if (ing_cli_value(d, defaults, v, sizeof(v)))
 			return;
 		break;
 	default:
@@ -794,8 +820,8 @@ int ing_cli_read_config(const struct ing_cli *c, const char *path, char *buf, si
 	if (rc == 0)
 		return 0;
 	if (line)
-		fprintf(stderr, "%s: %s:%u: %s\n", c->prog, path, line, x.why[0] ? x.why : why);
+		fprintf(err_out(), "%s: %s:%u: %s\n", c->prog, path, line, x.why[0] ? x.why : why);
 	else
-		fprintf(stderr, "%s: --config: '%s': %s\n", c->prog, path, why);
+		fprintf(err_out(), "%s: --config: '%s': %s\n", c->prog, path, why);
 	return ING_EXIT_USAGE;
 }

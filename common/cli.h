@@ -152,6 +152,13 @@ int ing_cli_set(const struct ing_opt *d, void *cfg, const char *v, char *why, si
 int ing_cli_read_config(const struct ing_cli *c, const char *path, char *buf, size_t cap,
 			void *cfg);
 
+/*
+ * The value of option d in cfg as its flag or config key takes it back ("30s", "4M", "on",
+ * the string): 0; -ENOENT when unset (a NULL string, a CHOICE value without a name);
+ * -ENOTSUP for ING_OPT_CUSTOM (its program renders those: ingestd --print-config).
+ */
+int ing_cli_value(const struct ing_opt *d, const void *cfg, char *buf, size_t len);
+
 /* The help: usage, summary, options (with the defaults of c->init), notes, exit status. */
 void ing_cli_help(const struct ing_cli *c, FILE *f);
 /*
@@ -168,6 +175,13 @@ void ing_cli_version(const struct ing_cli *c, FILE *f);
  */
 int ing_cli_usage_error(const struct ing_cli *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * Where usage and config-file errors go (NULL: stderr, the default); returns the previous
+ * sink. ingestd's reload (SIGHUP) parses its file again with an open_memstream here, so
+ * that the one line lands in its log instead of a terminal long gone.
+ */
+FILE *ing_cli_set_errors(FILE *f);
 
 /* Setters for CUSTOM options that several programs have. */
 /* A cpu or NUMA node number 0..65535 into an int field (-1 until set). */

@@ -133,8 +133,34 @@ static size_t json_field(char *line, size_t len, size_t cap, const char *key, co
 	return len;
 }
 
+/*
+ * msg without the peer's address where ctx->peer carries it (JSON: a field of its own):
+ * " from PEER" and " (PEER)" go, " (PEER, more)" keeps " (more)". Into out (len bytes).
+ */
+static const char *msg_without_peer(const char *msg, const char *peer, char *out, size_t len)
+{
+	size_t pl = peer ? strlen(peer) : 0;
+	const char *at;
+
+	if (!pl || !(at = strstr(msg, peer)))
+		return msg;
+	size_t head = (size_t)(at - msg), tail_off = head + pl;
+	if (head >= 6 && !strncmp(at - 6, " from ", 6)) {
+		head -= 6;
+	} else if (head >= 2 && !strncmp(at - 2, " (", 2) && msg[tail_off] == ')') {
+		head -= 2;
+		tail_off++;
+	} else if (head >= 1 && at[-1] == '(' && !strncmp(msg + tail_off, ", ", 2)) {
+		tail_off += 2;   /* "(PEER, identity ...)" -> "(identity ...)" */
+	} else {
+		return msg;
+	}
+	snprintf(out, len, "%.*s%s", (int)head, msg, msg + tail_off);
+	return out;
+}
+
 static void write_json(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
-		       const char *msg)
+		       const char *msg, uint64_t suppressed)
 {
 	char line[2048];
 	struct timespec ts;
@@ -162,6 +188,12 @@ static void write_json(enum ing_log_level lvl, const char *comp, const struct in
 		if (ctx->frame)
 			len = json_field(line, len, 1400, "frame", ctx->frame);
 	}
+	if (suppressed)   /* lines a rate-limited call site left out since its last */
+		len += (size_t)snprintf(line + len, sizeof(line) - len, ",\"suppressed\":%llu",
+					(unsigned long long)suppressed);
+	char bare[1024];
+	if (ctx && ctx->peer)
+		msg = msg_without_peer(msg, ctx->peer, bare, sizeof(bare));
 	memcpy(line + len, ",\"msg\":\"", 8);
 	len = json_escape(line, len + 8, cap, msg);
 	memcpy(line + len, "\"}\n", 3);
@@ -209,13 +241,23 @@ enum ing_log_level ing_log_get_level(void)
 }
 
 static void log_vwrite(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
-		       const char *fmt, va_list ap0) __attribute__((format(printf, 4, 0)));
+		       uint64_t suppressed, const char *fmt, va_list ap0)
+	__attribute__((format(printf, 5, 0)));
 
 void ing_log_write(enum ing_log_level lvl, const char *comp, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	log_vwrite(lvl, comp, NULL, fmt, ap);
+	log_vwrite(lvl, comp, NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
+void ing_log_write_rl(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
+		      uint64_t suppressed, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vwrite(lvl, comp, ctx, suppressed, fmt, ap);
 	va_end(ap);
 }
 
@@ -224,38 +266,38 @@ void ing_log_write_ctx(enum ing_log_level lvl, const char *comp, const struct in
 {
 	va_list ap;
 	va_start(ap, fmt);
-	log_vwrite(lvl, comp, ctx, fmt, ap);
+	log_vwrite(lvl, comp, ctx, 0, fmt, ap);
 	va_end(ap);
 }
 
 static void log_vwrite(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
-		       const char *fmt, va_list ap0)
+		       uint64_t suppressed, const char *fmt, va_list ap0)
 {
-	char line[1024];
+	char line[1024], msg[1024];
 	struct timespec ts;
 	struct tm tm;
 	int saved = errno;
 	ing_log_fn fn = __atomic_load_n(&log_fn, __ATOMIC_ACQUIRE);
 
-	if (fn) {
-		vsnprintf(line, sizeof(line), fmt, ap0);
-		fn(log_ctx, lvl, comp, line);
+	int m = vsnprintf(msg, sizeof(msg), fmt, ap0);
+	size_t ml = m < 0 ? 0 : (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
+	if (__atomic_load_n(&log_format, __ATOMIC_RELAXED) == ING_LOG_JSON && !fn) {
+		write_json(lvl, comp, ctx, msg, suppressed);
 		errno = saved;
 		return;
 	}
-	if (__atomic_load_n(&log_format, __ATOMIC_RELAXED) == ING_LOG_JSON) {
-		char msg[1024];
-		vsnprintf(msg, sizeof(msg), fmt, ap0);
-		write_json(lvl, comp, ctx, msg);
+	if (suppressed && ml < sizeof(msg))   /* said only when some were left out */
+		snprintf(msg + ml, sizeof(msg) - ml, " (+%llu suppressed)", (unsigned long long)suppressed);
+	if (fn) {
+		fn(log_ctx, lvl, comp, msg);
 		errno = saved;
 		return;
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	localtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld %-5s %-8s ", tm.tm_hour, tm.tm_min,
-			 tm.tm_sec, ts.tv_nsec / 1000000, level_names[lvl], comp);
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap0);
-	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	int n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld %-5s %-8s %s", tm.tm_hour, tm.tm_min,
+			 tm.tm_sec, ts.tv_nsec / 1000000, level_names[lvl], comp, msg);
+	size_t len = n < 0 ? 0 : (size_t)n;
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
 	line[len++] = '\n';

@@ -66,19 +66,21 @@ void ing_log_write_ctx(enum ing_log_level lvl, const char *comp, const struct in
 			ing_log_write_ctx((lvl), (comp), (ctx), __VA_ARGS__);       \
 	} while (0)
 
-/* At most one line per second per call site; the number suppressed is appended. */
+/* At most one line per second per call site; the number left out since the last line is
+ * appended (" (+N suppressed)", only when N > 0; JSON: a field "suppressed"). */
 struct ing_log_rl {
 	uint64_t last_ns;
 	uint64_t suppressed;
 };
 int ing_log_rl_allow(struct ing_log_rl *rl, uint64_t *suppressed);
+void ing_log_write_rl(enum ing_log_level lvl, const char *comp, const struct ing_log_ctx *ctx,
+		      uint64_t suppressed, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 #define ING_LOG_RL(lvl, comp, fmt, ...)                                             \
 	do {                                                                        \
 		static __thread struct ing_log_rl rl__;                             \
 		uint64_t sup__;                                                     \
 		if ((lvl) <= ing_log_get_level() && ing_log_rl_allow(&rl__, &sup__)) \
-			ing_log_write((lvl), (comp), fmt " (+%llu suppressed)",     \
-				      ##__VA_ARGS__, (unsigned long long)sup__);    \
+			ing_log_write_rl((lvl), (comp), NULL, sup__, fmt, ##__VA_ARGS__); \
 	} while (0)
 
 /* ING_LOG_RL with a struct ing_log_ctx * */
@@ -87,8 +89,7 @@ int ing_log_rl_allow(struct ing_log_rl *rl, uint64_t *suppressed);
 		static __thread struct ing_log_rl rl__;                             \
 		uint64_t sup__;                                                     \
 		if ((lvl) <= ing_log_get_level() && ing_log_rl_allow(&rl__, &sup__)) \
-			ing_log_write_ctx((lvl), (comp), (ctx), fmt " (+%llu suppressed)", \
-					  ##__VA_ARGS__, (unsigned long long)sup__); \
+			ing_log_write_rl((lvl), (comp), (ctx), sup__, fmt, ##__VA_ARGS__); \
 	} while (0)
 
 #endif

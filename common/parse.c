@@ -185,6 +185,21 @@ const char *ing_fmt_duration(uint64_t ms, char *buf, size_t len)
 	return buf;
 }
 
+const char *ing_fmt_size(uint64_t v, char *buf, size_t len)
+{
+	static const char u[] = "KMGT";
+	unsigned k = 0;
+	while (k < 4 && v && v % 1024 == 0) {
+		v /= 1024;
+		k++;
+	}
+	if (k)
+		snprintf(buf, len, "%llu%c", (unsigned long long)v, u[k - 1]);
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+
 int ing_parse_sizes(const char *s, struct ing_size_range *out, unsigned max, unsigned *n,
 		    char *why, size_t whylen)
 {

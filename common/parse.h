@@ -30,6 +30,8 @@ int ing_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms,
 /* "30s", "500ms", "2m", "1h", "1500ms": the shortest exact spelling of ms into buf (days as
  * hours: "168h"). */
 const char *ing_fmt_duration(uint64_t ms, char *buf, size_t len);
+/* bytes as ing_parse_size takes them back: "4M", "1G", "1536K", "1000" */
+const char *ing_fmt_size(uint64_t v, char *buf, size_t len);
 
 /* One item of a size list: a size (lo == hi) or a range lo-hi. */
 struct ing_size_range {

@@ -240,6 +240,10 @@ struct ing_plan {
 	unsigned n_remote;       /* how many warnings are about cross-node placement */
 	unsigned n_warnings;
 	char warnings[ING_PLAN_MAX_WARN][ING_PLAN_WARN_LEN];
+	/* 1 + the index of the warning "no RDMA device found" (0: there is a device). A host
+	 * without RDMA is no fault of the plan: ing_plan_log leaves it to the node's one INFO
+	 * line; ingest-topo and ingest-doctor print it with the others. */
+	unsigned no_rdma_warning;
 };
 
 /*

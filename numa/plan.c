@@ -190,6 +190,7 @@ static void rails_default(const struct ing_topo *t, struct ing_plan *p)
 	if (!n) {
 		warn(p, "no RDMA device found: fallback (gRPC) transport only; placement follows "
 			"the disk");
+		p->no_rdma_warning = p->n_warnings;
 		return;
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -1102,7 +1103,8 @@ void ing_plan_log(const struct ing_plan *p)
 		 p->poll_mode_hint == ING_POLL_BUSY ? "busy" : "adaptive", p->poll_reason, eal,
 		 main_lcore);
 	for (unsigned i = 0; i < p->n_warnings; i++)
-		ING_WARN("numa", "plan: %s", p->warnings[i]);
+		if (i + 1 != p->no_rdma_warning)
+			ING_WARN("numa", "plan: %s", p->warnings[i]);
 }
 
 void ing_topo_format_text(const struct ing_topo *t, FILE *f)

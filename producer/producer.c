@@ -1026,9 +1026,8 @@ struct ing_producer *producer_session_connect_shared(const struct ing_producer_o
 	apply_reply(p, r);
 	h3000__negotiate_reply__free_unpacked(r, NULL);
 	r = NULL;
-	if (p->xport->kind == ING_TRANSPORT_GRPC && p->o.transport == ING_TRANSPORT_AUTO)
-		ING_WARN(COMP, "session %" PRIu64 " uses the gRPC fallback (%s)", p->session_id,
-			 p->note);
+	/* auto taking the gRPC stream is what the caller allowed: the INFO line below says it
+	 * (with the node's reason); no WARN per session (ing_producer_transport tells too) */
 	if ((rc = session_open_stream(p, err, errlen)))
 		goto fail;
 	ING_INFO(COMP, "session %" PRIu64 " on %s: transport %s (%s), credits %u, max frame %" PRIu64

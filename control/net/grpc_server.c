@@ -2009,7 +2009,10 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
 	return SSL_TLSEXT_ERR_OK;
 }
 
-static SSL_CTX *tls_server_ctx(const char *cert, const char *key, const char *client_ca)
+/* A server TLS context over cert, key (which must be the certificate's) and, for mTLS,
+ * client_ca; NULL with one line in why. */
+static SSL_CTX *tls_server_ctx(const char *cert, const char *key, const char *client_ca, char *why,
+			       size_t whylen)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	if (!ctx)
@@ -2026,8 +2029,8 @@ static SSL_CTX *tls_server_ctx(const char *cert, const char *key, const char *cl
 	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1) {
 		char ebuf[256];
-		ING_ERR("grpc", "TLS certificate/key %s / %s: %s", cert, key,
-			grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "invalid"));
+		snprintf(why, whylen, "TLS certificate/key %s / %s: %s", cert, key,
+			 grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "invalid"));
 		ERR_clear_error();
 		SSL_CTX_free(ctx);
 		return NULL;
@@ -2038,8 +2041,8 @@ static SSL_CTX *tls_server_ctx(const char *cert, const char *key, const char *cl
 		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(client_ca);
 		if (SSL_CTX_load_verify_locations(ctx, client_ca, NULL) != 1 || !names) {
 			char ebuf[256];
-			ING_ERR("grpc", "TLS client CA %s: %s", client_ca,
-				grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "no certificate in it"));
+			snprintf(why, whylen, "TLS client CA %s: %s", client_ca,
+				 grpc_ssl_errstr(ERR_get_error(), ebuf, sizeof(ebuf), "no certificate in it"));
 			ERR_clear_error();
 			sk_X509_NAME_pop_free(names, X509_NAME_free);
 			SSL_CTX_free(ctx);
@@ -2074,6 +2077,30 @@ static int listen_on(struct ing_grpc_server *s)
 	if (rc < 0)
 		ING_ERR("grpc", "cannot listen on %s: %s", s->o.listen, strerror(-rc));
 	return rc;
+}
+
+int ing_grpc_server_reload(struct ing_grpc_server *s, const struct ing_grpc_server_opts *o, char *why,
+			   size_t whylen, bool *cert_changed)
+{
+	struct ing_grpc_server_opts d;
+
+	*cert_changed = false;
+	if (s->ssl_ctx && o->tls_cert && o->tls_key) {
+		SSL_CTX *ctx = tls_server_ctx(o->tls_cert, o->tls_key, o->tls_client_ca, why, whylen);
+		if (!ctx)
+			return -EINVAL;
+		X509 *was = SSL_CTX_get0_certificate(s->ssl_ctx), *now = SSL_CTX_get0_certificate(ctx);
+		*cert_changed = !was || !now || X509_cmp(was, now) != 0;
+		SSL_CTX_free(s->ssl_ctx);   /* open connections hold their own reference (SSL_new) */
+		s->ssl_ctx = ctx;
+	}
+	ing_grpc_server_opts_init(&d);
+	s->o.handshake_timeout_ms = o->handshake_timeout_ms ? o->handshake_timeout_ms : d.handshake_timeout_ms;
+	s->o.idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : d.idle_timeout_ms;
+	s->o.max_connections = o->max_connections ? o->max_connections : d.max_connections;
+	s->o.max_conns_per_peer = o->max_conns_per_peer ? o->max_conns_per_peer : d.max_conns_per_peer;
+	s->o.health_reserve = o->health_reserve ? o->health_reserve : d.health_reserve;
+	return 0;
 }
 
 struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
@@ -2166,9 +2193,12 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 	nghttp2_option_set_no_auto_window_update(s->h2opt, 1);
 
 	if (o && o->tls_cert && o->tls_key) {
-		s->ssl_ctx = tls_server_ctx(o->tls_cert, o->tls_key, o->tls_client_ca);
-		if (!s->ssl_ctx)
+		char why[768];
+		s->ssl_ctx = tls_server_ctx(o->tls_cert, o->tls_key, o->tls_client_ca, why, sizeof(why));
+		if (!s->ssl_ctx) {
+			ING_ERR("grpc", "%s", why);
 			goto fail;
+		}
 	}
 	if (s->o.no_listen)
 		return s;

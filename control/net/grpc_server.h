@@ -117,6 +117,17 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 					       const struct ing_grpc_server_opts *o,
 					       const struct ing_grpc_method *methods, unsigned n);
 void ing_grpc_server_destroy(struct ing_grpc_server *s);   /* closes every connection */
+/*
+ * Reload (ingestd's SIGHUP), for connections accepted from now on: a TLS server takes o's
+ * certificate, key and client CA afresh from their files (*cert_changed: the certificate
+ * differs from the one served so far; open connections keep theirs), and o's fair-sharing
+ * limits (handshake_timeout_ms, idle_timeout_ms, max_connections, max_conns_per_peer,
+ * health_reserve; 0: the default). Listening address, TLS on or off, windows and sizes stay
+ * as created. 0, or -EINVAL with one line in why (a key that is not the certificate's, a
+ * file that does not load) and nothing changed. The loop's thread.
+ */
+int ing_grpc_server_reload(struct ing_grpc_server *s, const struct ing_grpc_server_opts *o, char *why,
+			   size_t whylen, bool *cert_changed);
 /* Bound port (after listen on port 0). */
 int ing_grpc_server_port(const struct ing_grpc_server *s);
 /* GOAWAY to every connection, stop accepting; calls in progress may finish. */

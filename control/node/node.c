@@ -11,6 +11,7 @@
  * reverse order. A second request skips the wait.
  */
 #include "control/node/node.h"
+#include "common/cli.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/hugepages.h"
@@ -29,6 +30,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,10 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -73,6 +79,8 @@ struct ing_node {
 	int pool_node;             /* where the pool went (-1: any) */
 	bool torn_down;
 	int status;                /* ing_node_wait's result */
+	char *reload_buf;          /* the config file's text of the last reload (values point in) */
+	uint32_t tier_keys_crc;    /* of the tier's credentials in force (changed or not) */
 	/* the cpus this process could run on before EAL pinned the control thread */
 	int start_cpus[CPU_SETSIZE];
 	unsigned n_start_cpus;
@@ -225,6 +233,8 @@ static void shutdown_tick(void *arg)
 	}
 }
 
+static void node_reload(struct ing_node *d);
+
 /* SIGTERM, SIGINT or ing_node_stop: the first begins the drain, the next skips its wait */
 static void stop_request(struct ing_node *d, const char *why)
 {
@@ -252,6 +262,10 @@ static void signal_cb(void *arg, uint32_t events)
 	(void)events;
 
 	while (read(d->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			node_reload(d);
+			continue;
+		}
 		if (si.ssi_signo == SIGUSR2) {   /* fleet: toggle ACTIVE <-> DRAINING */
 			if (d->fleet)
 				ing_fleet_set_draining(d->fleet,
@@ -346,6 +360,13 @@ static int data_dir_ready(const char *dir, enum ing_sink sink)
 	if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path)) {
 		ING_ERR(COMP, "data dir %.64s...: path too long", dir);
 		return -ENAMETOOLONG;
+	}
+	/* a file where the dir (or a parent) should be, a dir this user cannot write: the
+	 * sentence --check-config says, with the fix */
+	char why[PATH_MAX + 256];
+	if (ing_ingestd_check_data_dir(dir, why, sizeof(why))) {
+		ING_ERR(COMP, "%s", why);
+		return -ENOTDIR;
 	}
 	for (char *p = path + 1; ; p++) {   /* mkdir -p */
 		if (*p != '/' && *p)
@@ -525,16 +546,115 @@ static void bound_address(const char *listen, int port, char *out, size_t n)
 	snprintf(out, n, "%.*s:%d", (int)hl, listen, port);
 }
 
+/* --listen's host is a wildcard: 0.0.0.0, ::, [::] or none */
+static bool wildcard_listen(const char *listen)
+{
+	const char *colon = strrchr(listen, ':');
+	size_t hl = colon ? (size_t)(colon - listen) : strlen(listen);
+	return hl == 0 || (hl == 7 && !strncmp(listen, "0.0.0.0", 7)) ||
+	       (hl == 4 && !strncmp(listen, "[::]", 4)) || (hl == 2 && !strncmp(listen, "::", 2));
+}
+
+/* The interface of the IPv4 default route (/proc/net/route), or "" */
+static void default_route_ifname(char *ifname, size_t len)
+{
+	FILE *f = fopen("/proc/net/route", "re");
+	char line[256], name[IF_NAMESIZE + 1];
+	unsigned long dest, mask;
+	unsigned flags;
+
+	ifname[0] = 0;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%16s %lx %*x %x %*d %*d %*d %lx", name, &dest, &flags, &mask) == 4 &&
+		    dest == 0 && mask == 0 && (flags & 1u) /* RTF_UP */) {
+			snprintf(ifname, len, "%s", name);
+			break;
+		}
+	fclose(f);
+}
+
+/*
+ * The address producers on other hosts can dial for a node listening on a wildcard: the
+ * IPv4 address of the default route's interface, else the first non-loopback interface's
+ * that is up (IPv4 before IPv6), else loopback. how says which, for the warning. 0, or -1
+ * when only loopback was found.
+ */
+static int guess_address(char *host, size_t len, char *how, size_t howlen)
+{
+	struct ifaddrs *ifa = NULL;
+	char route_if[IF_NAMESIZE + 1];
+	int best = 0;   /* 3 default route's, 2 IPv4 up, 1 IPv6 global up */
+
+	snprintf(host, len, "127.0.0.1");
+	snprintf(how, howlen, "no interface but loopback is up");
+	default_route_ifname(route_if, sizeof(route_if));
+	if (getifaddrs(&ifa) != 0)
+		return -1;
+	for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+			continue;
+		char a[INET6_ADDRSTRLEN];
+		int rank;
+		if (i->ifa_addr->sa_family == AF_INET) {
+			inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, a, sizeof(a));
+			rank = route_if[0] && !strcmp(i->ifa_name, route_if) ? 3 : 2;
+		} else if (i->ifa_addr->sa_family == AF_INET6) {
+			const struct in6_addr *a6 = &((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr;
+			if (IN6_IS_ADDR_LINKLOCAL(a6) || IN6_IS_ADDR_LOOPBACK(a6))
+				continue;
+			inet_ntop(AF_INET6, a6, a, sizeof(a));
+			rank = 1;
+		} else {
+			continue;
+		}
+		if (rank <= best)
+			continue;
+		best = rank;
+		snprintf(host, len, rank == 1 ? "[%s]" : "%s", a);
+		snprintf(how, howlen, rank == 3 ? "the address of %s, the default route's interface" :
+				      "the address of %s, the first interface up (no default route)",
+			 i->ifa_name);
+	}
+	freeifaddrs(ifa);
+	return best ? 0 : -1;
+}
+
+/*
+ * What the node advertises (Members, its default fleet id): --advertise; else the listen
+ * address with the bound port, unless that is a wildcard (0.0.0.0 is no address to dial):
+ * then a guess from the interfaces, with one warning that says what and how to choose.
+ */
+static void advertised_address(const struct ing_node *d, int port, char *out, size_t n)
+{
+	char host[INET6_ADDRSTRLEN + 2], how[128];
+
+	if (d->o.advertise) {
+		snprintf(out, n, "%s", d->o.advertise);
+		return;
+	}
+	if (!wildcard_listen(d->o.listen)) {
+		bound_address(d->o.listen, port, out, n);
+		return;
+	}
+	char bound[ING_FLEET_ADDR_MAX + 1];
+	int rc = guess_address(host, sizeof(host), how, sizeof(how));
+	snprintf(out, n, "%s:%d", host, port);
+	bound_address(d->o.listen, port, bound, sizeof(bound));
+	ING_WARN(COMP, "listening on %s: advertising %s (%s) in Members%s; set --advertise HOST:PORT "
+		 "to the address producers dial%s", bound, out, how,
+		 d->o.node_id ? "" : " and as this node's fleet id",
+		 rc ? " (other hosts cannot reach loopback)" : "");
+}
+
 /* Node identity, membership and (with --fleet-db) the catalog export. 0 or -1 (logged). */
 static int fleet_start(struct ing_node *d, int port)
 {
 	char advertise[ING_FLEET_ADDR_MAX + 1], catalog[PATH_MAX];
 	struct ing_fleet_opts fo;
 	ing_fleet_opts_init(&fo);
-	if (d->o.advertise)
-		snprintf(advertise, sizeof(advertise), "%s", d->o.advertise);
-	else
-		bound_address(d->o.listen, port, advertise, sizeof(advertise));
+	advertised_address(d, port, advertise, sizeof(advertise));
 	fo.advertise = advertise;
 	fo.node_id = d->o.node_id ? d->o.node_id : advertise;
 	fo.conninfo = d->o.fleet_db;
@@ -624,6 +744,13 @@ static int start_eal(struct ing_node *d, const struct ing_plan *plan, const char
 	return 0;
 }
 
+/* which credentials the tier holds, to tell a reload that rotates them (not the keys) */
+static uint32_t keys_crc(const struct ing_s3 *s3)
+{
+	uint32_t c = ing_crc32c(0, s3->access_key, strlen(s3->access_key));
+	return ing_crc32c(c, s3->secret_key, strlen(s3->secret_key) + 1);
+}
+
 /* The MR pool, the control thread's mailbox and the persistence workers. */
 static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 {
@@ -710,6 +837,7 @@ static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 		to.ncpus = d->n_start_cpus;
 		to.nice = d->o.worker_nice;
 		d->tier = ing_tier_start(&to);   /* also reads frames back (GetFrame) */
+		d->tier_keys_crc = keys_crc(&d->o.tier_s3);   /* what a reload compares with */
 		explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));   /* the tier has its copy */
 		if (!d->tier)
 			return -EIO;
@@ -836,7 +964,14 @@ static int start_rdma(struct ing_node *d, const struct ing_plan *plan, struct in
 		so->rdma.grant_ms = d->o.grant_ms;
 	} else {
 		snprintf(d->rdma_note, sizeof(d->rdma_note), "%s", why[0] ? why : "no RDMA device on this node");
-		ING_WARN(COMP, "RDMA READ not available (%s): producers get the gRPC fallback", d->rdma_note);
+		/* a host without RDMA (or RDMA off on purpose) is a way to run, said once at INFO;
+		 * a device that is there and failed is worth a WARN */
+		if (d->o.rdma == 0 || !strncmp(d->rdma_note, "no RDMA device", 14))
+			ING_INFO(COMP, "RDMA not available (%s): producers get the gRPC stream (PushFrames)%s",
+				 d->rdma_note, d->o.rdma == 0 ? "" : "; rdma = off says it is meant");
+		else
+			ING_WARN(COMP, "RDMA READ not available (%s): producers get the gRPC fallback",
+				 d->rdma_note);
 	}
 	so->rdma.note = d->rdma_note;
 	return 0;
@@ -975,6 +1110,246 @@ static int announce_ready(struct ing_node *d)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- reload (SIGHUP) */
+
+/*
+ * What a running node takes from its config file again, by key; every other key needs a
+ * restart (the pool, the ports, the data dir, EAL and the plan, RDMA, the session table,
+ * the tier's store, the fleet's identity) and is kept as it started, said by key.
+ */
+static const char *const reloadable[] = {
+	"log-level", "log-format", "auth-token-file", "tls-cert", "tls-key", "tls-client-ca",
+	"tier-credentials", "credits", "max-frame", "frame-timeout", "session-idle",
+	"handshake-timeout", "idle-timeout", "max-connections", "max-conns-per-peer",
+	"health-reserve", "max-sessions-per-peer", "max-slots-per-peer", "slot-stall",
+	"auth-fail-burst", "auth-backoff-max", "drain", NULL,
+};
+
+static bool is_reloadable(const char *name)
+{
+	for (unsigned i = 0; reloadable[i]; i++)
+		if (!strcmp(reloadable[i], name))
+			return true;
+	return false;
+}
+
+/* n's reloadable settings into the running o (the strings point into n's file text) */
+static void take_reloadable(struct ing_ingestd_opts *o, const struct ing_ingestd_opts *n)
+{
+	o->log_level = n->log_level;
+	o->log_format = n->log_format;
+	o->auth_token_file = n->auth_token_file;
+	o->tls_cert = n->tls_cert;
+	o->tls_key = n->tls_key;
+	o->tls_client_ca = n->tls_client_ca;
+	o->tier_credentials = n->tier_credentials;
+	o->credits = n->credits;
+	o->max_frame = n->max_frame;
+	o->frame_timeout_ms = n->frame_timeout_ms;
+	o->session_idle_ms = n->session_idle_ms;
+	o->handshake_timeout_ms = n->handshake_timeout_ms;
+	o->idle_timeout_ms = n->idle_timeout_ms;
+	o->max_connections = n->max_connections;
+	o->max_conns_per_peer = n->max_conns_per_peer;
+	o->health_reserve = n->health_reserve;
+	o->max_sessions_per_peer = n->max_sessions_per_peer;
+	o->max_slots_per_peer = n->max_slots_per_peer;
+	o->slot_stall_ms = n->slot_stall_ms;
+	o->auth_fail_burst = n->auth_fail_burst;
+	o->auth_backoff_max_ms = n->auth_backoff_max_ms;
+	o->drain = n->drain;
+}
+
+/* an error line printed by the option parser, as a log message: "ingestd: " and the
+ * "; try 'ingestd --help'" tail off, one line */
+static const char *parse_error_text(char *e)
+{
+	char *p = e;
+	if (!strncmp(p, "ingestd: ", 9))
+		p += 9;
+	char *t = strstr(p, "; try 'ingestd --help'");
+	if (t)
+		*t = 0;
+	for (char *q = p; *q; q++)
+		if (*q == '\n')
+			*q = *(q + 1) ? ' ' : 0;
+	return *p ? p : "the configuration does not parse";
+}
+
+/* one "name old -> new" item into the summary (values redacted) */
+static void add_item(char *buf, size_t len, size_t *n, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void add_item(char *buf, size_t len, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	if (*n >= len)
+		return;
+	if (*n)
+		*n += (size_t)snprintf(buf + *n, len - *n, ", ");
+	if (*n >= len)
+		return;
+	va_start(ap, fmt);
+	*n += (size_t)vsnprintf(buf + *n, len - *n, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * SIGHUP, on the control thread: read the config file and the command line's flags again
+ * (as at start: the flags win), check what can be checked before anything changes (the
+ * parse, files readable, the TLS key against its certificate, max-frame against the pool),
+ * then apply what a running node can take (log level and format, the shared secret,
+ * TLS certificate and key for new connections, the store's credentials, the limits), keep
+ * every other key as it is (one WARN per key: needs a restart), and say it all in one INFO
+ * line. A new configuration that does not parse or check keeps the running one, with why.
+ * Open connections, streams and frames in flight are not touched.
+ */
+static void node_reload(struct ing_node *d)
+{
+	const struct ing_cli *c = &ing_ingestd_cli;
+	struct ing_ingestd_opts *n = NULL;
+	char *buf = NULL, *err = NULL, why[1024];
+	const char *src = d->o.config ? d->o.config : "the command line";
+	size_t errlen = 0;
+	int rc;
+
+	if (d->phase != PH_RUN) {
+		ING_INFO(COMP, "SIGHUP while stopping: not reloading");
+		return;
+	}
+	if (!d->o.argv) {   /* a node started by a program that gave no command line */
+		ING_WARN(COMP, "SIGHUP: this node was started without a command line to read again; "
+			 "not reloading");
+		return;
+	}
+	n = calloc(1, sizeof(*n));
+	buf = malloc(64 << 10);
+	FILE *ef = open_memstream(&err, &errlen);
+	if (!n || !buf || !ef) {
+		ING_ERR(COMP, "reload of %s: out of memory; keeping the running configuration", src);
+		if (ef)
+			fclose(ef);
+		goto out;
+	}
+	ing_ingestd_opts_init(n);
+	FILE *was = ing_cli_set_errors(ef);
+	rc = ing_ingestd_opts_parse_buf(d->o.argc, d->o.argv, n, buf, 64 << 10);
+	ing_cli_set_errors(was);
+	fclose(ef);
+	if (rc) {
+		ING_ERR(COMP, "reload of %s failed: %s; keeping the running configuration", src,
+			parse_error_text(err ? err : (char[]){ 0 }));
+		goto out;
+	}
+	if (ing_ingestd_opts_check_reload(n, why, sizeof(why))) {
+		ING_ERR(COMP, "reload of %s failed: %s; keeping the running configuration", src, why);
+		goto out;
+	}
+
+	/* what differs, by key: applied or kept */
+	char applied[1536], kept[768];
+	size_t na = 0, nk = 0;
+	applied[0] = kept[0] = 0;
+	for (unsigned i = 0; i < c->nopts; i++) {
+		const struct ing_opt *od = &c->opts[i];
+		char a[512], b[512];
+		if (od->type == ING_OPT_GROUP || !od->help || (od->flags & ING_OPTF_NOCONF))
+			continue;
+		int ra = ing_ingestd_opt_value(od, &d->o, true, a, sizeof(a));
+		int rb = ing_ingestd_opt_value(od, n, true, b, sizeof(b));
+		if (ra == -ENOENT)
+			snprintf(a, sizeof(a), "(default)");
+		if (rb == -ENOENT)
+			snprintf(b, sizeof(b), "(default)");
+		if (!strcmp(a, b))
+			continue;
+		bool tls_toggle = (!strcmp(od->name, "tls-cert") || !strcmp(od->name, "tls-key")) &&
+				  (ra == -ENOENT || rb == -ENOENT);
+		if (is_reloadable(od->name) && !tls_toggle) {
+			add_item(applied, sizeof(applied), &na, "%s %s -> %s", od->name, a, b);
+			continue;
+		}
+		ING_WARN(COMP, "reload: %s changed (%s -> %s): %s; kept %s", od->name, a, b,
+			 tls_toggle ? "TLS on or off needs a restart" : "needs a restart", a);
+		add_item(kept, sizeof(kept), &nk, "%s", od->name);
+	}
+	/* TLS on or off stays as it started: so do the paths, for the context built below */
+	if ((!d->o.tls_cert) != (!n->tls_cert)) {
+		n->tls_cert = d->o.tls_cert;
+		n->tls_key = d->o.tls_key;
+		n->tls_client_ca = d->o.tls_client_ca;
+	}
+
+	/* apply: the server first (a TLS context that fails to build changes nothing) */
+	struct ing_ingestd_opts next = d->o;
+	take_reloadable(&next, n);
+	struct ing_svc_opts so;
+	struct ing_grpc_server_opts gso;
+	struct ing_node tmp = *d;    /* service_opts reads the node's options */
+	tmp.o = next;
+	memcpy(tmp.o.auth_token, n->auth_token, sizeof(n->auth_token));
+	service_opts(&tmp, &so, &gso);
+	bool cert_changed = false, token_changed = false;
+	if (ing_grpc_server_reload(d->srv, &gso, why, sizeof(why), &cert_changed)) {
+		ING_ERR(COMP, "reload of %s failed: %s; keeping the running configuration", src, why);
+		explicit_bzero(&tmp.o, sizeof(tmp.o));
+		goto out;
+	}
+	rc = ing_svc_reload(d->svc, &so, &token_changed);
+	explicit_bzero(&tmp.o, sizeof(tmp.o));
+	explicit_bzero(&so, sizeof(so));
+	if (rc)
+		ING_ERR(COMP, "reload: the shared secret of %s was refused; the old one stays",
+			n->auth_token_file ? n->auth_token_file : "--auth-token-file");
+	if (cert_changed)
+		add_item(applied, sizeof(applied), &na, "TLS certificate (new connections)");
+	if (token_changed && !strstr(applied, "auth-token-file"))
+		add_item(applied, sizeof(applied), &na, "shared secret (the contents of %s)",
+			 n->auth_token_file);
+	else if (token_changed)
+		add_item(applied, sizeof(applied), &na, "shared secret");
+	if (d->tier && n->tier && d->o.tier && !strcmp(n->tier, d->o.tier)) {
+		uint32_t kc = keys_crc(&n->tier_s3);
+		if (kc != d->tier_keys_crc) {
+			if (ing_tier_set_credentials(d->tier, n->tier_s3.access_key, n->tier_s3.secret_key))
+				ING_ERR(COMP, "reload: the object store's new credentials could not reach the "
+					"tier thread; the old ones stay until the next reload");
+			else {
+				d->tier_keys_crc = kc;
+				add_item(applied, sizeof(applied), &na, "object store credentials");
+			}
+		}
+	}
+	if (n->log_level) {
+		enum ing_log_level l;
+		if (!ing_log_parse_level(n->log_level, &l))
+			ing_log_set_level(l);
+	} else if (d->o.log_level) {
+		ing_log_set_level(ING_LOG_INFO);   /* the key removed: the default again */
+	}
+	ing_log_set_format(n->log_format);
+	if (d->fleet && n->drain != d->o.drain)
+		ing_fleet_set_draining(d->fleet, n->drain);
+	d->o = next;
+	explicit_bzero(d->o.auth_token, sizeof(d->o.auth_token));
+	explicit_bzero(&d->o.tier_s3, sizeof(d->o.tier_s3));
+	free(d->reload_buf);         /* nothing running points into the last one any more */
+	d->reload_buf = buf;
+	buf = NULL;
+	if (!na && !nk)
+		ING_INFO(COMP, "reload of %s: nothing changed", src);
+	else
+		ING_INFO(COMP, "reload of %s: applied: %s; needs a restart (kept): %s", src,
+			 na ? applied : "nothing", nk ? kept : "nothing");
+out:
+	if (n) {
+		explicit_bzero(n->auth_token, sizeof(n->auth_token));
+		explicit_bzero(&n->tier_s3, sizeof(n->tier_s3));
+	}
+	free(n);
+	free(buf);
+	free(err);
+}
+
 int ing_node_start(const struct ing_ingestd_opts *o, const sigset_t *signals,
 		   struct ing_node **out)
 {
@@ -1083,5 +1458,6 @@ void ing_node_destroy(struct ing_node *n)
 	if (!n->torn_down)
 		teardown(n);
 	ing_mbox_destroy(n->ctl);
+	free(n->reload_buf);
 	free(n);
 }

@@ -20,6 +20,9 @@
 #include "numa/numa.h"
 
 #include <errno.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -399,6 +402,9 @@ static int tier_finish(O *o)
 	}
 	if (o->sink != ING_SINK_FILE)
 		return ing_cli_usage_error(c, "--tier needs --sink file (with --sink null nothing is stored)");
+	if (!strncmp(o->tier, "http://", 7))
+		return ing_cli_usage_error(c, "--tier '%s': the scheme of --tier is s3:// (plain HTTP to the "
+					   "store) or https:// (TLS): --tier s3://%s", o->tier, o->tier + 7);
 	if (ing_s3_parse_url(&o->tier_s3, o->tier, why, sizeof(why)))
 		return ing_cli_usage_error(c, "--tier: %s", why);
 	if (!o->tier_credentials)
@@ -433,7 +439,12 @@ static const struct ing_opt opt_table[] = {
 	  "are the flags below without '--'; flags given here win", NULL, ING_OPTF_NOCONF },
 	{ "check-config", NULL, ING_OPT_BOOL, ING_OPT_FIELD(O, check_only, bool), 0, 0, 0, NULL,
 	  NULL, "check the flags, the config file and that this machine can\n"
-	  "run them (pool vs memory, data dir, placement), then exit", NULL, ING_OPTF_NOCONF },
+	  "run them (pool vs memory and max-frame, data dir, TLS key\n"
+	  "against its certificate, placement), then exit", NULL, ING_OPTF_NOCONF },
+	{ "print-config", NULL, ING_OPT_BOOL, ING_OPT_FIELD(O, print_only, bool), 0, 0, 0, NULL,
+	  NULL, "print the effective settings (defaults, the config file and\n"
+	  "the flags merged; secrets redacted) as a config file, then\n"
+	  "exit", NULL, ING_OPTF_NOCONF },
 	ING_OPT_GROUP_("The node"),
 	LISTEN("listen", listen, "gRPC listen address (default 127.0.0.1:50051; port 0: any free)"),
 	ING_OPT_PATH_(O, "data-dir", data_dir, "DIR", "frames/ and catalog.db go here (default ./ingest-data)"),
@@ -528,7 +539,8 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_CUSTOM_(O, "node-id", node_id, set_node_id, "ID", "this node's id in the fleet, what producers hash wafers\n"
 			"over (default: the advertised address)"),
 	ING_OPT_CUSTOM_(O, "advertise", advertise, set_advertise, "HOST:PORT", "address producers dial for this node (default: the listen\n"
-			"address with the bound port)"),
+			"address with the bound port; listening on 0.0.0.0 or [::],\n"
+			"the default route's interface address, with a warning)"),
 	STR("fleet-db", fleet_db, "CONNINFO", "fleet catalog in PostgreSQL (libpq conninfo, e.g.\n"
 		     "'host=db dbname=fleet'): export catalog rows, heartbeat the\n"
 		     "membership (default: off)"),
@@ -591,8 +603,11 @@ const struct ing_cli ing_ingestd_cli = {
 	.init = defaults,
 	.cfg_size = sizeof(struct ing_ingestd_opts),
 	.notes = "Signals: SIGTERM or SIGINT drains (health NOT_SERVING, up to 10 s for the frames in\n"
-		 "flight to become durable) and stops; a second one stops at once. SIGUSR2 toggles\n"
-		 "ACTIVE/DRAINING in the fleet.\n",
+		 "flight to become durable) and stops; a second one stops at once. SIGHUP reloads\n"
+		 "the config file (log level, auth token, TLS certificate, tier credentials,\n"
+		 "limits; connections stay; a key that needs a restart is logged and kept; a bad\n"
+		 "file keeps the running configuration). SIGUSR2 toggles ACTIVE/DRAINING in the\n"
+		 "fleet.\n",
 	.exit_status = "  0  stopped cleanly (every frame in flight became durable and was acked)\n"
 		       "  1  runtime failure (data dir, port in use, EAL, pool, disk: logged)\n"
 		       "  2  usage or configuration error (one line naming the flag or FILE:LINE)\n"
@@ -609,12 +624,18 @@ int ing_ingestd_opts_read_config(const char *path, struct ing_ingestd_opts *o)
 	return ing_ingestd_opts_read_config_as(ing_ingestd_cli.prog, path, o);
 }
 
-int ing_ingestd_opts_read_config_as(const char *prog, const char *path, struct ing_ingestd_opts *o)
+static int read_config_buf(const char *prog, const char *path, struct ing_ingestd_opts *o, char *buf,
+			   size_t cap)
 {
 	struct ing_cli ic = ing_ingestd_cli;
 	ic.prog = prog;
 	o->config = path;
-	return ing_cli_read_config(&ic, path, conf_text, sizeof(conf_text), o);
+	return ing_cli_read_config(&ic, path, buf, cap, o);
+}
+
+int ing_ingestd_opts_read_config_as(const char *prog, const char *path, struct ing_ingestd_opts *o)
+{
+	return read_config_buf(prog, path, o, conf_text, sizeof(conf_text));
 }
 
 /* A file the daemon will need later (TLS): readable now, or a usage error naming it. */
@@ -649,19 +670,213 @@ int ing_ingestd_opts_finish(struct ing_ingestd_opts *o)
 	return tier_finish(o);
 }
 
-int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o)
+int ing_ingestd_opts_parse_buf(int argc, char **argv, struct ing_ingestd_opts *o, char *buf,
+			       size_t cap)
 {
 	static const char *const first[] = { "config", NULL };
 	int argi, rc;
 
+	o->argc = argc;
+	o->argv = argv;
 	/* pass 1: --config only, so that every flag overrides the file (--help wins over both) */
 	if (!ing_cli_parse_only(&ing_ingestd_cli, argc, argv, o, first) && o->config &&
-	    ing_ingestd_opts_read_config(o->config, o))
+	    read_config_buf(ing_ingestd_cli.prog, o->config, o, buf, cap))
 		return ING_EXIT_USAGE;
 	rc = ing_cli_parse(&ing_ingestd_cli, argc, argv, o, &argi);
 	if (rc)
 		return rc;
 	return ing_ingestd_opts_finish(o);
+}
+
+int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o)
+{
+	return ing_ingestd_opts_parse_buf(argc, argv, o, conf_text, sizeof(conf_text));
+}
+
+/* ---------------------------------------------------------------- --print-config */
+
+/* fleet-db's conninfo without its password= value */
+static void redact_conninfo(const char *v, char *buf, size_t len)
+{
+	const char *p = strstr(v, "password");
+	size_t n = 0;
+
+	if (!p) {
+		snprintf(buf, len, "%s", v);
+		return;
+	}
+	while (p) {
+		const char *eq = p + 8;
+		while (*eq == ' ')
+			eq++;
+		if (*eq != '=') {
+			p = strstr(p + 8, "password");
+			continue;
+		}
+		eq++;
+		while (*eq == ' ')
+			eq++;
+		const char *end = eq;
+		if (*end == '\'') {
+			for (end++; *end && *end != '\''; end++)
+				if (*end == '\\' && end[1])
+					end++;
+			if (*end)
+				end++;
+		} else {
+			while (*end && *end != ' ')
+				end++;
+		}
+		n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%.*s<redacted>", (int)(eq - v), v);
+		v = end;
+		p = strstr(v, "password");
+	}
+	snprintf(buf + (n < len ? n : len - 1), n < len ? len - n : 1, "%s", v);
+}
+
+int ing_ingestd_opt_value(const struct ing_opt *d, const struct ing_ingestd_opts *o, bool redact,
+			  char *buf, size_t len)
+{
+	int rc = ing_cli_value(d, o, buf, len);
+	if (rc != -ENOTSUP) {
+		if (rc == 0 && redact && !strcmp(d->name, "fleet-db")) {
+			char tmp[1024];
+			redact_conninfo(buf, tmp, sizeof(tmp));
+			snprintf(buf, len, "%s", tmp);
+		}
+		return rc;
+	}
+	/* the CUSTOM ones, by the field each setter fills */
+	const char *name = d->name;
+	const char *str = NULL;
+	if (!strcmp(name, "listen"))
+		str = o->listen;
+	else if (!strcmp(name, "metrics-listen"))
+		str = o->metrics_listen;
+	else if (!strcmp(name, "pool"))
+		str = o->pool;
+	else if (!strcmp(name, "worker-cpus"))
+		str = o->worker_cpus;
+	else if (!strcmp(name, "rdma-dev"))
+		str = o->rdma_dev;
+	else if (!strcmp(name, "rdma-addr"))
+		str = o->rdma_addr;
+	else if (!strcmp(name, "log-level"))
+		str = o->log_level;
+	else if (!strcmp(name, "node-id"))
+		str = o->node_id;
+	else if (!strcmp(name, "advertise"))
+		str = o->advertise;
+	else if (!strcmp(name, "fleet-peers"))
+		str = o->fleet_peers;
+	else if (!strcmp(name, "tier-region"))
+		str = o->tier_region;
+	else if (!strcmp(name, "sink"))
+		str = o->sink == ING_SINK_NULL ? "null" : "file";
+	else if (!strcmp(name, "poll-mode"))
+		str = o->poll_mode == ING_RDMA_POLL_BUSY ? "busy" : "adaptive";
+	else if (!strcmp(name, "rdma-write")) {
+		static const char *const names[] = { "auto", "mw", "mr", "off" };
+		str = (unsigned)o->rdma_write < 4 ? names[o->rdma_write] : "auto";
+	} else if (!strcmp(name, "log-format"))
+		str = o->log_format == ING_LOG_JSON ? "json" : "text";
+	else if (!strcmp(name, "drain"))
+		str = o->drain ? "on" : "off";
+	else if (!strcmp(name, "pool-node") || !strcmp(name, "control-cpu") || !strcmp(name, "ready-fd")) {
+		int v = !strcmp(name, "pool-node") ? o->pool_node :
+			!strcmp(name, "control-cpu") ? o->control_cpu : o->ready_fd;
+		if (v < 0)
+			return -ENOENT;
+		snprintf(buf, len, "%d", v);
+		return 0;
+	} else if (!strcmp(name, "persist-ring")) {
+		if (!o->persist_ring)
+			return -ENOENT;
+		snprintf(buf, len, "%u", o->persist_ring);
+		return 0;
+	} else if (!strcmp(name, "local-retention")) {
+		if (o->local_retention_ms < 0)
+			str = "off";
+		else
+			return ing_fmt_duration((uint64_t)o->local_retention_ms, buf, len), 0;
+	} else if (!strcmp(name, "local-high-water")) {
+		if (o->local_high_water_pct)
+			snprintf(buf, len, "%u%%", o->local_high_water_pct);
+		else if (o->local_high_water_bytes)
+			ing_fmt_size(o->local_high_water_bytes, buf, len);
+		else
+			snprintf(buf, len, "off");
+		return 0;
+	} else
+		return -ENOTSUP;   /* a new CUSTOM option: add it here */
+	if (!str)
+		return -ENOENT;
+	snprintf(buf, len, "%s", str);
+	return 0;
+}
+
+/* a value as a config file reads it back: quoted when it has a '#' or spaces at its ends */
+static void print_value(FILE *f, const char *v)
+{
+	size_t n = strlen(v);
+	if (!strchr(v, '#') && !strchr(v, '"') && n && v[0] != ' ' && v[n - 1] != ' ')
+		fprintf(f, "%s", v);
+	else
+		fprintf(f, "\"%s\"", v);
+}
+
+/* a number left at 0, which means "the built-in default" (limits, max-frame), not 0 */
+static bool zero_means_default(const struct ing_opt *d, const struct ing_ingestd_opts *o)
+{
+	const void *field = (const char *)o + d->off;
+	switch (d->type) {
+	case ING_OPT_UINT:
+	case ING_OPT_DURATION:
+		return *(const unsigned *)field == 0;
+	case ING_OPT_SIZE:
+		return *(const uint64_t *)field == 0;
+	default:
+		return false;
+	}
+}
+
+void ing_ingestd_print_config(const struct ing_ingestd_opts *o, FILE *f)
+{
+	const struct ing_cli *c = &ing_ingestd_cli;
+	char v[2048];
+
+	fprintf(f, "# ingestd %s: effective settings (defaults, %s%s%sflags merged)\n", ING_VERSION,
+		o->config ? "the config file " : "", o->config ? o->config : "", o->config ? ", " : "");
+	const char *group = NULL;   /* a section's title, printed before its first setting */
+	for (unsigned i = 0; i < c->nopts; i++) {
+		const struct ing_opt *d = &c->opts[i];
+		if (d->type == ING_OPT_GROUP) {
+			group = d->help;
+			continue;
+		}
+		if (!d->help || (d->flags & ING_OPTF_NOCONF))
+			continue;   /* old spellings; command-line only */
+		if (group) {
+			fprintf(f, "\n# %s\n", group);
+			group = NULL;
+		}
+		int rc = ing_ingestd_opt_value(d, o, true, v, sizeof(v));
+		if (rc == 0 && !strcmp(d->name, "ready-fd"))
+			rc = -ENOENT;   /* an fd of this process: meaningless in a file */
+		if (rc == 0 && !strcmp(d->name, "fleet-db") && strstr(v, "<redacted>")) {
+			fprintf(f, "# fleet-db = %s   (password redacted: write it back)\n", v);
+			continue;
+		}
+		if (rc == 0 && zero_means_default(d, o))
+			rc = -ENOENT;
+		if (rc == 0) {
+			fprintf(f, "%s = ", d->name);
+			print_value(f, v);
+			fputc('\n', f);
+		} else {
+			fprintf(f, "# %s =   (not set: the default)\n", d->name);
+		}
+	}
 }
 
 /* ---------------------------------------------------------------- this machine */
@@ -754,7 +969,7 @@ static int check_pool(const struct ing_ingestd_opts *o, bool starting, char *why
 }
 
 /* --data-dir: a directory, or creatable (its first existing ancestor is a writable dir) */
-static int check_data_dir(const char *dir, char *why, size_t whylen)
+int ing_ingestd_check_data_dir(const char *dir, char *why, size_t whylen)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -858,16 +1073,91 @@ static int check_plan(const struct ing_ingestd_opts *o, char *why, size_t whylen
 	return rc == -EINVAL ? -EINVAL : 0;   /* no topology: ingestd starts without a plan too */
 }
 
+/* --max-frame against the pool's largest slot: a frame above it could never be admitted */
+static int check_max_frame(const struct ing_ingestd_opts *o, char *why, size_t whylen)
+{
+	struct ing_pool_opts po;
+	char r[200], a[32], b[32];
+
+	ing_pool_opts_init(&po);
+	if (!o->max_frame || ing_pool_spec_parse(&po, o->pool, r, sizeof(r)))
+		return 0;
+	uint64_t largest = 0;
+	for (unsigned c = 0; c < po.nclasses; c++)
+		if (po.cls[c].slot_size > largest)
+			largest = po.cls[c].slot_size;
+	if (o->max_frame <= largest)
+		return 0;
+	snprintf(why, whylen, "--max-frame %s is above the largest pool slot (%s, --pool '%s'): no frame "
+		 "above %s can be received; lower --max-frame or add a size class of at least %s to --pool",
+		 ing_fmt_size(o->max_frame, a, sizeof(a)), ing_fmt_size(largest, b, sizeof(b)), o->pool, b, a);
+	return -EINVAL;
+}
+
+/* the first OpenSSL error of this thread as text ("" if none); clears the queue */
+static void ssl_error(char *buf, size_t len)
+{
+	unsigned long e = ERR_get_error();
+	buf[0] = 0;
+	if (e)
+		ERR_error_string_n(e, buf, len);
+	ERR_clear_error();
+}
+
+/* --tls-cert and --tls-key: each loads, and the key is the certificate's (what the server's
+ * TLS context will check as it starts, said here with the files' names and the fix) */
+static int check_tls(const struct ing_ingestd_opts *o, char *why, size_t whylen)
+{
+	char err[256];
+	int rc = -EINVAL;
+
+	if (!o->tls_cert || !o->tls_key)
+		return 0;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx)
+		return 0;   /* no memory to check with: the start says it */
+	if (SSL_CTX_use_certificate_chain_file(ctx, o->tls_cert) != 1) {
+		ssl_error(err, sizeof(err));
+		snprintf(why, whylen, "--tls-cert '%s' is not a PEM certificate (chain) OpenSSL can load: %s",
+			 o->tls_cert, err);
+	} else if (SSL_CTX_use_PrivateKey_file(ctx, o->tls_key, SSL_FILETYPE_PEM) != 1) {
+		ssl_error(err, sizeof(err));
+		if (strstr(err, "values mismatch") || strstr(err, "key values mismatch"))
+			goto mismatch;
+		snprintf(why, whylen, "--tls-key '%s' is not a PEM private key OpenSSL can load: %s", o->tls_key,
+			 err);
+	} else if (X509_check_private_key(SSL_CTX_get0_certificate(ctx), SSL_CTX_get0_privatekey(ctx)) != 1) {
+		ssl_error(err, sizeof(err));
+		goto mismatch;
+	} else {
+		rc = 0;
+	}
+	SSL_CTX_free(ctx);
+	return rc;
+mismatch:
+	snprintf(why, whylen, "--tls-key '%s' does not match --tls-cert '%s' (the key is not the "
+		 "certificate's): give the key the certificate was issued for", o->tls_key, o->tls_cert);
+	SSL_CTX_free(ctx);
+	return -EINVAL;
+}
+
+int ing_ingestd_opts_check_reload(const struct ing_ingestd_opts *o, char *why, size_t whylen)
+{
+	return check_max_frame(o, why, whylen) || check_tls(o, why, whylen) ? -EINVAL : 0;
+}
+
 int ing_ingestd_opts_check_host(const struct ing_ingestd_opts *o, bool starting, char *why,
 				size_t whylen, char *note, size_t notelen)
 {
 	if (note && notelen)
 		note[0] = '\0';
-	if (check_pool(o, starting, why, whylen, note, notelen))
+	if (check_pool(o, starting, why, whylen, note, notelen) || check_max_frame(o, why, whylen) ||
+	    check_tls(o, why, whylen))
 		return -EINVAL;
 	if (starting)
-		return 0;   /* the node checks the rest itself as it starts */
-	if (o->sink == ING_SINK_FILE && check_data_dir(o->data_dir, why, whylen))
+		return 0;   /* the node checks the rest itself as it starts (the data dir with
+			       ing_ingestd_check_data_dir: the same sentence) */
+	if (o->sink == ING_SINK_FILE && ing_ingestd_check_data_dir(o->data_dir, why, whylen))
 		return -EINVAL;
 	return check_plan(o, why, whylen);
 }

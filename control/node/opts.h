@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/log.h"
 #include "common/token.h"
@@ -87,6 +88,10 @@ struct ing_ingestd_opts {
 	struct ing_s3 tier_s3;       /* filled by parse_args from the flags above (secret inside:
 				      * the node wipes its copy once the tier holds it) */
 	bool check_only;             /* --check-config: validate, then exit 0 */
+	bool print_only;             /* --print-config: the effective settings, then exit 0 */
+	/* the command line it was parsed from (SIGHUP reads the file again, then these flags) */
+	int argc;
+	char **argv;
 };
 
 /* Defaults (what ingestd runs with when no flag is given). */
@@ -106,6 +111,28 @@ extern const struct ing_cli ing_ingestd_cli;
  * error printed as one line (exit 2).
  */
 int ing_ingestd_opts_parse(int argc, char **argv, struct ing_ingestd_opts *o);
+/*
+ * The same with the config file's text kept in buf (cap bytes; the values point into it):
+ * a reload parses the file again while the running options still point into the first
+ * buffer. Errors go where ing_cli_set_errors says.
+ */
+int ing_ingestd_opts_parse_buf(int argc, char **argv, struct ing_ingestd_opts *o, char *buf,
+			       size_t cap);
+/*
+ * The value of option d (an entry of ing_ingestd_cli) in o as a config file takes it back:
+ * 0 and the text; -ENOENT when unset (the built-in default applies; ingestd --help says
+ * which). redact: a secret inside a value (a fleet-db password=) is replaced by
+ * "<redacted>".
+ */
+struct ing_opt;
+int ing_ingestd_opt_value(const struct ing_opt *d, const struct ing_ingestd_opts *o, bool redact,
+			  char *buf, size_t len);
+/*
+ * --print-config: every setting of o in config-file syntax, in --help's sections: set ones
+ * as "name = value", unset ones as "# name =" comments; secrets redacted. ingestd
+ * --config takes the output back and prints the same.
+ */
+void ing_ingestd_print_config(const struct ing_ingestd_opts *o, FILE *f);
 /* Read one config file into o (o->config = path): 0, or 2 after one line FILE:LINE: why. */
 int ing_ingestd_opts_read_config(const char *path, struct ing_ingestd_opts *o);
 /* The same for another program that takes ingestd's file (ingest-doctor, ingest-stat,
@@ -122,6 +149,18 @@ int ing_ingestd_opts_finish(struct ing_ingestd_opts *o);
  */
 int ing_ingestd_opts_check_host(const struct ing_ingestd_opts *o, bool starting, char *why,
 				size_t whylen, char *note, size_t notelen);
+
+/*
+ * --data-dir against this machine: a directory this user can write, or one it can create
+ * (its nearest existing ancestor a writable directory). 0, or -EINVAL with one sentence in
+ * why that names the path, what it is and the fix ("... is a file, not a directory: point
+ * --data-dir at a directory"). --check-config and the node's start say the same.
+ */
+int ing_ingestd_check_data_dir(const char *dir, char *why, size_t whylen);
+
+/* The checks a reload (SIGHUP) makes of a new configuration before taking any of it:
+ * --max-frame against the pool, the TLS key against its certificate. 0 or -EINVAL + why. */
+int ing_ingestd_opts_check_reload(const struct ing_ingestd_opts *o, char *why, size_t whylen);
 
 struct ing_plan;
 struct ing_plan_opts;

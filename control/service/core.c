@@ -1042,6 +1042,85 @@ static int methods_init(struct ing_svc *s)
 	return 0;
 }
 
+/* Zeros of the options the service defaults itself (create and reload agree). */
+static void svc_opts_defaults(struct ing_svc_opts *o)
+{
+	if (o->max_sessions == 0)
+		o->max_sessions = ING_DEFAULT_MAX_SESSIONS;
+	if (o->credits_max == 0)
+		o->credits_max = ING_DEFAULT_CREDITS;
+	if (o->credits_default == 0)
+		o->credits_default = o->credits_max;
+	if (o->frame_timeout_ms == 0)
+		o->frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
+	if (o->max_sessions_per_peer == 0)
+		o->max_sessions_per_peer = ING_DEFAULT_MAX_SESSIONS_PER_PEER;
+	if (o->slot_stall_ms == 0)
+		o->slot_stall_ms = ING_DEFAULT_SLOT_STALL_MS;
+	if (o->auth_fail_burst == 0)
+		o->auth_fail_burst = ING_DEFAULT_AUTH_FAIL_BURST;
+	if (o->auth_backoff_max_ms == 0)
+		o->auth_backoff_max_ms = ING_DEFAULT_AUTH_BACKOFF_MAX_MS;
+}
+
+/* The shared secret from o (NULL: authentication off): 0, or -EINVAL (logged) for a bad length. */
+static int svc_set_token(struct ing_svc *s, const char *token)
+{
+	if (!token) {
+		explicit_bzero(s->auth_token, sizeof(s->auth_token));
+		s->auth_len = 0;
+		s->auth = false;
+		return 0;
+	}
+	size_t n = strnlen(token, ING_AUTH_TOKEN_MAX + 1);
+	if (n < ING_AUTH_TOKEN_MIN || n > ING_AUTH_TOKEN_MAX) {
+		ING_ERR("svc", "auth token must be %u..%u characters", ING_AUTH_TOKEN_MIN,
+			ING_AUTH_TOKEN_MAX);
+		return -EINVAL;
+	}
+	explicit_bzero(s->auth_token, sizeof(s->auth_token));
+	memcpy(s->auth_token, token, n);
+	s->auth_token[n] = '\0';
+	s->auth_len = n;
+	s->auth = true;
+	return 0;
+}
+
+int ing_svc_reload(struct ing_svc *s, const struct ing_svc_opts *o, bool *token_changed)
+{
+	struct ing_svc_opts n = *o;
+	svc_opts_defaults(&n);
+	bool had = s->auth;
+	bool same = had && n.auth_token && strlen(n.auth_token) == s->auth_len &&
+		    svc_auth_token_ok(s, n.auth_token, s->auth_len);
+	*token_changed = false;
+	if (!same && (had || n.auth_token)) {
+		if (svc_set_token(s, n.auth_token))
+			return -EINVAL;
+		*token_changed = true;
+	}
+	/* only what a running service can take: the table sizes (max_sessions), the
+	 * transports' buffers (max_msg, backlog, chunk) and RDMA stay as they started */
+	s->o.credits_default = n.credits_default;
+	s->o.credits_max = n.credits_max;
+	s->o.max_frame = n.max_frame;
+	s->max_frame = ing_pool_max_len(s->pool);
+	if (n.max_frame && n.max_frame < s->max_frame)
+		s->max_frame = n.max_frame;
+	s->o.frame_timeout_ms = n.frame_timeout_ms;
+	s->env.frame_timeout_ms = n.frame_timeout_ms;
+	s->adm.wait_timeout_ns = (uint64_t)n.frame_timeout_ms * 1000000ull;
+	s->o.session_idle_ms = n.session_idle_ms;
+	s->o.max_sessions_per_peer = n.max_sessions_per_peer;
+	s->o.max_slots_per_peer = n.max_slots_per_peer;
+	s->max_slots_per_peer = n.max_slots_per_peer ? n.max_slots_per_peer : (s->nfr * 3 + 3) / 4;
+	s->adm.max_slots_per_peer = s->max_slots_per_peer;
+	s->o.slot_stall_ms = n.slot_stall_ms;
+	s->o.auth_fail_burst = n.auth_fail_burst;
+	s->o.auth_backoff_max_ms = n.auth_backoff_max_ms;
+	return 0;
+}
+
 struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 			       struct ing_persist *persist, struct ing_mbox *ctl,
 			       const struct ing_svc_opts *o)
@@ -1065,26 +1144,9 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 		ING_ERR("svc", "loop, pool, persistence and the control mailbox are required");
 		goto fail;
 	}
-	if (s->o.max_sessions == 0)
-		s->o.max_sessions = ING_DEFAULT_MAX_SESSIONS;
-	if (s->o.credits_max == 0)
-		s->o.credits_max = ING_DEFAULT_CREDITS;
-	if (s->o.credits_default == 0)
-		s->o.credits_default = s->o.credits_max;
-	if (s->o.frame_timeout_ms == 0)
-		s->o.frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
-	if (o->auth_token) {
-		size_t n = strnlen(o->auth_token, ING_AUTH_TOKEN_MAX + 1);
-		if (n < ING_AUTH_TOKEN_MIN || n > ING_AUTH_TOKEN_MAX) {
-			ING_ERR("svc", "auth token must be %u..%u characters", ING_AUTH_TOKEN_MIN,
-				ING_AUTH_TOKEN_MAX);
-			goto fail;
-		}
-		memcpy(s->auth_token, o->auth_token, n);
-		s->auth_token[n] = '\0';
-		s->auth_len = n;
-		s->auth = true;
-	}
+	svc_opts_defaults(&s->o);
+	if (svc_set_token(s, o->auth_token))
+		goto fail;
 	s->o.auth_token = NULL;   /* the caller's buffer may go: only the copy is used */
 	s->max_frame = ing_pool_max_len(pool);
 	if (s->o.max_frame && s->o.max_frame < s->max_frame)
@@ -1108,14 +1170,6 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 	/* every session, slot and connection could come from a different address */
 	s->npeers = s->o.max_sessions + s->nfr + 1024;
 	s->peers = calloc(s->npeers, sizeof(*s->peers));
-	if (s->o.max_sessions_per_peer == 0)
-		s->o.max_sessions_per_peer = ING_DEFAULT_MAX_SESSIONS_PER_PEER;
-	if (s->o.slot_stall_ms == 0)
-		s->o.slot_stall_ms = ING_DEFAULT_SLOT_STALL_MS;
-	if (s->o.auth_fail_burst == 0)
-		s->o.auth_fail_burst = ING_DEFAULT_AUTH_FAIL_BURST;
-	if (s->o.auth_backoff_max_ms == 0)
-		s->o.auth_backoff_max_ms = ING_DEFAULT_AUTH_BACKOFF_MAX_MS;
 	s->max_slots_per_peer = s->o.max_slots_per_peer ? s->o.max_slots_per_peer :
 				(s->nfr * 3 + 3) / 4;
 	if (admit_init(&s->adm, loop, pool, s->max_slots_per_peer, s->o.frame_timeout_ms)) {

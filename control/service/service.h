@@ -107,6 +107,16 @@ struct ing_svc *ing_svc_create(struct ing_loop *loop, struct ing_pool *pool,
 const struct ing_grpc_method *ing_svc_methods(struct ing_svc *s, unsigned *n);
 /* Tell the service which server carries it (Stats, shutdown). */
 void ing_svc_attach_server(struct ing_svc *s, struct ing_grpc_server *srv);
+/*
+ * Reload (ingestd's SIGHUP): take o's run-time settings (the shared secret, credits,
+ * max_frame, frame_timeout_ms, session_idle_ms, the per-peer limits, slot_stall_ms, the
+ * failed-auth back-off) for what comes next: sessions negotiated from now on, frames
+ * admitted from now on, the next check of a deadline; open calls and sessions keep going.
+ * max_sessions, max_msg, backlog_max, max_chunk and rdma stay as created. *token_changed:
+ * the secret (or its being required) changed. 0, or -EINVAL (logged: a token of a bad
+ * length) with nothing changed. The control thread.
+ */
+int ing_svc_reload(struct ing_svc *s, const struct ing_svc_opts *o, bool *token_changed);
 /* Refuse new frames from now on (Ack code SHUTTING_DOWN, retryable); in-flight frames finish. */
 void ing_svc_shutdown_begin(struct ing_svc *s);
 /* True after ing_svc_shutdown_begin. */

@@ -1204,8 +1204,8 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 	if (dl)
 		ibv_free_device_list(dl);
 	if (ndev <= 0) {
+		/* a host without RDMA: the caller says it once (ingestd: one INFO line) */
 		snprintf(why, whylen, "no RDMA device (ibv_get_device_list found none)");
-		ING_WARN(COMP, "RDMA not available: %s", why);
 		return NULL;
 	}
 	r = calloc(1, sizeof(*r));

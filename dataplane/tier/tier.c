@@ -1264,6 +1264,10 @@ static void take_messages(struct ing_tier *t)
 				t->poll_due = t->usage_due = t->backlog_dirty = true;
 				continue;
 			}
+			if (m[i].kind == ING_MSG_CALL) {   /* ing_tier_set_credentials */
+				m[i].fn(m[i].arg, m[i].val);
+				continue;
+			}
 			if (m[i].kind != ING_EV_TIER_READ)
 				continue;   /* ING_EV_TIER_STOP: the stop flag is set */
 			struct ing_tier_read *r = m[i].arg;
@@ -1751,6 +1755,8 @@ static void *tier_main(void *arg)
 	while (ing_mbox_pop(t->in, &m, 1) == 1)
 		if (m.kind == ING_EV_TIER_READ)
 			read_fail(t, m.arg, -ECANCELED, "the ingest node is stopping");
+		else if (m.kind == ING_MSG_CALL)
+			m.fn(m.arg, m.val);   /* frees what it carried */
 	return NULL;
 }
 
@@ -1886,6 +1892,47 @@ void ing_tier_destroy(struct ing_tier *t)
 	free(t->buf);
 	explicit_bzero(&t->s3, sizeof(t->s3));
 	free(t);
+}
+
+/* new keys on their way to the tier thread (ing_tier_set_credentials) */
+struct tier_keys {
+	struct ing_tier *t;
+	char access_key[ING_S3_CRED_MAX + 1];
+	char secret_key[ING_S3_CRED_MAX + 1];
+};
+
+/* on the tier thread: the requests started from now on sign with the new keys */
+static void tier_keys_take(void *arg, uint32_t val)
+{
+	struct tier_keys *k = arg;
+	struct ing_tier *t = k->t;
+	(void)val;
+	if (t->enabled) {
+		memcpy(t->s3.access_key, k->access_key, sizeof(t->s3.access_key));
+		memcpy(t->s3.secret_key, k->secret_key, sizeof(t->s3.secret_key));
+		ING_INFO(COMP, "object store %s: new credentials for the requests from now on",
+			 t->s3.display);
+	}
+	explicit_bzero(k, sizeof(*k));
+	free(k);
+}
+
+int ing_tier_set_credentials(struct ing_tier *t, const char *access_key, const char *secret_key)
+{
+	if (!t)
+		return -EINVAL;
+	struct tier_keys *k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->t = t;
+	snprintf(k->access_key, sizeof(k->access_key), "%s", access_key);
+	snprintf(k->secret_key, sizeof(k->secret_key), "%s", secret_key);
+	if (ing_mbox_call(t->in, tier_keys_take, k, 0)) {
+		explicit_bzero(k, sizeof(*k));
+		free(k);
+		return -EAGAIN;
+	}
+	return 0;
 }
 
 void ing_tier_frame_finished(struct ing_tier *t, uint64_t length)

@@ -106,6 +106,14 @@ bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t w
  * (ING_EV_TIER_WAKE, one until it took it) to upload it. The control thread only; NULL ok. */
 void ing_tier_frame_finished(struct ing_tier *t, uint64_t length);
 
+/*
+ * New store credentials (ingestd's SIGHUP, keys rotated in --tier-credentials): handed to
+ * the tier thread through its mailbox; requests it starts from then on sign with them, the
+ * ones in flight finish with the old. The caller may wipe its copies at once. 0, -EAGAIN
+ * (mailbox full: try at the next reload), -ENOMEM, -EINVAL (no tier). Control thread.
+ */
+int ing_tier_set_credentials(struct ing_tier *t, const char *access_key, const char *secret_key);
+
 struct ing_tier_stats {
 	bool enabled;                 /* a store is configured */
 	char store[400];              /* s3://host:port/bucket (no credentials) */

@@ -5,7 +5,8 @@
 # (2: usage or configuration, 1: runtime), and that nothing was lost or started:
 #  1. --pool larger than memory: --check-config and a real start both refuse it with the
 #     numbers and the fix, before the data dir is touched;
-#  2. a data dir that is a file: --check-config fails (flag and config file);
+#  2. a data dir that is a file: --check-config fails (flag and config file), and a real
+#     start says the same sentence (exit 1, one ERR line), nothing started;
 #  3. a port in use: said as the last line, before EAL and the pool;
 #  4. cleartext client against a TLS node and the reverse, a certificate without the
 #     name dialled, no auth token: each says which it is and what to give;
@@ -15,7 +16,10 @@
 #  7. a frame over the node's maximum: the file named, nothing sent;
 #  8. ingest-bench against a dead node: exit 1, no report; a --sizes range sweeps;
 #  9. ingest-doctor --config: ingestd's file, its pool checked; a bad key is FILE:LINE;
-# 10. ingest-verify in a directory that is no data dir: exit 1 with the hint.
+# 10. ingest-verify in a directory that is no data dir: exit 1 with the hint;
+# 11. --check-config catches what a start would trip on: a TLS key that is not the
+#     certificate's (and a real start says the same, exit 2), max-frame above the largest
+#     pool slot, --tier http:// (the scheme it takes named, and the corrected URL).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -88,6 +92,10 @@ run "$INGESTD" --check-config --data-dir "$TMP/fresh/dir" --pool 1M:2
 [ "$rc" = 0 ] && grep -q "configuration OK" "$TMP/out" || fail "a data dir to be created: exit $rc $(cat "$TMP/err")"
 [ -e "$TMP/fresh" ] && fail "--check-config created the data dir"
 n=$((n + 1))
+run "$INGESTD" --listen 127.0.0.1:0 --data-dir "$TMP/afile" --pool 1M:2
+expect 1 "ERR" "--data-dir '$TMP/afile' is a file, not a directory: point --data-dir at a directory"
+[ "$(grep -c ERR "$TMP/err")" = 1 ] || fail "a data dir that is a file: want one ERR line: $(cat "$TMP/err")"
+grep -q "starting EAL" "$TMP/err" && fail "a data dir that is a file: the start got as far as EAL"
 
 step "3. a port in use: the last line, before EAL and the pool"
 start a
@@ -182,5 +190,30 @@ step "10. ingest-verify where there is no data dir"
 mkdir -p "$TMP/empty"
 run "$VERIFY" --data-dir "$TMP/empty" --count 1
 expect 1 "catalog.db: No such file or directory" "is --data-dir ingestd's data dir?"
+
+step "11. --check-config: TLS key, max-frame, --tier's scheme"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$TMP/key2.pem" \
+	-out "$TMP/cert2.pem" -days 2 -subj /CN=other >/dev/null 2>&1 || fail "openssl req (second key)"
+run "$INGESTD" --check-config --data-dir "$TMP/c11" --pool 1M:2 --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key2.pem"
+expect 2 "--tls-key '$TMP/key2.pem' does not match --tls-cert '$TMP/cert.pem'" "give the key the certificate was issued for"
+one_line
+run "$INGESTD" --listen 127.0.0.1:0 --data-dir "$TMP/c11" --pool 1M:2 --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key2.pem"
+expect 2 "--tls-key '$TMP/key2.pem' does not match --tls-cert '$TMP/cert.pem'"
+grep -q "starting EAL" "$TMP/err" && fail "a mismatched key: the start got as far as EAL"
+run "$INGESTD" --check-config --data-dir "$TMP/c11" --pool 1M:4,4M:2 --max-frame 16M
+expect 2 "--max-frame 16M is above the largest pool slot (4M, --pool '1M:4,4M:2')" \
+	"lower --max-frame or add a size class of at least 16M to --pool"
+one_line
+printf 'access_key = AK\nsecret_key = SK\n' >"$TMP/s3.cred"
+chmod 600 "$TMP/s3.cred"
+run "$INGESTD" --check-config --data-dir "$TMP/c11" --pool 1M:2 --tier http://rgw.example:7480/frames \
+	--tier-credentials "$TMP/s3.cred"
+expect 2 "--tier 'http://rgw.example:7480/frames': the scheme of --tier is s3:// (plain HTTP to the store) or https:// (TLS)" \
+	"--tier s3://rgw.example:7480/frames"
+one_line
+run "$INGESTD" --check-config --data-dir "$TMP/c11" --pool 1M:2 --tier s3://rgw.example:7480/frames \
+	--tier-credentials "$TMP/s3.cred" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" --max-frame 1M
+[ "$rc" = 0 ] || fail "the corrected settings do not pass: exit $rc: $(cat "$TMP/err")"
+n=$((n + 1))
 
 echo "PASS: $n mistakes, each said with its fix"

@@ -7,8 +7,10 @@ double quote, a backslash, a tab and a non-ASCII letter; ingest-send stores fram
 re-sends one id with other bytes (a WARN line); SIGTERM. Every line ingestd wrote to
 stderr must parse as one JSON object with ts (RFC 3339 UTC), level, comp, pid and msg,
 and the data dir must come back intact from the msg that names it. Who a line is about
-is in fields of their own: the session line has "peer" and "session" (the ids in its
-msg), the refused frame's line "peer", "session", "wafer" and "frame"."""
+is in fields of their own: the session line has "peer" and "session" (the session id in
+its msg, the peer only in its field), the refused frame's line "peer", "session", "wafer"
+and "frame". No msg repeats its line's peer, none says "(+0 suppressed)" (a rate-limited
+line that left some out has a "suppressed" count field)."""
 import datetime
 import json
 import os
@@ -115,14 +117,21 @@ if not any(data in m for m in msgs):
     fail("no msg carries the data dir intact (quote, backslash, tab, non-ASCII)")
 if not any(m == "stopped" for m in msgs):
     fail("no 'stopped' line at the end")
-sess = [o for o in objs if o["msg"].startswith("session ") and " for ingest-send " in o["msg"]]
+sess = [o for o in objs if o["msg"].startswith("session ") and " for ingest-send:" in o["msg"]]
 if len(sess) < 2:
     fail(f"{len(sess)} session lines, want one per ingest-send run")
 for o in sess:
     if "peer" not in o or "session" not in o:
         fail(f"a session line without peer/session fields: {o}")
-    if not o["msg"].startswith(f"session {o['session']} for ingest-send ({o['peer']})"):
+    if not o["msg"].startswith(f"session {o['session']} for ingest-send: credits "):
         fail(f"the fields do not match the msg: {o}")
+for o in objs:
+    if "peer" in o and o["peer"] in o["msg"]:
+        fail(f"a msg repeats the peer of its own field: {o}")
+    if "suppressed)" in o["msg"]:
+        fail(f"a msg carries a suppressed count: {o}")
+    if "suppressed" in o and not (isinstance(o["suppressed"], int) and o["suppressed"] > 0):
+        fail(f"a suppressed field that is not a positive count: {o}")
 conflict = [o for o in objs if o["level"] == "warning" and "already stored" in o["msg"]]
 if not conflict:
     fail("no warning line for the refused frame (already stored with another crc)")

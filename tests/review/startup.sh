@@ -120,8 +120,8 @@ expect_dir "$TMP/busy" "in use by another ingestd (pid $first)"
 kill -TERM "$first" 2>/dev/null
 wait "$first" || failure "the first ingestd on $TMP/busy exited $?"
 : >"$TMP/afile"
-expect_dir "$TMP/afile" "not a directory"
-expect_dir "$TMP/afile/sub" "Not a directory"
+expect_dir "$TMP/afile" "is a file, not a directory: point --data-dir at a directory"
+expect_dir "$TMP/afile/sub" "cannot be created: '$TMP/afile' is a file, not a directory"
 if [ "$(id -u)" = 0 ] && mkdir -p "$TMP/ro" "$TMP/full" &&
    mount -t tmpfs -o size=1M tmpfs "$TMP/ro" 2>/dev/null; then
 	MOUNTS+=("$TMP/ro")

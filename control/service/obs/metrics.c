@@ -13,6 +13,7 @@
 #include "dataplane/rdma/rdma.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *const xport_name[SVC_X_N] = { "grpc", "rdma" };
 static const char *const result_name[SVC_R_N] = { "durable", "duplicate", "failed", "refused" };
@@ -125,15 +126,35 @@ static void metrics_capacity(struct ing_svc *s, struct ing_mtext *t)
 			 "Frames received and not yet back from persistence (queued or being written).");
 	ing_mtext_u64(t, "ingest_persist_queue_frames", "", s->persisting);
 
-	unsigned ns[SVC_X_N] = { 0, 0 };
-	for (unsigned i = 0; i < s->o.max_sessions; i++)
-		if (s->sess[i].in_use)
-			ns[xi(s->sess[i].transport)]++;
-	ing_mtext_family(t, "ingest_sessions", "gauge", "Open sessions, by negotiated transport.");
+	/* by state: idle (negotiated, no stream, nothing in flight: it expires after
+	 * session-idle), streaming (a stream open, no frame in flight), active (frames in
+	 * flight) */
+	static const char *const state_name[3] = { "idle", "streaming", "active" };
+	unsigned ns[SVC_X_N] = { 0, 0 }, nst[SVC_X_N][3];
+	memset(nst, 0, sizeof(nst));
+	for (unsigned i = 0; i < s->o.max_sessions; i++) {
+		const struct svc_session *ss = &s->sess[i];
+		if (!ss->in_use)
+			continue;
+		ns[xi(ss->transport)]++;
+		nst[xi(ss->transport)][ss->cr.inflight ? 2 : ss->streams ? 1 : 0]++;
+	}
+	/* the family's meaning since it exists: every session in the table, idle ones too */
+	ing_mtext_family(t, "ingest_sessions", "gauge",
+			 "Sessions in the table (negotiated and not expired, idle ones included), by "
+			 "negotiated transport; ingest_sessions_by_state tells idle from active.");
 	for (unsigned x = 0; x < SVC_X_N; x++) {
 		snprintf(l, sizeof(l), "transport=\"%s\"", xport_name[x]);
 		ing_mtext_u64(t, "ingest_sessions", l, ns[x]);
 	}
+	ing_mtext_family(t, "ingest_sessions_by_state", "gauge",
+			 "Sessions by negotiated transport and state: idle (no stream, no frame in "
+			 "flight), streaming (a stream open, no frame in flight), active (frames in flight).");
+	for (unsigned x = 0; x < SVC_X_N; x++)
+		for (unsigned k = 0; k < 3; k++) {
+			snprintf(l, sizeof(l), "transport=\"%s\",state=\"%s\"", xport_name[x], state_name[k]);
+			ing_mtext_u64(t, "ingest_sessions_by_state", l, nst[x][k]);
+		}
 }
 
 /* Fallback switches, refused authentication, the fair-sharing limits, the gRPC receive
