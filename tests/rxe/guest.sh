@@ -4,10 +4,14 @@
 # runs the guest test batches of tests/rxe/run_all.sh in turn (ctest rdma.guest,
 # rdma.guest_2, ...: tests/rdma.cmake's ING_RXE_BOOTS; make fault's power-loss run). The
 # guest gets what its batches need: 4 vCPUs and 3 GiB when smp4 is among them; two NUMA
-# nodes and two NICs (each with its rxe device, on its own subnet) besides when rails is
-# (RXE_VM_SMP / RXE_VM_MEM / RXE_VM_NUMA / RXE_VM_NICS set by the caller win). The other
-# batches' tests name their device (--rdma-dev $RXE_DEV), so they mean the same in that
-# guest; run_all.sh's batch_needs checks what each batch needs. Each batch's verdict
+# nodes of 4 vCPUs each and two NICs (each with its rxe device, on its own subnet) when
+# rails is (RXE_VM_SMP / RXE_VM_MEM / RXE_VM_NUMA / RXE_VM_NICS set by the caller win).
+# Why 4 vCPUs a node: smp4's tests run on cpus 0-3 with one rail, which the plan places on
+# node 0 (rxe has no NUMA node); with 2 a node their lcores 2-3 would be remote and the
+# NUMA-local-first placement would leave them idle. So smp4 runs there as in a one-node
+# 4-vCPU guest (its nodes name their rail, --rdma-dev $RXE_DEV; node 1's cpus stay idle),
+# and the rails test gets its two nodes. run_all.sh's batch_needs checks what each batch
+# needs. Each batch's verdict
 # lands in BUILD_DIR/rxe-results/<batch>/{summary,rc} and its tests' logs in
 # BUILD_DIR/rxe-results/<batch>/<test>/; tests/rxe/batch_result.sh turns one batch into
 # one ctest (rdma.rxe, rdma.rxe_smp4, rdma.rails, fault.powerloss).
@@ -28,7 +32,7 @@ smp=2 mem=2048 numa=1 nics=1
 for b in "$@"; do
 	case $b in
 	smp4) smp=4 mem=3072 ;;
-	rails) smp=4 mem=3072 numa=2 nics=2 ;;
+	rails) smp=8 mem=3072 numa=2 nics=2 ;;
 	esac
 done
 RXE_VM_SMP=${RXE_VM_SMP:-$smp} RXE_VM_MEM=${RXE_VM_MEM:-$mem} RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-3600} \

@@ -44,7 +44,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 : "${ING_RXE_RESULTS:=}"
 : "${ING_RXE_STALL:=300}"       # seconds without progress before a test is stopped (x scale)
 : "${ING_RXE_ONLY:=}"          # regex: run only matching tests (manual runs)
-: "${ING_RXE_HUGEPAGES:=256}"   # 2 MiB pages for the pools of the tests' ingestd
+: "${ING_RXE_HUGEPAGES:=256}"   # 2 MiB pages per NUMA node for the pools of the tests' ingestd
 : "${ING_RXE_REF_MBS:=30}"      # cksum MB/s of the guest on an idle 2-core host
 : "${PL_MODE:=short}"
 export ING_SRC_DIR ING_BUILD_DIR
@@ -102,11 +102,12 @@ batch_needs() {
 		;;
 	esac
 }
-# hugepages BATCH: the default-size hugepages its tests' ingestd pools need
+# hugepages BATCH: the default-size hugepages its tests' ingestd pools need: ING_RXE_HUGEPAGES
+# on each NUMA node (the kernel spreads them evenly; a rail's pool region takes its node's)
 batch_hugepages() {
 	case $1 in
 	powerloss) echo 0 ;;
-	*) echo "$ING_RXE_HUGEPAGES" ;;
+	*) echo $((ING_RXE_HUGEPAGES * ${RXE_NUMA:-1})) ;;
 	esac
 }
 
