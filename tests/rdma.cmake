@@ -7,7 +7,8 @@
 #                     lcores and six producers at once; a fleet of three nodes over RDMA
 #                     with failovers; needs 4 vCPUs, so its boot has 4 and 3 GiB)
 #  - rdma.rails:      tests/rxe/rails_in_guest.sh (batch rails: one node with two rails; needs
-#                     two NUMA nodes and two NICs, so its boot has them, and 4 vCPUs, 3 GiB)
+#                     two NUMA nodes and two NICs, so its boot has them, 8 vCPUs (4 a node:
+#                     smp4's tests keep 4 on the node of their one rail), 3 GiB)
 #  - fault.powerloss: tests/fault/powerloss_in_guest.sh short (tests/fault.cmake)
 # ING_RXE_BOOTS lists the boots, each its batches joined by '+': rdma.guest is the first boot,
 # rdma.guest_2 the second, ... (fixtures rdma_guest, rdma_guest_2, ...). Boots run beside each
@@ -22,13 +23,13 @@
 set(_rxe_results ${CMAKE_BINARY_DIR}/rxe-results)
 file(MAKE_DIRECTORY ${_rxe_results})
 # Two boots by default, beside each other: main (it waits for dotnet.build, 2 vCPUs) and
-# smp4+rails+powerloss (4 vCPUs, two NUMA nodes, two NICs, from the start). One boot for all
+# smp4+rails+powerloss (8 vCPUs, two NUMA nodes, two NICs, from the start). One boot for all
 # three took 1267 s of a 1408 s release pass on a busy 2-core host (main 582 s + smp4 296 s
 # + powerloss 330 s in a row), its longest path by far; two boots cost one more boot (~20 s
 # of CPU) and end together. The rails batch joins the second boot, not a third: that boot
 # starts at once while main waits for dotnet.build (~75 s), so it had that slack; its guest
-# takes the rails shape, in which smp4's tests name their device (--rdma-dev) and mean the
-# same as in a one-NIC guest.
+# takes the rails shape (tests/rxe/guest.sh says why 4 vCPUs a node), in which smp4's tests
+# name their device (--rdma-dev) and run on node 0's 4 vCPUs, as in the one-node guest.
 set(ING_RXE_BOOTS "main;smp4+rails+powerloss" CACHE STRING
     "guest boots of make test, each its test batches joined by '+' (main, smp4, powerloss, rails)")
 # a tree configured before the rails batch keeps the old default in its cache: move it on
