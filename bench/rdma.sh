@@ -15,7 +15,8 @@
 #             into the same ingestd (a memory window per grant): push MB/s / ib_write_bw MB/s
 #   summary   one line: pull/ib_read_bw and push/ib_write_bw, measured in the same run
 #   CPU       data-plane lcore CPU seconds per GB moved (and the whole ingestd's)
-#   scaling   N = 1, 2, 3 dataplane lcores (ingestd --lcores 0-N, the guest has 4 vCPUs) and
+#   scaling   N = 1, 2, 3 dataplane lcores (ingestd --lcores 0-N, all on node 0, where the
+#             plan puts the one rail: the guest has 4 vCPUs a node) and
 #             N producers at once, one session per lcore by the placement rule: aggregate
 #             MB/s (all producers' bytes over the longest producer's time) against
 #             ib_read_bw -q N / ib_write_bw -q N (N QPs) in the same run, pull and push,
@@ -47,7 +48,8 @@
 #              the default of this script), BENCH_RAILS_COUNT (64 frames per producer),
 #              BENCH_STRIPE_COUNT (4 frames of 64 MiB), BENCH_SINGLE (1: the one-rail pull,
 #              push and scaling parts; 0: the rails tables alone).
-# Caveats under TCG: both ends share the guest's vCPUs (4 by default, RXE_VM_SMP; rxe's
+# Caveats under TCG: both ends share the guest's vCPUs (8 by default, 4 a NUMA node, RXE_VM_SMP:
+# with 2 a node, lcores 2-3 would be remote to rail 0 and the placement would leave them idle; rxe's
 # kernel work runs on them too), and the guest's vCPUs share the host's cores: the scaling
 # table says what the node does with more lcores against what the device does with more
 # QPs in the same run, not what a NIC would. Without --reuse-buffers ingest-send generates every frame's content and its
@@ -64,7 +66,7 @@ BUILD=${1:-${ING_BUILD_DIR:-$SRC/build}}
 BUILD=$(cd "$BUILD" && pwd)
 
 if [ "${RXE_VM:-0}" != 1 ]; then
-	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= RXE_VM_SMP="${RXE_VM_SMP:-4}" \
+	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= RXE_VM_SMP="${RXE_VM_SMP:-8}" \
 		RXE_VM_MEM="${RXE_VM_MEM:-3072}" RXE_VM_NUMA="${RXE_VM_NUMA:-2}" \
 		RXE_VM_NICS="${RXE_VM_NICS:-2}" RXE_VM_ACCEL="${RXE_VM_ACCEL:-tcg}" \
 		"$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
