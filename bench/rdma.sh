@@ -66,7 +66,8 @@ BUILD=${1:-${ING_BUILD_DIR:-$SRC/build}}
 BUILD=$(cd "$BUILD" && pwd)
 
 if [ "${RXE_VM:-0}" != 1 ]; then
-	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= RXE_VM_SMP="${RXE_VM_SMP:-8}" \
+	# (RXE_VM_TIMEOUT: a cap for a hung guest; the whole bench takes TCG tens of minutes)
+	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= RXE_VM_SMP="${RXE_VM_SMP:-8}" RXE_VM_TIMEOUT="${RXE_VM_TIMEOUT:-5400}" \
 		RXE_VM_MEM="${RXE_VM_MEM:-3072}" RXE_VM_NUMA="${RXE_VM_NUMA:-2}" \
 		RXE_VM_NICS="${RXE_VM_NICS:-2}" RXE_VM_ACCEL="${RXE_VM_ACCEL:-tcg}" \
 		"$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
@@ -122,7 +123,7 @@ ib_bw() {
 # device, its own port), BENCH_RAILS_COUNT messages of BENCH_SIZE each; sets PAIR_MBS (the
 # devices' results summed) and PAIR_EACH ("rxe0 a MB/s + rxe1 b MB/s")
 ib_pair() {
-	local tool=$1 i d k pids=() srv=() sum=0 each= g
+	local tool=$1 i d k pids=() srv=() sum=0 each= g line
 	shift
 	for d in "$@"; do
 		i=${d#rxe}
@@ -147,7 +148,15 @@ ib_pair() {
 	for d in "$@"; do
 		wait "${pids[$k]}" || { echo "rails: $tool on $d failed:"; cat "$T/pair-cli-$d.log" "$T/pair-srv-$d.log"; exit 1; }
 		k=$((k + 1))
-		g=$(grep -A1 '#bytes' "$T/pair-cli-$d.log" | tail -1 | awk '{print $4}')
+		line=$(grep -A1 '#bytes' "$T/pair-cli-$d.log" | tail -1)
+		g=$(awk '{print $4}' <<<"$line")
+		echo "             $tool $d: $line" >>"$T/pair-lines"
+		if ! awk -v g="$g" 'BEGIN { exit !(g + 0 > 0) }'; then
+			# no figure is no figure: never a 0 in the sum (and a ratio that flatters)
+			echo "rails: $tool on $d gave no bandwidth ('$line'); its output:"
+			cat "$T/pair-cli-$d.log" "$T/pair-srv-$d.log"
+			exit 1
+		fi
 		sum=$(awk -v a="$sum" -v g="$g" 'BEGIN{printf "%.1f", a + g * 1000 / 8}')
 		each+="${each:+ + }$d $(awk -v g="$g" 'BEGIN{printf "%.1f", g * 1000 / 8}') MB/s"
 	done
@@ -237,6 +246,7 @@ bench_rails() {
 		read -r s0 s1 <<<"$(rails_lcore_bytes "$T/rs1")"
 		printf '%-10s %-6s %12s %24s %7s  rail 0 %d MB, rail 1 %d MB (%s MB/s)\n' "$mode" 1 "$one" "$p1 ($tool ${DEVS[0]})" \
 			"$(awk -v a="$one" -v b="$p1" 'BEGIN{printf "%.2fx", a / b}')" $(((s0 - b0) / 1000000)) $(((s1 - b1) / 1000000)) "$one"
+		: >"$T/pair-lines"
 		ib_pair "$tool" "${DEVS[0]}" "${DEVS[1]}"
 		pair=$PAIR_MBS
 		"$STATS" "127.0.0.1:$RPORT" >"$T/rs0"
@@ -255,6 +265,7 @@ print("%.1f" % (sum(d["bytes"] for d in ds) / 1e6 / max(d["wall_s"] for d in ds)
 		printf '%-10s %-6s %12s %24s %7s  rail 0 %d MB (%s MB/s), rail 1 %d MB (%s MB/s)\n' "$mode" 2 "$two" "$pair (sum)" \
 			"$(awk -v a="$two" -v b="$pair" 'BEGIN{printf "%.2fx", a / b}')" $(((s0 - b0) / 1000000)) "$(jmbs "$T/two0.json")" \
 			$(((s1 - b1) / 1000000)) "$(jmbs "$T/two1.json")"
+		cat "$T/pair-lines"
 		echo "             perftest at once: $PAIR_EACH; 2 rails / 1 rail: $(awk -v a="$two" -v b="$one" 'BEGIN{printf "%.2fx", a / b}')" \
 			"(perftest 2 devices / 1: $(awk -v a="$pair" -v b="$p1" 'BEGIN{printf "%.2fx", a / b}'))"
 		echo "rails $mode  : 2 rails $two MB/s = $(awk -v a="$two" -v b="$pair" 'BEGIN{printf "%.2f", a / b}')x $tool on ${DEVS[0]} + ${DEVS[1]} at once ($pair MB/s; target >= 0.9x)"
