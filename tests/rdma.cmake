@@ -26,8 +26,12 @@ file(MAKE_DIRECTORY ${_rxe_results})
 # smp4+rails+powerloss (8 vCPUs, two NUMA nodes, two NICs, from the start). One boot for all
 # three took 1267 s of a 1408 s release pass on a busy 2-core host (main 582 s + smp4 296 s
 # + powerloss 330 s in a row), its longest path by far; two boots cost one more boot (~20 s
-# of CPU) and end together. The rails batch joins the second boot, not a third: that boot
-# starts at once while main waits for dotnet.build (~75 s), so it had that slack; its guest
+# of CPU) and end together. The rails batch joins the second boot, not a third (a third TCG
+# guest on 2 cores slows the other two): that boot starts at once while main waits for
+# dotnet.build (74 s in a release pass here): that slack absorbs part of what rails adds,
+# not all of it. Measured on this 2-core host under load (average 45-70, the two boots side
+# by side, one run each): smp4+powerloss 1771 s, smp4+rails+powerloss in this shape 2169 s
+# (rails 224 s; smp4 +111 s, powerloss +33 s, in the noise of that load); its guest
 # takes the rails shape (tests/rxe/guest.sh says why 4 vCPUs a node), in which smp4's tests
 # name their device (--rdma-dev) and run on node 0's 4 vCPUs, as in the one-node guest.
 set(ING_RXE_BOOTS "main;smp4+rails+powerloss" CACHE STRING
