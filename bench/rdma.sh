@@ -15,11 +15,26 @@
 #             into the same ingestd (a memory window per grant): push MB/s / ib_write_bw MB/s
 #   summary   one line: pull/ib_read_bw and push/ib_write_bw, measured in the same run
 #   CPU       data-plane lcore CPU seconds per GB moved (and the whole ingestd's)
-#   scaling   N = 1, 2, 3 dataplane lcores (ingestd --lcores 0-N, the guest has 4 vCPUs) and
+#   scaling   N = 1, 2, 3 dataplane lcores (ingestd --lcores 0-N, all on node 0, where the
+#             plan puts the one rail: the guest has 4 vCPUs a node) and
 #             N producers at once, one session per lcore by the placement rule: aggregate
 #             MB/s (all producers' bytes over the longest producer's time) against
 #             ib_read_bw -q N / ib_write_bw -q N (N QPs) in the same run, pull and push,
 #             and how many frames each lcore carried (Stats lcores)
+#   rails     (the guest boots with two NUMA nodes and two NICs, rxe0 on node 0 and rxe1 on
+#             node 1, each on its own subnet) one ingestd with both rails (--rdma-dev
+#             'rxe0@0, rxe1@1', a pool region per node), pull and push:
+#               1 rail    one ingest-send on rail 0 against ib_read_bw / ib_write_bw on rxe0
+#               2 rails   two ingest-send at once, one per rail (--rdma-dev rxe<i>, dialling
+#                         that rail's address), aggregate = both producers' bytes / the
+#                         longer one's time, against the perftest tool on rxe0 and rxe1 at
+#                         once (one per device, their two results summed)
+#             and the per-rail split: the bytes each rail's lcore received (node Stats, the
+#             lcore of each rail read from ingestd's "rail N: RDMA listener" line) and each
+#             producer's own MB/s. Until the producer spreads frames over rails itself
+#             (issue #26 item 3), "2 rails" is two producers, one per rail; it says so.
+#   stripe    one 64 MiB frame at a time over 1 rail (measured) and over 2 rails, striped
+#             (rails_stripe_2: NOT MEASURED until ingest-send can stripe a frame over rails)
 #
 # Knobs (env): BENCH_SIZE (4M), BENCH_COUNT (256 frames: with --reuse-buffers the producer
 #              generates its ~20 pool buffers once, inside the timed run), BENCH_CREDITS (16),
@@ -28,8 +43,13 @@
 #              and its CRC-32C for every frame, as the first version of this bench did),
 #              BENCH_WORKERS (1: persistence workers, where the node verifies the CRC),
 #              BENCH_SCALE (1: the scaling table; 0: skip it), BENCH_SCALE_COUNT (64 frames
-#              per producer), BENCH_SCALE_MAX (3 lcores, at most vCPUs - 1).
-# Caveats under TCG: both ends share the guest's vCPUs (4 by default, RXE_VM_SMP; rxe's
+#              per producer), BENCH_SCALE_MAX (3 lcores, at most vCPUs - 1),
+#              BENCH_RAILS (1: the rails and stripe tables; the guest needs RXE_VM_NICS=2,
+#              the default of this script), BENCH_RAILS_COUNT (64 frames per producer),
+#              BENCH_STRIPE_COUNT (4 frames of 64 MiB), BENCH_SINGLE (1: the one-rail pull,
+#              push and scaling parts; 0: the rails tables alone).
+# Caveats under TCG: both ends share the guest's vCPUs (8 by default, 4 a NUMA node, RXE_VM_SMP:
+# with 2 a node, lcores 2-3 would be remote to rail 0 and the placement would leave them idle; rxe's
 # kernel work runs on them too), and the guest's vCPUs share the host's cores: the scaling
 # table says what the node does with more lcores against what the device does with more
 # QPs in the same run, not what a NIC would. Without --reuse-buffers ingest-send generates every frame's content and its
@@ -46,14 +66,18 @@ BUILD=${1:-${ING_BUILD_DIR:-$SRC/build}}
 BUILD=$(cd "$BUILD" && pwd)
 
 if [ "${RXE_VM:-0}" != 1 ]; then
-	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= RXE_VM_SMP="${RXE_VM_SMP:-4}" \
-		RXE_VM_MEM="${RXE_VM_MEM:-3072}" "$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
+	# (RXE_VM_TIMEOUT: a cap for a hung guest; the whole bench takes TCG tens of minutes)
+	exec env ING_BUILD_DIR="$BUILD" RXE_VM_RW= RXE_VM_SMP="${RXE_VM_SMP:-8}" RXE_VM_TIMEOUT="${RXE_VM_TIMEOUT:-5400}" \
+		RXE_VM_MEM="${RXE_VM_MEM:-3072}" RXE_VM_NUMA="${RXE_VM_NUMA:-2}" \
+		RXE_VM_NICS="${RXE_VM_NICS:-2}" RXE_VM_ACCEL="${RXE_VM_ACCEL:-tcg}" \
+		"$SRC/deploy/rxe-vm/run-in-rxe-vm.sh" \
 		bash "$SRC/bench/rdma.sh" "$BUILD"
 fi
 
 : "${BENCH_SIZE:=4M}" "${BENCH_COUNT:=256}" "${BENCH_CREDITS:=16}" "${BENCH_POLL:=adaptive}"
 : "${BENCH_ITERS:=$BENCH_COUNT}" "${BENCH_REUSE:=1}" "${BENCH_WORKERS:=1}"
 : "${BENCH_SCALE:=1}" "${BENCH_SCALE_COUNT:=64}" "${BENCH_SCALE_MAX:=3}"
+: "${BENCH_RAILS:=1}" "${BENCH_RAILS_COUNT:=64}" "${BENCH_STRIPE_COUNT:=4}" "${BENCH_SINGLE:=1}"
 # the pools on hugepage MRs, as the tests run them (ingestd --hugepages auto)
 echo 256 >/proc/sys/vm/nr_hugepages 2>/dev/null || true
 REUSE=()
@@ -68,7 +92,9 @@ PID=
 cleanup() { [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 
-echo "== bench/rdma.sh: $RXE_DEV ($RXE_IP, gid $RXE_GID_INDEX), frame/message size $BENCH_SIZE, $BENCH_COUNT frames, poll $BENCH_POLL, reuse-buffers $BENCH_REUSE, $BENCH_WORKERS persistence worker(s), $(nproc) vCPU"
+echo "== bench/rdma.sh: $RXE_DEV ($RXE_IP, gid $RXE_GID_INDEX), frame/message size $BENCH_SIZE, $BENCH_COUNT frames, poll $BENCH_POLL, reuse-buffers $BENCH_REUSE, $BENCH_WORKERS persistence worker(s), $(nproc) vCPU, ${RXE_NUMA:-1} NUMA node(s), NICs: ${RXE_DEVS:-$RXE_DEV}"
+[ "${RXE_VM_ACCEL:-tcg}" != tcg ] ||
+	echo "   (qemu TCG: the vCPUs are emulated, rxe moves the bytes on them, and they may be the ceiling: compare the ratios of one run, not MB/s)"
 
 # ib_bw TOOL [ITERS [QPS]]: the perftest TOOL (ib_read_bw / ib_write_bw) over rxe with this
 # run's size, ITERS messages (BENCH_ITERS) per QP over QPS QPs (1); prints its result line
@@ -92,6 +118,188 @@ ib_bw() {
 	printf '%-13s: %s\n' "$tool" "$line"
 }
 
+# ---- rails: 1 and 2 rails of one ingestd against perftest on one and on both devices
+# ib_pair TOOL DEV... : the perftest TOOL on each DEV at once (one server and one client per
+# device, its own port), BENCH_RAILS_COUNT messages of BENCH_SIZE each; sets PAIR_MBS (the
+# devices' results summed) and PAIR_EACH ("rxe0 a MB/s + rxe1 b MB/s"). In the 8-vCPU TCG
+# guest perftest now and then reports 0.000000 Gb/s for a run that moved every message (its
+# cycle-count timing): such a run is no figure; the pair runs again, at most 3 times, and
+# says so.
+ib_pair() {
+	local try
+	for try in 1 2 3; do
+		: >"$T/pair-lines"
+		ib_pair_once "$@" && return 0
+		echo "             ($1 on ${BAD_DEV}: no bandwidth figure, '$BAD_LINE'; run $try of 3 again)"
+	done
+	echo "rails: $1 gave no bandwidth figure 3 times; last output of $BAD_DEV:"
+	cat "$T/pair-cli-$BAD_DEV.log" "$T/pair-srv-$BAD_DEV.log"
+	exit 1
+}
+ib_pair_once() {
+	local tool=$1 i d k pids=() srv=() sum=0 each= g line bad=
+	shift
+	for d in "$@"; do
+		i=${d#rxe}
+		timeout 300 "$tool" -d "$d" -x "${GIDS[$i]}" -p $((18515 + i)) -s "$SZ" -n "$BENCH_RAILS_COUNT" -F \
+			--report_gbits >"$T/pair-srv-$d.log" 2>&1 &
+		srv+=($!)
+	done
+	for d in "$@"; do
+		i=${d#rxe}
+		(
+			for _ in 1 2 3 4 5 6 7 8 9 10; do   # each server needs a moment to listen under TCG
+				sleep 1
+				timeout 300 "$tool" -d "$d" -x "${GIDS[$i]}" -p $((18515 + i)) -s "$SZ" -n "$BENCH_RAILS_COUNT" \
+					-F --report_gbits "${IPS[$i]}" >"$T/pair-cli-$d.log" 2>&1 && exit 0
+				grep -q "Couldn't connect" "$T/pair-cli-$d.log" || exit 1
+			done
+			exit 1
+		) &
+		pids+=($!)
+	done
+	k=0
+	for d in "$@"; do
+		wait "${pids[$k]}" || { echo "rails: $tool on $d failed:"; cat "$T/pair-cli-$d.log" "$T/pair-srv-$d.log"; exit 1; }
+		k=$((k + 1))
+		line=$(grep -A1 '#bytes' "$T/pair-cli-$d.log" | tail -1)
+		g=$(awk '{print $4}' <<<"$line")
+		echo "             $tool $d: $line" >>"$T/pair-lines"
+		if ! awk -v g="$g" 'BEGIN { exit !(g + 0 > 0) }'; then
+			# no figure is no figure: never a 0 in the sum (and a ratio that flatters)
+			[ -n "$bad" ] || bad=$d BAD_LINE=$line
+			continue
+		fi
+		sum=$(awk -v a="$sum" -v g="$g" 'BEGIN{printf "%.1f", a + g * 1000 / 8}')
+		each+="${each:+ + }$d $(awk -v g="$g" 'BEGIN{printf "%.1f", g * 1000 / 8}') MB/s"
+	done
+	for k in "${srv[@]}"; do wait "$k" || true; done
+	BAD_DEV=$bad
+	[ -z "$bad" ] || return 1
+	PAIR_MBS=$sum PAIR_EACH=$each
+}
+# rails_lcore_bytes FILE: "bytes-of-rail-0 bytes-of-rail-1" from a Stats snapshot (the
+# lcore of each rail from ingestd's log; the node's per-lcore counters, until Stats has
+# per-rail ones)
+rails_lcore_bytes() {
+	local r lc out=
+	for r in 0 1; do
+		lc=$(sed -n "s/.*rail $r: RDMA listener .* poller(s) on lcore(s) \([0-9]*\),.*/\1/p" "$T/rails-ingestd.log" | head -n 1)
+		out+=" $(awk -v lc="$lc" '$1 ~ /^lcore\.[0-9]+\.lcore$/ && $2 == lc { split($1, a, "."); i = a[2] }
+			$1 ~ /^lcore\.[0-9]+\.bytesReceived$/ { split($1, a, "."); b[a[2]] = $2 }
+			END { print (i == "" ? 0 : b[i] + 0) }' "$1")"
+	done
+	echo "$out"
+}
+# rails_send TAG RAIL MODE COUNT SIZE CREDITS: one ingest-send on rail RAIL's device and
+# address, in the background (its JSON in $T/TAG.json); RAILS_PID
+rails_send() {
+	local tag=$1 r=$2 mode=$3 count=$4 size=$5 credits=$6
+	"$SEND" --server "${IPS[$r]}:$RPORT" --rdma-dev "${DEVS[$r]}" --transport "$mode" --count "$count" \
+		--size "$size" --credits "$credits" --first-id $((RAILS_ID += 100000)) --wafer "rails-$tag" \
+		"${REUSE[@]}" --json --quiet >"$T/$tag.json" 2>"$T/$tag.err" &
+	RAILS_PID=$!
+}
+jmbs() { python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["mb_s"])' "$1"; }
+# rails_stripe_2: THE HOOK for the striping figure, one 64 MiB frame over both rails at once
+# against one rail (rails_stripe_1 measures that half). Fill it in when the multi-rail
+# producer lands (issue #26 item 3: ingest-send taking both devices and striping a frame
+# at or above its threshold): run BENCH_STRIPE_COUNT frames of 64 MiB, credits 1, over
+# rxe0 and rxe1, and set STRIPE2_MBS. Until then it reports NOT MEASURED.
+rails_stripe_2() {
+	STRIPE2_MBS=
+	if "$SEND" --help 2>&1 | grep -qi stripe; then
+		echo "stripe 2     : NOT MEASURED: ingest-send has a stripe option now; wire it into bench/rdma.sh rails_stripe_2"
+	else
+		echo "stripe 2     : NOT MEASURED: the producer does not stripe a frame over rails yet (issue #26 item 3)"
+	fi
+}
+bench_rails() {
+	read -r -a DEVS <<<"${RXE_DEVS:-$RXE_DEV}"
+	read -r -a IPS <<<"${RXE_IPS:-$RXE_IP}"
+	read -r -a GIDS <<<"${RXE_GID_INDEXES:-$RXE_GID_INDEX}"
+	read -r -a NODES <<<"${RXE_DEV_NODES:-0}"
+	echo
+	if [ "${#DEVS[@]}" -lt 2 ]; then
+		echo "rails: NOT MEASURED: the guest has one NIC (boot it with RXE_VM_NICS=2 RXE_VM_NUMA=2, this script's default)"
+		return 0
+	fi
+	local pool="$BENCH_SIZE:$((BENCH_CREDITS + 4)),64M:2" n hp need mode tool one pair b0 b1 s0 s1
+	# each region (the whole spec) on its node's hugepages
+	need=$(( ($(bytes_of "$BENCH_SIZE") * (BENCH_CREDITS + 4) + 128 * 1048576) / 2097152 + 2 ))
+	for n in $(seq 0 $((${RXE_NUMA:-1} - 1))); do
+		hp=/sys/devices/system/node/node$n/hugepages/hugepages-2048kB
+		[ -d "$hp" ] || continue
+		[ "$(cat "$hp/free_hugepages")" -ge "$need" ] ||
+			echo $(( $(cat "$hp/nr_hugepages") + need - $(cat "$hp/free_hugepages") )) >"$hp/nr_hugepages" 2>/dev/null || true
+	done
+	"$INGESTD" --listen 0.0.0.0:0 --data-dir "$T/rdata" --rdma-dev "${DEVS[0]}@${NODES[0]}, ${DEVS[1]}@${NODES[1]}" \
+		--pool "$pool" --workers "$BENCH_WORKERS" --sink null --credits "$BENCH_CREDITS" --rdma on \
+		--poll-mode "$BENCH_POLL" --port-file "$T/rport" --log-level info >"$T/rails-ingestd.log" 2>&1 &
+	PID=$!
+	for _ in $(seq 1 600); do [ -s "$T/rport" ] && break; sleep 0.1; done
+	[ -s "$T/rport" ] || { cat "$T/rails-ingestd.log"; exit 1; }
+	RPORT=$(tr -dc '0-9' <"$T/rport")
+	RAILS_ID=0
+	grep -E "rail [01]: RDMA listener" "$T/rails-ingestd.log" | sed 's/^/   /'
+	echo "rails: ${DEVS[0]} (${IPS[0]}, node ${NODES[0]}) and ${DEVS[1]} (${IPS[1]}, node ${NODES[1]}), $BENCH_SIZE frames, $BENCH_RAILS_COUNT per producer, null sink, pool $pool per region"
+	echo "  (2 rails = two ingest-send processes at once, one per rail address: the producer does not spread one stream over rails yet)"
+	printf '%-10s %-6s %12s %24s %7s  %s\n' mode rails "ingest MB/s" "perftest MB/s" ratio "per rail: node lcore bytes (producer MB/s)"
+	for mode in rdma rdma-write; do
+		tool=ib_read_bw
+		[ "$mode" = rdma-write ] && tool=ib_write_bw
+		# warm-up: each rail's connection and first touch
+		for r in 0 1; do rails_send "warm$r" "$r" "$mode" 4 "$BENCH_SIZE" "$BENCH_CREDITS"; wait "$RAILS_PID"; done
+		ib_pair "$tool" "${DEVS[0]}"
+		local p1=$PAIR_MBS
+		"$STATS" "127.0.0.1:$RPORT" >"$T/rs0"
+		rails_send one 0 "$mode" "$BENCH_RAILS_COUNT" "$BENCH_SIZE" "$BENCH_CREDITS"
+		wait "$RAILS_PID" || { cat "$T/one.err"; exit 1; }
+		"$STATS" "127.0.0.1:$RPORT" >"$T/rs1"
+		one=$(jmbs "$T/one.json")
+		read -r b0 b1 <<<"$(rails_lcore_bytes "$T/rs0")"
+		read -r s0 s1 <<<"$(rails_lcore_bytes "$T/rs1")"
+		printf '%-10s %-6s %12s %24s %7s  rail 0 %d MB, rail 1 %d MB (%s MB/s)\n' "$mode" 1 "$one" "$p1 ($tool ${DEVS[0]})" \
+			"$(awk -v a="$one" -v b="$p1" 'BEGIN{printf "%.2fx", a / b}')" $(((s0 - b0) / 1000000)) $(((s1 - b1) / 1000000)) "$one"
+		ib_pair "$tool" "${DEVS[0]}" "${DEVS[1]}"
+		pair=$PAIR_MBS
+		"$STATS" "127.0.0.1:$RPORT" >"$T/rs0"
+		rails_send two0 0 "$mode" "$BENCH_RAILS_COUNT" "$BENCH_SIZE" "$BENCH_CREDITS"
+		local q0=$RAILS_PID
+		rails_send two1 1 "$mode" "$BENCH_RAILS_COUNT" "$BENCH_SIZE" "$BENCH_CREDITS"
+		wait "$q0" || { cat "$T/two0.err"; exit 1; }
+		wait "$RAILS_PID" || { cat "$T/two1.err"; exit 1; }
+		"$STATS" "127.0.0.1:$RPORT" >"$T/rs1"
+		two=$(python3 -c 'import json, sys
+ds = [json.load(open(p)) for p in sys.argv[1:]]
+assert all(d["failed"] == 0 for d in ds), "failed frames"
+print("%.1f" % (sum(d["bytes"] for d in ds) / 1e6 / max(d["wall_s"] for d in ds)))' "$T/two0.json" "$T/two1.json")
+		read -r b0 b1 <<<"$(rails_lcore_bytes "$T/rs0")"
+		read -r s0 s1 <<<"$(rails_lcore_bytes "$T/rs1")"
+		printf '%-10s %-6s %12s %24s %7s  rail 0 %d MB (%s MB/s), rail 1 %d MB (%s MB/s)\n' "$mode" 2 "$two" "$pair (sum)" \
+			"$(awk -v a="$two" -v b="$pair" 'BEGIN{printf "%.2fx", a / b}')" $(((s0 - b0) / 1000000)) "$(jmbs "$T/two0.json")" \
+			$(((s1 - b1) / 1000000)) "$(jmbs "$T/two1.json")"
+		cat "$T/pair-lines"
+		echo "             perftest at once: $PAIR_EACH; 2 rails / 1 rail: $(awk -v a="$two" -v b="$one" 'BEGIN{printf "%.2fx", a / b}')" \
+			"(perftest 2 devices / 1: $(awk -v a="$pair" -v b="$p1" 'BEGIN{printf "%.2fx", a / b}'))"
+		echo "rails $mode  : 2 rails $two MB/s = $(awk -v a="$two" -v b="$pair" 'BEGIN{printf "%.2f", a / b}')x $tool on ${DEVS[0]} + ${DEVS[1]} at once ($pair MB/s; target >= 0.9x)"
+	done
+	# striping: one 64 MiB frame at a time (credits 1) over one rail, then over two
+	rails_send stripe1 0 rdma 1 64M 1
+	wait "$RAILS_PID" || { cat "$T/stripe1.err"; exit 1; }
+	rails_send stripe1 0 rdma "$BENCH_STRIPE_COUNT" 64M 1
+	wait "$RAILS_PID" || { cat "$T/stripe1.err"; exit 1; }
+	echo "stripe 1     : one 64 MiB frame at a time over rail 0 (READ pull): $(jmbs "$T/stripe1.json") MB/s ($BENCH_STRIPE_COUNT frames)"
+	rails_stripe_2
+	[ -z "$STRIPE2_MBS" ] ||
+		echo "stripe ratio : $(awk -v a="$STRIPE2_MBS" -v b="$(jmbs "$T/stripe1.json")" 'BEGIN{printf "%.2f", a / b}')x one rail (target >= 1.6x)"
+	kill -TERM "$PID"; wait "$PID" || true; PID=
+	rm -rf "$T/rdata"
+}
+[ "$BENCH_RAILS" != 1 ] || bench_rails
+[ "$BENCH_SINGLE" = 1 ] || exit 0
+echo
+
 # ---- baseline: ib_read_bw
 ib_bw ib_read_bw
 gbps=$BW_GBPS base=$BW_MBS
@@ -109,7 +317,7 @@ if [ -x "$VC" ]; then
 fi
 
 # ---- ingest: ingest-send -> ingestd null sink
-"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/data" --pool "$BENCH_SIZE:$((BENCH_CREDITS + 4))" \
+"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/data" --rdma-dev "$RXE_DEV" --pool "$BENCH_SIZE:$((BENCH_CREDITS + 4))" \
 	--workers "$BENCH_WORKERS" --sink null --credits "$BENCH_CREDITS" --rdma on --poll-mode "$BENCH_POLL" \
 	--port-file "$T/port" --log-level warn >"$T/ingestd.log" 2>&1 &
 PID=$!
@@ -238,7 +446,7 @@ maxn=$BENCH_SCALE_MAX
 # at once; sets ROW_MBS and ROW_LCORES (frames per lcore, "a/b/c")
 scale_row() {
 	local mode=$1 n=$2 k pids=() port
-	"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/sdata" --lcores "0-$n" \
+	"$INGESTD" --listen 127.0.0.1:0 --data-dir "$T/sdata" --rdma-dev "$RXE_DEV" --lcores "0-$n" \
 		--pool "$BENCH_SIZE:$((n * (BENCH_CREDITS + 4)))" --workers "$BENCH_WORKERS" --sink null \
 		--credits "$BENCH_CREDITS" --rdma on --poll-mode "$BENCH_POLL" --port-file "$T/sport" \
 		--log-level warn >"$T/singestd.log" 2>&1 &

@@ -168,6 +168,8 @@ struct ing_plan_opts {
 				    IPv4 address (none: fallback only) */
 	const char *rdma_addr;   /* listen address list (ingestd --rdma-addr); NULL: each rail's
 				    netdev's first IPv4 address */
+	bool no_rails;           /* no RDMA data path (ingestd --rdma off): no rail, whatever
+				    devices the machine has (the gRPC fallback only) */
 	const char *data_dir;    /* used to find the block device (live only); NULL: none */
 	const char *block_dev;   /* explicit block device ("nvme0n1"); wins over data_dir */
 	unsigned n_dataplane;    /* per rail; default ING_DEFAULT_DATAPLANE_LCORES */

@@ -218,6 +218,8 @@ static int resolve_rails(const struct ing_topo *t, const struct ing_plan_opts *o
 {
 	struct ing_rail_spec spec[ING_PLAN_MAX_RAILS];
 	char addrs[ING_PLAN_MAX_RAILS][48], names[512], why[256];
+	if (o->no_rails)
+		return 0;   /* RDMA off: the devices carry nothing, --lcores needs none per rail */
 	int ns = ing_rail_list_parse(o->rdma_dev, spec, ING_PLAN_MAX_RAILS, why, sizeof(why));
 	if (ns < 0)
 		return set_err(err, errlen, EINVAL, "--rdma-dev %s", why);

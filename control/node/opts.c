@@ -1027,6 +1027,7 @@ void ing_ingestd_plan_opts(const struct ing_ingestd_opts *o, struct ing_plan_opt
 	ing_plan_opts_init(po);
 	po->rdma_dev = o->rdma_dev;
 	po->rdma_addr = o->rdma_addr;
+	po->no_rails = o->rdma == 0;
 	po->data_dir = o->data_dir;
 	po->block_dev = o->block_dev;
 	po->n_workers = o->workers;

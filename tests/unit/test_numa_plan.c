@@ -645,6 +645,11 @@ static void test_plan_two_nic_overrides(void **state)
 	o.lcores = "0-1";
 	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "--lcores '0-1': 1 dataplane lcore for 2 rails: each rail needs one"));
+	/* ... unless RDMA is off (ingestd --rdma off): no rail at all, whatever the devices */
+	o.no_rails = true;
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_int_equal(p.n_rails, 0);
+	o.no_rails = false;
 
 	/* --worker-cpus: each region takes the listed cpus on its node */
 	ing_plan_opts_init(&o);

@@ -43,11 +43,12 @@ fail() {
 # nsv I KEY: one value of that snapshot
 nsnap() { wd 60 "$STATS" "${NODE_ADDR[$1]}" >"$TMP/st.$1" || fail "Stats of node $1: no answer"; }
 nsv() { awk -v k="$2" '$1 == k { print $2 }' "$TMP/st.$1"; }
-# rdma_node I PORT [ARGS]: node I with its own rdma_cm port, control + one lcore on its cpu pair
+# rdma_node I PORT [ARGS]: node I with its own rdma_cm port, control + one lcore on its cpu
+# pair, on the guest's first device (one rail: the guest may have a second NIC, batch rails')
 rdma_node() {
 	local i=$1 port=$2
 	shift 2
-	node_start "$i" --rdma on --rdma-port "$port" --lcores "$((2 * (i % 2))),$((2 * (i % 2) + 1))" "$@"
+	node_start "$i" --rdma on --rdma-dev "$RXE_DEV" --rdma-port "$port" --lcores "$((2 * (i % 2))),$((2 * (i % 2) + 1))" "$@"
 }
 
 step "A: three nodes over RDMA WRITE push"

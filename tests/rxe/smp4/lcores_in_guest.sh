@@ -44,7 +44,8 @@ snap() { wd 60 "$STATS" "$SERVER" >"$T/stats" || fail "Stats of $SERVER: no answ
 sv() { awk -v k="$1" '$1 == k { print $2 }' "$T/stats"; }
 
 step "ingestd --lcores 0-3: control + three dataplane lcores, READ and WRITE push, pool on hugepages"
-ing_start "$INGESTD" "$T/port" "$OUT/ingestd.log" --data-dir "$T/data" --lcores 0-3 \
+# (its one rail named: the guest of this batch may have a second NIC, batch rails')
+ing_start "$INGESTD" "$T/port" "$OUT/ingestd.log" --data-dir "$T/data" --rdma-dev "$RXE_DEV" --lcores 0-3 \
 	--pool 256K:24,1M:32 --workers 2 --credits 8 --rdma on --rdma-write auto --poll-mode adaptive \
 	--metrics-listen "$METRICS" --log-level info
 PID=$ING_PID
