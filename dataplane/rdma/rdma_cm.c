@@ -490,7 +490,7 @@ static const char *since_str(uint64_t down_since_ns, char *buf, size_t n)
  * serving before the change.
  */
 static void rail_told(struct ing_rdma *r, struct rdma_rail *rl, bool up, const char *why,
-		      bool before_any)
+		      const char *lost, bool before_any)
 {
 	bool after_any = any_rail_up(r);
 	if (up && !before_any && after_any && r->cbs.device_back)
@@ -498,7 +498,7 @@ static void rail_told(struct ing_rdma *r, struct rdma_rail *rl, bool up, const c
 	if (r->cbs.rail_state)
 		r->cbs.rail_state(r->cbs.arg, rl->idx, up, why);
 	if (!up && before_any && !after_any && r->cbs.device_lost)
-		r->cbs.device_lost(r->cbs.arg, r->nrails > 1 ? "every RDMA rail down" : why);
+		r->cbs.device_lost(r->cbs.arg, lost);
 }
 
 /* A rail is down (released): its reason, when, and its re-open time. */
@@ -533,7 +533,8 @@ static void on_rail_removal(struct ing_rdma *r, struct rdma_rail *rl)
 	ING_ERR(COMP, "rail %u (%s): down: %s, %s: its connections failed%s", rl->idx, rl->devname,
 		why, since_str(rl->down_since_ns, since, sizeof(since)),
 		r->nrails > 1 ? "; the other rails go on" : "; new sessions use the gRPC fallback");
-	rail_told(r, rl, false, why, before);
+	rail_told(r, rl, false, why, r->nrails > 1 ? "every RDMA device removed" : "RDMA device removed",
+		  before);
 	/* and for librdmacm to close its cached context of it: it does so when it next lists
 	 * the devices and the removed one is gone (rdma_get_devices; the timer repeats it) */
 	sync_cm_devices();
@@ -569,17 +570,17 @@ static void try_reopen(struct ing_rdma *r, struct rdma_rail *rl)
 			if (rl->link_down) {   /* open again, its link not (yet) ACTIVE */
 				snprintf(rl->why, sizeof(rl->why), "link down (port %u not ACTIVE after the re-open)",
 					 rl->port_num);
-				ING_WARN(COMP, "rail %u (%s): RDMA device back, listener on %s:%u re-opened; "
-					 "its link is down: serves when its port is ACTIVE", rl->idx, rl->devname,
-					 rl->addr, rl->port);
+				ING_WARN(COMP, "rail %u (%s): RDMA device %s is back: listener on %s:%u re-opened; "
+					 "its link is down: it serves when its port is ACTIVE", rl->idx, rl->devname,
+					 rl->devname, rl->addr, rl->port);
 				return;
 			}
-			ING_WARN(COMP, "rail %u (%s): up again: RDMA device back, listener on %s:%u re-opened "
-				 "(down %s)", rl->idx, rl->devname, rl->addr, rl->port,
-				 since_str(rl->down_since_ns, since, sizeof(since)));
+			ING_WARN(COMP, "rail %u (%s): up again: RDMA device %s is back: listener on %s:%u "
+				 "re-opened (it was down: %s, %s)", rl->idx, rl->devname, rl->devname, rl->addr,
+				 rl->port, rl->why, since_str(rl->down_since_ns, since, sizeof(since)));
 			rl->why[0] = '\0';
 			rl->down_since_ns = 0;
-			rail_told(r, rl, true, "", before);
+			rail_told(r, rl, true, "", "", before);
 			return;
 		}
 		snprintf(why, sizeof(why), "lcore start: %s", strerror(-rc));
@@ -718,7 +719,7 @@ static void rail_link(struct ing_rdma *r, struct rdma_rail *rl, bool active, con
 		ING_ERR(COMP, "rail %u (%s): down: %s, %s; new sessions go to the other rails%s", rl->idx,
 			rl->devname, rl->why, since_str(rl->down_since_ns, since, sizeof(since)),
 			r->nrails > 1 ? "" : " (none: the gRPC fallback)");
-		rail_told(r, rl, false, rl->why, before);
+		rail_told(r, rl, false, rl->why, r->nrails > 1 ? "every RDMA rail down" : rl->why, before);
 		return;
 	}
 	rl->link_down = false;
@@ -730,7 +731,7 @@ static void rail_link(struct ing_rdma *r, struct rdma_rail *rl, bool active, con
 		 since_str(rl->down_since_ns, since, sizeof(since)));
 	rl->why[0] = '\0';
 	rl->down_since_ns = 0;
-	rail_told(r, rl, true, "", before);
+	rail_told(r, rl, true, "", "", before);
 }
 
 /* Once a tick, for a rail that is open: its device's async events (ack'ed, port ones acted
@@ -1317,15 +1318,15 @@ static void log_rails(const struct ing_rdma *r)
 			off += (unsigned)snprintf(ids + off, sizeof(ids) - off, "%s%u", k ? "," : "",
 						  r->lcs[rl->first_lc + k].lcore_id);
 		if (rl->up)
-			ING_INFO(COMP, "rail %u: RDMA listener on %s:%u (device %s, node %d%s, link %s%u Mb/s, "
-				 "pool region %u node %d registered, %u poller(s) on lcore(s) %s, max_qp_rd_atom %d, "
-				 "max_qp_init_rd_atom %d, max_msg_sz %u, push %s)", i, rl->addr, rl->port,
-				 rl->devname, rail_node(rl),
+			ING_INFO(COMP, "rail %u: RDMA listener on %s:%u (device %s, node %d%s, pool region %u "
+				 "node %d registered, %u poller(s) on lcore(s) %s, max_qp_rd_atom %d, "
+				 "max_qp_init_rd_atom %d, max_msg_sz %u, push %s, link %s%u Mb/s)", i, rl->addr,
+				 rl->port, rl->devname, rail_node(rl),
 				 rl->plan_node >= 0 && rl->plan_node != rl->dev_node ? " as placed" : "",
-				 rl->link_down ? "DOWN, " : "", rl->link_mbps,
 				 rl->region, ing_pool_region_node(r->pool, rl->region), rl->nl, ids,
 				 rl->dattr.max_qp_rd_atom, rl->dattr.max_qp_init_rd_atom, rl->max_msg_sz,
-				 rl->push_mode == 1 ? "memory windows" : rl->push_mode == 2 ? "pool MR" : "off");
+				 rl->push_mode == 1 ? "memory windows" : rl->push_mode == 2 ? "pool MR" : "off",
+				 rl->link_down ? "DOWN, " : "", rl->link_mbps);
 		else
 			ING_WARN(COMP, "rail %u (%s): down: %s; tried again every %u s", i, rail_name(rl),
 				 rl->why, (unsigned)(REOPEN_NS / 1000000000ull));

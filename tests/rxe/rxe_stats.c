@@ -3,12 +3,64 @@
  * rxe_stats.c - print ingestd's h3000.RDMASvc/Stats as "name value" lines (the guest has
  * no python3-grpcio): used by tests/rxe/rdma_in_guest.sh and bench/rdma.sh.
  * Usage: rxe_stats HOST:PORT    Exit: 0, or 1 when the call failed.
+ *        rxe_stats HOST:PORT negotiate [RAIL]: a Negotiate asking for RDMA READ (on the
+ *        node's rail RAIL), its reply as "name value" lines (status, message, rail,
+ *        rdmaAddr, rdmaPort, rails, rail.<i>.<field>); exit 0 whatever the status.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "control/net/grpc.h"
 #include "h3000.pb-c.h"
+
+static const char *rail_state(int st)
+{
+	return st == H3000__RAIL_STATE__RAIL_UP ? "UP" : st == H3000__RAIL_STATE__RAIL_DOWN ? "DOWN" : "UNKNOWN";
+}
+
+/* Negotiate for RDMA READ, on rail (NULL: none named): the reply as name value lines */
+static int negotiate(struct ing_grpc_chan *ch, const char *rail)
+{
+	H3000__NegotiateRequest q = H3000__NEGOTIATE_REQUEST__INIT;
+	H3000__Transport t[] = { H3000__TRANSPORT__TRANSPORT_RDMA_READ, H3000__TRANSPORT__TRANSPORT_GRPC_STREAM };
+	uint8_t req[256], *resp = NULL;
+	size_t rlen = 0;
+	char err[1024] = "";
+
+	q.clientname = (char *)"rxe_stats";
+	q.n_transports = 2;
+	q.transports = t;
+	q.rail = (char *)(rail ? rail : "");
+	size_t qlen = h3000__negotiate_request__pack(&q, req);
+	int st = ing_grpc_unary(ch, "/h3000.RDMASvc/Negotiate", NULL, req, qlen, &resp, &rlen, 5000,
+				err, sizeof(err));
+	printf("status %d\n", st);
+	if (st != ING_GRPC_OK) {
+		printf("message %s\n", err);
+		free(resp);
+		return 0;
+	}
+	H3000__NegotiateReply *r = h3000__negotiate_reply__unpack(NULL, rlen, resp);
+	free(resp);
+	if (!r) {
+		fprintf(stderr, "rxe_stats: malformed NegotiateReply\n");
+		return 1;
+	}
+	printf("message %s\nrail %s\nrdmaAddr %s\nrdmaPort %u\ntransport %d\nrails %zu\n",
+	       r->message ? r->message : "", r->rail ? r->rail : "", r->rdmaaddr ? r->rdmaaddr : "",
+	       r->rdmaport, r->transport, r->n_rails);
+	for (size_t i = 0; i < r->n_rails; i++) {   /* rail.<index>.<field> value */
+		const H3000__RailInfo *l = r->rails[i];
+		printf("rail.%zu.index %u\nrail.%zu.device %s\nrail.%zu.rdmaAddr %s\nrail.%zu.rdmaPort %u\n"
+		       "rail.%zu.numaNode %d\nrail.%zu.linkMbps %u\nrail.%zu.state %s\nrail.%zu.why %s\n"
+		       "rail.%zu.downSeconds %.3f\n", i, l->index, i, l->device, i, l->rdmaaddr, i,
+		       l->rdmaport, i, l->numanode, i, l->linkmbps, i, rail_state(l->state), i,
+		       l->why ? l->why : "", i, l->downseconds);
+	}
+	h3000__negotiate_reply__free_unpacked(r, NULL);
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -17,8 +69,8 @@ int main(int argc, char **argv)
 	uint8_t req[1], *resp = NULL;
 	size_t rlen = 0;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s HOST:PORT\n", argv[0]);
+	if (argc < 2 || argc > 4 || (argc > 2 && strcmp(argv[2], "negotiate"))) {
+		fprintf(stderr, "usage: %s HOST:PORT [negotiate [RAIL]]\n", argv[0]);
 		return 2;
 	}
 	ing_grpc_chan_opts_init(&o);
@@ -27,6 +79,11 @@ int main(int argc, char **argv)
 	if (!ch) {
 		fprintf(stderr, "rxe_stats: connect %s: %s\n", argv[1], err);
 		return 1;
+	}
+	if (argc > 2) {
+		int rc = negotiate(ch, argc > 3 ? argv[3] : NULL);
+		ing_grpc_chan_close(ch);
+		return rc;
 	}
 	int st = ing_grpc_unary(ch, "/h3000.RDMASvc/Stats", NULL, req, 0, &resp, &rlen, 5000, err,
 				sizeof(err));
@@ -77,6 +134,19 @@ int main(int argc, char **argv)
 		       (unsigned long long)l->bytesreceived, i, (unsigned long long)l->framesfailed, i,
 		       (unsigned long long)l->readsposted, i, (unsigned long long)l->pushframesreceived,
 		       i, (unsigned long long)l->completionerrors);
+	}
+	printf("rails %zu\n", r->n_rails);
+	for (size_t i = 0; i < r->n_rails; i++) {   /* rail.<index>.<field> value */
+		const H3000__RailStats *l = r->rails[i];
+		printf("rail.%zu.device %s\nrail.%zu.state %s\nrail.%zu.why %s\nrail.%zu.downSeconds %.3f\n"
+		       "rail.%zu.downSinceUnixMs %lld\nrail.%zu.downs %llu\nrail.%zu.connections %u\n"
+		       "rail.%zu.framesReceived %llu\nrail.%zu.bytesReceived %llu\n"
+		       "rail.%zu.framesFailed %llu\nrail.%zu.completionErrors %llu\nrail.%zu.numaNode %d\n",
+		       i, l->device, i, rail_state(l->state), i, l->why ? l->why : "", i, l->downseconds,
+		       i, (long long)l->downsinceunixms, i, (unsigned long long)l->downs, i, l->connections,
+		       i, (unsigned long long)l->framesreceived, i, (unsigned long long)l->bytesreceived,
+		       i, (unsigned long long)l->framesfailed, i, (unsigned long long)l->completionerrors,
+		       i, l->numanode);
 	}
 	for (size_t i = 0; i < r->n_stagelatency; i++) {   /* stage.<name>.<field> value */
 		const H3000__StageLatency *l = r->stagelatency[i];
