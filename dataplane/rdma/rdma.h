@@ -287,9 +287,10 @@ struct ing_rdma_cbs {
 	void (*device_lost)(void *arg, const char *why);
 	/* The engine is set up again after a removal (listening on addr:port): offer RDMA. */
 	void (*device_back)(void *arg, const char *addr, uint16_t port);
-	/* One rail went down (up=false: its device removed, why says so) or came back; the
-	 * engine still serves on its other rails. Called before device_lost (the last rail
-	 * down) and after device_back (the first rail back). May be NULL. */
+	/* One rail stopped serving (up=false: its link down or its device removed, why says
+	 * so) or serves again; the engine still serves on its other rails. Called before
+	 * device_lost (the last rail down) and before device_back (the first rail back: its
+	 * note is the one that stays). May be NULL. */
 	void (*rail_state)(void *arg, unsigned rail, bool up, const char *why);
 	/* The rail session_id negotiated (NegotiateRequest.rail): its index, or -1 when it
 	 * named none (any rail's listener takes it). A connect request of a session that named

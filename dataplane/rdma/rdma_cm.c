@@ -493,10 +493,10 @@ static void rail_told(struct ing_rdma *r, struct rdma_rail *rl, bool up, const c
 		      const char *lost, bool before_any)
 {
 	bool after_any = any_rail_up(r);
-	if (up && !before_any && after_any && r->cbs.device_back)
-		r->cbs.device_back(r->cbs.arg, rl->addr, rl->port);
 	if (r->cbs.rail_state)
 		r->cbs.rail_state(r->cbs.arg, rl->idx, up, why);
+	if (up && !before_any && after_any && r->cbs.device_back)
+		r->cbs.device_back(r->cbs.arg, rl->addr, rl->port);
 	if (!up && before_any && !after_any && r->cbs.device_lost)
 		r->cbs.device_lost(r->cbs.arg, lost);
 }
@@ -748,7 +748,8 @@ static void rail_link_check(struct ing_rdma *r, struct rdma_rail *rl)
 		unsigned pn = port ? (unsigned)ev.element.port_num : 0;
 		ibv_ack_async_event(&ev);
 		if (port && pn == rl->port_num) {
-			snprintf(how, sizeof(how), "%s", ibv_event_type_str(t));
+			snprintf(how, sizeof(how), "%s", t == IBV_EVENT_PORT_ACTIVE ? "IBV_EVENT_PORT_ACTIVE"
+							  : "IBV_EVENT_PORT_ERR");
 			rail_link(r, rl, t == IBV_EVENT_PORT_ACTIVE, how);
 		} else if (t == IBV_EVENT_DEVICE_FATAL) {
 			ING_ERR(COMP, "rail %u (%s): IBV_EVENT_DEVICE_FATAL (rdma_cm's DEVICE_REMOVAL takes it down)",
@@ -762,7 +763,7 @@ static void rail_link_check(struct ing_rdma *r, struct rdma_rail *rl)
 	if (rl->up && ibv_query_port(rl->ctx, rl->port_num, &pa) == 0) {
 		bool active = pa.state == IBV_PORT_ACTIVE;
 		if (active == rl->link_down) {
-			snprintf(how, sizeof(how), "state %s", ibv_port_state_str(pa.state));
+			snprintf(how, sizeof(how), "ibv_query_port state %s", ibv_port_state_str(pa.state));
 			rail_link(r, rl, active, how);
 		}
 	}
