@@ -18,7 +18,8 @@
 #  4. every rail advertised and observed (issue #26 item 2, the node's side; the rails_*
 #     functions below): Negotiate lists both rails (address, port, node, state UP) and
 #     gives a session the rail it names (that rail's address and port), refuses a name no
-#     rail has with the rails there are; two ingest-send at once, one per rail: each rail's
+#     rail has with the rails there are; that session's rdma_cm connection is accepted on
+#     its rail's listener (on its rail's lcore) and refused on the other's; two ingest-send at once, one per rail: each rail's
 #     counters (Stats, /metrics ingest_rail_*{rail=...}) carry exactly its share;
 #     `ip link set <rail 1's netdev> down`: rail 1 DOWN with why and since when in Stats,
 #     /metrics (ingest_rail_up 0), Negotiate (a session naming it refused UNAVAILABLE),
@@ -229,6 +230,24 @@ rails_negotiate() {
 		fail "the refusal does not name the node's rails"
 }
 
+rails_session_rail() {
+	step "a session negotiated for rail 1 connects on rail 1's listener; on rail 0's it is refused, the log names both"
+	local p0 p1 sid
+	p0=$(value rail.0.rdmaPort "$T/neg") p1=$(value rail.1.rdmaPort "$T/neg")
+	timeout 120 "$STATS" "127.0.0.1:$PORT" connect "${DEVS[1]}" "${IPS[1]}:$p1" >"$T/c1" || fail "connect on rail 1: $(cat "$T/c1")"
+	sid=$(value session "$T/c1")
+	echo "session $sid (rail ${DEVS[1]}) on ${IPS[1]}:$p1: $(value connect "$T/c1")"
+	[ "$(value connect "$T/c1")" = ESTABLISHED ] || fail "session $sid of rail 1 not accepted on rail 1's listener"
+	grep -q "session $sid accepted on lcore $LCORE_1 (.*; rail 1 ${DEVS[1]};" "$OUT/ingestd.log" ||
+		fail "session $sid not on rail 1's lcore $LCORE_1"
+	timeout 120 "$STATS" "127.0.0.1:$PORT" connect "${DEVS[1]}" "${IPS[0]}:$p0" >"$T/c0" || fail "connect on rail 0: $(cat "$T/c0")"
+	sid=$(value session "$T/c0")
+	echo "session $sid (rail ${DEVS[1]}) on ${IPS[0]}:$p0: $(value connect "$T/c0")"
+	[ "$(value connect "$T/c0")" = REJECTED ] || fail "session $sid of rail 1 not refused on rail 0's listener"
+	grep "connect request (session $sid) rejected: session negotiated rail 1 (${DEVS[1]}), its connection came in on rail 0 (${DEVS[0]})" \
+		"$OUT/ingestd.log" || fail "no log line naming the rail negotiated and the rail connected"
+}
+
 rails_share() {
 	step "two ingest-send at once, ${DEVS[0]} and ${DEVS[1]}: each rail's counters carry its share"
 	timeout 60 "$STATS" "127.0.0.1:$PORT" >"$T/stats.before" || fail "Stats: no answer"
@@ -303,6 +322,7 @@ rails_link_down_up() {
 }
 
 rails_negotiate
+rails_session_rail
 rails_share
 rails_link_down_up
 

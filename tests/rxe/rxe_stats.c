@@ -6,10 +6,24 @@
  *        rxe_stats HOST:PORT negotiate [RAIL]: a Negotiate asking for RDMA READ (on the
  *        node's rail RAIL), its reply as "name value" lines (status, message, rail,
  *        rdmaAddr, rdmaPort, rails, rail.<i>.<field>); exit 0 whatever the status.
+ *        rxe_stats HOST:PORT connect RAIL ADDR:PORT: a Negotiate naming RAIL, then an
+ *        rdma_cm connection of that session to ADDR:PORT (a rail's listener, the one
+ *        Negotiate named or another): "session ID", "connect ESTABLISHED" or "connect
+ *        REJECTED" (or the event that came); the connection is closed again. Exit 0 when
+ *        the connect got an answer, 1 when Negotiate or the set-up failed.
  */
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "common/clock.h"
+#include "proto/rdma_conn.h"
 
 #include "control/net/grpc.h"
 #include "h3000.pb-c.h"
@@ -19,8 +33,85 @@ static const char *rail_state(int st)
 	return st == H3000__RAIL_STATE__RAIL_UP ? "UP" : st == H3000__RAIL_STATE__RAIL_DOWN ? "DOWN" : "UNKNOWN";
 }
 
-/* Negotiate for RDMA READ, on rail (NULL: none named): the reply as name value lines */
-static int negotiate(struct ing_grpc_chan *ch, const char *rail)
+/* the next CM event on ch within ms, its type (-1 none) */
+static int cm_next(struct rdma_event_channel *ch, int ms)
+{
+	uint64_t end = ing_now_ns() + (uint64_t)ms * 1000000ull;
+	for (;;) {
+		struct rdma_cm_event *ev;
+		if (rdma_get_cm_event(ch, &ev) == 0) {
+			int t = (int)ev->event;
+			rdma_ack_cm_event(ev);
+			return t;
+		}
+		if (ing_now_ns() > end)
+			return -1;
+		struct pollfd pf = { .fd = ch->fd, .events = POLLIN };
+		poll(&pf, 1, 50);
+	}
+}
+
+/* an rdma_cm connection of session sid to target (ADDR:PORT): what the listener answered */
+static int connect_session(uint64_t sid, const char *target)
+{
+	char host[64];
+	const char *colon = strrchr(target, ':');
+	if (!colon || (size_t)(colon - target) >= sizeof(host))
+		return 1;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - target), target);
+	struct addrinfo *ai;
+	if (getaddrinfo(host, colon + 1, NULL, &ai))
+		return 1;
+	struct rdma_event_channel *ech = rdma_create_event_channel();
+	struct rdma_cm_id *id = NULL;
+	struct ibv_pd *pd = NULL;
+	struct ibv_cq *cq = NULL;
+	int rc = 1, t = -1;
+	if (!ech || fcntl(ech->fd, F_SETFL, O_NONBLOCK) || rdma_create_id(ech, &id, NULL, RDMA_PS_TCP))
+		goto out;
+	if (rdma_resolve_addr(id, NULL, ai->ai_addr, 2000) || cm_next(ech, 10000) != RDMA_CM_EVENT_ADDR_RESOLVED ||
+	    rdma_resolve_route(id, 2000) || cm_next(ech, 10000) != RDMA_CM_EVENT_ROUTE_RESOLVED) {
+		fprintf(stderr, "rxe_stats: cannot resolve %s\n", target);
+		goto out;
+	}
+	pd = ibv_alloc_pd(id->verbs);
+	cq = pd ? ibv_create_cq(id->verbs, 2, NULL, NULL, 0) : NULL;
+	struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 } };
+	if (!cq || rdma_create_qp(id, pd, &qa))
+		goto out;
+	struct ing_rdma_cm_priv priv;
+	ing_rdma_cm_priv_pack(&priv, sid);
+	struct rdma_conn_param cp = { .private_data = &priv, .private_data_len = sizeof(priv),
+				      .responder_resources = 16, .retry_count = 7, .rnr_retry_count = 7 };
+	if (rdma_connect(id, &cp))
+		goto out;
+	t = cm_next(ech, 30000);
+	printf("connect %s\n", t == RDMA_CM_EVENT_ESTABLISHED ? "ESTABLISHED" : t == RDMA_CM_EVENT_REJECTED
+	       ? "REJECTED" : t < 0 ? "no answer" : rdma_event_str((enum rdma_cm_event_type)t));
+	rc = t < 0;
+	if (t == RDMA_CM_EVENT_ESTABLISHED) {
+		rdma_disconnect(id);
+		(void)cm_next(ech, 5000);   /* DISCONNECTED */
+	}
+out:
+	if (id && id->qp)
+		rdma_destroy_qp(id);
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (pd)
+		ibv_dealloc_pd(pd);
+	if (id)
+		rdma_destroy_id(id);
+	if (ech)
+		rdma_destroy_event_channel(ech);
+	freeaddrinfo(ai);
+	return rc;
+}
+
+/* Negotiate for RDMA READ, on rail (NULL: none named): the reply as name value lines; the
+ * session's id in *sid (0 when refused) */
+static int negotiate(struct ing_grpc_chan *ch, const char *rail, uint64_t *sid)
 {
 	H3000__NegotiateRequest q = H3000__NEGOTIATE_REQUEST__INIT;
 	H3000__Transport t[] = { H3000__TRANSPORT__TRANSPORT_RDMA_READ, H3000__TRANSPORT__TRANSPORT_GRPC_STREAM };
@@ -47,6 +138,8 @@ static int negotiate(struct ing_grpc_chan *ch, const char *rail)
 		fprintf(stderr, "rxe_stats: malformed NegotiateReply\n");
 		return 1;
 	}
+	*sid = r->sessionid;
+	printf("session %llu\n", (unsigned long long)r->sessionid);
 	printf("message %s\nrail %s\nrdmaAddr %s\nrdmaPort %u\ntransport %d\nrails %zu\n",
 	       r->message ? r->message : "", r->rail ? r->rail : "", r->rdmaaddr ? r->rdmaaddr : "",
 	       r->rdmaport, r->transport, r->n_rails);
@@ -69,8 +162,10 @@ int main(int argc, char **argv)
 	uint8_t req[1], *resp = NULL;
 	size_t rlen = 0;
 
-	if (argc < 2 || argc > 4 || (argc > 2 && strcmp(argv[2], "negotiate"))) {
-		fprintf(stderr, "usage: %s HOST:PORT [negotiate [RAIL]]\n", argv[0]);
+	bool conn = argc == 5 && !strcmp(argv[2], "connect");
+	if (argc < 2 || argc > 5 || (argc > 2 && strcmp(argv[2], "negotiate") && !conn) ||
+	    (argc == 5 && !conn)) {
+		fprintf(stderr, "usage: %s HOST:PORT [negotiate [RAIL] | connect RAIL ADDR:PORT]\n", argv[0]);
 		return 2;
 	}
 	ing_grpc_chan_opts_init(&o);
@@ -81,7 +176,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (argc > 2) {
-		int rc = negotiate(ch, argc > 3 ? argv[3] : NULL);
+		uint64_t sid = 0;
+		int rc = negotiate(ch, argc > 3 ? argv[3] : NULL, &sid);
+		if (conn)   /* the gRPC connection stays open: the session is bound to it */
+			rc = rc || !sid ? 1 : connect_session(sid, argv[4]);
 		ing_grpc_chan_close(ch);
 		return rc;
 	}
