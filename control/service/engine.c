@@ -194,6 +194,10 @@ int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 	}
 	s->env.rdma = r;
 	ing_rdma_set_cbs(r, &cbs);
+	/* every rail open but none serving (their links down at start): the fallback until the
+	 * first link is ACTIVE (the engine calls device_back then) */
+	if (ing_rdma_nrails(r) && !ing_rdma_rails_up(r))
+		cb_device_lost(s, ing_rdma_nrails(r) > 1 ? "every RDMA rail's link down" : "RDMA link down");
 	ing_timer_init(&s->rdma_tick, tick_cb, s);
 	ing_timer_arm(s->loop, &s->rdma_tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);
 	return 0;

@@ -24,7 +24,8 @@
 #     `ip link set <rail 1's netdev> down`: rail 1 DOWN with why and since when in Stats,
 #     /metrics (ingest_rail_up 0), Negotiate (a session naming it refused UNAVAILABLE),
 #     ingest-stat and the log, rail 0 still UP; `ip link set up`: rail 1 UP again by itself
-#     and carries frames again;
+#     and carries frames again; a node started with its one rail's link down serves the
+#     gRPC fallback and offers RDMA on that rail once the link is up;
 #  5. SIGTERM: exit 0, every slot back first.
 # Outside that boot it says NOT RUN (exit 77) on a line of its own: its real part, the second
 # NUMA node and NIC, is not there.
@@ -321,6 +322,30 @@ rails_link_down_up() {
 	[ $(($(value rail.1.framesReceived "$T/stats") - before)) = 6 ] || fail "rail 1 did not carry the 6 frames after its return"
 }
 
+rails_link_down_at_start() {
+	local nd=${NETDEVS[1]} dev=${DEVS[1]} PORT
+	step "a node whose one rail ($dev) has its link down at start: the gRPC fallback, RDMA once the link is up"
+	ip link set "$nd" down
+	ing_start "$INGESTD" "$T/port2" "$OUT/ingestd-linkdown.log" --listen 0.0.0.0:0 --data-dir "$T/data2" \
+		--rdma-dev "$dev@${NODES[1]}" --pool 1M:4 --workers 1 --rdma auto --poll-mode adaptive --log-level info
+	PID=$ING_PID
+	PORT=${ING_SERVER##*:}
+	timeout 60 "$STATS" "127.0.0.1:$PORT" >"$T/stats" || fail "Stats: no answer"
+	grep -E '^(rail\.0\.(state|why)|transportNote) ' "$T/stats"
+	[ "$(value rail.0.state "$T/stats")" = DOWN ] && [ "$(value rail.0.why "$T/stats")" = "link down (port 1 not ACTIVE at start)" ] ||
+		fail "the rail is not DOWN with its link's why"
+	[ "$(value transportNote "$T/stats")" = "rdma: RDMA link down; fallback active" ] || fail "no fallback note"
+	timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate >"$T/negs" || fail "Negotiate: no answer"
+	[ "$(value transport "$T/negs")" = 2 ] || fail "RDMA offered on a rail whose link is down: $(tr '\n' ' ' <"$T/negs")"
+	ip link set "$nd" up
+	poll_until "the rail UP once its link is" 60 rail_state_is 0 UP
+	timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate >"$T/negs" || fail "Negotiate: no answer"
+	echo "after ip link set up: $(value message "$T/negs")"
+	[ "$(value transport "$T/negs")" = 1 ] && [ "$(value rail "$T/negs")" = "$dev" ] ||
+		fail "RDMA not offered once the link is up: $(tr '\n' ' ' <"$T/negs")"
+	ing_term_pid
+}
+
 rails_negotiate
 rails_session_rail
 rails_share
@@ -341,4 +366,5 @@ done
 [ "$(sv poolSlotsFree)" = "$(sv poolSlotsTotal)" ] || fail "slots not back: $(sv poolSlotsFree) of $(sv poolSlotsTotal)"
 [ "$(sv poolSlotsTotal)" = 48 ] || fail "the pool has $(sv poolSlotsTotal) slots, not 2 regions x 24"
 ing_term_pid
+rails_link_down_at_start
 echo "rails: OK"
