@@ -104,8 +104,9 @@ static const struct ing_cli cli = {
 	.about = "Asks the node over its gRPC port: grpc.health.v1 Check, h3000.RDMASvc Stats and\n"
 		 "Members. Health: SERVING and ready (serving, data dir writable, pool\n"
 		 "prefaulted, not draining). Stats: stored throughput, ack and per-stage P99s,\n"
-		 "failures by code, pool, disk, sessions, connections, the fleet export lag, the\n"
-		 "object store tier's backlog and lag.\n"
+		 "failures by code, pool, disk, sessions, connections, each RDMA rail (up or\n"
+		 "down, why and since when, what it moved), the fleet export lag, the object\n"
+		 "store tier's backlog and lag.\n"
 		 "Rates and the '~' latencies are over the window the screen names (--sample, or\n"
 		 "the --watch interval): the difference of two snapshots of the node's /metrics\n"
 		 "histograms, interpolated within a bucket as Prometheus's histogram_quantile()\n"
@@ -444,6 +445,34 @@ static void print_tier(const H3000__TierStats *t)
 		       t->refusing ? "; REFUSING new frames at --local-high-water" : "");
 }
 
+/* each RDMA rail (StatsReply.rails): where, whether it serves (why not, since when), what
+ * it moved since start */
+static void print_rails(const H3000__StatsReply *r)
+{
+	char a[32], since[32], mbps[32];
+
+	for (size_t i = 0; i < r->n_rails; i++) {
+		const H3000__RailStats *rl = r->rails[i];
+		bool up = rl->state == H3000__RAIL_STATE__RAIL_UP;
+		since[0] = 0;
+		if (!up && rl->downsinceunixms > 0) {
+			time_t t = (time_t)(rl->downsinceunixms / 1000);
+			struct tm tm;
+			localtime_r(&t, &tm);
+			strftime(since, sizeof(since), " since %H:%M:%S", &tm);
+		}
+		snprintf(mbps, sizeof(mbps), rl->linkmbps ? "%u Mb/s" : "speed unknown", rl->linkmbps);
+		printf("         rail     %u %s %s:%u node %d, %s: %s%s", rl->index, rl->device, rl->rdmaaddr,
+		       rl->rdmaport, rl->numanode, mbps, up ? "UP" : "DOWN", since);
+		if (!up)
+			printf(" (%.1f s): %s", rl->downseconds, rl->why && *rl->why ? rl->why : "?");
+		printf("; %u connections, %" PRIu64 " frames (%s), %" PRIu64 " failed, %" PRIu64
+		       " completion errors, down %" PRIu64 " times\n", rl->connections, rl->framesreceived,
+		       human_bytes((double)rl->bytesreceived, a, sizeof(a)), rl->framesfailed,
+		       rl->completionerrors, rl->downs);
+	}
+}
+
 static void print_text(const C *c, const struct sample *s, const struct rates *rt,
 		       const struct window *w)
 {
@@ -524,6 +553,7 @@ static void print_text(const C *c, const struct sample *s, const struct rates *r
 			printf("         disk     none (null sink)\n");
 		printf("         sessions %u (RDMA %u, push %u, gRPC stream %u), connections %u\n",
 		       r->sessionsactive, r->sessionsrdma, r->sessionspush, r->sessionsfallback, r->connections);
+		print_rails(r);
 		if (r->fleetpgup || r->fleetexportedrows || r->fleetexportlagrows || r->fleetexporterrors)
 			printf("         export   lag %" PRIu64 " rows (%.1f s), %" PRIu64 " exported, %" PRIu64
 			       " errors, PostgreSQL %s\n", r->fleetexportlagrows, r->fleetexportlagseconds,

@@ -8,6 +8,7 @@
  * lcores' connection events arrive on the control mailbox (core.c).
  */
 #include "control/service/state.h"
+#include "control/service/rails.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "dataplane/rdma/rdma.h"
@@ -16,6 +17,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define COMP "svc-rdma"
 
@@ -31,6 +33,14 @@ static int cb_session_check(void *arg, uint64_t session_id)
 	if (ss->transport != ING_XPORT_RDMA)
 		return -EPERM;
 	return 0;
+}
+
+/* The rail session_id negotiated, -1 none (or no such session: session_check refuses it). */
+static int cb_session_rail(void *arg, uint64_t session_id)
+{
+	struct svc_session *ss = svc_session_find(arg, session_id);
+
+	return ss ? ss->rail : -1;
 }
 
 static void cb_conn_state(void *arg, uint64_t session_id, bool up)
@@ -70,25 +80,60 @@ static void cb_rail_state(void *arg, unsigned rail, bool up, const char *why)
 	snprintf(s->note, sizeof(s->note), "rdma: %u of %u rails up (rail %u %s%s%s); producers are "
 		 "sent to %s:%u", nup, n, rail, up ? "back" : "down", up ? "" : ": ", up ? "" : why,
 		 s->o.rdma.rdma_addr, s->o.rdma.rdma_port);
+	struct ing_rdma_rail_info ri;
+	const char *dev = ing_rdma_rail_info(s->env.rdma, rail, &ri) == 0 ? ri.device : "?";
 	if (up)
-		ING_WARN(COMP, "rail %u is back: %u of %u rails serve", rail, nup, n);
+		ING_WARN(COMP, "rail %u (%s) is back: %u of %u rails serve", rail, dev, nup, n);
 	else
-		ING_ERR(COMP, "rail %u down (%s): %u of %u rails serve; new sessions go to %s:%u", rail,
-			why, nup, n, s->o.rdma.rdma_addr, s->o.rdma.rdma_port);
+		ING_ERR(COMP, "rail %u (%s) down (%s): %u of %u rails serve; sessions that name no rail "
+			"go to %s:%u", rail, dev, why, nup, n, s->o.rdma.rdma_addr, s->o.rdma.rdma_port);
+}
+
+unsigned svc_engine_rails(const struct ing_svc *s, struct svc_rail *out, unsigned max)
+{
+	unsigned n = 0;
+	uint64_t now = ing_now_ns();
+	struct timespec rt;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	int64_t now_ms = (int64_t)rt.tv_sec * 1000 + rt.tv_nsec / 1000000;
+	for (unsigned i = 0; s->env.rdma && i < ing_rdma_nrails(s->env.rdma) && n < max; i++) {
+		struct svc_rail *o = &out[n];
+		if (ing_rdma_rail_info(s->env.rdma, i, &o->info) || ing_rdma_rail_stats(s->env.rdma, i, &o->st))
+			break;
+		uint64_t ago = !o->info.up && o->info.down_since_ns && now > o->info.down_since_ns
+			       ? now - o->info.down_since_ns : 0;
+		o->down_s = (double)ago / 1e9;
+		o->down_since_unix_ms = !o->info.up && o->info.down_since_ns
+					? now_ms - (int64_t)(ago / 1000000) : 0;
+		n++;
+	}
+	return n;
 }
 
 int svc_engine_session_region(const struct ing_svc *s, uint64_t session_id)
 {
-	return s->env.rdma && session_id ? ing_rdma_session_region(s->env.rdma, session_id) : -1;
+	if (!s->env.rdma || !session_id)
+		return -1;
+	int region = ing_rdma_session_region(s->env.rdma, session_id);
+	const struct svc_session *ss = region < 0 ? svc_session_find((struct ing_svc *)s, session_id) : NULL;
+	struct ing_rdma_rail_info ri;
+	if (ss && ss->rail >= 0 && ing_rdma_rail_info(s->env.rdma, (unsigned)ss->rail, &ri) == 0)
+		region = (int)ri.region;
+	return region;
 }
 
 void svc_engine_rdma_target(const struct ing_svc *s, const char *peer, const char **addr,
-			    uint16_t *port)
+			    uint16_t *port, int *rail)
 {
+	unsigned i;
+
 	*addr = s->o.rdma.rdma_addr ? s->o.rdma.rdma_addr : "";
 	*port = s->o.rdma.rdma_port;
-	if (s->env.rdma)
-		(void)ing_rdma_rail_for_peer(s->env.rdma, peer, NULL, addr, port);
+	if (rail)
+		*rail = -1;
+	if (s->env.rdma && ing_rdma_rail_for_peer(s->env.rdma, peer, &i, addr, port) == 0 && rail)
+		*rail = (int)i;
 }
 
 static void cb_device_back(void *arg, const char *addr, uint16_t port)
@@ -136,6 +181,7 @@ int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 		.device_lost = cb_device_lost,
 		.device_back = cb_device_back,
 		.rail_state = cb_rail_state,
+		.session_rail = cb_session_rail,
 	};
 
 	engine_detach(s);
@@ -148,6 +194,10 @@ int ing_svc_attach_rdma(struct ing_svc *s, struct ing_rdma *r)
 	}
 	s->env.rdma = r;
 	ing_rdma_set_cbs(r, &cbs);
+	/* every rail open but none serving (their links down at start): the fallback until the
+	 * first link is ACTIVE (the engine calls device_back then) */
+	if (ing_rdma_nrails(r) && !ing_rdma_rails_up(r))
+		cb_device_lost(s, ing_rdma_nrails(r) > 1 ? "every RDMA rail's link down" : "RDMA link down");
 	ing_timer_init(&s->rdma_tick, tick_cb, s);
 	ing_timer_arm(s->loop, &s->rdma_tick, ing_now_ns() + ING_RDMA_TICK_MS * 1000000ull);
 	return 0;

@@ -246,6 +246,7 @@ struct svc_session *svc_session_new(struct ing_svc *s, struct svc_peer *peer)
 		ss->id = random_id();
 	} while (ss->id == 0 || svc_session_find(s, ss->id));
 	ss->in_use = true;
+	ss->rail = -1;
 	ss->idle_since_ns = ing_now_ns();
 	ss->cr.credits = s->o.credits_default < s->o.credits_max ? s->o.credits_default : s->o.credits_max;
 	ss->max_frame = s->max_frame;

@@ -61,6 +61,8 @@ struct svc_session {
 	bool ack_received;       /* Negotiate asked for RECEIVED acks too (two-stage) */
 	bool rdma_seen;          /* its RDMA connection was up once (a second one: reconnect) */
 	bool push;               /* Negotiate picked RDMA_WRITE: every FrameMeta asks for a grant */
+	int rail;                /* the rail it negotiated (NegotiateRequest.rail), -1 none named:
+				  * its RDMA connection must come in on that rail's listener */
 };
 
 /* The node's stages of a durable frame (Ack.stage*Ns, StatsReply.stageLatency). */
@@ -241,11 +243,13 @@ void svc_call_finish_later(struct svc_call *pc, int status, const char *msg);
 struct ing_log_ctx svc_log_frame(const struct svc_frame *e);
 struct ing_log_ctx svc_log_session(const struct svc_session *ss);
 
-/* engine.c: the pool region a frame of session id must take (its RDMA rail's), -1 any. */
+/* engine.c: the pool region a frame of session id must take: its RDMA connection's rail's,
+ * else the rail it negotiated; -1 any. */
 int svc_engine_session_region(const struct ing_svc *s, uint64_t session_id);
 /* engine.c: where a producer at address peer connects RDMA: the rail on its network, else
- * the first rail up (the engine's); without an engine the service's configured address. */
+ * the first rail up (the engine's; *rail its index); without an engine the service's
+ * configured address (*rail -1). rail may be NULL. */
 void svc_engine_rdma_target(const struct ing_svc *s, const char *peer, const char **addr,
-			    uint16_t *port);
+			    uint16_t *port, int *rail);
 
 #endif

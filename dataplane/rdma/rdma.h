@@ -287,10 +287,16 @@ struct ing_rdma_cbs {
 	void (*device_lost)(void *arg, const char *why);
 	/* The engine is set up again after a removal (listening on addr:port): offer RDMA. */
 	void (*device_back)(void *arg, const char *addr, uint16_t port);
-	/* One rail went down (up=false: its device removed, why says so) or came back; the
-	 * engine still serves on its other rails. Called before device_lost (the last rail
-	 * down) and after device_back (the first rail back). May be NULL. */
+	/* One rail stopped serving (up=false: its link down or its device removed, why says
+	 * so) or serves again; the engine still serves on its other rails. Called before
+	 * device_lost (the last rail down) and before device_back (the first rail back: its
+	 * note is the one that stays). May be NULL. */
 	void (*rail_state)(void *arg, unsigned rail, bool up, const char *why);
+	/* The rail session_id negotiated (NegotiateRequest.rail): its index, or -1 when it
+	 * named none (any rail's listener takes it). A connect request of a session that named
+	 * a rail, arriving on another rail's listener, is rejected with a log line naming both.
+	 * May be NULL (every session takes any rail). */
+	int (*session_rail)(void *arg, uint64_t session_id);
 };
 
 /* RDMA WRITE push (ingestd --rdma-write). */
@@ -435,7 +441,7 @@ struct ing_rdma_lcore_info {
 int ing_rdma_lcore_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_lcore_info *info);
 /* The first rail's NUMA node as the placement rule uses it (-1 unknown). */
 int ing_rdma_device_node(const struct ing_rdma *r);
-/* Rails: what each is and whether it is up (Negotiate's and Stats' rail lists to come).
+/* Rails: what each is and whether it is up (Negotiate's and Stats' rail lists).
  * 0 or -ENOENT. Control thread. */
 struct ing_rdma_rail_info {
 	char device[IBV_SYSFS_NAME_MAX];   /* "" when it never opened */
@@ -445,13 +451,43 @@ struct ing_rdma_rail_info {
 	int dev_node;          /* what the device's sysfs says, -1 unknown */
 	unsigned region;
 	unsigned first_lcore, nlcores;   /* its pollers: ing_rdma_lcore_info(first ..) */
-	bool up;               /* listening, serving */
+	bool up;               /* serving: its objects open and its port ACTIVE */
+	bool link_down;        /* its objects are open but its port is not ACTIVE */
+	uint32_t link_mbps;    /* its port's active speed x width (0 unknown) */
 	uint64_t removals, reopens;
+	uint64_t downs;        /* times it went down since start (removal, link, re-open) */
 	uint64_t down_since_ns;          /* ing_now_ns() it went down, 0 up */
 	char why[160];         /* why it is down, "" up */
 };
 unsigned ing_rdma_nrails(const struct ing_rdma *r);
+/* Rails serving now (up: open and link ACTIVE). */
 unsigned ing_rdma_rails_up(const struct ing_rdma *r);
 int ing_rdma_rail_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_rail_info *info);
+/* What rail i moved since start (its pollers' counters, those of pollers a removal released
+ * included) and its live connections. 0 or -ENOENT. Control thread. */
+struct ing_rdma_rail_stats {
+	uint64_t frames_received, bytes_received;   /* READ pull and WRITE push */
+	uint64_t frames_failed, completion_errors;  /* error completions, not flushes */
+	unsigned conns;                             /* live RDMA connections (QPs) */
+};
+int ing_rdma_rail_stats(const struct ing_rdma *r, unsigned i, struct ing_rdma_rail_stats *s);
+
+/* ---------------------------------------------------------------- rails, pure (rdma_rail.c) */
+
+/* A port's link rate in Mbit/s from ibv_port_attr active_speed (IB_SPEED_*: SDR 2.5 Gb/s
+ * .. XDR 200 Gb/s per lane, what ibstat's "Rate" multiplies) and active_width (1x, 2x, 4x,
+ * 8x, 12x); 0 when either is unknown. */
+uint32_t ing_rdma_link_mbps(unsigned active_speed, unsigned active_width);
+/*
+ * The rail a session that names one (NegotiateRequest.rail) gets, among n rails (their
+ * ing_rdma_rail_info): its index when it is up; -ENOENT when no rail has that device name,
+ * -ENETDOWN when it is down. On error msg says which rails exist (each up, or down with
+ * why and for how long at now_ns), for the producer's error. Pure.
+ */
+int ing_rdma_rail_choose(const struct ing_rdma_rail_info *rails, unsigned n, const char *want,
+			 uint64_t now_ns, char *msg, size_t msglen);
+/* "rxe0 (up), rxe1 (down 12 s: link down (port 1 PORT_ERR))" into buf. Pure. */
+void ing_rdma_rails_describe(const struct ing_rdma_rail_info *rails, unsigned n, uint64_t now_ns,
+			     char *buf, size_t len);
 
 #endif

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/rdma_cma.h>
@@ -97,11 +98,16 @@ struct rdma_rail {
 	uint32_t lkeys[ING_POOL_MAX_CLASSES];
 	unsigned nmr;
 	int push_mode;       /* 0 off, 1 memory windows, 2 pool MR */
-	bool up;
+	bool up;             /* its objects are open (rail_open .. rail_release) */
+	bool link_down;      /* open, but its port is not ACTIVE (PORT_ERR, ibv_query_port) */
 	bool opened_once;
+	uint8_t port_num;    /* its listener's port on the device */
+	uint32_t link_mbps;  /* active speed x width, 0 unknown */
+	uint64_t downs;      /* times it stopped serving since start */
 	uint64_t reopen_at_ns;
 	uint64_t down_since_ns;
 	char why[160];
+	struct ing_rdma_lcore_stats gone;   /* counters of its pollers a release destroyed */
 	char addr[INET6_ADDRSTRLEN];
 	uint16_t port;
 	char devname[IBV_SYSFS_NAME_MAX];
@@ -145,6 +151,12 @@ static const char *rail_name(const struct rdma_rail *rl)
 {
 	return rl->devname[0] ? rl->devname : rl->want_dev[0] ? rl->want_dev
 	     : rl->want_addr[0] ? rl->want_addr : "(any device)";
+}
+
+/* a rail producers may use: open, and its link ACTIVE */
+static bool rail_serving(const struct rdma_rail *rl)
+{
+	return rl->up && !rl->link_down;
 }
 
 /* ---------------------------------------------------------------- lcore io (production) */
@@ -310,7 +322,7 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_rail *rl, struct 
 			       const void *priv, size_t privlen, unsigned remote_resp_res)
 {
 	uint64_t sid = 0;
-	char why[160];
+	char why[256];
 	int rc;
 
 	if (!rl->up) {
@@ -328,6 +340,18 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_rail *rl, struct 
 	}
 	if (id->verbs != rl->ctx) {
 		reject(id, "request arrived on another RDMA device than the listener's", sid, r);
+		return;
+	}
+	/* a session negotiated for one rail connects on that rail's listener: its frames take
+	 * that rail's region, and a producer that opens a session per rail would otherwise put
+	 * two of its sessions on one rail without knowing it */
+	int want = r->cbs.session_rail ? r->cbs.session_rail(r->cbs.arg, sid) : -1;
+	if (want >= 0 && (unsigned)want != rl->idx) {
+		snprintf(why, sizeof(why), "session negotiated rail %d (%s), its connection came in on "
+			 "rail %u (%s) at %s:%u: connect to the rail Negotiate named (rdmaAddr/rdmaPort)",
+			 want, (unsigned)want < r->nrails ? rail_name(&r->rails[want]) : "?", rl->idx,
+			 rl->devname, rl->addr, rl->port);
+		reject(id, why, sid, r);
 		return;
 	}
 	if (!remote_resp_res) {
@@ -440,9 +464,41 @@ static int sync_cm_devices(void)
 static bool any_rail_up(const struct ing_rdma *r)
 {
 	for (unsigned i = 0; i < r->nrails; i++)
-		if (r->rails[i].up)
+		if (rail_serving(&r->rails[i]))
 			return true;
 	return false;
+}
+
+/* Since when and how long a rail has been down, for its log lines: "since 22:41:07 UTC". */
+static const char *since_str(uint64_t down_since_ns, char *buf, size_t n)
+{
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	uint64_t now = ing_now_ns(), ago = down_since_ns && now > down_since_ns ? now - down_since_ns : 0;
+	time_t at = rt.tv_sec - (time_t)(ago / 1000000000ull);
+	struct tm tm;
+	gmtime_r(&at, &tm);
+	snprintf(buf, n, "since %02d:%02d:%02d UTC, %.1f s ago", tm.tm_hour, tm.tm_min, tm.tm_sec,
+		 (double)ago / 1e9);
+	return buf;
+}
+
+/*
+ * A rail stopped serving (up: false) or serves again: the service is told (cbs.rail_state),
+ * and when it was the last rail up that went, or the first that came back, cbs.device_lost
+ * or cbs.device_back (Negotiate offers only the fallback, or RDMA again). before: the rails
+ * serving before the change.
+ */
+static void rail_told(struct ing_rdma *r, struct rdma_rail *rl, bool up, const char *why,
+		      const char *lost, bool before_any)
+{
+	bool after_any = any_rail_up(r);
+	if (r->cbs.rail_state)
+		r->cbs.rail_state(r->cbs.arg, rl->idx, up, why);
+	if (up && !before_any && after_any && r->cbs.device_back)
+		r->cbs.device_back(r->cbs.arg, rl->addr, rl->port);
+	if (!up && before_any && !after_any && r->cbs.device_lost)
+		r->cbs.device_lost(r->cbs.arg, lost);
 }
 
 /* A rail is down (released): its reason, when, and its re-open time. */
@@ -450,32 +506,35 @@ static void rail_mark_down(struct rdma_rail *rl, const char *why)
 {
 	rl->up = false;
 	snprintf(rl->why, sizeof(rl->why), "%s", why);
-	if (!rl->down_since_ns)
+	if (!rl->down_since_ns) {
 		rl->down_since_ns = ing_now_ns();
+		rl->downs++;
+	}
 	rl->reopen_at_ns = ing_now_ns() + REOPEN_NS;
 }
 
 static void on_rail_removal(struct ing_rdma *r, struct rdma_rail *rl)
 {
-	char why[IBV_SYSFS_NAME_MAX + 64];
+	char why[IBV_SYSFS_NAME_MAX + 64], since[64];
 
 	if (!rl->up)
 		return;
+	bool before = any_rail_up(r);
 	rl->removals++;
 	r->st.device_removals++;
 	snprintf(why, sizeof(why), "RDMA device %s removed", rl->devname);
-	ING_ERR(COMP, "rail %u: %s: failing its connections%s", rl->idx, why,
-		r->nrails > 1 ? "; the other rails go on" : "; new sessions use the gRPC fallback");
+	/* the kernel waits for us to release every object on the device */
 	for (struct rconn *c = r->conns; c; c = c->next)
 		if (c->rail == rl->idx)
 			conn_down(r, c, "device removed");
-	/* the kernel waits for us to release every object on the device */
 	rail_release(rl, why);
+	rl->link_down = false;
 	rail_mark_down(rl, why);
-	if (r->cbs.rail_state)
-		r->cbs.rail_state(r->cbs.arg, rl->idx, false, why);
-	if (!any_rail_up(r) && r->cbs.device_lost)
-		r->cbs.device_lost(r->cbs.arg, r->nrails > 1 ? "every RDMA device removed" : "RDMA device removed");
+	ING_ERR(COMP, "rail %u (%s): down: %s, %s: its connections failed%s", rl->idx, rl->devname,
+		why, since_str(rl->down_since_ns, since, sizeof(since)),
+		r->nrails > 1 ? "; the other rails go on" : "; new sessions use the gRPC fallback");
+	rail_told(r, rl, false, why, r->nrails > 1 ? "every RDMA device removed" : "RDMA device removed",
+		  before);
 	/* and for librdmacm to close its cached context of it: it does so when it next lists
 	 * the devices and the removed one is gone (rdma_get_devices; the timer repeats it) */
 	sync_cm_devices();
@@ -491,9 +550,9 @@ static void on_rail_removal(struct ing_rdma *r, struct rdma_rail *rl)
  */
 static void try_reopen(struct ing_rdma *r, struct rdma_rail *rl)
 {
-	char why[192] = "";
+	char why[192] = "", since[64];
 	int n = sync_cm_devices();
-	bool first = !any_rail_up(r);
+	bool before = any_rail_up(r);
 
 	rl->reopen_at_ns = ing_now_ns() + REOPEN_NS;
 	if (n <= 0)
@@ -504,18 +563,24 @@ static void try_reopen(struct ing_rdma *r, struct rdma_rail *rl)
 			bool was_open = rl->opened_once;
 			rl->up = true;
 			rl->opened_once = true;
-			rl->why[0] = '\0';
-			rl->down_since_ns = 0;
 			if (was_open) {
 				rl->reopens++;
 				r->st.device_reopens++;
 			}
-			ING_WARN(COMP, "rail %u: RDMA device %s is back: listener on %s:%u re-opened",
-				 rl->idx, rl->devname, rl->addr, rl->port);
-			if (r->cbs.rail_state)
-				r->cbs.rail_state(r->cbs.arg, rl->idx, true, "");
-			if (first && r->cbs.device_back)
-				r->cbs.device_back(r->cbs.arg, rl->addr, rl->port);
+			if (rl->link_down) {   /* open again, its link not (yet) ACTIVE */
+				snprintf(rl->why, sizeof(rl->why), "link down (port %u not ACTIVE after the re-open)",
+					 rl->port_num);
+				ING_WARN(COMP, "rail %u (%s): RDMA device %s is back: listener on %s:%u re-opened; "
+					 "its link is down: it serves when its port is ACTIVE", rl->idx, rl->devname,
+					 rl->devname, rl->addr, rl->port);
+				return;
+			}
+			ING_WARN(COMP, "rail %u (%s): up again: RDMA device %s is back: listener on %s:%u "
+				 "re-opened (it was down: %s, %s)", rl->idx, rl->devname, rl->devname, rl->addr,
+				 rl->port, rl->why, since_str(rl->down_since_ns, since, sizeof(since)));
+			rl->why[0] = '\0';
+			rl->down_since_ns = 0;
+			rail_told(r, rl, true, "", "", before);
 			return;
 		}
 		snprintf(why, sizeof(why), "lcore start: %s", strerror(-rc));
@@ -633,15 +698,89 @@ static int cm_drain(struct ing_rdma *r)
 	return k;
 }
 
+/*
+ * A rail's link went down (IBV_EVENT_PORT_ERR, or its port no longer ACTIVE) or came back
+ * (PORT_ACTIVE). Its objects stay open: a flap costs no re-registration, and connections
+ * with nothing in flight survive it; a QP that had work in flight fails by its own retry
+ * limit (the lcore parks its frames for the producer's reconnect, as after any QP error).
+ */
+static void rail_link(struct ing_rdma *r, struct rdma_rail *rl, bool active, const char *how)
+{
+	char since[64];
+
+	if (active == !rl->link_down)
+		return;
+	bool before = any_rail_up(r);
+	if (!active) {
+		rl->link_down = true;
+		snprintf(rl->why, sizeof(rl->why), "link down (port %u: %s)", rl->port_num, how);
+		rl->down_since_ns = ing_now_ns();
+		rl->downs++;
+		ING_ERR(COMP, "rail %u (%s): down: %s, %s; new sessions go to the other rails%s", rl->idx,
+			rl->devname, rl->why, since_str(rl->down_since_ns, since, sizeof(since)),
+			r->nrails > 1 ? "" : " (none: the gRPC fallback)");
+		rail_told(r, rl, false, rl->why, r->nrails > 1 ? "every RDMA rail down" : rl->why, before);
+		return;
+	}
+	rl->link_down = false;
+	struct ibv_port_attr pa;
+	if (ibv_query_port(rl->ctx, rl->port_num, &pa) == 0)
+		rl->link_mbps = ing_rdma_link_mbps(pa.active_speed, pa.active_width);
+	ING_WARN(COMP, "rail %u (%s): up again (port %u: %s; it was down: %s, %s)", rl->idx,
+		 rl->devname, rl->port_num, how, rl->why,
+		 since_str(rl->down_since_ns, since, sizeof(since)));
+	rl->why[0] = '\0';
+	rl->down_since_ns = 0;
+	rail_told(r, rl, true, "", "", before);
+}
+
+/* Once a tick, for a rail that is open: its device's async events (ack'ed, port ones acted
+ * on), then its port's state as the device says it (an event missed, or a port that was
+ * never ACTIVE since the open). */
+static void rail_link_check(struct ing_rdma *r, struct rdma_rail *rl)
+{
+	struct ibv_async_event ev;
+	char how[64];
+
+	for (int k = 0; k < 64 && rl->up && ibv_get_async_event(rl->ctx, &ev) == 0; k++) {
+		enum ibv_event_type t = ev.event_type;
+		bool port = t == IBV_EVENT_PORT_ERR || t == IBV_EVENT_PORT_ACTIVE;
+		unsigned pn = port ? (unsigned)ev.element.port_num : 0;
+		ibv_ack_async_event(&ev);
+		if (port && pn == rl->port_num) {
+			snprintf(how, sizeof(how), "%s", t == IBV_EVENT_PORT_ACTIVE ? "IBV_EVENT_PORT_ACTIVE"
+							  : "IBV_EVENT_PORT_ERR");
+			rail_link(r, rl, t == IBV_EVENT_PORT_ACTIVE, how);
+		} else if (t == IBV_EVENT_DEVICE_FATAL) {
+			ING_ERR(COMP, "rail %u (%s): IBV_EVENT_DEVICE_FATAL (rdma_cm's DEVICE_REMOVAL takes it down)",
+				rl->idx, rl->devname);
+		} else {
+			ING_DBG(COMP, "rail %u (%s): async event %s", rl->idx, rl->devname,
+				ibv_event_type_str(t));
+		}
+	}
+	struct ibv_port_attr pa;
+	if (rl->up && ibv_query_port(rl->ctx, rl->port_num, &pa) == 0) {
+		bool active = pa.state == IBV_PORT_ACTIVE;
+		if (active == rl->link_down) {
+			snprintf(how, sizeof(how), "ibv_query_port state %s", ibv_port_state_str(pa.state));
+			rail_link(r, rl, active, how);
+		}
+	}
+}
+
 void ing_rdma_tick(struct ing_rdma *r)
 {
 	uint64_t now = ing_now_ns();
 
 	if (!r)
 		return;
-	for (unsigned i = 0; i < r->nrails; i++)
+	for (unsigned i = 0; i < r->nrails; i++) {
 		if (!r->rails[i].up && now >= r->rails[i].reopen_at_ns)
 			try_reopen(r, &r->rails[i]);
+		if (r->rails[i].up)
+			rail_link_check(r, &r->rails[i]);
+	}
 	for (struct rconn *c = r->conns, *nx; c; c = nx) {
 		nx = c->next;
 		if (c->destroy_deadline_ns && now >= c->destroy_deadline_ns) {
@@ -828,8 +967,18 @@ static int listener_open(struct rdma_rail *rl, char *why, size_t whylen)
 	}
 	struct ibv_port_attr pa;
 	rl->max_msg_sz = 0;
-	if (ibv_query_port(rl->ctx, rl->listen_id->port_num ? rl->listen_id->port_num : 1, &pa) == 0)
+	rl->port_num = rl->listen_id->port_num ? rl->listen_id->port_num : 1;
+	if (ibv_query_port(rl->ctx, rl->port_num, &pa) == 0) {
 		rl->max_msg_sz = pa.max_msg_sz;
+		rl->link_mbps = ing_rdma_link_mbps(pa.active_speed, pa.active_width);
+		rl->link_down = pa.state != IBV_PORT_ACTIVE;
+	}
+	/* its async events (PORT_ERR, PORT_ACTIVE, ...) are read by the tick, never waited for */
+	int fl = fcntl(rl->ctx->async_fd, F_GETFL);
+	if (fl < 0 || fcntl(rl->ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		snprintf(why, whylen, "O_NONBLOCK on %s's async event fd: %s", rl->devname, strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 
@@ -1050,10 +1199,14 @@ static void rail_release(struct rdma_rail *rl, const char *why)
 	}
 	for (unsigned i = rl->first_lc; i < rl->first_lc + rl->nl; i++) {
 		struct rdma_engine_lcore *el = &r->lcs[i];
-		if (el->lc) { /* its counters go on in the engine's (totals never go back) */
+		if (el->lc) { /* its counters go on in the engine's and the rail's (totals never go back) */
 			struct ing_rdma_lcore_stats ls;
 			ing_rdma_lcore_get_stats(el->lc, &ls);
 			add_lcore_stats(&r->st, &ls);
+			rl->gone.frames_ok += ls.frames_ok;
+			rl->gone.bytes_received += ls.bytes_received;
+			rl->gone.frames_failed += ls.frames_failed;
+			rl->gone.wc_errors += ls.wc_errors;
 		}
 		/* the frames it held and the jobs in its mailbox go back to control, failed */
 		ing_rdma_lcore_destroy_why(el->lc, why);
@@ -1168,12 +1321,13 @@ static void log_rails(const struct ing_rdma *r)
 		if (rl->up)
 			ING_INFO(COMP, "rail %u: RDMA listener on %s:%u (device %s, node %d%s, pool region %u "
 				 "node %d registered, %u poller(s) on lcore(s) %s, max_qp_rd_atom %d, "
-				 "max_qp_init_rd_atom %d, max_msg_sz %u, push %s)", i, rl->addr, rl->port,
-				 rl->devname, rail_node(rl),
+				 "max_qp_init_rd_atom %d, max_msg_sz %u, push %s, link %s%u Mb/s)", i, rl->addr,
+				 rl->port, rl->devname, rail_node(rl),
 				 rl->plan_node >= 0 && rl->plan_node != rl->dev_node ? " as placed" : "",
 				 rl->region, ing_pool_region_node(r->pool, rl->region), rl->nl, ids,
 				 rl->dattr.max_qp_rd_atom, rl->dattr.max_qp_init_rd_atom, rl->max_msg_sz,
-				 rl->push_mode == 1 ? "memory windows" : rl->push_mode == 2 ? "pool MR" : "off");
+				 rl->push_mode == 1 ? "memory windows" : rl->push_mode == 2 ? "pool MR" : "off",
+				 rl->link_down ? "DOWN, " : "", rl->link_mbps);
 		else
 			ING_WARN(COMP, "rail %u (%s): down: %s; tried again every %u s", i, rail_name(rl),
 				 rl->why, (unsigned)(REOPEN_NS / 1000000000ull));
@@ -1246,6 +1400,12 @@ struct ing_rdma *ing_rdma_create(const struct ing_rdma_opts *o, struct ing_pool 
 		char rwhy[192] = "";
 		if (rail_open(rl, rwhy, sizeof(rwhy)) == 0) {
 			rl->up = rl->opened_once = true;
+			if (rl->link_down) {   /* open, and it serves once its port is ACTIVE */
+				snprintf(rl->why, sizeof(rl->why), "link down (port %u not ACTIVE at start)",
+					 rl->port_num);
+				rl->down_since_ns = ing_now_ns();
+				rl->downs++;
+			}
 			up++;
 			continue;
 		}
@@ -1299,7 +1459,7 @@ void ing_rdma_destroy(struct ing_rdma *r)
 static const struct rdma_rail *rail_primary(const struct ing_rdma *r)
 {
 	for (unsigned i = 0; i < r->nrails; i++)
-		if (r->rails[i].up)
+		if (rail_serving(&r->rails[i]))
 			return &r->rails[i];
 	return &r->rails[0];
 }
@@ -1328,7 +1488,7 @@ int ing_rdma_rail_for_peer(const struct ing_rdma *r, const char *peer, unsigned 
 
 	for (unsigned i = 0; r && i < r->nrails; i++) {
 		const struct rdma_rail *rl = &r->rails[i];
-		if (!rl->up)
+		if (!rail_serving(rl))
 			continue;
 		if (!pick)
 			pick = rl;
@@ -1420,7 +1580,7 @@ unsigned ing_rdma_rails_up(const struct ing_rdma *r)
 {
 	unsigned n = 0;
 	for (unsigned i = 0; r && i < r->nrails; i++)
-		n += r->rails[i].up;
+		n += rail_serving(&r->rails[i]);
 	return n;
 }
 
@@ -1438,11 +1598,39 @@ int ing_rdma_rail_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_rai
 	info->region = rl->region;
 	info->first_lcore = rl->first_lc;
 	info->nlcores = rl->nl;
-	info->up = rl->up;
+	info->up = rail_serving(rl);
+	info->link_down = rl->up && rl->link_down;
+	info->link_mbps = rl->link_mbps;
 	info->removals = rl->removals;
 	info->reopens = rl->reopens;
-	info->down_since_ns = rl->up ? 0 : rl->down_since_ns;
-	snprintf(info->why, sizeof(info->why), "%s", rl->up ? "" : rl->why);
+	info->downs = rl->downs;
+	info->down_since_ns = info->up ? 0 : rl->down_since_ns;
+	snprintf(info->why, sizeof(info->why), "%s", info->up ? "" : rl->why);
+	return 0;
+}
+
+int ing_rdma_rail_stats(const struct ing_rdma *r, unsigned i, struct ing_rdma_rail_stats *s)
+{
+	if (!r || i >= r->nrails)
+		return -ENOENT;
+	const struct rdma_rail *rl = &r->rails[i];
+	memset(s, 0, sizeof(*s));
+	s->frames_received = rl->gone.frames_ok;
+	s->bytes_received = rl->gone.bytes_received;
+	s->frames_failed = rl->gone.frames_failed;
+	s->completion_errors = rl->gone.wc_errors;
+	for (unsigned k = rl->first_lc; k < rl->first_lc + rl->nl; k++) {
+		struct ing_rdma_lcore_stats ls;
+		if (!r->lcs[k].lc)
+			continue;
+		ing_rdma_lcore_get_stats(r->lcs[k].lc, &ls);
+		s->frames_received += ls.frames_ok;
+		s->bytes_received += ls.bytes_received;
+		s->frames_failed += ls.frames_failed;
+		s->completion_errors += ls.wc_errors;
+	}
+	for (const struct rconn *c = r->conns; c; c = c->next)
+		s->conns += c->state != RC_DOWN && c->rail == i;
 	return 0;
 }
 
@@ -1485,7 +1673,7 @@ int ing_rdma_push_mode(const struct ing_rdma *r)
 	int mode = 0;
 	for (unsigned i = 0; r && i < r->nrails; i++) {
 		const struct rdma_rail *rl = &r->rails[i];
-		if (!rl->up)
+		if (!rail_serving(rl))
 			continue;
 		if (!rl->push_mode)
 			return 0;

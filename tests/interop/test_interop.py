@@ -333,6 +333,19 @@ class T1Basics(unittest.TestCase):
         self.assertEqual(r2.maxFrameSize, 1 << 20)
         self.assertNotEqual(r2.sessionId, r.sessionId)
 
+    def test_negotiate_rails_without_rdma(self):
+        # a node without RDMA lists no rails, gives no session a rail, and a request that
+        # names one falls back like any other (its message says the name was ignored)
+        r = NODE.stub.Negotiate(PB.NegotiateRequest(
+            versionMin=1, versionMax=1, clientName="interop-rails",
+            transports=[PB.TRANSPORT_RDMA_READ, PB.TRANSPORT_GRPC_STREAM], rail="mlx5_1"), timeout=30)
+        self.assertEqual(r.transport, PB.TRANSPORT_GRPC_STREAM)
+        self.assertEqual(len(r.rails), 0)
+        self.assertEqual(r.rail, "")
+        self.assertIn('rail "mlx5_1" ignored: this node has no RDMA rails', r.message)
+        s = NODE.stub.Stats(PB.StatsRequest(), timeout=30)
+        self.assertEqual(len(s.rails), 0)
+
     def test_negotiate_version_mismatch(self):
         with self.assertRaises(grpc.RpcError) as cm:
             NODE.stub.Negotiate(PB.NegotiateRequest(versionMin=2, versionMax=5), timeout=30)

@@ -15,7 +15,18 @@
 #     both, RDMA WRITE push on rail 1; each session accepted on its own rail's lcore, each
 #     rail's lcore (Stats, on its node) carried exactly its rail's frames and failed none;
 #     the gRPC fallback beside them; every stored frame byte for byte (ingest-verify);
-#  4. SIGTERM: exit 0, every slot back first.
+#  4. every rail advertised and observed (issue #26 item 2, the node's side; the rails_*
+#     functions below): Negotiate lists both rails (address, port, node, state UP) and
+#     gives a session the rail it names (that rail's address and port), refuses a name no
+#     rail has with the rails there are; that session's rdma_cm connection is accepted on
+#     its rail's listener (on its rail's lcore) and refused on the other's; two ingest-send at once, one per rail: each rail's
+#     counters (Stats, /metrics ingest_rail_*{rail=...}) carry exactly its share;
+#     `ip link set <rail 1's netdev> down`: rail 1 DOWN with why and since when in Stats,
+#     /metrics (ingest_rail_up 0), Negotiate (a session naming it refused UNAVAILABLE),
+#     ingest-stat and the log, rail 0 still UP; `ip link set up`: rail 1 UP again by itself
+#     and carries frames again; a node started with its one rail's link down serves the
+#     gRPC fallback and offers RDMA on that rail once the link is up;
+#  5. SIGTERM: exit 0, every slot back first.
 # Outside that boot it says NOT RUN (exit 77) on a line of its own: its real part, the second
 # NUMA node and NIC, is not there.
 # rxe-timeout: 600
@@ -32,8 +43,8 @@ B=$ING_BUILD_DIR
 T=$ING_RXE_TMP
 OUT=$ING_RXE_OUT
 INGESTD=$B/apps/ingestd SEND=$B/apps/ingest-send VERIFY=$B/apps/ingest-verify STATS=$B/tests/rxe_stats
-TOPO=$B/apps/ingest-topo
-ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$STATS" "$TOPO"
+TOPO=$B/apps/ingest-topo ISTAT=$B/apps/ingest-stat
+ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$STATS" "$TOPO" "$ISTAT"
 PID=
 trap ing_kill_pid EXIT
 fail() {
@@ -44,6 +55,7 @@ fail() {
 }
 read -r -a DEVS <<<"$RXE_DEVS"
 read -r -a IPS <<<"$RXE_IPS"
+read -r -a NETDEVS <<<"$RXE_NETDEVS"
 read -r -a NODES <<<"$RXE_DEV_NODES"
 RAILS="${DEVS[0]}@${NODES[0]}, ${DEVS[1]}@${NODES[1]}"
 cpus_of_node() { cat "/sys/devices/system/node/node$1/cpulist"; }
@@ -79,7 +91,7 @@ grep -q "rail 1        : ${DEVS[1]} netdev .*, node ${NODES[1]} (rdma-dev overri
 step "ingestd with both rails"
 ing_start "$INGESTD" "$T/port" "$OUT/ingestd.log" --listen 0.0.0.0:0 --data-dir "$T/data" \
 	--rdma-dev "$RAILS" --pool "$POOL" --hugepages on --workers 1 --credits 8 --rdma on \
-	--poll-mode adaptive --log-level info
+	--poll-mode adaptive --log-level info --metrics-listen 127.0.0.1:0 --metrics-port-file "$T/mport"
 PID=$ING_PID
 PORT=${ING_SERVER##*:}
 grep -E "rail [01]: RDMA listener|pool: |region [01] class|worker placement|plan: rail" "$OUT/ingestd.log"
@@ -166,8 +178,181 @@ for i in 0 1; do
 	[ "$node" = "$wnode" ] || fail "lcore $lc reports node $node, not $wnode"
 done
 
+# ---- every rail advertised and observed (issue #26 item 2, the node's side) ----
+# value NAME FILE: the whole value of a "name value" line of rxe_stats (spaces kept)
+value() { sed -n "s/^$1 //p" "$2"; }
+# metric NAME LABELS: the value in ingestd's /metrics
+metric() {
+	curl -fsS "http://127.0.0.1:$(tr -dc '0-9' <"$T/mport")/metrics" |
+		awk -v k="$1$2" '$1 == k { print $2 }'
+}
+# poll_until WHAT SECONDS CMD...: CMD until it succeeds (a watchdog, not a timing assertion)
+poll_until() {
+	local what=$1 secs=$2 i
+	shift 2
+	for ((i = 0; i < secs * 5; i++)); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	fail "$what: not within ${secs} s"
+}
+rail_state_is() {   # rail_state_is RAIL UP|DOWN: Stats says so (into $T/stats)
+	timeout 60 "$STATS" "127.0.0.1:$PORT" >"$T/stats" && [ "$(value "rail.$1.state" "$T/stats")" = "$2" ]
+}
+MANIFESTS="r0 r1 w1 g"
+
+rails_negotiate() {
+	step "Negotiate lists both rails; a session gets the rail it names; a name no rail has is refused"
+	timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate >"$T/neg" || fail "Negotiate: no answer"
+	cat "$T/neg"
+	[ "$(value status "$T/neg")" = 0 ] || fail "Negotiate: status $(value status "$T/neg")"
+	[ "$(value rails "$T/neg")" = 2 ] || fail "Negotiate lists $(value rails "$T/neg") rails, not 2"
+	local r port
+	for r in 0 1; do
+		[ "$(value "rail.$r.device" "$T/neg")" = "${DEVS[$r]}" ] &&
+			[ "$(value "rail.$r.rdmaAddr" "$T/neg")" = "${IPS[$r]}" ] &&
+			[ "$(value "rail.$r.numaNode" "$T/neg")" = "${NODES[$r]}" ] &&
+			[ "$(value "rail.$r.state" "$T/neg")" = UP ] && [ -z "$(value "rail.$r.why" "$T/neg")" ] ||
+			fail "Negotiate's rail $r is not ${DEVS[$r]} on ${IPS[$r]}, node ${NODES[$r]}, UP"
+		port=$(value "rail.$r.rdmaPort" "$T/neg")
+		[ "$port" -gt 0 ] || fail "rail $r: no port"
+		grep -q "rail $r: RDMA listener on ${IPS[$r]}:$port " "$OUT/ingestd.log" ||
+			fail "rail $r: Negotiate says port $port, the listener is elsewhere"
+		timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate "${DEVS[$r]}" >"$T/neg$r" || fail "Negotiate: no answer"
+		[ "$(value status "$T/neg$r")" = 0 ] && [ "$(value rail "$T/neg$r")" = "${DEVS[$r]}" ] &&
+			[ "$(value rdmaAddr "$T/neg$r")" = "${IPS[$r]}" ] && [ "$(value rdmaPort "$T/neg$r")" = "$port" ] ||
+			fail "Negotiate naming ${DEVS[$r]}: $(cat "$T/neg$r")"
+		echo "rail ${DEVS[$r]} asked: $(value message "$T/neg$r")"
+	done
+	timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate mlx5_9 >"$T/negx" || fail "Negotiate: no answer"
+	echo "rail mlx5_9 asked: $(cat "$T/negx" | tr '\n' ' ')"
+	[ "$(value status "$T/negx")" = 3 ] || fail "Negotiate naming no rail of the node: status $(value status "$T/negx"), not INVALID_ARGUMENT"
+	grep -q "no rail \"mlx5_9\" on this node; its rails: ${DEVS[0]} (up), ${DEVS[1]} (up)" "$T/negx" ||
+		fail "the refusal does not name the node's rails"
+}
+
+rails_session_rail() {
+	step "a session negotiated for rail 1 connects on rail 1's listener; on rail 0's it is refused, the log names both"
+	local p0 p1 sid
+	p0=$(value rail.0.rdmaPort "$T/neg") p1=$(value rail.1.rdmaPort "$T/neg")
+	timeout 120 "$STATS" "127.0.0.1:$PORT" connect "${DEVS[1]}" "${IPS[1]}:$p1" >"$T/c1" || fail "connect on rail 1: $(cat "$T/c1")"
+	sid=$(value session "$T/c1")
+	echo "session $sid (rail ${DEVS[1]}) on ${IPS[1]}:$p1: $(value connect "$T/c1")"
+	[ "$(value connect "$T/c1")" = ESTABLISHED ] || fail "session $sid of rail 1 not accepted on rail 1's listener"
+	grep -q "session $sid accepted on lcore $LCORE_1 (.*; rail 1 ${DEVS[1]};" "$OUT/ingestd.log" ||
+		fail "session $sid not on rail 1's lcore $LCORE_1"
+	timeout 120 "$STATS" "127.0.0.1:$PORT" connect "${DEVS[1]}" "${IPS[0]}:$p0" >"$T/c0" || fail "connect on rail 0: $(cat "$T/c0")"
+	sid=$(value session "$T/c0")
+	echo "session $sid (rail ${DEVS[1]}) on ${IPS[0]}:$p0: $(value connect "$T/c0")"
+	[ "$(value connect "$T/c0")" = REJECTED ] || fail "session $sid of rail 1 not refused on rail 0's listener"
+	grep "connect request (session $sid) rejected: session negotiated rail 1 (${DEVS[1]}), its connection came in on rail 0 (${DEVS[0]})" \
+		"$OUT/ingestd.log" || fail "no log line naming the rail negotiated and the rail connected"
+}
+
+rails_share() {
+	step "two ingest-send at once, ${DEVS[0]} and ${DEVS[1]}: each rail's counters carry its share"
+	timeout 60 "$STATS" "127.0.0.1:$PORT" >"$T/stats.before" || fail "Stats: no answer"
+	send p0 0 rdma 16 64K-2M >"$T/p0.out" 2>&1 &
+	local a=$!
+	send p1 1 rdma 20 64K-2M >"$T/p1.out" 2>&1 &
+	local b=$!
+	wait "$a" || fail "p0: $(cat "$T/p0.out")"
+	wait "$b" || fail "p1: $(cat "$T/p1.out")"
+	MANIFESTS+=" p0 p1"
+	timeout 60 "$STATS" "127.0.0.1:$PORT" >"$T/stats" || fail "Stats: no answer"
+	[ "$(value rails "$T/stats")" = 2 ] || fail "Stats lists $(value rails "$T/stats") rails, not 2"
+	local r tag want got gotb wantb m
+	for r in 0 1; do
+		tag=p$r want=$((16 + 4 * r))
+		got=$(($(value "rail.$r.framesReceived" "$T/stats") - $(value "rail.$r.framesReceived" "$T/stats.before")))
+		gotb=$(($(value "rail.$r.bytesReceived" "$T/stats") - $(value "rail.$r.bytesReceived" "$T/stats.before")))
+		wantb=$(jget "$T/$tag.json" bytes)
+		echo "rail $r (${DEVS[$r]}): +$got frames, +$gotb bytes (its ingest-send: $want frames, $wantb bytes)," \
+			"$(value "rail.$r.framesFailed" "$T/stats") failed, $(value "rail.$r.completionErrors" "$T/stats") completion errors"
+		[ "$got" = "$want" ] && [ "$gotb" = "$wantb" ] || fail "rail $r carried $got frames / $gotb bytes, not its producer's $want / $wantb"
+		[ "$(value "rail.$r.framesFailed" "$T/stats")" = 0 ] && [ "$(value "rail.$r.completionErrors" "$T/stats")" = 0 ] ||
+			fail "rail $r failed frames or had error completions"
+		m=$(metric ingest_rail_frames_total "{rail=\"${DEVS[$r]}\",index=\"$r\"}")
+		[ "$m" = "$(value "rail.$r.framesReceived" "$T/stats")" ] || fail "/metrics: rail $r frames $m, Stats $(value "rail.$r.framesReceived" "$T/stats")"
+		m=$(metric ingest_rail_bytes_total "{rail=\"${DEVS[$r]}\",index=\"$r\"}")
+		[ "$m" = "$(value "rail.$r.bytesReceived" "$T/stats")" ] || fail "/metrics: rail $r bytes $m, Stats $(value "rail.$r.bytesReceived" "$T/stats")"
+		[ "$(metric ingest_rail_up "{rail=\"${DEVS[$r]}\",index=\"$r\"}")" = 1 ] || fail "/metrics: rail $r not up"
+	done
+}
+
+rails_link_down_up() {
+	local nd=${NETDEVS[1]} dev=${DEVS[1]}
+	step "ip link set $nd down: rail 1 ($dev) down with why and since when, rail 0 serves"
+	ip link set "$nd" down
+	poll_until "rail 1 DOWN in Stats" 60 rail_state_is 1 DOWN
+	grep '^rail\.' "$T/stats"
+	local why
+	why=$(value rail.1.why "$T/stats")
+	[[ "$why" == "link down (port 1: "* ]] || fail "rail 1's why: '$why'"
+	[ "$(value rail.1.downSinceUnixMs "$T/stats")" -gt 0 ] && [ "$(value rail.1.downs "$T/stats")" -ge 1 ] ||
+		fail "rail 1: no since-when or downs count"
+	[ "$(value rail.0.state "$T/stats")" = UP ] || fail "rail 0 went down with rail 1"
+	[ "$(metric ingest_rail_up "{rail=\"$dev\",index=\"1\"}")" = 0 ] || fail "/metrics: rail 1 not 0"
+	[ "$(metric ingest_rail_up "{rail=\"${DEVS[0]}\",index=\"0\"}")" = 1 ] || fail "/metrics: rail 0 not 1"
+	grep -E "rail 1 \($dev\): down: link down \(port 1: (IBV_EVENT_PORT_ERR|ibv_query_port state [A-Z_]+)\), since [0-9:]+ UTC" "$OUT/ingestd.log" ||
+		fail "no log line naming rail 1, why and since when"
+	timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate "$dev" >"$T/negd" || fail "Negotiate: no answer"
+	echo "rail $dev asked while down: $(tr '\n' ' ' <"$T/negd")"
+	[ "$(value status "$T/negd")" = 14 ] && grep -q "rail \"$dev\" is down (link down" "$T/negd" ||
+		fail "Negotiate naming the down rail: not UNAVAILABLE with why"
+	timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate >"$T/neg" || fail "Negotiate: no answer"
+	[ "$(value rail "$T/neg")" = "${DEVS[0]}" ] && [ "$(value rail.1.state "$T/neg")" = DOWN ] ||
+		fail "Negotiate without a rail while rail 1 is down: $(tr '\n' ' ' <"$T/neg")"
+	timeout 60 "$ISTAT" --server "127.0.0.1:$PORT" --sample 0 >"$T/istat" || fail "ingest-stat exited $?"
+	grep "rail     " "$T/istat"
+	grep -q "rail     1 $dev ${IPS[1]}:[0-9]* node ${NODES[1]}, .*: DOWN since [0-9:]* ([0-9.]* s): link down" "$T/istat" ||
+		fail "ingest-stat does not show rail 1 down"
+
+	step "ip link set $nd up: rail 1 up again by itself, and it carries frames"
+	ip link set "$nd" up
+	poll_until "rail 1 UP again in Stats" 60 rail_state_is 1 UP
+	[ -z "$(value rail.1.why "$T/stats")" ] || fail "rail 1 up with a why"
+	[ "$(metric ingest_rail_up "{rail=\"$dev\",index=\"1\"}")" = 1 ] || fail "/metrics: rail 1 not back to 1"
+	grep -E "rail 1 \($dev\): up again" "$OUT/ingestd.log" || fail "no log line of rail 1 back"
+	local before
+	before=$(value rail.1.framesReceived "$T/stats")
+	send a1 1 rdma 6 64K-1M
+	MANIFESTS+=" a1"
+	timeout 60 "$STATS" "127.0.0.1:$PORT" >"$T/stats" || fail "Stats: no answer"
+	[ $(($(value rail.1.framesReceived "$T/stats") - before)) = 6 ] || fail "rail 1 did not carry the 6 frames after its return"
+}
+
+rails_link_down_at_start() {
+	local nd=${NETDEVS[1]} dev=${DEVS[1]} PORT
+	step "a node whose one rail ($dev) has its link down at start: the gRPC fallback, RDMA once the link is up"
+	ip link set "$nd" down
+	ing_start "$INGESTD" "$T/port2" "$OUT/ingestd-linkdown.log" --listen 0.0.0.0:0 --data-dir "$T/data2" \
+		--rdma-dev "$dev@${NODES[1]}" --pool 1M:4 --workers 1 --rdma auto --poll-mode adaptive --log-level info
+	PID=$ING_PID
+	PORT=${ING_SERVER##*:}
+	timeout 60 "$STATS" "127.0.0.1:$PORT" >"$T/stats" || fail "Stats: no answer"
+	grep -E '^(rail\.0\.(state|why)|transportNote) ' "$T/stats"
+	[ "$(value rail.0.state "$T/stats")" = DOWN ] && [ "$(value rail.0.why "$T/stats")" = "link down (port 1 not ACTIVE at start)" ] ||
+		fail "the rail is not DOWN with its link's why"
+	[ "$(value transportNote "$T/stats")" = "rdma: RDMA link down; fallback active" ] || fail "no fallback note"
+	timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate >"$T/negs" || fail "Negotiate: no answer"
+	[ "$(value transport "$T/negs")" = 2 ] || fail "RDMA offered on a rail whose link is down: $(tr '\n' ' ' <"$T/negs")"
+	ip link set "$nd" up
+	poll_until "the rail UP once its link is" 60 rail_state_is 0 UP
+	timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate >"$T/negs" || fail "Negotiate: no answer"
+	echo "after ip link set up: $(value message "$T/negs")"
+	[ "$(value transport "$T/negs")" = 1 ] && [ "$(value rail "$T/negs")" = "$dev" ] ||
+		fail "RDMA not offered once the link is up: $(tr '\n' ' ' <"$T/negs")"
+	ing_term_pid
+}
+
+rails_negotiate
+rails_session_rail
+rails_share
+rails_link_down_up
+
 step "every stored frame byte for byte (ingest-verify)"
-{ head -n 1 "$T/m-r0"; for m in r0 r1 w1 g; do grep -v '^#' "$T/m-$m"; done; } >"$T/m-all"
+{ head -n 1 "$T/m-r0"; for m in $MANIFESTS; do grep -v '^#' "$T/m-$m"; done; } >"$T/m-all"
 timeout 300 "$VERIFY" --data-dir "$T/data" --manifest "$T/m-all" ||
 	fail "ingest-verify: stored frames not byte for byte what was sent"
 echo "$(grep -vc '^#' "$T/m-all") frames verified"
@@ -181,4 +366,5 @@ done
 [ "$(sv poolSlotsFree)" = "$(sv poolSlotsTotal)" ] || fail "slots not back: $(sv poolSlotsFree) of $(sv poolSlotsTotal)"
 [ "$(sv poolSlotsTotal)" = 48 ] || fail "the pool has $(sv poolSlotsTotal) slots, not 2 regions x 24"
 ing_term_pid
+rails_link_down_at_start
 echo "rails: OK"

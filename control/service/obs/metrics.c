@@ -9,6 +9,7 @@
  * lcore; never a frame or session id).
  */
 #include "control/service/obs/obs.h"
+#include "control/service/rails.h"
 #include "common/clock.h"
 #include "dataplane/rdma/rdma.h"
 
@@ -246,6 +247,44 @@ static void metrics_lcores(struct ing_svc *s, struct ing_mtext *t)
 	}
 }
 
+/* Each RDMA rail, up or down, and what it moved (StatsReply.rails has the same numbers);
+ * label rail="<device>" (IngestRailDown in deploy/monitoring/ingest-alerts.yml reads
+ * ingest_rail_up). */
+static void metrics_rails(struct ing_svc *s, struct ing_mtext *t)
+{
+	static const char *const fam[][3] = {
+		{ "ingest_rail_up", "gauge", "1 when the RDMA rail serves (device open, link ACTIVE), 0 when it is down (ingest-stat and Stats say why)." },
+		{ "ingest_rail_down_seconds", "gauge", "How long the rail has been down (0 when up)." },
+		{ "ingest_rail_downs_total", "counter", "Times the rail went down (link down, device removed, re-open failed) since start." },
+		{ "ingest_rail_connections", "gauge", "RDMA connections (QPs) on the rail now." },
+		{ "ingest_rail_frames_total", "counter", "Frames the rail's lcores brought in (READ pull and WRITE push)." },
+		{ "ingest_rail_bytes_total", "counter", "Bytes of those frames." },
+		{ "ingest_rail_frames_failed_total", "counter", "Frames the rail's lcores failed." },
+		{ "ingest_rail_completion_errors_total", "counter", "Error completions on the rail's CQs (not flushes)." },
+		{ "ingest_rail_link_mbps", "gauge", "The rail's port speed x width in Mbit/s (0 unknown)." },
+	};
+	struct svc_rail sr[ING_RDMA_MAX_RAILS];
+	unsigned n = svc_engine_rails(s, sr, ING_RDMA_MAX_RAILS);
+	char l[128];
+
+	for (unsigned k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
+		ing_mtext_family(t, fam[k][0], fam[k][1], fam[k][2]);
+		for (unsigned i = 0; i < n; i++) {
+			const struct svc_rail *r = &sr[i];
+			const uint64_t v[] = { r->info.up, 0, r->info.downs, r->st.conns,
+					       r->st.frames_received, r->st.bytes_received,
+					       r->st.frames_failed, r->st.completion_errors,
+					       r->info.link_mbps };
+			snprintf(l, sizeof(l), "rail=\"%.*s\",index=\"%u\"", (int)sizeof(r->info.device) - 1,
+				 r->info.device, i);
+			if (k == 1)
+				ing_mtext_sample(t, fam[k][0], l, r->down_s);
+			else
+				ing_mtext_u64(t, fam[k][0], l, v[k]);
+		}
+	}
+}
+
 /* The RDMA engine and each dataplane lcore's busy time and ratio. */
 static void metrics_rdma(struct ing_svc *s, struct ing_mtext *t, uint64_t now)
 {
@@ -292,6 +331,7 @@ static void metrics_rdma(struct ing_svc *s, struct ing_mtext *t, uint64_t now)
 		ing_mtext_sample(t, "ingest_lcore_busy_ratio", l, m->busy_ratio[i]);
 	}
 	metrics_lcores(s, t);
+	metrics_rails(s, t);
 }
 
 void ing_svc_metrics(struct ing_svc *s, struct ing_mtext *t)

@@ -7,12 +7,15 @@
 #include "control/service/state.h"
 #include "control/service/auth.h"
 #include "control/service/pb.h"
+#include "control/service/rails.h"
 #include "control/service/rpc/unary.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "control/fleet/fleet.h"
 #include "dataplane/rdma/rdma.h"
 #include "h3000.pb-c.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -97,10 +100,63 @@ static void session_note(const struct ing_svc *s, const H3000__NegotiateRequest 
 		snprintf(note, n, "gRPC stream (client's choice)");
 }
 
+/* The node's rails as the engine sees them now (none without an engine). */
+struct rails_now {
+	unsigned n;
+	struct svc_rail sr[ING_RDMA_MAX_RAILS];
+	struct ing_rdma_rail_info ri[ING_RDMA_MAX_RAILS];
+	H3000__RailInfo pb[ING_RDMA_MAX_RAILS];
+	H3000__RailInfo *pbp[ING_RDMA_MAX_RAILS];
+};
+
+static void rails_read(const struct ing_svc *s, struct rails_now *rn)
+{
+	rn->n = svc_engine_rails(s, rn->sr, ING_RDMA_MAX_RAILS);
+	for (unsigned i = 0; i < rn->n; i++) {
+		const struct svc_rail *sr = &rn->sr[i];
+		H3000__RailInfo *p = &rn->pb[i];
+		rn->ri[i] = sr->info;
+		h3000__rail_info__init(p);
+		p->index = i;
+		p->device = (char *)sr->info.device;
+		p->rdmaaddr = (char *)sr->info.addr;
+		p->rdmaport = sr->info.port;
+		p->numanode = sr->info.numa_node;
+		p->linkmbps = sr->info.link_mbps;
+		p->state = sr->info.up ? H3000__RAIL_STATE__RAIL_UP : H3000__RAIL_STATE__RAIL_DOWN;
+		p->why = (char *)sr->info.why;
+		p->downseconds = sr->down_s;
+		rn->pbp[i] = p;
+	}
+}
+
+/*
+ * The rail a request that names one (NegotiateRequest.rail) gets when it asks for RDMA: that
+ * rail, up. 0 with *rail; or the gRPC status with note: INVALID_ARGUMENT for a name that is
+ * no rail of this node, UNAVAILABLE (retry later, or use another rail) for a rail that is
+ * down, each listing the rails there are. A node without RDMA ignores the name (the
+ * session falls back to the gRPC stream as for any client, and its message says so).
+ */
+static int negotiate_rail(const struct ing_svc *s, const H3000__NegotiateRequest *r,
+			  const struct rails_now *rn, int *rail, char *note, size_t n)
+{
+	*rail = -1;
+	if (!r->rail || !r->rail[0] || !s->env.rdma ||
+	    !(has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ) ||
+	      has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_WRITE)))
+		return 0;
+	int i = ing_rdma_rail_choose(rn->ri, rn->n, r->rail, ing_now_ns(), note, n);
+	if (i >= 0) {
+		*rail = i;
+		return 0;
+	}
+	return i == -ENETDOWN ? ING_GRPC_UNAVAILABLE : ING_GRPC_INVALID_ARGUMENT;
+}
+
 static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 {
 	struct ing_svc *s = ing_grpc_call_user(c);
-	char note[256];
+	char note[768];
 	int rc;
 
 	struct svc_peer *peer = svc_peer_get(s, ing_grpc_call_peer_addr(c));
@@ -134,6 +190,14 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	int push = rdma && s->env.rdma ? ing_rdma_push_mode(s->env.rdma) : 0;
 	H3000__Transport avail[3];
 	size_t navail = 0;
+	struct rails_now rn;
+	int rail = -1;
+	rails_read(s, &rn);
+	code = negotiate_rail(s, r, &rn, &rail, note, sizeof(note));
+	if (code) {
+		rc = svc_unary_fail(c, code, note);
+		goto out;
+	}
 	H3000__Transport pick = negotiate_transport(s, r, push, avail, &navail);
 	if (!pick) {
 		snprintf(note, sizeof(note), "no common transport: the client offers only RDMA (%s)",
@@ -164,11 +228,28 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	ss->ack_received = r->ackreceived;
 	snprintf(ss->client, sizeof(ss->client), "%s", r->clientname ? r->clientname : "");
 
-	/* the rail on the producer's network (it dialled the node there), else the first up */
+	/* the rail it named; else the rail on the producer's network (it dialled the node
+	 * there), else the first up */
 	const char *raddr;
 	uint16_t rport;
-	svc_engine_rdma_target(s, ing_grpc_call_peer_addr(c), &raddr, &rport);
+	if (rail >= 0) {
+		raddr = rn.ri[rail].addr;
+		rport = rn.ri[rail].port;
+	} else {
+		svc_engine_rdma_target(s, ing_grpc_call_peer_addr(c), &raddr, &rport, &rail);
+	}
+	bool on_rdma = ss->transport == ING_XPORT_RDMA;
+	ss->rail = on_rdma && r->rail && r->rail[0] ? rail : -1;
 	session_note(s, r, pick, push, raddr, rport, note, sizeof(note));
+	if (on_rdma && rail >= 0 && (unsigned)rail < rn.n) {
+		size_t nl = strlen(note);
+		snprintf(note + nl, sizeof(note) - nl, " (rail %d %s%s)", rail, rn.ri[rail].device,
+			 ss->rail >= 0 ? ", as asked" : "");
+	} else if (r->rail && r->rail[0] && !s->env.rdma) {
+		size_t nl = strlen(note);
+		snprintf(note + nl, sizeof(note) - nl, "; rail \"%s\" ignored: this node has no RDMA rails",
+			 r->rail);
+	}
 	if (ss->transport == ING_XPORT_GRPC && has_transport(r, H3000__TRANSPORT__TRANSPORT_RDMA_READ))
 		s->c_fallback++;
 
@@ -189,6 +270,9 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 		rep.granttimeoutms = s->o.rdma.grant_ms;
 	}
 	rep.maxchunksize = s->o.max_chunk;
+	rep.n_rails = rn.n;
+	rep.rails = rn.pbp;
+	rep.rail = (char *)(on_rdma && rail >= 0 && (unsigned)rail < rn.n ? rn.ri[rail].device : "");
 	rep.message = note;
 	rep.serverversion = (char *)"h3000-ingestd " ING_VERSION;
 	if (s->fleet) {   /* which node this is, and whether it takes new wafers */

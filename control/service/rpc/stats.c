@@ -8,6 +8,7 @@
 #include "control/service/state.h"
 #include "control/service/auth.h"
 #include "control/service/pb.h"
+#include "control/service/rails.h"
 #include "control/service/rpc/unary.h"
 #include "common/clock.h"
 #include "control/fleet/fleet.h"
@@ -48,6 +49,36 @@ static size_t lcore_stats(struct ing_svc *s, H3000__LcoreStats *lcs, H3000__Lcor
 		lcp[k++] = l;
 	}
 	return k;
+}
+
+/* StatsReply.rails (86): every rail, up or down, and what it moved. Returns the count. */
+static size_t rail_stats(struct ing_svc *s, struct svc_rail *sr, H3000__RailStats *rs,
+			 H3000__RailStats **rsp)
+{
+	unsigned n = svc_engine_rails(s, sr, ING_RDMA_MAX_RAILS);
+
+	for (unsigned i = 0; i < n; i++) {
+		H3000__RailStats *p = &rs[i];
+		h3000__rail_stats__init(p);
+		p->index = i;
+		p->device = sr[i].info.device;
+		p->rdmaaddr = sr[i].info.addr;
+		p->rdmaport = sr[i].info.port;
+		p->numanode = sr[i].info.numa_node;
+		p->linkmbps = sr[i].info.link_mbps;
+		p->state = sr[i].info.up ? H3000__RAIL_STATE__RAIL_UP : H3000__RAIL_STATE__RAIL_DOWN;
+		p->why = sr[i].info.why;
+		p->downseconds = sr[i].down_s;
+		p->downsinceunixms = sr[i].down_since_unix_ms;
+		p->downs = sr[i].info.downs;
+		p->connections = sr[i].st.conns;
+		p->framesreceived = sr[i].st.frames_received;
+		p->bytesreceived = sr[i].st.bytes_received;
+		p->framesfailed = sr[i].st.frames_failed;
+		p->completionerrors = sr[i].st.completion_errors;
+		rsp[i] = p;
+	}
+	return n;
 }
 
 /* StatsReply's fleet fields (50-56) */
@@ -202,6 +233,10 @@ static int stats_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	H3000__LcoreStats lcs[ING_RDMA_MAX_LCORES], *lcp[ING_RDMA_MAX_LCORES];
 	r.lcores = lcp;
 	r.n_lcores = lcore_stats(s, lcs, lcp);
+	struct svc_rail sr[ING_RDMA_MAX_RAILS];
+	H3000__RailStats rs[ING_RDMA_MAX_RAILS], *rsp[ING_RDMA_MAX_RAILS];
+	r.rails = rsp;
+	r.n_rails = rail_stats(s, sr, rs, rsp);
 	/* the /metrics histograms (obs/metrics.c), from the same latency view */
 	enum { NH = 2 + SVC_METRIC_STAGES };
 	const char *names[NH] = { "ack_received", "ack_durable" };
