@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""file_path.py TRACE SRCROOT [--keep PREFIXES] [--show]: the path of one fallback frame
+"""file_path.py TRACE SRCROOT [--keep=PREFIXES] [--control-only] [--show]: the path of one fallback frame
 through the source files, from bench/trace/file_trace.c's record of an ingestd built with
 -finstrument-functions, and how many times it returns to a file it left.
 
@@ -11,7 +11,9 @@ recorded. At every event execution is in a file: the entered function's, or at a
 the caller's (each thread's own stack). Events in files outside --keep (default: control/
 and dataplane/; common/, proto/'s generated code, numa/ are then "transparent": execution
 stays in the file that called them) are skipped. Consecutive events in the same file are
-one visit; a return is a visit to a file visited before in the window.
+one visit; a return is a visit to a file visited before in the window. --control-only:
+the control thread's events alone (the one that ran on_data_chunk), without the
+persistence worker's.
 """
 import collections
 import os
@@ -83,7 +85,10 @@ def main():
     if end is None:
         sys.exit('file_path: no conn_write after the last ack')
     visits = []   # [file, thread, [functions]]
+    control = events[start][0]
     for k, (tid, enter, i) in enumerate(events[:end + 1]):
+        if '--control-only' in opts and tid != control:
+            continue
         st = stacks[tid]
         if enter:
             st.append(info[i][1])
