@@ -71,7 +71,7 @@ TEST_PKGS=(
   # radosgw, and a second S3 client (boto3; s3cmd for the bench baseline)
   ceph-mon ceph-osd radosgw python3-boto3 s3cmd
   # bench (bench/fallback.sh: iperf3, fio, and the stock C++ gRPC server it builds on demand)
-  iperf3 fio gnuplot-nox libgrpc++-dev protobuf-compiler-grpc
+  iperf3 fio gnuplot-nox libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc
 )
 PKGS=("${BUILD_PKGS[@]}")
 case $set_name in

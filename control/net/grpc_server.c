@@ -18,7 +18,8 @@
  * reports them as placed (on_msg_placed) instead of copying them. Around such runs, reads
  * stay small (SRV_SMALL_READ past the known end of what cannot be placed), so frame
  * headers, gRPC prefixes and protobuf keys take the copy path without pulling the bulk
- * after them into the buffer.
+ * after them into the buffer; a placed run that ends the handler's field brings those
+ * SRV_SMALL_READ bytes after it in the same readv (one read per message, not two).
  *
  * Flow control: NGHTTP2_OPT_NO_AUTO_WINDOW_UPDATE. Bytes are consumed (and thus window
  * given back to the client) only once the deframer has processed them, i.e. once the
@@ -1115,13 +1116,17 @@ static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t error_code
  * One read: into the server's buffer (rd.c NULL, one iovec), or placement for call rd.c:
  * iov[0] the rest of the current DATA frame's data where the handler wants it, then
  * optionally read-ahead pairs (a frame header into the server's spec_hdr, that frame's
- * data into place after the previous run) for frames guessed alike (h2_track.same).
+ * data into place after the previous run) for frames guessed alike (h2_track.same), and,
+ * when the placed run ends the handler's field, a tail (rd.tail) of SRV_SMALL_READ into
+ * the end of the server's buffer: what follows it (the next message's prefix and fields,
+ * the next frame's header) comes in the same read instead of one more small read.
  */
 struct rd {
 	struct ing_grpc_call *c;
 	unsigned niov;
+	bool tail;           /* the last iovec is the tail, taking the copy path */
 	size_t want;
-	struct iovec iov[1 + 2 * SRV_SPEC_MAX];
+	struct iovec iov[2 + 2 * SRV_SPEC_MAX];
 };
 
 static ssize_t conn_read(struct conn *cn, struct rd *rd)
@@ -1193,6 +1198,7 @@ static void read_plan(struct conn *cn, struct rd *rd)
 	size_t copy;   /* bytes ahead that take the copy path for sure */
 	rd->c = NULL;
 	rd->niov = 1;
+	rd->tail = false;
 	rd->iov[0].iov_base = s->rbuf;
 	switch (t->pos) {
 	case H2P_DATA: {
@@ -1223,6 +1229,13 @@ static void read_plan(struct conn *cn, struct rd *rd)
 			if (data >= s->o.place_min) {
 				rd->c = c;
 				rd->want = total;
+				if (data == n && !cn->ssl) {
+					/* the field ends here: its successor's headers come along */
+					rd->tail = true;
+					rd->iov[rd->niov].iov_base = s->rbuf + SRV_PLACE_MAX;
+					rd->iov[rd->niov++].iov_len = SRV_SMALL_READ;
+					rd->want += SRV_SMALL_READ;
+				}
 				return;
 			}
 			rd->niov = 1;
@@ -1321,6 +1334,8 @@ static ssize_t feed_read(struct conn *cn, struct rd *rd, size_t n)
 		uint8_t *b = rd->iov[i].iov_base;
 		size_t len = rd->iov[i].iov_len < n ? rd->iov[i].iov_len : n, ok = len;
 		ssize_t rv;
+		if (rd->tail && i == rd->niov - 1)
+			return (rv = conn_feed(cn, b, len, false)) < 0 ? rv : 0;   /* the copy path */
 		if (i % 2 == 0)
 			ok = placeable(cn, rd->c, b, len);
 		else if (cn->tr.pos != H2P_HEAD || cn->tr.hd_got)
@@ -1338,7 +1353,8 @@ static ssize_t feed_read(struct conn *cn, struct rd *rd, size_t n)
 		for (unsigned j = i; j < rd->niov && n; j++) {
 			size_t off = j == i ? ok : 0;
 			size_t m = rd->iov[j].iov_len - off < n ? rd->iov[j].iov_len - off : n;
-			memcpy(s->rbuf + spill, (uint8_t *)rd->iov[j].iov_base + off, m);
+			/* (the tail sits past where the spill reaches before it: memmove) */
+			memmove(s->rbuf + spill, (uint8_t *)rd->iov[j].iov_base + off, m);
 			spill += m;
 			n -= m;
 		}
@@ -2178,7 +2194,8 @@ struct ing_grpc_server *ing_grpc_server_create(struct ing_loop *loop,
 			.path = HEALTH_CHECK_PATH, .on_message = health_on_message,
 			.on_close = health_on_close };
 
-	s->rbuf = malloc(SRV_PLACE_MAX);   /* SRV_RBUF reads; a whole placed read spilled */
+	/* SRV_RBUF reads; a whole placed read spilled, then its tail (read_plan) */
+	s->rbuf = malloc(SRV_PLACE_MAX + SRV_SMALL_READ);
 	if (!s->rbuf)
 		goto oom;
 	if (nghttp2_session_callbacks_new(&s->cbs) || nghttp2_option_new(&s->h2opt))

@@ -521,6 +521,42 @@ static void test_place_splits(void **state)
 	free(w.p);
 }
 
+/* Messages one per DATA frame, reads as large as asked: a placed run that ends the data
+ * brings the next frame's header and the next message's head in the same read, so each
+ * message costs one read (not one for its head, then one for its data). */
+static void test_place_one_read_per_message(void **state)
+{
+	(void)state;
+	enum { N = 8, DLEN = 12000 };
+	size_t dl[N];
+	struct wbuf w = { 0 };
+	struct gstream g = { 0 };
+	for (unsigned k = 0; k < N; k++) {
+		dl[k] = DLEN;
+		gmsg(&g, 200 + k, DLEN);
+	}
+	preface(&w);
+	headers(&w, 1);
+	size_t hdr_end = w.len;
+	size_t msg = g.b.len / N;
+	for (unsigned k = 0; k < N; k++)
+		data(&w, 1, &g, msg, -1, k == N - 1);
+	free(g.b.p);
+	reset();
+	struct ing_grpc_server *s = server(1u << 20, 4u << 20, 0);
+	size_t after_hdr[4 * N] = { hdr_end };   /* (cycled: zeros, any size, past the end) */
+	struct grpc_feed f;
+	struct seen sn;
+	feed(s, &w, after_hdr, 4 * N, &f, &sn);
+	check_msgs(&T.calls[0], 200, N, dl);
+	assert_int_equal(T.calls[0].close_status, ING_GRPC_OK);
+	assert_true(f.placed > (size_t)N * DLEN * 9 / 10);
+	/* the headers, the first message's head, then one read per message */
+	assert_true(f.reads <= 2 + N);
+	ing_grpc_server_destroy(s);
+	free(w.p);
+}
+
 /* The sink announces its runs and places nothing: all of it comes through on_msg_data. */
 static void test_place_declined(void **state)
 {
@@ -936,6 +972,7 @@ int main(void)
 		cmocka_unit_test(test_track),
 		cmocka_unit_test(test_place_splits),
 		cmocka_unit_test(test_place_declined),
+		cmocka_unit_test(test_place_one_read_per_message),
 		cmocka_unit_test(test_place_pause_resume),
 		cmocka_unit_test(test_place_two_streams),
 		cmocka_unit_test(test_place_read_ahead),
