@@ -145,7 +145,7 @@ fault: deps build
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
 test-tsan: build-tsan
-	@cd $(BUILD_TSAN) && $(TSAN_ENV) ctest -L tsan --output-on-failure --timeout 600
+	@cd $(BUILD_TSAN) && $(TSAN_ENV) ctest -L tsan --output-on-failure --timeout 900
 
 # A short latency sweep (gRPC fallback, 4 MiB, 10..90 % of the measured capacity, about
 # a minute): report.md with plots under $(BUILD)/bench-results/; BENCH_ARGS go to ingest-bench.

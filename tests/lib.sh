@@ -35,20 +35,34 @@ ing_start() {
 	ing_wait_port "$ING_PID" "$pf" "$log"
 }
 
-# ing_wait_port PID PORTFILE LOG: wait (60 s x the time scale at most) for the port file of
-# the ingestd with that pid, started some other way (as another user, ...). Sets
-# ING_SERVER; calls fail if it exits first or writes no port.
+# ing_wait_port PID PORTFILE LOG: wait for the port file of the ingestd with that pid,
+# started some other way (as another user, ...). Sets ING_SERVER; calls fail if it exits
+# first, or when its start-up made no progress for 60 s x the time scale: no new log line,
+# no CPU time, no memory touched (a watchdog for a hang, not a budget: on a host short of
+# memory and CPU, prefaulting the frame pool alone took 11 s and 30 s per size class), or
+# after 10 times that in all (a start-up that spins).
 ing_wait_port() {
-	local pid=$1 pf=$2 log=$3 cap end
+	local pid=$1 pf=$2 log=$3 cap now last= idle_end end
 	cap=$(ing_scaled 60)
-	end=$((SECONDS + cap))
-	while [ ! -s "$pf" ] && [ "$SECONDS" -lt "$end" ]; do
+	idle_end=$((SECONDS + cap))
+	end=$((SECONDS + 10 * cap))
+	while [ ! -s "$pf" ]; do
 		kill -0 "$pid" 2>/dev/null || fail "ingestd exited during start-up (log: $log)"
+		# progress: the log's size, the process's CPU ticks (utime, stime) and resident pages
+		now="$(stat -c %s "$log" 2>/dev/null) $(cut -d' ' -f14,15 "/proc/$pid/stat" 2>/dev/null) $(cut -d' ' -f2 "/proc/$pid/statm" 2>/dev/null)"
+		if [ "$now" != "$last" ]; then
+			last=$now
+			idle_end=$((SECONDS + cap))
+		fi
+		[ "$SECONDS" -lt "$idle_end" ] && [ "$SECONDS" -lt "$end" ] || break
 		sleep 0.1
 	done
 	if [ ! -s "$pf" ]; then
 		kill -KILL "$pid" 2>/dev/null   # not left running behind the failed test
-		fail "ingestd wrote no port file within $cap s (log: $log)"
+		if [ "$SECONDS" -ge "$end" ]; then
+			fail "ingestd wrote no port file within $((10 * cap)) s (log: $log)"
+		fi
+		fail "ingestd's start-up made no progress for $cap s (no log line, no CPU time, no memory touched) and wrote no port file (log: $log)"
 	fi
 	ING_SERVER=127.0.0.1:$(tr -dc '0-9' <"$pf")
 }

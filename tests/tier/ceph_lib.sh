@@ -100,9 +100,11 @@ _ceph_await() {
 	done
 }
 
-# test_dir_own DIR: DIR belongs to this test (its shell's pid and start time, in DIR/owner)
+# test_dir_own DIR [PID]: DIR belongs to this test (its shell's pid, or PID, and its start
+# time, in DIR/owner)
 test_dir_own() {
-	echo "$$ $(_ceph_start_time $$)" >"$1/owner"
+	local p=${2:-$$}
+	echo "$p $(_ceph_start_time "$p")" >"$1/owner"
 }
 _ceph_start_time() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
 
@@ -136,7 +138,26 @@ _ceph_logs() {
 	done
 }
 
+# ceph_start: this test's Ceph. Alone (CEPH_SHARED unset): a cluster of its own (monitor,
+# OSD, user) and its gateway. With CEPH_SHARED (an env file written by tier_ceph.sh up, the
+# ctest fixture tier.ceph_up): the run's shared monitor and OSD, and a radosgw of this test's
+# own on a free port (its own kills and restarts touch no other test); the shared OSD is
+# killed only under its lock (ceph_kill_osd).
 ceph_start() {
+	if [ -n "${CEPH_SHARED:-}" ]; then
+		_ceph_attach
+	else
+		ceph_cluster_start
+		CEPH_RGW_NAME=client.rgw
+		CEPH_RGW_PORT=$(ceph_free_port)
+		ceph_start_rgw
+		echo "ceph: mon, osd, radosgw up in $((SECONDS - _CEPH_T0)) s; S3 at $CEPH_S3 (dir $CEPH_DIR)"
+	fi
+}
+
+# ceph_cluster_start [OWNER_PID]: the monitor, the OSD and the S3 user (no gateway) in a new
+# CEPH_DIR owned by OWNER_PID (default: this shell); the daemons are this process's children
+ceph_cluster_start() {
 	local b
 	for b in ceph-mon ceph-osd radosgw radosgw-admin monmaptool ceph; do
 		command -v "$b" >/dev/null ||
@@ -147,11 +168,11 @@ ceph_start() {
 		fail "python3-boto3 not found (apt-get install python3-boto3; deploy/install-deps.sh)"
 	test_dir_sweep /tmp/h3000-ceph.*
 	CEPH_DIR=$(mktemp -d /tmp/h3000-ceph.XXXXXX) || fail "mktemp failed"
-	test_dir_own "$CEPH_DIR"
+	test_dir_own "$CEPH_DIR" "${1:-$$}"
 	mkdir -p "$CEPH_DIR"/{mon,osd,run,log}
-	local mon_port fsid t0=$SECONDS
+	local mon_port fsid
+	_CEPH_T0=$SECONDS
 	mon_port=$(ceph_free_port)
-	CEPH_RGW_PORT=$(ceph_free_port)
 	fsid=$(cat /proc/sys/kernel/random/uuid)
 	cat >"$CEPH_DIR/ceph.conf" <<EOF
 [global]
@@ -189,12 +210,6 @@ bluestore block wal create = false
 bluestore cache autotune = false
 bluestore cache size = 134217728
 osd memory target = 939524096
-[client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:$CEPH_RGW_PORT
-ms mon client mode = crc
-rgw enable usage log = true
-rgw usage log tick interval = 1
-rgw usage log flush threshold = 1
 EOF
 	monmaptool --create --add a "v2:127.0.0.1:$mon_port" --fsid "$fsid" "$CEPH_DIR/monmap" \
 		>"$CEPH_DIR/log/setup.log" 2>&1 || fail "monmaptool failed: $(tail -3 "$CEPH_DIR/log/setup.log")"
@@ -210,32 +225,68 @@ EOF
 	timeout "$CEPH_WAIT" ceph-osd -c "$CEPH_DIR/ceph.conf" -i 0 --mkfs --osd-uuid "$osd_uuid" \
 		>>"$CEPH_DIR/log/setup.log" 2>&1 || fail "ceph-osd --mkfs failed: $(_ceph_logs)"
 	ceph_start_osd
-	ceph_start_rgw
 	timeout "$CEPH_WAIT" radosgw-admin -c "$CEPH_DIR/ceph.conf" user create --uid=tier \
 		--display-name="h3000 tier test" --access-key="$CEPH_ACCESS_KEY" \
 		--secret="$CEPH_SECRET_KEY" >>"$CEPH_DIR/log/setup.log" 2>&1 ||
 		fail "radosgw-admin user create failed: $(tail -3 "$CEPH_DIR/log/setup.log")"
-	CEPH_S3=http://127.0.0.1:$CEPH_RGW_PORT
 	CEPH_CREDS=$CEPH_DIR/s3.creds
 	(umask 077; printf 'access_key = %s\nsecret_key = %s\n' "$CEPH_ACCESS_KEY" "$CEPH_SECRET_KEY" >"$CEPH_CREDS")
-	echo "ceph: mon, osd, radosgw up in $((SECONDS - t0)) s; S3 at $CEPH_S3 (dir $CEPH_DIR)"
+}
+
+# _ceph_attach: the shared cluster of CEPH_SHARED (its keeper must run), this test's gateway
+_ceph_attach() {
+	local t0=$SECONDS CEPH_KEEPER= CEPH_KEEPER_ST=
+	[ -s "$CEPH_SHARED" ] || fail "no shared Ceph: $CEPH_SHARED missing (the ctest fixture tier.ceph_up starts it; alone, unset CEPH_SHARED)"
+	. "$CEPH_SHARED"
+	[ -n "$CEPH_KEEPER" ] && [ "$(_ceph_start_time "$CEPH_KEEPER")" = "$CEPH_KEEPER_ST" ] && [ -d "$CEPH_DIR" ] ||
+		fail "the shared Ceph of $CEPH_SHARED is gone (its keeper $CEPH_KEEPER ended: $(tail -5 "${CEPH_SHARED%.env}.log" 2>/dev/null))"
+	_CEPH_SHARED_MODE=1
+	CEPH_CREDS=$CEPH_DIR/s3.creds
+	exec {_CEPH_LOCK_FD}>>"$CEPH_DIR/osd.lock"
+	CEPH_RGW_NAME=client.rgw.$$
+	CEPH_RGW_PORT=$(ceph_free_port)
+	ceph_start_rgw
+	echo "ceph: the run's shared monitor and OSD (dir $CEPH_DIR), this test's radosgw up in $((SECONDS - t0)) s; S3 at $CEPH_S3"
 }
 
 # ceph_start_osd: start the OSD and wait until it has booted (its own state, from its admin
 # socket: after a kill -9 the monitor still lists the dead one as up for a while)
+# Shared: the keeper starts it again once this test's hold (ceph_kill_osd) is gone; this
+# waits for that, then gives up the OSD's lock.
 ceph_start_osd() {
-	_ceph_daemon osd.0 ceph-osd -c "$CEPH_DIR/ceph.conf" -i 0
-	_ceph_await osd.0 "the OSD is not active" _ceph_osd_active
+	if [ -z "${_CEPH_SHARED_MODE:-}" ]; then
+		_ceph_daemon osd.0 ceph-osd -c "$CEPH_DIR/ceph.conf" -i 0
+		_ceph_await osd.0 "the OSD is not active" _ceph_osd_active
+		return
+	fi
+	rm -f "$CEPH_DIR/run/osd.hold"
+	local deadline=$((SECONDS + CEPH_WAIT))
+	until [ -n "$(_ceph_pid osd.0)" ] && _ceph_osd_active; do
+		[ $SECONDS -lt $deadline ] || fail "the shared OSD is not active again after ${CEPH_WAIT} s: $(_ceph_logs)"
+		sleep 0.5
+	done
+	flock -u "$_CEPH_LOCK_FD"
 }
 _ceph_osd_active() {
 	timeout 10 ceph --admin-daemon "$CEPH_DIR/run/osd.0.asok" status 2>/dev/null | grep -q '"state": "active"'
 }
 
-# ceph_start_rgw: start radosgw and wait until it answers HTTP
+# ceph_start_rgw: start this test's radosgw (CEPH_RGW_NAME on CEPH_RGW_PORT, its section in
+# a conf of its own) and wait until it answers HTTP
 ceph_start_rgw() {
-	_ceph_daemon client.rgw radosgw -c "$CEPH_DIR/ceph.conf" -n client.rgw
-	_ceph_await client.rgw "radosgw does not answer on port $CEPH_RGW_PORT" \
+	local conf=$CEPH_DIR/$CEPH_RGW_NAME.conf
+	if [ ! -f "$conf" ]; then
+		{
+			cat "$CEPH_DIR/ceph.conf"
+			printf '[%s]\nrgw frontends = beast endpoint=127.0.0.1:%s\nms mon client mode = crc\n' \
+				"$CEPH_RGW_NAME" "$CEPH_RGW_PORT"
+			printf 'rgw enable usage log = true\nrgw usage log tick interval = 1\nrgw usage log flush threshold = 1\n'
+		} >"$conf"
+	fi
+	_ceph_daemon "$CEPH_RGW_NAME" radosgw -c "$conf" -n "$CEPH_RGW_NAME"
+	_ceph_await "$CEPH_RGW_NAME" "radosgw does not answer on port $CEPH_RGW_PORT" \
 		curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$CEPH_RGW_PORT/"
+	CEPH_S3=http://127.0.0.1:$CEPH_RGW_PORT
 }
 
 # _ceph_kill9 NAME: kill -9 the daemon and wait until it is gone
@@ -255,8 +306,38 @@ _ceph_kill9() {
 	rm -f "$CEPH_DIR/run/$1.pid" "$CEPH_DIR/run/$1.child"
 }
 
-ceph_kill_osd() { _ceph_kill9 osd.0; }
-ceph_kill_rgw() { _ceph_kill9 client.rgw; }
+# Shared: the OSD is the keeper's child and other tests use it. Killing it takes its lock
+# exclusively (a test that needs the OSD up holds it shared: ceph_osd_use) and leaves a hold
+# (this test's pid and start time) so that the keeper does not start it again before
+# ceph_start_osd; a killed test's hold is ignored.
+ceph_kill_osd() {
+	if [ -n "${_CEPH_SHARED_MODE:-}" ]; then
+		ceph_osd_claim
+		echo "$$ $(_ceph_start_time $$)" >"$CEPH_DIR/run/osd.hold"
+	fi
+	_ceph_kill9 osd.0
+}
+ceph_kill_rgw() { _ceph_kill9 "$CEPH_RGW_NAME"; }
+
+# ceph_osd_use / ceph_osd_done: around work that needs the OSD up, when shared (a lock
+# shared with other tests' work; another test's ceph_kill_osd waits for it). Nothing alone.
+CEPH_WAIT_LOCK=${CEPH_WAIT_LOCK:-1800}
+ceph_osd_use() {
+	[ -n "${_CEPH_SHARED_MODE:-}" ] || return 0
+	flock -s -w "$CEPH_WAIT_LOCK" "$_CEPH_LOCK_FD" ||
+		fail "the shared OSD's lock not free after $CEPH_WAIT_LOCK s (another tier test killed the OSD)"
+}
+# ceph_osd_claim: the shared OSD's lock taken exclusively before ceph_kill_osd (which takes
+# it too), so that other tests' work on it has ended before what the kill is to interrupt
+# starts
+ceph_osd_claim() {
+	[ -n "${_CEPH_SHARED_MODE:-}" ] || return 0
+	flock -x -w "$CEPH_WAIT_LOCK" "$_CEPH_LOCK_FD" ||
+		fail "the shared OSD's lock not free after $CEPH_WAIT_LOCK s (another tier test uses the OSD)"
+}
+ceph_osd_done() {
+	[ -z "${_CEPH_SHARED_MODE:-}" ] || flock -u "$_CEPH_LOCK_FD"
+}
 
 # ceph_s3 ARGS...: tests/tier/s3tool.py against this cluster
 ceph_s3() {
@@ -292,11 +373,19 @@ ceph_usage_puts_settled() {
 	echo "$n"
 }
 
-# ceph_cleanup: stop every daemon (TERM, then KILL after 10 s) and remove the dir
+# ceph_cleanup: stop every daemon (TERM, then KILL after 10 s) and remove the dir. Shared:
+# this test's radosgw only (the keeper stops the rest with the run).
 ceph_cleanup() {
 	[ -n "$CEPH_DIR" ] && [ -d "$CEPH_DIR" ] || return 0
 	local n p pids=()
-	for n in client.rgw osd.0 mon.a; do
+	if [ -n "${_CEPH_SHARED_MODE:-}" ]; then
+		p=$(_ceph_pid "$CEPH_RGW_NAME")
+		[ -z "$p" ] || _ceph_stop "$p"
+		rm -f "$CEPH_DIR/$CEPH_RGW_NAME.conf" "$CEPH_DIR/run/$CEPH_RGW_NAME".*
+		CEPH_DIR=
+		return 0
+	fi
+	for n in "${CEPH_RGW_NAME:-client.rgw}" osd.0 mon.a; do
 		p=$(_ceph_pid "$n")
 		[ -z "$p" ] || pids+=("$p")
 	done

@@ -10,14 +10,19 @@
 #     (test_dir_sweep), with a process of ours still naming the dir; a dir whose test still
 #     runs, and its processes, are left alone.
 # ctest's TIMEOUT kills the test's whole process tree; the daemons are in it now (they were
-# re-parented to init before). Label tier, release tree (Ceph), ~1 minute.
+# re-parented to init before).
+#  3. a run killed with SIGKILL (ctest, which ran the fixture tier.ceph_up) takes the shared
+#     monitor and OSD with it: their keeper watches it, stops them and removes their dir.
+# Label tier, release tree (Ceph), ~1-2 minutes.
 set -u
 BUILD=$(cd "${1:?usage: tier_cleanup.sh BUILD_DIR}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/tier_lib.sh" tier-cleanup
 CHILD=
+RUN=
 cleanup() {
 	[ -z "$CHILD" ] || kill -9 "$CHILD" 2>/dev/null
+	[ -z "$RUN" ] || kill -9 "$RUN" 2>/dev/null
 	[ -z "${KEEP:-}" ] || { kill -9 "$KEEP"; wait "$KEEP"; } 2>/dev/null
 	test_dir_sweep "$W"/owned.*
 	rm -rf "$W"
@@ -105,4 +110,32 @@ wait "$LEFT" || rc=$?
 [ "$rc" = 137 ] || fail "the stale process naming the dead test's dir: exit $rc, not killed by the sweep"
 [ -d "$LIVE" ] && kill -0 "$KEEP" 2>/dev/null || fail "the sweep touched a dir whose test runs"
 echo "ok: the dead test's dirs removed; a running test's dir and process kept"
-echo "PASS: a killed tier test leaves nothing running, and its dirs go at the next start"
+
+step "3. the run's shared Ceph (tier.ceph_up, tier_ceph.sh) dies with the run killed with SIGKILL"
+# a run in miniature: a process that ran `tier_ceph.sh up` (as ctest runs the fixture) and
+# lives on; the shared monitor and OSD are its keeper's children, not its own
+bash -c "bash '$HERE/tier_ceph.sh' up '$W/run.env'; exec sleep 3600" >"$W/run.out" 2>&1 &
+RUN=$!
+end=$((SECONDS + $(ing_scaled 600)))
+until grep -q '^shared Ceph up' "$W/run.out" 2>/dev/null; do
+	kill -0 "$RUN" 2>/dev/null || fail "tier_ceph.sh up ended: $(tail -20 "$W/run.out")"
+	[ $SECONDS -lt $end ] || fail "the shared Ceph is not up: $(tail -20 "$W/run.out")"
+	sleep 0.5
+done
+SDIR=$(sed -n 's/^CEPH_DIR=//p' "$W/run.env")
+SKEEPER=$(sed -n 's/^CEPH_KEEPER=//p' "$W/run.env")
+echo "run $RUN: shared Ceph in $SDIR, its keeper $SKEEPER"
+n=$(procs "$SDIR" | grep -cE ' (ceph-mon|ceph-osd) ')
+[ "$n" = 2 ] || fail "the shared Ceph is not a monitor and an OSD: $(procs "$SDIR")"
+kill -9 "$RUN"
+wait "$RUN" 2>/dev/null
+RUN=
+gone "$SDIR" "the killed run's shared Ceph"
+end=$((SECONDS + $(ing_scaled 60)))
+while kill -0 "$SKEEPER" 2>/dev/null; do
+	[ $SECONDS -lt $end ] || fail "the killed run's keeper (pid $SKEEPER) still runs"
+	sleep 0.2
+done
+[ ! -e "$SDIR" ] || fail "the keeper did not remove $SDIR"
+echo "ok: the run killed, its shared monitor and OSD and their keeper are gone, and their dir"
+echo "PASS: a killed tier test or run leaves nothing running, and its dirs go at the next start"

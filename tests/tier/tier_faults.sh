@@ -4,8 +4,9 @@
 # that misbehaves: a local copy goes only when the store's own digest of what it keeps is
 # the frame's, and the local high-water mark bounds the disk.
 #
-# A single-node Ceph of its own (tests/tier/ceph_lib.sh, free ports) and between node and
-# radosgw a fault-injecting proxy (tests/tier/s3proxy.py). Each case, on its own bucket and
+# A single-node Ceph (tests/tier/ceph_lib.sh, free ports: under ctest the run's shared monitor
+# and OSD, tests/tier/tier_ceph.sh, and a radosgw of its own) and between node and radosgw a
+# fault-injecting proxy (tests/tier/s3proxy.py). Each case, on its own bucket and
 # data dir, with --tier-timeout 3s --local-retention 0s --local-high-water 32M:
 #   frames before the fault, tiered (local copies deleted at once);
 #   the fault on; frames sent into it (more than the mark holds: some refused NO_SPACE,
@@ -132,6 +133,7 @@ fault_case() {
 	causes=$(echo "$cause" | awk -F'|' '{ for (i = 1; i <= NF; i++) printf "\"%s\",", $i }')
 	local bucket=tf-$name dir=$W/d$name
 	step "$name: $pmode between node and store"
+	ceph_osd_use   # a shared OSD stays up for the case (another test kills it only between cases)
 	ceph_s3 mb "$bucket"
 	mode pass
 	NODE_LOG=$W/node.$name.log
@@ -233,6 +235,7 @@ fault_case() {
 		"$(json "$W/stats.fault.json" 'storeError[:200]')" >>"$SUMMARY"
 	tail -1 "$SUMMARY"
 	rm -rf "$dir"
+	ceph_osd_done
 }
 
 case_errors() {

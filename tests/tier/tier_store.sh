@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # tier_store.sh BUILD_DIR [STEP...] - the object store tier against a real store: a
 # single-node Ceph (tests/tier/ceph_lib.sh: monitor, OSD, radosgw on loopback, started
-# once for every step, stopped on exit even on failure) and real ingestd nodes.
+# once for every step, stopped on exit even on failure; under ctest the monitor and OSD are
+# the run's shared ones, tests/tier/tier_ceph.sh, the radosgw this test's own) and real
+# ingestd nodes.
 #
 # Steps (all by default, or the ones named):
 #   badinput   usage errors at start: credentials file readable by others, a bad URL,
@@ -317,6 +319,9 @@ store_fault() {
 
 step_osd() {
 	step "kill -9 of the OSD mid-upload: uploads stall, DURABLE acks go on, then resume"
+	# a shared OSD (ctest: tests/tier/tier_ceph.sh): the other tests' work on it ends first,
+	# so that the kill still lands mid-upload
+	ceph_osd_claim
 	store_fault osd ceph_kill_osd ceph_start_osd
 	# the gateway may finish a write it had already taken when the OSD comes back: the
 	# retry then finds the object (412, same bytes) and never writes it a second time
