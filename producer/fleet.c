@@ -1359,7 +1359,10 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 			goto fail;
 		}
 		struct ing_producer *sub = f->nodes[0].sub;
-		if (window_alloc(f, sub->credits, 1, err, errlen)) {
+		unsigned credits = 0;
+		for (unsigned i = 0; i < f->nnodes; i++)   /* its rails' together */
+			credits += f->nodes[i].sub ? f->nodes[i].sub->credits : 0;
+		if (window_alloc(f, credits, 1, err, errlen)) {
 			errno = ENOMEM;
 			goto fail;
 		}
