@@ -574,7 +574,7 @@ static int rail_connected(struct fleet *f, unsigned i, struct ing_producer *sub)
 		for (unsigned k = 0; k < sub->nrails; k++)
 			if (!strcmp(sub->rails[k].dev, n->rail))
 				rk = &sub->rails[k];
-		char why[160];
+		char why[256];
 		bool down = rk && !rk->up;
 		if (down)
 			snprintf(why, sizeof(why), "the node reports it down%s%s", rk->why[0] ? ": " : "",

@@ -291,7 +291,8 @@ prod_node_one_rail() {
 	step "node with one rail (${DEVS[0]}), producer with both devices: the rail they share"
 	local pid2 port2 n
 	ing_start "$INGESTD" "$T/port2" "$OUT/ingestd-1rail.log" --listen 0.0.0.0:0 --data-dir "$T/data1" \
-		--rdma-dev "${DEVS[0]}@${NODES[0]}" --pool 1M:8,4M:4 --workers 1 --credits 8 --rdma on --log-level info
+		--rdma-dev "${DEVS[0]}@${NODES[0]}" --rdma-port 7473 --pool 1M:8,4M:4 --workers 1 --credits 8 \
+		--rdma on --poll-mode adaptive --log-level info
 	pid2=$ING_PID port2=${ING_SERVER##*:}
 	timeout 600 "$SEND" --server "${IPS[0]}:$port2" --count 16 --sizes 256K-2M --credits 8 --seed 3 \
 		--first-id 1 --wafer MR-one-rail --manifest "$T/m-one-rail" --json --transport rdma \
