@@ -383,12 +383,17 @@ static const char *node_transport(const struct ing_producer *sub)
 /* The application's transport note: the fleet, and the transport of its connected nodes. */
 static void fleet_note(struct fleet *f)
 {
-	unsigned up = 0, rd = 0, wr = 0;
+	unsigned up = 0, rd = 0, wr = 0, nodes = 0, rails = 0;
 
 	if (f->pinned)
 		return;   /* one server: the session's own note (node_dial) */
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		const struct ing_producer *sub = f->nodes[i].sub;
+		if (f->nodes[i].primary != (int)i) {
+			rails += sub != NULL;   /* a node's other rails: counted apart */
+			continue;
+		}
+		nodes++;
 		if (!sub)
 			continue;
 		up++;
@@ -398,8 +403,8 @@ static void fleet_note(struct fleet *f)
 			rd++;
 	}
 	snprintf(f->top->note, sizeof(f->top->note), "fleet of %u node(s), %u up, membership %s; "
-		 "RDMA_READ to %u, RDMA_WRITE to %u, gRPC stream to %u", f->nnodes, up,
-		 f->learned ? "from Members" : "static (servers list)", rd, wr, up - rd - wr);
+		 "RDMA_READ to %u, RDMA_WRITE to %u, gRPC stream to %u; %u more rail(s) up", nodes, up,
+		 f->learned ? "from Members" : "static (servers list)", rd, wr, up - rd - wr, rails);
 }
 
 /* ================================================================ rails */
