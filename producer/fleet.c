@@ -475,7 +475,7 @@ static void rails_off(struct fleet *f, int g, const char *why)
 			continue;
 		n->gone = true;
 		n->failed = true;
-		snprintf(n->why, sizeof(n->why), "%s", why);
+		snprintf(n->why, sizeof(n->why), "%.159s", why);
 		said = true;
 	}
 	if (said)
@@ -550,7 +550,7 @@ static void rail_wait(struct fleet *f, struct fnode *n, const char *why, bool go
 	const char *comp = f->pinned ? "producer" : COMP;
 
 	n->failed = true;
-	snprintf(n->why, sizeof(n->why), "%s", why);
+	snprintf(n->why, sizeof(n->why), "%.159s", why);
 	if (gone) {
 		n->gone = true;
 		ING_WARN(comp, "node %s rail %s not used: %s", n->id, n->rail, why);
@@ -905,7 +905,7 @@ static void node_fail(struct fleet *f, unsigned i, const char *why)
 	n->sub = NULL;
 	n->failed = true;
 	n->down_since_ns = now;
-	snprintf(n->why, sizeof(n->why), "%s", why);
+	snprintf(n->why, sizeof(n->why), "%.159s", why);
 	n->down_until_ns = now + ms_ns(f->cooldown_ms);
 	producer_destroy(sub);   /* cancels an open Members call: its on_close clears mcall;
 				  * over RDMA its QP is gone before any frame is re-sent */
@@ -954,7 +954,7 @@ static void pinned_lost(struct fleet *f, unsigned i, const char *why)
 	n->failovers++;
 	n->downs++;
 	n->down_since_ns = now;
-	snprintf(n->why, sizeof(n->why), "%s", why);
+	snprintf(n->why, sizeof(n->why), "%.159s", why);
 	p->st.failovers++;
 	if (!f->first_failover_ns)
 		f->first_failover_ns = now;
