@@ -651,8 +651,10 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 	struct ing_producer *sub = producer_session_connect_shared(&so, &f->sh, n->rail, err,
 								   sizeof(err));
 	if (!sub && rail_ep) {
-		/* no local device of the list reaches the rail: not used; else: again later */
-		rail_wait(f, n, err, errno == ENODEV || errno == EOPNOTSUPP);
+		/* no device of the list reaches the rail (EXDEV, conn_make), or none of them is on
+		 * this host (EOPNOTSUPP): not used; else (a link down, a device gone: ENODEV,
+		 * ETIMEDOUT, ...): again later */
+		rail_wait(f, n, err, errno == EXDEV || errno == EOPNOTSUPP);
 		return errno > 0 ? -errno : -ECONNREFUSED;
 	}
 	if (!sub) {

@@ -307,7 +307,7 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 		snprintf(err, errlen, "%s routes through device %s, not %s%s", p->rdma_addr,
 			 ibv_get_device_name(r->id->verbs->device), strchr(p->o.rdma_device, ',') ?
 			 "one of " : "", p->o.rdma_device);
-		return -ENODEV;
+		return -EXDEV;   /* not ours to use (a rail reached through it is unused) */
 	}
 	if (rdma_resolve_route(r->id, tmo)) {
 		snprintf(err, errlen, "rdma_resolve_route: %s", strerror(errno));

@@ -263,10 +263,12 @@ prod_rail_lost() {
 	grep "rail $dev .*down: " "$T/$tag.err" | head -n 1 || fail "$tag: the producer never said rail $dev went down"
 	if [ "$how" = link ]; then ip link set "$nd" up; else rdma link add "$dev" type rxe netdev "$nd"; fi
 	for i in $(seq 1 600); do grep -q "rail $dev is back" "$T/$tag.err" && break; sleep 0.5; done
-	grep "rail $dev is back" "$T/$tag.err" || fail "$tag: rail $dev not back ($(tail -n 3 "$T/$tag.err"))"
+	grep "rail $dev is back" "$T/$tag.err" ||
+		{ cp "$T/$tag.err" "$OUT/$tag.err"; fail "$tag: rail $dev not back ($(tail -n 3 "$T/$tag.err"))"; }
 	kill -0 "$spid" 2>/dev/null || fail "$tag: the run ended before the rail came back (raise --count)"
 	back=$(lcore_frames 1)
 	wait "$spid" || fail "$tag: ingest-send exited $? ($(tail -n 5 "$T/$tag.err"))"
+	cp "$T/$tag.err" "$OUT/$tag.err"
 	cat "$T/$tag.json"; echo
 	[ "$(jget "$T/$tag.json" ok)" = 600 ] && [ "$(jget "$T/$tag.json" failed)" = 0 ] ||
 		fail "$tag: not 600 of 600 frames ok"

@@ -390,7 +390,7 @@ static void test_rail_lost_moves_frames(void **state)
 	assert_int_equal(a->nf, 4);
 	assert_int_equal(b->nf, 4);
 	/* rail 1 lost (its QP in error): its 4 frames go to rail 0 once it has credit */
-	N.refuse[1] = ENETUNREACH;   /* and it cannot be dialled yet */
+	N.refuse[1] = ENODEV;   /* and it cannot be dialled yet (its device gone: for now) */
 	b->p.broken = true;
 	snprintf(b->p.broken_msg, sizeof(b->p.broken_msg), "RDMA device removed");
 	unsigned seen[256] = { 0 };
@@ -488,9 +488,9 @@ static void test_one_rail_when(void **state)
 	assert_non_null(strstr(r.why, "does not honour NegotiateRequest.rail"));
 	ing_producer_close(p, 0);
 
-	/* a rail that no local device reaches (conn_make: ENODEV) */
+	/* a rail that no device of the list reaches (conn_make: EXDEV) */
 	node_reset(2, true);
-	N.refuse[1] = ENODEV;
+	N.refuse[1] = EXDEV;
 	p = open_one();
 	rail_info(p, 1, &r);
 	assert_int_equal(r.state, ING_RAIL_UNUSED);
