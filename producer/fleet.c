@@ -134,6 +134,7 @@ struct fframe {
 	void *user;
 	int node;              /* the endpoint (node, rail) it is on (on_node); -1: none */
 	int group;             /* its node (the primary endpoint HRW chose); -1: to pick */
+	int avoid;             /* a rail that refused it (BUSY): another if there is one; -1 */
 	uint64_t seq;          /* submit order: sends keep it per node */
 	uint64_t t_submit_ns, t_sent_ns, deadline_ns;
 	uint64_t refused;      /* bit per node that refused it for node-local reasons */
@@ -345,12 +346,20 @@ unsigned fleet_rail_pick(const uint64_t *load, const bool *ok, unsigned n)
 
 /* The endpoint of node g that gets the next frame: the eligible rail with the fewest bytes
  * in flight (load), not blocked (no credit now); -1: none. */
-static int rail_pick(const struct fleet *f, int g, const uint64_t *load, const bool *blocked)
+static int rail_pick(const struct fleet *f, int g, const uint64_t *load, const bool *blocked,
+		     int avoid)
 {
 	bool ok[FLEET_MAX_NODES];
 	for (unsigned j = 0; j < f->nnodes; j++)
 		ok[j] = f->nodes[j].primary == g && !blocked[j] && node_eligible(&f->nodes[j]);
-	unsigned j = fleet_rail_pick(load, ok, f->nnodes);
+	unsigned j = f->nnodes;
+	if (avoid >= 0 && ok[avoid]) {
+		ok[avoid] = false;   /* it refused the frame: another rail if one can take it */
+		j = fleet_rail_pick(load, ok, f->nnodes);
+		ok[avoid] = true;
+	}
+	if (j == f->nnodes)
+		j = fleet_rail_pick(load, ok, f->nnodes);
 	return j < f->nnodes ? (int)j : -1;
 }
 
@@ -1545,6 +1554,15 @@ static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 		node_fail(f, i, a->msg[0] ? a->msg : ing_strerror(a->code));
 		return;
 	}
+	if (a->code == ING_ERR_BUSY && sibling_up(f, i)) {
+		/* a rail the node cannot take it on now (its RDMA connection down there, no
+		 * credit): another rail of the node, not a failure */
+		ING_LOG_RL(ING_LOG_WARN, f->pinned ? "producer" : COMP, "node %s rail %s refused "
+			   "frame %s (%s): sending it over another rail", n->id, n->rail, ff->id, a->msg);
+		frame_unplace(f, ff, false);
+		ff->avoid = (int)i;
+		return;
+	}
 	if (!f->pinned && (a->code == ING_ERR_IO || a->code == ING_ERR_NO_SPACE ||
 			   a->code == ING_ERR_BUSY)) {
 		ING_LOG_RL(ING_LOG_WARN, COMP, "node %s refused frame %s (%s): trying the next node",
@@ -1607,7 +1625,7 @@ static void place_and_send(struct fleet *f)
 			.length = ff->len, .crc32c = ff->crc, .has_crc = 1, .user = ff,
 		};
 		int e;
-		while (ff->used && !ff->on_node && (e = rail_pick(f, ff->group, load, blocked)) >= 0) {
+		while (ff->used && !ff->on_node && (e = rail_pick(f, ff->group, load, blocked, ff->avoid)) >= 0) {
 			struct fnode *nd = &f->nodes[e];
 			int rc = producer_session_submit(nd->sub, &d);
 			if (rc == 0) {
@@ -1773,6 +1791,7 @@ static int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	ff->user = d->user;
 	ff->node = -1;
 	ff->group = -1;
+	ff->avoid = -1;
 	ff->seq = ++f->seq;
 	ff->t_submit_ns = ing_now_ns();
 	ff->deadline_ns = ff->t_submit_ns + ms_ns(p->o.frame_timeout_ms);

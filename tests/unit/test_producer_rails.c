@@ -434,6 +434,37 @@ static void test_rail_lost_moves_frames(void **state)
 	ing_producer_close(p, 0);
 }
 
+/* the node answers BUSY for a frame on one rail (its RDMA connection down there): the frame
+ * goes over the other rail, it does not fail */
+static void test_busy_rail_moves_frame(void **state)
+{
+	(void)state;
+	node_reset(2, true);
+	struct ing_producer *p = open_one();
+	struct fsess *a = sess_of("rxe0"), *b = sess_of("rxe1");
+	submit(p, 1, 1 << 20);
+	submit(p, 2, 1 << 20);
+	assert_int_equal(b->nf, 1);
+	struct ing_ack *x = &b->aq[b->aq_n++];
+	memset(x, 0, sizeof(*x));
+	memcpy(x->frame_id, b->fr[0].id, sizeof(x->frame_id));
+	snprintf(x->wafer_id, sizeof(x->wafer_id), "w");
+	x->code = ING_ERR_BUSY;
+	x->retryable = 1;
+	x->user = b->fr[0].user;
+	b->fr[0].acked = true;
+	b->inflight--;
+	struct ing_ack out[4];
+	assert_int_equal(ing_producer_poll(p, out, 4, 0), 0);   /* no failure */
+	assert_int_equal(a->nf, 2);
+	assert_string_equal(a->fr[1].id, b->fr[0].id);
+	unsigned seen[256] = { 0 };
+	ack_all(a);
+	poll_acks(p, 2, seen);
+	assert_int_equal(seen[1] + seen[2], 2);
+	ing_producer_close(p, 0);
+}
+
 static void test_last_rail_lost_keeps_frames(void **state)
 {
 	(void)state;
@@ -532,6 +563,7 @@ int main(void)
 		cmocka_unit_test(test_pick),
 		cmocka_unit_test(test_spread_by_bytes),
 		cmocka_unit_test(test_rail_lost_moves_frames),
+		cmocka_unit_test(test_busy_rail_moves_frame),
 		cmocka_unit_test(test_last_rail_lost_keeps_frames),
 		cmocka_unit_test(test_one_rail_when),
 	};
