@@ -48,7 +48,7 @@ extern char **environ;
 
 struct send_cfg {
 	const char *server;
-	const char *rdma_dev;         /* NULL: the device that routes to the node */
+	const char *rdma_dev;         /* "a,b": the local devices to use; NULL: all */
 	int transport;                /* T_AUTO ... (the --transport choice) */
 	unsigned credits;
 	const char *wafer;
@@ -110,8 +110,8 @@ static const struct ing_opt opts[] = {
 	ING_OPT_CHOICE_(C, "transport", transport, "auto=0|rdma=1|rdma-read=1|rdma-write=2|grpc=3",
 			"rdma: RDMA READ pull, rdma-write: RDMA WRITE push\n"
 			"(docs/PUSH.md), grpc: the gRPC stream; auto: what the node offers"),
-	ING_OPT_STR_(C, "rdma-dev", rdma_dev, "NAME", "the local RDMA device to use; the node's RDMA address must\n"
-		     "route through it (default: the device that routes there)"),
+	ING_OPT_STR_(C, "rdma-dev", rdma_dev, "NAME[,NAME]", "the local RDMA devices to use (default: all); each of the\n"
+		     "node's rails is reached through the listed device that routes to it"),
 	ING_OPT_UINT_(C, "credits", credits, 1, 4096, "frames in flight wanted (default: the node's)"),
 	ING_OPT_STR_(C, "wafer", wafer, "ID", "wafer id of every frame (default " DEFAULT_WAFER "; \"\": the\n"
 		     "node's default wafer); 1..256 bytes of UTF-8, no control chars"),
@@ -887,6 +887,43 @@ static const char *member_state(enum ing_member_state s)
 	return sn[s <= ING_MEMBER_DOWN ? s : 0];
 }
 
+static const char *rail_state(enum ing_rail_state s)
+{
+	return s == ING_RAIL_UP ? "up" : s == ING_RAIL_DOWN ? "down" : "unused";
+}
+
+/* "rails":[{...},...]: every RDMA rail the producer used (ing_producer_rail) */
+static void rails_json(const struct send_run *r)
+{
+	struct ing_rail rl;
+	printf(",\"rails\":[");
+	for (unsigned k = 0; ing_producer_rail(r->p, k, &rl) == 0; k++) {
+		printf("%s{\"node\":", k ? "," : "");
+		ing_json_str(stdout, rl.node_id);
+		printf(",\"device\":");
+		ing_json_str(stdout, rl.device);
+		printf(",\"local_device\":");
+		ing_json_str(stdout, rl.local_device);
+		printf(",\"state\":\"%s\",\"frames\":%" PRIu64 ",\"bytes\":%" PRIu64
+		       ",\"moved_away\":%" PRIu64 ",\"downs\":%" PRIu64 ",\"why\":", rail_state(rl.state),
+		       rl.frames, rl.bytes, rl.moved_away, rl.downs);
+		ing_json_str(stdout, rl.why);
+		printf("}");
+	}
+	printf("]");
+}
+
+static void rails_text(const struct send_run *r)
+{
+	struct ing_rail rl;
+	for (unsigned k = 0; ing_producer_rail(r->p, k, &rl) == 0; k++)
+		fprintf(stderr, "  rail %-10s of %-16s via %-10s %-6s %8" PRIu64 " DURABLE %10.1f MiB"
+			"  %" PRIu64 " moved away, down %" PRIu64 " time(s)%s%s\n",
+			rl.device[0] ? rl.device : "-", rl.node_id, rl.local_device[0] ? rl.local_device : "-",
+			rail_state(rl.state), rl.frames, (double)rl.bytes / 1048576.0, rl.moved_away,
+			rl.downs, rl.why[0] ? ": " : "", rl.why);
+}
+
 static void summary_json(const struct send_cfg *c, const struct send_run *r,
 			 const struct ing_producer_stats *st, double wall)
 {
@@ -901,6 +938,7 @@ static void summary_json(const struct send_cfg *c, const struct send_run *r,
 	       ing_producer_session_id(r->p), transport_name(r->p));
 	ing_json_str(stdout, ing_producer_transport_note(r->p));
 	printf(",\"rate_fps\":%u,\"max_schedule_lag_ms\":%.3f", c->rate, ms(r->max_lag));
+	rails_json(r);
 	if (c->servers) {
 		printf(",\"fleet\":{\"nodes_known\":%u,\"nodes_up\":%u,\"rerouted\":%" PRIu64
 		       ",\"failovers\":%" PRIu64 ",\"resent_after_received\":%" PRIu64
@@ -969,6 +1007,9 @@ static void summary_text(const struct send_cfg *c, const struct send_run *r,
 			fprintf(stderr, "  node %-24s %-22s %-8s %8" PRIu64 " DURABLE  %6" PRIu64
 				" taken away  %" PRIu64 " failover(s)\n", fn.node_id, fn.address,
 				member_state(fn.state), fn.durable, fn.rerouted_away, fn.failovers);
+	}
+	rails_text(r);
+	if (c->servers) {
 	} else if (st->failovers) {
 		fprintf(stderr, "  reconnects: the connection was lost %" PRIu64 " time(s); %" PRIu64
 			" frame re-send(s), %" PRIu64 " of them RECEIVED before (stored at most once: "

@@ -86,6 +86,11 @@ int ing_producer_open(struct ing_producer **out, const struct ing_producer_opts 
 		snprintf(err, errlen, "auth_token longer than %u characters", PRODUCER_AUTH_TOKEN_MAX);
 		return -EINVAL;
 	}
+	if (o->rdma_device && strnlen(o->rdma_device, PRODUCER_DEVLIST_MAX) >= PRODUCER_DEVLIST_MAX) {
+		snprintf(err, errlen, "rdma_device: a device list longer than %u characters",
+			 PRODUCER_DEVLIST_MAX - 1);
+		return -EINVAL;
+	}
 	if ((o->tls_cert || o->tls_key || o->tls_server_name) && !o->tls_ca) {
 		snprintf(err, errlen, "TLS options need tls_ca (the CA that signed the node's certificate)");
 		return -EINVAL;

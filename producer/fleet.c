@@ -97,6 +97,18 @@ struct fleet;
 struct fnode {
 	char id[ING_ID_MAX + 1];
 	char addr[256];
+	/* rails (see "rails" below): an endpoint is one (node, rail) pair; a node's first
+	 * endpoint is its primary (primary == its own index), its other rails point to it */
+	int primary;
+	char rail[64];                 /* the node's rail this endpoint asks for ("": any) */
+	char local_dev[64];            /* the local device that reached it (RDMA) */
+	bool gone;                     /* not used again: no local device reaches the rail, or
+					* the node does not honour NegotiateRequest.rail (why) */
+	int backoff_ms;                /* a rail's next redial wait */
+	uint64_t down_since_ns;        /* 0: up (or never down) */
+	char why[160];                 /* why it went down (or is gone) */
+	uint64_t bytes, downs;
+	bool rails_said;               /* "one rail, because ..." logged */
 	enum ing_member_state member;  /* reported state (its own answer wins while connected) */
 	struct ing_producer *sub;      /* the session; NULL: not connected */
 	bool failed;                   /* cooling down after a failure */
@@ -120,7 +132,9 @@ struct fframe {
 	uint32_t crc;
 	int64_t ts;
 	void *user;
-	int node;              /* placed on this node; -1: waiting for one */
+	int node;              /* the endpoint (node, rail) it is on (on_node); -1: none */
+	int group;             /* its node (the primary endpoint HRW chose); -1: to pick */
+	int avoid;             /* a rail that refused it (BUSY): another if there is one; -1 */
 	uint64_t seq;          /* submit order: sends keep it per node */
 	uint64_t t_submit_ns, t_sent_ns, deadline_ns;
 	uint64_t refused;      /* bit per node that refused it for node-local reasons */
@@ -151,7 +165,6 @@ struct fleet {
 	/* one server (pinned): see the top of this file */
 	bool pinned;
 	int reconnect_ms;      /* < 0: a lost connection fails everything at once */
-	int backoff_ms;        /* the next wait before a redial */
 	uint64_t give_up_ns;   /* the connection is lost: when to stop redialling (0: up) */
 	int last_rc;           /* the last dial's -errno */
 	char last_err[256];    /* ... and its text */
@@ -278,14 +291,76 @@ static int node_add(struct fleet *f, const char *id, const char *addr, enum ing_
 	snprintf(n->addr, sizeof(n->addr), "%s", addr);
 	n->member = st;
 	n->f = f;
+	n->primary = (int)f->nnodes;
 	return (int)f->nnodes++;
 }
 
-/* Takes new wafers: connected, not cooling down, not draining or reported down. */
+/* Connected and not failed (the endpoint can carry frames). */
+static bool ep_up(const struct fnode *n)
+{
+	return n->sub && !n->failed && !n->sub->broken;
+}
+
+/* Takes new wafers: connected, not cooling down, its node not draining or reported down. */
 static bool node_eligible(const struct fnode *n)
 {
-	return n->sub && !n->failed && !n->sub->broken && n->member != ING_MEMBER_DRAINING &&
-	       n->member != ING_MEMBER_DOWN;
+	const struct fnode *pn = &n->f->nodes[n->primary];
+	return ep_up(n) && pn->member != ING_MEMBER_DRAINING && pn->member != ING_MEMBER_DOWN;
+}
+
+/* Node g (a primary endpoint) takes new wafers through one of its rails at least. */
+static bool group_eligible(const struct fleet *f, int g)
+{
+	for (unsigned j = 0; j < f->nnodes; j++)
+		if (f->nodes[j].primary == g && node_eligible(&f->nodes[j]))
+			return true;
+	return false;
+}
+
+/* Another endpoint of i's node than i exists. */
+static bool sibling_known(const struct fleet *f, unsigned i)
+{
+	for (unsigned j = 0; j < f->nnodes; j++)
+		if (j != i && f->nodes[j].primary == f->nodes[i].primary)
+			return true;
+	return false;
+}
+
+/* Another endpoint of i's node than i is up. */
+static bool sibling_up(const struct fleet *f, unsigned i)
+{
+	for (unsigned j = 0; j < f->nnodes; j++)
+		if (j != i && f->nodes[j].primary == f->nodes[i].primary && ep_up(&f->nodes[j]))
+			return true;
+	return false;
+}
+
+unsigned fleet_rail_pick(const uint64_t *load, const bool *ok, unsigned n)
+{
+	unsigned best = n;
+	for (unsigned j = 0; j < n; j++)
+		if (ok[j] && (best == n || load[j] < load[best]))
+			best = j;
+	return best;
+}
+
+/* The endpoint of node g that gets the next frame: the eligible rail with the fewest bytes
+ * in flight (load), not blocked (no credit now); -1: none. */
+static int rail_pick(const struct fleet *f, int g, const uint64_t *load, const bool *blocked,
+		     int avoid)
+{
+	bool ok[FLEET_MAX_NODES];
+	for (unsigned j = 0; j < f->nnodes; j++)
+		ok[j] = f->nodes[j].primary == g && !blocked[j] && node_eligible(&f->nodes[j]);
+	unsigned j = f->nnodes;
+	if (avoid >= 0 && ok[avoid]) {
+		ok[avoid] = false;   /* it refused the frame: another rail if one can take it */
+		j = fleet_rail_pick(load, ok, f->nnodes);
+		ok[avoid] = true;
+	}
+	if (j == f->nnodes)
+		j = fleet_rail_pick(load, ok, f->nnodes);
+	return j < f->nnodes ? (int)j : -1;
 }
 
 /* The wafer's owner among the eligible nodes, skipping those in `skip`; -1: none. */
@@ -296,7 +371,7 @@ static int route_pick(const struct fleet *f, const char *wafer, uint64_t skip)
 	size_t wl = strlen(wafer);
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		const struct fnode *n = &f->nodes[i];
-		if (!node_eligible(n) || (i < 64 && (skip >> i) & 1))
+		if (n->primary != (int)i || !group_eligible(f, (int)i) || (i < 64 && (skip >> i) & 1))
 			continue;
 		uint64_t s = fleet_hrw_score(n->id, strlen(n->id), wafer, wl);
 		if (best < 0 || fleet_hrw_better(s, n->id, bs, f->nodes[best].id)) {
@@ -317,12 +392,17 @@ static const char *node_transport(const struct ing_producer *sub)
 /* The application's transport note: the fleet, and the transport of its connected nodes. */
 static void fleet_note(struct fleet *f)
 {
-	unsigned up = 0, rd = 0, wr = 0;
+	unsigned up = 0, rd = 0, wr = 0, nodes = 0, rails = 0;
 
 	if (f->pinned)
 		return;   /* one server: the session's own note (node_dial) */
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		const struct ing_producer *sub = f->nodes[i].sub;
+		if (f->nodes[i].primary != (int)i) {
+			rails += sub != NULL;   /* a node's other rails: counted apart */
+			continue;
+		}
+		nodes++;
 		if (!sub)
 			continue;
 		up++;
@@ -332,14 +412,240 @@ static void fleet_note(struct fleet *f)
 			rd++;
 	}
 	snprintf(f->top->note, sizeof(f->top->note), "fleet of %u node(s), %u up, membership %s; "
-		 "RDMA_READ to %u, RDMA_WRITE to %u, gRPC stream to %u", f->nnodes, up,
-		 f->learned ? "from Members" : "static (servers list)", rd, wr, up - rd - wr);
+		 "RDMA_READ to %u, RDMA_WRITE to %u, gRPC stream to %u; %u more rail(s) up", nodes, up,
+		 f->learned ? "from Members" : "static (servers list)", rd, wr, up - rd - wr, rails);
+}
+
+/* ================================================================ rails */
+
+/*
+ * Rails (issue 26): a node with several RDMA rails (NegotiateReply.rails: one rdma_cm
+ * listener per device) is reached over each of them that a local device reaches (the
+ * device rdma_resolve_addr picks for the rail's address, one of opts.rdma_device's list;
+ * default every device). Each (node, rail) is an endpoint of this router: its own gRPC
+ * session, asking for its rail in NegotiateRequest.rail, and its own RDMA connection; the
+ * frame pool is registered once per local device (producer_shared). The node's first
+ * endpoint is its primary (the node's own pick of rail for us; HRW, Members, the node's
+ * state are the primary's); its other rails are found from the primary's Negotiate.
+ *
+ * Frames go to the node HRW picks, then to its rail with the fewest bytes in flight
+ * (rail_pick). A rail lost (QP error, link down, device removed, its stream broken) while
+ * another rail of the node is up costs no frame: its session is destroyed (no late READ or
+ * ack can come through it), its frames in flight go to the other rails (the node answers
+ * "already in flight" while it still holds an earlier copy: frame_retry_later), and the
+ * rail is redialled with back-off (100 ms doubling to 2 s) until it carries frames again.
+ * The last rail lost is the node lost (fleet: failover; one server: reconnect). A node that
+ * lists no rails, or does not put a session on the rail it asks for, is used over one rail,
+ * and the log says so.
+ */
+#define RAIL_BACKOFF_MIN_MS 100
+#define RAIL_BACKOFF_MAX_MS 2000
+
+static double since_s(uint64_t t0)
+{
+	return t0 ? (double)(ing_now_ns() - t0) / 1e9 : 0.0;
+}
+
+/* One server: the session's note, and the rails when there are several. */
+static void pinned_note(struct fleet *f)
+{
+	struct ing_producer *top = f->top;
+	const struct fnode *p0 = &f->nodes[0];
+	size_t o;
+
+	if (!f->pinned)
+		return;
+	for (unsigned j = 0; j < f->nnodes; j++)
+		if (f->nodes[j].sub) {
+			snprintf(top->note, sizeof(top->note), "%s", f->nodes[j].sub->note);
+			break;
+		}
+	if (f->nnodes < 2)
+		return;
+	o = strlen(top->note);
+	o += (size_t)snprintf(top->note + o, o < sizeof(top->note) ? sizeof(top->note) - o : 0,
+			      "; rails of %s:", p0->id);
+	for (unsigned j = 0; j < f->nnodes && o < sizeof(top->note); j++) {
+		const struct fnode *n = &f->nodes[j];
+		o += (size_t)snprintf(top->note + o, sizeof(top->note) - o, " %s%s%s %s",
+				      n->rail[0] ? n->rail : "?", n->local_dev[0] ? " via " : "",
+				      n->local_dev, n->gone ? "unused" : ep_up(n) ? "up" : "down");
+	}
+}
+
+/* Rails of node g not used: the node does not honour NegotiateRequest.rail (or cannot
+ * say which rail a session is on). One rail, said once. */
+static void rails_off(struct fleet *f, int g, const char *why)
+{
+	bool said = false;
+	for (unsigned j = 0; j < f->nnodes; j++) {
+		struct fnode *n = &f->nodes[j];
+		if (n->primary != g || j == (unsigned)g || n->gone)
+			continue;
+		n->gone = true;
+		n->failed = true;
+		snprintf(n->why, sizeof(n->why), "%.159s", why);
+		said = true;
+	}
+	if (said)
+		ING_WARN(f->pinned ? "producer" : COMP, "node %s: %s; using one rail", f->nodes[g].id, why);
+}
+
+static int node_dial(struct fleet *f, unsigned i, int timeout_ms);
+
+/* The primary endpoint g is up: an endpoint for each of its node's other rails. */
+static void rails_discover(struct fleet *f, unsigned g, int timeout_ms)
+{
+	struct fnode *pn = &f->nodes[g];
+	struct ing_producer *sub = pn->sub;
+	uint64_t now = ing_now_ns();
+
+	if (sub->xport->kind != ING_TRANSPORT_RDMA)
+		return;   /* the gRPC stream: rails are RDMA's */
+	snprintf(pn->local_dev, sizeof(pn->local_dev), "%s", sub->local_dev);
+	if (sub->nrails < 2) {
+		if (!pn->rails_said)
+			ING_INFO(f->pinned ? "producer" : COMP, "node %s lists %s (NegotiateReply.rails): "
+				 "one RDMA connection, via %s", pn->id, sub->nrails ? "one rail" : "no rails",
+				 sub->local_dev);
+		pn->rails_said = true;
+		snprintf(pn->rail, sizeof(pn->rail), "%s", sub->rail);
+		return;
+	}
+	if (!sub->rail[0]) {
+		if (!pn->rails_said)
+			ING_WARN(f->pinned ? "producer" : COMP, "node %s lists %u rails but does not say "
+				 "which one a session is on (NegotiateReply.rail): using one rail", pn->id,
+				 sub->nrails);
+		pn->rails_said = true;
+		return;
+	}
+	if (!pn->rail[0])
+		snprintf(pn->rail, sizeof(pn->rail), "%s", sub->rail);
+	for (unsigned k = 0; k < sub->nrails; k++) {
+		const struct prail *rk = &sub->rails[k];
+		bool known = !strcmp(rk->dev, pn->rail);
+		for (unsigned j = 0; j < f->nnodes && !known; j++)
+			known = f->nodes[j].primary == (int)g && !strcmp(f->nodes[j].rail, rk->dev);
+		if (known)
+			continue;
+		int j = node_add(f, pn->id, pn->addr, pn->member);
+		if (j < 0)
+			continue;
+		struct fnode *n = &f->nodes[j];
+		n->primary = (int)g;
+		snprintf(n->rail, sizeof(n->rail), "%s", rk->dev);
+		n->backoff_ms = RAIL_BACKOFF_MIN_MS;
+		f->sh.fail_fast = true;   /* a lost rail: its frames to the others, not a reconnect */
+		if (!rk->up) {
+			n->failed = true;
+			n->down_since_ns = now;
+			n->down_until_ns = now + ms_ns(n->backoff_ms);
+			snprintf(n->why, sizeof(n->why), "the node reports it down%s%s",
+				 rk->why[0] ? ": " : "", rk->why);
+			ING_WARN(f->pinned ? "producer" : COMP, "node %s rail %s (%s:%u) is down (%s): "
+				 "tried again with back-off", pn->id, rk->dev, rk->addr, rk->port, n->why);
+			continue;
+		}
+		(void)node_dial(f, (unsigned)j, timeout_ms);
+	}
+	pinned_note(f);
+}
+
+/* A rail endpoint's dial failed or its rail is down: its next try, with back-off. */
+static void rail_wait(struct fleet *f, struct fnode *n, const char *why, bool gone)
+{
+	uint64_t now = ing_now_ns();
+	const char *comp = f->pinned ? "producer" : COMP;
+
+	n->failed = true;
+	snprintf(n->why, sizeof(n->why), "%.159s", why);
+	if (gone) {
+		n->gone = true;
+		ING_WARN(comp, "node %s rail %s not used: %s", n->id, n->rail, why);
+		pinned_note(f);
+		return;
+	}
+	if (!n->down_since_ns)
+		n->down_since_ns = now;
+	n->down_until_ns = now + ms_ns(n->backoff_ms);
+	ING_LOG_RL(ING_LOG_WARN, comp, "node %s rail %s not back yet: %s; next try in %d ms (down "
+		   "for %.1f s)", n->id, n->rail, why, n->backoff_ms, since_s(n->down_since_ns));
+	n->backoff_ms = n->backoff_ms * 2 > RAIL_BACKOFF_MAX_MS ? RAIL_BACKOFF_MAX_MS
+								 : n->backoff_ms * 2;
+}
+
+/* A rail endpoint's session is up: is it on the rail asked? 0, or -errno (sub destroyed). */
+static int rail_connected(struct fleet *f, unsigned i, struct ing_producer *sub)
+{
+	struct fnode *n = &f->nodes[i];
+	const char *comp = f->pinned ? "producer" : COMP;
+
+	if (strcmp(sub->rail, n->rail) != 0) {
+		/* the node put the session elsewhere: the rail is down there, or the node does not
+		 * honour NegotiateRequest.rail (then one rail) */
+		const struct prail *rk = NULL;
+		for (unsigned k = 0; k < sub->nrails; k++)
+			if (!strcmp(sub->rails[k].dev, n->rail))
+				rk = &sub->rails[k];
+		char why[256];
+		bool down = rk && !rk->up;
+		if (down)
+			snprintf(why, sizeof(why), "the node reports it down%s%s", rk->why[0] ? ": " : "",
+				 rk->why);
+		else
+			snprintf(why, sizeof(why), "it does not honour NegotiateRequest.rail (asked %s, "
+				 "the session is on '%s')", n->rail, sub->rail);
+		producer_destroy(sub);
+		if (!down)
+			rails_off(f, n->primary, why);
+		if (down || n->primary == (int)i) {
+			if (!down)
+				n->rail[0] = '\0';   /* the primary: any rail the node gives */
+			rail_wait(f, n, why, false);
+		}
+		return down ? -ENETDOWN : -EPROTO;
+	}
+	if (sub->xport->kind != ING_TRANSPORT_RDMA) {
+		producer_destroy(sub);
+		rail_wait(f, n, "the session is not on RDMA", true);
+		return -EPROTO;
+	}
+	snprintf(n->local_dev, sizeof(n->local_dev), "%s", sub->local_dev);
+	if (n->down_since_ns)
+		ING_WARN(comp, "node %s rail %s is back (via %s, session %" PRIu64 ") after %.1f s down "
+			 "(%s): it carries frames again", n->id, n->rail, n->local_dev, sub->session_id,
+			 since_s(n->down_since_ns), n->why);
+	else
+		ING_INFO(comp, "node %s rail %s connected via %s, session %" PRIu64 ", %s", n->id,
+			 n->rail, n->local_dev, sub->session_id, node_transport(sub));
+	n->down_since_ns = 0;
+	n->why[0] = '\0';
+	n->backoff_ms = RAIL_BACKOFF_MIN_MS;
+	return 0;
+}
+
+/* One server: a session is up again after every one was lost. */
+static void pinned_back(struct fleet *f, struct fnode *n, struct ing_producer *sub)
+{
+	if (!f->give_up_ns)
+		return;
+	unsigned waiting = 0;
+	for (unsigned k = 0; k < f->cap; k++)
+		waiting += f->fr[k].used && !f->fr[k].on_node;
+	ING_WARN("producer", "reconnected to %s%s%s (session %" PRIu64 ", transport %s): "
+		 "re-sending %u frame(s) that were not DURABLE", n->addr, n->rail[0] ? " rail " : "",
+		 n->rail, sub->session_id, node_transport(sub), waiting);
+	f->give_up_ns = 0;
 }
 
 static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 {
 	struct fnode *n = &f->nodes[i];
 	struct ing_producer_opts so = f->sub_o;
+	/* a rail of a node: any endpoint once the node's rails are known (a primary that comes
+	 * back must come back on its own rail, over RDMA) */
+	bool rail_ep = n->primary != (int)i || (n->rail[0] && sibling_known(f, i));
 	char err[256] = "";
 
 	so.server = n->addr;
@@ -349,7 +655,17 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 	so.tls_cert = f->s_cert;
 	so.tls_key = f->s_key;
 	so.tls_server_name = f->s_sni;
-	struct ing_producer *sub = producer_session_connect_shared(&so, &f->sh, err, sizeof(err));
+	if (rail_ep)
+		so.transport = ING_TRANSPORT_RDMA;   /* a rail is RDMA or nothing */
+	struct ing_producer *sub = producer_session_connect_shared(&so, &f->sh, n->rail, err,
+								   sizeof(err));
+	if (!sub && rail_ep) {
+		/* no device of the list reaches the rail (EXDEV, conn_make), or none of them is on
+		 * this host (EOPNOTSUPP): not used; else (a link down, a device gone: ENODEV,
+		 * ETIMEDOUT, ...): again later */
+		rail_wait(f, n, err, errno == EXDEV || errno == EOPNOTSUPP);
+		return errno > 0 ? -errno : -ECONNREFUSED;
+	}
 	if (!sub) {
 		int rc = errno > 0 ? -errno : -ECONNREFUSED;
 		int wait = f->cooldown_ms;
@@ -357,9 +673,11 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 		f->last_rc = rc;
 		snprintf(f->last_err, sizeof(f->last_err), "%s", err);
 		if (f->pinned) {
-			wait = f->backoff_ms;
-			f->backoff_ms = f->backoff_ms * 2 > PINNED_BACKOFF_MAX_MS ? PINNED_BACKOFF_MAX_MS
-										  : f->backoff_ms * 2;
+			if (!n->backoff_ms)
+				n->backoff_ms = PINNED_BACKOFF_MIN_MS;
+			wait = n->backoff_ms;
+			n->backoff_ms = n->backoff_ms * 2 > PINNED_BACKOFF_MAX_MS ? PINNED_BACKOFF_MAX_MS
+										  : n->backoff_ms * 2;
 		}
 		n->down_until_ns = ing_now_ns() + ms_ns(wait);
 		if (f->pinned && f->give_up_ns)
@@ -367,10 +685,28 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 				   "(%d frame(s) kept to re-send, %.1f s left of reconnect_timeout_ms %d)",
 				   n->addr, err, wait, (int)f->nused,
 				   (double)(f->give_up_ns - ing_now_ns()) / 1e9, f->reconnect_ms);
+		else if (f->pinned && f->nnodes > 1)
+			ING_LOG_RL(ING_LOG_WARN, "producer", "node %s rail %s not back yet: %s; next try "
+				   "in %d ms (down for %.1f s)", n->id, n->rail[0] ? n->rail : "?", err,
+				   wait, since_s(n->down_since_ns));
 		else if (!f->pinned)
 			ING_LOG_RL(ING_LOG_WARN, COMP, "node %s (%s) not reachable: %s; next try in %d ms",
 				   n->id, n->addr, err, wait);
 		return rc;
+	}
+	if (rail_ep) {
+		int rc = rail_connected(f, i, sub);
+		if (rc)
+			return rc;
+		n->sub = sub;
+		n->failed = false;
+		if (f->pinned) {
+			f->last_kind = sub->xport->kind;
+			pinned_back(f, n, sub);
+		}
+		pinned_note(f);
+		fleet_note(f);
+		return 0;
 	}
 	if (f->pinned) {
 		/* one server: the node's own id, transport and note are the application's */
@@ -380,24 +716,24 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 		top->session_id = sub->session_id;
 		if (top->max_frame)
 			top->max_frame = sub->max_frame;   /* a reconnect: what the node says now */
-		snprintf(top->note, sizeof(top->note), "%s", sub->note);
 		f->last_kind = sub->xport->kind;
-		f->backoff_ms = PINNED_BACKOFF_MIN_MS;
-		if (f->give_up_ns) {
-			unsigned waiting = 0;
-			for (unsigned k = 0; k < f->cap; k++)
-				waiting += f->fr[k].used && f->fr[k].node < 0;
-			ING_WARN("producer", "reconnected to %s (session %" PRIu64 ", transport %s): "
-				 "re-sending %u frame(s) that were not DURABLE", n->addr, sub->session_id,
-				 node_transport(sub), waiting);
-		}
-		f->give_up_ns = 0;
+		n->backoff_ms = PINNED_BACKOFF_MIN_MS;
+		pinned_back(f, n, sub);
 	}
+	if (n->down_since_ns && f->nnodes > 1)
+		ING_WARN(f->pinned ? "producer" : COMP, "node %s rail %s is back (session %" PRIu64
+			 ") after %.1f s down (%s): it carries frames again", n->id,
+			 n->rail[0] ? n->rail : "?", sub->session_id, since_s(n->down_since_ns), n->why);
+	n->down_since_ns = 0;
+	n->why[0] = '\0';
 	n->sub = sub;
 	n->failed = false;
 	n->members_unimpl = false;
-	if (f->pinned)
+	rails_discover(f, i, timeout_ms);
+	if (f->pinned) {
+		pinned_note(f);
 		return 0;   /* one server: sent to whatever its state (draining is for fleets) */
+	}
 	if (sub->node_state == H3000__MEMBER_STATE__MEMBER_DRAINING)
 		n->member = ING_MEMBER_DRAINING;
 	else if (sub->node_state == H3000__MEMBER_STATE__MEMBER_ACTIVE || n->member == ING_MEMBER_DOWN)
@@ -460,15 +796,16 @@ static void fack(struct fleet *f, struct fframe *ff, enum ing_ack_stage stage, i
 static void frame_unplace(struct fleet *f, struct fframe *ff, bool refused)
 {
 	struct ing_producer *p = f->top;
-	if (ff->node >= 0) {
-		if (ff->on_node) {
-			f->nodes[ff->node].rerouted_away++;
-			ff->resends++;
-			ff->rerouted = true;
-			p->st.rerouted++;
-		}
-		if (refused && ff->node < 64)
-			ff->refused |= 1ull << ff->node;
+	if (ff->node >= 0 && ff->on_node) {
+		f->nodes[ff->node].rerouted_away++;
+		ff->resends++;
+		ff->rerouted = true;
+		p->st.rerouted++;
+	}
+	if (refused && ff->group >= 0) {
+		if (ff->group < 64)
+			ff->refused |= 1ull << ff->group;
+		ff->group = -1;   /* another node */
 	}
 	ff->node = -1;
 	ff->on_node = false;
@@ -480,7 +817,62 @@ static void frame_unplace(struct fleet *f, struct fframe *ff, bool refused)
  * Node i failed: its session is destroyed at once (no late ack can come from it), it
  * cools down, and every frame on it or queued for it goes to its wafer's next node.
  */
-static void pinned_lost(struct fleet *f, const char *why);
+static void pinned_lost(struct fleet *f, unsigned i, const char *why);
+static void fack(struct fleet *f, struct fframe *ff, enum ing_ack_stage stage, int ok, int code,
+		 int retryable, const struct ing_ack *from, const char *node_id, const char *msg);
+
+/*
+ * Rail i of a node is lost while another rail of it is up: its session is destroyed (no
+ * READ or ack can come through it any more), its frames in flight go to the other rails
+ * (place_and_send), and it is redialled with back-off (rail_wait).
+ */
+static void rail_fail(struct fleet *f, unsigned i, const char *why)
+{
+	struct fnode *n = &f->nodes[i];
+	struct ing_producer *p = f->top;
+	unsigned moved = 0, recv = 0, handed = 0;
+	char up[160] = "";
+
+	for (unsigned k = 0; k < f->cap; k++) {
+		struct fframe *ff = &f->fr[k];
+		if (!ff->used || ff->node != (int)i)
+			continue;
+		if (f->pinned && ff->recv_delivered && p->o.recycle_on == ING_ACK_RECEIVED) {
+			handed++;   /* as pinned_lost: its bytes are the application's again */
+			fack(f, ff, ING_ACK_RECEIVED, 0, ING_ERR_TRANSFER, 1, NULL, n->id,
+			     "rail lost after RECEIVED and before DURABLE; not re-sent: its buffer was "
+			     "handed back at RECEIVED (recycle_on DURABLE keeps it for a re-send)");
+			continue;
+		}
+		moved++;
+		if (ff->recv_here) {
+			recv++;
+			p->st.resent_after_received++;
+		}
+		frame_unplace(f, ff, false);
+	}
+	struct ing_producer *sub = n->sub;
+	n->sub = NULL;
+	n->downs++;
+	n->failovers++;
+	p->st.failovers++;
+	if (!f->first_failover_ns)
+		f->first_failover_ns = ing_now_ns();
+	producer_destroy(sub);   /* its QP is gone before any of its frames is re-sent */
+	n->backoff_ms = RAIL_BACKOFF_MIN_MS;
+	n->down_since_ns = 0;
+	for (unsigned j = 0, o = 0; j < f->nnodes; j++)
+		if (j != i && f->nodes[j].primary == n->primary && ep_up(&f->nodes[j]))
+			o += (unsigned)snprintf(up + o, o < sizeof(up) ? sizeof(up) - o : 0, "%s%s",
+						o ? ", " : "", f->nodes[j].rail);
+	ING_WARN(f->pinned ? "producer" : COMP, "node %s rail %s (via %s) down: %s; %u frame(s) in "
+		 "flight on it moved to rail(s) %s (%u had reached RECEIVED there)%s", n->id, n->rail,
+		 n->local_dev[0] ? n->local_dev : "?", why, moved, up, recv,
+		 handed ? "; frames whose buffer was handed back at RECEIVED failed (retryable)" : "");
+	rail_wait(f, n, why, false);
+	pinned_note(f);
+	fleet_note(f);
+}
 
 static void node_fail(struct fleet *f, unsigned i, const char *why)
 {
@@ -489,8 +881,12 @@ static void node_fail(struct fleet *f, unsigned i, const char *why)
 	uint64_t now = ing_now_ns();
 	unsigned moved = 0, recv = 0;
 
+	if (sibling_up(f, i)) {
+		rail_fail(f, i, why);
+		return;
+	}
 	if (f->pinned) {
-		pinned_lost(f, why);
+		pinned_lost(f, i, why);
 		return;
 	}
 
@@ -514,10 +910,13 @@ static void node_fail(struct fleet *f, unsigned i, const char *why)
 	if (!f->first_failover_ns)
 		f->first_failover_ns = now;
 	n->failovers++;
+	n->downs++;
 	p->st.failovers++;
 	struct ing_producer *sub = n->sub;
 	n->sub = NULL;
 	n->failed = true;
+	n->down_since_ns = now;
+	snprintf(n->why, sizeof(n->why), "%.159s", why);
 	n->down_until_ns = now + ms_ns(f->cooldown_ms);
 	producer_destroy(sub);   /* cancels an open Members call: its on_close clears mcall;
 				  * over RDMA its QP is gone before any frame is re-sent */
@@ -551,9 +950,9 @@ static void pinned_give_up(struct fleet *f, const char *why)
  * not DURABLE wait for the next session, except those the application took back at
  * RECEIVED; then redial with back-off, within reconnect_ms of the loss.
  */
-static void pinned_lost(struct fleet *f, const char *why)
+static void pinned_lost(struct fleet *f, unsigned i, const char *why)
 {
-	struct fnode *n = &f->nodes[0];
+	struct fnode *n = &f->nodes[i];
 	struct ing_producer *p = f->top;
 	uint64_t now = ing_now_ns();
 	unsigned kept = 0, handed = 0;
@@ -564,6 +963,9 @@ static void pinned_lost(struct fleet *f, const char *why)
 	n->sub = NULL;
 	n->failed = true;
 	n->failovers++;
+	n->downs++;
+	n->down_since_ns = now;
+	snprintf(n->why, sizeof(n->why), "%.159s", why);
 	p->st.failovers++;
 	if (!f->first_failover_ns)
 		f->first_failover_ns = now;
@@ -577,8 +979,8 @@ static void pinned_lost(struct fleet *f, const char *why)
 	}
 	for (unsigned k = 0; k < f->cap; k++) {
 		struct fframe *ff = &f->fr[k];
-		if (!ff->used || ff->node != 0)
-			continue;
+		if (!ff->used)
+			continue;   /* one node: every frame is its */
 		if (ff->recv_delivered && p->o.recycle_on == ING_ACK_RECEIVED) {
 			/* its bytes are the application's again since its RECEIVED ack */
 			handed++;
@@ -595,8 +997,8 @@ static void pinned_lost(struct fleet *f, const char *why)
 		frame_unplace(f, ff, false);
 	}
 	f->give_up_ns = now + ms_ns(f->reconnect_ms);
-	f->backoff_ms = PINNED_BACKOFF_MIN_MS;
-	n->down_until_ns = now + ms_ns(f->backoff_ms);
+	n->backoff_ms = PINNED_BACKOFF_MIN_MS;
+	n->down_until_ns = now + ms_ns(n->backoff_ms);
 	snprintf(f->last_err, sizeof(f->last_err), "%s", why);
 	ING_WARN("producer", "connection to %s lost: %s; reconnecting (for up to %d ms) to re-send "
 		 "%u frame(s) not DURABLE%s", n->addr, why, f->reconnect_ms, kept,
@@ -609,7 +1011,7 @@ static void pinned_timers(struct fleet *f, uint64_t now)
 	struct fnode *n = &f->nodes[0];
 	struct ing_producer *p = f->top;
 
-	if (n->sub || p->broken || now < n->down_until_ns)
+	if (p->broken)
 		return;
 	if (f->give_up_ns && now >= f->give_up_ns) {
 		char m[1024];
@@ -626,7 +1028,12 @@ static void pinned_timers(struct fleet *f, uint64_t now)
 		if ((uint64_t)tmo > left)
 			tmo = (int)left;
 	}
-	(void)node_dial(f, 0, tmo);
+	/* every rail down (or not dialled yet) whose back-off is over */
+	for (unsigned i = 0; i < f->nnodes && !p->broken; i++) {
+		n = &f->nodes[i];
+		if (!n->sub && !n->gone && now >= n->down_until_ns)
+			(void)node_dial(f, i, tmo);
+	}
 }
 
 /* ================================================================ membership */
@@ -700,8 +1107,9 @@ static void members_refresh(struct fleet *f, uint64_t now)
 	f->next_refresh_ns = now + ms_ns(f->refresh_ms);
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		struct fnode *n = &f->nodes[i];
-		if (!n->sub || !n->sub->ch || n->sub->broken || n->mcall || n->members_unimpl)
-			continue;
+		if (n->primary != (int)i || !n->sub || !n->sub->ch || n->sub->broken || n->mcall ||
+		    n->members_unimpl)
+			continue;   /* (a node's rails: its primary asks) */
 		struct ing_grpc_ccall_cbs cbs = {
 			.on_message = members_on_message, .on_close = members_on_close, .arg = n,
 		};
@@ -919,7 +1327,6 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 			   : f->pinned ? 0 : FLEET_DEFAULT_ACK_DEADLINE_MS;
 	f->reconnect_ms = o->reconnect_timeout_ms > 0 ? o->reconnect_timeout_ms
 			: o->reconnect_timeout_ms < 0 ? -1 : PINNED_DEFAULT_RECONNECT_MS;
-	f->backoff_ms = PINNED_BACKOFF_MIN_MS;
 	f->cooldown_ms = o->node_cooldown_ms > 0 ? o->node_cooldown_ms : FLEET_DEFAULT_COOLDOWN_MS;
 	f->refresh_ms = o->membership_refresh_ms > 0 ? o->membership_refresh_ms : FLEET_DEFAULT_REFRESH_MS;
 
@@ -968,7 +1375,10 @@ struct ing_producer *fleet_connect(const struct ing_producer_opts *o, char *err,
 			goto fail;
 		}
 		struct ing_producer *sub = f->nodes[0].sub;
-		if (window_alloc(f, sub->credits, 1, err, errlen)) {
+		unsigned credits = 0;
+		for (unsigned i = 0; i < f->nnodes; i++)   /* its rails' together */
+			credits += f->nodes[i].sub ? f->nodes[i].sub->credits : 0;
+		if (window_alloc(f, credits, 1, err, errlen)) {
 			errno = ENOMEM;
 			goto fail;
 		}
@@ -1090,6 +1500,7 @@ static void frame_retry_later(struct fleet *f, struct fframe *ff, const char *ni
 		     : ff->retry_ms * 2 > INFLIGHT_RETRY_MAX_MS ? INFLIGHT_RETRY_MAX_MS
 								 : ff->retry_ms * 2;
 	ff->retry_at_ns = ing_now_ns() + ms_ns(ff->retry_ms);
+	ff->node = -1;   /* the node (group) stays: any of its rails */
 	ff->on_node = false;
 	ff->recv_here = false;
 	ff->resends++;
@@ -1127,6 +1538,7 @@ static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 			p->st.received++;
 		}
 		n->durable++;
+		n->bytes += ff->len;
 		if (ff->rerouted && f->first_failover_ns && !p->st.first_failover_to_durable_ns)
 			p->st.first_failover_to_durable_ns = ing_now_ns() - f->first_failover_ns;
 		fack(f, ff, ING_ACK_DURABLE, 1, 0, 0, a, nid, a->msg);
@@ -1140,6 +1552,15 @@ static void handle_ack(struct fleet *f, unsigned i, const struct ing_ack *a)
 	 * fleet also a node that did not finish a frame in time (hung: DEADLINE) */
 	if (ack_conn_lost(a) || (!f->pinned && a->code == ING_ERR_DEADLINE)) {
 		node_fail(f, i, a->msg[0] ? a->msg : ing_strerror(a->code));
+		return;
+	}
+	if (a->code == ING_ERR_BUSY && sibling_up(f, i)) {
+		/* a rail the node cannot take it on now (its RDMA connection down there, no
+		 * credit): another rail of the node, not a failure */
+		ING_LOG_RL(ING_LOG_WARN, f->pinned ? "producer" : COMP, "node %s rail %s refused "
+			   "frame %s (%s): sending it over another rail", n->id, n->rail, ff->id, a->msg);
+		frame_unplace(f, ff, false);
+		ff->avoid = (int)i;
 		return;
 	}
 	if (!f->pinned && (a->code == ING_ERR_IO || a->code == ING_ERR_NO_SPACE ||
@@ -1163,55 +1584,65 @@ static int cmp_seq(const void *x, const void *y, void *arg)
 	return a < b ? -1 : a > b;
 }
 
-/* Place waiting frames on their wafer's owner and hand them to its session, in submit order. */
+/* Place waiting frames on their wafer's owner and hand them to its session, in submit order:
+ * the owner by HRW (route_pick, kept while the node takes wafers), the rail of the owner
+ * with the fewest bytes in flight (rail_pick). */
 static void place_and_send(struct fleet *f)
 {
-	struct ing_producer *p = f->top;
 	bool blocked[FLEET_MAX_NODES] = { false };
+	uint64_t load[FLEET_MAX_NODES] = { 0 };
 	unsigned n = 0;
 
 	uint64_t now = ing_now_ns();
 
 	for (unsigned k = 0; k < f->cap; k++) {
 		struct fframe *ff = &f->fr[k];
-		if (!ff->used || ff->on_node || now < ff->retry_at_ns)
-			continue;   /* (waits for the node's earlier copy: frame_retry_later) */
-		/* queued for a node that stopped taking wafers (draining, failed): re-place */
-		if (ff->node >= 0 && !node_eligible(&f->nodes[ff->node]))
-			ff->node = -1;
-		if (ff->node < 0) {
-			ff->node = route_pick(f, ff->wafer, ff->refused);
-			if (ff->node < 0 && ff->refused)
-				ff->node = route_pick(f, ff->wafer, 0);   /* all refused: ask again */
+		if (!ff->used)
+			continue;
+		if (ff->on_node) {
+			load[ff->node] += ff->len;
+			continue;
 		}
-		if (ff->node >= 0)
+		if (now < ff->retry_at_ns)
+			continue;   /* (waits for the node's earlier copy: frame_retry_later) */
+		/* its node stopped taking wafers (draining, failed): another */
+		if (ff->group >= 0 && !group_eligible(f, ff->group))
+			ff->group = -1;
+		if (ff->group < 0) {
+			ff->group = route_pick(f, ff->wafer, ff->refused);
+			if (ff->group < 0 && ff->refused)
+				ff->group = route_pick(f, ff->wafer, 0);   /* all refused: ask again */
+		}
+		if (ff->group >= 0)
 			f->order[n++] = k;
 	}
 	if (n > 1)
 		qsort_r(f->order, n, sizeof(*f->order), cmp_seq, f->fr);
 	for (unsigned k = 0; k < n; k++) {
 		struct fframe *ff = &f->fr[f->order[k]];
-		struct fnode *nd = &f->nodes[ff->node];
-		if (blocked[ff->node] || !nd->sub)
-			continue;
 		struct ing_frame_desc d = {
 			.frame_id = ff->id, .wafer_id = ff->wafer, .timestamp = ff->ts, .data = ff->data,
 			.length = ff->len, .crc32c = ff->crc, .has_crc = 1, .user = ff,
 		};
-		int rc = producer_session_submit(nd->sub, &d);
-		if (rc == 0) {
-			ff->on_node = true;
-			ff->t_sent_ns = ing_now_ns();
-		} else if (rc == -EAGAIN || rc == -EPIPE) {
-			blocked[ff->node] = true;   /* no credit there now / failure seen on poll */
-		} else if (rc == -EINVAL && ff->len <= nd->sub->max_frame) {
-			blocked[ff->node] = true;   /* an earlier copy of it still there: wait */
-		} else {
-			fack(f, ff, ING_ACK_NONE, 0, ING_ERR_INVALID_ARGUMENT, 0, NULL, nd->id,
-			     rc == -EINVAL ? "frame larger than the node's maximum" : strerror(-rc));
+		int e;
+		while (ff->used && !ff->on_node && (e = rail_pick(f, ff->group, load, blocked, ff->avoid)) >= 0) {
+			struct fnode *nd = &f->nodes[e];
+			int rc = producer_session_submit(nd->sub, &d);
+			if (rc == 0) {
+				ff->node = e;
+				ff->on_node = true;
+				ff->t_sent_ns = ing_now_ns();
+				load[e] += ff->len;
+			} else if (rc == -EAGAIN || rc == -EPIPE) {
+				blocked[e] = true;   /* no credit there now / failure seen on poll */
+			} else if (rc == -EINVAL && ff->len <= nd->sub->max_frame) {
+				blocked[e] = true;   /* an earlier copy of it still there: wait */
+			} else {
+				fack(f, ff, ING_ACK_NONE, 0, ING_ERR_INVALID_ARGUMENT, 0, NULL, nd->id,
+				     rc == -EINVAL ? "frame larger than the node's maximum" : strerror(-rc));
+			}
 		}
 	}
-	(void)p;
 }
 
 static void check_timers(struct fleet *f, uint64_t now)
@@ -1237,7 +1668,7 @@ static void check_timers(struct fleet *f, uint64_t now)
 			 f->top->o.frame_timeout_ms, ff->resends, ff->retry_ms ?
 			 "; the node still held an earlier send of it in flight" : "");
 		fack(f, ff, ff->recv_delivered ? ING_ACK_RECEIVED : ING_ACK_NONE, 0, ING_ERR_DEADLINE, 1,
-		     NULL, ff->node >= 0 ? f->nodes[ff->node].id : "", m);
+		     NULL, ff->group >= 0 ? f->nodes[ff->group].id : "", m);
 	}
 	if (f->pinned) {
 		pinned_timers(f, now);
@@ -1246,7 +1677,7 @@ static void check_timers(struct fleet *f, uint64_t now)
 	/* cooled-down nodes (and new members): dial */
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		struct fnode *n = &f->nodes[i];
-		if (n->sub || now < n->down_until_ns)
+		if (n->sub || n->gone || now < n->down_until_ns)
 			continue;
 		int tmo = f->top->o.connect_timeout_ms < FLEET_REDIAL_TIMEOUT_MS ?
 				  f->top->o.connect_timeout_ms : FLEET_REDIAL_TIMEOUT_MS;
@@ -1322,7 +1753,9 @@ static int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	const uint8_t *b = d->data;
 	if (f->pinned) {
 		/* one server: its transport says (RDMA: inside the pool), as a plain session */
-		struct ing_producer *sub = f->nodes[0].sub;
+		struct ing_producer *sub = NULL;
+		for (unsigned i = 0; i < f->nnodes && !sub; i++)
+			sub = f->nodes[i].sub;
 		int rc = sub && sub->xport->check ? sub->xport->check(sub, d) : 0;
 		if (rc)
 			return rc;
@@ -1357,6 +1790,8 @@ static int fleet_submit(struct ing_producer *p, const struct ing_frame_desc *d)
 	ff->ts = d->timestamp ? d->timestamp : ing_wall_ns();
 	ff->user = d->user;
 	ff->node = -1;
+	ff->group = -1;
+	ff->avoid = -1;
 	ff->seq = ++f->seq;
 	ff->t_submit_ns = ing_now_ns();
 	ff->deadline_ns = ff->t_submit_ns + ms_ns(p->o.frame_timeout_ms);
@@ -1439,10 +1874,14 @@ static unsigned fleet_in_flight(const struct ing_producer *p)
 static void fleet_stats(const struct ing_producer *p, struct ing_producer_stats *st)
 {
 	const struct fleet *f = p->fleet;
-	st->nodes = f->nnodes;
+	st->nodes = 0;
 	st->nodes_up = 0;
-	for (unsigned i = 0; i < f->nnodes; i++)
-		st->nodes_up += node_eligible(&f->nodes[i]);
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		if (f->nodes[i].primary != (int)i)
+			continue;   /* a rail of a node */
+		st->nodes++;
+		st->nodes_up += group_eligible(f, (int)i);
+	}
 }
 
 /* RDMA when a connected node session uses it (the note says which, to how many). */
@@ -1450,8 +1889,12 @@ static enum ing_transport fleet_transport(const struct ing_producer *p)
 {
 	const struct fleet *f = p->fleet;
 
-	if (f->pinned)
-		return f->nodes[0].sub ? f->nodes[0].sub->xport->kind : f->last_kind;
+	if (f->pinned) {
+		for (unsigned i = 0; i < f->nnodes; i++)
+			if (f->nodes[i].sub)
+				return f->nodes[i].sub->xport->kind;
+		return f->last_kind;
+	}
 	for (unsigned i = 0; i < f->nnodes; i++)
 		if (f->nodes[i].sub && f->nodes[i].sub->xport->kind == ING_TRANSPORT_RDMA)
 			return ING_TRANSPORT_RDMA;
@@ -1469,24 +1912,91 @@ static const struct producer_ops fleet_ops = {
 	.transport = fleet_transport,
 };
 
+/* The i-th node (primary endpoint), -1 past the last. */
+static int nth_node(const struct fleet *f, unsigned i)
+{
+	for (unsigned j = 0; j < f->nnodes; j++)
+		if (f->nodes[j].primary == (int)j && i-- == 0)
+			return (int)j;
+	return -1;
+}
+
 int ing_producer_fleet_node_sz(const struct ing_producer *p, unsigned i, struct ing_fleet_node *out,
 			       size_t node_size)
 {
 	struct ing_fleet_node n;
-	if (!p || !p->fleet || !out || i >= p->fleet->nnodes)
+	int g = p && p->fleet ? nth_node(p->fleet, i) : -1;
+	if (!out || g < 0)
 		return -ENOENT;
-	const struct fnode *fn = &p->fleet->nodes[i];
+	const struct fleet *f = p->fleet;
+	const struct fnode *fn = &f->nodes[g];
 	memset(&n, 0, sizeof(n));
 	snprintf(n.node_id, sizeof(n.node_id), "%s", fn->id);
 	snprintf(n.address, sizeof(n.address), "%s", fn->addr);
-	n.state = fn->failed ? ING_MEMBER_DOWN : fn->member == ING_MEMBER_UNKNOWN ? ING_MEMBER_ACTIVE
-										  : fn->member;
-	n.connected = fn->sub != NULL;
-	n.durable = fn->durable;
-	n.rerouted_away = fn->rerouted_away;
-	n.failovers = fn->failovers;
+	n.state = !group_eligible(f, g) && fn->failed ? ING_MEMBER_DOWN
+		: fn->member == ING_MEMBER_UNKNOWN ? ING_MEMBER_ACTIVE : fn->member;
+	/* the node's rails together */
+	for (unsigned j = 0; j < f->nnodes; j++) {
+		const struct fnode *e = &f->nodes[j];
+		if (e->primary != g)
+			continue;
+		n.connected |= e->sub != NULL;
+		n.durable += e->durable;
+		n.rerouted_away += e->rerouted_away;
+		n.failovers += e->failovers;
+	}
 	memcpy(out, &n, node_size < sizeof(n) ? node_size : sizeof(n));
 	if (node_size > sizeof(n))
 		memset((char *)out + sizeof(n), 0, node_size - sizeof(n));
+	return 0;
+}
+
+int ing_producer_rail_sz(const struct ing_producer *p, unsigned i, struct ing_rail *out,
+			 size_t rail_size)
+{
+	struct ing_rail r;
+	const struct fleet *f = p ? p->fleet : NULL;
+	unsigned k = 0;
+	int e = -1;
+
+	if (!f || !out || rail_size < sizeof(r.node_id))
+		return -ENOENT;
+	/* the endpoints over RDMA or with a rail: node by node, rail by rail */
+	for (unsigned g = 0; g < f->nnodes && e < 0; g++) {
+		if (f->nodes[g].primary != (int)g)
+			continue;
+		for (unsigned j = 0; j < f->nnodes && e < 0; j++) {
+			const struct fnode *n = &f->nodes[j];
+			if (n->primary != (int)g || (!n->rail[0] && !n->local_dev[0]))
+				continue;
+			if (k++ == i)
+				e = (int)j;
+		}
+	}
+	if (e < 0)
+		return -ENOENT;
+	const struct fnode *n = &f->nodes[e];
+	uint64_t inflight = 0;
+	for (unsigned q = 0; q < f->cap; q++)
+		if (f->fr[q].used && f->fr[q].on_node && f->fr[q].node == e)
+			inflight += f->fr[q].len;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.node_id, sizeof(r.node_id), "%s", n->id);
+	snprintf(r.device, sizeof(r.device), "%s", n->rail);
+	snprintf(r.local_device, sizeof(r.local_device), "%s", n->local_dev);
+	if (n->sub && n->sub->rdma_addr[0])
+		snprintf(r.address, sizeof(r.address), "%s:%u", n->sub->rdma_addr, n->sub->rdma_port);
+	r.state = n->gone ? ING_RAIL_UNUSED : ep_up(n) ? ING_RAIL_UP : ING_RAIL_DOWN;
+	r.frames = n->durable;
+	r.bytes = n->bytes;
+	r.in_flight_bytes = inflight;
+	r.moved_away = n->rerouted_away;
+	r.downs = n->downs;
+	r.down_ms = r.state == ING_RAIL_DOWN && n->down_since_ns
+		? (ing_now_ns() - n->down_since_ns) / 1000000 : 0;
+	snprintf(r.why, sizeof(r.why), "%s", r.state == ING_RAIL_UP ? "" : n->why);
+	memcpy(out, &r, rail_size < sizeof(r) ? rail_size : sizeof(r));
+	if (rail_size > sizeof(r))
+		memset((char *)out + sizeof(r), 0, rail_size - sizeof(r));
 	return 0;
 }

@@ -681,6 +681,7 @@ static int negotiate(struct ing_producer *p, const H3000__Transport *ts, size_t 
 	rq.credits = p->o.credits;
 	rq.ackreceived = true;   /* RECEIVED acks: recycle_on RECEIVED and the latency split */
 	rq.authtoken = (char *)(p->o.auth_token ? p->o.auth_token : "");
+	rq.rail = p->rail_ask;
 	size_t n = h3000__negotiate_request__get_packed_size(&rq);
 	if (n > sizeof(buf)) {
 		snprintf(err, errlen, "Negotiate request too large (%zu bytes)", n);
@@ -740,6 +741,36 @@ static void apply_reply(struct ing_producer *p, const H3000__NegotiateReply *r)
 	p->rdma_port = r->rdmaport;
 	snprintf(p->node_id, sizeof(p->node_id), "%s", r->nodeid ? r->nodeid : "");
 	p->node_state = (int)r->nodestate;
+	snprintf(p->rail, sizeof(p->rail), "%s", r->rail ? r->rail : "");
+	p->nrails = 0;
+	for (size_t k = 0; k < r->n_rails && p->nrails < PRODUCER_MAX_RAILS; k++) {
+		const H3000__RailInfo *ri = r->rails[k];
+		if (!ri || !ri->device || !*ri->device)
+			continue;
+		struct prail *pr = &p->rails[p->nrails++];
+		snprintf(pr->dev, sizeof(pr->dev), "%s", ri->device);
+		snprintf(pr->addr, sizeof(pr->addr), "%s", ri->rdmaaddr ? ri->rdmaaddr : "");
+		pr->port = ri->rdmaport;
+		pr->numa = ri->numanode;
+		pr->up = ri->state == H3000__RAIL_STATE__RAIL_UP;
+		snprintf(pr->why, sizeof(pr->why), "%s", ri->why ? ri->why : "");
+	}
+}
+
+bool producer_devlist_has(const char *list, const char *dev)
+{
+	if (!list || !*list)
+		return true;
+	size_t dl = strlen(dev);
+	while (*list) {
+		while (*list == ',' || *list == ' ')
+			list++;
+		size_t l = strcspn(list, ", ");
+		if (l && l == dl && memcmp(list, dev, l) == 0)
+			return true;
+		list += l;
+	}
+	return false;
 }
 
 static int alloc_tables(struct ing_producer *p)
@@ -794,7 +825,8 @@ void producer_destroy(struct ing_producer *p)
 /* A session's producer with its options (defaults filled, strings copied) and frame pool
  * (its own, or the router's when sh is given). */
 static struct ing_producer *session_new(const struct ing_producer_opts *o,
-					struct producer_shared *sh, char *err, size_t errlen)
+					struct producer_shared *sh, const char *rail, char *err,
+					size_t errlen)
 {
 	struct ing_producer *p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -811,6 +843,7 @@ static struct ing_producer *session_new(const struct ing_producer_opts *o,
 	p->o.server = p->server;
 	p->o.client_name = p->client_name;
 	p->o.rdma_device = *p->rdma_device ? p->rdma_device : NULL;
+	snprintf(p->rail_ask, sizeof(p->rail_ask), "%s", rail ? rail : "");
 	if (p->o.connect_timeout_ms <= 0)
 		p->o.connect_timeout_ms = PRODUCER_DEFAULT_CONNECT_MS;
 	if (p->o.frame_timeout_ms <= 0)
@@ -997,19 +1030,19 @@ static int session_open_stream(struct ing_producer *p, char *err, size_t errlen)
 struct ing_producer *producer_session_connect(const struct ing_producer_opts *o, char *err,
 					      size_t errlen)
 {
-	return producer_session_connect_shared(o, NULL, err, errlen);
+	return producer_session_connect_shared(o, NULL, NULL, err, errlen);
 }
 
 struct ing_producer *producer_session_connect_shared(const struct ing_producer_opts *o,
-						     struct producer_shared *sh, char *err,
-						     size_t errlen)
+						     struct producer_shared *sh, const char *rail,
+						     char *err, size_t errlen)
 {
 	H3000__NegotiateReply *r = NULL;
 	H3000__Transport offer[3];
 	size_t noffer = 0;
 	bool rdma_ok = false;
 	char why[160] = "";
-	struct ing_producer *p = session_new(o, sh, err, errlen);
+	struct ing_producer *p = session_new(o, sh, rail, err, errlen);
 
 	if (!p) {
 		int e = errno;

@@ -70,6 +70,8 @@ struct wire_ack;
 #define PRODUCER_PATH_CONTROL "/h3000.RDMASvc/ControlStream"
 #define PRODUCER_PATH_NEGOTIATE "/h3000.RDMASvc/Negotiate"
 #define PRODUCER_SESSION_HEADER "h3000-session-id"
+#define PRODUCER_MAX_RAILS 8            /* rails of one node a producer uses */
+#define PRODUCER_DEVLIST_MAX 256        /* opts.rdma_device: "mlx5_0,mlx5_1" */
 
 /* Ack codes are the public enum ing_error (ingest/ingest.h), numbered as h3000.ErrorCode. */
 
@@ -186,12 +188,23 @@ struct producer_ops {
 	enum ing_transport (*transport)(const struct ing_producer *p);
 };
 
+/* One RDMA rail of the node as its NegotiateReply lists it (RailInfo). */
+struct prail {
+	char dev[64];           /* the node's device: what NegotiateRequest.rail names */
+	char addr[64];
+	uint32_t port;
+	int numa;
+	bool up;
+	char why[96];           /* why it is down */
+};
+
 struct ing_producer {
 	const struct producer_ops *ops;   /* the layer: session or fleet router */
 	struct ing_producer_opts o;
 	char server[256];
 	char client_name[128];
-	char rdma_device[64];
+	char rdma_device[PRODUCER_DEVLIST_MAX];   /* the local devices RDMA may use ("a,b"; "" any) */
+	char rail_ask[64];              /* NegotiateRequest.rail: the node's rail asked ("" any) */
 
 	struct ing_grpc_chan *ch;
 	struct ing_grpc_ccall *call;
@@ -211,6 +224,11 @@ struct ing_producer {
 	uint32_t version;
 	char rdma_addr[64];
 	uint32_t rdma_port;
+	char rail[64];                  /* NegotiateReply.rail: the node's rail of this session ("":
+					 * the node did not say: it has no rails or ignores them) */
+	char local_dev[64];             /* RDMA: the local device the connection goes through */
+	struct prail rails[PRODUCER_MAX_RAILS];   /* NegotiateReply.rails (the first 8) */
+	unsigned nrails;
 	bool push;                      /* TRANSPORT_RDMA_WRITE negotiated */
 	bool push_mw;                   /* the node's grants are memory windows */
 	char note[256];                 /* why this transport */
@@ -284,10 +302,13 @@ extern const struct producer_ops producer_session_ops;
 struct ing_producer *producer_session_connect(const struct ing_producer_opts *o, char *err,
 					      size_t errlen);
 /* The same for a router's node session: frames in sh->pool (o->pool_frames is ignored),
- * RDMA registered through sh; sh outlives the session. */
+ * RDMA registered through sh; sh outlives the session. rail: the node's rail to ask for
+ * (NegotiateRequest.rail, RailInfo.device), NULL or "": the node picks. */
 struct ing_producer *producer_session_connect_shared(const struct ing_producer_opts *o,
-						     struct producer_shared *sh, char *err,
-						     size_t errlen);
+						     struct producer_shared *sh, const char *rail,
+						     char *err, size_t errlen);
+/* dev is one of the comma-separated names of list ("" or NULL list: any device). */
+bool producer_devlist_has(const char *list, const char *dev);
 int producer_session_submit(struct ing_producer *p, const struct ing_frame_desc *d);
 int producer_session_poll(struct ing_producer *p, struct ing_ack *acks, unsigned max,
 			  size_t ack_size, int timeout_ms);
@@ -306,6 +327,9 @@ void fleet_wake(struct ing_producer *p);
 /* HRW over node ids (lengths given): the score, and the winner of a comparison. */
 uint64_t fleet_hrw_score(const char *node, size_t nlen, const char *wafer, size_t wlen);
 bool fleet_hrw_better(uint64_t score_a, const char *id_a, uint64_t score_b, const char *id_b);
+/* Rails: of the n endpoints, the one with ok[j] and the fewest bytes in flight load[j] (the
+ * first of equals); n when none is ok. */
+unsigned fleet_rail_pick(const uint64_t *load, const bool *ok, unsigned n);
 
 /* ---- wire encoding (producer.c; unit-tested in tests/unit/test_producer_encode.c) ---- */
 

@@ -302,10 +302,12 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 		snprintf(err, errlen, "the route to %s moved to another RDMA device", p->rdma_addr);
 		return -ENODEV;
 	}
-	if (p->o.rdma_device && strcmp(ibv_get_device_name(r->id->verbs->device), p->o.rdma_device)) {
-		snprintf(err, errlen, "%s routes through device %s, not %s", p->rdma_addr,
-			 ibv_get_device_name(r->id->verbs->device), p->o.rdma_device);
-		return -ENODEV;
+	if (!producer_devlist_has(p->o.rdma_device, ibv_get_device_name(r->id->verbs->device))) {
+		/* the local device that reaches this rail (routing) is not one the producer may use */
+		snprintf(err, errlen, "%s routes through device %s, not %s%s", p->rdma_addr,
+			 ibv_get_device_name(r->id->verbs->device), strchr(p->o.rdma_device, ',') ?
+			 "one of " : "", p->o.rdma_device);
+		return -EXDEV;   /* not ours to use (a rail reached through it is unused) */
 	}
 	if (rdma_resolve_route(r->id, tmo)) {
 		snprintf(err, errlen, "rdma_resolve_route: %s", strerror(errno));
@@ -396,10 +398,11 @@ static int rdma_probe(struct ing_producer *p, char *why, size_t whylen)
 	}
 	bool found = !p->o.rdma_device;
 	for (int i = 0; i < n && !found; i++)
-		found = !strcmp(ibv_get_device_name(dl[i]), p->o.rdma_device);
+		found = producer_devlist_has(p->o.rdma_device, ibv_get_device_name(dl[i]));
 	ibv_free_device_list(dl);
 	if (!found) {
-		snprintf(why, whylen, "rdma: device %s not found", p->o.rdma_device);
+		snprintf(why, whylen, "rdma: %s %s not found", strchr(p->o.rdma_device, ',') ?
+			 "none of the devices" : "device", p->o.rdma_device);
 		return -ENODEV;
 	}
 	return 0;
@@ -555,8 +558,10 @@ static int rdma_start(struct ing_producer *p, char *err, size_t errlen)
 	rc = conn_make(p, r, err, errlen);
 	if (rc)
 		return rc;
-	ING_INFO(COMP, "session %" PRIu64 ": RDMA connected to %s:%u via %s (pool %zu bytes registered, qp 0x%x)",
-		 p->session_id, p->rdma_addr, p->rdma_port, r->dev, p->pl->len, r->id->qp->qp_num);
+	snprintf(p->local_dev, sizeof(p->local_dev), "%s", r->dev);
+	ING_INFO(COMP, "session %" PRIu64 ": RDMA connected to %s:%u%s%s via %s (pool %zu bytes registered, qp 0x%x)",
+		 p->session_id, p->rdma_addr, p->rdma_port, p->rail[0] ? ", rail " : "", p->rail,
+		 r->dev, p->pl->len, r->id->qp->qp_num);
 	return 0;
 }
 

@@ -71,7 +71,10 @@ struct ing_producer_opts {
 	/* registered frame pool for ing_frame_alloc (RDMA: one MR over all of it) */
 	unsigned pool_frames;        /* default 0: no pool; ing_frame_alloc then fails */
 	uint64_t pool_frame_size;    /* default 16 MiB */
-	const char *rdma_device;     /* NULL: the device that routes to the server */
+	const char *rdma_device;     /* the local RDMA devices to use, "mlx5_0" or (1.5) a list
+	                                "mlx5_0,mlx5_1"; each of the node's rails is reached
+	                                through the local device that routes to it, if listed.
+	                                NULL: every local device */
 	uint32_t chunk_size;         /* fallback chunk data bytes; 0: the server's maxChunkSize */
 	const char *auth_token;      /* shared secret of an ingestd run with --auth-token-file,
 	                                sent as NegotiateRequest.authToken (at most 256 chars);
@@ -219,6 +222,32 @@ struct ing_fleet_node {
 	/* ABI: new fields go last. */
 };
 
+/* 1.5: an RDMA rail the producer uses (ing_producer_rail): one (node, rail) pair. */
+enum ing_rail_state {
+	ING_RAIL_UP = 1,             /* connected, carrying frames */
+	ING_RAIL_DOWN = 2,           /* lost or not connected yet: redialled with back-off */
+	ING_RAIL_UNUSED = 3,         /* not reachable from the devices of opts.rdma_device, or
+	                                the node does not honour a rail asked for (why) */
+};
+
+struct ing_rail {
+	char node_id[ING_ID_MAX + 1];   /* the node (one server: its NegotiateReply.nodeId) */
+	char device[64];             /* the node's rail (its RDMA device); "" when the node lists
+	                                no rails (one RDMA connection) */
+	char local_device[64];       /* the local device that reaches it ("" before it did) */
+	char address[80];            /* the rail's rdma_cm "address:port" ("" while down) */
+	enum ing_rail_state state;
+	uint64_t frames;             /* DURABLE acks of frames sent over this rail */
+	uint64_t bytes;              /* ... their bytes */
+	uint64_t in_flight_bytes;    /* bytes of the frames on it now (what the spread weighs) */
+	uint64_t moved_away;         /* frames in flight on it moved to another rail (or node)
+	                                when it went down */
+	uint64_t downs;              /* times it went down */
+	uint64_t down_ms;            /* DOWN: since when, in ms (0 otherwise) */
+	char why[160];               /* DOWN or UNUSED: why */
+	/* ABI: new fields go last. */
+};
+
 struct ing_producer;
 
 /*
@@ -305,6 +334,19 @@ ING_API void ing_frame_free(struct ing_producer *p, void *buf);
 ING_API int ing_producer_fleet_node_sz(const struct ing_producer *p, unsigned i,
 				       struct ing_fleet_node *n, size_t node_size);
 #define ing_producer_fleet_node(p, i, n) ing_producer_fleet_node_sz((p), (i), (n), sizeof(*(n)))
+
+/*
+ * 1.5: rail i (0 ..) into the first rail_size bytes of r: every RDMA rail of every node the
+ * producer uses, node by node. A node that lists several rails (NegotiateReply.rails) is
+ * reached over each rail a local device of opts.rdma_device reaches, one connection each;
+ * frames go to the rail with the fewest bytes in flight; a rail lost moves its frames in
+ * flight to the node's other rails and is redialled with back-off. 0, or -ENOENT past the
+ * last rail (a producer on the gRPC stream has none). Use the macro:
+ * ing_producer_rail(p, i, &r).
+ */
+ING_API int ing_producer_rail_sz(const struct ing_producer *p, unsigned i, struct ing_rail *r,
+				 size_t rail_size);
+#define ing_producer_rail(p, i, r) ing_producer_rail_sz((p), (i), (r), sizeof(*(r)))
 
 /*
  * Rendezvous (HRW) placement, the same in every language (docs/FLEET.md): the score of

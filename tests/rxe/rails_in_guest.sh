@@ -57,6 +57,7 @@ read -r -a DEVS <<<"$RXE_DEVS"
 read -r -a IPS <<<"$RXE_IPS"
 read -r -a NETDEVS <<<"$RXE_NETDEVS"
 read -r -a NODES <<<"$RXE_DEV_NODES"
+read -r -a NETDEVS <<<"$RXE_NETDEVS"
 RAILS="${DEVS[0]}@${NODES[0]}, ${DEVS[1]}@${NODES[1]}"
 cpus_of_node() { cat "/sys/devices/system/node/node$1/cpulist"; }
 # in_list CPU LIST ("0-1,4"): whether the cpu is in the list
@@ -356,6 +357,160 @@ step "every stored frame byte for byte (ingest-verify)"
 timeout 300 "$VERIFY" --data-dir "$T/data" --manifest "$T/m-all" ||
 	fail "ingest-verify: stored frames not byte for byte what was sent"
 echo "$(grep -vc '^#' "$T/m-all") frames verified"
+
+# ---- the multi-rail producer (issue 26 items 3-4): libingest over every rail it reaches,
+# a rail lost costs no frame. Each step is its own function (the node's checks go beside
+# them); they use the ingestd above ($PORT, $T/data) and rail 0's address for gRPC.
+# rail_of TAG DEV FIELD: FIELD of rail DEV in ingest-send TAG's "rails" list ("" if none)
+rail_of() {
+	python3 - "$T/$1.json" "$2" "$3" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+r = [x for x in j.get("rails", []) if x["device"] == sys.argv[2] or x["local_device"] == sys.argv[2]]
+print(r[0][sys.argv[3]] if r else "")
+PY
+}
+# msend TAG COUNT SIZES [ingest-send args]: a producer given rail 0's gRPC address, every
+# local device unless the args say; fails unless every frame is DURABLE
+msend() {
+	local tag=$1 count=$2 sizes=$3
+	shift 3
+	timeout 900 "$SEND" --server "${IPS[0]}:$PORT" --count "$count" --sizes "$sizes" --credits 8 \
+		--seed "7$count" --first-id 1 --wafer "MR-$tag" --manifest "$T/m-$tag" --json "$@" \
+		>"$T/$tag.json" 2>"$T/$tag.err" ||
+		fail "$tag: ingest-send exited $? ($(cat "$T/$tag.json") $(tail -n 5 "$T/$tag.err"))"
+	cat "$T/$tag.json"; echo
+	[ "$(jget "$T/$tag.json" ok)" = "$count" ] && [ "$(jget "$T/$tag.json" failed)" = 0 ] ||
+		fail "$tag: not $count of $count frames ok ($(tail -n 5 "$T/$tag.err"))"
+}
+# stored_once TAG COUNT: the node holds each frame of TAG once (catalog rows, frame files)
+# and byte for byte (ingest-verify)
+stored_once() {
+	local tag=$1 count=$2 rows files
+	rows=$(sqlite3 "file:$T/data/catalog.db?mode=ro" "SELECT count(*) FROM frames WHERE wafer_id = 'MR-$tag'")
+	files=$(find "$T/data/frames/MR-$tag" -name '*.frame' | wc -l)
+	[ "$rows" = "$count" ] || fail "$tag: $rows catalog rows for $count frames"
+	[ "$files" = "$count" ] || fail "$tag: $files frame files for $count frames"
+	timeout 300 "$VERIFY" --data-dir "$T/data" --manifest "$T/m-$tag" ||
+		fail "$tag: stored frames not byte for byte what was sent"
+	echo "$tag: $count frames stored once each ($rows rows, $files files), byte for byte"
+}
+# lcore_frames RAIL: frames received by rail RAIL's lcore (node Stats)
+lcore_frames() {
+	local lc i
+	lc=$(eval echo "\$LCORE_$1")
+	timeout 60 "$STATS" "127.0.0.1:$PORT" >"$T/stats" || fail "Stats: no answer"
+	for i in 0 1; do
+		[ "$(sv "lcore.$i.lcore")" = "$lc" ] && { sv "lcore.$i.framesReceived"; return; }
+	done
+	fail "no lcore $lc in Stats"
+}
+
+prod_rails_spread() {
+	step "producer over both rails: frames spread by bytes in flight, READ and WRITE, byte-exact"
+	local a0 a1 tag xp n0 n1
+	for xp in rdma rdma-write; do
+		tag=sp-$xp
+		a0=$(lcore_frames 0) a1=$(lcore_frames 1)
+		msend "$tag" 40 256K-4M --transport "$xp"
+		n0=$(rail_of "$tag" "${DEVS[0]}" frames) n1=$(rail_of "$tag" "${DEVS[1]}" frames)
+		[ -n "$n0" ] && [ -n "$n1" ] ||
+			fail "$tag: the producer did not use both rails (its rails: $(grep -o '"rails":\[[^]]*\]' "$T/$tag.json"); $(grep -i rail "$T/$tag.err" | head -n 3))"
+		[ "$n0" -gt 0 ] && [ "$n1" -gt 0 ] && [ $((n0 + n1)) = 40 ] ||
+			fail "$tag: rails carried $n0 + $n1 frames, not a share of 40 each"
+		[ "$(rail_of "$tag" "${DEVS[1]}" local_device)" = "${DEVS[1]}" ] ||
+			fail "$tag: rail ${DEVS[1]} not reached through the local ${DEVS[1]}"
+		[ $(( $(lcore_frames 0) - a0 )) = "$n0" ] && [ $(( $(lcore_frames 1) - a1 )) = "$n1" ] ||
+			fail "$tag: the node's rail lcores did not carry what the producer sent over each rail"
+		echo "$tag: rail ${DEVS[0]} $n0 frames, rail ${DEVS[1]} $n1 frames (node lcores agree)"
+		stored_once "$tag" 40
+	done
+}
+
+# prod_rail_lost HOW: a rail lost mid-stream and back (HOW: link = ip link down/up of its
+# netdev, dev = rdma link delete/add of its device): 0 failed, each frame stored once, the
+# producer says which rail, why and when it came back, and the rail carries frames again
+prod_rail_lost() {
+	local how=$1 tag=lost-$1 nd=${NETDEVS[1]} dev=${DEVS[1]} spid i back
+	step "rail ${DEVS[1]} lost mid-stream ($how) and back: no frame lost, none stored twice"
+	# paced (--rate): the run outlasts the loss and the return by far on any machine
+	timeout 1200 "$SEND" --server "${IPS[0]}:$PORT" --count 600 --sizes 64K-512K --credits 8 \
+		--rate 10 --seed 71 --first-id 1 --wafer "MR-$tag" --manifest "$T/m-$tag" --json \
+		--transport rdma >"$T/$tag.json" 2>"$T/$tag.err" &
+	spid=$!
+	local a1
+	a1=$(lcore_frames 1)
+	for i in $(seq 1 600); do [ $(( $(lcore_frames 1) - a1 )) -ge 5 ] && break; sleep 0.5; done
+	[ $(( $(lcore_frames 1) - a1 )) -ge 5 ] || fail "$tag: rail ${DEVS[1]} carries no frames before the loss"
+	if [ "$how" = link ]; then ip link set "$nd" down; else rdma link delete "$dev"; fi
+	echo "$tag: $how of ${DEVS[1]} taken down at ${SECONDS}s"
+	for i in $(seq 1 600); do grep -q "rail $dev .*down: " "$T/$tag.err" && break; sleep 0.5; done
+	grep "rail $dev .*down: " "$T/$tag.err" | head -n 1 || fail "$tag: the producer never said rail $dev went down"
+	if [ "$how" = link ]; then ip link set "$nd" up; else rdma link add "$dev" type rxe netdev "$nd"; fi
+	for i in $(seq 1 600); do grep -q "rail $dev is back" "$T/$tag.err" && break; sleep 0.5; done
+	grep "rail $dev is back" "$T/$tag.err" ||
+		{ cp "$T/$tag.err" "$OUT/$tag.err"; fail "$tag: rail $dev not back ($(tail -n 3 "$T/$tag.err"))"; }
+	kill -0 "$spid" 2>/dev/null || fail "$tag: the run ended before the rail came back (raise --count)"
+	back=$(lcore_frames 1)
+	wait "$spid" || fail "$tag: ingest-send exited $? ($(tail -n 5 "$T/$tag.err"))"
+	cp "$T/$tag.err" "$OUT/$tag.err"
+	cat "$T/$tag.json"; echo
+	[ "$(jget "$T/$tag.json" ok)" = 600 ] && [ "$(jget "$T/$tag.json" failed)" = 0 ] ||
+		fail "$tag: not 600 of 600 frames ok"
+	[ "$(rail_of "$tag" "$dev" downs)" -ge 1 ] || fail "$tag: rail $dev never counted down"
+	[ "$(lcore_frames 1)" -gt "$back" ] || fail "$tag: rail $dev carried no frame after it came back"
+	echo "$tag: rail $dev moved $(rail_of "$tag" "$dev" moved_away) frame(s) away, carried $(( $(lcore_frames 1) - back )) after its return"
+	stored_once "$tag" 600
+}
+
+# a producer with one device and the node with two: the rail they share
+prod_one_device() {
+	step "producer with ${DEVS[0]} only, node with two rails: every frame over the rail they share"
+	msend one-dev 16 256K-2M --transport rdma --rdma-dev "${DEVS[0]}"
+	[ "$(rail_of one-dev "${DEVS[0]}" frames)" = 16 ] || fail "one-dev: not every frame over ${DEVS[0]}"
+	[ "$(rail_of one-dev "${DEVS[1]}" state)" = unused ] ||
+		fail "one-dev: rail ${DEVS[1]} is not 'unused' for a producer without ${DEVS[1]}"
+	stored_once one-dev 16
+}
+
+# a node with one rail and the producer with two devices: the same (a second ingestd)
+prod_node_one_rail() {
+	step "node with one rail (${DEVS[0]}), producer with both devices: the rail they share"
+	local pid2 port2 n
+	ing_start "$INGESTD" "$T/port2" "$OUT/ingestd-1rail.log" --listen 0.0.0.0:0 --data-dir "$T/data1" \
+		--rdma-dev "${DEVS[0]}@${NODES[0]}" --rdma-port 7473 --pool 1M:8,4M:4 --workers 1 --credits 8 \
+		--rdma on --poll-mode adaptive --log-level info
+	pid2=$ING_PID port2=${ING_SERVER##*:}
+	timeout 600 "$SEND" --server "${IPS[0]}:$port2" --count 16 --sizes 256K-2M --credits 8 --seed 3 \
+		--first-id 1 --wafer MR-one-rail --manifest "$T/m-one-rail" --json --transport rdma \
+		>"$T/one-rail.json" 2>"$T/one-rail.err" || fail "one-rail: ingest-send exited $?"
+	cat "$T/one-rail.json"; echo
+	[ "$(jget "$T/one-rail.json" ok)" = 16 ] || fail "one-rail: not 16 of 16 frames ok"
+	n=$(grep -o '"local_device":"[^"]*"' "$T/one-rail.json" | sort -u)
+	[ "$n" = "\"local_device\":\"${DEVS[0]}\"" ] || fail "one-rail: local devices used: $n"
+	timeout 300 "$VERIFY" --data-dir "$T/data1" --manifest "$T/m-one-rail" || fail "one-rail: not byte for byte"
+	kill -TERM "$pid2"; wait "$pid2" || fail "the one-rail ingestd exited $? on SIGTERM"
+}
+
+# READ pull, WRITE push and the gRPC fallback at the same time, over both rails
+prod_all_at_once() {
+	step "READ pull, WRITE push and the gRPC fallback at the same time"
+	local p1 p2 p3 t
+	msend mix-r 30 64K-2M --transport rdma & p1=$!
+	msend mix-w 30 64K-2M --transport rdma-write & p2=$!
+	msend mix-g 12 64K-1M --transport grpc & p3=$!
+	wait "$p1" || fail "mix-r failed"
+	wait "$p2" || fail "mix-w failed"
+	wait "$p3" || fail "mix-g failed"
+	for t in mix-r:30 mix-w:30 mix-g:12; do stored_once "${t%:*}" "${t#*:}"; done
+}
+
+prod_node_one_rail
+prod_all_at_once
+prod_one_device
+prod_rails_spread
+prod_rail_lost link
+prod_rail_lost dev
 
 step "every slot back, then SIGTERM: exit 0"
 for _ in $(seq 1 300); do

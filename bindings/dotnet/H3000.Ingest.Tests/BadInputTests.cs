@@ -77,6 +77,16 @@ public class BadInputTests
         ArgumentException ae = Assert.Throws<ArgumentException>(() => Producer.Connect(new ProducerOptions()));
         Assert.Contains("Server", ae.Message, StringComparison.Ordinal);
         Assert.Throws<ArgumentOutOfRangeException>(() => Producer.Connect(new ProducerOptions { Server = "127.0.0.1:1", Credits = -1 }));
+        // the device list: names, not both ways of saying it
+        ae = Assert.Throws<ArgumentException>(() => Producer.Connect(new ProducerOptions { Server = "127.0.0.1:1", Devices = ["mlx5_0", "a,b"] }));
+        Assert.Contains("'a,b' is not an RDMA device name", ae.Message, StringComparison.Ordinal);
+        ae = Assert.Throws<ArgumentException>(() => Producer.Connect(new ProducerOptions { Server = "127.0.0.1:1", Devices = [] }));
+        Assert.Contains("Devices is empty", ae.Message, StringComparison.Ordinal);
+        ae = Assert.Throws<ArgumentException>(() => Producer.Connect(new ProducerOptions
+        {
+            Server = "127.0.0.1:1", Devices = ["mlx5_0"], RdmaDevice = "mlx5_1",
+        }));
+        Assert.Contains("not both", ae.Message, StringComparison.Ordinal);
         // a port nobody listens on: refused, worth retrying later
         using var l = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, 0);
         l.Start();

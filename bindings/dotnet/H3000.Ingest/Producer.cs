@@ -114,6 +114,21 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     /// <summary>The loaded libingest's version ("1.4.0").</summary>
     public static unsafe string LibraryVersion => Native.Utf8(Native.ing_version_string());
 
+    /// <summary>The device list libingest takes ("mlx5_0,mlx5_1"), or null for every device.</summary>
+    private static string? Devices(ProducerOptions options)
+    {
+        if (options.Devices is null)
+            return options.RdmaDevice;
+        if (options.RdmaDevice is not null)
+            throw new ArgumentException("set ProducerOptions.Devices or RdmaDevice, not both", nameof(options));
+        if (options.Devices.Count == 0)
+            throw new ArgumentException("ProducerOptions.Devices is empty (null: every device)", nameof(options));
+        foreach (string d in options.Devices)
+            if (string.IsNullOrEmpty(d) || d.Length > 63 || d.Any(c => c == ',' || char.IsWhiteSpace(c) || char.IsControl(c)))
+                throw new ArgumentException($"ProducerOptions.Devices: '{d}' is not an RDMA device name", nameof(options));
+        return string.Join(',', options.Devices);
+    }
+
     /// <summary>
     /// Connects, negotiates and sets up RDMA when chosen (blocking, up to the connect
     /// timeout). Throws <see cref="IngestException"/> with libingest's reason.
@@ -126,6 +141,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
         string? server = options.Server is null ? null : Address.Normalize(options.Server, options.Tls != null, nameof(options));
         string? servers = options.Servers is { Count: > 0 } list
             ? string.Join(',', list.Select(a => Address.Normalize(a, options.Tls != null, nameof(options)))) : null;
+        string? devices = Devices(options);
         if (options.PoolFrames < 0 || options.PoolFrameSize < 0 || options.Credits < 0 || options.ChunkSize < 0)
             throw new ArgumentOutOfRangeException(nameof(options), "PoolFrames, PoolFrameSize, Credits and ChunkSize cannot be negative");
         Native.EnsureLoaded();
@@ -166,7 +182,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             o.client_name = S(options.ClientName);
             o.pool_frames = (uint)options.PoolFrames;
             o.pool_frame_size = (ulong)options.PoolFrameSize;
-            o.rdma_device = S(options.RdmaDevice);
+            o.rdma_device = S(devices);
             o.chunk_size = (uint)options.ChunkSize;
             o.auth_token = S(options.AuthToken);
             if (options.Tls is { } tls)

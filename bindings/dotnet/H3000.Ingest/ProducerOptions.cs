@@ -45,8 +45,16 @@ public sealed record ProducerOptions
     public TimeSpan FrameTimeout { get; init; }
     /// <summary>Shown in ingestd's logs.</summary>
     public string? ClientName { get; init; } = "H3000.Ingest";
-    /// <summary>RDMA device name (null: the one that routes to the server).</summary>
+    /// <summary>One local RDMA device to use (null: every device; see <see cref="Devices"/>).</summary>
     public string? RdmaDevice { get; init; }
+    /// <summary>
+    /// The local RDMA devices to use (null: every device of the host). A node with several
+    /// rails (one RDMA device each) is reached over every rail one of these devices routes
+    /// to: one connection per rail, frames spread by bytes in flight, and a rail that goes
+    /// down moves its frames in flight to the others (none fails while one rail is up) until
+    /// it is back. Set this or <see cref="RdmaDevice"/>, not both.
+    /// </summary>
+    public IReadOnlyList<string>? Devices { get; init; }
     /// <summary>Fallback chunk size (0: the node's maxChunkSize).</summary>
     public int ChunkSize { get; init; }
     /// <summary>Shared secret of a node run with --auth-token-file (sent in Negotiate, never logged).</summary>
