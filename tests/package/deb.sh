@@ -63,8 +63,11 @@ for f in usr/bin/ingestd usr/bin/ingest-send usr/bin/ingest-verify usr/bin/inges
 	usr/share/man/man1/ingestd.1.gz usr/share/doc/h3000-ingest/copyright; do
 	[ -e "$R/$f" ] || fail "/$f not in the packages"
 done
+# the listing read whole first: grep -q's early exit would kill dpkg-deb with SIGPIPE, which
+# pipefail turns into a failure for a package that has the file
+dpkg-deb -c "$DEV" >"$T/dev.list"
 for p in h3000.proto health.proto; do
-	dpkg-deb -c "$DEV" | grep -q " \./usr/share/h3000-ingest/proto/$p\$" || fail "/usr/share/h3000-ingest/proto/$p not in h3000-ingest-dev"
+	grep -q " \./usr/share/h3000-ingest/proto/$p\$" "$T/dev.list" || fail "/usr/share/h3000-ingest/proto/$p not in h3000-ingest-dev"
 	cmp -s "$R/usr/share/h3000-ingest/proto/$p" "$SRC/proto/$p" || fail "/usr/share/h3000-ingest/proto/$p is not proto/$p"
 done
 grep -qx 'ExecStart=/usr/bin/ingestd --config /etc/h3000/ingestd.conf' "$R/lib/systemd/system/ingestd.service" ||
