@@ -78,7 +78,7 @@ run() {
 		fail "$name: $dup frame(s) acked as duplicates, but the node held $HELD RECEIVED when the connection dropped"
 	local want=RDMA_READ
 	[ "$xport" = rdma-write ] && want=RDMA_WRITE
-	grep -q "reconnected to $ADDR (session [0-9]*, transport $want)" "$TMP/$name.err" ||
+	grep -Eq "reconnected to $ADDR( rail [^ ]+)? \(session [0-9]+, transport $want\)" "$TMP/$name.err" ||
 		fail "$name: ingest-send did not reconnect over $want"
 	echo "$name: $ok/$N DURABLE ($dup duplicate, $HELD held), $reconnects lost connection(s)"
 }
