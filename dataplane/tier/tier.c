@@ -600,6 +600,16 @@ static bool upload_put(struct ing_tier *t, struct xfer *x, const char *if_match)
 		xfer_put(t, x);
 		return false;
 	}
+	/* a prepared upload may wait long for the wire (the store down): its queued row may
+	 * have been dropped meanwhile (ingest-catalog prune --include-unverified), and then
+	 * nothing goes to the store (the open file would still read) */
+	if (!if_match && tier_db_queued(t->db, &x->row) == 0) {
+		ING_LOG_RL(ING_LOG_INFO, COMP, "frame %s/%s: its upload left the queue while it waited "
+			   "(ingest-catalog prune?): not uploaded", x->row.wafer_id, x->row.frame_id);
+		t->backlog_dirty = true;
+		xfer_put(t, x);
+		return false;
+	}
 	xfer_req_end(t, x);
 	x->req.fd = x->fd;
 	x->req.len = x->row.length;

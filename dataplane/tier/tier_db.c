@@ -541,6 +541,20 @@ static int64_t step_int(struct tier_db *t, sqlite3_stmt *st, int64_t dflt, const
 	return v;
 }
 
+int tier_db_queued(struct tier_db *t, const struct tier_row *r)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(t->db, "SELECT count(*) FROM tier_outbox WHERE seq = ?", -1, &st, NULL) != SQLITE_OK) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "%s: queued upload %lld: %s", t->path, (long long)r->seq,
+			   sqlite3_errmsg(t->db));
+		return -EIO;
+	}
+	sqlite3_bind_int64(st, 1, r->seq);
+	int64_t n = step_int(t, st, -1, "queued upload");
+	sqlite3_finalize(st);
+	return n < 0 ? -EIO : n > 0;
+}
+
 int64_t tier_db_next_due(struct tier_db *t, int64_t now_ms)
 {
 	sqlite3_bind_int64(t->st_next_due, 1, now_ms);

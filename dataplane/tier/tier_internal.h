@@ -99,6 +99,9 @@ int tier_db_uploaded(struct tier_db *t, const struct tier_row *r, const char *et
 		     int64_t tiered_ns);
 /* The row leaves the outbox without an upload (its frame is no longer local). 0 or -errno. */
 int tier_db_dequeue(struct tier_db *t, const struct tier_row *r);
+/* Whether r's upload is still queued (its outbox row, seq, is there): 1, 0 (dropped
+ * meanwhile: ingest-catalog prune --include-unverified) or -EIO. */
+int tier_db_queued(struct tier_db *t, const struct tier_row *r);
 /* Where the frame of r is now: an enum ing_location, -ENOENT (no such frame: deleted from
  * the catalog meanwhile) or -EIO. */
 int tier_db_location(struct tier_db *t, const struct tier_row *r);
