@@ -7,7 +7,7 @@
 //   DotnetSend --server HOST:PORT [--transport auto|rdma|rdma-write|grpc|grpc-net]
 //              [--count N] [--size BYTES] [--seed S] [--wafer ID] [--id-prefix P]
 //              [--credits N] [--buffers N] [--manifest PATH] [--reuse-buffers] [--warmup N]
-//              [--async] [--recycle-on received|durable]
+//              [--async] [--recycle-on received|durable] [--then OPTIONS...]...
 //
 // auto/rdma/rdma-write/grpc go through H3000.Ingest (libingest); grpc-net is a pure
 // Grpc.Net.Client producer (Negotiate, then PushFrames in maxChunkSize chunks with at most
@@ -23,7 +23,9 @@
 // and hands each returned buffer back (the library's pump thread drives the connection);
 // its allocations are every thread's (GC.GetTotalAllocatedBytes), the pump's included.
 // --recycle-on: the stage that returns a buffer (ProducerOptions.RecycleOn; the library's
-// default when not given). Exit 0 when every frame is stored.
+// default when not given). --then: what follows is another run (all its options, none
+// inherited), after this one, in the same process (one .NET start: slow under qemu TCG).
+// Exit 0 when every frame of every run is stored.
 using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
@@ -51,12 +53,18 @@ internal static class Program
 
     public static async Task<int> Main(string[] args)
     {
+        // RUN [--then RUN]...: each RUN a whole option set, run in turn in this one process
+        // (a .NET start costs tens of seconds under qemu TCG: the Soft-RoCE guest test sends
+        // over both RDMA transports from one start); one JSON line a run, and the first
+        // failing run's status (the later runs still run)
+        var runs = new List<Opts>();
         var o = new Opts();
         for (int i = 0; i < args.Length; i++)
         {
             string Next() => i + 1 < args.Length ? args[++i] : throw new ArgumentException($"{args[i]} needs a value");
             switch (args[i])
             {
+                case "--then": runs.Add(o); o = new Opts(); break;
                 case "--server": o.Server = Next(); break;
                 case "--transport": o.Transport = Next(); break;
                 case "--count": o.Count = int.Parse(Next(), CultureInfo.InvariantCulture); break;
@@ -76,11 +84,24 @@ internal static class Program
                     return 2;
             }
         }
-        if (o.Reuse && o.Manifest != null)
+        runs.Add(o);
+        if (runs.Exists(r => r.Reuse && r.Manifest != null))
         {
             Console.Error.WriteLine("DotnetSend: --reuse-buffers sends bytes that are not the synthetic frames: no --manifest");
             return 2;
         }
+        int rc = 0;
+        foreach (var r in runs)
+        {
+            int one = await Run(r);
+            if (rc == 0)
+                rc = one;
+        }
+        return rc;
+    }
+
+    private static async Task<int> Run(Opts o)
+    {
         try
         {
             return o.Transport == "grpc-net" ? await GrpcNet(o) : o.Async ? await IngestAsync(o) : Ingest(o);
