@@ -38,6 +38,16 @@ file(MAKE_DIRECTORY ${_rxe_results})
 # the two boots end together: on a fresh clone here, nearly idle, main took 532 s after
 # dotnet.build and smp4 + rails + powerloss 285 + 373 + 172 s (rdma.guest_2 879 s, the
 # suite's critical path); main + powerloss and smp4 + rails are about 780 and 700 s.
+# Where a boot's time goes (the guest's own seconds a test, fresh clone here at load 5-9):
+# rdma.guest 913 s = main 638 (ctl 84, doctor 38, dotnet 101, engine 19, push 194, rdma
+# 85, reconnect 36, removal 25, service_user 20, smoke 7) + powerloss 231; rdma.guest_2
+# 889 s = smp4 390 (fleet 276, lcores 96) + rails 445. The host's two cores run both
+# boots and the host tests, so CPU saved anywhere shortens the boots (at load ~22 the
+# same tests took 2-3 times as long; their CPU, below, stays). Cut since, in CPU seconds of
+# the qemu process (utime+stime sampled at each step line; the previous scripts booted
+# beside, same build, same load): push 118 -> 97 (its sustained step, 1 MiB frames: 45 ->
+# 22), dotnet 47 -> 33 (one .NET start for both transports), fleet 143 -> 105 (120
+# frames a run; step A 69 -> 39); engine, unchanged, 6-10 in each boot.
 set(ING_RXE_BOOTS "main+powerloss;smp4+rails" CACHE STRING
     "guest boots of make test, each its test batches joined by '+' (main, smp4, powerloss, rails)")
 # a tree configured with an earlier default keeps it in its cache: move it on (any other
