@@ -219,6 +219,17 @@ bool ing_mbox_idle(struct ing_mbox *mb)
 	return ring_count(mb->r) == 0;
 }
 
+unsigned ing_mbox_drain(struct ing_mbox *mb, unsigned max, ing_msg_handler on_event, void *ctx)
+{
+	unsigned done = 0, n;
+
+	do {
+		n = ing_mbox_run(mb, max - done, on_event, ctx);
+		done += n;
+	} while (done < max && (n || !ing_mbox_idle(mb)));
+	return done;
+}
+
 int ing_mbox_wait(struct ing_mbox *mb, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = mb->efd, .events = POLLIN };
