@@ -249,7 +249,13 @@ static void frame_release(struct svc_frame *e)
 	ing_timer_cancel(s->loop, &e->timer);
 	/* slot, credit and the peer's count go back through admission, which wakes waiters */
 	admit_put(&s->adm, f, ss ? &ss->cr : NULL, peer ? &peer->share : NULL);
-	svc_frame_gone(s, ss, peer, pc);
+	svc_peer_put(s, peer);
+	if (ss)
+		svc_session_maybe_idle(s, ss);
+	if (pc) {
+		pc->open_frames--;
+		svc_call_check_done(pc);   /* its end, when that was its last frame */
+	}
 }
 
 /*
@@ -936,14 +942,8 @@ static void on_event(void *ctx, const struct ing_msg *m)
 static void mbox_cb(void *arg, uint32_t events)
 {
 	struct ing_svc *s = arg;
-	unsigned done = 0, n;
 	(void)events;
-
-	do {
-		n = ing_mbox_run(s->ctl, MBOX_BUDGET - done, on_event, s);
-		done += n;
-	} while (done < MBOX_BUDGET && (n || !ing_mbox_idle(s->ctl)));
-	/* budget spent: the doorbell was not consumed, so the loop calls again at once */
+	(void)ing_mbox_drain(s->ctl, MBOX_BUDGET, on_event, s);
 }
 
 static void sweep_timer_cb(void *arg)
