@@ -230,6 +230,13 @@ unsigned ing_mbox_drain(struct ing_mbox *mb, unsigned max, ing_msg_handler on_ev
 	return done;
 }
 
+void ing_mbox_sink_cb(void *sink, uint32_t events)
+{
+	struct ing_mbox_sink *k = sink;
+	(void)events;
+	(void)ing_mbox_drain(k->mb, k->budget, k->on_event, k->ctx);
+}
+
 int ing_mbox_wait(struct ing_mbox *mb, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = mb->efd, .events = POLLIN };

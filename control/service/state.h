@@ -142,6 +142,7 @@ struct ing_svc {
 	struct ing_pool *pool;
 	struct ing_persist *persist;
 	struct ing_mbox *ctl;    /* the control thread's mailbox (on the loop) */
+	struct ing_mbox_sink ctl_sink;   /* its doorbell's callback: on_event, MBOX_BUDGET at a time */
 	struct ing_grpc_server *srv;
 	struct ing_svc_opts o;
 	struct xport_env env;    /* what transports read (env.rdma: the RDMA engine) */
