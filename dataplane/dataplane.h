@@ -248,6 +248,22 @@ unsigned ing_mbox_run(struct ing_mbox *mb, unsigned max, ing_msg_handler on_even
  * message came in meanwhile, pop again.
  */
 bool ing_mbox_idle(struct ing_mbox *mb);
+/*
+ * Owner whose event loop watches ing_mbox_fd, on its doorbell: ing_mbox_run until the
+ * mailbox is empty and ing_mbox_idle says it stays so, at most max messages. Returns the
+ * count; max: the budget was spent before the doorbell was consumed, so the fd is still
+ * readable and the loop comes back at once (other fds get their turn meanwhile).
+ */
+unsigned ing_mbox_drain(struct ing_mbox *mb, unsigned max, ing_msg_handler on_event, void *ctx);
+/* That owner's doorbell callback, for its event loop to call directly (the signature of an
+ * fd callback; arg: the sink, which the owner keeps): ing_mbox_drain(mb, budget, ...). */
+struct ing_mbox_sink {
+	struct ing_mbox *mb;
+	unsigned budget;
+	ing_msg_handler on_event;
+	void *ctx;
+};
+void ing_mbox_sink_cb(void *sink, uint32_t events);
 /* Owner: sleep until the doorbell rings or timeout_ms passes (-1: no limit). 1 rung,
  * 0 timeout, -errno. */
 int ing_mbox_wait(struct ing_mbox *mb, int timeout_ms);

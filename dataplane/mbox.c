@@ -219,6 +219,24 @@ bool ing_mbox_idle(struct ing_mbox *mb)
 	return ring_count(mb->r) == 0;
 }
 
+unsigned ing_mbox_drain(struct ing_mbox *mb, unsigned max, ing_msg_handler on_event, void *ctx)
+{
+	unsigned done = 0, n;
+
+	do {
+		n = ing_mbox_run(mb, max - done, on_event, ctx);
+		done += n;
+	} while (done < max && (n || !ing_mbox_idle(mb)));
+	return done;
+}
+
+void ing_mbox_sink_cb(void *sink, uint32_t events)
+{
+	struct ing_mbox_sink *k = sink;
+	(void)events;
+	(void)ing_mbox_drain(k->mb, k->budget, k->on_event, k->ctx);
+}
+
 int ing_mbox_wait(struct ing_mbox *mb, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = mb->efd, .events = POLLIN };

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""file_path.py TRACE SRCROOT [--keep=PREFIXES] [--control-only] [--show]: the path of one fallback frame
+"""file_path.py TRACE SRCROOT [--keep=PREFIXES] [--control-only] [--from=FUNC] [--headers-inline]
+[--issue] [--show]: the path of one fallback frame
 through the source files, from bench/trace/file_trace.c's record of an ingestd built with
 -finstrument-functions, and how many times it returns to a file it left.
 
@@ -13,7 +14,11 @@ and dataplane/; common/, proto/'s generated code, numa/ are then "transparent": 
 stays in the file that called them) are skipped. Consecutive events in the same file are
 one visit; a return is a visit to a file visited before in the window. --control-only:
 the control thread's events alone (the one that ran on_data_chunk), without the
-persistence worker's.
+persistence worker's. --from=FUNC: the window starts at the first entry of FUNC (on the
+thread that delivered the message) instead. --headers-inline: a function whose source is a
+header (a static inline) runs in the file that included it, as a common/ function does:
+it does not make a visit of its own. --issue: the count of issue #28 (bench/trace/README.md):
+--control-only --from=msg_finish --headers-inline.
 """
 import collections
 import os
@@ -53,7 +58,12 @@ def main():
         print(__doc__.split('\n\n')[0], file=sys.stderr)
         sys.exit(2)
     trace, srcroot = args[0], os.path.realpath(args[1])
+    if '--issue' in opts:
+        opts.setdefault('--control-only', '')
+        opts.setdefault('--from', 'msg_finish')
+        opts.setdefault('--headers-inline', '')
     keep = tuple((opts.get('--keep') or 'control/,dataplane/').split(','))
+    from_fn = opts.get('--from')
     addrs, events = {}, []
     for line in open(trace):
         p = line.split()
@@ -62,6 +72,8 @@ def main():
         elif p[0] == 'E':
             events.append((int(p[1]), p[2] == '+', int(p[3], 16)))
     info = resolve(addrs, srcroot)
+    if '--headers-inline' in opts:
+        info = {i: (fn, None if f and f.endswith('.h') else f) for i, (fn, f) in info.items()}
     # each thread's stack of files, replayed over the whole trace
     stacks = collections.defaultdict(list)
     start = end = None
@@ -71,8 +83,10 @@ def main():
         fn = info[i][0]
         if enter and fn == 'on_data_chunk':
             last_chunk = k
-        if enter and fn == 'stream_msg_begin' and start is None:
+        if enter and fn == 'stream_msg_begin' and start is None and not from_fn:
             start = last_chunk
+        if enter and from_fn and fn == from_fn and start is None:
+            start = k
         if enter and fn == 'ing_grpc_call_send' and start is not None:
             last_send = k
     if start is None or last_send is None:

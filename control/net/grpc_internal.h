@@ -14,6 +14,9 @@
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
 #include <signal.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #define GRPC_PREFIX_LEN 5
 #define GRPC_FLAG_COMPRESSED 0x01
@@ -138,17 +141,50 @@ int grpc_ssl_handshake(SSL *ssl);
  * read: > 0 bytes, 0 orderly close, -EAGAIN nothing now (also TLS wanting the other
  * direction), -ECONNRESET / -errno. write: > 0 bytes, -EAGAIN, -EPIPE / -errno.
  */
-ssize_t grpc_sock_read(int fd, SSL *ssl, void *buf, size_t len);
-ssize_t grpc_sock_write(int fd, SSL *ssl, const void *buf, size_t len);
+static inline ssize_t grpc_sock_err(void)
+{
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
+}
+/* the TLS halves (grpc_tls.c); the plain socket's are inline: they are the data path */
+ssize_t grpc_tls_read(SSL *ssl, void *buf, size_t len);
+ssize_t grpc_tls_write(SSL *ssl, const void *buf, size_t len);
+static inline ssize_t grpc_sock_read(int fd, SSL *ssl, void *buf, size_t len)
+{
+	if (ssl)
+		return grpc_tls_read(ssl, buf, len);
+	ssize_t n = recv(fd, buf, len, 0);
+	return n < 0 ? grpc_sock_err() : n;
+}
+static inline ssize_t grpc_sock_write(int fd, SSL *ssl, const void *buf, size_t len)
+{
+	if (ssl)
+		return grpc_tls_write(ssl, buf, len);
+	ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+	return n < 0 ? grpc_sock_err() : n;
+}
 /* Text of an OpenSSL error code (never NULL: system-library errors have no reason string),
  * or dflt when e is 0. Writes into buf. */
 const char *grpc_ssl_errstr(unsigned long e, char *buf, size_t len, const char *dflt);
 void grpc_ssl_shutdown(SSL *ssl);
 
-/* nghttp2 read-length callback shared by server and client: the largest DATA frame the
- * peer's max frame size and both windows allow. */
-ssize_t grpc_read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid,
-			    int32_t conn_win, int32_t stream_win, uint32_t remote_max, void *user);
+/* nghttp2 data_source_read_length_callback for both ends: DATA frames as large as the
+ * peer's SETTINGS_MAX_FRAME_SIZE and both flow-control windows allow (nghttp2's default
+ * is 16 KiB, which costs a syscall per 16 KiB of frame data). */
+static inline ssize_t grpc_read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid,
+					  int32_t conn_win, int32_t stream_win, uint32_t remote_max,
+					  void *user)
+{
+	(void)h2;
+	(void)frame_type;
+	(void)sid;
+	(void)user;
+	ssize_t n = remote_max;
+	if (conn_win < n)
+		n = conn_win;
+	if (stream_win < n)
+		n = stream_win;
+	return n > 0 ? n : 1;
+}
 
 /*
  * Fuzz targets and unit tests: one in-memory connection of server s (created with

@@ -1564,6 +1564,7 @@ static void conn_kick(struct conn *cn)
 		return;
 	cn->dirty = true;
 	cn->srv->ndirty++;
+	ing_loop_hook_arm(&cn->srv->flush);
 }
 
 static void conn_clean(struct conn *cn)

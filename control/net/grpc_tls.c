@@ -87,17 +87,8 @@ const char *grpc_ssl_errstr(unsigned long e, char *buf, size_t len, const char *
 	return buf;
 }
 
-static ssize_t sock_err(void)
+ssize_t grpc_tls_read(SSL *ssl, void *buf, size_t len)
 {
-	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
-}
-
-ssize_t grpc_sock_read(int fd, SSL *ssl, void *buf, size_t len)
-{
-	if (!ssl) {
-		ssize_t n = recv(fd, buf, len, 0);
-		return n < 0 ? sock_err() : n;
-	}
 	int n = grpc_ssl_read(ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
 	if (n > 0)
 		return n;
@@ -108,12 +99,8 @@ ssize_t grpc_sock_read(int fd, SSL *ssl, void *buf, size_t len)
 	return e == SSL_ERROR_ZERO_RETURN ? 0 : -ECONNRESET;
 }
 
-ssize_t grpc_sock_write(int fd, SSL *ssl, const void *buf, size_t len)
+ssize_t grpc_tls_write(SSL *ssl, const void *buf, size_t len)
 {
-	if (!ssl) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-		return n < 0 ? sock_err() : n;
-	}
 	int n = grpc_ssl_write(ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
 	if (n > 0)
 		return n;

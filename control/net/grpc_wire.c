@@ -313,26 +313,6 @@ int grpc_split_hostport(const char *in, char *buf, size_t buflen, const char **h
 	return port_ok(*port) ? 0 : -EINVAL;
 }
 
-/*
- * nghttp2 data_source_read_length_callback for both ends: DATA frames as large as the
- * peer's SETTINGS_MAX_FRAME_SIZE and both flow-control windows allow (nghttp2's default
- * is 16 KiB, which costs a syscall per 16 KiB of frame data).
- */
-ssize_t grpc_read_length_cb(nghttp2_session *h2, uint8_t frame_type, int32_t sid,
-			    int32_t conn_win, int32_t stream_win, uint32_t remote_max, void *user)
-{
-	(void)h2;
-	(void)frame_type;
-	(void)sid;
-	(void)user;
-	ssize_t n = remote_max;
-	if (conn_win < n)
-		n = conn_win;
-	if (stream_win < n)
-		n = stream_win;
-	return n > 0 ? n : 1;
-}
-
 int grpc_tcp_listen(const char *host, const char *port, int backlog, int *port_out,
 		    const char **gai_why)
 {

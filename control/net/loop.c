@@ -167,6 +167,7 @@ void ing_loop_hook_init(struct ing_loop_hook *h, int (*fn)(void *arg), void *arg
 	h->arg = arg;
 	h->next = NULL;
 	h->added = false;
+	h->armed = false;
 }
 
 void ing_loop_before_sleep(struct ing_loop *l, struct ing_loop_hook *h)
@@ -200,13 +201,15 @@ void ing_loop_hook_del(struct ing_loop *l, struct ing_loop_hook *h)
 		break;
 	}
 	h->added = false;
+	h->armed = false;
 	h->next = NULL;
 }
 
 /*
- * The list, again while a pass did work (a flush may unpause a call whose input then
- * finishes another): *busy when the last allowed pass still did some. A hook may delete
- * itself (its owner is going); the walk then goes on from the hook it was linked to.
+ * The armed hooks, again while a pass armed some (a flush may unpause a call whose input
+ * then finishes another): *busy when one is still armed after the last allowed pass. A
+ * hook may delete itself (its owner is going); the walk then goes on from the hook it was
+ * linked to. A hook is disarmed before it runs, so it may arm itself again.
  */
 static int run_hooks(struct ing_loop *l, bool *busy)
 {
@@ -214,16 +217,20 @@ static int run_hooks(struct ing_loop *l, bool *busy)
 
 	*busy = false;
 	for (unsigned pass = 0; pass < ING_LOOP_HOOK_PASSES; pass++) {
-		int work = 0;
+		bool ran = false;
 		for (struct ing_loop_hook *h = l->hooks, *nx; h; h = nx) {
 			nx = h->next;
-			work += h->fn(h->arg);
+			if (!h->armed)
+				continue;
+			h->armed = false;
+			ran = true;
+			total += h->fn(h->arg);
 		}
-		total += work;
-		if (!work)
+		if (!ran)
 			return total;
 	}
-	*busy = true;
+	for (struct ing_loop_hook *h = l->hooks; h; h = h->next)
+		*busy |= h->armed;
 	return total;
 }
 
@@ -315,10 +322,9 @@ void ing_timer_arm(struct ing_loop *l, struct ing_timer *t, uint64_t deadline_ns
 	sift_up(l, (unsigned)t->heap_idx);
 }
 
-void ing_timer_cancel(struct ing_loop *l, struct ing_timer *t)
+void ing_timer_remove(struct ing_loop *l, struct ing_timer *t)
 {
-	if (t->heap_idx >= 0)
-		heap_remove(l, t);
+	heap_remove(l, t);
 }
 
 /* ---------------------------------------------------------------- running */

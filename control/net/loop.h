@@ -35,10 +35,13 @@ int ing_loop_del_fd(struct ing_loop *l, int fd);
 
 /*
  * Work to do once per loop turn, right before the loop sleeps (after every fd callback
- * and timer due), in the order the hooks were added. fn returns the work it did (0:
- * none); a hook that did some may have made work for another, so the list runs again,
- * at most ING_LOOP_HOOK_PASSES times, and the loop polls without sleeping while work
- * remains. Embedded in its owner: adding allocates nothing.
+ * and timer due): a hook runs in a turn only if it was armed (ing_loop_hook_arm) since it
+ * last ran, in the order the hooks were added, so an idle turn calls none. The owner arms
+ * its hook where it batches work (a connection to flush, a call to finish, a waiter to
+ * wake); a hook run may arm others (or itself again), so armed hooks run again, at most
+ * ING_LOOP_HOOK_PASSES passes, and the loop polls without sleeping while one is still
+ * armed. fn returns the work it did (0: none), counted in ing_loop_run_once's result.
+ * Embedded in its owner: adding and arming allocate nothing.
  */
 #define ING_LOOP_HOOK_PASSES 8
 struct ing_loop_hook {
@@ -46,16 +49,24 @@ struct ing_loop_hook {
 	void *arg;
 	struct ing_loop_hook *next;
 	bool added;
+	bool armed;               /* runs before this turn's sleep */
 };
 void ing_loop_hook_init(struct ing_loop_hook *h, int (*fn)(void *arg), void *arg);
 void ing_loop_before_sleep(struct ing_loop *l, struct ing_loop_hook *h);   /* no-op if added */
 void ing_loop_hook_del(struct ing_loop *l, struct ing_loop_hook *h);       /* no-op if not */
+/* Run h before this turn's sleep (no-op if armed; a hook not added never runs). */
+static inline void ing_loop_hook_arm(struct ing_loop_hook *h) { h->armed = true; }
 
 void ing_timer_init(struct ing_timer *t, ing_timer_cb cb, void *arg);
 /* (Re)arm at an absolute CLOCK_MONOTONIC deadline. */
 void ing_timer_arm(struct ing_loop *l, struct ing_timer *t, uint64_t deadline_ns);
-void ing_timer_cancel(struct ing_loop *l, struct ing_timer *t);   /* no-op if not armed */
 static inline bool ing_timer_armed(const struct ing_timer *t) { return t->heap_idx >= 0; }
+void ing_timer_remove(struct ing_loop *l, struct ing_timer *t);   /* armed t only */
+static inline void ing_timer_cancel(struct ing_loop *l, struct ing_timer *t)   /* no-op if not armed */
+{
+	if (ing_timer_armed(t))
+		ing_timer_remove(l, t);
+}
 
 /* Run the before_sleep list, wait up to timeout_ms (-1: until the next timer), dispatch.
  * Returns callbacks run (hooks that did work included) or -errno. */

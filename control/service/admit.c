@@ -221,8 +221,10 @@ void admit_wake(struct admit *a)
 		a->run_again = true;
 		return;
 	}
-	if (a->head)
+	if (a->head) {
 		a->due = true;   /* at this turn's before_sleep */
+		ing_loop_hook_arm(&a->hook);
+	}
 }
 
 /*
@@ -252,8 +254,10 @@ static void run(struct admit *a)
 		r->wake(r, expired);
 	}
 	a->in_run = false;
-	if (a->run_again)
+	if (a->run_again) {
 		a->due = true;
+		ing_loop_hook_arm(&a->hook);
+	}
 	else if (a->head)
 		timer_arm(a, next_check(a, ing_now_ns()));
 }

@@ -25,15 +25,10 @@ const char *const svc_stage_name[SVC_NSTAGES + 1] = {
 	"received", "crc", "written", "synced", "catalogued", "ack", "total",
 };
 
-static unsigned xi(uint8_t transport)
-{
-	return transport == ING_XPORT_RDMA ? 1u : 0u;
-}
-
 static void result(struct ing_svc *s, uint8_t transport, enum svc_result r, uint64_t bytes)
 {
-	s->m.frames[xi(transport)][r]++;
-	s->m.bytes[xi(transport)][r] += bytes;
+	s->m.frames[svc_xi(transport)][r]++;
+	s->m.bytes[svc_xi(transport)][r] += bytes;
 }
 
 /*
@@ -94,17 +89,6 @@ void svc_count_refused(struct ing_svc *s, uint8_t xport, const struct svc_peer *
 	s->c_refused++;
 	result(s, xport, SVC_R_REFUSED, 0);
 	svc_ops_frame(s, peer, code, 0);
-}
-
-void svc_count_received(struct ing_svc *s, const struct svc_frame *e, uint64_t latency_ns)
-{
-	unsigned x = xi(e->f->transport);
-
-	s->c_received++;
-	s->c_bytes_rx += e->length;
-	s->m.rx_frames[x]++;
-	s->m.rx_bytes[x] += e->length;
-	ing_hist_add(&s->lat[SVC_LAT_RECEIVED_ALL], latency_ns);
 }
 
 void svc_count_failed(struct ing_svc *s, const struct svc_frame *e)

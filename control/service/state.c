@@ -51,26 +51,7 @@ struct svc_peer *svc_peer_get(struct ing_svc *s, const char *ip)
 	return free_p;
 }
 
-void svc_peer_put(struct ing_svc *s, struct svc_peer *p)
-{
-	(void)s;
-	if (p && p->refs)
-		p->refs--;
-}
-
 /* ================================================================ calls ending */
-
-void svc_frame_gone(struct ing_svc *s, struct svc_session *ss, struct svc_peer *peer,
-		    struct svc_call *pc)
-{
-	svc_peer_put(s, peer);
-	if (ss)
-		svc_session_maybe_idle(s, ss);
-	if (pc) {
-		pc->open_frames--;
-		svc_call_check_done(pc);
-	}
-}
 
 void svc_call_input(struct svc_call *pc)
 {
@@ -85,12 +66,6 @@ void svc_call_input(struct svc_call *pc)
 		ing_grpc_call_resume(pc->call);   /* held input: at this turn's flush */
 }
 
-void svc_call_check_done(struct svc_call *pc)
-{
-	if (!pc->closing && pc->input_over && pc->open_frames == 0 && !pc->blocked && pc->aq_len == 0)
-		svc_call_finish_later(pc, ING_GRPC_OK, NULL);
-}
-
 void svc_call_finish_later(struct svc_call *pc, int status, const char *msg)
 {
 	if (pc->finished || pc->want_finish)
@@ -100,6 +75,7 @@ void svc_call_finish_later(struct svc_call *pc, int status, const char *msg)
 	pc->status = status;
 	snprintf(pc->fin_msg, sizeof(pc->fin_msg), "%s", msg ? msg : "");
 	pc->svc->want_finish++;
+	ing_loop_hook_arm(&pc->svc->flush);
 }
 
 /* ================================================================ sessions */
@@ -129,17 +105,6 @@ void svc_session_drop(struct ing_svc *s, struct svc_session *ss)
 	}
 	ss->in_use = false;
 	s->nsess--;
-}
-
-void svc_session_maybe_idle(struct ing_svc *s, struct svc_session *ss)
-{
-	if (ss->cr.inflight)
-		return;
-	ss->idle_since_ns = ing_now_ns();   /* implicit with a stream: idle since (eviction) */
-	if (ss->streams)
-		return;
-	if (ss->implicit)
-		svc_session_drop(s, ss);
 }
 
 void svc_session_sweep(struct ing_svc *s)

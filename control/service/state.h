@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "common/hist.h"
 #include "common/log.h"
 #include "control/net/grpc_server.h"
@@ -141,6 +142,7 @@ struct ing_svc {
 	struct ing_pool *pool;
 	struct ing_persist *persist;
 	struct ing_mbox *ctl;    /* the control thread's mailbox (on the loop) */
+	struct ing_mbox_sink ctl_sink;   /* its doorbell's callback: on_event, MBOX_BUDGET at a time */
 	struct ing_grpc_server *srv;
 	struct ing_svc_opts o;
 	struct xport_env env;    /* what transports read (env.rdma: the RDMA engine) */
@@ -217,26 +219,37 @@ struct svc_session *svc_session_implicit(struct ing_svc *s, struct svc_peer *pee
 /* The session's slot goes free (expired, evicted, its implicit stream ended). */
 void svc_session_drop(struct ing_svc *s, struct svc_session *ss);
 /* Nothing in flight: idle from now; an implicit session with no stream is dropped. */
-void svc_session_maybe_idle(struct ing_svc *s, struct svc_session *ss);
+static inline void svc_session_maybe_idle(struct ing_svc *s, struct svc_session *ss)
+{
+	if (ss->cr.inflight)
+		return;
+	ss->idle_since_ns = ing_now_ns();   /* implicit with a stream: idle since (eviction) */
+	if (!ss->streams && ss->implicit)
+		svc_session_drop(s, ss);
+}
 /* Negotiated sessions idle for session_idle_ms expire (the sweep timer). */
 void svc_session_sweep(struct ing_svc *s);
 /* Find or take the entry of a peer address (a ref is taken); NULL when the table is full. */
 struct svc_peer *svc_peer_get(struct ing_svc *s, const char *ip);
-void svc_peer_put(struct ing_svc *s, struct svc_peer *p);
-/* A frame of session ss (NULL: none), peer (NULL: not tracked) and call pc (NULL: gone)
- * was released (its slot and credit are back): the peer's ref, the session's idle clock,
- * the call's open frames (and its end when that was the last). */
-void svc_frame_gone(struct ing_svc *s, struct svc_session *ss, struct svc_peer *peer,
-		    struct svc_call *pc);
+static inline void svc_peer_put(struct ing_svc *s, struct svc_peer *p)
+{
+	(void)s;
+	if (p && p->refs)
+		p->refs--;
+}
 /* The call's gRPC input follows its state: paused while the transport holds a message
  * (blocked) or acks wait for the client (acks_waiting), resumed when neither. */
 void svc_call_input(struct svc_call *pc);
-/* Input over, every frame answered, nothing held, every ack out: finish OK at the next
- * flush. */
-void svc_call_check_done(struct svc_call *pc);
 /* End call pc with status and msg at the next flush (the core's before_sleep hook), never
  * inside a chain of callbacks; no-op when it is ending already. msg is copied. */
 void svc_call_finish_later(struct svc_call *pc, int status, const char *msg);
+/* Input over, every frame answered, nothing held, every ack out: finish OK at the next
+ * flush. */
+static inline void svc_call_check_done(struct svc_call *pc)
+{
+	if (!pc->closing && pc->input_over && pc->open_frames == 0 && !pc->blocked && pc->aq_len == 0)
+		svc_call_finish_later(pc, ING_GRPC_OK, NULL);
+}
 /* Log contexts (common/log.h: JSON fields peer, session, wafer, frame) of a frame (kept in
  * e->lc while it is admitted; a call keeps its own in pc->lc) and a session. The strings
  * stay owned by the frame, its call or the session. */

@@ -312,26 +312,35 @@ static void test_wake_and_stop(void **state)
 	ing_loop_destroy(NULL);
 }
 
-/* before_sleep: each hook once per turn, in order, before the loop sleeps; the list again
- * while a pass did work (bounded), and no sleep while work is left. */
+/* before_sleep: a hook runs before the sleep only in a turn it was armed in, once, in the
+ * order added; hooks armed by a hook run again (bounded), and no sleep while one is left. */
 struct hook_rec {
 	char order[64];
 	unsigned n;
-	int work[2];          /* what each hook reports, per call, until 0 */
+	int work[2];                    /* per hook: calls that find work, until 0 */
+	struct ing_loop_hook *arms[2];  /* what a hook that found work arms */
 };
+
+static int hook_run(struct hook_rec *r, int i)
+{
+	if (r->n < sizeof(r->order) - 1)
+		r->order[r->n] = (char)('a' + i);
+	r->n++;
+	if (r->work[i] <= 0)
+		return 0;
+	r->work[i]--;
+	ing_loop_hook_arm(r->arms[i]);
+	return 1;
+}
 
 static int hook_a(void *arg)
 {
-	struct hook_rec *r = arg;
-	r->order[r->n++] = 'a';
-	return r->work[0] > 0 ? r->work[0]-- : 0;
+	return hook_run(arg, 0);
 }
 
 static int hook_b(void *arg)
 {
-	struct hook_rec *r = arg;
-	r->order[r->n++] = 'b';
-	return r->work[1] > 0 ? r->work[1]-- : 0;
+	return hook_run(arg, 1);
 }
 
 static void test_before_sleep(void **state)
@@ -345,28 +354,45 @@ static void test_before_sleep(void **state)
 	ing_loop_before_sleep(l, &a);
 	ing_loop_before_sleep(l, &b);
 	ing_loop_before_sleep(l, &a);   /* added once */
-	/* no work: one pass, a then b, then the sleep (a timeout, no callbacks) */
+	/* nothing armed: an idle turn runs no hook */
+	assert_int_equal(ing_loop_run_once(l, 0), 0);
+	assert_int_equal(r.n, 0);
+	/* armed (twice: once), in the order added, then not again in the next turn */
+	ing_loop_hook_arm(&b);
+	ing_loop_hook_arm(&a);
+	ing_loop_hook_arm(&a);
 	assert_int_equal(ing_loop_run_once(l, 0), 0);
 	assert_string_equal(r.order, "ab");
-	/* b finds work twice: the list runs until a pass does none */
+	assert_int_equal(ing_loop_run_once(l, 0), 0);
+	assert_int_equal(r.n, 2);
+	/* a hook that arms another (and one that arms itself): they run again this turn */
 	memset(&r, 0, sizeof(r));
+	r.work[0] = 1;
+	r.arms[0] = &b;
 	r.work[1] = 2;
-	assert_int_equal(ing_loop_run_once(l, 0), 3);   /* b's work: 2, then 1 */
-	assert_string_equal(r.order, "ababab");
-	/* work on every pass: ING_LOOP_HOOK_PASSES passes, then no sleep at all */
+	r.arms[1] = &b;
+	ing_loop_hook_arm(&a);
+	assert_int_equal(ing_loop_run_once(l, 0), 3);   /* a's work 1, b's 2 */
+	assert_string_equal(r.order, "abbb");
+	/* armed on every pass: ING_LOOP_HOOK_PASSES passes, then no sleep at all */
 	memset(&r, 0, sizeof(r));
 	r.work[0] = 1000;
+	r.arms[0] = &a;
+	ing_loop_hook_arm(&a);
 	uint64_t t0 = ing_now_ns();
 	(void)ing_loop_run_once(l, 5000);
 	assert_true(ing_now_ns() - t0 < 2000 * MS);
-	assert_int_equal(r.n, 2 * ING_LOOP_HOOK_PASSES);
-	/* deleted: not run any more */
+	assert_int_equal(r.n, ING_LOOP_HOOK_PASSES);
+	/* deleted: not run any more, armed or not */
 	memset(&r, 0, sizeof(r));
 	ing_loop_hook_del(l, &a);
 	ing_loop_hook_del(l, &a);
+	ing_loop_hook_arm(&a);
+	ing_loop_hook_arm(&b);
 	assert_int_equal(ing_loop_run_once(l, 0), 0);
 	assert_string_equal(r.order, "b");
 	ing_loop_hook_del(l, &b);
+	ing_loop_hook_arm(&b);
 	assert_int_equal(ing_loop_run_once(l, 0), 0);
 	assert_int_equal(r.n, 1);
 	ing_loop_destroy(l);

@@ -64,6 +64,31 @@ static void on_event(void *ctx, const struct ing_msg *m)
 	s->u64[s->n++] = m->u64;
 }
 
+/* ing_mbox_drain, an fd-driven owner's turn: within its budget it leaves the doorbell
+ * rung (the loop comes back); once the mailbox is empty the doorbell is consumed and
+ * re-armed, and the next post rings it again. */
+static void test_drain(void **state)
+{
+	(void)state;
+	struct ing_mbox *mb = ing_mbox_create("t_drain", 64);
+	struct seen s = { .n = 0 };
+	assert_non_null(mb);
+	for (uint64_t i = 0; i < 5; i++)
+		assert_int_equal(ing_mbox_post(mb, &(struct ing_msg){ .kind = 7, .u64 = i }), 0);
+	assert_int_equal(ing_mbox_wait(mb, 0), 1);
+	assert_int_equal(ing_mbox_drain(mb, 3, on_event, &s), 3);
+	assert_int_equal(ing_mbox_wait(mb, 0), 1);   /* budget spent: still rung */
+	assert_int_equal(ing_mbox_drain(mb, 10, on_event, &s), 2);
+	assert_int_equal(ing_mbox_wait(mb, 0), 0);   /* empty: consumed, re-armed */
+	assert_int_equal(ing_mbox_post(mb, &(struct ing_msg){ .kind = 7, .u64 = 5 }), 0);
+	assert_int_equal(ing_mbox_wait(mb, 0), 1);
+	assert_int_equal(ing_mbox_drain(mb, 10, on_event, &s), 1);
+	assert_int_equal(s.n, 6);
+	for (unsigned i = 0; i < 6; i++)
+		assert_int_equal(s.u64[i], i);
+	ing_mbox_destroy(mb);
+}
+
 /* Events and calls, interleaved, come out in order; calls run on the owner. */
 static void test_order_and_calls(void **state)
 {
@@ -393,6 +418,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order_and_calls),
+		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_full_all_or_none),
 		cmocka_unit_test(test_doorbell_interleavings),
 		cmocka_unit_test(test_kick),

@@ -9,6 +9,7 @@
  * lcore; never a frame or session id).
  */
 #include "control/service/obs/obs.h"
+#include "control/service/counters.h"
 #include "control/service/rails.h"
 #include "common/clock.h"
 #include "dataplane/rdma/rdma.h"
@@ -19,11 +20,6 @@
 static const char *const xport_name[SVC_X_N] = { "grpc", "rdma" };
 static const char *const result_name[SVC_R_N] = { "durable", "duplicate", "failed", "refused" };
 #define metric_stage svc_metric_stage
-
-static unsigned xi(uint8_t transport)
-{
-	return transport == ING_XPORT_RDMA ? 1u : 0u;
-}
 
 /* busy share of each poller since the previous sample (at least 1 s apart) */
 static void sample_busy(struct ing_svc *s, uint64_t now)
@@ -137,8 +133,8 @@ static void metrics_capacity(struct ing_svc *s, struct ing_mtext *t)
 		const struct svc_session *ss = &s->sess[i];
 		if (!ss->in_use)
 			continue;
-		ns[xi(ss->transport)]++;
-		nst[xi(ss->transport)][ss->cr.inflight ? 2 : ss->streams ? 1 : 0]++;
+		ns[svc_xi(ss->transport)]++;
+		nst[svc_xi(ss->transport)][ss->cr.inflight ? 2 : ss->streams ? 1 : 0]++;
 	}
 	/* the family's meaning since it exists: every session in the table, idle ones too */
 	ing_mtext_family(t, "ingest_sessions", "gauge",

@@ -389,7 +389,7 @@ async function main() {
       await writeAll(b, chunksOf('js-cancel', d, chunk, { waferId: 'js-wafer', timestamp: String(Date.now()) }).slice(0, 2));
       await waitFor(async () => {
         try { return (await unary(svc, 'Stats', {}, 5000)).framesInFlight !== '0'; } catch (e) { return false; }
-      }, 5000);
+      }, CALL_MS);   // a watchdog, not a budget: the node may be slow (a busy machine, ASan)
       b.call.cancel();
       const r = await within(b.done, 10000, 'cancel');
       check(r.code === grpc.status.CANCELLED, `PushFrames cancelled mid-frame: CANCELLED (${r.code})`);
@@ -402,7 +402,7 @@ async function main() {
       const sent = Array.from({ length: 20000 }, () => crypto.randomUUID());
       const w = writeAll(b, sent.map((f) => ({ frameId: f, addr: '4096', rkey: 7, length: '4096',
         timestamp: String(Date.now()) }))).catch(() => false);
-      await waitFor(() => b.acks.length >= 50, 10000);
+      await waitFor(() => b.acks.length >= 50, CALL_MS);   // a watchdog, as above
       b.call.cancel();
       const r = await within(b.done, 10000, 'ControlStream cancel');
       await within(w, 10000, 'ControlStream writer');
