@@ -59,6 +59,7 @@
 
 #define COMP "prod-rdma"
 #define RECONNECT_MAX 8            /* attempts per session before giving up */
+#define PORT_CHECK_NS 200000000ull /* a router's session looks at its port's link this often */
 #define FRAME_META_MAX (11 * 9 + 2 * (ING_ID_MAX + 3))
 
 #ifdef ING_TEST_HOOKS
@@ -92,6 +93,7 @@ struct rprod {
 	uint32_t *slot_grant;      /* per in-flight slot: grant id of its outstanding WRITE */
 	bool need_reconnect;       /* a WRITE failed: the QP is in ERROR */
 	uint64_t grants, grants_void, writes_failed;
+	uint64_t port_check_ns;    /* next look at the local port's state (port_down) */
 #ifdef ING_TEST_HOOKS
 	/* per hook (enum test_hook): the frame it corrupts, "" off (see test_hooks_load) */
 	char fault[HOOK_N][ING_ID_MAX + 1];
@@ -270,6 +272,21 @@ static void rdma_shared_release(struct producer_shared *sh)
 	sh->rdma = NULL;
 }
 
+/* Is the local port of a resolved id down? Its why ("link down (rxe1 port 1: DOWN)") then.
+ * A pull producer posts no work request, so its QP never fails by itself: without this a
+ * local link lost shows only as the node's ack once its park time is over. */
+static bool port_down(struct rdma_cm_id *id, char *why, size_t whylen)
+{
+	struct ibv_port_attr pa;
+
+	if (!id || !id->verbs || ibv_query_port(id->verbs, id->port_num, &pa) ||
+	    pa.state == IBV_PORT_ACTIVE)
+		return false;
+	snprintf(why, whylen, "link down (%s port %u: %s)", ibv_get_device_name(id->verbs->device),
+		 id->port_num, ibv_port_state_str(pa.state));
+	return true;
+}
+
 /* Connect (or reconnect) with the same PD/MR. Blocking, bounded by timeout_ms per step. */
 static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t errlen)
 {
@@ -315,6 +332,8 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 	}
 	if ((rc = expect(r, tmo + 500, RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route", err, errlen)))
 		return rc;
+	if (port_down(r->id, err, errlen))
+		return -ENETDOWN;   /* no connect request into a port that cannot carry it */
 	if (!r->reg) {
 		snprintf(r->dev, sizeof(r->dev), "%s", ibv_get_device_name(r->id->verbs->device));
 		/* pull: the node READs it; push: only we touch it (the node is written to) */
@@ -795,6 +814,18 @@ static int rdma_poll(struct ing_producer *p)
 
 	if (!r || !r->ech)
 		return 0;
+	if (fail_fast(p) && r->connected) {
+		/* a router's rail: its local link lost moves its frames to the other rails now */
+		uint64_t now = ing_now_ns();
+		char why[128];
+		if (now >= r->port_check_ns) {
+			r->port_check_ns = now + PORT_CHECK_NS;
+			if (port_down(r->id, why, sizeof(why))) {
+				ING_WARN(COMP, "session %" PRIu64 ": %s", p->session_id, why);
+				return lost(p, -ENETDOWN, why);
+			}
+		}
+	}
 	if (p->push) {
 		push_poll_cq(p, r);
 		if (r->need_reconnect && r->connected) {
