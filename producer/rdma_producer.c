@@ -79,6 +79,18 @@ struct rdma_reg {
 	struct rdma_reg *next;     /* in producer_shared.rdma */
 };
 
+/* A router's connection lost while its port's link is down (rdma_stop): its QP is gone,
+ * its cm_id waits here for the link, then is destroyed (held_reap). Destroying a connected
+ * id sends a disconnect request through the port; Soft-RoCE (rxe, Linux 6.1) puts the
+ * port's GSI QP (QP1: every CM message of the device) in an error state it never leaves
+ * when that send fails on a link that is down, and then no connection on the device is
+ * made again, by any process, until the device is removed and added. */
+struct rdma_held {
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *id;
+	struct rdma_held *next;
+};
+
 struct rprod {
 	struct rdma_event_channel *ech;
 	struct rdma_cm_id *id;
@@ -184,6 +196,39 @@ static void conn_drop(struct rprod *r)
 	}
 }
 
+/* Is the local port of a resolved id down? Its why ("link down (rxe1 port 1: DOWN)") then.
+ * A pull producer posts no work request, so its QP never fails by itself: without this a
+ * local link lost shows only as the node's ack once its park time is over. */
+static bool port_down(struct rdma_cm_id *id, char *why, size_t whylen)
+{
+	struct ibv_port_attr pa;
+
+	if (!id || !id->verbs || ibv_query_port(id->verbs, id->port_num, &pa) ||
+	    pa.state == IBV_PORT_ACTIVE)
+		return false;
+	snprintf(why, whylen, "link down (%s port %u: %s)", ibv_get_device_name(id->verbs->device),
+		 id->port_num, ibv_port_state_str(pa.state));
+	return true;
+}
+
+/* The held connections whose link is back (all: every one) are destroyed. */
+static void held_reap(struct producer_shared *sh, bool all)
+{
+	char why[128];
+
+	for (struct rdma_held **pp = sh ? &sh->rdma_held : NULL; pp && *pp;) {
+		struct rdma_held *h = *pp;
+		if (!all && port_down(h->id, why, sizeof(why))) {
+			pp = &h->next;
+			continue;
+		}
+		*pp = h->next;
+		rdma_destroy_id(h->id);
+		rdma_destroy_event_channel(h->ech);
+		free(h);
+	}
+}
+
 /* ---------------------------------------------------------------- registrations */
 
 static void reg_free(struct rdma_reg *g)
@@ -259,6 +304,7 @@ static void reg_put(struct ing_producer *p, struct rdma_reg *g)
 
 static void rdma_shared_release(struct producer_shared *sh)
 {
+	held_reap(sh, true);
 	struct rdma_reg *g = sh->rdma;
 
 	while (g) {
@@ -272,21 +318,6 @@ static void rdma_shared_release(struct producer_shared *sh)
 	sh->rdma = NULL;
 }
 
-/* Is the local port of a resolved id down? Its why ("link down (rxe1 port 1: DOWN)") then.
- * A pull producer posts no work request, so its QP never fails by itself: without this a
- * local link lost shows only as the node's ack once its park time is over. */
-static bool port_down(struct rdma_cm_id *id, char *why, size_t whylen)
-{
-	struct ibv_port_attr pa;
-
-	if (!id || !id->verbs || ibv_query_port(id->verbs, id->port_num, &pa) ||
-	    pa.state == IBV_PORT_ACTIVE)
-		return false;
-	snprintf(why, whylen, "link down (%s port %u: %s)", ibv_get_device_name(id->verbs->device),
-		 id->port_num, ibv_port_state_str(pa.state));
-	return true;
-}
-
 /* Connect (or reconnect) with the same PD/MR. Blocking, bounded by timeout_ms per step. */
 static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t errlen)
 {
@@ -296,6 +327,7 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 	char port[8];
 	int rc;
 
+	held_reap(p->shared, false);   /* before a new connection: the ends a link allows now */
 	snprintf(port, sizeof(port), "%u", p->rdma_port);
 	rc = getaddrinfo(p->rdma_addr, port, &hints, &ai);
 	if (rc) {
@@ -433,6 +465,26 @@ static void rdma_stop(struct ing_producer *p)
 
 	if (!r)
 		return;
+	struct rdma_held *h = NULL;
+	char why[128];
+	if (p->shared && r->id && r->connected && port_down(r->id, why, sizeof(why)) &&
+	    (h = calloc(1, sizeof(*h)))) {
+		/* no CM message into a port that is down (struct rdma_held): the QP goes now (no
+		 * READ or WRITE through it any more), the cm_id when the link is back */
+		if (r->id->qp)
+			rdma_destroy_qp(r->id);
+		if (r->cq)
+			ibv_destroy_cq(r->cq);
+		r->cq = NULL;
+		h->id = r->id;
+		h->ech = r->ech;
+		h->next = p->shared->rdma_held;
+		p->shared->rdma_held = h;
+		r->id = NULL;
+		r->ech = NULL;
+		r->connected = false;
+		ING_INFO(COMP, "session %" PRIu64 ": %s: the connection's end waits for the link", p->session_id, why);
+	}
 	conn_drop(r);
 	reg_put(p, r->reg);
 	r->reg = NULL;
