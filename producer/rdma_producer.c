@@ -467,7 +467,8 @@ static void rdma_stop(struct ing_producer *p)
 		return;
 	struct rdma_held *h = NULL;
 	char why[128];
-	if (p->shared && r->id && r->connected && port_down(r->id, why, sizeof(why)) &&
+	bool gone = r->reg && r->reg->dead;   /* its device removed: nothing waits for it */
+	if (!gone && p->shared && r->id && r->connected && port_down(r->id, why, sizeof(why)) &&
 	    (h = calloc(1, sizeof(*h)))) {
 		/* no CM message into a port that is down (struct rdma_held): the QP goes now (no
 		 * READ or WRITE through it any more), the cm_id when the link is back */
@@ -497,6 +498,16 @@ static void rdma_stop(struct ing_producer *p)
 	free(r->slot_grant);
 	free(r);
 	p->xport_priv = NULL;
+	if (gone) {
+		/* the kernel removes a device (rdma link delete) only once every process let go of
+		 * it: our objects on it are gone; librdmacm closes its own context of it when it
+		 * lists the devices again and finds it gone */
+		held_reap(p->shared, false);
+		int n = 0;
+		struct ibv_context **l = rdma_get_devices(&n);
+		if (l)
+			rdma_free_devices(l);
+	}
 }
 
 #ifdef ING_TEST_HOOKS

@@ -452,7 +452,9 @@ prod_rail_lost() {
 	if [ "$how" = link ]; then
 		ip link set "$nd" down
 	else
-		rdma link delete "$dev" || fail "$tag: rdma link delete $dev: exit $?"
+		# bounded: the kernel removes an rxe device only once every process let go of it
+		timeout 120 rdma link delete "$dev" >"$T/$tag.rdma" 2>&1 ||
+			fail "$tag: rdma link delete $dev: exit $? ($(cat "$T/$tag.rdma"))"
 	fi
 	echo "$tag: $how of $dev taken down at $t0"
 	for i in $(seq 1 600); do grep -q "rail $dev (via .*) down: " "$T/$tag.err" && break; sleep 0.2; done
@@ -465,7 +467,8 @@ prod_rail_lost() {
 	if [ "$how" = link ]; then
 		ip link set "$nd" up
 	else
-		rdma link add "$dev" type rxe netdev "$nd" || fail "$tag: rdma link add $dev type rxe netdev $nd: exit $?"
+		timeout 120 rdma link add "$dev" type rxe netdev "$nd" >"$T/$tag.rdma" 2>&1 ||
+			fail "$tag: rdma link add $dev type rxe netdev $nd: exit $? ($(cat "$T/$tag.rdma"))"
 	fi
 	for i in $(seq 1 600); do grep -q "rail $dev is back" "$T/$tag.err" && break; sleep 0.5; done
 	grep "rail $dev is back" "$T/$tag.err" ||
