@@ -324,6 +324,28 @@ static void rail_info(struct ing_producer *p, unsigned i, struct ing_rail *r)
 	assert_int_equal(ing_producer_rail(p, i, r), 0);
 }
 
+/* rail 1 can be dialled again: the running producer's new session on it is UP and takes its
+ * share of 4 more frames (ids first..first+3, acked DURABLE with rail 0's) */
+static void rail1_back_carries(struct ing_producer *p, struct fsess *a, unsigned first,
+			       unsigned *seen)
+{
+	struct ing_ack x[8];
+	struct ing_rail r1;
+	N.refuse[1] = 0;
+	for (int spin = 0; spin < 2000 && !sess_of("rxe1"); spin++)
+		assert_true(ing_producer_poll(p, x, 8, 5) >= 0);
+	struct fsess *b2 = sess_of("rxe1");
+	assert_non_null(b2);
+	rail_info(p, 1, &r1);
+	assert_int_equal(r1.state, ING_RAIL_UP);
+	for (unsigned i = first; i < first + 4; i++)
+		submit(p, i, 1 << 20);
+	assert_int_equal(b2->nf, 2);
+	ack_all(a);
+	ack_all(b2);
+	poll_acks(p, 4, seen);
+}
+
 /* ================================================================ tests */
 
 static void test_pick(void **state)
@@ -416,21 +438,8 @@ static void test_rail_lost_moves_frames(void **state)
 	assert_int_equal(st.durable, 8);
 	assert_int_equal(st.rerouted, 4);
 	/* the rail can be dialled again: back (with back-off) and carrying frames */
-	N.refuse[1] = 0;
-	struct ing_ack x[4];
-	for (int spin = 0; spin < 2000 && !sess_of("rxe1"); spin++)
-		assert_true(ing_producer_poll(p, x, 4, 5) >= 0);
-	struct fsess *b2 = sess_of("rxe1");
-	assert_non_null(b2);
-	rail_info(p, 1, &r1);
-	assert_int_equal(r1.state, ING_RAIL_UP);
-	for (unsigned i = 20; i < 24; i++)
-		submit(p, i, 1 << 20);
-	assert_int_equal(b2->nf, 2);
+	rail1_back_carries(p, a, 20, seen);
 	assert_int_equal(a->nf, 10);
-	ack_all(a);
-	ack_all(b2);
-	poll_acks(p, 4, seen);
 	ing_producer_close(p, 0);
 }
 
@@ -470,19 +479,7 @@ static void test_link_down_rail_back(void **state)
 	for (unsigned i = 0; i < 4; i++)
 		assert_int_equal(seen[i], 1);
 	/* the link is back: redialled by the running producer, and carrying frames */
-	N.refuse[1] = 0;
-	for (int spin = 0; spin < 2000 && !sess_of("rxe1"); spin++)
-		assert_true(ing_producer_poll(p, x, 8, 5) >= 0);
-	struct fsess *b2 = sess_of("rxe1");
-	assert_non_null(b2);
-	rail_info(p, 1, &r1);
-	assert_int_equal(r1.state, ING_RAIL_UP);
-	for (unsigned i = 10; i < 14; i++)
-		submit(p, i, 1 << 20);
-	assert_int_equal(b2->nf, 2);
-	ack_all(a);
-	ack_all(b2);
-	poll_acks(p, 4, seen);
+	rail1_back_carries(p, a, 10, seen);
 	struct ing_producer_stats st;
 	ing_producer_get_stats(p, &st);
 	assert_int_equal(st.failed, 0);
