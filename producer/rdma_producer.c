@@ -211,10 +211,23 @@ static bool port_down(struct rdma_cm_id *id, char *why, size_t whylen)
 	return true;
 }
 
-/* The held connections whose link is back (all: every one) are destroyed. */
+/* librdmacm lists the devices again and closes its own context of any that is gone: the
+ * kernel removes an rxe device (rdma link delete) only once every process let go of it. */
+static void cm_devices_sync(void)
+{
+	int n = 0;
+	struct ibv_context **l = rdma_get_devices(&n);
+
+	if (l)
+		rdma_free_devices(l);
+}
+
+/* The held connections whose link is back, or whose device is gone (all: every one), are
+ * destroyed. */
 static void held_reap(struct producer_shared *sh, bool all)
 {
 	char why[128];
+	bool freed = false;
 
 	for (struct rdma_held **pp = sh ? &sh->rdma_held : NULL; pp && *pp;) {
 		struct rdma_held *h = *pp;
@@ -226,7 +239,10 @@ static void held_reap(struct producer_shared *sh, bool all)
 		rdma_destroy_id(h->id);
 		rdma_destroy_event_channel(h->ech);
 		free(h);
+		freed = true;
 	}
+	if (freed && !all)
+		cm_devices_sync();
 }
 
 /* ---------------------------------------------------------------- registrations */
@@ -499,14 +515,9 @@ static void rdma_stop(struct ing_producer *p)
 	free(r);
 	p->xport_priv = NULL;
 	if (gone) {
-		/* the kernel removes a device (rdma link delete) only once every process let go of
-		 * it: our objects on it are gone; librdmacm closes its own context of it when it
-		 * lists the devices again and finds it gone */
+		/* our objects on the removed device are gone: librdmacm's context of it next */
 		held_reap(p->shared, false);
-		int n = 0;
-		struct ibv_context **l = rdma_get_devices(&n);
-		if (l)
-			rdma_free_devices(l);
+		cm_devices_sync();
 	}
 }
 
