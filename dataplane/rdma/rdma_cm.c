@@ -228,7 +228,13 @@ static void conn_unlink_free(struct ing_rdma *r, struct rconn *c)
  * until the device is removed and added. A real NIC drops the message and retries. */
 static bool conn_link_down(const struct ing_rdma *r, const struct rconn *c)
 {
-	return c->rail < r->nrails && r->rails[c->rail].up && r->rails[c->rail].link_down;
+	if (c->rail >= r->nrails || !r->rails[c->rail].up)
+		return false;
+	const struct rdma_rail *rl = &r->rails[c->rail];
+	struct ibv_port_attr pa;
+	/* asked now: a QP's error on a link just lost comes before the port's event (1 s tick) */
+	return rl->link_down ||
+	       (ibv_query_port(rl->ctx, rl->port_num, &pa) == 0 && pa.state != IBV_PORT_ACTIVE);
 }
 
 static void conn_maybe_destroy(struct ing_rdma *r, struct rconn *c)
@@ -246,6 +252,17 @@ static void conn_maybe_destroy(struct ing_rdma *r, struct rconn *c)
 				     now);
 		conn_unlink_free(r, c);
 	}
+}
+
+/* A connection whose disconnect waited for its link: the link is back, so the DREQ now,
+ * then its end. */
+static void conn_release_held(struct ing_rdma *r, struct rconn *c)
+{
+	c->disc_held = false;
+	if (rdma_disconnect(c->id) && errno != EINVAL)
+		ING_DBG(COMP, "qp 0x%x: rdma_disconnect: %s", c->qp_num, strerror(errno));
+	c->cm_gone = true;
+	conn_maybe_destroy(r, c);
 }
 
 /* The rail's NUMA node as the placement rule sees it: where it was placed, else its
@@ -744,13 +761,8 @@ static void rail_link(struct ing_rdma *r, struct rdma_rail *rl, bool active, con
 	/* the connections lost while it was down: their disconnect now, then their end */
 	for (struct rconn *c = r->conns, *nx; c; c = nx) {
 		nx = c->next;
-		if (!c->disc_held || c->rail != rl->idx)
-			continue;
-		c->disc_held = false;
-		if (rdma_disconnect(c->id) && errno != EINVAL)
-			ING_DBG(COMP, "qp 0x%x: rdma_disconnect: %s", c->qp_num, strerror(errno));
-		c->cm_gone = true;
-		conn_maybe_destroy(r, c);
+		if (c->disc_held && c->rail == rl->idx)
+			conn_release_held(r, c);
 	}
 	struct ibv_port_attr pa;
 	if (ibv_query_port(rl->ctx, rl->port_num, &pa) == 0)
@@ -812,6 +824,11 @@ void ing_rdma_tick(struct ing_rdma *r)
 	}
 	for (struct rconn *c = r->conns, *nx; c; c = nx) {
 		nx = c->next;
+		/* held for a link that came back before its rail saw it go (a flap within a tick) */
+		if (c->disc_held && !conn_link_down(r, c)) {
+			conn_release_held(r, c);
+			continue;
+		}
 		if (c->destroy_deadline_ns && now >= c->destroy_deadline_ns) {
 			c->destroy_deadline_ns = 0;
 			conn_destroy_timeout(c);
