@@ -441,7 +441,7 @@ tod() { awk -F: '{ printf "%.3f", $1 * 3600 + $2 * 60 + $3 }' <<<"$1"; }   # HH:
 prod_rail_lost() {
 	local how=$1 tag=lost-$1 nd=${NETDEVS[1]} dev=${DEVS[1]} spid i a1 t0 line moved secs sess back rc
 	step "rail $dev lost mid-stream ($how) and back, one running producer: no frame lost, none stored twice"
-	"$SEND" --server "${IPS[0]}:$PORT" --count 100000 --sizes 256K-512K --credits 8 --rate 16 \
+	"$SEND" --server "${IPS[0]}:$PORT" --count 100000 --sizes 64K-256K --credits 8 --rate 8 \
 		--seed 71 --first-id 1 --wafer "MR-$tag" --manifest "$T/m-$tag" --json --transport rdma \
 		--log-level info >"$T/$tag.json" 2>"$T/$tag.err" &
 	spid=$!
