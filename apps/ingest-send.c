@@ -7,6 +7,9 @@
  *
  * main is the steps, in order: parse the options, plan the frames, connect, open the
  * output files, send (submit while buffers and credits allow, poll the acks), report.
+ * SIGINT/SIGTERM: no new frame, the frames in flight finish (acked, counted ok or failed),
+ * the ones never submitted are "not sent" (exit 1: not every frame was sent); a second
+ * signal stops at once (what is still in flight then counts as failed).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -304,8 +307,9 @@ struct send_run {
 	FILE *man, *dman, *pman;
 	/* progress of the send */
 	uint64_t next, done, n_ok, n_fail, n_dup, ok_bytes, shown, max_lag, t0, t1;
+	uint64_t n_unsent;            /* interrupted: frames never submitted */
 	void *ready;                  /* a filled buffer whose submit got -EAGAIN */
-	bool broken, hook_failed;
+	bool broken, hook_failed, draining;
 	struct progress pg;
 	struct ing_hist h_recv, h_dur, h_node_recv, h_node_dur;
 	struct node_count nodes_seen[MAX_NODES_SEEN];
@@ -318,7 +322,7 @@ static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig)
 {
 	(void)sig;
-	stop_flag = 1;
+	stop_flag = stop_flag < 2 ? stop_flag + 1 : 2;   /* 1: drain, 2: stop now */
 }
 
 static double ms(uint64_t ns)
@@ -838,13 +842,19 @@ static void send_frames(const struct send_cfg *c, struct send_run *r)
 	r->pg.last_ns = r->pg.t0;
 	r->t0 = r->pg.t0;
 
-	while (r->done < r->njobs && !r->broken) {
+	while (r->done < (r->draining ? r->next : r->njobs) && !r->broken) {
 		submit_ready(c, r);
 		if (r->broken)
 			break;
-		if (stop_flag) {
-			fprintf(stderr, "\ningest-send: interrupted\n");
+		if (stop_flag > 1) {
+			fprintf(stderr, "\ningest-send: interrupted again: stopping now\n");
 			break;
+		}
+		if (stop_flag && !r->draining) {
+			r->draining = true;
+			fprintf(stderr, "\ningest-send: interrupted: no new frame; waiting for the %" PRIu64
+				" in flight (a second signal stops at once)\n", r->next - r->done);
+			continue;
 		}
 		int wait_ms = 100;
 		if (c->rate && r->next < r->njobs) {
@@ -875,8 +885,14 @@ static void send_frames(const struct send_cfg *c, struct send_run *r)
 	if (r->shown > SHOW_FAILURES)
 		fprintf(stderr, "ingest-send: (%" PRIu64 " more failed frames not shown)\n",
 			r->shown - SHOW_FAILURES);
-	/* anything not acked (interrupted, connection gone) counts as failed */
-	r->n_fail += r->njobs - r->done;
+	/* anything submitted and not acked (stopped at once, connection gone) counts as failed;
+	 * interrupted, the frames never submitted are not sent (a broken connection: failed) */
+	if (stop_flag && !r->broken) {
+		r->n_unsent = r->njobs - r->next;
+		r->n_fail += r->next - r->done;
+	} else {
+		r->n_fail += r->njobs - r->done;
+	}
 }
 
 /* ---------------------------------------------------------------- the summary */
@@ -932,9 +948,10 @@ static void summary_json(const struct send_cfg *c, const struct send_run *r,
 	double mibs = wall > 0 ? (double)r->ok_bytes / 1048576.0 / wall : 0;
 
 	printf("{\"frames\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"failed\":%" PRIu64
-	       ",\"duplicate\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"wall_s\":%.3f,\"mb_s\":%.1f,"
+	       ",\"not_sent\":%" PRIu64 ",\"duplicate\":%" PRIu64 ",\"bytes\":%" PRIu64
+	       ",\"wall_s\":%.3f,\"mb_s\":%.1f,"
 	       "\"mib_s\":%.1f,\"session_id\":%" PRIu64 ",\"transport\":\"%s\",\"transport_note\":",
-	       r->njobs, r->n_ok, r->n_fail, r->n_dup, r->ok_bytes, wall, mbs, mibs,
+	       r->njobs, r->n_ok, r->n_fail, r->n_unsent, r->n_dup, r->ok_bytes, wall, mbs, mibs,
 	       ing_producer_session_id(r->p), transport_name(r->p));
 	ing_json_str(stdout, ing_producer_transport_note(r->p));
 	printf(",\"rate_fps\":%u,\"max_schedule_lag_ms\":%.3f", c->rate, ms(r->max_lag));
@@ -993,6 +1010,9 @@ static void summary_text(const struct send_cfg *c, const struct send_run *r,
 		" failed; %.1f MiB in %.2f s = %.1f MB/s (%.1f MiB/s)\n  transport %s: %s\n",
 		r->njobs, r->n_ok, r->n_dup, r->n_fail, (double)r->ok_bytes / 1048576.0, wall, mbs,
 		mibs, transport_name(r->p), ing_producer_transport_note(r->p));
+	if (r->n_unsent)
+		fprintf(stderr, "  interrupted: %" PRIu64 " frame(s) not sent (the frames sent all "
+			"counted above)\n", r->n_unsent);
 	if (c->servers) {
 		fprintf(stderr, "  fleet: %u node(s) known, %u up; %" PRIu64 " frame re-send(s) after "
 			"%" PRIu64 " failover(s), %" PRIu64 " of them RECEIVED by the failed node "

@@ -125,9 +125,11 @@ struct ppool {
  * transport. Owned by the router; xport->shared_release frees the transport's part.
  */
 struct rdma_reg;
+struct rdma_held;
 struct producer_shared {
 	struct ppool *pool;
 	struct rdma_reg *rdma;  /* rdma_producer.c: the pool's registrations, one per device */
+	struct rdma_held *rdma_held; /* rdma_producer.c: connections whose end waits for a link */
 	bool fail_fast;         /* RDMA connection lost: the session breaks (no reconnect); the
 				 * router re-sends its frames to the next node */
 };

@@ -59,6 +59,7 @@
 
 #define COMP "prod-rdma"
 #define RECONNECT_MAX 8            /* attempts per session before giving up */
+#define PORT_CHECK_NS 200000000ull /* a router's session looks at its port's link this often */
 #define FRAME_META_MAX (11 * 9 + 2 * (ING_ID_MAX + 3))
 
 #ifdef ING_TEST_HOOKS
@@ -78,6 +79,18 @@ struct rdma_reg {
 	struct rdma_reg *next;     /* in producer_shared.rdma */
 };
 
+/* A router's connection lost while its port's link is down (rdma_stop): its QP is gone,
+ * its cm_id waits here for the link, then is destroyed (held_reap). Destroying a connected
+ * id sends a disconnect request through the port; Soft-RoCE (rxe, Linux 6.1) puts the
+ * port's GSI QP (QP1: every CM message of the device) in an error state it never leaves
+ * when that send fails on a link that is down, and then no connection on the device is
+ * made again, by any process, until the device is removed and added. */
+struct rdma_held {
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *id;
+	struct rdma_held *next;
+};
+
 struct rprod {
 	struct rdma_event_channel *ech;
 	struct rdma_cm_id *id;
@@ -92,6 +105,7 @@ struct rprod {
 	uint32_t *slot_grant;      /* per in-flight slot: grant id of its outstanding WRITE */
 	bool need_reconnect;       /* a WRITE failed: the QP is in ERROR */
 	uint64_t grants, grants_void, writes_failed;
+	uint64_t port_check_ns;    /* next look at the local port's state (port_down) */
 #ifdef ING_TEST_HOOKS
 	/* per hook (enum test_hook): the frame it corrupts, "" off (see test_hooks_load) */
 	char fault[HOOK_N][ING_ID_MAX + 1];
@@ -182,6 +196,55 @@ static void conn_drop(struct rprod *r)
 	}
 }
 
+/* Is the local port of a resolved id down? Its why ("link down (rxe1 port 1: DOWN)") then.
+ * A pull producer posts no work request, so its QP never fails by itself: without this a
+ * local link lost shows only as the node's ack once its park time is over. */
+static bool port_down(struct rdma_cm_id *id, char *why, size_t whylen)
+{
+	struct ibv_port_attr pa;
+
+	if (!id || !id->verbs || ibv_query_port(id->verbs, id->port_num, &pa) ||
+	    pa.state == IBV_PORT_ACTIVE)
+		return false;
+	snprintf(why, whylen, "link down (%s port %u: %s)", ibv_get_device_name(id->verbs->device),
+		 id->port_num, ibv_port_state_str(pa.state));
+	return true;
+}
+
+/* librdmacm lists the devices again and closes its own context of any that is gone: the
+ * kernel removes an rxe device (rdma link delete) only once every process let go of it. */
+static void cm_devices_sync(void)
+{
+	int n = 0;
+	struct ibv_context **l = rdma_get_devices(&n);
+
+	if (l)
+		rdma_free_devices(l);
+}
+
+/* The held connections whose link is back, or whose device is gone (all: every one), are
+ * destroyed. */
+static void held_reap(struct producer_shared *sh, bool all)
+{
+	char why[128];
+	bool freed = false;
+
+	for (struct rdma_held **pp = sh ? &sh->rdma_held : NULL; pp && *pp;) {
+		struct rdma_held *h = *pp;
+		if (!all && port_down(h->id, why, sizeof(why))) {
+			pp = &h->next;
+			continue;
+		}
+		*pp = h->next;
+		rdma_destroy_id(h->id);
+		rdma_destroy_event_channel(h->ech);
+		free(h);
+		freed = true;
+	}
+	if (freed && !all)
+		cm_devices_sync();
+}
+
 /* ---------------------------------------------------------------- registrations */
 
 static void reg_free(struct rdma_reg *g)
@@ -257,6 +320,7 @@ static void reg_put(struct ing_producer *p, struct rdma_reg *g)
 
 static void rdma_shared_release(struct producer_shared *sh)
 {
+	held_reap(sh, true);
 	struct rdma_reg *g = sh->rdma;
 
 	while (g) {
@@ -279,6 +343,7 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 	char port[8];
 	int rc;
 
+	held_reap(p->shared, false);   /* before a new connection: the ends a link allows now */
 	snprintf(port, sizeof(port), "%u", p->rdma_port);
 	rc = getaddrinfo(p->rdma_addr, port, &hints, &ai);
 	if (rc) {
@@ -315,6 +380,8 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 	}
 	if ((rc = expect(r, tmo + 500, RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route", err, errlen)))
 		return rc;
+	if (port_down(r->id, err, errlen))
+		return -ENETDOWN;   /* no connect request into a port that cannot carry it */
 	if (!r->reg) {
 		snprintf(r->dev, sizeof(r->dev), "%s", ibv_get_device_name(r->id->verbs->device));
 		/* pull: the node READs it; push: only we touch it (the node is written to) */
@@ -414,6 +481,27 @@ static void rdma_stop(struct ing_producer *p)
 
 	if (!r)
 		return;
+	struct rdma_held *h = NULL;
+	char why[128];
+	bool gone = r->reg && r->reg->dead;   /* its device removed: nothing waits for it */
+	if (!gone && p->shared && r->id && r->connected && port_down(r->id, why, sizeof(why)) &&
+	    (h = calloc(1, sizeof(*h)))) {
+		/* no CM message into a port that is down (struct rdma_held): the QP goes now (no
+		 * READ or WRITE through it any more), the cm_id when the link is back */
+		if (r->id->qp)
+			rdma_destroy_qp(r->id);
+		if (r->cq)
+			ibv_destroy_cq(r->cq);
+		r->cq = NULL;
+		h->id = r->id;
+		h->ech = r->ech;
+		h->next = p->shared->rdma_held;
+		p->shared->rdma_held = h;
+		r->id = NULL;
+		r->ech = NULL;
+		r->connected = false;
+		ING_INFO(COMP, "session %" PRIu64 ": %s: the connection's end waits for the link", p->session_id, why);
+	}
 	conn_drop(r);
 	reg_put(p, r->reg);
 	r->reg = NULL;
@@ -426,6 +514,11 @@ static void rdma_stop(struct ing_producer *p)
 	free(r->slot_grant);
 	free(r);
 	p->xport_priv = NULL;
+	if (gone) {
+		/* our objects on the removed device are gone: librdmacm's context of it next */
+		held_reap(p->shared, false);
+		cm_devices_sync();
+	}
 }
 
 #ifdef ING_TEST_HOOKS
@@ -795,6 +888,18 @@ static int rdma_poll(struct ing_producer *p)
 
 	if (!r || !r->ech)
 		return 0;
+	if (fail_fast(p) && r->connected) {
+		/* a router's rail: its local link lost moves its frames to the other rails now */
+		uint64_t now = ing_now_ns();
+		char why[128];
+		if (now >= r->port_check_ns) {
+			r->port_check_ns = now + PORT_CHECK_NS;
+			if (port_down(r->id, why, sizeof(why))) {
+				ING_WARN(COMP, "session %" PRIu64 ": %s", p->session_id, why);
+				return lost(p, -ENETDOWN, why);
+			}
+		}
+	}
 	if (p->push) {
 		push_poll_cq(p, r);
 		if (r->need_reconnect && r->connected) {

@@ -74,6 +74,7 @@ struct rconn {
 	bool released;     /* the lcore no longer touches the QP */
 	bool cm_gone;      /* DISCONNECTED (or equivalent) seen */
 	bool was_up;
+	bool disc_held;    /* its rail's link was down: no DREQ sent yet (rail_link sends it) */
 	uint64_t destroy_deadline_ns; /* 0: none */
 	struct rconn *next;
 };
@@ -219,8 +220,27 @@ static void conn_unlink_free(struct ing_rdma *r, struct rconn *c)
 	free(c);
 }
 
+/* Is connection c's rail link down? Then no CM message may go out through its port: the
+ * disconnect request (rdma_disconnect, or rdma_destroy_id of a connected id) waits for the
+ * link (rail_link). Soft-RoCE (rxe, Linux 6.1) puts the port's GSI QP (QP1, every CM
+ * message of the device) in an error state it never leaves when a send on it fails because
+ * the link is down: no connection on that device is ever made again, for any process,
+ * until the device is removed and added. A real NIC drops the message and retries. */
+static bool conn_link_down(const struct ing_rdma *r, const struct rconn *c)
+{
+	if (c->rail >= r->nrails || !r->rails[c->rail].up)
+		return false;
+	const struct rdma_rail *rl = &r->rails[c->rail];
+	struct ibv_port_attr pa;
+	/* asked now: a QP's error on a link just lost comes before the port's event (1 s tick) */
+	return rl->link_down ||
+	       (ibv_query_port(rl->ctx, rl->port_num, &pa) == 0 && pa.state != IBV_PORT_ACTIVE);
+}
+
 static void conn_maybe_destroy(struct ing_rdma *r, struct rconn *c)
 {
+	if (c->disc_held)
+		return;   /* rail_link destroys it once the link is back */
 	if (c->released && c->cm_gone) {
 		ING_DBG(COMP, "qp 0x%x session %llu: destroyed", c->qp_num,
 			(unsigned long long)c->session_id);
@@ -232,6 +252,17 @@ static void conn_maybe_destroy(struct ing_rdma *r, struct rconn *c)
 				     now);
 		conn_unlink_free(r, c);
 	}
+}
+
+/* A connection whose disconnect waited for its link: the link is back, so the DREQ now,
+ * then its end. */
+static void conn_release_held(struct ing_rdma *r, struct rconn *c)
+{
+	c->disc_held = false;
+	if (rdma_disconnect(c->id) && errno != EINVAL)
+		ING_DBG(COMP, "qp 0x%x: rdma_disconnect: %s", c->qp_num, strerror(errno));
+	c->cm_gone = true;
+	conn_maybe_destroy(r, c);
 }
 
 /* The rail's NUMA node as the placement rule sees it: where it was placed, else its
@@ -268,6 +299,8 @@ static unsigned place_session(struct ing_rdma *r, struct rdma_rail *rl, uint64_t
 
 static void conn_destroy_timeout(struct rconn *c)
 {
+	if (c->disc_held && c->released)
+		return;   /* waits for its rail's link (conn_link_down) */
 	ING_WARN(COMP, "qp 0x%x session %llu: no %s within %d ms of the disconnect; destroying anyway",
 		 c->qp_num, (unsigned long long)c->session_id,
 		 !c->released ? "release by the lcore" : "CM DISCONNECTED", CONN_DESTROY_TIMEOUT_MS);
@@ -291,7 +324,9 @@ static void conn_down(struct ing_rdma *r, struct rconn *c, const char *why)
 		 "qp 0x%x session %s: connection down: %s", c->qp_num,
 		 sess_str(c->session_id, sb, sizeof(sb)), why);
 	c->state = RC_DOWN;
-	if (rdma_disconnect(c->id) && errno != EINVAL)
+	if (conn_link_down(r, c))
+		c->disc_held = true;   /* no DREQ into a port that is down: rail_link sends it */
+	else if (rdma_disconnect(c->id) && errno != EINVAL)
 		ING_DBG(COMP, "qp 0x%x: rdma_disconnect: %s", c->qp_num, strerror(errno));
 	if (c->id->qp) {
 		/* rdma_disconnect moves the QP to ERROR when connected; make sure in all states */
@@ -723,6 +758,12 @@ static void rail_link(struct ing_rdma *r, struct rdma_rail *rl, bool active, con
 		return;
 	}
 	rl->link_down = false;
+	/* the connections lost while it was down: their disconnect now, then their end */
+	for (struct rconn *c = r->conns, *nx; c; c = nx) {
+		nx = c->next;
+		if (c->disc_held && c->rail == rl->idx)
+			conn_release_held(r, c);
+	}
 	struct ibv_port_attr pa;
 	if (ibv_query_port(rl->ctx, rl->port_num, &pa) == 0)
 		rl->link_mbps = ing_rdma_link_mbps(pa.active_speed, pa.active_width);
@@ -783,6 +824,11 @@ void ing_rdma_tick(struct ing_rdma *r)
 	}
 	for (struct rconn *c = r->conns, *nx; c; c = nx) {
 		nx = c->next;
+		/* held for a link that came back before its rail saw it go (a flap within a tick) */
+		if (c->disc_held && !conn_link_down(r, c)) {
+			conn_release_held(r, c);
+			continue;
+		}
 		if (c->destroy_deadline_ns && now >= c->destroy_deadline_ns) {
 			c->destroy_deadline_ns = 0;
 			conn_destroy_timeout(c);

@@ -324,6 +324,28 @@ static void rail_info(struct ing_producer *p, unsigned i, struct ing_rail *r)
 	assert_int_equal(ing_producer_rail(p, i, r), 0);
 }
 
+/* rail 1 can be dialled again: the running producer's new session on it is UP and takes its
+ * share of 4 more frames (ids first..first+3, acked DURABLE with rail 0's) */
+static void rail1_back_carries(struct ing_producer *p, struct fsess *a, unsigned first,
+			       unsigned *seen)
+{
+	struct ing_ack x[8];
+	struct ing_rail r1;
+	N.refuse[1] = 0;
+	for (int spin = 0; spin < 2000 && !sess_of("rxe1"); spin++)
+		assert_true(ing_producer_poll(p, x, 8, 5) >= 0);
+	struct fsess *b2 = sess_of("rxe1");
+	assert_non_null(b2);
+	rail_info(p, 1, &r1);
+	assert_int_equal(r1.state, ING_RAIL_UP);
+	for (unsigned i = first; i < first + 4; i++)
+		submit(p, i, 1 << 20);
+	assert_int_equal(b2->nf, 2);
+	ack_all(a);
+	ack_all(b2);
+	poll_acks(p, 4, seen);
+}
+
 /* ================================================================ tests */
 
 static void test_pick(void **state)
@@ -416,21 +438,52 @@ static void test_rail_lost_moves_frames(void **state)
 	assert_int_equal(st.durable, 8);
 	assert_int_equal(st.rerouted, 4);
 	/* the rail can be dialled again: back (with back-off) and carrying frames */
-	N.refuse[1] = 0;
-	struct ing_ack x[4];
-	for (int spin = 0; spin < 2000 && !sess_of("rxe1"); spin++)
-		assert_true(ing_producer_poll(p, x, 4, 5) >= 0);
-	struct fsess *b2 = sess_of("rxe1");
-	assert_non_null(b2);
-	rail_info(p, 1, &r1);
-	assert_int_equal(r1.state, ING_RAIL_UP);
-	for (unsigned i = 20; i < 24; i++)
-		submit(p, i, 1 << 20);
-	assert_int_equal(b2->nf, 2);
+	rail1_back_carries(p, a, 20, seen);
 	assert_int_equal(a->nf, 10);
+	ing_producer_close(p, 0);
+}
+
+/* A rail's local link goes down (the session's port watch breaks it at once: "link down",
+ * rdma_producer.c port_down) and, while it is down, a dial is refused ENETDOWN before any
+ * connect request (conn_make): its frames in flight move to rail 0 at once, none fails, the
+ * rail stays DOWN (not "unused": it is redialled with back-off), and when the link is back
+ * the same running producer's new session on it carries frames again. */
+static void test_link_down_rail_back(void **state)
+{
+	(void)state;
+	node_reset(2, true);
+	struct ing_producer *p = open_one();
+	struct fsess *a = sess_of("rxe0"), *b = sess_of("rxe1");
+	for (unsigned i = 0; i < 4; i++)
+		submit(p, i, 1 << 20);
+	assert_int_equal(b->nf, 2);
+	N.refuse[1] = ENETDOWN;
+	b->p.broken = true;
+	snprintf(b->p.broken_msg, sizeof(b->p.broken_msg), "link down (rxe1 port 1: DOWN)");
+	unsigned seen[256] = { 0 };
+	struct ing_ack x[8];
+	/* one poll: the broken session is gone, its 2 frames already on rail 0 (no ack needed) */
+	assert_true(ing_producer_poll(p, x, 8, 0) >= 0);
+	assert_false(b->live);
+	assert_int_equal(a->nf, 4);
+	struct ing_rail r1;
+	for (int spin = 0; spin < 40; spin++)   /* several redials, each refused ENETDOWN */
+		assert_true(ing_producer_poll(p, x, 8, 5) >= 0);
+	rail_info(p, 1, &r1);
+	assert_int_equal(r1.state, ING_RAIL_DOWN);
+	assert_int_equal(r1.moved_away, 2);
+	assert_int_equal(r1.downs, 1);
+	assert_null(sess_of("rxe1"));
 	ack_all(a);
-	ack_all(b2);
 	poll_acks(p, 4, seen);
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(seen[i], 1);
+	/* the link is back: redialled by the running producer, and carrying frames */
+	rail1_back_carries(p, a, 10, seen);
+	struct ing_producer_stats st;
+	ing_producer_get_stats(p, &st);
+	assert_int_equal(st.failed, 0);
+	assert_int_equal(st.durable, 8);
 	ing_producer_close(p, 0);
 }
 
@@ -563,6 +616,7 @@ int main(void)
 		cmocka_unit_test(test_pick),
 		cmocka_unit_test(test_spread_by_bytes),
 		cmocka_unit_test(test_rail_lost_moves_frames),
+		cmocka_unit_test(test_link_down_rail_back),
 		cmocka_unit_test(test_busy_rail_moves_frame),
 		cmocka_unit_test(test_last_rail_lost_keeps_frames),
 		cmocka_unit_test(test_one_rail_when),
