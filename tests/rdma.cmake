@@ -22,39 +22,26 @@
 # Logs of each guest test land in <build>/rxe-results/<batch>/<test>/log.
 set(_rxe_results ${CMAKE_BINARY_DIR}/rxe-results)
 file(MAKE_DIRECTORY ${_rxe_results})
-# Two boots by default, beside each other: main+powerloss (main waits for dotnet.build, 2
-# vCPUs) and smp4+rails (8 vCPUs, two NUMA nodes, two NICs, from the start). One boot for all
-# three took 1267 s of a 1408 s release pass on a busy 2-core host (main 582 s + smp4 296 s
-# + powerloss 330 s in a row), its longest path by far; two boots cost one more boot (~20 s
-# of CPU) and end together. The rails batch joins the second boot, not a third (a third TCG
-# guest on 2 cores slows the other two): that boot starts at once while main waits for
-# dotnet.build (74 s in a release pass here): that slack absorbs part of what rails adds,
-# not all of it. Measured on this 2-core host under load (average 45-70, the two boots side
-# by side, one run each): smp4+powerloss 1771 s, smp4+rails+powerloss in this shape 2169 s
-# (rails 224 s; smp4 +111 s, powerloss +33 s, in the noise of that load); its guest
-# takes the rails shape (tests/rxe/guest.sh says why 4 vCPUs a node), in which smp4's tests
-# name their device (--rdma-dev) and run on node 0's 4 vCPUs, as in the one-node guest.
-# powerloss (one vCPU's worth of work, any shape) rides in the first boot after main, so
-# the two boots end together: on a fresh clone here, nearly idle, main took 532 s after
-# dotnet.build and smp4 + rails + powerloss 285 + 373 + 172 s (rdma.guest_2 879 s, the
-# suite's critical path); main + powerloss and smp4 + rails are about 780 and 700 s.
-# Where a boot's time goes (the guest's own seconds a test, fresh clone here at load 5-9):
-# rdma.guest 913 s = main 638 (ctl 84, doctor 38, dotnet 101, engine 19, push 194, rdma
-# 85, reconnect 36, removal 25, service_user 20, smoke 7) + powerloss 231; rdma.guest_2
-# 889 s = smp4 390 (fleet 276, lcores 96) + rails 445. The host's two cores run both
-# boots and the host tests, so CPU saved anywhere shortens the boots (at load ~22 the
-# same tests took 2-3 times as long; their CPU, below, stays). Cut since, in CPU seconds of
-# the qemu process (utime+stime sampled at each step line; the previous scripts booted
-# beside, same build, same load): push 118 -> 97 (its sustained step, 1 MiB frames: 45 ->
-# 22), dotnet 47 -> 33 (one .NET start for both transports), fleet 143 -> 105 (120
-# frames a run; step A 69 -> 39); engine, unchanged, 6-10 in each boot.
-set(ING_RXE_BOOTS "main+powerloss;smp4+rails" CACHE STRING
+# Two boots by default, beside each other: main+smp4 (4 vCPUs, 3 GiB; it waits for
+# dotnet.build, ~70 s, for the guest test dotnet) and rails+powerloss (8 vCPUs, two NUMA
+# nodes, two NICs, from the start). History of the split (each a fresh clone on this 2-core
+# host, the two boots side by side): one boot for all took 1267 s of a 1408 s release pass
+# (main 582 + smp4 296 + powerloss 330 s in a row); main | smp4+rails+powerloss had the second
+# boot as the critical path (879 s: 285 + 373 + 172 s); main+powerloss | smp4+rails was 913 |
+# 889 s (main 638 + powerloss 231; smp4 390 + rails 445). Then the rails batch gained the rail
+# failover steps (a link down and a device removal under one running producer, ~150 s each
+# at load 15-25) and the striped 64 MiB frame, so rails alone is the longest batch: it gets
+# the light powerloss (one vCPU's worth of work, any shape; it ran in the rails shape before)
+# and main shares the 4-vCPU shape with smp4 (main's tests ran there before too). A third
+# TCG guest on 2 cores only slows the other two: the cores are saturated the whole pass.
+set(ING_RXE_BOOTS "main+smp4;rails+powerloss" CACHE STRING
     "guest boots of make test, each its test batches joined by '+' (main, smp4, powerloss, rails)")
 # a tree configured with an earlier default keeps it in its cache: move it on (any other
 # value is the caller's choice; rdma.rails then fails with "no verdict" unless a boot of
 # that value runs batch rails)
-if(ING_RXE_BOOTS STREQUAL "main;smp4+powerloss" OR ING_RXE_BOOTS STREQUAL "main;smp4+rails+powerloss")
-  set(ING_RXE_BOOTS "main+powerloss;smp4+rails" CACHE STRING
+if(ING_RXE_BOOTS STREQUAL "main;smp4+powerloss" OR ING_RXE_BOOTS STREQUAL "main;smp4+rails+powerloss" OR
+   ING_RXE_BOOTS STREQUAL "main+powerloss;smp4+rails")
+  set(ING_RXE_BOOTS "main+smp4;rails+powerloss" CACHE STRING
       "guest boots of make test, each its test batches joined by '+' (main, smp4, powerloss, rails)" FORCE)
 endif()
 
