@@ -173,7 +173,8 @@ struct ing_rdma_lcore_stats {
 	uint64_t arms, sleeps, wake_cq, wake_mbox, wake_timeout;
 	uint64_t conns_attached, conns_released;
 	uint64_t push_grants, push_frames_ok, push_grant_errors, push_recvs, push_mw_replaced;
-	uint64_t bytes_received;      /* bytes of the frames_ok */
+	uint64_t bytes_received;      /* bytes of the frames_ok and parts_ok */
+	uint64_t parts_ok;            /* parts of striped frames brought in (ING_EV_PART_IN) */
 } __attribute__((aligned(64)));
 
 struct ing_rdma_lcore;
