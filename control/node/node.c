@@ -920,6 +920,10 @@ static int start_rdma(struct ing_node *d, const struct ing_plan *plan, struct in
 		/* a job per pool slot at most: an lcore's mailbox always has room for one */
 		if (ro.job_ring_size < ing_pool_total(d->pool))
 			ro.job_ring_size = ing_pool_total(d->pool);
+		/* striping: a frame's parts may all end up on one lcore (moved there from lost
+		 * rails): a job per part of every slot */
+		if (d->o.stripe_min && ro.job_ring_size < ING_STRIPE_MAX_PARTS * ing_pool_total(d->pool))
+			ro.job_ring_size = ING_STRIPE_MAX_PARTS * ing_pool_total(d->pool);
 		ro.lcore.mode = d->o.poll_mode;
 		ro.push = d->o.rdma_write;
 		ro.stripe = d->o.stripe_min != 0;   /* every rail registers every region */
