@@ -33,8 +33,8 @@
 #             lcore of each rail read from ingestd's "rail N: RDMA listener" line) and each
 #             producer's own MB/s. Until the producer spreads frames over rails itself
 #             (issue #26 item 3), "2 rails" is two producers, one per rail; it says so.
-#   stripe    one 64 MiB frame at a time over 1 rail (measured) and over 2 rails, striped
-#             (rails_stripe_2: NOT MEASURED until ingest-send can stripe a frame over rails)
+#   stripe    one 64 MiB frame at a time over 1 rail and over 2 rails, striped (the node
+#             runs --stripe-min 64M: only those frames are), same run, and the ratio
 #
 # Knobs (env): BENCH_SIZE (4M), BENCH_COUNT (256 frames: with --reuse-buffers the producer
 #              generates its ~20 pool buffers once, inside the timed run), BENCH_CREDITS (16),
@@ -201,18 +201,24 @@ rails_send() {
 	RAILS_PID=$!
 }
 jmbs() { python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["mb_s"])' "$1"; }
-# rails_stripe_2: THE HOOK for the striping figure, one 64 MiB frame over both rails at once
-# against one rail (rails_stripe_1 measures that half). Fill it in when the multi-rail
-# producer lands (issue #26 item 3: ingest-send taking both devices and striping a frame
-# at or above its threshold): run BENCH_STRIPE_COUNT frames of 64 MiB, credits 1, over
-# rxe0 and rxe1, and set STRIPE2_MBS. Until then it reports NOT MEASURED.
+# rails_stripe_2: one 64 MiB frame at a time over both rails at once, striped (the node runs
+# --stripe-min 64M: only these frames are; docs/ARCHITECTURE.md "Striping"), against one
+# rail (stripe 1, the same producer given rxe0 only); sets STRIPE2_MBS and prints each
+# rail's bytes from the node's lcore counters.
 rails_stripe_2() {
+	local b0 b1 s0 s1
 	STRIPE2_MBS=
-	if "$SEND" --help 2>&1 | grep -qi stripe; then
-		echo "stripe 2     : NOT MEASURED: ingest-send has a stripe option now; wire it into bench/rdma.sh rails_stripe_2"
-	else
-		echo "stripe 2     : NOT MEASURED: the producer does not stripe a frame over rails yet (issue #26 item 3)"
-	fi
+	"$STATS" "127.0.0.1:$RPORT" >"$T/rs0"
+	"$SEND" --server "${IPS[0]}:$RPORT" --rdma-dev "${DEVS[0]},${DEVS[1]}" --transport rdma \
+		--count "$BENCH_STRIPE_COUNT" --size 64M --credits 1 --first-id $((RAILS_ID += 100000)) \
+		--wafer rails-stripe2 "${REUSE[@]}" --json --quiet >"$T/stripe2.json" 2>"$T/stripe2.err" ||
+		{ echo "stripe 2     : FAILED: ingest-send exited $?"; tail -n 5 "$T/stripe2.err"; return 0; }
+	"$STATS" "127.0.0.1:$RPORT" >"$T/rs1"
+	read -r b0 b1 <<<"$(rails_lcore_bytes "$T/rs0")"
+	read -r s0 s1 <<<"$(rails_lcore_bytes "$T/rs1")"
+	STRIPE2_MBS=$(jmbs "$T/stripe2.json")
+	echo "stripe 2     : one 64 MiB frame at a time striped over rail 0 + rail 1 (READ pull): $STRIPE2_MBS MB/s" \
+		"($BENCH_STRIPE_COUNT frames; node lcores: rail 0 $(((s0 - b0) / 1000000)) MB, rail 1 $(((s1 - b1) / 1000000)) MB)"
 }
 bench_rails() {
 	read -r -a DEVS <<<"${RXE_DEVS:-$RXE_DEV}"
@@ -235,7 +241,8 @@ bench_rails() {
 	done
 	"$INGESTD" --listen 0.0.0.0:0 --data-dir "$T/rdata" --rdma-dev "${DEVS[0]}@${NODES[0]}, ${DEVS[1]}@${NODES[1]}" \
 		--pool "$pool" --workers "$BENCH_WORKERS" --sink null --credits "$BENCH_CREDITS" --rdma on \
-		--poll-mode "$BENCH_POLL" --port-file "$T/rport" --log-level info >"$T/rails-ingestd.log" 2>&1 &
+		--poll-mode "$BENCH_POLL" --port-file "$T/rport" --log-level info --stripe-min 64M \
+		>"$T/rails-ingestd.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 1 600); do [ -s "$T/rport" ] && break; sleep 0.1; done
 	[ -s "$T/rport" ] || { cat "$T/rails-ingestd.log"; exit 1; }

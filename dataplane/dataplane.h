@@ -80,6 +80,15 @@ struct ing_frame {
 	uint32_t grant_rkey;  /* lcore: rkey handed out in the grant (never logged) */
 	void *grant_mw;       /* lcore: the memory window bound over the slot (MW mode) */
 	uint64_t grant_deadline_ns;
+	/* Striping (common/stripe.h, docs/ARCHITECTURE.md "Striping"): a part of a striped
+	 * frame is a descriptor of its own, never a pool slot: buf/cap point into the striped
+	 * frame's slot at the part's offset; length, raddr, rkey and session_id are the
+	 * part's. An lcore READs it as it reads a frame and posts ING_EV_PART_IN on control's
+	 * mailbox when every byte of it is in (no RECEIVED, no persistence: the frame is
+	 * control's); a part that fails comes back as ING_EV_DONE, as a frame does. */
+	struct ing_frame *part_of; /* the striped frame; NULL: a whole frame */
+	uint32_t part_lkey;   /* lkey of the striped frame's slot in the PD of the part's rail */
+	uint8_t part;         /* the part's index in its stripe */
 	uint64_t t_admit_ns;  /* ing_now_ns() at admission */
 	uint64_t t_received_ns;
 	uint64_t t_durable_ns;   /* group's directory fsync + catalog commit done */

@@ -51,6 +51,8 @@ enum ing_ctl_event {
 				   * durable (status ING_E_NONE) or failed (status, msg) */
 	ING_EV_CONN_ERROR,        /* lcore: a WR of QP val failed (u64: ibv_wc_status): disconnect */
 	ING_EV_CONN_RELEASED,     /* lcore: done with QP val: control may destroy it */
+	ING_EV_PART_IN,           /* lcore: every byte of part f (f->part_of: its striped frame)
+				   * landed; f is control's again (a failed part: ING_EV_DONE) */
 	ING_EV_CTL_END
 };
 

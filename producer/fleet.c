@@ -301,6 +301,47 @@ static bool ep_up(const struct fnode *n)
 	return n->sub && !n->failed && !n->sub->broken;
 }
 
+/* The node's rail index of rail device dev, as p's NegotiateReply listed them; -1. */
+static int rail_index_of(const struct ing_producer *p, const char *dev)
+{
+	for (unsigned k = 0; dev && *dev && k < p->nrails; k++)
+		if (!strcmp(p->rails[k].dev, dev))
+			return (int)p->rails[k].index;
+	return -1;
+}
+
+unsigned fleet_stripe_vias(struct ing_producer *p, struct stripe_via_p *v, unsigned max)
+{
+	struct fleet *f = p->router;
+	int home = -1;
+	unsigned n = 0;
+
+	for (unsigned i = 0; f && i < f->nnodes; i++)
+		if (f->nodes[i].sub == p)
+			home = (int)i;
+	if (home < 0)
+		return 0;
+	int grp = f->nodes[home].primary;
+	/* p's own rail first (its FrameMeta's addr/rkey are that rail's), then the others */
+	for (int pass = 0; pass < 2; pass++)
+		for (unsigned j = 0; j < f->nnodes && n < max; j++) {
+			const struct fnode *e = &f->nodes[j];
+			if ((pass == 0) != ((int)j == home) || e->primary != grp || !ep_up(e))
+				continue;
+			uint32_t rkey;
+			int idx = rail_index_of(p, e->sub->rail);
+			if (e->sub->push || idx < 0 || idx > 255 || !e->sub->xport || !e->sub->xport->read_rkey ||
+			    e->sub->xport->read_rkey(e->sub, &rkey)) {
+				if (pass == 0)
+					return 0;
+				continue;
+			}
+			v[n++] = (struct stripe_via_p){ .rail = (uint8_t)idx, .session = e->sub->session_id,
+							.rkey = rkey };
+		}
+	return n;
+}
+
 /* Takes new wafers: connected, not cooling down, its node not draining or reported down. */
 static bool node_eligible(const struct fnode *n)
 {
@@ -694,6 +735,7 @@ static int node_dial(struct fleet *f, unsigned i, int timeout_ms)
 				   n->id, n->addr, err, wait);
 		return rc;
 	}
+	sub->router = f;   /* striping: its node's other rails */
 	if (rail_ep) {
 		int rc = rail_connected(f, i, sub);
 		if (rc)

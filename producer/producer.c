@@ -742,6 +742,7 @@ static void apply_reply(struct ing_producer *p, const H3000__NegotiateReply *r)
 	snprintf(p->node_id, sizeof(p->node_id), "%s", r->nodeid ? r->nodeid : "");
 	p->node_state = (int)r->nodestate;
 	snprintf(p->rail, sizeof(p->rail), "%s", r->rail ? r->rail : "");
+	p->stripe_min = r->stripemin;
 	p->nrails = 0;
 	for (size_t k = 0; k < r->n_rails && p->nrails < PRODUCER_MAX_RAILS; k++) {
 		const H3000__RailInfo *ri = r->rails[k];
@@ -753,6 +754,7 @@ static void apply_reply(struct ing_producer *p, const H3000__NegotiateReply *r)
 		pr->port = ri->rdmaport;
 		pr->numa = ri->numanode;
 		pr->up = ri->state == H3000__RAIL_STATE__RAIL_UP;
+		pr->index = ri->index;
 		snprintf(pr->why, sizeof(pr->why), "%s", ri->why ? ri->why : "");
 	}
 }

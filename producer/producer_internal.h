@@ -160,6 +160,9 @@ struct producer_xport {
 	/* The router is done with its shared state (after its last session): free this
 	 * transport's part of it. NULL: nothing to free. */
 	void (*shared_release)(struct producer_shared *sh);
+	/* Striping: the rkey of its registration of the frame pool while its connection can
+	 * READ (pull): 0, else -ENOTCONN. NULL: the transport moves no part. */
+	int (*read_rkey)(const struct ing_producer *p, uint32_t *rkey);
 };
 
 extern const struct producer_xport grpc_xport;
@@ -198,6 +201,14 @@ struct prail {
 	int numa;
 	bool up;
 	char why[96];           /* why it is down */
+	unsigned index;         /* RailInfo.index: the node's number of the rail */
+};
+
+/* Striping (common/stripe.h): a rail of the node a frame's part can move over now. */
+struct stripe_via_p {
+	uint8_t rail;           /* the node's rail index */
+	uint64_t session;       /* the producer's session on that rail */
+	uint32_t rkey;          /* its device's registration of the frame pool */
 };
 
 struct ing_producer {
@@ -231,6 +242,10 @@ struct ing_producer {
 	char local_dev[64];             /* RDMA: the local device the connection goes through */
 	struct prail rails[PRODUCER_MAX_RAILS];   /* NegotiateReply.rails (the first 8) */
 	unsigned nrails;
+	uint64_t stripe_min;            /* NegotiateReply.stripeMin: frames of this size or more
+					 * may go striped over the node's rails (0: never) */
+	struct fleet *router;           /* the router whose endpoint this session is (NULL: a
+					 * session on its own): the other rails' sessions */
 	bool push;                      /* TRANSPORT_RDMA_WRITE negotiated */
 	bool push_mw;                   /* the node's grants are memory windows */
 	char note[256];                 /* why this transport */
@@ -267,6 +282,13 @@ struct ing_producer {
 	/* fleet mode (opts.servers): the router's state (producer/fleet.c); NULL for a session */
 	struct fleet *fleet;
 };
+
+/* ---- striping (fleet.c; rdma_producer.c encodes the parts) ---- */
+
+/* The rails of p's node (p's own first) whose session has its RDMA READ connection up
+ * now: at most max into v; 0 when p is not a router's endpoint or its own rail is not
+ * usable. Router thread. */
+unsigned fleet_stripe_vias(struct ing_producer *p, struct stripe_via_p *v, unsigned max);
 
 /* ---- shared by the transports (producer.c) ---- */
 

@@ -54,6 +54,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/stripe.h"
 #include "control/net/grpc.h"
 #include "proto/rdma_conn.h"
 
@@ -132,6 +133,62 @@ static size_t frame_meta_encode(uint8_t *b, const char *id, uint64_t addr, uint3
 	n += pb_put_uint_field(b + n, 8, 1);
 	n += pb_put_uint_field(b + n, 9, session);
 	return n;
+}
+
+/* One FrameMeta.stripe entry (h3000.StripePart) into b: its bytes, or 0. */
+static size_t stripe_part_encode(uint8_t *b, const struct ing_stripe_part *sp, const struct stripe_via_p *v,
+				 uint64_t frame_addr)
+{
+	uint8_t m[6 * 11];
+	size_t n = 0;
+
+	n += pb_put_uint_field(m + n, 1, sp->off);
+	n += pb_put_uint_field(m + n, 2, sp->len);
+	n += pb_put_uint_field(m + n, 3, sp->rail);
+	n += pb_put_uint_field(m + n, 4, v->session);
+	n += pb_put_uint_field(m + n, 5, frame_addr + sp->off);
+	n += pb_put_uint_field(m + n, 6, v->rkey);
+	return pb_put_string_field(b, 10, (const char *)m, n);
+}
+
+/*
+ * Striping (docs/ARCHITECTURE.md "Striping"): a frame of the node's stripeMin or more, with
+ * two or more of the node's rails connected by RDMA READ, names one part per rail (its
+ * session there and that device's rkey; the address is the same: the pool is one mapping,
+ * registered per device). The node reads each part over its rail into the frame's one
+ * slot. Appends the parts to b; returns their bytes (0: sent whole).
+ */
+static size_t stripe_encode(struct ing_producer *p, const struct pframe *f, uint64_t addr, uint8_t *b)
+{
+	struct stripe_via_p v[ING_STRIPE_MAX_PARTS];
+	uint8_t rails[ING_STRIPE_MAX_PARTS];
+	struct ing_stripe st;
+	size_t n = 0;
+
+	if (p->push || !p->router || !ing_stripe_wanted(f->len, p->stripe_min, 2))
+		return 0;
+	unsigned nv = fleet_stripe_vias(p, v, ING_STRIPE_MAX_PARTS);
+	if (nv < 2)
+		return 0;
+	for (unsigned i = 0; i < nv; i++)
+		rails[i] = v[i].rail;
+	if (ing_stripe_split(&st, f->len, rails, nv, 0) < 2)
+		return 0;
+	for (unsigned i = 0; i < st.nparts; i++)
+		n += stripe_part_encode(b + n, &st.part[i], &v[i], addr);
+	ING_DBG(COMP, "session %" PRIu64 ": frame %s (%" PRIu64 " bytes) striped over %u rails", p->session_id,
+		f->id, f->len, st.nparts);
+	return n;
+}
+
+static int rdma_read_rkey(const struct ing_producer *p, uint32_t *rkey)
+{
+	const struct rprod *r = p && p->xport && p->xport->kind == ING_TRANSPORT_RDMA ? p->xport_priv : NULL;
+
+	if (!r || !r->connected || !r->mr || p->push || p->broken)
+		return -ENOTCONN;
+	*rkey = r->mr->rkey;
+	return 0;
 }
 
 /* ---------------------------------------------------------------- CM helpers */
@@ -676,7 +733,7 @@ static int rdma_check(struct ing_producer *p, const struct ing_frame_desc *d)
 static int rdma_pump(struct ing_producer *p)
 {
 	struct rprod *r = p->xport_priv;
-	uint8_t buf[FRAME_META_MAX];
+	uint8_t buf[FRAME_META_MAX + ING_STRIPE_MAX_PARTS * 72];
 	struct pframe *f;
 
 	while (p->call && !p->broken && (f = producer_sendq_head(p))) {
@@ -701,6 +758,7 @@ static int rdma_pump(struct ing_producer *p)
 #endif
 		size_t n = frame_meta_encode(buf, f->id, addr, rkey, f->len, f->wafer, f->timestamp,
 					     f->crc, p->session_id);
+		n += stripe_encode(p, f, addr, buf + n);
 		int rc = ing_grpc_ccall_send(p->call, buf, n, false);
 		if (rc == -ENOBUFS)
 			return 0;
@@ -960,4 +1018,5 @@ const struct producer_xport rdma_xport = {
 	.stop = rdma_stop,
 	.grant = rdma_grant,
 	.shared_release = rdma_shared_release,
+	.read_rkey = rdma_read_rkey,
 };

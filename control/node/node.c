@@ -16,6 +16,7 @@
 #include "common/crc32c.h"
 #include "common/hugepages.h"
 #include "common/log.h"
+#include "common/stripe.h"
 #include "control/net/grpc_server.h"
 #include "control/net/loop.h"
 #include "control/net/metrics.h"
@@ -786,12 +787,14 @@ static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 	/*
 	 * Sized so that no post of a frame's message can find it full: per pool slot at most
 	 * three messages wait here at once (an lcore's GRANTED, RECEIVED, DONE; the fallback's
-	 * DONE alone), per RDMA connection two (CONN_ERROR, CONN_RELEASED; at most
+	 * DONE alone; a striped frame's parts' PART_IN or failed DONE, at most
+	 * ING_STRIPE_MAX_PARTS, then its DONE), per RDMA connection two (CONN_ERROR, CONN_RELEASED; at most
 	 * ING_RDMA_MAX_LCORES x ING_RDMA_DEFAULT_MAX_CONNS of them), and 4096 for calls ({fn,
 	 * arg}: the tier's read answers, at most ING_TIER_MAX_READS, and stop requests).
 	 */
 	unsigned slots = ing_pool_total(d->pool);
-	d->ctl = ing_mbox_create("control", 3 * slots + 2 * ING_RDMA_MAX_LCORES * ING_RDMA_DEFAULT_MAX_CONNS +
+	unsigned per_slot = d->o.stripe_min ? ING_STRIPE_MAX_PARTS + 1 : 3;
+	d->ctl = ing_mbox_create("control", per_slot * slots + 2 * ING_RDMA_MAX_LCORES * ING_RDMA_DEFAULT_MAX_CONNS +
 					    4096);
 	if (!d->ctl)
 		return -EIO;
@@ -854,6 +857,7 @@ static void service_opts(const struct ing_node *d, struct ing_svc_opts *so,
 	so->credits_default = d->o.credits;
 	so->credits_max = d->o.credits;
 	so->max_frame = d->o.max_frame;
+	so->stripe_min = d->o.stripe_min;
 	so->frame_timeout_ms = d->o.frame_timeout_ms;
 	so->max_sessions = d->o.max_sessions;
 	so->session_idle_ms = d->o.session_idle_ms;
@@ -916,8 +920,13 @@ static int start_rdma(struct ing_node *d, const struct ing_plan *plan, struct in
 		/* a job per pool slot at most: an lcore's mailbox always has room for one */
 		if (ro.job_ring_size < ing_pool_total(d->pool))
 			ro.job_ring_size = ing_pool_total(d->pool);
+		/* striping: a frame's parts may all end up on one lcore (moved there from lost
+		 * rails): a job per part of every slot */
+		if (d->o.stripe_min && ro.job_ring_size < ING_STRIPE_MAX_PARTS * ing_pool_total(d->pool))
+			ro.job_ring_size = ING_STRIPE_MAX_PARTS * ing_pool_total(d->pool);
 		ro.lcore.mode = d->o.poll_mode;
 		ro.push = d->o.rdma_write;
+		ro.stripe = d->o.stripe_min != 0;   /* every rail registers every region */
 		ro.lcore.grant_ms = d->o.grant_ms;
 		if (plan && plan->n_rails) {
 			/* one rail per device of the plan: its address, node, region and lcores */

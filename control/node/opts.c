@@ -460,6 +460,9 @@ static const struct ing_opt opt_table[] = {
 	ING_OPT_UINT_(O, "credits", credits, 1, 65536, "most frames in flight per session"),
 	ING_OPT_SIZE_(O, "max-frame", max_frame, 1, 1ull << 40, "largest frame accepted (default: the largest pool slot)"),
 	SECS("frame-timeout", frame_timeout_ms, 1 * S, DAY, "a frame must be complete this long after its first byte"),
+	ING_OPT_SIZE_(O, "stripe-min", stripe_min, 0, 1ull << 40, "take frames of this size or more striped over every rail\n"
+		      "of a producer (each rail also registers the other rails'\n"
+		      "pool regions: memlock rails x regions x pool); default 0: off"),
 	ING_OPT_GROUP_("Placement and RDMA"),
 	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane; each serves the\n"
 		     "rail on its node (default: the plan, ingest-topo shows it)"),

@@ -30,6 +30,8 @@ struct ing_ingestd_opts {
 	enum ing_sink sink;
 	unsigned credits;
 	uint64_t max_frame;        /* 0: the pool's largest slot */
+	uint64_t stripe_min;       /* frames of this size or more may come striped over the
+				    * rails (docs/ARCHITECTURE.md "Striping"); 0: off (default) */
 	unsigned frame_timeout_ms;
 	const char *lcores;
 	int pool_node;             /* -1: from the plan */

@@ -22,6 +22,7 @@
 #include "control/service/state.h"
 #include "control/service/counters.h"
 #include "control/service/auth.h"
+#include "control/service/xport/rdma_job.h"
 #include "common/clock.h"
 #include "common/ident.h"
 #include "common/log.h"
@@ -466,6 +467,7 @@ static void frame_release(struct svc_frame *e)
 	struct ing_frame *f = e->f;
 
 	ht_remove(s, e);
+	xport_stripe_free(e);
 	s->inflight_bytes -= e->length;
 	ing_tier_frame_finished(s->tier, e->length);   /* stored until the tier has measured again */
 	s->nfr_used--;
@@ -844,7 +846,14 @@ static struct svc_frame *frame_admit(struct svc_call *pc, struct xport_req *r,
 		f->rkey = m->rkey;
 	}
 	f->t_admit_ns = ing_now_ns();
-	return frame_enter(pc->svc, pc, xp, f, r->id_hash, rc);
+	/* a striped frame: its start (xport/stripe.c) reads the parts from the FrameMeta */
+	struct svc_frame *se = f->index < pc->svc->nfr ? &pc->svc->fr[f->index] : NULL;
+	if (se)
+		se->stripe_meta = (xp->flags & XPORT_F_DATAPLANE) && m->n_stripe && !pc->sess->push ? m : NULL;
+	struct svc_frame *e = frame_enter(pc->svc, pc, xp, f, r->id_hash, rc);
+	if (se)
+		se->stripe_meta = NULL;
+	return e;
 }
 
 enum xport_verdict xport_admit(struct svc_call *pc, struct xport_req *r, struct svc_frame **out)
@@ -1119,6 +1128,21 @@ static int svc_flush(void *arg)
 
 /* ================================================================ the control mailbox */
 
+/* A part of a striped frame came back: in (ING_EV_PART_IN) or failed (ING_EV_DONE). */
+static void part_event(struct ing_svc *s, const struct ing_msg *m)
+{
+	struct svc_frame *e = frame_record(s, m->f->part_of, FE_FILLING);
+
+	if (!e || !e->stripe) {   /* cannot be: a striped frame waits for every part */
+		ING_LOG_RL(ING_LOG_ERR, "svc", "frame %s: a part for a frame not being filled", m->f->frame_id);
+		return;
+	}
+	if (m->kind == ING_EV_PART_IN)
+		xport_stripe_part_in(e, m->f);
+	else
+		xport_stripe_part_failed(e, m->f);
+}
+
 /* One event on the control thread's mailbox (calls run inside ing_mbox_run). */
 static void on_event(void *ctx, const struct ing_msg *m)
 {
@@ -1141,7 +1165,14 @@ static void on_event(void *ctx, const struct ing_msg *m)
 		if (e)
 			svc_ack_granted(e, m->val, (uint32_t)(m->u64 >> 32), (uint32_t)m->u64);
 		break;
+	case ING_EV_PART_IN:    /* a part of a striped frame is in (xport/stripe.c) */
+		part_event(s, m);
+		break;
 	case ING_EV_DONE:
+		if (m->f->part_of) {   /* a part failed: never a slot of the pool */
+			part_event(s, m);
+			break;
+		}
 		/* the frame is control's again: failed in the dataplane while filling (its
 		 * status and reason set), or back from persistence after RECEIVED */
 		if ((e = frame_record(s, m->f, FE_FILLING))) {

@@ -59,6 +59,7 @@ struct ing_svc_opts {
 	unsigned credits_default;    /* window when the producer asks for none (ING_DEFAULT_CREDITS) */
 	unsigned credits_max;        /* cap on any session's window (ING_DEFAULT_CREDITS) */
 	uint64_t max_frame;          /* 0: the pool's largest slot */
+	uint64_t stripe_min;         /* NegotiateReply.stripeMin when the engine stripes; 0: off */
 	uint32_t max_chunk;          /* PushFrames data per chunk advertised (1 MiB) */
 	size_t max_msg;              /* gRPC max receive message (== server max_recv_msg) */
 	unsigned frame_timeout_ms;   /* a frame must complete within this after admission */

@@ -131,6 +131,10 @@ struct svc_frame {
 	struct ing_timer timer;      /* completion / stall deadline while FE_FILLING */
 	uint64_t deadline_ns;        /* admission + frame timeout */
 	uint64_t progress_ns;        /* last time bytes arrived (or admission) */
+	/* a striped frame (xport/stripe.c): its parts' state; the FrameMeta that named them,
+	 * during its start only */
+	struct svc_stripe *stripe;
+	const H3000__FrameMeta *stripe_meta;
 };
 
 /*

@@ -173,7 +173,8 @@ struct ing_rdma_lcore_stats {
 	uint64_t arms, sleeps, wake_cq, wake_mbox, wake_timeout;
 	uint64_t conns_attached, conns_released;
 	uint64_t push_grants, push_frames_ok, push_grant_errors, push_recvs, push_mw_replaced;
-	uint64_t bytes_received;      /* bytes of the frames_ok */
+	uint64_t bytes_received;      /* bytes of the frames_ok and parts_ok */
+	uint64_t parts_ok;            /* parts of striped frames brought in (ING_EV_PART_IN) */
 } __attribute__((aligned(64)));
 
 struct ing_rdma_lcore;
@@ -343,6 +344,10 @@ struct ing_rdma_opts {
 	unsigned cq_size;
 	unsigned job_ring_size;       /* jobs per lcore mailbox, default ING_DEFAULT_RING_SIZE */
 	enum ing_rdma_push push;      /* default ING_RDMA_PUSH_AUTO */
+	bool stripe;                  /* striping (docs/ARCHITECTURE.md "Striping"): every rail
+				       * also registers the other rails' pool regions (local
+				       * write), so a part of a frame moves over any rail into
+				       * the frame's one slot; memlock: rails x regions x pool */
 	struct ing_rdma_lcore_opts lcore; /* template for every poller */
 };
 void ing_rdma_opts_init(struct ing_rdma_opts *o);
@@ -411,6 +416,18 @@ int ing_rdma_session_region(const struct ing_rdma *r, uint64_t session_id);
  * caller's). Control thread.
  */
 int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f);
+/*
+ * Queue the READ of part p of a striped frame (p->part_of set; buf, length, raddr, rkey,
+ * session_id, region and cls set: common/stripe.h) on p->session_id's connection, with the
+ * lkey its rail registered p's slot with. 0 (and *rail, may be NULL: the rail it moves
+ * over); -ENOTCONN (no connection, or its rail is down); -EXDEV (the rail has no
+ * registration of that region: the engine does not stripe); -ENOBUFS. Control thread.
+ */
+int ing_rdma_submit_part(struct ing_rdma *r, struct ing_frame *p, unsigned *rail);
+/* The rail of session_id's connection (live or parked) when that rail is up, else -1. */
+int ing_rdma_session_rail(const struct ing_rdma *r, uint64_t session_id);
+/* Whether the engine was made with o.stripe (it takes striped frames). */
+bool ing_rdma_stripes(const struct ing_rdma *r);
 /* Push (RDMA WRITE) offered: 0 none, 1 with memory windows, 2 with the pool MR. */
 int ing_rdma_push_mode(const struct ing_rdma *r);
 /* Whether session_id has an established RDMA connection. */

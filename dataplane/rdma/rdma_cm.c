@@ -98,6 +98,11 @@ struct rdma_rail {
 	struct ibv_mr *mrs[ING_POOL_MAX_CLASSES];
 	uint32_t lkeys[ING_POOL_MAX_CLASSES];
 	unsigned nmr;
+	/* striping (o.stripe): the other regions too, local write only, so a part of a frame
+	 * whose slot is on another node can land there (xlkeys[region][class]; its own
+	 * region's entries stay 0: lkeys above) */
+	struct ibv_mr *xmrs[ING_POOL_MAX_REGIONS][ING_POOL_MAX_CLASSES];
+	uint32_t xlkeys[ING_POOL_MAX_REGIONS][ING_POOL_MAX_CLASSES];
 	int push_mode;       /* 0 off, 1 memory windows, 2 pool MR */
 	bool up;             /* its objects are open (rail_open .. rail_release) */
 	bool link_down;      /* open, but its port is not ACTIVE (PORT_ERR, ibv_query_port) */
@@ -1085,6 +1090,27 @@ static int pool_register(struct rdma_rail *rl, int access, char *why, size_t why
 		}
 		rl->lkeys[c] = rl->mrs[c]->lkey;
 	}
+	/* striping: every other region in this PD as well (a striped frame's one slot is in
+	 * its home rail's region; this rail's part lands there, across the interconnect) */
+	for (unsigned g = 0; rl->r->o.stripe && g < ing_pool_nregions(pool); g++) {
+		if (g == rl->region)
+			continue;
+		for (unsigned c = 0; c < rl->nmr; c++) {
+			void *base;
+			size_t len;
+			if (ing_pool_region(pool, g, c, &base, &len)) {
+				snprintf(why, whylen, "pool region %u class %u missing", g, c);
+				return -1;
+			}
+			rl->xmrs[g][c] = ibv_reg_mr(rl->pd, base, len, IBV_ACCESS_LOCAL_WRITE);
+			if (!rl->xmrs[g][c]) {
+				snprintf(why, whylen, "ibv_reg_mr(pool region %u class %u for striping, %zu bytes): %s "
+					 "(memlock limit?)", g, c, len, strerror(errno));
+				return -1;
+			}
+			rl->xlkeys[g][c] = rl->xmrs[g][c]->lkey;
+		}
+	}
 	return 0;
 }
 
@@ -1268,6 +1294,12 @@ static void rail_release(struct rdma_rail *rl, const char *why)
 		if (rl->mrs[c])
 			ibv_dereg_mr(rl->mrs[c]);
 		rl->mrs[c] = NULL;
+		for (unsigned g = 0; g < ING_POOL_MAX_REGIONS; g++) {
+			if (rl->xmrs[g][c])
+				ibv_dereg_mr(rl->xmrs[g][c]);
+			rl->xmrs[g][c] = NULL;
+			rl->xlkeys[g][c] = 0;
+		}
 	}
 	if (rl->pd)
 		ibv_dealloc_pd(rl->pd);
@@ -1580,6 +1612,37 @@ int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f)
 	f->qp_num = c->qp_num;
 	f->transport = ING_XPORT_RDMA;
 	return ing_rdma_lcore_submit(r->lcs[c->lcore].lc, f);
+}
+
+int ing_rdma_submit_part(struct ing_rdma *r, struct ing_frame *p, unsigned *rail)
+{
+	struct rconn *c = r ? conn_by_session(r, p->session_id, false) : NULL;
+
+	if (!c || !r->rails[c->rail].up)
+		return -ENOTCONN;
+	const struct rdma_rail *rl = &r->rails[c->rail];
+	if (p->region == rl->region)
+		p->part_lkey = p->cls < rl->nmr ? rl->lkeys[p->cls] : 0;
+	else if (p->region < ING_POOL_MAX_REGIONS && p->cls < rl->nmr && rl->xmrs[p->region][p->cls])
+		p->part_lkey = rl->xlkeys[p->region][p->cls];
+	else
+		return -EXDEV;
+	if (rail)
+		*rail = c->rail;
+	p->qp_num = c->qp_num;
+	p->transport = ING_XPORT_RDMA;
+	return ing_rdma_lcore_submit(r->lcs[c->lcore].lc, p);
+}
+
+int ing_rdma_session_rail(const struct ing_rdma *r, uint64_t session_id)
+{
+	const struct rconn *c = r ? conn_by_session(r, session_id, false) : NULL;
+	return c && r->rails[c->rail].up ? (int)c->rail : -1;
+}
+
+bool ing_rdma_stripes(const struct ing_rdma *r)
+{
+	return r && r->o.stripe;
 }
 
 unsigned ing_rdma_nlcores(const struct ing_rdma *r)

@@ -194,8 +194,8 @@ unsigned ing_rdma_lcore_frames_held(const struct ing_rdma_lcore *lc)
 static void to_control(struct ing_rdma_lcore *lc, const struct ing_msg *m)
 {
 	if (ing_mbox_post(lc->io.ctl, m) == 0) {
-		if (m->kind == ING_EV_DONE)
-			held_add(lc, -1);   /* the frame is not the lcore's any more */
+		if (m->kind == ING_EV_DONE || m->kind == ING_EV_PART_IN)
+			held_add(lc, -1);   /* the frame (or part) is not the lcore's any more */
 		return;
 	}
 	STAT_ADD(lc, out_dropped, 1);
@@ -879,8 +879,9 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 			n++;
 			continue;
 		}
-		bytes += wr_read(c, f, lc->nlkeys && f->cls < lc->nlkeys ? lc->lkeys[f->cls] : 0,
-				 &wrs[n], &sges[n], n);
+		uint32_t lkey = f->part_of ? f->part_lkey :
+				lc->nlkeys && f->cls < lc->nlkeys ? lc->lkeys[f->cls] : 0;
+		bytes += wr_read(c, f, lkey, &wrs[n], &sges[n], n);
 		if (n)
 			wrs[n - 1].next = &wrs[n];
 		nreads++;
@@ -922,8 +923,15 @@ static void frame_done(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct in
 	f->status = ING_E_NONE;
 	f->filled = f->length;
 	f->t_received_ns = ing_now_ns();
-	STAT_ADD(lc, frames_ok, 1);
 	STAT_ADD(lc, bytes_received, f->length);
+	if (f->part_of) {
+		/* a part of a striped frame: its owner (control) gathers the parts and hands the
+		 * frame to persistence once every one is in */
+		STAT_ADD(lc, parts_ok, 1);
+		to_control(lc, &(struct ing_msg){ .kind = ING_EV_PART_IN, .f = f });
+		return;
+	}
+	STAT_ADD(lc, frames_ok, 1);
 	/* RECEIVED on control's mailbox first, then the frame to persistence, whose DONE comes
 	 * later on the same mailbox: control sees a frame's stages in order */
 	to_control(lc, &(struct ing_msg){ .kind = ING_EV_RECEIVED, .f = f });
@@ -1095,8 +1103,9 @@ static void take_job(struct ing_rdma_lcore *lc, struct ing_frame *f)
 			   (unsigned long long)f->length, (unsigned long long)f->cap);
 		return;
 	}
-	if (lc->o.region >= 0 && f->region != lc->o.region) {
-		/* its lkeys are its rail's region's: never post a slot of another region */
+	if (lc->o.region >= 0 && f->region != lc->o.region && !f->part_of) {
+		/* its lkeys are its rail's region's: never post a slot of another region (a
+		 * part of a striped frame carries the lkey its rail registered that slot with) */
 		STAT_ADD(lc, jobs_rejected, 1);
 		fail_frame(lc, f, ING_E_INTERNAL, true, "slot in pool region %u, but this lcore's rail "
 			   "registered region %d only", f->region, lc->o.region);
@@ -1324,7 +1333,7 @@ void ing_rdma_lcore_get_stats(const struct ing_rdma_lcore *lc, struct ing_rdma_l
 	uint64_t *dst = (uint64_t *)s;
 
 	memset(s, 0, sizeof(*s));
-	for (size_t i = 0; i < offsetof(struct ing_rdma_lcore_stats, bytes_received) / 8 + 1; i++)
+	for (size_t i = 0; i < offsetof(struct ing_rdma_lcore_stats, parts_ok) / 8 + 1; i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
 

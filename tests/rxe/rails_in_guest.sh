@@ -26,7 +26,9 @@
 #     ingest-stat and the log, rail 0 still UP; `ip link set up`: rail 1 UP again by itself
 #     and carries frames again; a node started with its one rail's link down serves the
 #     gRPC fallback and offers RDMA on that rail once the link is up;
-#  5. SIGTERM: exit 0, every slot back first.
+#  5. SIGTERM: exit 0, every slot back first;
+#  6. striping (prod_striped, a node with --stripe-min 8M): one 64 MiB frame over both
+#     rails at once, each rail's byte counter +32 MiB, one catalog row, byte for byte.
 # Outside that boot it says NOT RUN (exit 77) on a line of its own: its real part, the second
 # NUMA node and NIC, is not there.
 # rxe-timeout: 600
@@ -559,4 +561,44 @@ done
 [ "$(sv poolSlotsTotal)" = 48 ] || fail "the pool has $(sv poolSlotsTotal) slots, not 2 regions x 24"
 ing_term_pid
 rails_link_down_at_start
+
+# ---- striping (issue #26 item 3): one 64 MiB frame over both rails at once, still one
+# frame (one slot, one catalog row, one CRC, one Ack). A node of its own: --stripe-min 8M
+# (off by default), a 64 MiB size class, no hugepages (the regions of the node above are
+# sized for its small frames).
+prod_striped() {
+	step "one 64 MiB frame striped over both rails (READ pull): each rail carries half, one row, byte for byte"
+	local pid3 port3 r gotb half sum=0 tag=stripe
+	ing_start "$INGESTD" "$T/port3" "$OUT/ingestd-stripe.log" --listen 0.0.0.0:0 --data-dir "$T/data3" \
+		--rdma-dev "$RAILS" --rdma-port 7474 --pool 64M:2 --hugepages off --workers 1 --credits 4 \
+		--rdma on --poll-mode adaptive --log-level info --stripe-min 8M
+	pid3=$ING_PID port3=${ING_SERVER##*:}
+	timeout 60 "$STATS" "127.0.0.1:$port3" >"$T/stats3.before" || fail "Stats: no answer"
+	timeout 900 "$SEND" --server "${IPS[0]}:$port3" --count 1 --sizes 64M --credits 1 --seed 26 \
+		--first-id 1 --wafer "MR-$tag" --manifest "$T/m-$tag" --json --transport rdma \
+		>"$T/$tag.json" 2>"$T/$tag.err" ||
+		fail "$tag: ingest-send exited $? ($(cat "$T/$tag.json") $(tail -n 5 "$T/$tag.err"))"
+	cat "$T/$tag.json"; echo
+	[ "$(jget "$T/$tag.json" ok)" = 1 ] && [ "$(jget "$T/$tag.json" failed)" = 0 ] ||
+		fail "$tag: the 64 MiB frame did not come back DURABLE ($(tail -n 5 "$T/$tag.err"))"
+	timeout 60 "$STATS" "127.0.0.1:$port3" >"$T/stats3" || fail "Stats: no answer"
+	for r in 0 1; do
+		gotb=$(($(value "rail.$r.bytesReceived" "$T/stats3") - $(value "rail.$r.bytesReceived" "$T/stats3.before")))
+		echo "$tag: rail $r (${DEVS[$r]}) +$gotb bytes, $(value "rail.$r.framesFailed" "$T/stats3") failed," \
+			"$(value "rail.$r.completionErrors" "$T/stats3") completion errors"
+		# each rail its half of the frame (the split: equal page-aligned shares)
+		half=$((32 << 20))
+		[ "$gotb" = "$half" ] || fail "$tag: rail $r carried $gotb bytes of the 64 MiB frame, not its half ($half)"
+		sum=$((sum + gotb))
+	done
+	[ "$sum" = $((64 << 20)) ] || fail "$tag: the rails carried $sum bytes, not the frame's 64 MiB"
+	[ "$(sqlite3 "file:$T/data3/catalog.db?mode=ro" "SELECT count(*) FROM frames WHERE wafer_id = 'MR-$tag'")" = 1 ] ||
+		fail "$tag: not one catalog row for the striped frame"
+	[ "$(find "$T/data3/frames/MR-$tag" -name '*.frame' | wc -l)" = 1 ] || fail "$tag: not one frame file"
+	timeout 300 "$VERIFY" --data-dir "$T/data3" --manifest "$T/m-$tag" ||
+		fail "$tag: the stored frame is not byte for byte what was sent"
+	echo "$tag: one 64 MiB frame, 32 MiB over each rail, one catalog row, byte for byte (ingest-verify)"
+	kill -TERM "$pid3"; wait "$pid3" || fail "the striping ingestd exited $? on SIGTERM"
+}
+prod_striped
 echo "rails: OK"

@@ -9,7 +9,12 @@
  *    (its lkeys, by rail 1's lcore on its own CQ), and is written by a worker of node 1's
  *    group; the file on disk is byte for byte the producer's; rail 0 the same on node 0;
  *  - a slot of another region reaching a rail's lcore is failed before anything is posted
- *    (its lkeys are its own region's only).
+ *    (its lkeys are its own region's only);
+ *  - striping (common/stripe.h): one frame's slot filled by both rails at once, each lcore
+ *    READing its part (rail 1 with its registration of the frame's region), the parts
+ *    coming back to control as PART_IN, the frame persisted once from the whole slot
+ *    (one CRC, one file, byte for byte); a part lost with its rail re-moved alone on the
+ *    other rail while the part already in is not read again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +25,7 @@
 
 #include "common/clock.h"
 #include "common/crc32c.h"
+#include "common/stripe.h"
 #include "dataplane/store/store.h"
 #include "test_rdma_fake.h"
 
@@ -286,11 +292,205 @@ static void test_frame_on_rail(void **state)
 	free(src);
 }
 
+/* Rail 1's registration of region 0 (a node that stripes registers every region on every
+ * rail): the lkeys a part of a region-0 slot carries to rail 1's lcore. */
+static const uint32_t lkeys_x10[2] = { 0x2100, 0x2101 };
+
+struct part_run {
+	struct ing_frame *in[8], *failed[8];
+	unsigned nin, nfailed;
+};
+
+/* Poll the lcores until n parts came back (PART_IN or a failed part's DONE). */
+static void run_parts(struct part_run *pr, unsigned n)
+{
+	uint64_t deadline = ing_now_ns() + 30000000000ull;
+	while (pr->nin + pr->nfailed < n) {
+		for (unsigned i = 0; i < 3; i++)
+			ing_rdma_lcore_poll(E->lc[i]);
+		fake_hw(64);
+		struct ing_msg m[32];
+		unsigned k = ing_mbox_pop(E->ctl, m, 32);
+		for (unsigned i = 0; i < k; i++) {
+			if (m[i].kind == ING_EV_PART_IN) {
+				assert_non_null(m[i].f->part_of);
+				pr->in[pr->nin++] = m[i].f;
+			} else if (m[i].kind == ING_EV_DONE) {
+				assert_non_null(m[i].f->part_of);   /* no whole frame is moving */
+				pr->failed[pr->nfailed++] = m[i].f;
+			}
+			/* CONN_ERROR of the failed part's QP: control would disconnect it */
+		}
+		if (!k) {
+			assert_true(ing_now_ns() < deadline);
+			struct timespec ts = { 0, 200000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/* The part descriptor control makes for part i of s (the frame x), to move over qp. */
+static void part_make(struct ing_frame *p, struct ing_frame *x, const struct ing_stripe *s, unsigned i,
+		      const uint8_t *src, uint32_t rkey, uint64_t session, uint32_t qp_num, uint32_t lkey)
+{
+	memset(p, 0, sizeof(*p));
+	snprintf(p->frame_id, sizeof(p->frame_id), "%s", x->frame_id);
+	snprintf(p->wafer_id, sizeof(p->wafer_id), "%s", x->wafer_id);
+	p->part_of = x;
+	p->part = (uint8_t)i;
+	p->buf = x->buf + s->part[i].off;
+	p->cap = s->part[i].len;
+	p->length = s->part[i].len;
+	p->raddr = (uintptr_t)src + s->part[i].off;
+	p->rkey = rkey;
+	p->session_id = session;
+	p->qp_num = qp_num;
+	p->cls = x->cls;
+	p->region = x->region;
+	p->part_lkey = lkey;
+}
+
+/* Bytes READ into [lo, hi) of the slot, by every READ WR posted so far. */
+static uint64_t read_into(uintptr_t lo, uintptr_t hi, unsigned from_wr)
+{
+	uint64_t b = 0;
+	for (unsigned w = from_wr; w < fake->nwr; w++)
+		if (fake->wr[w].opcode == IBV_WR_RDMA_READ && fake->wr[w].laddr >= lo && fake->wr[w].laddr < hi)
+			b += fake->wr[w].len;
+	return b;
+}
+
+/* One frame over both rails: each lcore READs its part into the one slot; control gathers
+ * the parts and persists the frame once; a lost part is moved again alone. */
+static void test_striped_frame(void **state)
+{
+	(void)state;
+	uint8_t *src = malloc(FLEN);
+	struct ibv_qp *qp[2];
+	const uint8_t rails[2] = { 0, 1 };
+	struct ing_stripe s;
+	struct ing_frame part[2];
+	struct ing_rdma_lcore_stats ls0, ls1, ls0b, ls1b;
+
+	for (size_t i = 0; i < FLEN; i++)
+		src[i] = (uint8_t)(i * 7 + (i >> 9));
+	/* the producer's two sessions, one per rail (rail 0: lc[0], rail 1: lc[1]) */
+	for (unsigned r = 0; r < 2; r++) {
+		qp[r] = fake_qp_new_on(64, (int)r);
+		assert_int_equal(ing_rdma_lcore_attach(E->lc[r], qp[r], 600 + r, 16, 64), 0);
+	}
+	ing_rdma_lcore_get_stats(E->lc[0], &ls0);
+	ing_rdma_lcore_get_stats(E->lc[1], &ls1);
+
+	/* admitted once on its home session (rail 0): one slot, in region 0 */
+	struct ing_frame *x = ing_pool_get_in(E->pool, 0, FLEN, ING_POOL_MAX_CLASSES);
+	assert_non_null(x);
+	snprintf(x->frame_id, sizeof(x->frame_id), "striped-1");
+	snprintf(x->wafer_id, sizeof(x->wafer_id), "W-stripe");
+	x->session_id = 600;
+	x->length = FLEN;
+	x->crc32c = ing_crc32c(0, src, FLEN);
+	x->has_crc = true;
+	x->t_admit_ns = ing_now_ns();
+	assert_int_equal(ing_stripe_split(&s, FLEN, rails, 2, 0), 2);
+	part_make(&part[0], x, &s, 0, src, 0x77, 600, qp[0]->qp_num, lkeys_rail[0][x->cls]);
+	part_make(&part[1], x, &s, 1, src, 0x78, 601, qp[1]->qp_num, lkeys_x10[x->cls]);
+	unsigned wr0 = fake->nwr;
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(ing_rdma_lcore_submit(E->lc[rails[i]], &part[i]), 0);
+	struct part_run pr = { 0 };
+	run_parts(&pr, 2);
+	assert_int_equal(pr.nfailed, 0);
+	for (unsigned i = 0; i < 2; i++) {
+		struct ing_frame *p = pr.in[i];
+		assert_int_equal(p->status, ING_E_NONE);
+		assert_int_equal(ing_stripe_part_in(&s, p->part), i == 1);
+	}
+	assert_true(ing_stripe_complete(&s));
+	/* each rail moved its part, into the one slot, byte for byte */
+	assert_memory_equal(x->buf, src, FLEN);
+	assert_int_equal(read_into((uintptr_t)x->buf, (uintptr_t)x->buf + s.part[1].off, wr0), s.part[0].len);
+	assert_int_equal(read_into((uintptr_t)x->buf + s.part[1].off, (uintptr_t)x->buf + FLEN, wr0), s.part[1].len);
+	for (unsigned w = wr0; w < fake->nwr; w++) {
+		const struct fake_wr *wr = &fake->wr[w];
+		bool on1 = fake->qps[wr->qp].qp.qp_num == qp[1]->qp_num;
+		assert_int_equal(wr->lkey, on1 ? lkeys_x10[x->cls] : lkeys_rail[0][x->cls]);
+	}
+	ing_rdma_lcore_get_stats(E->lc[0], &ls0b);
+	ing_rdma_lcore_get_stats(E->lc[1], &ls1b);
+	assert_int_equal(ls0b.bytes_received - ls0.bytes_received, s.part[0].len);
+	assert_int_equal(ls1b.bytes_received - ls1.bytes_received, s.part[1].len);
+	assert_int_equal(ls0b.parts_ok - ls0.parts_ok, 1);
+	assert_int_equal(ls1b.parts_ok - ls1.parts_ok, 1);
+	assert_int_equal(ls0b.frames_ok, ls0.frames_ok);   /* no lcore delivered a frame */
+	assert_int_equal(ls1b.frames_ok, ls1.frames_ok);
+	assert_int_equal(ing_rdma_lcore_frames_held(E->lc[0]) + ing_rdma_lcore_frames_held(E->lc[1]), 0);
+	/* control hands the whole frame to persistence once: one CRC check, one file */
+	x->filled = x->length;
+	x->t_received_ns = ing_now_ns();
+	assert_int_equal(ing_persist_submit(E->persist, x), 0);
+	struct ing_frame *back;
+	assert_int_equal(run_until_done(&back, 1), 1);
+	assert_ptr_equal(back, x);
+	assert_int_equal(x->status, ING_E_NONE);
+	assert_int_equal(x->crc_computed, x->crc32c);
+	check_file(x, src);
+	ing_pool_put(x);
+
+	/* rail 1 fails its part (its READ refused: the QP goes to ERROR); rail 0's part is in:
+	 * only the lost part moves again, over rail 0 */
+	x = ing_pool_get_in(E->pool, 0, FLEN, ING_POOL_MAX_CLASSES);
+	assert_non_null(x);
+	snprintf(x->frame_id, sizeof(x->frame_id), "striped-2");
+	snprintf(x->wafer_id, sizeof(x->wafer_id), "W-stripe");
+	x->session_id = 600;
+	x->length = FLEN;
+	assert_int_equal(ing_stripe_split(&s, FLEN, rails, 2, 0), 2);
+	part_make(&part[0], x, &s, 0, src, 0x77, 600, qp[0]->qp_num, lkeys_rail[0][x->cls]);
+	part_make(&part[1], x, &s, 1, src, 0xbad, 601, qp[1]->qp_num, lkeys_x10[x->cls]);
+	fake->bad_rkey = 0xbad;
+	wr0 = fake->nwr;
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(ing_rdma_lcore_submit(E->lc[rails[i]], &part[i]), 0);
+	memset(&pr, 0, sizeof(pr));
+	run_parts(&pr, 2);
+	fake->bad_rkey = 0;
+	assert_int_equal(pr.nin, 1);
+	assert_int_equal(pr.nfailed, 1);
+	assert_ptr_equal(pr.in[0], &part[0]);
+	assert_ptr_equal(pr.failed[0], &part[1]);
+	assert_int_equal(part[1].status, ING_E_TRANSFER);
+	assert_int_equal(ing_stripe_part_in(&s, 0), 0);
+	const uint8_t up[1] = { 0 };
+	uint32_t moved;
+	assert_int_equal(ing_stripe_rail_lost(&s, 1, up, 1, &moved), 1);
+	assert_int_equal(moved, 1u << 1);
+	assert_int_equal(s.part[1].rail, 0);
+	/* moved again over rail 0's session, with rail 0's own registration of the slot */
+	uint64_t part0_reads = read_into((uintptr_t)x->buf, (uintptr_t)x->buf + s.part[1].off, wr0);
+	assert_int_equal(part0_reads, s.part[0].len);
+	part_make(&part[1], x, &s, 1, src, 0x77, 600, qp[0]->qp_num, lkeys_rail[0][x->cls]);
+	unsigned wr1 = fake->nwr;
+	assert_int_equal(ing_rdma_lcore_submit(E->lc[0], &part[1]), 0);
+	memset(&pr, 0, sizeof(pr));
+	run_parts(&pr, 1);
+	assert_int_equal(pr.nin, 1);
+	assert_int_equal(ing_stripe_part_in(&s, 1), 1);
+	assert_memory_equal(x->buf, src, FLEN);
+	/* the re-move READ the lost part only: the part already in was not read again */
+	assert_int_equal(read_into((uintptr_t)x->buf, (uintptr_t)x->buf + s.part[1].off, wr1), 0);
+	assert_int_equal(read_into((uintptr_t)x->buf + s.part[1].off, (uintptr_t)x->buf + FLEN, wr1),
+			 s.part[1].len);
+	ing_pool_put(x);
+	free(src);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_place_on_rail),
 		cmocka_unit_test(test_frame_on_rail),
+		cmocka_unit_test(test_striped_frame),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

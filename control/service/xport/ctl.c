@@ -22,6 +22,7 @@
 #include "control/service/transport.h"
 #include "control/service/xport/rdma_job.h"
 #include "common/log.h"
+#include "dataplane/rdma/rdma.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -103,6 +104,10 @@ static int ctl_message(struct ing_grpc_call *c, const uint8_t *msg, size_t len)
 	 * UNAUTHENTICATED.
 	 */
 	r->bad = svc_pb_meta(&cc->c.arena, msg, len, "", &m, r->bad_why, sizeof(r->bad_why));
+	if (!r->bad && m && m->n_stripe &&
+	    xport_stripe_check(m, cc->c.env->rdma ? ing_rdma_nrails(cc->c.env->rdma) : 0, r->bad_why,
+			       sizeof(r->bad_why)))
+		r->bad = ING_E_INVALID_ARGUMENT;
 	r->xp = &xport_rdma_read;
 	r->session_id = m ? m->sessionid : 0;
 	r->frame_id = m && m->frameid ? m->frameid : "";

@@ -28,6 +28,11 @@ int xport_rdma_read_start(struct svc_frame *e)
 {
 	struct ing_rdma *r = e->env->rdma;
 
+	if (e->stripe_meta) {   /* its FrameMeta names parts over several rails */
+		const H3000__FrameMeta *m = e->stripe_meta;
+		e->stripe_meta = NULL;
+		return xport_stripe_start(e, m);
+	}
 	return r ? ing_rdma_submit(r, e->f) : -ENOTCONN;
 }
 
