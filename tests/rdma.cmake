@@ -48,6 +48,12 @@ file(MAKE_DIRECTORY ${_rxe_results})
 # beside, same build, same load): push 118 -> 97 (its sustained step, 1 MiB frames: 45 ->
 # 22), dotnet 47 -> 33 (one .NET start for both transports), fleet 143 -> 105 (120
 # frames a run; step A 69 -> 39); engine, unchanged, 6-10 in each boot.
+# The second boot's shape (8 vCPUs, two nodes, two NICs: smp4 runs on node 0's 4): smp4's
+# lcores alone in that shape and in a one-node 4-vCPU guest, booted side by side (load
+# 10-13), took 89 and 76 CPU-s of qemu for boot, test and shutdown (both ~240 s wall). So
+# node 1's 4 idle vCPUs and the second NIC cost ~13 CPU-s per 240 s (idle TCG vCPUs halt;
+# smp4 keeps 4 busy vCPUs on 2 host cores in either shape): a 4+2 split could save at most
+# half of that, ~10 CPU-s over smp4, and rails would lose half of node 1. Not taken.
 set(ING_RXE_BOOTS "main+powerloss;smp4+rails" CACHE STRING
     "guest boots of make test, each its test batches joined by '+' (main, smp4, powerloss, rails)")
 # a tree configured with an earlier default keeps it in its cache: move it on (any other
