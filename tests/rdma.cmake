@@ -34,6 +34,23 @@ file(MAKE_DIRECTORY ${_rxe_results})
 # the light powerloss (one vCPU's worth of work, any shape; it ran in the rails shape before)
 # and main shares the 4-vCPU shape with smp4 (main's tests ran there before too). A third
 # TCG guest on 2 cores only slows the other two: the cores are saturated the whole pass.
+# Where a boot's time goes (the guest's own seconds a test, fresh clone here at load 5-9):
+# rdma.guest 913 s = main 638 (ctl 84, doctor 38, dotnet 101, engine 19, push 194, rdma
+# 85, reconnect 36, removal 25, service_user 20, smoke 7) + powerloss 231; rdma.guest_2
+# 889 s = smp4 390 (fleet 276, lcores 96) + rails 445. The host's two cores run both
+# boots and the host tests, so CPU saved anywhere shortens the boots (at load ~22 the
+# same tests took 2-3 times as long; their CPU, below, stays). Cut since, in CPU seconds of
+# the qemu process (utime+stime sampled at each step line; the previous scripts booted
+# beside, same build, same load): push 118 -> 97 (its sustained step, 1 MiB frames: 45 ->
+# 22), dotnet 47 -> 33 (one .NET start for both transports), fleet 143 -> 105 (120
+# frames a run; step A 69 -> 39); engine, unchanged, 6-10 in each boot.
+# The rails shape (8 vCPUs, two nodes, two NICs) against a one-node 4-vCPU guest: smp4's
+# lcores alone in that shape and in a one-node 4-vCPU guest, booted side by side (load
+# 10-13), took 89 and 76 CPU-s of qemu for boot, test and shutdown (both ~240 s wall). So
+# node 1's 4 idle vCPUs and the second NIC cost ~13 CPU-s per 240 s (idle TCG vCPUs halt;
+# smp4 keeps 4 busy vCPUs on 2 host cores in either shape): a 4+2 split could save at most
+# half of that, ~10 CPU-s over smp4, and rails would lose half of node 1. With smp4 beside
+# main now, smp4 runs in the 4-vCPU one-node shape.
 set(ING_RXE_BOOTS "main+smp4;rails+powerloss" CACHE STRING
     "guest boots of make test, each its test batches joined by '+' (main, smp4, powerloss, rails)")
 # a tree configured with an earlier default keeps it in its cache: move it on (any other

@@ -40,15 +40,16 @@ keeper() {
 	echo "keeper $me: mon and osd up in $((SECONDS - _CEPH_T0)) s in $CEPH_DIR; watching pid $watch"
 	printf 'CEPH_DIR=%s\nCEPH_KEEPER=%s\nCEPH_KEEPER_ST=%s\n' "$CEPH_DIR" "$me" "$(_ceph_start_time "$me")" \
 		>"$ENV_FILE.tmp" && mv "$ENV_FILE.tmp" "$ENV_FILE"
-	while [ "$(_ceph_start_time "$watch")" = "$watch_st" ]; do
-		if [ -z "$(_ceph_pid mon.a)" ]; then
+	# (builtins only in this loop: ceph_lib.sh's _ceph_started, _ceph_running)
+	while _ceph_started "$watch" "$watch_st"; do
+		if ! _ceph_running mon.a; then
 			echo "keeper: the monitor died: $(_ceph_logs)"
 			exit 1
 		fi
-		if [ -z "$(_ceph_pid osd.0)" ]; then
+		if ! _ceph_running osd.0; then
 			holder= hst=
 			[ ! -f "$CEPH_DIR/run/osd.hold" ] || read -r holder hst <"$CEPH_DIR/run/osd.hold"
-			if [ -z "$holder" ] || [ "$(_ceph_start_time "$holder")" != "$hst" ]; then
+			if ! _ceph_started "$holder" "$hst"; then
 				[ -z "$holder" ] || echo "keeper: the OSD's holder $holder is gone"
 				rm -f "$CEPH_DIR/run/osd.hold"
 				echo "keeper: starting the OSD again ($(date +%T))"
@@ -84,7 +85,7 @@ down)
 	if [ "$(_ceph_start_time "$CEPH_KEEPER")" = "$CEPH_KEEPER_ST" ]; then
 		kill "$CEPH_KEEPER"
 		end=$((SECONDS + CEPH_WAIT))
-		while [ "$(_ceph_start_time "$CEPH_KEEPER")" = "$CEPH_KEEPER_ST" ]; do
+		while _ceph_started "$CEPH_KEEPER" "$CEPH_KEEPER_ST"; do
 			[ $SECONDS -lt $end ] || fail "the keeper $CEPH_KEEPER still runs $CEPH_WAIT s after TERM"
 			sleep 0.2
 		done
