@@ -69,27 +69,33 @@ ing_wait_port() {
 
 step() { echo "== $*"; }
 
+# ing_programs BUILD: the programs of that build tree, INGESTD SEND VERIFY STAT GET CAT DOCTOR
+# ($BUILD/apps/ingestd, ingest-send, ...), whether built or not (ing_need_built checks).
+ing_programs() {
+	INGESTD=$1/apps/ingestd
+	SEND=$1/apps/ingest-send
+	VERIFY=$1/apps/ingest-verify
+	STAT=$1/apps/ingest-stat
+	GET=$1/apps/ingest-get
+	CAT=$1/apps/ingest-catalog
+	DOCTOR=$1/apps/ingest-doctor
+}
+
 # ing_test_setup NAME BUILD_DIR [PROGRAM...]: the preamble of a test that runs the built
 # programs against an ingestd of its own. Sets BUILD (BUILD_DIR, absolute; an empty one exits
-# with the script's usage), the programs INGESTD SEND VERIFY STAT GET CAT DOCTOR
-# ($BUILD/apps/...), and exits 1 unless ingestd and each PROGRAM named (ingest-send, ...,
-# under $BUILD/apps) are built. TMP: a fresh /tmp/NAME.XXXXXX. PID and SPID: the ingestd and
-# a producer the test runs in the background (empty: none). An EXIT trap kills both, runs
-# the command in CLEANUP_EXTRA if the test set one, and removes TMP (kept, and named, with
-# ING_KEEP_TMP=1). A default fail() prints the message and the last 30 lines of each
-# $TMP/ingestd*.log, and exits 1 (a test may define its own after this call).
+# with the script's usage) and the programs (ing_programs), and exits 1 unless ingestd and
+# each PROGRAM named (ingest-send, ..., under $BUILD/apps) are built. TMP: a fresh
+# /tmp/NAME.XXXXXX. PID and SPID: the ingestd and a producer the test runs in the
+# background (empty: none). An EXIT trap kills both, runs the command in CLEANUP_EXTRA if
+# the test set one, and removes TMP (kept, and named, with ING_KEEP_TMP=1). A default fail()
+# prints the message and the last 30 lines of each $TMP/ingestd*.log, and exits 1 (a test
+# may define its own after this call).
 ing_test_setup() {
 	local name=$1 p
 	[ -n "${2:-}" ] || { echo "usage: $(basename "$0") BUILD_DIR ..." >&2; exit 2; }
 	BUILD=$(cd "$2" && pwd) || exit 1
 	shift 2
-	INGESTD=$BUILD/apps/ingestd
-	SEND=$BUILD/apps/ingest-send
-	VERIFY=$BUILD/apps/ingest-verify
-	STAT=$BUILD/apps/ingest-stat
-	GET=$BUILD/apps/ingest-get
-	CAT=$BUILD/apps/ingest-catalog
-	DOCTOR=$BUILD/apps/ingest-doctor
+	ing_programs "$BUILD"
 	ing_need_built "$INGESTD"
 	for p in "$@"; do
 		ing_need_built "$BUILD/apps/$p"
