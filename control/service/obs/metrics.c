@@ -234,22 +234,18 @@ static const struct ing_mtext_col lcore_cols[] = {
 
 static void metrics_lcores(struct ing_svc *s, struct ing_mtext *t)
 {
+	struct svc_lcore sl[ING_RDMA_MAX_LCORES];
 	struct lcore_row rows[ING_RDMA_MAX_LCORES];
-	unsigned nl = ing_rdma_nlcores(s->env.rdma), n = 0;
+	unsigned n = svc_engine_lcores(s, sl, ING_RDMA_MAX_LCORES);
 
-	for (unsigned i = 0; i < nl && n < ING_RDMA_MAX_LCORES; i++) {
-		struct ing_rdma_lcore_info in;
-		struct ing_rdma_lcore_stats st;
-		unsigned id;
-		if (ing_rdma_lcore_info(s->env.rdma, i, &in) || ing_rdma_lcore_stats(s->env.rdma, i, &id, &st))
-			continue;
-		struct lcore_row *r = &rows[n++];
-		snprintf(r->l, sizeof(r->l), "lcore=\"%u\"", id);
-		r->frames = st.frames_ok;
-		r->bytes = st.bytes_received;
-		r->failed = st.frames_failed;
-		r->conns = in.conns;
-		r->sessions = in.sessions;
+	for (unsigned i = 0; i < n; i++) {
+		struct lcore_row *r = &rows[i];
+		snprintf(r->l, sizeof(r->l), "lcore=\"%u\"", sl[i].id);
+		r->frames = sl[i].st.frames_ok;
+		r->bytes = sl[i].st.bytes_received;
+		r->failed = sl[i].st.frames_failed;
+		r->conns = sl[i].info.conns;
+		r->sessions = sl[i].info.sessions;
 	}
 	ing_mtext_rows(t, lcore_cols, sizeof(lcore_cols) / sizeof(lcore_cols[0]), rows, sizeof(rows[0]),
 		       n, offsetof(struct lcore_row, l));
