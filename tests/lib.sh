@@ -69,6 +69,73 @@ ing_wait_port() {
 
 step() { echo "== $*"; }
 
+# ing_programs BUILD: the programs of that build tree, INGESTD SEND VERIFY STAT GET CAT DOCTOR
+# ($BUILD/apps/ingestd, ingest-send, ...), whether built or not (ing_need_built checks).
+ing_programs() {
+	INGESTD=$1/apps/ingestd
+	SEND=$1/apps/ingest-send
+	VERIFY=$1/apps/ingest-verify
+	STAT=$1/apps/ingest-stat
+	GET=$1/apps/ingest-get
+	CAT=$1/apps/ingest-catalog
+	DOCTOR=$1/apps/ingest-doctor
+}
+
+# ing_test_setup NAME BUILD_DIR [PROGRAM...]: the preamble of a test that runs the built
+# programs against an ingestd of its own. Sets BUILD (BUILD_DIR, absolute; an empty one exits
+# with the script's usage) and the programs (ing_programs), and exits 1 unless ingestd and
+# each PROGRAM named (ingest-send, ..., under $BUILD/apps) are built. TMP: a fresh
+# /tmp/NAME.XXXXXX. PID and SPID: the ingestd and a producer the test runs in the
+# background (empty: none). An EXIT trap kills both, runs the command in CLEANUP_EXTRA if
+# the test set one, and removes TMP (kept, and named, with ING_KEEP_TMP=1). A default fail()
+# prints the message and the last 30 lines of each $TMP/ingestd*.log, and exits 1 (a test
+# may define its own after this call).
+ing_test_setup() {
+	local name=$1 p
+	[ -n "${2:-}" ] || { echo "usage: $(basename "$0") BUILD_DIR ..." >&2; exit 2; }
+	BUILD=$(cd "$2" && pwd) || exit 1
+	shift 2
+	ing_programs "$BUILD"
+	ing_need_built "$INGESTD"
+	for p in "$@"; do
+		ing_need_built "$BUILD/apps/$p"
+	done
+	TMP=$(mktemp -d "/tmp/$name.XXXXXX")
+	PID=
+	SPID=
+	trap ing_test_cleanup EXIT
+	fail() {
+		local l
+		echo "FAIL: $*" >&2
+		for l in "$TMP"/ingestd*.log; do
+			[ -f "$l" ] || continue
+			echo "--- $l (tail) ---" >&2
+			tail -n 30 "$l" >&2
+		done
+		exit 1
+	}
+}
+
+# the EXIT trap of ing_test_setup (under set -e too: nothing here fails the test)
+ing_test_cleanup() {
+	if [ -n "${SPID:-}" ]; then
+		kill -KILL "$SPID" 2>/dev/null || true
+		wait "$SPID" 2>/dev/null || true
+	fi
+	ing_kill_pid || true
+	if [ -n "${CLEANUP_EXTRA:-}" ]; then eval "$CLEANUP_EXTRA" || true; fi
+	if [ "${ING_KEEP_TMP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+}
+
+# ing_metrics_url PORTFILE: wait (ing_wait_port's watchdog) for the --metrics-port-file of
+# the ingestd in $PID (its log: $TMP/ingestd.log); sets ING_METRICS to its /metrics URL.
+ing_metrics_url() {
+	local srv=${ING_SERVER:-}
+	ing_wait_port "$PID" "$1" "$TMP/ingestd.log"
+	ING_METRICS=http://$ING_SERVER/metrics
+	ING_SERVER=$srv
+}
+
 # Time limits in tests are watchdogs for a hang, never budgets. ING_TEST_TIME_SCALE (an
 # integer >= 1; tests/rxe/run_all.sh measures the guest's speed at boot and sets it, the
 # ThreadSanitizer tree sets 10) stretches each cap below on a slow or busy machine.

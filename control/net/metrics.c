@@ -99,6 +99,27 @@ void ing_mtext_u64(struct ing_mtext *t, const char *name, const char *labels, ui
 			 (unsigned long long)v);
 }
 
+void ing_mtext_rows(struct ing_mtext *t, const struct ing_mtext_col *cols, size_t ncols,
+		    const void *rows, size_t row_size, size_t nrows, size_t label_off)
+{
+	for (size_t k = 0; k < ncols; k++) {
+		const struct ing_mtext_col *c = &cols[k];
+		ing_mtext_family(t, c->name, c->type, c->help);
+		for (size_t i = 0; i < nrows; i++) {
+			const char *row = (const char *)rows + i * row_size;
+			if (c->dbl) {
+				double v;
+				memcpy(&v, row + c->off, sizeof(v));
+				ing_mtext_sample(t, c->name, row + label_off, v);
+			} else {
+				uint64_t v;
+				memcpy(&v, row + c->off, sizeof(v));
+				ing_mtext_u64(t, c->name, row + label_off, v);
+			}
+		}
+	}
+}
+
 void ing_mtext_hist(struct ing_mtext *t, const char *name, const char *labels,
 		    const struct ing_hist *h)
 {

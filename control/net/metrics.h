@@ -16,6 +16,7 @@
 #ifndef ING_CONTROL_METRICS_H
 #define ING_CONTROL_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,27 @@ void ing_mtext_u64(struct ing_mtext *t, const char *name, const char *labels, ui
  * a prefix like `stage="durable"` or "" (the family line is the caller's). */
 void ing_mtext_hist(struct ing_mtext *t, const char *name, const char *labels,
 		    const struct ing_hist *h);
+
+/*
+ * Families with one sample per row of a table (a dataplane lcore, an RDMA rail): the
+ * table's columns say each family's name, type and help and where its value is in a row
+ * (ING_MTEXT_U64 / ING_MTEXT_DBL: the field of the row's struct, checked for its type).
+ * ing_mtext_rows writes each column's family, then its sample of every row in row order,
+ * labelled by the row's label string (the char array at label_off, e.g. `lcore="3"`).
+ */
+struct ing_mtext_col {
+	const char *name, *type, *help;
+	size_t off;          /* the value's offset in a row */
+	bool dbl;            /* a double (ing_mtext_sample), else a uint64_t (ing_mtext_u64) */
+};
+#define ING_MTEXT_U64(row_type, field) \
+	.off = offsetof(row_type, field) + 0 * sizeof(_Generic(((row_type *)0)->field, uint64_t: 1)), \
+	.dbl = false
+#define ING_MTEXT_DBL(row_type, field) \
+	.off = offsetof(row_type, field) + 0 * sizeof(_Generic(((row_type *)0)->field, double: 1)), \
+	.dbl = true
+void ing_mtext_rows(struct ing_mtext *t, const struct ing_mtext_col *cols, size_t ncols,
+		    const void *rows, size_t row_size, size_t nrows, size_t label_off);
 
 /* Fills t with the whole page (all families). */
 typedef void (*ing_metrics_render_fn)(void *arg, struct ing_mtext *t);

@@ -111,6 +111,20 @@ unsigned svc_engine_rails(const struct ing_svc *s, struct svc_rail *out, unsigne
 	return n;
 }
 
+unsigned svc_engine_lcores(const struct ing_svc *s, struct svc_lcore *out, unsigned max)
+{
+	unsigned nl = ing_rdma_nlcores(s->env.rdma), n = 0;
+
+	for (unsigned i = 0; i < nl && n < max; i++) {
+		struct svc_lcore *o = &out[n];
+		if (ing_rdma_lcore_info(s->env.rdma, i, &o->info) ||
+		    ing_rdma_lcore_stats(s->env.rdma, i, &o->id, &o->st))
+			continue;
+		n++;
+	}
+	return n;
+}
+
 int svc_engine_session_region(const struct ing_svc *s, uint64_t session_id)
 {
 	if (!s->env.rdma || !session_id)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * rails.h - the node's RDMA rails as Negotiate, Stats and /metrics show them (engine.c):
- * one read of every rail's state and counters, so the three faces say the same.
+ * rails.h - the node's RDMA rails as Negotiate, Stats and /metrics show them, and its
+ * dataplane lcores as Stats and /metrics show them (engine.c): one read of every rail's
+ * (lcore's) state and counters, so the faces say the same.
  */
 #ifndef ING_SVC_RAILS_H
 #define ING_SVC_RAILS_H
@@ -21,5 +22,15 @@ struct svc_rail {
 
 /* Every rail of the node's engine, up to max, in rail order: the count (0 without RDMA). */
 unsigned svc_engine_rails(const struct ing_svc *s, struct svc_rail *out, unsigned max);
+
+struct svc_lcore {
+	unsigned id;                       /* EAL lcore (or the pthread's index) */
+	struct ing_rdma_lcore_info info;   /* placement: rail, node, connections, sessions */
+	struct ing_rdma_lcore_stats st;
+};
+
+/* Every dataplane lcore of the node's engine whose info and counters read, up to max, in
+ * poller order: the count (0 without RDMA). */
+unsigned svc_engine_lcores(const struct ing_svc *s, struct svc_lcore *out, unsigned max);
 
 #endif

@@ -42,7 +42,7 @@ struct tier_db {
 	sqlite3 *db;
 	sqlite3_stmt *st_due, *st_mark_both, *st_dequeue, *st_failed, *st_cand, *st_deleted,
 		*st_unmark, *st_enqueue, *st_backlog, *st_usage, *st_next_due, *st_oldest_both, *st_loc,
-		*st_begin, *st_commit, *st_rollback;
+		*st_queued, *st_begin, *st_commit, *st_rollback;
 	char path[PATH_MAX];
 };
 
@@ -184,8 +184,8 @@ void tier_db_close(struct tier_db *t)
 		return;
 	sqlite3_stmt *all[] = { t->st_due, t->st_mark_both, t->st_dequeue, t->st_failed, t->st_cand,
 				t->st_deleted, t->st_unmark, t->st_enqueue, t->st_backlog, t->st_usage,
-				t->st_next_due, t->st_oldest_both, t->st_loc, t->st_begin, t->st_commit,
-				t->st_rollback };
+				t->st_next_due, t->st_oldest_both, t->st_loc, t->st_queued, t->st_begin,
+				t->st_commit, t->st_rollback };
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		sqlite3_finalize(all[i]);
 	if (t->db)
@@ -279,6 +279,7 @@ struct tier_db *tier_db_open(const char *catalog_path)
 	    prep(t, "SELECT coalesce(min(next_ms), 0) FROM tier_outbox WHERE next_ms > ?1", &t->st_next_due) ||
 	    prep(t, "SELECT min(durable_ns) FROM frames WHERE location = 'both'", &t->st_oldest_both) ||
 	    prep(t, "SELECT location FROM frames WHERE wafer_id = ?1 AND frame_id = ?2", &t->st_loc) ||
+	    prep(t, "SELECT count(*) FROM tier_outbox WHERE seq = ?1", &t->st_queued) ||
 	    prep(t, "BEGIN IMMEDIATE", &t->st_begin) || prep(t, "COMMIT", &t->st_commit) ||
 	    prep(t, "ROLLBACK", &t->st_rollback))
 		goto fail;
@@ -543,15 +544,8 @@ static int64_t step_int(struct tier_db *t, sqlite3_stmt *st, int64_t dflt, const
 
 int tier_db_queued(struct tier_db *t, const struct tier_row *r)
 {
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(t->db, "SELECT count(*) FROM tier_outbox WHERE seq = ?", -1, &st, NULL) != SQLITE_OK) {
-		ING_LOG_RL(ING_LOG_WARN, COMP, "%s: queued upload %lld: %s", t->path, (long long)r->seq,
-			   sqlite3_errmsg(t->db));
-		return -EIO;
-	}
-	sqlite3_bind_int64(st, 1, r->seq);
-	int64_t n = step_int(t, st, -1, "queued upload");
-	sqlite3_finalize(st);
+	sqlite3_bind_int64(t->st_queued, 1, r->seq);
+	int64_t n = step_int(t, t->st_queued, -1, "queued upload");
 	return n < 0 ? -EIO : n > 0;
 }
 

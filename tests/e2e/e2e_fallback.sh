@@ -13,31 +13,8 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=${1:?usage: e2e_fallback.sh BUILD_DIR}
-BUILD=$(cd "$BUILD" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-ing_need_built "$INGESTD" "$SEND" "$VERIFY"
-
-TMP=$(mktemp -d /tmp/e2e-fallback.XXXXXX)
+ing_test_setup e2e-fallback "${1:-}" ingest-send ingest-verify
 DATA=$TMP/data
-PID=
-cleanup() {
-	if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-		kill -KILL "$PID" 2>/dev/null || true
-		wait "$PID" 2>/dev/null || true
-	fi
-	if [ "${E2E_KEEP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-
-fail() {
-	echo "FAIL: $*" >&2
-	echo "--- ingestd log (tail) ---" >&2
-	tail -n 40 "$TMP/ingestd.log" >&2 2>/dev/null || true
-	exit 1
-}
 
 step "start ingestd"
 ing_start "$INGESTD" "$TMP/port" "$TMP/ingestd.log" --data-dir "$DATA" --pool 1M:8,4M:12 \

@@ -11,29 +11,9 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=${1:?usage: verify_catalog.sh BUILD_DIR}
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-ing_need_built "$INGESTD" "$SEND" "$VERIFY"
 command -v python3 >/dev/null || { echo "FAIL: python3 not installed" >&2; exit 1; }
-
-TMP=$(mktemp -d /tmp/e2e-verify-cat.XXXXXX)
+ing_test_setup e2e-verify-cat "${1:-}" ingest-send ingest-verify
 DATA=$TMP/data
-PID=
-cleanup() {
-	if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-		kill -KILL "$PID" 2>/dev/null || true
-		wait "$PID" 2>/dev/null || true
-	fi
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 30 "$TMP/ingestd.log" >&2 2>/dev/null || true
-	exit 1
-}
 
 step "ingestd stores 6 frames"
 ing_start "$INGESTD" "$TMP/port" "$TMP/ingestd.log" --data-dir "$DATA" --pool 1M:8 \

@@ -11,18 +11,7 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=$(cd "${1:?usage: advertise.sh BUILD_DIR}" && pwd)
-INGESTD=$BUILD/apps/ingestd
-STAT=$BUILD/apps/ingest-stat
-ing_need_built "$INGESTD" "$STAT"
-TMP=$(mktemp -d /tmp/ops-advertise.XXXXXX)
-PID=
-trap 'ing_kill_pid; rm -rf "$TMP"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 20 "$TMP/ingestd.log" >&2 2>/dev/null
-	exit 1
-}
+ing_test_setup ops-advertise "${1:-}" ingest-stat
 
 # the address this host's routing says other hosts reach it at
 dev=$(ip -4 route show default 2>/dev/null | awk '{ for (i = 1; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }')

@@ -18,7 +18,6 @@
 #  5. as root on a data dir owned by another user: the new catalog.db is that user's.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
-BUILD=$(cd "${1:?usage: catalog_recovery.sh BUILD_DIR}" && pwd)
 NAME=ops-catalog
 . "$(dirname "$0")/catalog_lib.sh"
 LONG=$(printf 'ü%.0s' $(seq 1 60))   # 120 bytes; escaped 360: a shortened file name

@@ -14,39 +14,8 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=$(cd "${1:?usage: config.sh BUILD_DIR SRC_DIR}" && pwd)
+ing_test_setup ops-config "${1:-}" ingest-send ingest-verify
 SRC=$(cd "${2:?usage: config.sh BUILD_DIR SRC_DIR}" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-ing_need_built "$INGESTD" "$SEND" "$VERIFY"
-TMP=$(mktemp -d /tmp/ops-config.XXXXXX)
-PID=
-trap 'ing_kill_pid; rm -rf "$TMP"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 30 "$TMP/ingestd.log" >&2 2>/dev/null
-	exit 1
-}
-
-# wait_port FILE: the port ingestd wrote (30 s at most)
-wait_port() {
-	local i
-	for i in $(seq 1 300); do
-		[ -s "$1" ] && { tr -dc '0-9' <"$1"; return 0; }
-		kill -0 "$PID" 2>/dev/null || fail "ingestd exited during start-up"
-		sleep 0.1
-	done
-	fail "no port file $1 within 30 s"
-}
-
-stop_ingestd() {
-	kill -TERM "$PID"
-	local rc=0
-	wait "$PID" || rc=$?
-	PID=
-	[ "$rc" = 0 ] || fail "ingestd exited $rc after SIGTERM"
-}
 
 cat >"$TMP/good.conf" <<CONF
 # a comment, then settings with and without spaces and quotes
@@ -62,13 +31,13 @@ CONF
 step "1. the file alone: frames land in its data dir"
 "$INGESTD" --config "$TMP/good.conf" >"$TMP/ingestd.log" 2>&1 &
 PID=$!
-port=$(wait_port "$TMP/port")
-"$SEND" --server "127.0.0.1:$port" --count 6 --sizes 100K-3M --manifest "$TMP/m1" --quiet \
+ing_wait_port "$PID" "$TMP/port" "$TMP/ingestd.log"
+"$SEND" --server "$ING_SERVER" --count 6 --sizes 100K-3M --manifest "$TMP/m1" --quiet \
 	|| fail "ingest-send against the configured node failed"
 "$VERIFY" --data-dir "$TMP/data-file" --manifest "$TMP/m1" >"$TMP/v1" 2>&1 \
 	|| fail "ingest-verify in the file's data dir: $(tail -3 "$TMP/v1")"
 grep -q "credits 8" "$TMP/ingestd.log" || fail "the file's credits = 8 not in force"
-stop_ingestd
+ing_term_pid
 n_file=$(find "$TMP/data-file/frames" -name '*.frame' | wc -l)
 [ "$n_file" = 6 ] || fail "$n_file frame files in the file's data dir, want 6"
 echo "ok: 6 frames stored in the file's data-dir, credits 8 in force"
@@ -78,13 +47,13 @@ rm -f "$TMP/port"
 "$INGESTD" --config "$TMP/good.conf" --data-dir "$TMP/data-flag" --credits 5 \
 	>"$TMP/ingestd.log" 2>&1 &
 PID=$!
-port=$(wait_port "$TMP/port")
-"$SEND" --server "127.0.0.1:$port" --count 4 --sizes 100K-1M --first-id 100 \
+ing_wait_port "$PID" "$TMP/port" "$TMP/ingestd.log"
+"$SEND" --server "$ING_SERVER" --count 4 --sizes 100K-1M --first-id 100 \
 	--manifest "$TMP/m2" --quiet || fail "ingest-send failed"
 "$VERIFY" --data-dir "$TMP/data-flag" --manifest "$TMP/m2" >"$TMP/v2" 2>&1 \
 	|| fail "frames not in the flag's data dir: $(tail -3 "$TMP/v2")"
 grep -q "credits 5" "$TMP/ingestd.log" || fail "--credits 5 did not override credits = 8"
-stop_ingestd
+ing_term_pid
 [ "$(find "$TMP/data-file/frames" -name '*.frame' | wc -l)" = 6 ] \
 	|| fail "frames of the second run went to the file's data dir"
 echo "ok: --data-dir and --credits on the command line won over the file"

@@ -11,30 +11,15 @@
 #    restored afterwards. Other processes that take hugepages meanwhile are allowed for.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
-BUILD=$(cd "${1:?usage: hugepages.sh BUILD_DIR none|reserved}" && pwd)
 MODE=${2:?usage: hugepages.sh BUILD_DIR none|reserved}
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-DOCTOR=$BUILD/apps/ingest-doctor
+ing_test_setup ops-hugepages "${1:-}" ingest-send ingest-verify ingest-doctor
 HP=$BUILD/deploy/ingest-hugepages
-ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$DOCTOR" "$HP"
-T=$(mktemp -d /tmp/ops-hugepages.XXXXXX)
-PID=
+ing_need_built "$HP"
+T=$TMP
 NR_FILE=/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages
 FREE_FILE=/sys/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages
 SAVED_NR=
-cleanup() {
-	ing_kill_pid
-	if [ -n "$SAVED_NR" ]; then echo "$SAVED_NR" >"$NR_FILE" || true; fi
-	rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 25 "$T/ingestd.log" >&2 2>/dev/null || true
-	exit 1
-}
+CLEANUP_EXTRA='if [ -n "$SAVED_NR" ]; then echo "$SAVED_NR" >"$NR_FILE"; fi'
 [ "$(sed -n 's/^Hugepagesize: *\([0-9]*\) kB/\1/p' /proc/meminfo)" = 2048 ] ||
 	{ echo "NOT RUN: the default hugepage size here is not 2 MiB"; exit 77; }
 [ -f "$FREE_FILE" ] || { echo "NOT RUN: no per-node hugepage counts (NUMA node 0)"; exit 77; }

@@ -4,7 +4,8 @@
 
  1. `promtool check rules deploy/monitoring/ingest-alerts.yml` passes;
  2. the Grafana dashboard is one JSON object with unique panel ids, each panel with a
-    datasource, a grid position and at least one query;
+    datasource, a grid position and at least one query; a query shows the sessions by
+    state (ingest_sessions_by_state);
  3. every metric name in the rules' and the dashboard's PromQL exists in the /metrics of a
     live ingestd (fleet catalog and object store tier configured, both out of reach;
     peers; frames stored), Prometheus' own `up` excepted; histogram series (_bucket, _sum,
@@ -12,7 +13,7 @@
  4. a real Prometheus scraping that node under a job name of its own (not "ingestd": the
     rules and the dashboard name no job) with the rule file loaded evaluates every rule
     without error (health "ok"), and every dashboard query (with $job and $instance = .*)
-    runs; the throughput, failures, latency and ready panels return data; once the node
+    runs; the throughput, failures, latency, ready and sessions panels return data; once the node
     stops, IngestNodeDown is pending for it;
  5. every alert has a runbook_url into docs/OPERATIONS.md whose anchor exists there.
 Bounded: ~25 s, 120 s at most."""
@@ -65,7 +66,9 @@ queries += [("variable " + v["name"], v["query"]) for v in dash["templating"]["l
 rule_exprs = re.findall(r"^\s+expr: (.*)$", open(RULES).read(), re.M)
 if len(rule_exprs) != nrules:
     fail(f"{len(rule_exprs)} exprs read from the rule file, promtool found {nrules} rules")
-print(f"ok: dashboard: {len(panels)} panels, {len(queries)} queries")
+if not any("ingest_sessions_by_state" in e and re.search(r"by \([^)]*\bstate\b", e) for _, e in queries):
+    fail("no dashboard query shows the sessions by state (ingest_sessions_by_state by state)")
+print(f"ok: dashboard: {len(panels)} panels, {len(queries)} queries, sessions by state")
 
 # ---- 5. no job name; every alert's runbook_url is an anchor of docs/OPERATIONS.md
 text = open(RULES).read() + open(DASH).read()
@@ -193,7 +196,7 @@ print(f"ok: Prometheus evaluates all {len(rs)} rules (health ok)")
 MUST = ("Ready", "Stored throughput", "Frames/s by result", "Failures by code",
         "Ack latency P99 (admission to RECEIVED / DURABLE)", "Process memory",
         "Top producers (stored bytes/s)", "Fleet export lag",
-        "Object store tier: backlog and lag")
+        "Object store tier: backlog and lag", "Sessions by state, connections")
 
 
 def empty_panels():

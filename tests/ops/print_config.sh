@@ -11,18 +11,7 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=$(cd "${1:?usage: print_config.sh BUILD_DIR}" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-ing_need_built "$INGESTD" "$SEND"
-TMP=$(mktemp -d /tmp/ops-printconf.XXXXXX)
-PID=
-trap 'ing_kill_pid; rm -rf "$TMP"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 20 "$TMP/ingestd.log" >&2 2>/dev/null
-	exit 1
-}
+ing_test_setup ops-printconf "${1:-}" ingest-send
 
 cat >"$TMP/in.conf" <<CONF
 listen = 127.0.0.1:0   # any port

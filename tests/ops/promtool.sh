@@ -9,27 +9,16 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=$(cd "${1:?usage: promtool.sh BUILD_DIR}" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-ing_need_built "$INGESTD" "$SEND"
+ing_test_setup ops-promtool "${1:-}" ingest-send
 command -v promtool >/dev/null || { echo "FAIL: promtool not installed (Debian package prometheus)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "FAIL: curl not installed" >&2; exit 1; }
-TMP=$(mktemp -d /tmp/ops-promtool.XXXXXX)
-PID=
-trap 'ing_kill_pid; rm -rf "$TMP"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 20 "$TMP/ingestd.log" >&2 2>/dev/null
-	exit 1
-}
 
 step "start ingestd with --metrics-listen"
 ing_start "$INGESTD" "$TMP/port" "$TMP/ingestd.log" --data-dir "$TMP/data" --pool 1M:4,4M:4 \
 	--workers 1 --metrics-listen 127.0.0.1:0 --metrics-port-file "$TMP/mport"
 PID=$ING_PID
-for i in $(seq 1 600); do [ -s "$TMP/mport" ] && break; sleep 0.1; done
-M=http://127.0.0.1:$(tr -dc '0-9' <"$TMP/mport")/metrics
+ing_metrics_url "$TMP/mport"
+M=$ING_METRICS
 
 step "traffic: 8 frames, the same 8 again (duplicates), frame 1 with other bytes (a conflict: failed)"
 "$SEND" --server "$ING_SERVER" --count 8 --sizes 64K-3M --quiet || fail "ingest-send failed"

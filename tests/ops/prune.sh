@@ -26,11 +26,9 @@
 #     /metrics' local bytes the files on disk.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
-BUILD=$(cd "${1:?usage: prune.sh BUILD_DIR}" && pwd)
-GET=$BUILD/apps/ingest-get
-ing_need_built "$GET"
 NAME=ops-prune
 . "$(dirname "$0")/catalog_lib.sh"
+ing_need_built "$GET"
 PRUNE=
 CLEANUP_EXTRA='[ -z "$PRUNE" ] || kill -KILL "$PRUNE" 2>/dev/null || true'
 files() { find "$D/frames/$1" -name '*.frame' 2>/dev/null | wc -l; }
@@ -157,8 +155,7 @@ python3 -c 'import socket, time
 s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True); time.sleep(3600)' >"$T/store.port" &
 HOLDER=$!
 CLEANUP_EXTRA="$CLEANUP_EXTRA; kill $HOLDER 2>/dev/null || true"
-for _ in $(seq 1 100); do [ -s "$T/store.port" ] && break; sleep 0.1; done
-[ -s "$T/store.port" ] || fail "no port held for the store"
+wait_for "a port held for the store" 60 test -s "$T/store.port"
 (umask 077; printf 'access_key = K\nsecret_key = S\n' >"$T/creds")
 bytes_on_disk() { find "$D/frames" -name '*.frame' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
 # the mark: what is stored now, 20 frames of 64 KiB and half of one more
@@ -169,9 +166,8 @@ TIER=(--tier "s3://127.0.0.1:$(cat "$T/store.port")/frames" --tier-credentials "
 tier_start() {
 	rm -f "$T/mport"
 	start "${TIER[@]}"
-	for _ in $(seq 1 600); do [ -s "$T/mport" ] && break; sleep 0.1; done
-	[ -s "$T/mport" ] || fail "no metrics port"
-	METRICS=http://127.0.0.1:$(cat "$T/mport")/metrics
+	ing_metrics_url "$T/mport"
+	METRICS=$ING_METRICS
 }
 tier_start
 # metric NAME: its value on /metrics; local_bytes_are_files: the node's count of local bytes

@@ -11,23 +11,11 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=$(cd "${1:?usage: quiet_fallback.sh BUILD_DIR}" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-ing_need_built "$INGESTD" "$SEND"
+ing_test_setup ops-quiet "${1:-}" ingest-send
 if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
 	echo "NOT RUN: this host has RDMA devices ($(ls /sys/class/infiniband | tr '\n' ' '))"
 	exit 77
 fi
-TMP=$(mktemp -d /tmp/ops-quiet.XXXXXX)
-PID=
-SPID=
-trap '[ -n "$SPID" ] && kill -KILL "$SPID" 2>/dev/null; ing_kill_pid; rm -rf "$TMP"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 30 "$TMP/ingestd.log" >&2 2>/dev/null
-	exit 1
-}
 
 step "1. one INFO line at start, no WARN about RDMA"
 ing_start "$INGESTD" "$TMP/port" "$TMP/ingestd.log" --data-dir "$TMP/data" --pool 1M:8 --workers 1 \
@@ -52,7 +40,8 @@ step "3. /metrics: idle sessions apart from streaming ones"
 	--durable-manifest "$TMP/dm" >"$TMP/send3.out" 2>&1 &
 SPID=$!
 wait_for "run 3's first DURABLE frame" 60 test -s "$TMP/dm"
-curl -sf "http://127.0.0.1:$(cat "$TMP/mport")/metrics" >"$TMP/metrics" || fail "no /metrics"
+ing_metrics_url "$TMP/mport"
+curl -sf "$ING_METRICS" >"$TMP/metrics" || fail "no /metrics"
 kill -0 "$SPID" 2>/dev/null || fail "run 3 ended before the scrape: $(cat "$TMP/send3.out")"
 m() { awk -v k="$1" '$1 == k { print $2 }' "$TMP/metrics"; }
 grep "^ingest_sessions" "$TMP/metrics"

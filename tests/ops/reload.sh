@@ -17,21 +17,8 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=$(cd "${1:?usage: reload.sh BUILD_DIR}" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-ing_need_built "$INGESTD" "$SEND" "$VERIFY"
+ing_test_setup ops-reload "${1:-}" ingest-send ingest-verify
 command -v openssl >/dev/null || { echo "FAIL: openssl (the command) is needed" >&2; exit 1; }
-TMP=$(mktemp -d /tmp/ops-reload.XXXXXX)
-PID=
-SPID=
-trap '[ -n "$SPID" ] && kill -KILL "$SPID" 2>/dev/null; ing_kill_pid; rm -rf "$TMP"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	tail -n 30 "$TMP/ingestd.log" >&2 2>/dev/null
-	exit 1
-}
 
 cert() {   # cert NAME: a self-signed certificate for localhost and its key
 	openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/$1.key" -out "$TMP/$1.pem" -days 2 \

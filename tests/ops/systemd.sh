@@ -14,15 +14,9 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=$(cd "${1:?usage: systemd.sh BUILD_DIR SRC_DIR}" && pwd)
 SRC=$(cd "${2:?usage: systemd.sh BUILD_DIR SRC_DIR}" && pwd)
-INGESTD=$BUILD/apps/ingestd
-DOCTOR=$BUILD/apps/ingest-doctor
-ing_need_built "$INGESTD" "$DOCTOR"
 command -v systemd-analyze >/dev/null || { echo "FAIL: systemd-analyze not installed (Debian package systemd)" >&2; exit 1; }
-TMP=$(mktemp -d /tmp/ops-systemd.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+ing_test_setup ops-systemd "${1:-}" ingest-doctor
 # the unit as shipped, or its template filled in at install time (@ING_BINDIR@, ...)
 UNIT=$SRC/deploy/ingestd.service
 [ -f "$UNIT" ] || UNIT=$SRC/deploy/ingestd.service.in

@@ -13,36 +13,9 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=${1:?usage: migrate.sh BUILD_DIR}
-BUILD=$(cd "$BUILD" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-ing_need_built "$INGESTD" "$SEND" "$VERIFY"
 command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 (Debian sqlite3) not installed" >&2; exit 1; }
-
-TMP=$(mktemp -d /tmp/review-migrate.XXXXXX)
+ing_test_setup review-migrate "${1:-}" ingest-send ingest-verify
 DATA=$TMP/data
-PID=
-cleanup() {
-	[ -n "$PID" ] && { kill -KILL "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
-	if [ "${REVIEW_KEEP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	for l in "$TMP"/ingestd*.log; do
-		[ -f "$l" ] || continue
-		echo "--- $l (tail) ---" >&2
-		tail -n 25 "$l" >&2
-	done
-	exit 1
-}
-stop_ingestd() {
-	kill -TERM "$PID"
-	wait "$PID" || fail "ingestd exit status $?"
-	PID=
-}
 send() {   # WAFER FIRST COUNT SEED MANIFEST JSON
 	timeout 60 "$SEND" --server "$SERVER" --transport grpc --count "$3" --size 100K --seed "$4" \
 		--id-prefix "" --first-id "$2" --wafer "$1" --manifest "$5" --json --quiet >"$6"
@@ -53,7 +26,7 @@ ing_start "$INGESTD" "$TMP/port" "$TMP/ingestd1.log" --data-dir "$DATA" --pool 1
 PID=$ING_PID SERVER=$ING_SERVER
 send M-a 1 6 31 "$TMP/m-a" "$TMP/s1.json" || fail "first send"
 send M-b 7 6 32 "$TMP/m-b" "$TMP/s2.json" || fail "second send"
-stop_ingestd
+ing_term_pid
 
 step "turn the catalog back into schema 1 (INTEGER frame ids), as the old ingestd wrote it"
 sqlite3 "$DATA/catalog.db" "
@@ -96,5 +69,5 @@ set -e
 [ $rc = 1 ] && [ "$(json "$TMP/s6.json" failed)" = 1 ] && grep -q "already stored" "$TMP/s6.err" ||
 	fail "id 4 of M-a with other bytes was not refused as a conflict (exit $rc): $(cat "$TMP/s6.err")"
 [ "$(sqlite3 "$DATA/catalog.db" "SELECT count(*) FROM frames")" = 13 ] || fail "catalog rows"
-stop_ingestd
+ing_term_pid
 echo "migrate: all checks passed"

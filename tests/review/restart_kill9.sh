@@ -13,34 +13,10 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-BUILD=${1:?usage: restart_kill9.sh BUILD_DIR}
-BUILD=$(cd "$BUILD" && pwd)
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-ing_need_built "$INGESTD" "$SEND" "$VERIFY"
-
-TMP=$(mktemp -d /tmp/review-kill9.XXXXXX)
+ing_test_setup review-kill9 "${1:-}" ingest-send ingest-verify
 DATA=$TMP/data
-PID=
 PIDS=()
-cleanup() {
-	for p in $PID "${PIDS[@]}"; do
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	if [ "${REVIEW_KEEP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	for l in "$TMP"/ingestd*.log; do
-		[ -f "$l" ] || continue
-		echo "--- $l (tail) ---" >&2
-		tail -n 25 "$l" >&2
-	done
-	exit 1
-}
+CLEANUP_EXTRA='for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done'
 
 start_ingestd() {   # $1: log name
 	ing_start "$INGESTD" "$TMP/port" "$TMP/$1.log" --data-dir "$DATA" --pool 1M:8,4M:8 \

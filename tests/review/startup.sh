@@ -9,17 +9,11 @@
 #     small tmpfs file systems and run only as root (they are skipped, loudly, otherwise);
 #  3. ingest-verify: a negative or overflowing count is a usage error, not a hang.
 set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
 
-BUILD=${1:?usage: startup.sh BUILD_DIR}
-INGESTD=$(cd "$BUILD" && pwd)/apps/ingestd
-[ -x "$INGESTD" ] || { echo "FAIL: $INGESTD not built" >&2; exit 1; }
-TMP=$(mktemp -d /tmp/review-startup.XXXXXX)
+ing_test_setup review-startup "${1:-}" ingest-verify ingest-doctor
 MOUNTS=()
-cleanup() {
-	for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null || true; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+CLEANUP_EXTRA='for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null; done'
 bad=0
 failure() { echo "FAIL: $*" >&2; bad=1; }
 
@@ -112,13 +106,10 @@ expect_dir() {
 	fi
 }
 # a second ingestd on a data dir in use: refused, naming the dir and the first one's pid
-"$INGESTD" --listen 127.0.0.1:0 --data-dir "$TMP/busy" --pool 1M:2 --log-level err \
-	--port-file "$TMP/busy-port" >/dev/null 2>&1 &
-first=$!
-for _ in $(seq 1 600); do [ -s "$TMP/busy-port" ] && break; sleep 0.1; done
-expect_dir "$TMP/busy" "in use by another ingestd (pid $first)"
-kill -TERM "$first" 2>/dev/null
-wait "$first" || failure "the first ingestd on $TMP/busy exited $?"
+ing_start "$INGESTD" "$TMP/busy-port" "$TMP/ingestd-busy.log" --data-dir "$TMP/busy" --pool 1M:2 --log-level err
+PID=$ING_PID
+expect_dir "$TMP/busy" "in use by another ingestd (pid $PID)"
+ing_term_pid
 : >"$TMP/afile"
 expect_dir "$TMP/afile" "is a file, not a directory: point --data-dir at a directory"
 expect_dir "$TMP/afile/sub" "cannot be created: '$TMP/afile' is a file, not a directory"
@@ -126,16 +117,13 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$TMP/ro" "$TMP/full" &&
    mount -t tmpfs -o size=1M tmpfs "$TMP/ro" 2>/dev/null; then
 	MOUNTS+=("$TMP/ro")
 	mkdir -p "$TMP/ro/data"
-	"$INGESTD" --listen 127.0.0.1:0 --data-dir "$TMP/ro/data" --pool 1M:2 --log-level err \
-		--port-file "$TMP/ro-port" >/dev/null 2>&1 &
-	p=$!
-	for _ in $(seq 1 600); do [ -s "$TMP/ro-port" ] && break; sleep 0.1; done
-	kill -TERM "$p" 2>/dev/null
-	wait "$p"
+	ing_start "$INGESTD" "$TMP/ro-port" "$TMP/ingestd-ro.log" --data-dir "$TMP/ro/data" --pool 1M:2 \
+		--log-level err
+	PID=$ING_PID
+	ing_term_pid
 	mount -o remount,ro "$TMP/ro"
 	expect_dir "$TMP/ro/data" "Read-only file system"
 	# the doctor names the reason too (a missing data dir on a read-only file system)
-	DOCTOR=$(dirname "$INGESTD")/ingest-doctor
 	"$DOCTOR" --data-dir "$TMP/ro/newdir" >"$TMP/out" 2>&1
 	if grep storage.dir "$TMP/out" | grep -q "FAIL.*Read-only file system"; then
 		echo "ok: ingest-doctor: $(grep storage.dir "$TMP/out")"
@@ -153,7 +141,6 @@ else
 fi
 
 echo "== ingest-verify: bad numbers are usage errors (exit 2), never a 2^64-frame loop"
-VERIFY=$(dirname "$INGESTD")/ingest-verify
 mkdir -p "$TMP/vd"
 for a in "--count -1" "--count 99999999999999999999" "--first-id 18446744073709551615 --count 2" \
 	 "--max-errors -3" "--seed x"; do

@@ -6,18 +6,13 @@
 # background (ingestd through ing_start, the Ceph daemons, a proxy) is started from the
 # test's own shell with a parent-death signal (ING_LAUNCH), so that it dies with the test.
 #
-#   BUILD=... ; . "$HERE/tier_lib.sh" NAME   # W=/tmp/h3000-NAME.XXXXXX; sets INGESTD SEND
-#                                            # VERIFY GET DOCTOR STAT PY RPC PID SERVER
+#   BUILD=... ; . "$HERE/tier_lib.sh" NAME   # W=/tmp/h3000-NAME.XXXXXX; sets the programs
+#                                            # (ing_programs) PY RPC PID SERVER
 HERE=${HERE:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 . "$HERE/../lib.sh"
 . "$HERE/ceph_lib.sh"
 
-INGESTD=$BUILD/apps/ingestd
-SEND=$BUILD/apps/ingest-send
-VERIFY=$BUILD/apps/ingest-verify
-GET=$BUILD/apps/ingest-get
-DOCTOR=$BUILD/apps/ingest-doctor
-STAT=$BUILD/apps/ingest-stat
+ing_programs "$BUILD"
 ing_need_built "$INGESTD" "$SEND" "$VERIFY" "$GET" "$DOCTOR" "$STAT"
 # what a test killed earlier left (ceph_lib.sh: dirs of ours whose test is gone), then ours
 test_dir_sweep /tmp/h3000-"$1".*

@@ -48,7 +48,6 @@ shift
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/tier_lib.sh" tier
 STEPS=${*:-badinput creds bucket conflict getframe frames500 kill9 osd rgw highwater prune}
-CAT=$BUILD/apps/ingest-catalog
 ing_need_built "$CAT"
 
 cleanup() {

@@ -22,6 +22,7 @@
 
 #include "common/clock.h"
 #include "control/service/admit.h"
+#include "test_eal.h"
 
 #define SMALL (60u << 10)      /* class 0 (64 KiB) */
 #define LARGE (900u << 10)     /* class 1 (1 MiB) only */
@@ -104,23 +105,6 @@ static void settle(void)
 }
 
 /* ---------------------------------------------------------------- fixtures */
-
-static int eal_setup(void **state)
-{
-	(void)state;
-	struct ing_eal_opts o;
-	ing_eal_opts_init(&o);
-	o.lcores = "0";
-	o.mem_mb = 64;
-	return ing_eal_start(&o) == 0 ? 0 : -1;
-}
-
-static int eal_teardown(void **state)
-{
-	(void)state;
-	ing_eal_stop();
-	return 0;
-}
 
 /* The pool: "64K:2,1M:1" in one region, or in each of two (NUMA nodes 0 and 1 as labels). */
 static int env_make(void **state, unsigned nregions)

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_metrics.c - control/net/metrics.c: the exposition helpers (cumulative buckets, +Inf,
- * _sum in seconds) and the HTTP responder driven on a real loop over loopback TCP:
- * GET/HEAD /metrics, 404, 405, 400 for garbage and for an over-long head, a client that
- * goes away, and the page rendered per request; process_* on every page; /healthz, and
- * /readyz answering 200 or 503 as the node's check says.
+ * _sum in seconds; the table-driven families of ing_mtext_rows) and the HTTP responder
+ * driven on a real loop over loopback TCP: GET/HEAD /metrics, 404, 405, 400 for garbage and
+ * for an over-long head, a client that goes away, and the page rendered per request;
+ * process_* on every page; /healthz, and /readyz answering 200 or 503 as the node's check
+ * says.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -66,6 +67,45 @@ static void test_hist_text(void **state)
 		ing_mtext_u64(&t, "z", "", (uint64_t)i);
 	assert_int_equal(t.err, 0);
 	assert_non_null(strstr(t.buf, "z 4999\n"));
+	free(t.buf);
+}
+
+/* ing_mtext_rows: every column's family, then its sample of each row in row order with the
+ * row's labels, uint64 and double columns as ing_mtext_u64 and ing_mtext_sample write them;
+ * no rows: the families alone. */
+struct trow {
+	uint64_t a;
+	char l[16];
+	double d;
+};
+
+static void test_rows_text(void **state)
+{
+	static const struct ing_mtext_col cols[] = {
+		{ "t_a_total", "counter", "A.", ING_MTEXT_U64(struct trow, a) },
+		{ "t_d_seconds", "gauge", "D.", ING_MTEXT_DBL(struct trow, d) },
+	};
+	const struct trow rows[] = {
+		{ 7, "k=\"0\"", 0.5 },
+		{ 18446744073709551615ull, "k=\"1\"", 0 },
+	};
+	struct ing_mtext t = { 0 };
+	(void)state;
+	ing_mtext_rows(&t, cols, 2, rows, sizeof(rows[0]), 2, offsetof(struct trow, l));
+	assert_int_equal(t.err, 0);
+	assert_string_equal(t.buf,
+			    "# HELP t_a_total A.\n# TYPE t_a_total counter\n"
+			    "t_a_total{k=\"0\"} 7\n"
+			    "t_a_total{k=\"1\"} 18446744073709551615\n"
+			    "# HELP t_d_seconds D.\n# TYPE t_d_seconds gauge\n"
+			    "t_d_seconds{k=\"0\"} 0.5\n"
+			    "t_d_seconds{k=\"1\"} 0\n");
+	free(t.buf);
+
+	memset(&t, 0, sizeof(t));
+	ing_mtext_rows(&t, cols, 2, rows, sizeof(rows[0]), 0, offsetof(struct trow, l));
+	assert_string_equal(t.buf, "# HELP t_a_total A.\n# TYPE t_a_total counter\n"
+			    "# HELP t_d_seconds D.\n# TYPE t_d_seconds gauge\n");
 	free(t.buf);
 }
 
@@ -244,6 +284,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hist_text),
+		cmocka_unit_test(test_rows_text),
 		cmocka_unit_test(test_http),
 		cmocka_unit_test(test_health),
 		cmocka_unit_test(test_bad_addr),

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_persist.c - dataplane/persist.c end to end: pool -> workers -> files + catalog -> the
  * control mailbox (ING_EV_DONE). */
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -25,6 +24,8 @@
 #include "common/crc32c.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/store/store.h"
+#include "test_eal.h"
+#include "test_thread.h"
 
 #define SLOTS 64
 
@@ -43,10 +44,7 @@ static int rmrf(const char *d)
 static int setup(void **state)
 {
 	(void)state;
-	struct ing_eal_opts eo;
-	ing_eal_opts_init(&eo);
-	eo.lcores = "0";
-	if (ing_eal_start(&eo) != 0)
+	if (test_eal_start(0) != 0)
 		return -1;
 	struct ing_pool_opts po;
 	ing_pool_opts_init(&po);
@@ -733,46 +731,13 @@ static bool parse_cpulist(const char *s, cpu_set_t *set)
  */
 static void worker_affinity(unsigned idx, cpu_set_t *set)
 {
-	char want[32];
-	snprintf(want, sizeof(want), "ing-persist%u\n", idx);
-	uint64_t deadline = ing_now_ns() + 60000000000ull;   /* a cap for a hang */
-	for (;;) {
-		DIR *d = opendir("/proc/self/task");
-		assert_non_null(d);
-		struct dirent *e;
-		bool found = false;
-		while (!found && (e = readdir(d)) != NULL) {
-			char path[300], buf[4096];
-			if (e->d_name[0] == '.')
-				continue;
-			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-			FILE *fp = fopen(path, "r");
-			if (!fp)
-				continue;
-			bool match = fgets(buf, sizeof(buf), fp) && strcmp(buf, want) == 0;
-			fclose(fp);
-			if (!match)
-				continue;
-			snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-			fp = fopen(path, "r");
-			assert_non_null(fp);
-			while (fgets(buf, sizeof(buf), fp))
-				if (strncmp(buf, "Cpus_allowed_list:", 18) == 0) {
-					assert_true(parse_cpulist(buf + 18 + strspn(buf + 18, " \t"), set));
-					found = true;
-					break;
-				}
-			fclose(fp);
-			assert_true(found);
-		}
-		closedir(d);
-		if (found)
-			return;
-		/* the worker names itself when it starts */
-		assert_true(ing_now_ns() < deadline);
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
+	char name[32], buf[4096];
+	snprintf(name, sizeof(name), "ing-persist%u", idx);
+	test_thread_file(name, "status", buf, sizeof(buf));
+	const char *l = strstr(buf, "\nCpus_allowed_list:");
+	assert_non_null(l);
+	l += strlen("\nCpus_allowed_list:");
+	assert_true(parse_cpulist(l + strspn(l, " \t"), set));
 }
 
 static struct ing_persist *start_placed(const int *cpus, unsigned ncpus, const int *unpinned,

@@ -5,7 +5,6 @@
  * them); with 0 they are left as the control thread's peers. Read back the way an
  * operator would: /proc/self/task/<tid>/stat of the thread named ing-persist<i>.
  */
-#include <dirent.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -23,16 +22,15 @@
 
 #include "common/clock.h"
 #include "dataplane/dataplane.h"
+#include "test_eal.h"
+#include "test_thread.h"
 
 static struct ing_mbox *acks;
 
 static int setup(void **state)
 {
 	(void)state;
-	struct ing_eal_opts eo;
-	ing_eal_opts_init(&eo);
-	eo.lcores = "0";
-	if (ing_eal_start(&eo) != 0)
+	if (test_eal_start(0) != 0)
 		return -1;
 	acks = ing_mbox_create("acks", 256);
 	return acks ? 0 : -1;
@@ -48,59 +46,27 @@ static int teardown(void **state)
 /* policy and nice of the thread named ing-persist<idx> (/proc stat fields 41 and 19) */
 static void worker_sched(unsigned idx, int *policy, int *nice)
 {
-	char want[32];
-	snprintf(want, sizeof(want), "ing-persist%u\n", idx);
-	uint64_t deadline = ing_now_ns() + 5000000000ull;
-	for (;;) {
-		DIR *d = opendir("/proc/self/task");
-		assert_non_null(d);
-		struct dirent *e;
-		bool found = false;
-		while (!found && (e = readdir(d)) != NULL) {
-			char path[300], buf[4096];
-			if (e->d_name[0] == '.')
-				continue;
-			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-			FILE *fp = fopen(path, "r");
-			if (!fp)
-				continue;
-			bool match = fgets(buf, sizeof(buf), fp) && strcmp(buf, want) == 0;
-			fclose(fp);
-			if (!match)
-				continue;
-			snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
-			fp = fopen(path, "r");
-			assert_non_null(fp);
-			assert_non_null(fgets(buf, sizeof(buf), fp));
-			fclose(fp);
-			/* fields after the ")" of comm: 3 state ... 19 nice ... 41 policy */
-			char *p = strrchr(buf, ')');
-			assert_non_null(p);
-			p += 2;
-			long v[64];
-			int n = 1;
-			v[0] = 0;   /* field 3, the state, is a letter */
-			p += strcspn(p, " ");
-			while (n < 64 && *p && *p != '\n') {
-				char *end;
-				v[n++] = strtol(p, &end, 10);
-				if (end == p)
-					break;
-				p = end;
-			}
-			assert_true(n >= 39);
-			*nice = (int)v[19 - 3];
-			*policy = (int)v[41 - 3];
-			found = true;
-		}
-		closedir(d);
-		if (found)
-			return;
-		/* the worker names itself (then lowers its priority) when it starts */
-		assert_true(ing_now_ns() < deadline);
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
+	char name[32], buf[4096];
+	snprintf(name, sizeof(name), "ing-persist%u", idx);
+	test_thread_file(name, "stat", buf, sizeof(buf));
+	/* fields after the ")" of comm: 3 state ... 19 nice ... 41 policy */
+	char *p = strrchr(buf, ')');
+	assert_non_null(p);
+	p += 2;
+	long v[64];
+	int n = 1;
+	v[0] = 0;   /* field 3, the state, is a letter */
+	p += strcspn(p, " ");
+	while (n < 64 && *p && *p != '\n') {
+		char *end;
+		v[n++] = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		p = end;
 	}
+	assert_true(n >= 39);
+	*nice = (int)v[19 - 3];
+	*policy = (int)v[41 - 3];
 }
 
 static struct ing_persist *start(unsigned nice)
@@ -119,7 +85,7 @@ static struct ing_persist *start(unsigned nice)
 static void worker_sched_settled(unsigned idx, int want_policy, int want_nice, int *policy,
 				 int *nice)
 {
-	uint64_t deadline = ing_now_ns() + 5000000000ull;
+	uint64_t deadline = ing_now_ns() + 60000000000ull;   /* a cap for a hang */
 	for (;;) {
 		worker_sched(idx, policy, nice);
 		if ((*policy == want_policy && *nice == want_nice) || ing_now_ns() >= deadline)

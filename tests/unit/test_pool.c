@@ -13,23 +13,7 @@
 #include <cmocka.h>
 
 #include "dataplane/dataplane.h"
-
-static int eal_setup(void **state)
-{
-	(void)state;
-	struct ing_eal_opts o;
-	ing_eal_opts_init(&o);
-	o.lcores = "0";
-	o.mem_mb = 64;
-	return ing_eal_start(&o) == 0 ? 0 : -1;
-}
-
-static int eal_teardown(void **state)
-{
-	(void)state;
-	ing_eal_stop();
-	return 0;
-}
+#include "test_eal.h"
 
 static void test_parse(void **state)
 {

@@ -28,6 +28,7 @@
 #include "common/stripe.h"
 #include "dataplane/store/store.h"
 #include "test_rdma_fake.h"
+#include "test_eal.h"
 
 #define FLEN (300u << 10)
 #define NFR 3   /* frames per rail */
@@ -52,10 +53,7 @@ static int deliver(void *arg, struct ing_frame *f)
 static int setup(void **state)
 {
 	(void)state;
-	struct ing_eal_opts eo;
-	ing_eal_opts_init(&eo);
-	eo.lcores = "0";
-	if (ing_eal_start(&eo) != 0)
+	if (test_eal_start(0) != 0)
 		return -1;
 	fake_init();
 	E = calloc(1, sizeof(*E));

@@ -3,7 +3,7 @@
  * test_tier_db.c - dataplane/tier/tier_db.c on a real catalog in /tmp: the outbox trigger
  * queues a frame in the persistence worker's own transaction (a rolled-back batch queues
  * none), backfill once, oldest first, back-off, 'both' and out of the outbox in one
- * transaction, deletion candidates oldest first after the retention, 'tiered', a lost
+ * transaction (a row no longer queued once uploaded), deletion candidates oldest first after the retention, 'tiered', a lost
  * object queued again; the location counts kept by the catalog's own transactions equal
  * the frame files on disk across many drained backlogs (the outbox's key is never reused),
  * and are counted again at start; an outbox of the first form is migrated; since when
@@ -103,9 +103,14 @@ static void outbox(void **state)
 	assert_int_equal(q[0].attempts, 1);
 	assert_true(tier_db_oldest_both(t) == INT64_MAX);   /* nothing verified yet */
 
-	/* uploaded: 'both' and out of the outbox; the local bytes are the same */
-	for (int i = 0; i < 3; i++)
+	/* uploaded: 'both' and out of the outbox (its row no longer queued, again and again: the
+	 * prepared statement is reset); the local bytes are the same */
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tier_db_queued(t, &q[i]), 1);
 		assert_int_equal(tier_db_uploaded(t, &q[i], "0123456789abcdef0123456789abcdef", 5000), 0);
+		assert_int_equal(tier_db_queued(t, &q[i]), 0);
+		assert_int_equal(tier_db_queued(t, &q[i]), 0);
+	}
 	assert_int_equal(tier_db_backlog(t, &bl), 0);
 	assert_true(bl.frames == 0 && bl.bytes == 0 && bl.oldest_ms == 0);
 	assert_int_equal(tier_db_usage(t, &cs), 0);

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "dataplane/rdma/rdma.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -214,71 +215,81 @@ static void metrics_limits(struct ing_svc *s, struct ing_mtext *t)
 }
 
 /* What each dataplane lcore carried and what the placement rule gave it (StatsReply.lcores
- * has the same numbers). */
+ * has the same numbers): one family per column, one sample per lcore. */
+struct lcore_row {
+	char l[32];                      /* lcore="<id>" */
+	uint64_t frames, bytes, failed, conns, sessions;
+};
+static const struct ing_mtext_col lcore_cols[] = {
+	{ "ingest_lcore_frames_total", "counter", "Frames each dataplane lcore brought in (READ pull and WRITE push).", ING_MTEXT_U64(struct lcore_row, frames) },
+	{ "ingest_lcore_bytes_total", "counter", "Bytes of those frames.", ING_MTEXT_U64(struct lcore_row, bytes) },
+	{ "ingest_lcore_frames_failed_total", "counter", "Frames each dataplane lcore failed (transfer errors, producer gone).", ING_MTEXT_U64(struct lcore_row, failed) },
+	{ "ingest_lcore_connections", "gauge", "RDMA connections (QPs) each dataplane lcore serves.", ING_MTEXT_U64(struct lcore_row, conns) },
+	{ "ingest_lcore_sessions_total", "counter", "RDMA sessions the placement rule gave each dataplane lcore.", ING_MTEXT_U64(struct lcore_row, sessions) },
+};
+
 static void metrics_lcores(struct ing_svc *s, struct ing_mtext *t)
 {
-	static const char *const fam[][3] = {
-		{ "ingest_lcore_frames_total", "counter", "Frames each dataplane lcore brought in (READ pull and WRITE push)." },
-		{ "ingest_lcore_bytes_total", "counter", "Bytes of those frames." },
-		{ "ingest_lcore_frames_failed_total", "counter", "Frames each dataplane lcore failed (transfer errors, producer gone)." },
-		{ "ingest_lcore_connections", "gauge", "RDMA connections (QPs) each dataplane lcore serves." },
-		{ "ingest_lcore_sessions_total", "counter", "RDMA sessions the placement rule gave each dataplane lcore." },
-	};
-	unsigned nl = ing_rdma_nlcores(s->env.rdma);
-	char l[64];
+	struct svc_lcore sl[ING_RDMA_MAX_LCORES];
+	struct lcore_row rows[ING_RDMA_MAX_LCORES];
+	unsigned n = svc_engine_lcores(s, sl, ING_RDMA_MAX_LCORES);
 
-	for (unsigned k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
-		ing_mtext_family(t, fam[k][0], fam[k][1], fam[k][2]);
-		for (unsigned i = 0; i < nl; i++) {
-			struct ing_rdma_lcore_info in;
-			struct ing_rdma_lcore_stats st;
-			unsigned id;
-			if (ing_rdma_lcore_info(s->env.rdma, i, &in) || ing_rdma_lcore_stats(s->env.rdma, i, &id, &st))
-				continue;
-			const uint64_t v[] = { st.frames_ok, st.bytes_received, st.frames_failed, in.conns,
-					       in.sessions };
-			snprintf(l, sizeof(l), "lcore=\"%u\"", id);
-			ing_mtext_u64(t, fam[k][0], l, v[k]);
-		}
+	for (unsigned i = 0; i < n; i++) {
+		struct lcore_row *r = &rows[i];
+		snprintf(r->l, sizeof(r->l), "lcore=\"%u\"", sl[i].id);
+		r->frames = sl[i].st.frames_ok;
+		r->bytes = sl[i].st.bytes_received;
+		r->failed = sl[i].st.frames_failed;
+		r->conns = sl[i].info.conns;
+		r->sessions = sl[i].info.sessions;
 	}
+	ing_mtext_rows(t, lcore_cols, sizeof(lcore_cols) / sizeof(lcore_cols[0]), rows, sizeof(rows[0]),
+		       n, offsetof(struct lcore_row, l));
 }
 
 /* Each RDMA rail, up or down, and what it moved (StatsReply.rails has the same numbers);
- * label rail="<device>" (IngestRailDown in deploy/monitoring/ingest-alerts.yml reads
- * ingest_rail_up). */
+ * label rail="<device>",index="<i>" (IngestRailDown in deploy/monitoring/ingest-alerts.yml
+ * reads ingest_rail_up). */
+struct rail_row {
+	char l[128];
+	uint64_t up, downs, conns, frames, bytes, failed, cq_errors, link_mbps;
+	double down_s;
+};
+static const struct ing_mtext_col rail_cols[] = {
+	{ "ingest_rail_up", "gauge", "1 when the RDMA rail serves (device open, link ACTIVE), 0 when it is down (ingest-stat and Stats say why).", ING_MTEXT_U64(struct rail_row, up) },
+	{ "ingest_rail_down_seconds", "gauge", "How long the rail has been down (0 when up).", ING_MTEXT_DBL(struct rail_row, down_s) },
+	{ "ingest_rail_downs_total", "counter", "Times the rail went down (link down, device removed, re-open failed) since start.", ING_MTEXT_U64(struct rail_row, downs) },
+	{ "ingest_rail_connections", "gauge", "RDMA connections (QPs) on the rail now.", ING_MTEXT_U64(struct rail_row, conns) },
+	{ "ingest_rail_frames_total", "counter", "Frames the rail's lcores brought in (READ pull and WRITE push).", ING_MTEXT_U64(struct rail_row, frames) },
+	{ "ingest_rail_bytes_total", "counter", "Bytes of those frames.", ING_MTEXT_U64(struct rail_row, bytes) },
+	{ "ingest_rail_frames_failed_total", "counter", "Frames the rail's lcores failed.", ING_MTEXT_U64(struct rail_row, failed) },
+	{ "ingest_rail_completion_errors_total", "counter", "Error completions on the rail's CQs (not flushes).", ING_MTEXT_U64(struct rail_row, cq_errors) },
+	{ "ingest_rail_link_mbps", "gauge", "The rail's port speed x width in Mbit/s (0 unknown).", ING_MTEXT_U64(struct rail_row, link_mbps) },
+};
+
 static void metrics_rails(struct ing_svc *s, struct ing_mtext *t)
 {
-	static const char *const fam[][3] = {
-		{ "ingest_rail_up", "gauge", "1 when the RDMA rail serves (device open, link ACTIVE), 0 when it is down (ingest-stat and Stats say why)." },
-		{ "ingest_rail_down_seconds", "gauge", "How long the rail has been down (0 when up)." },
-		{ "ingest_rail_downs_total", "counter", "Times the rail went down (link down, device removed, re-open failed) since start." },
-		{ "ingest_rail_connections", "gauge", "RDMA connections (QPs) on the rail now." },
-		{ "ingest_rail_frames_total", "counter", "Frames the rail's lcores brought in (READ pull and WRITE push)." },
-		{ "ingest_rail_bytes_total", "counter", "Bytes of those frames." },
-		{ "ingest_rail_frames_failed_total", "counter", "Frames the rail's lcores failed." },
-		{ "ingest_rail_completion_errors_total", "counter", "Error completions on the rail's CQs (not flushes)." },
-		{ "ingest_rail_link_mbps", "gauge", "The rail's port speed x width in Mbit/s (0 unknown)." },
-	};
 	struct svc_rail sr[ING_RDMA_MAX_RAILS];
+	struct rail_row rows[ING_RDMA_MAX_RAILS];
 	unsigned n = svc_engine_rails(s, sr, ING_RDMA_MAX_RAILS);
-	char l[128];
 
-	for (unsigned k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
-		ing_mtext_family(t, fam[k][0], fam[k][1], fam[k][2]);
-		for (unsigned i = 0; i < n; i++) {
-			const struct svc_rail *r = &sr[i];
-			const uint64_t v[] = { r->info.up, 0, r->info.downs, r->st.conns,
-					       r->st.frames_received, r->st.bytes_received,
-					       r->st.frames_failed, r->st.completion_errors,
-					       r->info.link_mbps };
-			snprintf(l, sizeof(l), "rail=\"%.*s\",index=\"%u\"", (int)sizeof(r->info.device) - 1,
-				 r->info.device, i);
-			if (k == 1)
-				ing_mtext_sample(t, fam[k][0], l, r->down_s);
-			else
-				ing_mtext_u64(t, fam[k][0], l, v[k]);
-		}
+	for (unsigned i = 0; i < n; i++) {
+		const struct svc_rail *x = &sr[i];
+		struct rail_row *r = &rows[i];
+		snprintf(r->l, sizeof(r->l), "rail=\"%.*s\",index=\"%u\"", (int)sizeof(x->info.device) - 1,
+			 x->info.device, i);
+		r->up = x->info.up;
+		r->down_s = x->down_s;
+		r->downs = x->info.downs;
+		r->conns = x->st.conns;
+		r->frames = x->st.frames_received;
+		r->bytes = x->st.bytes_received;
+		r->failed = x->st.frames_failed;
+		r->cq_errors = x->st.completion_errors;
+		r->link_mbps = x->info.link_mbps;
 	}
+	ing_mtext_rows(t, rail_cols, sizeof(rail_cols) / sizeof(rail_cols[0]), rows, sizeof(rows[0]), n,
+		       offsetof(struct rail_row, l));
 }
 
 /* The RDMA engine and each dataplane lcore's busy time and ratio. */

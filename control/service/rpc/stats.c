@@ -21,31 +21,29 @@
 /* StatsReply.lcores (85): each dataplane lcore's placement and counters. Returns the count. */
 static size_t lcore_stats(struct ing_svc *s, H3000__LcoreStats *lcs, H3000__LcoreStats **lcp)
 {
-	unsigned n = ing_rdma_nlcores(s->env.rdma), k = 0;
+	struct svc_lcore sl[ING_RDMA_MAX_LCORES];
+	unsigned n = svc_engine_lcores(s, sl, ING_RDMA_MAX_LCORES), k = 0;
 
-	for (unsigned i = 0; i < n && k < ING_RDMA_MAX_LCORES; i++) {
-		struct ing_rdma_lcore_info in;
-		struct ing_rdma_lcore_stats st;
-		unsigned id;
-		if (ing_rdma_lcore_info(s->env.rdma, i, &in) || ing_rdma_lcore_stats(s->env.rdma, i, &id, &st))
-			continue;
+	for (unsigned i = 0; i < n; i++) {
+		const struct ing_rdma_lcore_info *in = &sl[i].info;
+		const struct ing_rdma_lcore_stats *st = &sl[i].st;
 		H3000__LcoreStats *l = &lcs[k];
 		h3000__lcore_stats__init(l);
-		l->lcore = in.lcore_id;
-		l->numanode = in.numa_node;
-		l->connections = in.conns;
-		l->sessions = in.sessions;
-		l->framesheld = in.frames_held;
-		l->framesreceived = st.frames_ok;
-		l->bytesreceived = st.bytes_received;
-		l->framesfailed = st.frames_failed;
-		l->readsposted = st.reads_posted;
-		l->pushframesreceived = st.push_frames_ok;
-		l->completionerrors = st.wc_errors;
-		l->busyns = st.busy_ns;
-		l->polls = st.polls;
-		l->idlepolls = st.idle_polls;
-		l->sleeps = st.sleeps;
+		l->lcore = in->lcore_id;
+		l->numanode = in->numa_node;
+		l->connections = in->conns;
+		l->sessions = in->sessions;
+		l->framesheld = in->frames_held;
+		l->framesreceived = st->frames_ok;
+		l->bytesreceived = st->bytes_received;
+		l->framesfailed = st->frames_failed;
+		l->readsposted = st->reads_posted;
+		l->pushframesreceived = st->push_frames_ok;
+		l->completionerrors = st->wc_errors;
+		l->busyns = st->busy_ns;
+		l->polls = st->polls;
+		l->idlepolls = st->idle_polls;
+		l->sleeps = st->sleeps;
 		lcp[k++] = l;
 	}
 	return k;
