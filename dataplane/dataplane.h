@@ -107,6 +107,7 @@ struct ing_frame {
 	int32_t status;       /* enum ing_err; ING_E_NONE = ok */
 	bool retryable;
 	bool duplicate;       /* already stored with the same crc (file present): not rewritten */
+	bool cataloged;       /* persistence inserted its catalog row (the high-water mark's count) */
 	uint32_t crc_computed;
 	char msg[ING_FRAME_MSG_MAX]; /* human-readable reason when status != 0 */
 	/* --- the slot (set once at pool creation, never changed) --- */
@@ -284,8 +285,12 @@ unsigned ing_mbox_count(const struct ing_mbox *mb);      /* any thread, approxim
 
 /* ---------------------------------------------------------------- persistence */
 
+struct ing_hwm;
 struct ing_persist_opts {
 	const char *data_dir;  /* created if missing; frames/ and catalog.db inside */
+	/* counts the bytes of the rows inserted, as one step with the insert (NULL: none);
+	 * dataplane/hwm.h */
+	struct ing_hwm *hwm;
 	unsigned workers;      /* default ING_DEFAULT_WORKERS */
 	unsigned ring_size;    /* per worker, default ING_DEFAULT_RING_SIZE */
 	enum ing_sink sink;    /* file (default) or null (benchmarks: no write, no catalog) */

@@ -30,6 +30,7 @@
  * (RDMA) are read once more to compute it.
  */
 #include "dataplane/dataplane_internal.h"
+#include "dataplane/hwm.h"
 #include "dataplane/store/store.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
@@ -82,6 +83,7 @@ struct ing_persist {
 	unsigned per_group;
 	int group_node[ING_POOL_MAX_REGIONS];
 	struct ing_mbox *ctl;   /* the control thread's mailbox: ING_EV_DONE */
+	struct ing_hwm *hwm;    /* the bytes of the rows inserted (NULL: not counted) */
 	int stop;       /* drain, then exit */
 	int abort;      /* deadline passed: fail what is left, exit */
 	struct worker *w;
@@ -341,6 +343,7 @@ static unsigned sync_dirs(struct worker *w, unsigned nok)
 /* one transaction for the group; on a clash fall back to row by row to find the culprit */
 static void commit_rows(struct worker *w, unsigned nok)
 {
+	struct ing_persist *p = w->p;
 	uint64_t now;
 	int64_t wall;
 	int rc;
@@ -354,15 +357,28 @@ static void commit_rows(struct worker *w, unsigned nok)
 		w->rows[i].received_ns = mono_to_wall(w->ok[i]->t_received_ns, now, wall);
 		w->rows[i].durable_ns = wall;
 	}
+	/* the insert and the count of its bytes are one step for the tier's measure */
+	ing_hwm_commit_begin(p->hwm);
 	rc = ing_catalog_insert(w->cat, w->rows, nok);
 	stat_add(&w->st.batches, 1);
-	if (rc == 0)
+	if (rc == 0) {
+		uint64_t bytes = 0;
+		for (unsigned i = 0; i < nok; i++) {
+			w->ok[i]->cataloged = true;
+			bytes += w->rows[i].length;
+		}
+		ing_hwm_commit_end(p->hwm, bytes);
 		return;
+	}
+	uint64_t bytes = 0;
 	for (unsigned i = 0; i < nok; i++) {
 		struct ing_frame *f = w->ok[i];
 		int r = rc == -EEXIST ? ing_catalog_insert(w->cat, &w->rows[i], 1) : rc;
-		if (r == 0)
+		if (r == 0) {
+			f->cataloged = true;
+			bytes += w->rows[i].length;
 			continue;
+		}
 		if (r == -EEXIST) {
 			struct ing_catalog_row old;
 			if (ing_catalog_lookup(w->cat, f->wafer_id, f->frame_id, &old) == 0 &&
@@ -378,6 +394,7 @@ static void commit_rows(struct worker *w, unsigned nok)
 			fail(f, ING_E_IO, true, "catalog insert failed (%s)", strerror(-r));
 		}
 	}
+	ing_hwm_commit_end(p->hwm, bytes);
 	ING_LOG_RL(ING_LOG_ERR, COMP, "worker %u: catalog insert of %u rows: %s", w->idx, nok,
 		   strerror(-rc));
 }
@@ -453,6 +470,7 @@ static void process_burst(struct worker *w, struct ing_frame **fr, unsigned n)
 		f->status = ING_E_NONE;
 		f->retryable = false;
 		f->duplicate = false;
+		f->cataloged = false;
 		f->msg[0] = 0;
 		w->dup_src[i - start] = NULL;
 		if (aborting)
@@ -658,6 +676,7 @@ struct ing_persist *ing_persist_start(const struct ing_persist_opts *o, struct i
 	}
 	p->sink = o->sink;
 	p->verify_crc = o->verify_crc;
+	p->hwm = o->hwm;
 	p->nice = o->nice > 19 ? 19 : o->nice;
 	p->ctl = ctl;
 	if (o->data_dir &&

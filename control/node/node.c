@@ -24,6 +24,7 @@
 #include "control/fleet/fleet.h"
 #include "dataplane/store/store.h"
 #include "dataplane/tier/tier.h"
+#include "dataplane/hwm.h"
 #include "numa/numa.h"
 
 #include <errno.h>
@@ -75,6 +76,8 @@ struct ing_node {
 	struct ing_timer watchdog; /* systemd WATCHDOG=1 pings, when WATCHDOG_USEC is set */
 	struct ing_fleet *fleet;   /* node identity, membership, catalog export */
 	struct ing_tier *tier;     /* object store tier (NULL: --sink null) */
+	struct ing_hwm hwm;        /* the high-water mark's count: persistence, tier, control */
+	bool hwm_init;
 	uint64_t watchdog_ns;      /* ping period (half the watchdog timeout), 0: off */
 	int port;
 	int pool_node;             /* where the pool went (-1: any) */
@@ -523,6 +526,10 @@ static void teardown(struct ing_node *d)
 	d->fleet = NULL;
 	ing_tier_destroy(d->tier);
 	d->tier = NULL;
+	if (d->hwm_init) {                   /* persistence and the tier are gone */
+		ing_hwm_destroy(&d->hwm);
+		d->hwm_init = false;
+	}
 	if (d->sfd >= 0) {
 		if (d->loop)
 			ing_loop_del_fd(d->loop, d->sfd);
@@ -823,6 +830,11 @@ static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 	}
 	pe.unpinned_cpus = d->n_start_cpus ? d->start_cpus : NULL;
 	pe.n_unpinned_cpus = d->n_start_cpus;
+	if (d->o.sink == ING_SINK_FILE) {   /* the rows it inserts, for the tier's mark */
+		ing_hwm_init(&d->hwm);
+		d->hwm_init = true;
+		pe.hwm = &d->hwm;
+	}
 	d->persist = ing_persist_start(&pe, d->ctl);
 	if (!d->persist)
 		return -EIO;
@@ -836,6 +848,7 @@ static int start_storage(struct ing_node *d, const struct ing_plan *plan)
 		to.high_water_pct = d->o.local_high_water_pct;
 		to.high_water_bytes = d->o.local_high_water_bytes;
 		to.ctl = d->ctl;                 /* where its read answers go (GetFrame) */
+		to.hwm = &d->hwm;                /* its measure and what persistence inserted */
 		to.cpus = d->n_start_cpus ? d->start_cpus : NULL;
 		to.ncpus = d->n_start_cpus;
 		to.nice = d->o.worker_nice;

@@ -469,7 +469,8 @@ static void frame_release(struct svc_frame *e)
 	ht_remove(s, e);
 	xport_stripe_free(e);
 	s->inflight_bytes -= e->length;
-	ing_tier_frame_finished(s->tier, e->length);   /* stored until the tier has measured again */
+	/* used from now on when persistence inserted its row (the mark: dataplane/hwm.h) */
+	ing_tier_frame_finished(s->tier, e->length, f && f->cataloged);
 	s->nfr_used--;
 	e->f = NULL;
 	e->xp = NULL;

@@ -57,6 +57,7 @@
 #include "dataplane/tier/tier.h"
 #include "dataplane/tier/tier_internal.h"
 #include "dataplane/dataplane.h"
+#include "dataplane/hwm.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"
@@ -233,15 +234,14 @@ struct ing_tier {
 	bool purge;                /* above the low-water mark: delete verified copies early */
 	bool at_mark;              /* used >= mark (logged on change) */
 	/*
-	 * For control's admission (ing_tier_refusing): the mark, and what is used as
-	 * used_base + released + the bytes control has admitted and not yet finished, where
-	 * released (written by control alone) counts the bytes of every frame control finished
-	 * and used_base is the tier's measure minus released as it was read just before that
-	 * measure: a frame finished after it is counted by released, one before by the measure,
-	 * so the sum never falls below what is on the disk, whenever the tier refreshed it.
+	 * For control's admission (ing_tier_refusing): the mark, and what is used as hwm counts
+	 * it (dataplane/hwm.h: this thread's measure less what persistence had inserted by
+	 * then, plus the frames control finished whose rows persistence inserted) plus the
+	 * bytes control has admitted and not finished: each frame once, in any order.
 	 */
-	_Atomic uint64_t mark_bytes, backlog_now, released;
-	_Atomic int64_t used_base;
+	_Atomic uint64_t mark_bytes, backlog_now;
+	struct ing_hwm *hwm;       /* opts.hwm, or own */
+	struct ing_hwm own;        /* no persistence counts for it: the measure alone */
 	/* counters (this thread) */
 	uint64_t uploaded_frames, uploaded_bytes, already_stored, upload_errors, conflicts;
 	uint64_t digest_mismatches, read_backs;
@@ -1426,8 +1426,9 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 	uint64_t used = 0, mark = 0;
 	t->usage_due = false;
 	t->next_usage_ns = now + USAGE_EVERY_MS * 1000000ull;
-	/* before the measure: a frame control finished after this is counted by released */
-	uint64_t rel = atomic_load_explicit(&t->released, memory_order_acquire);
+	/* the measure and what persistence had inserted by then, as one step (no insert
+	 * between them): a frame is in both or in neither */
+	ing_hwm_measure_begin(t->hwm);
 	if (t->outbox_on && tier_db_usage(t->db, &t->census) == 0)
 		t->census_done = true;
 	if (statvfs(t->data_dir, &v) == 0 && v.f_blocks) {
@@ -1443,6 +1444,7 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 		used = t->census.bytes[ING_LOC_LOCAL] + t->census.bytes[ING_LOC_BOTH];
 		mark = t->hw_bytes;
 	}
+	ing_hwm_measure_end(t->hwm, used);
 	if (!mark)
 		return;
 	t->used_bytes = used;
@@ -1450,7 +1452,6 @@ static void update_usage(struct ing_tier *t, uint64_t now)
 	if (purge && !t->purge)
 		t->next_del_ns = 0;   /* above the low-water mark again: delete verified copies */
 	t->purge = purge;
-	atomic_store_explicit(&t->used_base, (int64_t)(used - rel), memory_order_relaxed);
 	atomic_store_explicit(&t->backlog_now, t->backlog.frames, memory_order_relaxed);
 	atomic_store_explicit(&t->mark_bytes, mark, memory_order_relaxed);
 	bool at = used >= mark;
@@ -1800,6 +1801,8 @@ struct ing_tier *ing_tier_start(const struct ing_tier_opts *o)
 	t->retention_ms = o->retention_ms;
 	t->hw_pct = o->high_water_pct;
 	t->hw_bytes = o->high_water_bytes;
+	ing_hwm_init(&t->own);
+	t->hwm = o->hwm ? o->hwm : &t->own;
 	t->verify = verify_from_env();
 	t->digest_since_ns = INT64_MAX;
 	t->nice = o->nice;
@@ -1901,6 +1904,7 @@ void ing_tier_destroy(struct ing_tier *t)
 	}
 	free(t->buf);
 	explicit_bzero(&t->s3, sizeof(t->s3));
+	ing_hwm_destroy(&t->own);
 	free(t);
 }
 
@@ -1945,13 +1949,11 @@ int ing_tier_set_credentials(struct ing_tier *t, const char *access_key, const c
 	return 0;
 }
 
-void ing_tier_frame_finished(struct ing_tier *t, uint64_t length)
+void ing_tier_frame_finished(struct ing_tier *t, uint64_t length, bool stored)
 {
 	if (!t)
 		return;
-	/* one writer (control): a plain add, published for the tier's next measure */
-	uint64_t r = atomic_load_explicit(&t->released, memory_order_relaxed);
-	atomic_store_explicit(&t->released, r + length, memory_order_release);
+	ing_hwm_finished(t->hwm, length, stored);
 	/* and the tier looks at its outbox and measures again: one WAKE until it took it */
 	if (!__atomic_exchange_n(&t->wake_posted, true, __ATOMIC_ACQ_REL) &&
 	    ing_mbox_post(t->in, &(struct ing_msg){ .kind = ING_EV_TIER_WAKE }))
@@ -1963,9 +1965,7 @@ bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t w
 	uint64_t mark = t ? atomic_load_explicit(&t->mark_bytes, memory_order_relaxed) : 0;
 	if (!mark)
 		return false;
-	int64_t u = atomic_load_explicit(&t->used_base, memory_order_relaxed) +
-		    (int64_t)atomic_load_explicit(&t->released, memory_order_relaxed);
-	uint64_t used = u > 0 ? (uint64_t)u : 0;
+	uint64_t used = ing_hwm_used(t->hwm);
 	if (used + pending < mark)
 		return false;
 	if (why) {

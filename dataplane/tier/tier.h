@@ -55,6 +55,7 @@ enum ing_tier_store_state {
 };
 const char *ing_tier_store_state_name(enum ing_tier_store_state s);
 
+struct ing_hwm;
 struct ing_tier_opts {
 	const char *data_dir;       /* catalog.db and frames/ */
 	const struct ing_s3 *s3;    /* the store (copied); NULL: no tier */
@@ -63,6 +64,8 @@ struct ing_tier_opts {
 	unsigned high_water_pct;    /* 1..99 % of the data dir's file system; 0: none */
 	uint64_t high_water_bytes;  /* bytes of frames with a local copy; 0: none */
 	struct ing_mbox *ctl;       /* the control thread's mailbox: read answers go there */
+	struct ing_hwm *hwm;        /* the mark's count, shared with persistence (dataplane/hwm.h);
+				     * NULL: a mark is not enforced */
 	/* where the thread runs (as unpinned persistence workers: the process's cpus from
 	 * before EAL pinned the control thread; NULL: every configured cpu) and at what
 	 * priority (SCHED_BATCH at this nice, as the workers: background work) */
@@ -96,15 +99,17 @@ void ing_tier_destroy(struct ing_tier *t);
  * the frames admitted and not yet finished, this one included) reaches the high-water
  * mark. why (may be NULL) then says so, with the numbers and the backlog. What is used is
  * the tier thread's last measure (the catalog's count of local bytes, or the file
- * system's) plus every frame control finished since (ing_tier_frame_finished), so it is
- * never below what is on the disk, however late the tier thread is. The control thread;
- * cheap (relaxed loads).
+ * system's) less the rows persistence had inserted by then, plus every frame control
+ * finished whose row persistence inserted (ing_tier_frame_finished, dataplane/hwm.h): each
+ * admitted frame counts once from its admission on, whatever the order of the insert, the
+ * measure and the finish. The control thread; cheap (relaxed loads).
  */
 bool ing_tier_refusing(struct ing_tier *t, uint64_t pending, char *why, size_t whylen);
 /* Control finished a frame it had admitted (durable or failed) of length bytes: it leaves
- * pending and counts as stored until the tier's next measure, and the tier thread is woken
- * (ING_EV_TIER_WAKE, one until it took it) to upload it. The control thread only; NULL ok. */
-void ing_tier_frame_finished(struct ing_tier *t, uint64_t length);
+ * pending; stored (persistence inserted its row, ing_frame.cataloged) it counts as used from
+ * now on. The tier thread is woken (ING_EV_TIER_WAKE, one until it took it) to upload it.
+ * The control thread only; NULL ok. */
+void ing_tier_frame_finished(struct ing_tier *t, uint64_t length, bool stored);
 
 /*
  * New store credentials (ingestd's SIGHUP, keys rotated in --tier-credentials): handed to

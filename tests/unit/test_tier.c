@@ -260,7 +260,7 @@ static void thread_publishes_and_wakes(void **state)
 	for (unsigned i = 0; i < NFRAMES; i++) {
 		struct ing_catalog_row r = stored(data, i, bytes[i]);
 		assert_int_equal(ing_catalog_insert(c, &r, 1), 0);
-		ing_tier_frame_finished(t, FRAME_LEN);
+		ing_tier_frame_finished(t, FRAME_LEN, false);   /* rows inserted here: the census has them */
 	}
 	/* only the wake-up makes the thread count its outbox again (the probe of a refusing
 	 * store does not, nor the mark's measure once a second): a cap for a hang, not a time
