@@ -153,6 +153,7 @@ struct fleet {
 	unsigned cap, nused;
 	uint64_t seq;
 	uint32_t *order;       /* scratch: unsent frames in submit order */
+	unsigned rail_next;    /* rail_pick: of rails with equal bytes in flight, the first from here */
 	struct pack_entry *ackq;
 	unsigned aq_cap, aq_head, aq_len, undelivered_terminal;
 	struct ing_producer_opts sub_o;   /* template of a node session's options */
@@ -376,17 +377,20 @@ static bool sibling_up(const struct fleet *f, unsigned i)
 	return false;
 }
 
-unsigned fleet_rail_pick(const uint64_t *load, const bool *ok, unsigned n)
+unsigned fleet_rail_pick(const uint64_t *load, const bool *ok, unsigned n, unsigned from)
 {
 	unsigned best = n;
-	for (unsigned j = 0; j < n; j++)
+	for (unsigned k = 0; k < n; k++) {
+		unsigned j = (from + k) % n;
 		if (ok[j] && (best == n || load[j] < load[best]))
 			best = j;
+	}
 	return best;
 }
 
 /* The endpoint of node g that gets the next frame: the eligible rail with the fewest bytes
- * in flight (load), not blocked (no credit now); -1: none. */
+ * in flight (load), not blocked (no credit now); of equals the next after the last pick
+ * (f->rail_next); -1: none. */
 static int rail_pick(const struct fleet *f, int g, const uint64_t *load, const bool *blocked,
 		     int avoid)
 {
@@ -396,11 +400,11 @@ static int rail_pick(const struct fleet *f, int g, const uint64_t *load, const b
 	unsigned j = f->nnodes;
 	if (avoid >= 0 && ok[avoid]) {
 		ok[avoid] = false;   /* it refused the frame: another rail if one can take it */
-		j = fleet_rail_pick(load, ok, f->nnodes);
+		j = fleet_rail_pick(load, ok, f->nnodes, f->rail_next);
 		ok[avoid] = true;
 	}
 	if (j == f->nnodes)
-		j = fleet_rail_pick(load, ok, f->nnodes);
+		j = fleet_rail_pick(load, ok, f->nnodes, f->rail_next);
 	return j < f->nnodes ? (int)j : -1;
 }
 
@@ -1675,6 +1679,7 @@ static void place_and_send(struct fleet *f)
 				ff->on_node = true;
 				ff->t_sent_ns = ing_now_ns();
 				load[e] += ff->len;
+				f->rail_next = (unsigned)e + 1;
 			} else if (rc == -EAGAIN || rc == -EPIPE) {
 				blocked[e] = true;   /* no credit there now / failure seen on poll */
 			} else if (rc == -EINVAL && ff->len <= nd->sub->max_frame) {

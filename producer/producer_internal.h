@@ -351,9 +351,11 @@ void fleet_wake(struct ing_producer *p);
 /* HRW over node ids (lengths given): the score, and the winner of a comparison. */
 uint64_t fleet_hrw_score(const char *node, size_t nlen, const char *wafer, size_t wlen);
 bool fleet_hrw_better(uint64_t score_a, const char *id_a, uint64_t score_b, const char *id_b);
-/* Rails: of the n endpoints, the one with ok[j] and the fewest bytes in flight load[j] (the
- * first of equals); n when none is ok. */
-unsigned fleet_rail_pick(const uint64_t *load, const bool *ok, unsigned n);
+/* Rails: of the n endpoints, the one with ok[j] and the fewest bytes in flight load[j]; of
+ * equals, the first at or after `from` (cyclically: the caller passes the one after its last
+ * pick, so at light load, when every rail has nothing in flight, the rails take turns);
+ * n when none is ok. */
+unsigned fleet_rail_pick(const uint64_t *load, const bool *ok, unsigned n, unsigned from);
 
 /* ---- wire encoding (producer.c; unit-tested in tests/unit/test_producer_encode.c) ---- */
 

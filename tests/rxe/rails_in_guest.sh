@@ -363,14 +363,23 @@ echo "$(grep -vc '^#' "$T/m-all") frames verified"
 # ---- the multi-rail producer (issue 26 items 3-4): libingest over every rail it reaches,
 # a rail lost costs no frame. Each step is its own function (the node's checks go beside
 # them); they use the ingestd above ($PORT, $T/data) and rail 0's address for gRPC.
-# rail_of TAG DEV FIELD: FIELD of rail DEV in ingest-send TAG's "rails" list ("" if none)
+# rail_of TAG DEV FIELD: FIELD of rail DEV (its device or local_device) in ingest-send TAG's
+# one-line --json summary, "rails" list ("" if none). awk, not python: a python start costs
+# 10-20 s in the TCG guest, and this ran ~15 times a batch (the rails batch's unexplained
+# 50-100 s per two-device step). The rails' objects are flat and their strings hold no '"'.
 rail_of() {
-	python3 - "$T/$1.json" "$2" "$3" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-r = [x for x in j.get("rails", []) if x["device"] == sys.argv[2] or x["local_device"] == sys.argv[2]]
-print(r[0][sys.argv[3]] if r else "")
-PY
+	awk -v dev="$2" -v k="\"$3\":" '{
+		i = index($0, "\"rails\":["); if (!i) exit
+		s = substr($0, i + 9); e = index(s, "}]"); if (e) s = substr(s, 1, e)
+		n = split(s, r, /\},\{/)
+		for (j = 1; j <= n; j++) {
+			if (index(r[j], "\"device\":\"" dev "\"") == 0 && index(r[j], "\"local_device\":\"" dev "\"") == 0) continue
+			p = index(r[j], k); if (!p) exit
+			v = substr(r[j], p + length(k))
+			if (substr(v, 1, 1) == "\"") { v = substr(v, 2); sub(/".*/, "", v) } else sub(/[,}].*/, "", v)
+			print v; exit
+		}
+	}' "$T/$1.json"
 }
 # msend TAG COUNT SIZES [ingest-send args]: a producer given rail 0's gRPC address, every
 # local device unless the args say; fails unless every frame is DURABLE

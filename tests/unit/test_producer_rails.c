@@ -353,11 +353,25 @@ static void test_pick(void **state)
 	(void)state;
 	uint64_t load[4] = { 5, 3, 3, 1 };
 	bool ok[4] = { true, true, true, false };
-	assert_int_equal(fleet_rail_pick(load, ok, 4), 1);   /* fewest bytes; the first of equals */
+	assert_int_equal(fleet_rail_pick(load, ok, 4, 0), 1);   /* fewest bytes; the first of equals */
+	assert_int_equal(fleet_rail_pick(load, ok, 4, 2), 2);   /* of equals, the first from 2 */
+	assert_int_equal(fleet_rail_pick(load, ok, 4, 3), 1);   /* cyclically: 3 is not ok, 0 has more */
+	assert_int_equal(fleet_rail_pick(load, ok, 4, 6), 2);   /* from wraps (6 % 4) */
 	ok[1] = false;
-	assert_int_equal(fleet_rail_pick(load, ok, 4), 2);
+	assert_int_equal(fleet_rail_pick(load, ok, 4, 0), 2);
 	ok[0] = ok[2] = false;
-	assert_int_equal(fleet_rail_pick(load, ok, 4), 4);   /* none */
+	assert_int_equal(fleet_rail_pick(load, ok, 4, 0), 4);   /* none */
+	/* at light load (nothing in flight anywhere) the rails take turns */
+	uint64_t idle[2] = { 0, 0 };
+	bool up[2] = { true, true };
+	unsigned next = 0, count[2] = { 0, 0 };
+	for (int i = 0; i < 10; i++) {
+		unsigned j = fleet_rail_pick(idle, up, 2, next);
+		count[j]++;
+		next = j + 1;
+	}
+	assert_int_equal(count[0], 5);
+	assert_int_equal(count[1], 5);
 }
 
 static void test_spread_by_bytes(void **state)
