@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # dpdk::static - DPDK EAL + ring + mempool linked statically, so ingestd carries no
 # runtime dependency on the DPDK shared objects and no driver plugin directory is scanned.
-# The ring mempool driver registers itself from a constructor: it needs --whole-archive.
+# The mempool drivers register themselves from a constructor: they need --whole-archive.
+# dataplane/pool.c uses "stack" (free slots last freed, first taken: the recv copy writes a
+# slot still in the cache); "ring" stays linked as DPDK's default ops.
 # Found through pkg-config only (libdir and include dirs of libdpdk.pc: any architecture).
 # Link it PRIVATE: its include dirs and -include rte_config.h must not reach other targets.
 pkg_check_modules(DPDK REQUIRED libdpdk)
