@@ -8,7 +8,8 @@
  * slots. The free slots are tracked by an rte_mempool per class and region whose objects
  * are the struct ing_frame descriptors, one per slot, bound to their slot once at
  * creation. The mempools have no per-lcore cache, so get/put work from EAL lcores and
- * plain pthreads alike (the backing ring is MP/MC and lockless). Regions share nothing:
+ * plain pthreads alike (the backing store is DPDK's MP/MC "stack" driver: last freed,
+ * first taken, see class_mempool_lifo). Regions share nothing:
  * one more rail's region is more mappings and mempools, never a shared lock.
  */
 #include "dataplane/dataplane_internal.h"
@@ -221,6 +222,29 @@ static int class_map(struct ing_pool *p, unsigned r, unsigned c, const struct in
 	return 0;
 }
 
+/*
+ * The free slots are a stack (DPDK's "stack" mempool driver): the slot freed last is taken
+ * next, so a stream of frames that come and go one after another keeps landing in the same
+ * few slots, whose lines are still in the cache, instead of cycling through the whole class
+ * (the kernel's recv copy writes every byte of a fallback frame: into a cold slot each
+ * write first fetches the line from memory). The objects are the descriptors, bound to
+ * their slots once here (slot_init), as with rte_mempool_create.
+ */
+static struct rte_mempool *class_mempool_lifo(const char *name, unsigned count, int socket,
+					      struct slot_init_arg *arg)
+{
+	struct rte_mempool *mp = rte_mempool_create_empty(name, count, sizeof(struct ing_frame), 0,
+							  0, socket, 0);
+	if (!mp)
+		return NULL;
+	if (rte_mempool_set_ops_byname(mp, "stack", NULL) < 0 || rte_mempool_populate_default(mp) < 0) {
+		rte_mempool_free(mp);
+		return NULL;
+	}
+	rte_mempool_obj_iter(mp, slot_init, arg);
+	return mp;
+}
+
 static int class_mempool(struct ing_pool *p, unsigned r, unsigned c)
 {
 	struct pool_class *pc = &p->rg[r].cls[c];
@@ -233,11 +257,9 @@ static int class_mempool(struct ing_pool *p, unsigned r, unsigned c)
 	char mpname[RTE_MEMPOOL_NAMESIZE];
 
 	dp_unique_name(mpname, sizeof(mpname), "ingp");
-	pc->mp = rte_mempool_create(mpname, pc->count, sizeof(struct ing_frame), 0, 0, NULL, NULL,
-				    slot_init, &arg, node >= 0 ? node : SOCKET_ID_ANY, 0);
+	pc->mp = class_mempool_lifo(mpname, pc->count, node >= 0 ? node : SOCKET_ID_ANY, &arg);
 	if (!pc->mp && node >= 0)   /* --no-huge EAL heaps live on socket 0 / any only */
-		pc->mp = rte_mempool_create(mpname, pc->count, sizeof(struct ing_frame), 0, 0, NULL,
-					    NULL, slot_init, &arg, SOCKET_ID_ANY, 0);
+		pc->mp = class_mempool_lifo(mpname, pc->count, SOCKET_ID_ANY, &arg);
 	if (!pc->mp) {
 		ING_ERR(COMP, "%s region %u class %u: rte_mempool_create(%u descriptors): %s (EAL started?)",
 			p->name, r, c, pc->count, rte_strerror(rte_errno));

@@ -157,6 +157,36 @@ static void test_get_clears_frame_not_slot(void **state)
 	ing_pool_destroy(p);
 }
 
+/* The slot freed last is the one taken next (its lines are the ones still in the cache),
+ * whatever order the slots were taken and freed in; every slot still comes out once. */
+static void test_last_freed_first_taken(void **state)
+{
+	(void)state;
+	struct ing_pool *p = make_pool();
+	assert_non_null(p);
+	struct ing_frame *f[3];
+	for (int i = 0; i < 3; i++) {
+		f[i] = ing_pool_get(p, 100);
+		assert_non_null(f[i]);
+	}
+	assert_null(ing_pool_get_below(p, 100, 1));   /* class 0 (3 x 5000) empty */
+	ing_pool_put(f[1]);
+	ing_pool_put(f[0]);
+	ing_pool_put(f[2]);
+	struct ing_frame *g = ing_pool_get(p, 100);
+	assert_ptr_equal(g, f[2]);
+	assert_ptr_equal(g->buf, f[2]->buf);
+	ing_pool_put(g);
+	assert_ptr_equal(ing_pool_get(p, 100), f[2]);   /* again: the same hot slot */
+	assert_ptr_equal(ing_pool_get(p, 100), f[0]);
+	assert_ptr_equal(ing_pool_get(p, 100), f[1]);
+	assert_null(ing_pool_get_below(p, 100, 1));
+	for (int i = 0; i < 3; i++)
+		ing_pool_put(f[i]);
+	assert_int_equal(ing_pool_free(p), 5);
+	ing_pool_destroy(p);
+}
+
 static void *thread_get_put(void *arg)
 {
 	struct ing_pool *p = arg;
@@ -172,8 +202,9 @@ static void *thread_get_put(void *arg)
 }
 
 /*
- * Two threads (this one and one more), not three: the mempool's MP/MC ring makes a thread
- * that finishes a get/put wait for one preempted inside its own, so more busy threads than
+ * Two threads (this one and one more), not three: the mempool's MP/MC stack (a spinlock;
+ * the ring before it did the same) makes a thread that finishes a get/put wait for one
+ * preempted inside its own, so more busy threads than
  * cores (3 on the 2-core CI machine, slowed by ThreadSanitizer) turn this into minutes of
  * spinning (seen: 3 hangs in 20 runs under ThreadSanitizer). In the node only the control
  * thread gets and puts slots.
@@ -380,6 +411,7 @@ int main(void)
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_classes_and_regions),
 		cmocka_unit_test(test_get_clears_frame_not_slot),
+		cmocka_unit_test(test_last_freed_first_taken),
 		cmocka_unit_test(test_non_eal_threads),
 		cmocka_unit_test(test_hugepage_modes),
 		cmocka_unit_test(test_numa_and_prefault),
