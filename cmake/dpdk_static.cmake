@@ -2,7 +2,8 @@
 # dpdk::static - DPDK EAL + ring + mempool linked statically, so ingestd carries no
 # runtime dependency on the DPDK shared objects and no driver plugin directory is scanned.
 # The mempool drivers register themselves from a constructor: they need --whole-archive.
-# dataplane/pool.c uses "stack" (free slots last freed, first taken: the recv copy writes a
+# dataplane/pool.c uses "lf_stack" ("stack" where the CPU lacks a 128-bit CAS; free slots last
+# freed, first taken: the recv copy writes a
 # slot still in the cache); "ring" stays linked as DPDK's default ops.
 # Found through pkg-config only (libdir and include dirs of libdpdk.pc: any architecture).
 # Link it PRIVATE: its include dirs and -include rte_config.h must not reach other targets.

@@ -200,6 +200,9 @@ void ing_pool_put(struct ing_frame *f);   /* any thread */
 uint64_t ing_pool_max_len(const struct ing_pool *p);
 unsigned ing_pool_total(const struct ing_pool *p);
 unsigned ing_pool_free(const struct ing_pool *p);
+/* the free slots' mempool driver: "lf_stack" (lock-free), "stack" where the CPU lacks the
+ * 128-bit CAS; "" for no pool */
+const char *ing_pool_driver(const struct ing_pool *p);
 bool ing_pool_on_hugepages(const struct ing_pool *p);
 unsigned ing_pool_nregions(const struct ing_pool *p);
 /* The region a frame with no region asked for tries first (ing_pool_opts.home_region). */

@@ -8,7 +8,7 @@
  * slots. The free slots are tracked by an rte_mempool per class and region whose objects
  * are the struct ing_frame descriptors, one per slot, bound to their slot once at
  * creation. The mempools have no per-lcore cache, so get/put work from EAL lcores and
- * plain pthreads alike (the backing store is DPDK's MP/MC "stack" driver: last freed,
+ * plain pthreads alike (the backing store is DPDK's lock-free "lf_stack" driver: last freed,
  * first taken, see class_mempool_lifo). Regions share nothing:
  * one more rail's region is more mappings and mempools, never a shared lock.
  */
@@ -223,7 +223,7 @@ static int class_map(struct ing_pool *p, unsigned r, unsigned c, const struct in
 }
 
 /*
- * The free slots are a stack (DPDK's "stack" mempool driver): the slot freed last is taken
+ * The free slots are a stack (DPDK's lock-free "lf_stack" mempool driver): the slot freed last is taken
  * next, so a stream of frames that come and go one after another keeps landing in the same
  * few slots, whose lines are still in the cache, instead of cycling through the whole class
  * (the kernel's recv copy writes every byte of a fallback frame: into a cold slot each
@@ -237,9 +237,17 @@ static struct rte_mempool *class_mempool_lifo(const char *name, unsigned count, 
 							  0, socket, 0);
 	if (!mp)
 		return NULL;
-	if (rte_mempool_set_ops_byname(mp, "stack", NULL) < 0 || rte_mempool_populate_default(mp) < 0) {
+	/* "lf_stack": lock-free (a 128-bit compare-and-swap), as the ring it replaced; "stack"
+	 * (a spinlock) only where the CPU has no such CAS (DPDK then refuses lf_stack) */
+	if (rte_mempool_set_ops_byname(mp, "lf_stack", NULL) < 0 || rte_mempool_populate_default(mp) < 0) {
 		rte_mempool_free(mp);
-		return NULL;
+		mp = rte_mempool_create_empty(name, count, sizeof(struct ing_frame), 0, 0, socket, 0);
+		if (!mp)
+			return NULL;
+		if (rte_mempool_set_ops_byname(mp, "stack", NULL) < 0 || rte_mempool_populate_default(mp) < 0) {
+			rte_mempool_free(mp);
+			return NULL;
+		}
 	}
 	rte_mempool_obj_iter(mp, slot_init, arg);
 	return mp;
@@ -429,6 +437,13 @@ unsigned ing_pool_free(const struct ing_pool *p)
 			if (p->rg[r].cls[c].mp)
 				n += rte_mempool_avail_count(p->rg[r].cls[c].mp);
 	return n;
+}
+
+const char *ing_pool_driver(const struct ing_pool *p)
+{
+	if (!p || !p->nregions || !p->nclasses || !p->rg[0].cls[0].mp)
+		return "";
+	return rte_mempool_get_ops(p->rg[0].cls[0].mp->ops_index)->name;
 }
 
 /* true only when every class mapping of every region sits on hugepages */
