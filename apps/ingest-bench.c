@@ -93,6 +93,7 @@ struct cfg {
 	double load[MAX_LOADS];
 	unsigned nload;
 	unsigned duration_ms, warmup_ms, capacity_ms;
+	unsigned min_frames;   /* an open-loop point's window holds at least this many frames */
 	unsigned repeat;           /* passes over the loads per group (the spread) */
 	const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;   /* TLS when tls_ca is set */
 	double capacity_fps;       /* 0: measure */
@@ -272,6 +273,7 @@ static void cfg_init(void *p)
 	c->sizes = "4M";
 	c->loads = DEFAULT_LOADS;
 	c->duration_ms = 5000;
+	c->min_frames = 10;
 	c->warmup_ms = 1000;
 	c->capacity_ms = 4000;
 	c->max_time_ms = 1800000;
@@ -331,6 +333,8 @@ static const struct ing_opt opts[] = {
 		     "(a range: mixed sizes), e.g. 4M,16M or 1M-4M (default 4M)"),
 	ING_OPT_STR_(C, "loads", loads, "LIST", "percent of the measured capacity (default " DEFAULT_LOADS ")"),
 	ING_OPT_DURATION_(C, "duration", duration_ms, 100, 3600000, "measured time per load point"),
+	ING_OPT_UINT_(C, "min-frames", min_frames, 1, 1000000, "frames an open-loop point measures at least (default 10):\n"
+		      "at a rate too low for --duration its window is longer (said on a line)"),
 	ING_OPT_DURATION_(C, "warmup", warmup_ms, 0, 600000, "time before each point's measurement"),
 	ING_OPT_UINT_(C, "repeat", repeat, 1, MAX_REPEAT, "passes over the loads (each point measured N times: the\n"
 		      "report gives the spread of P50/P99 and throughput)"),
@@ -850,6 +854,24 @@ static void on_ack(struct run *r, struct point *pt, const struct ing_ack *a, uin
  * else open loop at rate frames/s. Frames due during the first warm_ns are not measured.
  * Returns 0, or -EPIPE when the connection broke, -EINTR on a signal.
  */
+/* An open-loop point's measured window (ns): --duration, or longer when fewer than min
+ * frames of the schedule (frame i due at i / rate from the warm-up's start) would fall in
+ * [warmup, warmup + window): at 0.7 frames/s a 1 s window may hold none (a sweep on a busy
+ * host measured an empty point). */
+static uint64_t point_window_ns(double rate, unsigned warmup_ms, unsigned duration_ms, unsigned min)
+{
+	uint64_t dur = (uint64_t)duration_ms * 1000000ull, warm = (uint64_t)warmup_ms * 1000000ull;
+	if (rate <= 0 || min == 0)
+		return dur;
+	/* the first frame due in the window, then the min-th from it (as phase() schedules) */
+	uint64_t first = (uint64_t)((double)warm * rate / 1e9);
+	while ((uint64_t)((double)first * 1e9 / rate) < warm)
+		first++;
+	uint64_t last = (uint64_t)((double)(first + min - 1) * 1e9 / rate);
+	uint64_t need = last - warm + 1;   /* the window [warm, warm + need) holds it */
+	return need > dur ? need : dur;
+}
+
 static int phase(struct run *r, struct point *pt, double rate, uint64_t warm_ns, uint64_t dur_ns,
 		 const char *what)
 {
@@ -1793,8 +1815,13 @@ static int sweep_group(const struct cfg *c, struct sweep *w, unsigned x, unsigne
 			else
 				snprintf(what, sizeof(what), "%.0f%% load", c->load[l] * 100);
 			t->sent = t->ok = t->failed = t->unsent = t->late_max_ns = t->ok_bytes = 0;
-			rc = phase(r, t, c->load[l] * cap->achieved_fps, (uint64_t)c->warmup_ms * 1000000ull,
-				   (uint64_t)c->duration_ms * 1000000ull, what);
+			double rate = c->load[l] * cap->achieved_fps;
+			uint64_t dur = point_window_ns(rate, c->warmup_ms, c->duration_ms, c->min_frames);
+			if (dur > (uint64_t)c->duration_ms * 1000000ull)
+				fprintf(stderr, "%singest-bench: %s: %.2f frames/s offered: the window is %.1f s, "
+					"not --duration %.1f s, to hold --min-frames %u\n", r->tty ? "\r" : "",
+					what, rate, dur / 1e9, c->duration_ms / 1e3, c->min_frames);
+			rc = phase(r, t, rate, (uint64_t)c->warmup_ms * 1000000ull, dur, what);
 			print_point(r, t);
 			point_merge(p, t, c);
 			w->any_failed |= t->failed > 0;

@@ -191,6 +191,18 @@ timeout 120 "$BENCH" --server "$ING_SERVER" --tls-ca "$TMP/cert.pem" --tls-serve
 [ "$(json "$TMP/tls/results.json" 'node["known"]')" = True ] || fail "over TLS, the node's version not known"
 [ "$(json "$TMP/tls/results.json" 'points[0]["ok"]')" -gt 0 ] || fail "over TLS, no frame stored"
 grep -q '^| security | TLS, auth token |' "$TMP/tls/report.md" || fail "report.md: no security line"
+# a rate too low for --duration (0.4 frames/s, a 0.5 s window: at most one frame): the window
+# is lengthened to hold --min-frames 3, said on a line; exactly 3 frames are scheduled in it
+timeout 120 "$BENCH" --server "$ING_SERVER" --tls-ca "$TMP/cert.pem" --tls-server-name ingest-test \
+	--auth-token-file "$TMP/token" --out "$TMP/slow" --sizes 256K --loads 20 --capacity-fps 2 \
+	--warmup 0 --duration 0.5 --min-frames 3 --no-plots 2>"$TMP/slow.err" ||
+	fail "ingest-bench at 0.4 frames/s exited $? ($(tail -n 3 "$TMP/slow.err"))"
+grep -q 'ingest-bench: 20% load: 0.40 frames/s offered: the window is 5.0 s, not --duration 0.5 s, to hold --min-frames 3' "$TMP/slow.err" ||
+	fail "no line for the lengthened window: $(cat "$TMP/slow.err")"
+[ "$(json "$TMP/slow/results.json" 'points[0]["sent"] + points[0]["unsent"]')" = 3 ] &&
+	[ "$(json "$TMP/slow/results.json" 'points[0]["failed"]')" = 0 ] ||
+	fail "the lengthened point did not schedule 3 frames: $(json "$TMP/slow/results.json" 'points[0]')"
+echo "ok: a point too short for its rate is lengthened to hold --min-frames"
 rc=0
 timeout 60 "$BENCH" --server "$ING_SERVER" --out "$TMP/x" --sizes 256K --loads 50 --capacity-fps 20 \
 	--duration 0.5 --no-plots --auth-token-file "$TMP/token" 2>"$TMP/err" || rc=$?
