@@ -32,7 +32,10 @@ def main():
         stall = float(os.environ.get("ING_TEST_STALL", "0"))
     except ValueError:
         stall = 0.0
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # ING_TEST_RUNNER_PID: the process that runs the tests (ctest), for a fixture that must
+    # live as long as the run (tests/tier/tier_ceph.sh's keeper), not as long as this wrapper
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               ING_TEST_RUNNER_PID=os.environ.get("ING_TEST_RUNNER_PID", str(os.getppid())))
     try:
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, env=env, process_group=0)

@@ -114,7 +114,7 @@ echo "ok: the dead test's dirs removed; a running test's dir and process kept"
 step "3. the run's shared Ceph (tier.ceph_up, tier_ceph.sh) dies with the run killed with SIGKILL"
 # a run in miniature: a process that ran `tier_ceph.sh up` (as ctest runs the fixture) and
 # lives on; the shared monitor and OSD are its keeper's children, not its own
-bash -c "bash '$HERE/tier_ceph.sh' up '$W/run.env'; exec sleep 3600" >"$W/run.out" 2>&1 &
+env -u ING_TEST_RUNNER_PID bash -c "bash '$HERE/tier_ceph.sh' up '$W/run.env'; exec sleep 3600" >"$W/run.out" 2>&1 &
 RUN=$!
 end=$((SECONDS + $(ing_scaled 600)))
 until grep -q '^shared Ceph up' "$W/run.out" 2>/dev/null; do
