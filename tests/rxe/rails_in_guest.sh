@@ -297,7 +297,7 @@ rails_link_down_up() {
 	[ "$(value rail.0.state "$T/stats")" = UP ] || fail "rail 0 went down with rail 1"
 	[ "$(metric ingest_rail_up "{rail=\"$dev\",index=\"1\"}")" = 0 ] || fail "/metrics: rail 1 not 0"
 	[ "$(metric ingest_rail_up "{rail=\"${DEVS[0]}\",index=\"0\"}")" = 1 ] || fail "/metrics: rail 0 not 1"
-	grep -E "rail 1 \($dev\): down: link down \(port 1: (IBV_EVENT_PORT_ERR|ibv_query_port state [A-Z_]+)\), since [0-9:]+ UTC" "$OUT/ingestd.log" ||
+	grep -E "rail 1 \($dev\): down: link down \(port 1: (IBV_EVENT_PORT_ERR|ibv_query_port state [A-Za-z_]+)\), since [0-9:]+ UTC" "$OUT/ingestd.log" ||
 		fail "no log line naming rail 1, why and since when"
 	timeout 60 "$STATS" "127.0.0.1:$PORT" negotiate "$dev" >"$T/negd" || fail "Negotiate: no answer"
 	echo "rail $dev asked while down: $(tr '\n' ' ' <"$T/negd")"
