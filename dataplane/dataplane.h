@@ -88,6 +88,8 @@ struct ing_frame {
 	 * control's); a part that fails comes back as ING_EV_DONE, as a frame does. */
 	struct ing_frame *part_of; /* the striped frame; NULL: a whole frame */
 	uint32_t part_lkey;   /* lkey of the striped frame's slot in the PD of the part's rail */
+	void *part_mr;        /* push: the struct ibv_mr of that slot in the PD of the part's
+			       * rail (a window binds over it; MR mode grants its rkey) */
 	uint8_t part;         /* the part's index in its stripe */
 	uint64_t t_admit_ns;  /* ing_now_ns() at admission */
 	uint64_t t_received_ns;
