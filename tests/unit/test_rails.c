@@ -305,13 +305,18 @@ static const uint32_t lkeys_x10[2] = { 0x2100, 0x2101 };
 struct part_run {
 	struct ing_frame *in[8], *failed[8];
 	unsigned nin, nfailed;
+	/* push: what plays the producer on each GRANTED (NULL: none expected), the grants it
+	 * saw per rail, and how many on rail 1 to wait for besides the parts */
+	void (*granted)(struct part_run *pr, const struct ing_msg *m);
+	unsigned grants[2], want_grants1;
 };
 
-/* Poll the lcores until n parts came back (PART_IN or a failed part's DONE). */
+/* Poll the lcores until n parts came back (PART_IN or a failed part's DONE), and at least
+ * want_grants1 grants were seen on rail 1. */
 static void run_parts(struct part_run *pr, unsigned n)
 {
 	uint64_t deadline = ing_now_ns() + 30000000000ull;
-	while (pr->nin + pr->nfailed < n) {
+	while (pr->nin + pr->nfailed < n || pr->grants[1] < pr->want_grants1) {
 		for (unsigned i = 0; i < 3; i++)
 			ing_rdma_lcore_poll(E->lc[i]);
 		fake_hw(64);
@@ -324,8 +329,11 @@ static void run_parts(struct part_run *pr, unsigned n)
 			} else if (m[i].kind == ING_EV_DONE) {
 				assert_non_null(m[i].f->part_of);   /* no whole frame is moving */
 				pr->failed[pr->nfailed++] = m[i].f;
+			} else if (m[i].kind == ING_EV_GRANTED) {
+				assert_non_null(pr->granted);
+				pr->granted(pr, &m[i]);
 			}
-			/* CONN_ERROR of the failed part's QP: control would disconnect it */
+			/* CONN_ERROR / CONN_RELEASED of a lost part's QP: control's */
 		}
 		if (!k) {
 			assert_true(ing_now_ns() < deadline);
@@ -498,13 +506,11 @@ static struct ibv_mr mr_own[2][2];     /* rail r's MRs of its own region, per cl
 static struct ibv_mr mr_x10[2];        /* rail 1's MRs of region 0 (striping: every region) */
 
 struct push_run {
+	struct part_run pr;                /* first: push_grant_seen gets it */
 	const uint8_t *src;
 	struct ing_frame *x;               /* the striped frame */
 	struct ibv_qp *qp[2];              /* the producer's session on rail 0, rail 1 */
 	bool write_on[2];                  /* the producer writes what is granted on that rail */
-	struct ing_frame *in[8], *failed[8];
-	unsigned nin, nfailed;
-	unsigned grants[2];                /* grants seen per rail */
 	uint64_t wrote[2];                 /* bytes written into [0, part 1) and [part 1, end) */
 	uint64_t split;                    /* where part 1 starts */
 };
@@ -512,15 +518,16 @@ struct push_run {
 /* The producer's side of a grant: the window the lcore bound for it covers exactly the
  * part's range of the slot, on the QP the grant names; then (when its rail still carries)
  * the part's bytes land there and the WRITE's immediate names the grant. */
-static void push_grant_seen(struct push_run *pr, const struct ing_msg *m)
+static void push_grant_seen(struct part_run *base, const struct ing_msg *m)
 {
+	struct push_run *pr = (struct push_run *)base;
 	struct ing_frame *p = m->f;
 	uint32_t rkey = (uint32_t)(m->u64 >> 32), qp_num = (uint32_t)m->u64;
 	assert_non_null(p->part_of);
 	assert_ptr_equal(p->part_of, pr->x);
 	unsigned r = qp_num == pr->qp[1]->qp_num;
 	assert_int_equal(qp_num, pr->qp[r]->qp_num);
-	pr->grants[r]++;
+	pr->pr.grants[r]++;
 	const struct fake_wr *bind = NULL;
 	for (unsigned w = fake->nwr; w-- > 0;)
 		if (fake->wr[w].opcode == IBV_WR_BIND_MW && fake->wr[w].rkey == rkey) {
@@ -539,42 +546,6 @@ static void push_grant_seen(struct push_run *pr, const struct ing_msg *m)
 	memcpy(p->buf, pr->src + off, p->length);
 	pr->wrote[off >= pr->split] += p->length;
 	assert_true(fake_inject_write(pr->qp[r], (uint32_t)m->val, (uint32_t)p->length));
-}
-
-/* Poll the lcores, play the producer, until n parts came back (PART_IN or a failed part)
- * and at least g1 grants were seen on rail 1. */
-static void run_push(struct push_run *pr, unsigned n, unsigned g1)
-{
-	uint64_t deadline = ing_now_ns() + 30000000000ull;
-	while (pr->nin + pr->nfailed < n || pr->grants[1] < g1) {
-		for (unsigned i = 0; i < 3; i++)
-			ing_rdma_lcore_poll(E->lc[i]);
-		fake_hw(64);
-		struct ing_msg m[32];
-		unsigned k = ing_mbox_pop(E->ctl, m, 32);
-		for (unsigned i = 0; i < k; i++) {
-			if (m[i].kind == ING_EV_GRANTED) {
-				push_grant_seen(pr, &m[i]);
-			} else if (m[i].kind == ING_EV_PART_IN) {
-				assert_ptr_equal(m[i].f->part_of, pr->x);
-				pr->in[pr->nin++] = m[i].f;
-			} else if (m[i].kind == ING_EV_DONE) {
-				assert_non_null(m[i].f->part_of);   /* no whole frame is moving */
-				pr->failed[pr->nfailed++] = m[i].f;
-			}
-			/* CONN_ERROR / CONN_RELEASED of the lost rail's QP: control's */
-		}
-		if (!k) {
-			assert_true(ing_now_ns() < deadline);
-			struct timespec ts = { 0, 200000 };
-			nanosleep(&ts, NULL);
-		}
-	}
-}
-
-static void run_push_parts(struct push_run *pr, unsigned n)
-{
-	run_push(pr, n, 0);
 }
 
 /* Part i of s as control makes it for a push session: granted, not read. */
@@ -626,7 +597,7 @@ static void test_striped_push_frame(void **state)
 	struct ing_stripe s;
 	struct ing_frame part[2];
 	struct ing_rdma_lcore_stats ls0, ls1, ls0b, ls1b;
-	struct push_run pr = { .src = src, .write_on = { true, true } };
+	struct push_run pr = { .pr = { .granted = push_grant_seen }, .src = src, .write_on = { true, true } };
 
 	for (size_t i = 0; i < FLEN; i++)
 		src[i] = (uint8_t)(i * 11 + (i >> 10) + 5);
@@ -662,13 +633,13 @@ static void test_striped_push_frame(void **state)
 	unsigned wr0 = fake->nwr;
 	for (unsigned i = 0; i < 2; i++)
 		assert_int_equal(ing_rdma_lcore_submit(E->lc[rails[i]], &part[i]), 0);
-	run_push_parts(&pr, 2);
-	assert_int_equal(pr.nfailed, 0);
-	assert_int_equal(pr.grants[0], 1);
-	assert_int_equal(pr.grants[1], 1);
+	run_parts(&pr.pr, 2);
+	assert_int_equal(pr.pr.nfailed, 0);
+	assert_int_equal(pr.pr.grants[0], 1);
+	assert_int_equal(pr.pr.grants[1], 1);
 	for (unsigned i = 0; i < 2; i++) {
-		assert_int_equal(pr.in[i]->status, ING_E_NONE);
-		assert_int_equal(ing_stripe_part_in(&s, pr.in[i]->part), i == 1);
+		assert_int_equal(pr.pr.in[i]->status, ING_E_NONE);
+		assert_int_equal(ing_stripe_part_in(&s, pr.pr.in[i]->part), i == 1);
 	}
 	assert_true(ing_stripe_complete(&s));
 	assert_memory_equal(x->buf, src, FLEN);
@@ -698,9 +669,9 @@ static void test_striped_push_frame(void **state)
 	/* rail 1 is lost before its part is written (the producer never writes it there, the
 	 * node's connection on rail 1 goes): that part alone fails back, retryable, and is
 	 * granted again on rail 0; the part already in is never written again */
-	memset(&pr.in, 0, sizeof(pr.in));
-	pr.nin = pr.nfailed = 0;
-	pr.grants[0] = pr.grants[1] = 0;
+	memset(&pr.pr.in, 0, sizeof(pr.pr.in));
+	pr.pr.nin = pr.pr.nfailed = 0;
+	pr.pr.grants[0] = pr.pr.grants[1] = 0;
 	pr.wrote[0] = pr.wrote[1] = 0;
 	pr.write_on[1] = false;
 	x = pr.x = push_frame_admit("pstriped-2", src);
@@ -709,14 +680,15 @@ static void test_striped_push_frame(void **state)
 	push_part_make(&part[1], x, &s, 1, 701, pr.qp[1]->qp_num, &mr_x10[x->cls]);
 	for (unsigned i = 0; i < 2; i++)
 		assert_int_equal(ing_rdma_lcore_submit(E->lc[rails[i]], &part[i]), 0);
-	run_push(&pr, 1, 1);                    /* part 0 in; part 1 granted, never written */
-	assert_int_equal(pr.nin, 1);
-	assert_int_equal(pr.nfailed, 0);
-	assert_ptr_equal(pr.in[0], &part[0]);
+	pr.pr.want_grants1 = 1;
+	run_parts(&pr.pr, 1);                   /* part 0 in; part 1 granted, never written */
+	assert_int_equal(pr.pr.nin, 1);
+	assert_int_equal(pr.pr.nfailed, 0);
+	assert_ptr_equal(pr.pr.in[0], &part[0]);
 	assert_int_equal(ing_rdma_lcore_detach(E->lc[1], pr.qp[1]->qp_num), 0);
-	run_push_parts(&pr, 2);                 /* part 1 comes back failed after the park */
-	assert_int_equal(pr.nfailed, 1);
-	assert_ptr_equal(pr.failed[0], &part[1]);
+	run_parts(&pr.pr, 2);                 /* part 1 comes back failed after the park */
+	assert_int_equal(pr.pr.nfailed, 1);
+	assert_ptr_equal(pr.pr.failed[0], &part[1]);
 	assert_int_not_equal(part[1].status, ING_E_NONE);
 	assert_true(part[1].retryable);
 	assert_int_equal(ing_stripe_part_in(&s, 0), 0);
@@ -728,12 +700,12 @@ static void test_striped_push_frame(void **state)
 	/* granted again over rail 0's session, with rail 0's own registration of the slot */
 	push_part_make(&part[1], x, &s, 1, 700, pr.qp[0]->qp_num, &mr_own[0][x->cls]);
 	assert_int_equal(ing_rdma_lcore_submit(E->lc[0], &part[1]), 0);
-	pr.nin = pr.nfailed = 0;
-	run_push_parts(&pr, 1);
-	assert_int_equal(pr.nin, 1);
-	assert_ptr_equal(pr.in[0], &part[1]);
+	pr.pr.nin = pr.pr.nfailed = 0;
+	run_parts(&pr.pr, 1);
+	assert_int_equal(pr.pr.nin, 1);
+	assert_ptr_equal(pr.pr.in[0], &part[1]);
 	assert_int_equal(ing_stripe_part_in(&s, 1), 1);
-	assert_int_equal(pr.grants[0], 2);      /* part 0 once, part 1 again: both on rail 0 */
+	assert_int_equal(pr.pr.grants[0], 2);      /* part 0 once, part 1 again: both on rail 0 */
 	assert_int_equal(pr.wrote[0], s.part[0].len);   /* part 0 written exactly once */
 	assert_int_equal(pr.wrote[1], s.part[1].len);   /* part 1 once, over rail 0 */
 	assert_memory_equal(x->buf, src, FLEN);
