@@ -374,6 +374,49 @@ static uint64_t read_into(uintptr_t lo, uintptr_t hi, unsigned from_wr)
 	return b;
 }
 
+/* Control's books: part 0 is in, rail 1 is lost: part 1 alone moves, to rail 0. */
+static void part1_moves_to_rail0(struct ing_stripe *s)
+{
+	const uint8_t up[1] = { 0 };
+	uint32_t moved;
+	assert_int_equal(ing_stripe_part_in(s, 0), 0);
+	assert_int_equal(ing_stripe_rail_lost(s, 1, up, 1, &moved), 1);
+	assert_int_equal(moved, 1u << 1);
+	assert_int_equal(s->part[1].rail, 0);
+}
+
+/* Each rail's lcore (counters before: b0, b1) brought in its part of s and nothing else:
+ * its bytes, one part, no frame delivered, nothing held; the counters now in a0, a1. */
+static void parts_counted(struct ing_rdma_lcore_stats b0, struct ing_rdma_lcore_stats b1,
+			  const struct ing_stripe *s, struct ing_rdma_lcore_stats *a0,
+			  struct ing_rdma_lcore_stats *a1)
+{
+	ing_rdma_lcore_get_stats(E->lc[0], a0);
+	ing_rdma_lcore_get_stats(E->lc[1], a1);
+	assert_int_equal(a0->bytes_received - b0.bytes_received, s->part[0].len);
+	assert_int_equal(a1->bytes_received - b1.bytes_received, s->part[1].len);
+	assert_int_equal(a0->parts_ok - b0.parts_ok, 1);
+	assert_int_equal(a1->parts_ok - b1.parts_ok, 1);
+	assert_int_equal(a0->frames_ok, b0.frames_ok);   /* no lcore delivered a frame */
+	assert_int_equal(a1->frames_ok, b1.frames_ok);
+	assert_int_equal(ing_rdma_lcore_frames_held(E->lc[0]) + ing_rdma_lcore_frames_held(E->lc[1]), 0);
+}
+
+/* The frame complete: control hands it to persistence once; one CRC, one file. */
+static void stripe_frame_persist(struct ing_frame *x, const uint8_t *src)
+{
+	x->filled = x->length;
+	x->t_received_ns = ing_now_ns();
+	assert_int_equal(ing_persist_submit(E->persist, x), 0);
+	struct ing_frame *back;
+	assert_int_equal(run_until_done(&back, 1), 1);
+	assert_ptr_equal(back, x);
+	assert_int_equal(x->status, ING_E_NONE);
+	assert_int_equal(x->crc_computed, x->crc32c);
+	check_file(x, src);
+	ing_pool_put(x);
+}
+
 /* One frame over both rails: each lcore READs its part into the one slot; control gathers
  * the parts and persists the frame once; a lost part is moved again alone. */
 static void test_striped_frame(void **state)
@@ -430,26 +473,9 @@ static void test_striped_frame(void **state)
 		bool on1 = fake->qps[wr->qp].qp.qp_num == qp[1]->qp_num;
 		assert_int_equal(wr->lkey, on1 ? lkeys_x10[x->cls] : lkeys_rail[0][x->cls]);
 	}
-	ing_rdma_lcore_get_stats(E->lc[0], &ls0b);
-	ing_rdma_lcore_get_stats(E->lc[1], &ls1b);
-	assert_int_equal(ls0b.bytes_received - ls0.bytes_received, s.part[0].len);
-	assert_int_equal(ls1b.bytes_received - ls1.bytes_received, s.part[1].len);
-	assert_int_equal(ls0b.parts_ok - ls0.parts_ok, 1);
-	assert_int_equal(ls1b.parts_ok - ls1.parts_ok, 1);
-	assert_int_equal(ls0b.frames_ok, ls0.frames_ok);   /* no lcore delivered a frame */
-	assert_int_equal(ls1b.frames_ok, ls1.frames_ok);
-	assert_int_equal(ing_rdma_lcore_frames_held(E->lc[0]) + ing_rdma_lcore_frames_held(E->lc[1]), 0);
+	parts_counted(ls0, ls1, &s, &ls0b, &ls1b);
 	/* control hands the whole frame to persistence once: one CRC check, one file */
-	x->filled = x->length;
-	x->t_received_ns = ing_now_ns();
-	assert_int_equal(ing_persist_submit(E->persist, x), 0);
-	struct ing_frame *back;
-	assert_int_equal(run_until_done(&back, 1), 1);
-	assert_ptr_equal(back, x);
-	assert_int_equal(x->status, ING_E_NONE);
-	assert_int_equal(x->crc_computed, x->crc32c);
-	check_file(x, src);
-	ing_pool_put(x);
+	stripe_frame_persist(x, src);
 
 	/* rail 1 fails its part (its READ refused: the QP goes to ERROR); rail 0's part is in:
 	 * only the lost part moves again, over rail 0 */
@@ -474,12 +500,7 @@ static void test_striped_frame(void **state)
 	assert_ptr_equal(pr.in[0], &part[0]);
 	assert_ptr_equal(pr.failed[0], &part[1]);
 	assert_int_equal(part[1].status, ING_E_TRANSFER);
-	assert_int_equal(ing_stripe_part_in(&s, 0), 0);
-	const uint8_t up[1] = { 0 };
-	uint32_t moved;
-	assert_int_equal(ing_stripe_rail_lost(&s, 1, up, 1, &moved), 1);
-	assert_int_equal(moved, 1u << 1);
-	assert_int_equal(s.part[1].rail, 0);
+	part1_moves_to_rail0(&s);
 	/* moved again over rail 0's session, with rail 0's own registration of the slot */
 	uint64_t part0_reads = read_into((uintptr_t)x->buf, (uintptr_t)x->buf + s.part[1].off, wr0);
 	assert_int_equal(part0_reads, s.part[0].len);
@@ -574,21 +595,6 @@ static struct ing_frame *push_frame_admit(const char *id, const uint8_t *src)
 	return x;
 }
 
-/* The frame complete: control hands it to persistence once; one CRC, one file. */
-static void push_frame_persist(struct ing_frame *x, const uint8_t *src)
-{
-	x->filled = x->length;
-	x->t_received_ns = ing_now_ns();
-	assert_int_equal(ing_persist_submit(E->persist, x), 0);
-	struct ing_frame *back;
-	assert_int_equal(run_until_done(&back, 1), 1);
-	assert_ptr_equal(back, x);
-	assert_int_equal(x->status, ING_E_NONE);
-	assert_int_equal(x->crc_computed, x->crc32c);
-	check_file(x, src);
-	ing_pool_put(x);
-}
-
 static void test_striped_push_frame(void **state)
 {
 	(void)state;
@@ -653,18 +659,10 @@ static void test_striped_push_frame(void **state)
 	}
 	assert_int_equal(binds, 2);
 	assert_int_equal(invs, 2);
-	ing_rdma_lcore_get_stats(E->lc[0], &ls0b);
-	ing_rdma_lcore_get_stats(E->lc[1], &ls1b);
-	assert_int_equal(ls0b.bytes_received - ls0.bytes_received, s.part[0].len);
-	assert_int_equal(ls1b.bytes_received - ls1.bytes_received, s.part[1].len);
-	assert_int_equal(ls0b.parts_ok - ls0.parts_ok, 1);
-	assert_int_equal(ls1b.parts_ok - ls1.parts_ok, 1);
+	parts_counted(ls0, ls1, &s, &ls0b, &ls1b);
 	assert_int_equal(ls0b.push_grants - ls0.push_grants, 1);
 	assert_int_equal(ls1b.push_grants - ls1.push_grants, 1);
-	assert_int_equal(ls0b.frames_ok, ls0.frames_ok);   /* no lcore delivered a frame */
-	assert_int_equal(ls1b.frames_ok, ls1.frames_ok);
-	assert_int_equal(ing_rdma_lcore_frames_held(E->lc[0]) + ing_rdma_lcore_frames_held(E->lc[1]), 0);
-	push_frame_persist(x, src);
+	stripe_frame_persist(x, src);
 
 	/* rail 1 is lost before its part is written (the producer never writes it there, the
 	 * node's connection on rail 1 goes): that part alone fails back, retryable, and is
@@ -691,12 +689,7 @@ static void test_striped_push_frame(void **state)
 	assert_ptr_equal(pr.pr.failed[0], &part[1]);
 	assert_int_not_equal(part[1].status, ING_E_NONE);
 	assert_true(part[1].retryable);
-	assert_int_equal(ing_stripe_part_in(&s, 0), 0);
-	const uint8_t up[1] = { 0 };
-	uint32_t moved;
-	assert_int_equal(ing_stripe_rail_lost(&s, 1, up, 1, &moved), 1);
-	assert_int_equal(moved, 1u << 1);
-	assert_int_equal(s.part[1].rail, 0);
+	part1_moves_to_rail0(&s);
 	/* granted again over rail 0's session, with rail 0's own registration of the slot */
 	push_part_make(&part[1], x, &s, 1, 700, pr.qp[0]->qp_num, &mr_own[0][x->cls]);
 	assert_int_equal(ing_rdma_lcore_submit(E->lc[0], &part[1]), 0);
@@ -709,7 +702,7 @@ static void test_striped_push_frame(void **state)
 	assert_int_equal(pr.wrote[0], s.part[0].len);   /* part 0 written exactly once */
 	assert_int_equal(pr.wrote[1], s.part[1].len);   /* part 1 once, over rail 0 */
 	assert_memory_equal(x->buf, src, FLEN);
-	push_frame_persist(x, src);
+	stripe_frame_persist(x, src);
 	free(src);
 }
 
