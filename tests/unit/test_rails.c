@@ -387,18 +387,18 @@ static void part1_moves_to_rail0(struct ing_stripe *s)
 
 /* Each rail's lcore (counters before: b0, b1) brought in its part of s and nothing else:
  * its bytes, one part, no frame delivered, nothing held; the counters now in a0, a1. */
-static void parts_counted(struct ing_rdma_lcore_stats b0, struct ing_rdma_lcore_stats b1,
+static void parts_counted(const struct ing_rdma_lcore_stats *b0, const struct ing_rdma_lcore_stats *b1,
 			  const struct ing_stripe *s, struct ing_rdma_lcore_stats *a0,
 			  struct ing_rdma_lcore_stats *a1)
 {
 	ing_rdma_lcore_get_stats(E->lc[0], a0);
 	ing_rdma_lcore_get_stats(E->lc[1], a1);
-	assert_int_equal(a0->bytes_received - b0.bytes_received, s->part[0].len);
-	assert_int_equal(a1->bytes_received - b1.bytes_received, s->part[1].len);
-	assert_int_equal(a0->parts_ok - b0.parts_ok, 1);
-	assert_int_equal(a1->parts_ok - b1.parts_ok, 1);
-	assert_int_equal(a0->frames_ok, b0.frames_ok);   /* no lcore delivered a frame */
-	assert_int_equal(a1->frames_ok, b1.frames_ok);
+	assert_int_equal(a0->bytes_received - b0->bytes_received, s->part[0].len);
+	assert_int_equal(a1->bytes_received - b1->bytes_received, s->part[1].len);
+	assert_int_equal(a0->parts_ok - b0->parts_ok, 1);
+	assert_int_equal(a1->parts_ok - b1->parts_ok, 1);
+	assert_int_equal(a0->frames_ok, b0->frames_ok);   /* no lcore delivered a frame */
+	assert_int_equal(a1->frames_ok, b1->frames_ok);
 	assert_int_equal(ing_rdma_lcore_frames_held(E->lc[0]) + ing_rdma_lcore_frames_held(E->lc[1]), 0);
 }
 
@@ -473,7 +473,7 @@ static void test_striped_frame(void **state)
 		bool on1 = fake->qps[wr->qp].qp.qp_num == qp[1]->qp_num;
 		assert_int_equal(wr->lkey, on1 ? lkeys_x10[x->cls] : lkeys_rail[0][x->cls]);
 	}
-	parts_counted(ls0, ls1, &s, &ls0b, &ls1b);
+	parts_counted(&ls0, &ls1, &s, &ls0b, &ls1b);
 	/* control hands the whole frame to persistence once: one CRC check, one file */
 	stripe_frame_persist(x, src);
 
@@ -659,7 +659,7 @@ static void test_striped_push_frame(void **state)
 	}
 	assert_int_equal(binds, 2);
 	assert_int_equal(invs, 2);
-	parts_counted(ls0, ls1, &s, &ls0b, &ls1b);
+	parts_counted(&ls0, &ls1, &s, &ls0b, &ls1b);
 	assert_int_equal(ls0b.push_grants - ls0.push_grants, 1);
 	assert_int_equal(ls1b.push_grants - ls1.push_grants, 1);
 	stripe_frame_persist(x, src);
