@@ -103,6 +103,7 @@ struct rprod {
 	/* push */
 	uint32_t remote_qpn;       /* the node's QP of the current connection */
 	unsigned writes_out;       /* WRITEs posted, not completed */
+	unsigned sq;               /* the QP's send queue depth */
 	uint32_t *slot_grant;      /* per in-flight slot: grant id of its outstanding WRITE */
 	bool need_reconnect;       /* a WRITE failed: the QP is in ERROR */
 	uint64_t grants, grants_void, writes_failed;
@@ -497,8 +498,12 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 		r->mr = r->reg->mr;
 	}
 	/* Pull: the QP only answers READs, no WRs of its own, a minimal CQ. Push: one WRITE
-	 * per frame in flight. */
-	unsigned sq = p->push ? p->credits + 1 : 1;
+	 * per frame in flight; a router's rail session also writes one part of each striped
+	 * frame of the other rails' sessions (each at most its credits in flight). */
+	unsigned sq = p->push ? p->credits * (p->shared ? PRODUCER_MAX_RAILS : 1) + 1 : 1;
+	if (sq > 16384 && p->credits < 16384)
+		sq = 16384;   /* within every device's max_qp_wr; a part beyond waits (ENOBUFS) */
+	r->sq = sq;
 	r->cq = ibv_create_cq(r->reg->ctx, (int)sq + 1, NULL, NULL, 0);
 	if (!r->cq) {
 		snprintf(err, errlen, "ibv_create_cq: %s", strerror(errno));
@@ -878,9 +883,9 @@ static int rdma_part_write(struct ing_producer *p, struct ing_producer *home, st
 	t = p->shared->rdma_parts;
 	for (idx = 0; idx < RDMA_PARTS_MAX && t[idx].via; idx++)
 		;
-	if (idx == RDMA_PARTS_MAX) {
-		ING_LOG_RL(ING_LOG_ERR, COMP, "session %" PRIu64 ": %u striped part WRITEs in flight: part %u of frame %s waits for the node to move it",
-			   p->session_id, RDMA_PARTS_MAX, w->grant_part, f->id);
+	if (idx == RDMA_PARTS_MAX || r->writes_out >= r->sq) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "session %" PRIu64 ": %u WRITEs in flight (%u striped parts of the router): part %u of frame %s waits for the node to move it",
+			   p->session_id, r->writes_out, RDMA_PARTS_MAX, w->grant_part, f->id);
 		return -ENOBUFS;
 	}
 	r->grants++;
