@@ -34,7 +34,8 @@
 #             producer's own MB/s. Until the producer spreads frames over rails itself
 #             (issue #26 item 3), "2 rails" is two producers, one per rail; it says so.
 #   stripe    one 64 MiB frame at a time over 1 rail and over 2 rails, striped (the node
-#             runs --stripe-min 64M: only those frames are), same run, and the ratio
+#             runs --stripe-min 64M: only those frames are), same run, and the ratio; READ
+#             pull, then WRITE push
 #
 # Knobs (env): BENCH_SIZE (4M), BENCH_COUNT (256 frames: with --reuse-buffers the producer
 #              generates its ~20 pool buffers once, inside the timed run), BENCH_CREDITS (16),
@@ -201,23 +202,23 @@ rails_send() {
 	RAILS_PID=$!
 }
 jmbs() { python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["mb_s"])' "$1"; }
-# rails_stripe_2: one 64 MiB frame at a time over both rails at once, striped (the node runs
-# --stripe-min 64M: only these frames are; docs/ARCHITECTURE.md "Striping"), against one
-# rail (stripe 1, the same producer given rxe0 only); sets STRIPE2_MBS and prints each
-# rail's bytes from the node's lcore counters.
+# rails_stripe_2 MODE WHAT: one 64 MiB frame at a time over both rails at once, striped (the
+# node runs --stripe-min 64M: only these frames are; docs/ARCHITECTURE.md "Striping"; push:
+# docs/PUSH.md "Striped push"), against one rail (stripe 1, the same producer given rxe0
+# only); sets STRIPE2_MBS and prints each rail's bytes from the node's lcore counters.
 rails_stripe_2() {
-	local b0 b1 s0 s1
+	local mode=$1 what=$2 b0 b1 s0 s1
 	STRIPE2_MBS=
 	"$STATS" "127.0.0.1:$RPORT" >"$T/rs0"
-	"$SEND" --server "${IPS[0]}:$RPORT" --rdma-dev "${DEVS[0]},${DEVS[1]}" --transport rdma \
+	"$SEND" --server "${IPS[0]}:$RPORT" --rdma-dev "${DEVS[0]},${DEVS[1]}" --transport "$mode" \
 		--count "$BENCH_STRIPE_COUNT" --size 64M --credits 1 --first-id $((RAILS_ID += 100000)) \
-		--wafer rails-stripe2 "${REUSE[@]}" --json --quiet >"$T/stripe2.json" 2>"$T/stripe2.err" ||
-		{ echo "stripe 2     : FAILED: ingest-send exited $?"; tail -n 5 "$T/stripe2.err"; return 0; }
+		--wafer "rails-stripe2-$mode" "${REUSE[@]}" --json --quiet >"$T/stripe2-$mode.json" 2>"$T/stripe2-$mode.err" ||
+		{ echo "stripe 2     : FAILED ($what): ingest-send exited $?"; tail -n 5 "$T/stripe2-$mode.err"; return 0; }
 	"$STATS" "127.0.0.1:$RPORT" >"$T/rs1"
 	read -r b0 b1 <<<"$(rails_lcore_bytes "$T/rs0")"
 	read -r s0 s1 <<<"$(rails_lcore_bytes "$T/rs1")"
-	STRIPE2_MBS=$(jmbs "$T/stripe2.json")
-	echo "stripe 2     : one 64 MiB frame at a time striped over rail 0 + rail 1 (READ pull): $STRIPE2_MBS MB/s" \
+	STRIPE2_MBS=$(jmbs "$T/stripe2-$mode.json")
+	echo "stripe 2     : one 64 MiB frame at a time striped over rail 0 + rail 1 ($what): $STRIPE2_MBS MB/s" \
 		"($BENCH_STRIPE_COUNT frames; node lcores: rail 0 $(((s0 - b0) / 1000000)) MB, rail 1 $(((s1 - b1) / 1000000)) MB)"
 }
 bench_rails() {
@@ -291,15 +292,21 @@ print("%.1f" % (sum(d["bytes"] for d in ds) / 1e6 / max(d["wall_s"] for d in ds)
 			"(perftest 2 devices / 1: $(awk -v a="$pair" -v b="$p1" 'BEGIN{printf "%.2fx", a / b}'))"
 		echo "rails $mode  : 2 rails $two MB/s = $(awk -v a="$two" -v b="$pair" 'BEGIN{printf "%.2f", a / b}')x $tool on ${DEVS[0]} + ${DEVS[1]} at once ($pair MB/s; target >= 0.9x)"
 	done
-	# striping: one 64 MiB frame at a time (credits 1) over one rail, then over two
-	rails_send stripe1 0 rdma 1 64M 1
-	wait "$RAILS_PID" || { cat "$T/stripe1.err"; exit 1; }
-	rails_send stripe1 0 rdma "$BENCH_STRIPE_COUNT" 64M 1
-	wait "$RAILS_PID" || { cat "$T/stripe1.err"; exit 1; }
-	echo "stripe 1     : one 64 MiB frame at a time over rail 0 (READ pull): $(jmbs "$T/stripe1.json") MB/s ($BENCH_STRIPE_COUNT frames)"
-	rails_stripe_2
-	[ -z "$STRIPE2_MBS" ] ||
-		echo "stripe ratio : $(awk -v a="$STRIPE2_MBS" -v b="$(jmbs "$T/stripe1.json")" 'BEGIN{printf "%.2f", a / b}')x one rail (target >= 1.6x)"
+	# striping: one 64 MiB frame at a time (credits 1) over one rail, then over two; READ
+	# pull, then RDMA WRITE push (a grant per part)
+	local what
+	for mode in rdma rdma-write; do
+		what="READ pull"
+		[ "$mode" = rdma-write ] && what="WRITE push"
+		rails_send "stripe1-$mode" 0 "$mode" 1 64M 1
+		wait "$RAILS_PID" || { cat "$T/stripe1-$mode.err"; exit 1; }
+		rails_send "stripe1-$mode" 0 "$mode" "$BENCH_STRIPE_COUNT" 64M 1
+		wait "$RAILS_PID" || { cat "$T/stripe1-$mode.err"; exit 1; }
+		echo "stripe 1     : one 64 MiB frame at a time over rail 0 ($what): $(jmbs "$T/stripe1-$mode.json") MB/s ($BENCH_STRIPE_COUNT frames)"
+		rails_stripe_2 "$mode" "$what"
+		[ -z "$STRIPE2_MBS" ] ||
+			echo "stripe ratio : $(awk -v a="$STRIPE2_MBS" -v b="$(jmbs "$T/stripe1-$mode.json")" 'BEGIN{printf "%.2f", a / b}')x one rail, $what (target >= 1.6x)"
+	done
 	kill -TERM "$PID"; wait "$PID" || true; PID=
 	rm -rf "$T/rdata"
 }

@@ -83,11 +83,14 @@ struct ing_frame {
 	/* Striping (common/stripe.h, docs/ARCHITECTURE.md "Striping"): a part of a striped
 	 * frame is a descriptor of its own, never a pool slot: buf/cap point into the striped
 	 * frame's slot at the part's offset; length, raddr, rkey and session_id are the
-	 * part's. An lcore READs it as it reads a frame and posts ING_EV_PART_IN on control's
+	 * part's. An lcore READs it (push: grants it, docs/PUSH.md "Striped push") as it
+	 * does a frame and posts ING_EV_PART_IN on control's
 	 * mailbox when every byte of it is in (no RECEIVED, no persistence: the frame is
 	 * control's); a part that fails comes back as ING_EV_DONE, as a frame does. */
 	struct ing_frame *part_of; /* the striped frame; NULL: a whole frame */
 	uint32_t part_lkey;   /* lkey of the striped frame's slot in the PD of the part's rail */
+	void *part_mr;        /* push: the struct ibv_mr of that slot in the PD of the part's
+			       * rail (a window binds over it; MR mode grants its rkey) */
 	uint8_t part;         /* the part's index in its stripe */
 	uint64_t t_admit_ns;  /* ing_now_ns() at admission */
 	uint64_t t_received_ns;

@@ -329,10 +329,15 @@ unsigned fleet_stripe_vias(struct ing_producer *p, struct stripe_via_p *v, unsig
 			const struct fnode *e = &f->nodes[j];
 			if ((pass == 0) != ((int)j == home) || e->primary != grp || !ep_up(e))
 				continue;
-			uint32_t rkey;
+			uint32_t rkey = 0;
 			int idx = rail_index_of(p, e->sub->rail);
-			if (e->sub->push || idx < 0 || idx > 255 || !e->sub->xport || !e->sub->xport->read_rkey ||
-			    e->sub->xport->read_rkey(e->sub, &rkey)) {
+			/* pull: each rail's rkey of the pool; push (p->push): each rail's session
+			 * with a connection that can write (the node grants every part) */
+			const struct producer_xport *x = e->sub->xport;
+			bool can = x && e->sub->push == p->push &&
+				   (p->push ? x->push_ready && x->part_write && !x->push_ready(e->sub)
+					    : x->read_rkey && !x->read_rkey(e->sub, &rkey));
+			if (idx < 0 || idx > 255 || !can) {
 				if (pass == 0)
 					return 0;
 				continue;
@@ -341,6 +346,24 @@ unsigned fleet_stripe_vias(struct ing_producer *p, struct stripe_via_p *v, unsig
 							.rkey = rkey };
 		}
 	return n;
+}
+
+struct ing_producer *fleet_rail_session(struct ing_producer *p, unsigned rail)
+{
+	struct fleet *f = p->router;
+	int home = -1;
+
+	for (unsigned i = 0; f && i < f->nnodes; i++)
+		if (f->nodes[i].sub == p)
+			home = (int)i;
+	if (home < 0)
+		return NULL;
+	for (unsigned j = 0; j < f->nnodes; j++) {
+		const struct fnode *e = &f->nodes[j];
+		if (e->primary == f->nodes[home].primary && ep_up(e) && rail_index_of(p, e->sub->rail) == (int)rail)
+			return e->sub;
+	}
+	return NULL;
 }
 
 /* Takes new wafers: connected, not cooling down, its node not draining or reported down. */

@@ -145,6 +145,10 @@ int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a)
 			case 22: a->grant_rkey = (uint32_t)v; break;
 			case 23: a->grant_length = v; break;
 			case 24: a->grant_qp = (uint32_t)v; break;
+			case 30: a->grant_striped = v != 0; break;
+			case 31: a->grant_part = (uint32_t)v; break;
+			case 32: a->grant_offset = v; break;
+			case 33: a->grant_rail = (uint32_t)v; break;
 			default: break;
 			}
 		} else if (f.wt == PB_LEN && (f.num == 1 || f.num == 3 || f.num == 10)) {

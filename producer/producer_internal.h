@@ -130,6 +130,8 @@ struct producer_shared {
 	struct ppool *pool;
 	struct rdma_reg *rdma;  /* rdma_producer.c: the pool's registrations, one per device */
 	struct rdma_held *rdma_held; /* rdma_producer.c: connections whose end waits for a link */
+	struct rdma_part_wr *rdma_parts; /* rdma_producer.c: striped push parts' WRITEs in flight
+					  * (RDMA_PARTS_MAX, allocated on first use) */
 	bool fail_fast;         /* RDMA connection lost: the session breaks (no reconnect); the
 				 * router re-sends its frames to the next node */
 };
@@ -163,6 +165,13 @@ struct producer_xport {
 	/* Striping: the rkey of its registration of the frame pool while its connection can
 	 * READ (pull): 0, else -ENOTCONN. NULL: the transport moves no part. */
 	int (*read_rkey)(const struct ing_producer *p, uint32_t *rkey);
+	/* Striped push (docs/PUSH.md "Striped push"): 0 while its connection can take a
+	 * part's RDMA WRITE, else -ENOTCONN; part_write posts one: bytes [off, off + w's
+	 * grant_length) of home's frame f, into the grant w names (on this session's QP).
+	 * NULL: the transport moves no part. */
+	int (*push_ready)(const struct ing_producer *p);
+	int (*part_write)(struct ing_producer *p, struct ing_producer *home, struct pframe *f,
+			  const struct wire_ack *w);
 };
 
 extern const struct producer_xport grpc_xport;
@@ -289,6 +298,8 @@ struct ing_producer {
  * now: at most max into v; 0 when p is not a router's endpoint or its own rail is not
  * usable. Router thread. */
 unsigned fleet_stripe_vias(struct ing_producer *p, struct stripe_via_p *v, unsigned max);
+/* Striped push: the session of p's router on the node's rail `rail` (p's node), up; NULL. */
+struct ing_producer *fleet_rail_session(struct ing_producer *p, unsigned rail);
 
 /* ---- shared by the transports (producer.c) ---- */
 
@@ -395,6 +406,11 @@ struct wire_ack {
 	/* stage GRANTED (push): Ack.grant* (20..24) */
 	uint32_t grant_id, grant_rkey, grant_qp;
 	uint64_t grant_addr, grant_length;
+	/* a part of a striped push frame: Ack.grantStriped, grantPart, grantOffset, grantRail
+	 * (30..33): write [grant_offset, + grant_length) of the frame over that rail */
+	bool grant_striped;
+	uint32_t grant_part, grant_rail;
+	uint64_t grant_offset;
 	char msg[512];
 };
 int ack_decode(const uint8_t *buf, size_t len, struct wire_ack *a);

@@ -103,6 +103,7 @@ struct rprod {
 	/* push */
 	uint32_t remote_qpn;       /* the node's QP of the current connection */
 	unsigned writes_out;       /* WRITEs posted, not completed */
+	unsigned sq;               /* the QP's send queue depth */
 	uint32_t *slot_grant;      /* per in-flight slot: grant id of its outstanding WRITE */
 	bool need_reconnect;       /* a WRITE failed: the QP is in ERROR */
 	uint64_t grants, grants_void, writes_failed;
@@ -113,6 +114,48 @@ struct rprod {
 #endif
 	char dev[IBV_SYSFS_NAME_MAX];
 };
+
+/*
+ * Striped push (docs/PUSH.md "Striped push"): a part's RDMA WRITE goes over the session of
+ * its rail (`via`) while the frame is the home session's. The router's sessions share this
+ * table (producer_shared.rdma_parts): the WRITE's completion on via's CQ, or via's end,
+ * lets go of the home frame's reference (busy_refs: its final Ack waits for it); the
+ * home's end clears its entries (its frames are gone with it). wr_id of a part's WRITE:
+ * PART_WR_TAG | index << 32 | grant id.
+ */
+#define RDMA_PARTS_MAX 256
+#define PART_WR_TAG (1ull << 63)
+struct rdma_part_wr {
+	struct ing_producer *via;   /* NULL: free */
+	struct ing_producer *home;  /* NULL: its home session is gone */
+	struct pframe *f;
+	uint32_t gid;
+};
+
+/* A part WRITE of the table is over (completed, flushed, or its session's end): the home
+ * frame's reference goes. */
+static void part_wr_end(struct rdma_part_wr *pw)
+{
+	struct ing_producer *home = pw->home;
+	struct pframe *f = pw->f;
+
+	memset(pw, 0, sizeof(*pw));
+	if (home)
+		producer_frame_unref(home, f);
+}
+
+/* Session p ends: its part WRITEs end; parts of its own frames written by others forget it. */
+static void parts_forget(struct ing_producer *p)
+{
+	struct rdma_part_wr *t = p->shared ? p->shared->rdma_parts : NULL;
+
+	for (unsigned i = 0; t && i < RDMA_PARTS_MAX; i++) {
+		if (t[i].via == p)
+			part_wr_end(&t[i]);
+		else if (t[i].via && t[i].home == p)
+			t[i].home = NULL;
+	}
+}
 
 /* ---------------------------------------------------------------- FrameMeta encoding */
 
@@ -146,8 +189,10 @@ static size_t stripe_part_encode(uint8_t *b, const struct ing_stripe_part *sp, c
 	n += pb_put_uint_field(m + n, 2, sp->len);
 	n += pb_put_uint_field(m + n, 3, sp->rail);
 	n += pb_put_uint_field(m + n, 4, v->session);
-	n += pb_put_uint_field(m + n, 5, frame_addr + sp->off);
-	n += pb_put_uint_field(m + n, 6, v->rkey);
+	if (frame_addr) {   /* pull; push: the node grants the part (no addr, no rkey) */
+		n += pb_put_uint_field(m + n, 5, frame_addr + sp->off);
+		n += pb_put_uint_field(m + n, 6, v->rkey);
+	}
 	return pb_put_string_field(b, 10, (const char *)m, n);
 }
 
@@ -156,7 +201,9 @@ static size_t stripe_part_encode(uint8_t *b, const struct ing_stripe_part *sp, c
  * two or more of the node's rails connected by RDMA READ, names one part per rail (its
  * session there and that device's rkey; the address is the same: the pool is one mapping,
  * registered per device). The node reads each part over its rail into the frame's one
- * slot. Appends the parts to b; returns their bytes (0: sent whole).
+ * slot. Push (every rail's session negotiated RDMA WRITE): the parts name the sessions
+ * only; the node grants each part on its rail (rdma_part_grant). Appends the parts to b;
+ * returns their bytes (0: sent whole).
  */
 static size_t stripe_encode(struct ing_producer *p, const struct pframe *f, uint64_t addr, uint8_t *b)
 {
@@ -165,7 +212,7 @@ static size_t stripe_encode(struct ing_producer *p, const struct pframe *f, uint
 	struct ing_stripe st;
 	size_t n = 0;
 
-	if (p->push || !p->router || !ing_stripe_wanted(f->len, p->stripe_min, 2))
+	if (!p->router || !ing_stripe_wanted(f->len, p->stripe_min, 2))
 		return 0;
 	unsigned nv = fleet_stripe_vias(p, v, ING_STRIPE_MAX_PARTS);
 	if (nv < 2)
@@ -175,9 +222,9 @@ static size_t stripe_encode(struct ing_producer *p, const struct pframe *f, uint
 	if (ing_stripe_split(&st, f->len, rails, nv, 0) < 2)
 		return 0;
 	for (unsigned i = 0; i < st.nparts; i++)
-		n += stripe_part_encode(b + n, &st.part[i], &v[i], addr);
-	ING_DBG(COMP, "session %" PRIu64 ": frame %s (%" PRIu64 " bytes) striped over %u rails", p->session_id,
-		f->id, f->len, st.nparts);
+		n += stripe_part_encode(b + n, &st.part[i], &v[i], p->push ? 0 : addr);
+	ING_DBG(COMP, "session %" PRIu64 ": frame %s (%" PRIu64 " bytes) striped over %u rails (%s)", p->session_id,
+		f->id, f->len, st.nparts, p->push ? "push" : "pull");
 	return n;
 }
 
@@ -378,6 +425,8 @@ static void reg_put(struct ing_producer *p, struct rdma_reg *g)
 static void rdma_shared_release(struct producer_shared *sh)
 {
 	held_reap(sh, true);
+	free(sh->rdma_parts);   /* every session is gone: no entry is in use */
+	sh->rdma_parts = NULL;
 	struct rdma_reg *g = sh->rdma;
 
 	while (g) {
@@ -449,8 +498,12 @@ static int conn_make(struct ing_producer *p, struct rprod *r, char *err, size_t 
 		r->mr = r->reg->mr;
 	}
 	/* Pull: the QP only answers READs, no WRs of its own, a minimal CQ. Push: one WRITE
-	 * per frame in flight. */
-	unsigned sq = p->push ? p->credits + 1 : 1;
+	 * per frame in flight; a router's rail session also writes one part of each striped
+	 * frame of the other rails' sessions (each at most its credits in flight). */
+	unsigned sq = p->push ? p->credits * (p->shared ? PRODUCER_MAX_RAILS : 1) + 1 : 1;
+	if (sq > 16384 && p->credits < 16384)
+		sq = 16384;   /* within every device's max_qp_wr; a part beyond waits (ENOBUFS) */
+	r->sq = sq;
 	r->cq = ibv_create_cq(r->reg->ctx, (int)sq + 1, NULL, NULL, 0);
 	if (!r->cq) {
 		snprintf(err, errlen, "ibv_create_cq: %s", strerror(errno));
@@ -560,6 +613,7 @@ static void rdma_stop(struct ing_producer *p)
 		ING_INFO(COMP, "session %" PRIu64 ": %s: the connection's end waits for the link", p->session_id, why);
 	}
 	conn_drop(r);
+	parts_forget(p);
 	reg_put(p, r->reg);
 	r->reg = NULL;
 	r->mr = NULL;
@@ -777,6 +831,115 @@ static int rdma_pump(struct ing_producer *p)
 
 /* ---------------------------------------------------------------- push */
 
+static int rdma_push_ready(const struct ing_producer *p)
+{
+	const struct rprod *r = p && p->xport && p->xport->kind == ING_TRANSPORT_RDMA ? p->xport_priv : NULL;
+
+	return r && p->push && r->connected && r->id && r->mr && !p->broken && !r->need_reconnect ? 0 : -ENOTCONN;
+}
+
+/* A part WRITE of ours completed (wc of our CQ whose wr_id carries PART_WR_TAG). */
+static void part_wr_completed(struct ing_producer *p, struct rprod *r, const struct ibv_wc *wc)
+{
+	struct rdma_part_wr *t = p->shared ? p->shared->rdma_parts : NULL;
+	unsigned idx = (unsigned)((wc->wr_id & ~PART_WR_TAG) >> 32);
+	uint32_t gid = (uint32_t)wc->wr_id;
+
+	if (!t || idx >= RDMA_PARTS_MAX || t[idx].via != p || t[idx].gid != gid)
+		return;
+	if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
+		r->writes_failed++;
+		ING_LOG_RL(ING_LOG_WARN, COMP, "session %" PRIu64 " frame %s: RDMA WRITE of a striped part failed: %s (vendor_err 0x%x); the node moves the part to another rail",
+			   p->session_id, t[idx].f->id, ibv_wc_status_str(wc->status), wc->vendor_err);
+	}
+	part_wr_end(&t[idx]);
+}
+
+/*
+ * Push, striped: this session (its rail's) writes part w of home's frame f: bytes
+ * [grantOffset, + grantLength) of the frame into the grant, one RDMA WRITE WITH IMM over
+ * our QP. A grant for another QP than ours is void (a new one follows, or the node moves
+ * the part). 0, or -errno (nothing posted; the node's grant expires or its rail is lost,
+ * and the part moves).
+ */
+static int rdma_part_write(struct ing_producer *p, struct ing_producer *home, struct pframe *f,
+			   const struct wire_ack *w)
+{
+	struct rprod *r = p->xport_priv;
+	struct rdma_part_wr *t;
+	unsigned idx;
+
+	if (rdma_push_ready(p) || w->grant_qp != r->remote_qpn) {
+		if (r)
+			r->grants_void++;
+		ING_LOG_RL(ING_LOG_DEBUG, COMP, "session %" PRIu64 ": grant %u (part %u of frame %s) names qp 0x%x, ours is 0x%x: void",
+			   p->session_id, w->grant_id, w->grant_part, f->id, w->grant_qp, r ? r->remote_qpn : 0);
+		return -ENOTCONN;
+	}
+	if (!p->shared)
+		return -ENOTCONN;   /* a router's session only */
+	if (!p->shared->rdma_parts && !(p->shared->rdma_parts = calloc(RDMA_PARTS_MAX, sizeof(*t))))
+		return -ENOMEM;
+	t = p->shared->rdma_parts;
+	for (idx = 0; idx < RDMA_PARTS_MAX && t[idx].via; idx++)
+		;
+	if (idx == RDMA_PARTS_MAX || r->writes_out >= r->sq) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "session %" PRIu64 ": %u WRITEs in flight (%u striped parts of the router): part %u of frame %s waits for the node to move it",
+			   p->session_id, r->writes_out, RDMA_PARTS_MAX, w->grant_part, f->id);
+		return -ENOBUFS;
+	}
+	r->grants++;
+	struct ibv_sge sge = { .addr = (uintptr_t)f->data + w->grant_offset, .length = (uint32_t)w->grant_length,
+			       .lkey = r->mr->lkey };
+	struct ibv_send_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = PART_WR_TAG | (uint64_t)idx << 32 | w->grant_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htobe32(w->grant_id);
+	wr.wr.rdma.remote_addr = w->grant_addr;
+	wr.wr.rdma.rkey = w->grant_rkey;
+	int rc = ibv_post_send(r->id->qp, &wr, &bad);
+	if (rc) {
+		ING_LOG_RL(ING_LOG_ERR, COMP, "session %" PRIu64 " frame %s: ibv_post_send(RDMA WRITE WITH IMM, part %u): %s",
+			   p->session_id, f->id, w->grant_part, strerror(rc));
+		r->need_reconnect = true;   /* the node moves the part once this rail is lost */
+		return -rc;
+	}
+	t[idx] = (struct rdma_part_wr){ .via = p, .home = home, .f = f, .gid = w->grant_id };
+	r->writes_out++;
+	f->busy_refs++;
+	return 0;
+}
+
+/* Push, striped: the node granted part w->grant_part of frame f on rail w->grant_rail:
+ * the session of that rail writes it. */
+static void rdma_part_grant(struct ing_producer *p, struct pframe *f, const struct wire_ack *w)
+{
+	char msg[200];
+
+	if (f->node_failed || f->done)
+		return;
+	if (!w->grant_id || !w->grant_length || w->grant_length > UINT32_MAX || w->grant_offset > f->len ||
+	    w->grant_length > f->len - w->grant_offset) {
+		snprintf(msg, sizeof(msg), "the ingest node granted part %u as %" PRIu64 " bytes at %" PRIu64
+			 " (grant %u) of a frame of %" PRIu64, w->grant_part, w->grant_length, w->grant_offset,
+			 w->grant_id, f->len);
+		producer_frame_fail(p, f, ING_ERR_INTERNAL, 0, msg);
+		return;
+	}
+	struct ing_producer *via = p->router ? fleet_rail_session(p, w->grant_rail) : NULL;
+	if (!via || !via->xport || !via->xport->part_write) {
+		ING_LOG_RL(ING_LOG_WARN, COMP, "session %" PRIu64 ": part %u of frame %s granted on rail %u, where this producer has no session now: the node moves it when it sees the rail's connection gone",
+			   p->session_id, w->grant_part, f->id, w->grant_rail);
+		return;
+	}
+	(void)via->xport->part_write(via, p, f, w);
+	f->sent = f->len;
+}
+
 /* Push: the node granted frame f a slot: one RDMA WRITE WITH IMM of the whole frame. */
 static void rdma_grant(struct ing_producer *p, struct pframe *f, const struct wire_ack *w)
 {
@@ -784,6 +947,10 @@ static void rdma_grant(struct ing_producer *p, struct pframe *f, const struct wi
 	uint32_t slot = producer_frame_slot(p, f);
 	char msg[200];
 
+	if (w->grant_striped) {   /* a part of a striped frame: over its rail's session */
+		rdma_part_grant(p, f, w);
+		return;
+	}
 	r->grants++;
 	if (!r->connected || !r->id || w->grant_qp != r->remote_qpn) {
 		r->grants_void++;
@@ -863,6 +1030,10 @@ static void push_poll_cq(struct ing_producer *p, struct rprod *r)
 				r->writes_out--;
 			if (wc[i].status != IBV_WC_SUCCESS)
 				r->need_reconnect = true;
+			if (wc[i].wr_id & PART_WR_TAG) {   /* a part of another session's frame */
+				part_wr_completed(p, r, &wc[i]);
+				continue;
+			}
 			if (slot >= p->credits || r->slot_grant[slot] != gid)
 				continue;
 			struct pframe *f = &p->frames[slot];
@@ -900,6 +1071,10 @@ static void push_forget_writes(struct ing_producer *p, struct rprod *r)
 		r->slot_grant[s] = 0;
 		producer_frame_unref(p, &p->frames[s]);
 	}
+	struct rdma_part_wr *t = p->shared ? p->shared->rdma_parts : NULL;
+	for (unsigned i = 0; t && i < RDMA_PARTS_MAX; i++)
+		if (t[i].via == p)
+			part_wr_end(&t[i]);
 	r->writes_out = 0;
 }
 
@@ -1019,4 +1194,6 @@ const struct producer_xport rdma_xport = {
 	.grant = rdma_grant,
 	.shared_release = rdma_shared_release,
 	.read_rkey = rdma_read_rkey,
+	.push_ready = rdma_push_ready,
+	.part_write = rdma_part_write,
 };

@@ -158,7 +158,7 @@ static void ht_remove(struct ing_svc *s, struct svc_frame *e)
  * and the final one from its descriptor's outcome; nothing when its call is gone.
  */
 
-#define SVC_ACK_MAX_ENC 1200u    /* encoded Ack upper bound (ids <= 256, msg < ING_FRAME_MSG_MAX) */
+#define SVC_ACK_MAX_ENC 1280u    /* encoded Ack upper bound (ids <= 256, msg < ING_FRAME_MSG_MAX, grant fields) */
 
 /* An Ack (what is sent, or held until the client reads). */
 struct svc_ack {
@@ -173,6 +173,9 @@ struct svc_ack {
 	/* stage GRANTED (push) only */
 	uint32_t grant_id, grant_rkey, grant_qp;
 	uint64_t grant_addr, grant_length;
+	bool grant_striped;              /* a part of a striped frame: the three below */
+	uint32_t grant_part, grant_rail;
+	uint64_t grant_offset;
 	char msg[ING_FRAME_MSG_MAX];
 };
 
@@ -200,6 +203,10 @@ static size_t ack_encode(const struct svc_ack *a, uint8_t *buf, size_t cap)
 	m.grantrkey = a->grant_rkey;
 	m.grantlength = a->grant_length;
 	m.grantqpnum = a->grant_qp;
+	m.grantstriped = a->grant_striped;
+	m.grantpart = a->grant_part;
+	m.grantoffset = a->grant_offset;
+	m.grantrail = a->grant_rail;
 	m.stored = a->ok && a->stage == H3000__ACK_STAGE__ACK_STAGE_DURABLE;
 	size_t n = h3000__ack__get_packed_size(&m);
 	if (n > cap)
@@ -327,8 +334,11 @@ static void svc_ack_received(struct svc_frame *e, uint64_t latency_ns)
 }
 
 /* A frame whose call is gone is never written: its grant expires in the lcore. The lcore
- * still owns the frame: only what admission set is read here (buf, length, ids). */
-static void svc_ack_granted(struct svc_frame *e, uint32_t grant_id, uint32_t grant_rkey, uint32_t qp_num)
+ * still owns the frame: only what admission set is read here (buf, length, ids). g: what
+ * was granted, the frame itself or a part of it (a striped push frame, xport/stripe.c),
+ * whose grant names the part, its offset and its rail. */
+static void svc_ack_granted(struct svc_frame *e, const struct ing_frame *g, uint32_t grant_id,
+			    uint32_t grant_rkey, uint32_t qp_num)
 {
 	if (!e->call)
 		return;
@@ -338,9 +348,18 @@ static void svc_ack_granted(struct svc_frame *e, uint32_t grant_id, uint32_t gra
 		.grant_id = grant_id,
 		.grant_rkey = grant_rkey,
 		.grant_qp = qp_num,
-		.grant_addr = (uint64_t)(uintptr_t)e->f->buf,
-		.grant_length = e->f->length,
+		.grant_addr = (uint64_t)(uintptr_t)g->buf,
+		.grant_length = g->length,
 	};
+	if (g->part_of) {
+		int rail = ing_rdma_session_rail(e->env->rdma, g->session_id);
+		if (rail < 0)
+			return;   /* its rail went down meanwhile: the part fails there and moves */
+		a.grant_striped = true;
+		a.grant_part = g->part;
+		a.grant_offset = (uint64_t)(g->buf - e->f->buf);
+		a.grant_rail = (uint32_t)rail;
+	}
 	frame_ids(&a, e->f);
 	ack_send(e->call, &a);
 }
@@ -850,7 +869,7 @@ static struct svc_frame *frame_admit(struct svc_call *pc, struct xport_req *r,
 	/* a striped frame: its start (xport/stripe.c) reads the parts from the FrameMeta */
 	struct svc_frame *se = f->index < pc->svc->nfr ? &pc->svc->fr[f->index] : NULL;
 	if (se)
-		se->stripe_meta = (xp->flags & XPORT_F_DATAPLANE) && m->n_stripe && !pc->sess->push ? m : NULL;
+		se->stripe_meta = (xp->flags & XPORT_F_DATAPLANE) && m->n_stripe ? m : NULL;
 	struct svc_frame *e = frame_enter(pc->svc, pc, xp, f, r->id_hash, rc);
 	if (se)
 		se->stripe_meta = NULL;
@@ -1161,10 +1180,10 @@ static void on_event(void *ctx, const struct ing_msg *m)
 		e->state = FE_RECEIVED;
 		frame_process(e);
 		break;
-	case ING_EV_GRANTED:
-		e = frame_record(s, m->f, FE_FILLING);
+	case ING_EV_GRANTED:   /* a push frame's slot, or a part of a striped one */
+		e = frame_record(s, m->f->part_of ? m->f->part_of : m->f, FE_FILLING);
 		if (e)
-			svc_ack_granted(e, m->val, (uint32_t)(m->u64 >> 32), (uint32_t)m->u64);
+			svc_ack_granted(e, m->f, m->val, (uint32_t)(m->u64 >> 32), (uint32_t)m->u64);
 		break;
 	case ING_EV_PART_IN:    /* a part of a striped frame is in (xport/stripe.c) */
 		part_event(s, m);

@@ -346,8 +346,10 @@ struct ing_rdma_opts {
 	enum ing_rdma_push push;      /* default ING_RDMA_PUSH_AUTO */
 	bool stripe;                  /* striping (docs/ARCHITECTURE.md "Striping"): every rail
 				       * also registers the other rails' pool regions (local
-				       * write), so a part of a frame moves over any rail into
-				       * the frame's one slot; memlock: rails x regions x pool */
+				       * write, and the push access of its own region's), so a
+				       * part of a frame moves over any rail into the frame's one
+				       * slot (READ, or a push grant bound over that
+				       * registration); memlock: rails x regions x pool */
 	struct ing_rdma_lcore_opts lcore; /* template for every poller */
 };
 void ing_rdma_opts_init(struct ing_rdma_opts *o);
@@ -417,11 +419,13 @@ int ing_rdma_session_region(const struct ing_rdma *r, uint64_t session_id);
  */
 int ing_rdma_submit(struct ing_rdma *r, struct ing_frame *f);
 /*
- * Queue the READ of part p of a striped frame (p->part_of set; buf, length, raddr, rkey,
- * session_id, region and cls set: common/stripe.h) on p->session_id's connection, with the
- * lkey its rail registered p's slot with. 0 (and *rail, may be NULL: the rail it moves
- * over); -ENOTCONN (no connection, or its rail is down); -EXDEV (the rail has no
- * registration of that region: the engine does not stripe); -ENOBUFS. Control thread.
+ * Queue the READ (p->push: the grant) of part p of a striped frame (p->part_of set; buf,
+ * length, raddr, rkey, session_id, region and cls set: common/stripe.h) on p->session_id's
+ * connection, with the lkey (part_lkey) and MR (part_mr) its rail registered p's slot
+ * with. 0 (and *rail, may be NULL: the rail it moves over); -ENOTCONN (no connection, or
+ * its rail is down); -EXDEV (the rail has no registration of that region: the engine does
+ * not stripe); -EPROTONOSUPPORT (a push part on a rail without push); -ENOBUFS. Control
+ * thread.
  */
 int ing_rdma_submit_part(struct ing_rdma *r, struct ing_frame *p, unsigned *rail);
 /* The rail of session_id's connection (live or parked) when that rail is up, else -1. */

@@ -98,9 +98,10 @@ struct rdma_rail {
 	struct ibv_mr *mrs[ING_POOL_MAX_CLASSES];
 	uint32_t lkeys[ING_POOL_MAX_CLASSES];
 	unsigned nmr;
-	/* striping (o.stripe): the other regions too, local write only, so a part of a frame
-	 * whose slot is on another node can land there (xlkeys[region][class]; its own
-	 * region's entries stay 0: lkeys above) */
+	/* striping (o.stripe): the other regions too, with the access of its own region's
+	 * (local write, and MW bind or remote write for push), so a part of a frame whose slot
+	 * is on another node can land there (xlkeys[region][class]; its own region's entries
+	 * stay 0: lkeys above) */
 	struct ibv_mr *xmrs[ING_POOL_MAX_REGIONS][ING_POOL_MAX_CLASSES];
 	uint32_t xlkeys[ING_POOL_MAX_REGIONS][ING_POOL_MAX_CLASSES];
 	int push_mode;       /* 0 off, 1 memory windows, 2 pool MR */
@@ -1102,7 +1103,10 @@ static int pool_register(struct rdma_rail *rl, int access, char *why, size_t why
 				snprintf(why, whylen, "pool region %u class %u missing", g, c);
 				return -1;
 			}
-			rl->xmrs[g][c] = ibv_reg_mr(rl->pd, base, len, IBV_ACCESS_LOCAL_WRITE);
+			/* the same access as its own region's: a striped push frame's part is
+			 * granted over this rail into another region's slot (a window binds
+			 * over this MR, or MR mode grants its rkey) */
+			rl->xmrs[g][c] = ibv_reg_mr(rl->pd, base, len, access);
 			if (!rl->xmrs[g][c]) {
 				snprintf(why, whylen, "ibv_reg_mr(pool region %u class %u for striping, %zu bytes): %s "
 					 "(memlock limit?)", g, c, len, strerror(errno));
@@ -1157,9 +1161,15 @@ static int lcores_open(struct rdma_rail *rl, char *why, size_t whylen)
 			snprintf(why, whylen, "lcore poller %u", el->lcore_id);
 			return -1;
 		}
-		/* one window per slot of its region: a grant holds a slot, so they never run out */
+		/* one window per slot of its region: a grant holds a slot, so they never run out;
+		 * striping: per slot of every region (a part of a striped push frame is granted
+		 * over this rail into a slot of another rail's region) */
 		unsigned total = 0, nfree = 0;
-		(void)ing_pool_region_stats(r->pool, rl->region, &total, &nfree);
+		for (unsigned g = 0; g < ing_pool_nregions(r->pool); g++) {
+			unsigned t = 0;
+			if ((g == rl->region || r->o.stripe) && !ing_pool_region_stats(r->pool, g, &t, &nfree))
+				total += t;
+		}
 		if (rl->push_mode &&
 		    ing_rdma_lcore_set_push(el->lc, rl->pd, rl->mrs, rl->nmr, rl->push_mode == 1 ? total : 0)) {
 			snprintf(why, whylen, "RDMA WRITE push set-up on lcore %u failed (--rdma-write off to run without it)",
@@ -1621,12 +1631,17 @@ int ing_rdma_submit_part(struct ing_rdma *r, struct ing_frame *p, unsigned *rail
 	if (!c || !r->rails[c->rail].up)
 		return -ENOTCONN;
 	const struct rdma_rail *rl = &r->rails[c->rail];
-	if (p->region == rl->region)
-		p->part_lkey = p->cls < rl->nmr ? rl->lkeys[p->cls] : 0;
-	else if (p->region < ING_POOL_MAX_REGIONS && p->cls < rl->nmr && rl->xmrs[p->region][p->cls])
+	if (p->region == rl->region && p->cls < rl->nmr) {
+		p->part_lkey = rl->lkeys[p->cls];
+		p->part_mr = rl->mrs[p->cls];
+	} else if (p->region < ING_POOL_MAX_REGIONS && p->cls < rl->nmr && rl->xmrs[p->region][p->cls]) {
 		p->part_lkey = rl->xlkeys[p->region][p->cls];
-	else
+		p->part_mr = rl->xmrs[p->region][p->cls];
+	} else {
 		return -EXDEV;
+	}
+	if (p->push && !rl->push_mode)
+		return -EPROTONOSUPPORT;   /* this rail grants nothing (--rdma-write off) */
 	if (rail)
 		*rail = c->rail;
 	p->qp_num = c->qp_num;

@@ -792,7 +792,7 @@ static void wr_bind(struct ing_rdma_lcore *lc, struct rdma_conn *c, struct ing_f
 	wr->send_flags = IBV_SEND_SIGNALED;
 	wr->bind_mw.mw = mw->mw;
 	wr->bind_mw.rkey = key;
-	wr->bind_mw.bind_info.mr = lc->mrs[f->cls];
+	wr->bind_mw.bind_info.mr = f->part_of ? (struct ibv_mr *)f->part_mr : lc->mrs[f->cls];
 	wr->bind_mw.bind_info.addr = (uintptr_t)f->buf;
 	wr->bind_mw.bind_info.length = f->length;
 	wr->bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
@@ -865,7 +865,8 @@ static unsigned conn_post(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 				continue;
 			}
 			if (!lc->nmw) {          /* MR mode: the pool MR's rkey, granted now */
-				f->grant_rkey = f->cls < lc->nmr ? lc->mrs[f->cls]->rkey : 0;
+				f->grant_rkey = f->part_of ? ((struct ibv_mr *)f->part_mr)->rkey :
+						f->cls < lc->nmr ? lc->mrs[f->cls]->rkey : 0;
 				c->post_idx++;
 				c->post_off = 0;
 				push_granted(lc, c, f);

@@ -28,7 +28,9 @@
 #     gRPC fallback and offers RDMA on that rail once the link is up;
 #  5. SIGTERM: exit 0, every slot back first;
 #  6. striping (prod_striped, a node with --stripe-min 8M): one 64 MiB frame over both
-#     rails at once, each rail's byte counter +32 MiB, one catalog row, byte for byte.
+#     rails at once, each rail's byte counter +32 MiB, one catalog row, byte for byte;
+#  7. striped push (prod_striped_push): the same frame with --transport rdma-write, one
+#     grant per part, each rail +32 MiB, 0 failed, one row, one file, byte for byte.
 # Outside that boot it says NOT RUN (exit 77) on a line of its own: its real part, the second
 # NUMA node and NIC, is not there.
 # rxe-timeout: 600
@@ -612,5 +614,47 @@ prod_striped() {
 	echo "$tag: one 64 MiB frame, 32 MiB over each rail, one catalog row, byte for byte (ingest-verify)"
 	kill -TERM "$pid3"; wait "$pid3" || fail "the striping ingestd exited $? on SIGTERM"
 }
+
+# 7. striped push (docs/PUSH.md "Striped push"): the same 64 MiB frame pushed with RDMA WRITE
+#    WITH IMM over both rails at once, one grant per part, each bound by its rail's lcore.
+prod_striped_push() {
+	step "one 64 MiB frame pushed striped over both rails (RDMA WRITE push): one grant per part, each rail carries half, one row, byte for byte"
+	local pid4 port4 r gotb half sum=0 tag=pstripe g0 g1
+	ing_start "$INGESTD" "$T/port4" "$OUT/ingestd-pstripe.log" --listen 0.0.0.0:0 --data-dir "$T/data4" \
+		--rdma-dev "$RAILS" --rdma-port 7475 --pool 64M:2 --hugepages off --workers 1 --credits 4 \
+		--rdma on --rdma-write auto --poll-mode adaptive --log-level info --stripe-min 8M
+	pid4=$ING_PID port4=${ING_SERVER##*:}
+	timeout 60 "$STATS" "127.0.0.1:$port4" >"$T/stats4.before" || fail "Stats: no answer"
+	timeout 900 "$SEND" --server "${IPS[0]}:$port4" --count 1 --sizes 64M --credits 1 --seed 27 \
+		--first-id 1 --wafer "MR-$tag" --manifest "$T/m-$tag" --json --transport rdma-write \
+		>"$T/$tag.json" 2>"$T/$tag.err" ||
+		fail "$tag: ingest-send exited $? ($(cat "$T/$tag.json") $(tail -n 5 "$T/$tag.err"))"
+	cat "$T/$tag.json"; echo
+	[ "$(jget "$T/$tag.json" transport)" = rdma-write ] || fail "$tag: transport is not rdma-write"
+	[ "$(jget "$T/$tag.json" ok)" = 1 ] && [ "$(jget "$T/$tag.json" failed)" = 0 ] ||
+		fail "$tag: the 64 MiB frame did not come back DURABLE ($(tail -n 5 "$T/$tag.err"))"
+	timeout 60 "$STATS" "127.0.0.1:$port4" >"$T/stats4" || fail "Stats: no answer"
+	g0=$(value pushGrants "$T/stats4.before") g1=$(value pushGrants "$T/stats4")
+	echo "$tag: pushGrants +$((g1 - g0))"
+	[ $((g1 - g0)) -ge 2 ] || fail "$tag: $((g1 - g0)) push grants for a frame in two parts"
+	for r in 0 1; do
+		gotb=$(($(value "rail.$r.bytesReceived" "$T/stats4") - $(value "rail.$r.bytesReceived" "$T/stats4.before")))
+		echo "$tag: rail $r (${DEVS[$r]}) +$gotb bytes, $(value "rail.$r.framesFailed" "$T/stats4") failed," \
+			"$(value "rail.$r.completionErrors" "$T/stats4") completion errors"
+		half=$((32 << 20))
+		[ "$gotb" = "$half" ] || fail "$tag: rail $r carried $gotb bytes of the 64 MiB frame, not its half ($half)"
+		[ "$(value "rail.$r.framesFailed" "$T/stats4")" = 0 ] || fail "$tag: rail $r failed frames"
+		sum=$((sum + gotb))
+	done
+	[ "$sum" = $((64 << 20)) ] || fail "$tag: the rails carried $sum bytes, not the frame's 64 MiB"
+	[ "$(sqlite3 "file:$T/data4/catalog.db?mode=ro" "SELECT count(*) FROM frames WHERE wafer_id = 'MR-$tag'")" = 1 ] ||
+		fail "$tag: not one catalog row for the striped frame"
+	[ "$(find "$T/data4/frames/MR-$tag" -name '*.frame' | wc -l)" = 1 ] || fail "$tag: not one frame file"
+	timeout 300 "$VERIFY" --data-dir "$T/data4" --manifest "$T/m-$tag" ||
+		fail "$tag: the stored frame is not byte for byte what was sent"
+	echo "$tag: one 64 MiB frame pushed, 32 MiB written over each rail, one catalog row, byte for byte (ingest-verify)"
+	kill -TERM "$pid4"; wait "$pid4" || fail "the striped push ingestd exited $? on SIGTERM"
+}
 prod_striped
+prod_striped_push
 echo "rails: OK"

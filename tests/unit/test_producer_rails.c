@@ -13,7 +13,9 @@
  *    be dialled again, back and carrying frames;
  *  - a rail no local device reaches is not used; a node that does not honour
  *    NegotiateRequest.rail, or lists no rails, is used over one rail;
- *  - the last rail lost is the node lost: frames kept, the node redialled, none failed.
+ *  - the last rail lost is the node lost: frames kept, the node redialled, none failed;
+ *  - striping: the rails a frame's parts name (pull: each device's rkey; push: sessions
+ *    only) and the session a part's grant is written over.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -72,7 +74,28 @@ static int rail_ix(const char *dev)
 }
 
 static const struct producer_xport fake_grpc = { .name = "grpc", .kind = ING_TRANSPORT_GRPC };
-const struct producer_xport rdma_xport = { .name = "rdma", .kind = ING_TRANSPORT_RDMA };
+/* striping: a live pull session has its device's rkey of the pool (0x100 + its id), a
+ * live push session can take a part's WRITE */
+static int fake_read_rkey(const struct ing_producer *p, uint32_t *rkey)
+{
+	if (p->push || p->broken)
+		return -ENOTCONN;
+	*rkey = 0x100u + (uint32_t)p->session_id;
+	return 0;
+}
+static int fake_push_ready(const struct ing_producer *p)
+{
+	return p->push && !p->broken ? 0 : -ENOTCONN;
+}
+static int fake_part_write(struct ing_producer *p, struct ing_producer *home, struct pframe *f,
+			   const struct wire_ack *w)
+{
+	(void)p, (void)home, (void)f, (void)w;
+	return -ENOSYS;   /* never called: the rdma transport's grant path is not linked here */
+}
+const struct producer_xport rdma_xport = { .name = "rdma", .kind = ING_TRANSPORT_RDMA,
+					   .read_rkey = fake_read_rkey, .push_ready = fake_push_ready,
+					   .part_write = fake_part_write };
 
 void producer_opts_defaults(struct ing_producer_opts *o)
 {
@@ -136,6 +159,7 @@ struct ing_producer *producer_session_connect_shared(const struct ing_producer_o
 	p->nrails = N.nrails;
 	for (unsigned k = 0; k < N.nrails; k++) {
 		snprintf(p->rails[k].dev, sizeof(p->rails[k].dev), "%s", N.rails[k]);
+		p->rails[k].index = k;
 		p->rails[k].up = !N.down[k];
 		if (N.down[k])
 			snprintf(p->rails[k].why, sizeof(p->rails[k].why), "link down");
@@ -624,6 +648,55 @@ static void test_one_rail_when(void **state)
 	ing_producer_close(p, 0);
 }
 
+/*
+ * Striping's view of the rails (fleet_stripe_vias, fleet_rail_session): a frame of the rail 0
+ * session names its own rail first, then rail 1's session; pull with each device's rkey,
+ * push (every session negotiated RDMA WRITE) with none; a rail whose session cannot move
+ * a part of that kind is left out; the session of a rail is found for a part's grant, and
+ * none once that rail's session broke.
+ */
+static void test_stripe_vias(void **state)
+{
+	(void)state;
+	node_reset(2, true);
+	struct ing_producer *p = open_one();
+	struct fsess *a = sess_of("rxe0"), *b = sess_of("rxe1");
+	struct stripe_via_p v[8];
+	assert_non_null(a);
+	assert_non_null(b);
+	/* pull */
+	assert_int_equal(fleet_stripe_vias(&a->p, v, 8), 2);
+	assert_int_equal(v[0].rail, 0);
+	assert_int_equal(v[0].session, a->p.session_id);
+	assert_int_equal(v[0].rkey, 0x100u + a->p.session_id);
+	assert_int_equal(v[1].rail, 1);
+	assert_int_equal(v[1].session, b->p.session_id);
+	assert_int_equal(v[1].rkey, 0x100u + b->p.session_id);
+	/* push: both sessions negotiated RDMA WRITE: the parts name the sessions, no rkey */
+	a->p.push = b->p.push = true;
+	assert_int_equal(fleet_stripe_vias(&a->p, v, 8), 2);
+	assert_int_equal(v[0].session, a->p.session_id);
+	assert_int_equal(v[1].rail, 1);
+	assert_int_equal(v[1].session, b->p.session_id);
+	assert_int_equal(v[1].rkey, 0);
+	assert_int_equal(fleet_stripe_vias(&b->p, v, 8), 2);   /* rail 1's frame: rail 1 first */
+	assert_int_equal(v[0].rail, 1);
+	assert_int_equal(v[1].rail, 0);
+	/* a part's grant on rail r goes to the session of rail r */
+	assert_ptr_equal(fleet_rail_session(&a->p, 1), &b->p);
+	assert_ptr_equal(fleet_rail_session(&a->p, 0), &a->p);
+	assert_null(fleet_rail_session(&a->p, 2));
+	/* a push frame is not striped over a pull session, nor over a broken one */
+	b->p.push = false;
+	assert_int_equal(fleet_stripe_vias(&a->p, v, 8), 1);
+	b->p.push = true;
+	b->p.broken = true;
+	assert_int_equal(fleet_stripe_vias(&a->p, v, 8), 1);
+	assert_null(fleet_rail_session(&a->p, 1));
+	b->p.broken = false;
+	ing_producer_close(p, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -634,6 +707,7 @@ int main(void)
 		cmocka_unit_test(test_busy_rail_moves_frame),
 		cmocka_unit_test(test_last_rail_lost_keeps_frames),
 		cmocka_unit_test(test_one_rail_when),
+		cmocka_unit_test(test_stripe_vias),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,6 +47,8 @@ struct fake_qp {
 	unsigned max_inflight;      /* max (posted - retired) seen at post time */
 	unsigned unsig_run, max_unsig_run;
 	int xcq;                    /* its CQ: -1 the default one (fake->cq), else fake->xcq[i] */
+	uint64_t recv_wr_id;        /* push: the wr_id of its receive WRs (fake_ops.post_recv) */
+	unsigned recvs;             /* receive WRs posted and not consumed */
 };
 
 /* An extra CQ (its own lcore; multi-lcore tests drive it by polling, never armed). */
@@ -194,6 +196,7 @@ static int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
 			w->rkey = wr->bind_mw.rkey;   /* the key the bind gives the window */
 			w->laddr = wr->bind_mw.bind_info.addr;
 			w->len = (uint32_t)wr->bind_mw.bind_info.length;
+			w->lkey = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->lkey : 0;   /* the MR it binds in */
 		} else {
 			w->rkey = wr->invalidate_rkey;
 		}
@@ -224,6 +227,10 @@ static int f_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	struct ibv_wc *ring = x ? x->cqe : fake->cqe;
 	while (k < n && *head != *tail) {
 		wc[k] = ring[(*head)++ % FAKE_MAX_WR];
+		if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {   /* fake_inject_write: no send WR */
+			k++;
+			continue;
+		}
 		struct fake_wr *w = &fake->wr[wc[k].imm_data];
 		struct fake_qp *q = &fake->qps[w->qp];
 		if (w->seq + 1 > q->retired)
@@ -285,8 +292,50 @@ static int f_dealloc_mw(struct ibv_mw *mw)
 	return 0;
 }
 
+/* Receive WRs (push): counted per QP, their wr_id kept for fake_inject_write. */
+static int f_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	(void)bad;
+	pthread_mutex_lock(&fake->mu);
+	for (; wr; wr = wr->next) {
+		fake_qp_of(qp)->recv_wr_id = wr->wr_id;
+		fake_qp_of(qp)->recvs++;
+	}
+	pthread_mutex_unlock(&fake->mu);
+	return 0;
+}
+
+/*
+ * The peer's RDMA WRITE WITH IMM of len bytes landed on qp (the test copied them where the
+ * grant says): a receive completion with immediate imm on qp's CQ, consuming one of its
+ * receive WRs. Returns false when qp has none posted (the write would fail RNR).
+ */
+static inline bool fake_inject_write(struct ibv_qp *qp, uint32_t imm, uint32_t len)
+{
+	pthread_mutex_lock(&fake->mu);
+	struct fake_qp *q = fake_qp_of(qp);
+	if (!q->recvs || q->error) {
+		pthread_mutex_unlock(&fake->mu);
+		return false;
+	}
+	q->recvs--;
+	struct ibv_wc *c = q->xcq >= 0 ? &fake->xcq[q->xcq].cqe[fake->xcq[q->xcq].tail++ % FAKE_MAX_WR]
+				       : &fake->cqe[fake->cq_tail++ % FAKE_MAX_WR];
+	memset(c, 0, sizeof(*c));
+	c->wr_id = q->recv_wr_id;
+	c->status = IBV_WC_SUCCESS;
+	c->opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+	c->wc_flags = IBV_WC_WITH_IMM;
+	c->imm_data = htobe32(imm);
+	c->byte_len = len;
+	c->qp_num = q->qp.qp_num;
+	pthread_mutex_unlock(&fake->mu);
+	return true;
+}
+
 static const struct ing_rdma_ops fake_ops = {
 	.post_send = f_post_send,
+	.post_recv = f_post_recv,
 	.poll_cq = f_poll_cq,
 	.req_notify_cq = f_req_notify,
 	.get_cq_event = f_get_cq_event,

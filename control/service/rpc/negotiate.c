@@ -272,8 +272,9 @@ static int negotiate_msg(struct ing_grpc_call *c, const uint8_t *msg, size_t len
 	rep.maxchunksize = s->o.max_chunk;
 	rep.n_rails = rn.n;
 	rep.rails = rn.pbp;
-	/* striped frames: only over RDMA READ, from a node whose rails registered every region */
-	rep.stripemin = on_rdma && !ss->push && s->env.rdma && ing_rdma_stripes(s->env.rdma) ? s->o.stripe_min : 0;
+	/* striped frames: over RDMA READ, or push with a grant per part (docs/PUSH.md "Striped
+	 * push"), from a node whose rails registered every region */
+	rep.stripemin = on_rdma && s->env.rdma && ing_rdma_stripes(s->env.rdma) ? s->o.stripe_min : 0;
 	rep.rail = (char *)(on_rdma && rail >= 0 && (unsigned)rail < rn.n ? rn.ri[rail].device : "");
 	rep.message = note;
 	rep.serverversion = (char *)"h3000-ingestd " ING_VERSION;

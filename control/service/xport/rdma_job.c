@@ -31,7 +31,7 @@ int xport_rdma_read_start(struct svc_frame *e)
 	if (e->stripe_meta) {   /* its FrameMeta names parts over several rails */
 		const H3000__FrameMeta *m = e->stripe_meta;
 		e->stripe_meta = NULL;
-		return xport_stripe_start(e, m);
+		return xport_stripe_start(e, m, false);
 	}
 	return r ? ing_rdma_submit(r, e->f) : -ENOTCONN;
 }
@@ -41,6 +41,11 @@ int xport_rdma_write_start(struct svc_frame *e)
 	struct ing_rdma *r = e->env->rdma;
 	struct ing_frame *f = e->f;
 
+	if (e->stripe_meta) {   /* its FrameMeta names parts: one grant per part, per rail */
+		const H3000__FrameMeta *m = e->stripe_meta;
+		e->stripe_meta = NULL;
+		return xport_stripe_start(e, m, true);
+	}
 	f->push = true;   /* the lcore grants the slot instead of reading */
 	f->raddr = 0;
 	f->rkey = 0;

@@ -16,6 +16,14 @@
  * access error: bad rkey or address) fails the frame, once every other part is back
  * (no lcore may still write into a slot that goes back to the pool).
  *
+ * Push (docs/PUSH.md "Striped push"): on a session that negotiated RDMA WRITE the parts
+ * are granted instead of read: each part's lcore binds a window over the part's range of
+ * the slot on its own rail's PD/QP (or grants the pool MR's rkey), control answers one
+ * Ack{GRANTED, grantStriped, grantPart, grantOffset, grantRail} per part on the home
+ * stream, the producer writes each part over that rail with the part's grant id, and the
+ * lcore posts ING_EV_PART_IN when the write is in and the window invalidated. A part lost
+ * with its rail is granted again alone over another rail (a new grant, the same range).
+ *
  * Control thread only.
  */
 #include "control/service/transport.h"
@@ -50,6 +58,9 @@ struct svc_stripe {
 	int fail_code;                                 /* a part failed the frame: answered once
 							* nothing is out */
 	bool fail_retry;
+	bool push;                                     /* parts granted for the producer's RDMA
+							* WRITE (docs/PUSH.md "Striped push"),
+							* not READ */
 	char fail_msg[ING_FRAME_MSG_MAX];
 	unsigned moved;                                /* parts moved again (log) */
 };
@@ -106,8 +117,12 @@ static int part_submit(struct svc_frame *e, struct svc_stripe *sp, unsigned i)
 	p->buf = f->buf + sp_i->off;
 	p->cap = sp_i->len;
 	p->length = sp_i->len;
-	p->raddr = v->base + sp_i->off;
-	p->rkey = v->rkey;
+	if (sp->push) {
+		p->push = true;   /* the part's lcore grants its range; the producer writes it */
+	} else {
+		p->raddr = v->base + sp_i->off;
+		p->rkey = v->rkey;
+	}
 	p->cls = f->cls;
 	p->region = f->region;
 	p->index = UINT32_MAX;   /* never a pool slot */
@@ -167,7 +182,7 @@ static void maybe_fail(struct svc_frame *e, struct svc_stripe *sp)
 	xport_fail(e, sp->fail_code, sp->fail_retry, "%s", sp->fail_msg);
 }
 
-int xport_stripe_start(struct svc_frame *e, const H3000__FrameMeta *m)
+int xport_stripe_start(struct svc_frame *e, const H3000__FrameMeta *m, bool push)
 {
 	struct ing_rdma *r = e->env->rdma;
 	struct svc_session *home = e->sess;
@@ -177,8 +192,8 @@ int xport_stripe_start(struct svc_frame *e, const H3000__FrameMeta *m)
 
 	if (!r || !home)
 		return -ENOTCONN;
-	if (!ing_rdma_stripes(r))
-		return xport_rdma_read_start(e);   /* a node that does not stripe pulls it whole */
+	if (!ing_rdma_stripes(r))   /* a node that does not stripe moves it whole */
+		return push ? xport_rdma_write_start(e) : xport_rdma_read_start(e);
 	home_rail = ing_rdma_session_rail(r, home->id);
 	if (home_rail < 0)
 		return -ENOTCONN;
@@ -204,6 +219,7 @@ int xport_stripe_start(struct svc_frame *e, const H3000__FrameMeta *m)
 		sp->via[x->rail] = (struct stripe_via){ .set = true, .session = x->sessionid,
 							.base = x->addr - x->offset, .rkey = x->rkey };
 	}
+	sp->push = push;
 	e->stripe = sp;
 	for (unsigned i = 0; i < sp->st.nparts; i++)
 		if (part_submit(e, sp, i) && part_move(e, sp, i)) {
