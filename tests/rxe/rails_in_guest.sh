@@ -567,7 +567,7 @@ rails_link_down_at_start
 
 # ---- striping (issue #26 item 3): one 64 MiB frame over both rails at once, still one
 # frame (one slot, one catalog row, one CRC, one Ack). A node of its own: --stripe-min 8M
-# (off by default), a 64 MiB size class, no hugepages (the regions of the node above are
+# (the default, said here), a 64 MiB size class, no hugepages (the regions of the node above are
 # sized for its small frames).
 prod_striped() {
 	step "one 64 MiB frame striped over both rails (READ pull): each rail carries half, one row, byte for byte"
