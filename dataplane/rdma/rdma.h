@@ -216,6 +216,15 @@ int ing_rdma_lcore_submit(struct ing_rdma_lcore *lc, struct ing_frame *f);
 int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint64_t session_id,
 			  unsigned rd_atom, unsigned sq_depth);
 int ing_rdma_lcore_detach(struct ing_rdma_lcore *lc, uint32_t qp_num);
+/*
+ * The rail's link is down (its port not ACTIVE): the frames parked for session_id (0:
+ * every session of the lcore) cannot come back on it, the producer moves them over another
+ * rail; fail them now (ING_E_TRANSFER, retryable) instead of after park_ms, so that the
+ * moved copy is admitted at once (never stored twice: a parked frame was not complete). A
+ * connection of the session still draining (after a detach posted before this) fails them
+ * as it parks. 0 or -ENOBUFS.
+ */
+int ing_rdma_lcore_unpark(struct ing_rdma_lcore *lc, uint64_t session_id);
 /* Ask the loop to return (any thread). */
 void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc);
 

@@ -329,7 +329,8 @@ static void conn_down(struct ing_rdma *r, struct rconn *c, const char *why)
 		 "qp 0x%x session %s: connection down: %s", c->qp_num,
 		 sess_str(c->session_id, sb, sizeof(sb)), why);
 	c->state = RC_DOWN;
-	if (conn_link_down(r, c))
+	bool link_down = conn_link_down(r, c);
+	if (link_down)
 		c->disc_held = true;   /* no DREQ into a port that is down: rail_link sends it */
 	else if (rdma_disconnect(c->id) && errno != EINVAL)
 		ING_DBG(COMP, "qp 0x%x: rdma_disconnect: %s", c->qp_num, strerror(errno));
@@ -341,6 +342,10 @@ static void conn_down(struct ing_rdma *r, struct rconn *c, const char *why)
 	}
 	if (ing_rdma_lcore_detach(r->lcs[c->lcore].lc, c->qp_num))
 		ING_ERR(COMP, "qp 0x%x: lcore mailbox full; detach lost", c->qp_num);
+	/* lost with its link down: the producer moves its frames over another rail, so the
+	 * lcore parks them for no time (the moved copy is admitted at once, not after park_ms) */
+	else if (link_down && ing_rdma_lcore_unpark(r->lcs[c->lcore].lc, c->session_id))
+		ING_ERR(COMP, "qp 0x%x: lcore mailbox full; unpark lost (its frames wait park_ms)", c->qp_num);
 	if (c->was_up && r->cbs.conn_state)
 		r->cbs.conn_state(r->cbs.arg, c->session_id, false);
 	if (r->st.conns_active)
@@ -759,6 +764,11 @@ static void rail_link(struct ing_rdma *r, struct rdma_rail *rl, bool active, con
 		ING_ERR(COMP, "rail %u (%s): down: %s, %s; new sessions go to the other rails%s", rl->idx,
 			rl->devname, rl->why, since_str(rl->down_since_ns, since, sizeof(since)),
 			r->nrails > 1 ? "" : " (none: the gRPC fallback)");
+		/* the frames its lcores parked for a reconnect over this rail: none can come; the
+		 * producers move them, so they fail now instead of after park_ms */
+		for (unsigned k = rl->first_lc; k < rl->first_lc + rl->nl; k++)
+			if (r->lcs[k].lc && ing_rdma_lcore_unpark(r->lcs[k].lc, 0))
+				ING_ERR(COMP, "rail %u: lcore %u's mailbox full; unpark lost", rl->idx, k);
 		rail_told(r, rl, false, rl->why, r->nrails > 1 ? "every RDMA rail down" : rl->why, before);
 		return;
 	}
