@@ -114,6 +114,7 @@ struct rdma_rail {
 	uint64_t down_since_ns;
 	char why[160];
 	struct ing_rdma_lcore_stats gone;   /* counters of its pollers a release destroyed */
+	uint64_t striped_in;                /* striped frames whose home it was, complete */
 	char addr[INET6_ADDRSTRLEN];
 	uint16_t port;
 	char devname[IBV_SYSFS_NAME_MAX];
@@ -491,6 +492,12 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_rail *rl, struct 
 static void rail_release(struct rdma_rail *rl, const char *why);
 static int rail_open(struct rdma_rail *rl, char *why, size_t whylen);
 static int rail_start(struct rdma_rail *rl);
+void ing_rdma_striped_frame_in(struct ing_rdma *r, unsigned home_rail)
+{
+	if (r && home_rail < r->nrails)
+		r->rails[home_rail].striped_in++;
+}
+
 static void add_lcore_stats(struct ing_rdma_stats *s, const struct ing_rdma_lcore_stats *ls);
 
 /* librdmacm lists the devices again and closes its context of any that is gone and unused
@@ -1289,6 +1296,7 @@ static void rail_release(struct rdma_rail *rl, const char *why)
 			rl->gone.bytes_received += ls.bytes_received;
 			rl->gone.frames_failed += ls.frames_failed;
 			rl->gone.wc_errors += ls.wc_errors;
+			rl->gone.parts_ok += ls.parts_ok;
 		}
 		/* the frames it held and the jobs in its mailbox go back to control, failed */
 		ing_rdma_lcore_destroy_why(el->lc, why);
@@ -1734,19 +1742,14 @@ int ing_rdma_rail_stats(const struct ing_rdma *r, unsigned i, struct ing_rdma_ra
 		return -ENOENT;
 	const struct rdma_rail *rl = &r->rails[i];
 	memset(s, 0, sizeof(*s));
-	s->frames_received = rl->gone.frames_ok;
-	s->bytes_received = rl->gone.bytes_received;
-	s->frames_failed = rl->gone.frames_failed;
-	s->completion_errors = rl->gone.wc_errors;
+	ing_rdma_rail_stats_add(s, &rl->gone);
+	s->frames_received += rl->striped_in;
 	for (unsigned k = rl->first_lc; k < rl->first_lc + rl->nl; k++) {
 		struct ing_rdma_lcore_stats ls;
 		if (!r->lcs[k].lc)
 			continue;
 		ing_rdma_lcore_get_stats(r->lcs[k].lc, &ls);
-		s->frames_received += ls.frames_ok;
-		s->bytes_received += ls.bytes_received;
-		s->frames_failed += ls.frames_failed;
-		s->completion_errors += ls.wc_errors;
+		ing_rdma_rail_stats_add(s, &ls);
 	}
 	for (const struct rconn *c = r->conns; c; c = c->next)
 		s->conns += c->state != RC_DOWN && c->rail == i;

@@ -422,6 +422,20 @@ static void test_striped_frame(void **state)
 	assert_int_equal(ls1b.parts_ok - ls1.parts_ok, 1);
 	assert_int_equal(ls0b.frames_ok, ls0.frames_ok);   /* no lcore delivered a frame */
 	assert_int_equal(ls1b.frames_ok, ls1.frames_ok);
+	/* the rails' counters (Stats RailStats, /metrics ingest_rail_*) from their lcores': each
+	 * rail one part and that part's bytes, no frame of its own (the frame counts once, on
+	 * its home rail, when control completes it: ing_rdma_striped_frame_in) */
+	struct ing_rdma_rail_stats rs0 = { 0 }, rs1 = { 0 }, rs0b = { 0 }, rs1b = { 0 };
+	ing_rdma_rail_stats_add(&rs0, &ls0);
+	ing_rdma_rail_stats_add(&rs1, &ls1);
+	ing_rdma_rail_stats_add(&rs0b, &ls0b);
+	ing_rdma_rail_stats_add(&rs1b, &ls1b);
+	assert_int_equal(rs0b.parts_received - rs0.parts_received, 1);
+	assert_int_equal(rs1b.parts_received - rs1.parts_received, 1);
+	assert_int_equal(rs0b.frames_received, rs0.frames_received);
+	assert_int_equal(rs1b.frames_received, rs1.frames_received);
+	assert_int_equal((rs0b.bytes_received - rs0.bytes_received) + (rs1b.bytes_received - rs1.bytes_received), FLEN);
+	assert_int_equal(rs1b.bytes_received - rs1.bytes_received, s.part[1].len);
 	assert_int_equal(ing_rdma_lcore_frames_held(E->lc[0]) + ing_rdma_lcore_frames_held(E->lc[1]), 0);
 	/* control hands the whole frame to persistence once: one CRC check, one file */
 	x->filled = x->length;

@@ -52,6 +52,8 @@ struct svc_stripe {
 	bool fail_retry;
 	char fail_msg[ING_FRAME_MSG_MAX];
 	unsigned moved;                                /* parts moved again (log) */
+	unsigned home_rail;                            /* the FrameMeta's session's rail: the
+							* frame counts once in its frames */
 };
 
 int xport_stripe_check(const H3000__FrameMeta *m, unsigned nrails, char *why, size_t whylen)
@@ -193,6 +195,7 @@ int xport_stripe_start(struct svc_frame *e, const H3000__FrameMeta *m)
 		free(sp);   /* xport_stripe_check passed it: cannot be */
 		return -EINVAL;
 	}
+	sp->home_rail = (unsigned)home_rail;
 	/* the home session's rail: the FrameMeta's own addr/rkey cover the whole frame there */
 	sp->via[home_rail] = (struct stripe_via){ .set = true, .session = home->id, .base = m->addr,
 						  .rkey = m->rkey };
@@ -237,7 +240,9 @@ void xport_stripe_part_in(struct svc_frame *e, struct ing_frame *p)
 		maybe_fail(e, sp);
 		return;
 	}
-	/* the last part's bytes complete the frame: persistence, CRC over the whole slot */
+	/* the last part's bytes complete the frame: persistence, CRC over the whole slot; one
+	 * frame in its home rail's count (each rail counted its part in its parts) */
+	ing_rdma_striped_frame_in(e->env->rdma, sp->home_rail);
 	xport_filled(e, p->length, false);
 }
 
