@@ -234,15 +234,18 @@ void xport_stripe_part_in(struct svc_frame *e, struct ing_frame *p)
 		return;   /* logged by the caller's checks: cannot be */
 	sp->out[i] = false;
 	sp->nout--;
-	if (ing_stripe_part_in(&sp->st, i) < 0)
+	int last = ing_stripe_part_in(&sp->st, i);
+	if (last < 0)
 		return;
 	if (sp->fail_code) {
 		maybe_fail(e, sp);
 		return;
 	}
-	/* the last part's bytes complete the frame: persistence, CRC over the whole slot; one
-	 * frame in its home rail's count (each rail counted its part in its parts) */
-	ing_rdma_striped_frame_in(e->env->rdma, sp->home_rail);
+	/* each part's bytes add to the frame; the last part's complete it: persistence, CRC
+	 * over the whole slot, and one frame in its home rail's count (each rail counted its
+	 * part in its parts) */
+	if (last)
+		ing_rdma_striped_frame_in(e->env->rdma, sp->home_rail);
 	xport_filled(e, p->length, false);
 }
 
