@@ -88,7 +88,8 @@ static const struct ing_opt opts[] = {
 	{ "config", "FILE", ING_OPT_PATH, offsetof(C, config), 0, 0, 0, NULL, NULL,
 	  "ingestd's config file (ingestd --config): check the node it\n"
 	  "describes (data-dir, pool, hugepages, rdma-dev, lcores,\n"
-	  "control-cpu, dataplane, worker-cpus, pool-node, workers);\n"
+	  "control-cpu, dataplane, worker-cpus, pool-node, workers,\n"
+	  "stripe-min);\n"
 	  "flags given here win", NULL, 0 },
 	ING_OPT_PATH_(C, "data-dir", o.data_dir, "DIR", "ingestd's data dir (storage checks; an O_DIRECT probe file\n"
 		      "is written there and removed)"),
@@ -114,6 +115,8 @@ static const struct ing_opt opts[] = {
 	ING_OPT_UINT_(C, "dataplane", o.plan.n_dataplane, 1, ING_PLAN_MAX_LCORES, "ingestd's --dataplane: dataplane lcores per rail (default 1)"),
 	ING_OPT_STR_(C, "block-dev", o.plan.block_dev, "NAME", "ingestd's --block-dev: the storage device"),
 	ING_OPT_BOOL_(C, "allow-smt", o.plan.allow_smt, "ingestd's --allow-smt: SMT siblings as dataplane lcores"),
+	ING_OPT_SIZE_(C, "stripe-min", o.plan.stripe_min, 0, 1ull << 40, "ingestd's --stripe-min (default 8M; 0: off): with it on,\n"
+		      "every rail registers every pool region (memlock x regions)"),
 	ING_OPT_STR_(C, "tier", tier, "URL", "ingestd's --tier: check the object store (reachable, the\n"
 		     "credentials accepted, the bucket there)"),
 	ING_OPT_PATH_(C, "tier-credentials", tier_credentials, "FILE", "ingestd's --tier-credentials"),

@@ -69,6 +69,7 @@ struct send_cfg {
 	unsigned frame_timeout_ms;    /* 0: the library's */
 	unsigned connect_timeout_ms;  /* 0: the library's */
 	unsigned reconnect_ms;        /* --reconnect-timeout; 0: off; RECONNECT_DEFAULT: the library's */
+	uint64_t stripe_min;          /* --stripe-min; 0: never; STRIPE_DEFAULT: the library's */
 	uint64_t chunk_size;
 	unsigned buffers;
 	bool reuse;                   /* benchmark mode: fill each buffer once, resend its bytes */
@@ -89,6 +90,7 @@ struct send_cfg {
 
 enum { T_AUTO, T_RDMA, T_RDMA_WRITE, T_GRPC };
 #define RECONNECT_DEFAULT UINT32_MAX
+#define STRIPE_DEFAULT UINT64_MAX
 
 static void cfg_init(void *p)
 {
@@ -102,6 +104,7 @@ static void cfg_init(void *p)
 	c->seed = 1;
 	c->recycle_on = ING_ACK_DURABLE;   /* a frame lost with a node restart is re-sent from it */
 	c->reconnect_ms = RECONNECT_DEFAULT;
+	c->stripe_min = STRIPE_DEFAULT;
 }
 
 #define C struct send_cfg
@@ -115,6 +118,9 @@ static const struct ing_opt opts[] = {
 			"(docs/PUSH.md), grpc: the gRPC stream; auto: what the node offers"),
 	ING_OPT_STR_(C, "rdma-dev", rdma_dev, "NAME[,NAME]", "the local RDMA devices to use (default: all); each of the\n"
 		     "node's rails is reached through the listed device that routes to it"),
+	ING_OPT_SIZE_(C, "stripe-min", stripe_min, 0, 1ull << 40, "RDMA READ over a node's rails: a frame of at least SIZE\n"
+		      "moves in parts over every rail at once, when the node\n"
+		      "takes striped frames of that size too (default 8M; 0: never)"),
 	ING_OPT_UINT_(C, "credits", credits, 1, 4096, "frames in flight wanted (default: the node's)"),
 	ING_OPT_STR_(C, "wafer", wafer, "ID", "wafer id of every frame (default " DEFAULT_WAFER "; \"\": the\n"
 		     "node's default wafer); 1..256 bytes of UTF-8, no control chars"),
@@ -424,6 +430,8 @@ static int connect_node(struct send_cfg *c, struct send_run *r)
 		o.frame_timeout_ms = (int)c->frame_timeout_ms;
 	if (c->connect_timeout_ms)
 		o.connect_timeout_ms = (int)c->connect_timeout_ms;
+	if (c->stripe_min != STRIPE_DEFAULT)
+		o.stripe_min = c->stripe_min ? c->stripe_min : ING_STRIPE_OFF;
 	if (c->reconnect_ms != RECONNECT_DEFAULT)
 		o.reconnect_timeout_ms = c->reconnect_ms ? (int)c->reconnect_ms : -1;
 	/* frame buffers come from the library's pool (registered memory on RDMA) */

@@ -466,10 +466,10 @@ static void print_rails(const H3000__StatsReply *r)
 		       rl->rdmaport, rl->numanode, mbps, up ? "UP" : "DOWN", since);
 		if (!up)
 			printf(" (%.1f s): %s", rl->downseconds, rl->why && *rl->why ? rl->why : "?");
-		printf("; %u connections, %" PRIu64 " frames (%s), %" PRIu64 " failed, %" PRIu64
-		       " completion errors, down %" PRIu64 " times\n", rl->connections, rl->framesreceived,
-		       human_bytes((double)rl->bytesreceived, a, sizeof(a)), rl->framesfailed,
-		       rl->completionerrors, rl->downs);
+		printf("; %u connections, %" PRIu64 " frames (%s), %" PRIu64 " parts of striped frames, %" PRIu64
+		       " failed, %" PRIu64 " completion errors, down %" PRIu64 " times\n", rl->connections,
+		       rl->framesreceived, human_bytes((double)rl->bytesreceived, a, sizeof(a)),
+		       rl->partsreceived, rl->framesfailed, rl->completionerrors, rl->downs);
 	}
 }
 

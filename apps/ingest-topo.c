@@ -31,7 +31,8 @@ static const struct ing_opt opts[] = {
 	{ "config", "FILE", ING_OPT_PATH, offsetof(C, config), 0, 0, 0, NULL, NULL,
 	  "ingestd's config file: plan what it describes (rdma-dev,\n"
 	  "rdma-addr, lcores, control-cpu, dataplane, workers,\n"
-	  "worker-cpus, pool-node, allow-smt, block-dev, data-dir);\n"
+	  "worker-cpus, pool-node, allow-smt, block-dev, data-dir,\n"
+	  "stripe-min);\n"
 	  "flags given here win", NULL, 0 },
 	ING_OPT_BOOL_(C, "json", json, "one JSON object {\"topology\":..., \"plan\":...} (the plan's\n"
 		      "\"config\": the config lines)"),
@@ -53,6 +54,8 @@ static const struct ing_opt opts[] = {
 	ING_OPT_CUSTOM_(C, "pool-node", po.pool_node, ing_opt_set_index, "N", "override (ingestd --pool-node): one pool region, on node N"),
 	ING_OPT_STR_(C, "worker-cpus", po.worker_cpus, "LIST", "override: pin the persistence workers to LIST (each\n"
 		     "region's the cpus on its node, round-robin)"),
+	ING_OPT_SIZE_(C, "stripe-min", po.stripe_min, 0, 1ull << 40, "ingestd's --stripe-min (default 8M; 0: off): the plan says\n"
+		      "what striping pins (every rail registers every region)"),
 };
 
 static void cfg_init(void *p)

@@ -56,6 +56,21 @@ static inline bool ing_stripe_wanted(uint64_t len, uint64_t min, unsigned nrails
 }
 
 /*
+ * The producer's decision for one frame of len bytes over nrails rails it can stripe over:
+ * at least its own threshold prod_min (opts.stripe_min: 0 is the default,
+ * ING_STRIPE_DEFAULT_MIN; UINT64_MAX, ING_STRIPE_OFF, never) AND the node takes striped
+ * frames (node_min, NegotiateReply.stripeMin, > 0) of that size (len >= node_min).
+ */
+static inline bool ing_stripe_decide(uint64_t len, uint64_t prod_min, uint64_t node_min, unsigned nrails)
+{
+	if (prod_min == UINT64_MAX)
+		return false;
+	if (!prod_min)
+		prod_min = ING_STRIPE_DEFAULT_MIN;
+	return len >= prod_min && ing_stripe_wanted(len, node_min, nrails);
+}
+
+/*
  * Split [0, len) into one part per rail of rails[0..nrails), in order: equal shares in
  * whole pages of align (a power of two; 0: ING_STRIPE_ALIGN), the first parts a page
  * longer where the pages do not divide evenly, the last part ending at len. A frame of

@@ -70,6 +70,9 @@ enum ing_lcore_event {
 	ING_EV_ATTACH,        /* arg: the QP (ESTABLISHED soon; RTS already); u64: session id;
 			       * val: rd_atom << 16 | sq_depth */
 	ING_EV_DETACH,        /* val: qp number, already moved to ERROR: drain, park its frames */
+	ING_EV_UNPARK,        /* u64: a session (0: every one): its rail's link is down, so its
+			       * parked frames fail now (retryable), not after park_ms; a
+			       * connection still draining fails them once it parks */
 	ING_EV_LCORE_END
 };
 

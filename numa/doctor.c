@@ -98,23 +98,6 @@ void ing_doctor_add(struct ing_doctor_report *r, const char *section, const char
 	va_end(ap);
 }
 
-static const char *human(uint64_t b, char *buf, size_t len)
-{
-	if (b >= (1ull << 30) && !(b & ((1ull << 30) - 1)))
-		snprintf(buf, len, "%llu GiB", (unsigned long long)(b >> 30));
-	else if (b >= (1ull << 30))
-		snprintf(buf, len, "%.1f GiB", (double)b / (double)(1ull << 30));
-	else if (b >= (1ull << 20) && !(b & ((1ull << 20) - 1)))
-		snprintf(buf, len, "%llu MiB", (unsigned long long)(b >> 20));
-	else if (b >= (1ull << 20))
-		snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ull << 20));
-	else if (b >= 1024 && !(b & 1023))
-		snprintf(buf, len, "%llu KiB", (unsigned long long)(b >> 10));
-	else
-		snprintf(buf, len, "%llu bytes", (unsigned long long)b);
-	return buf;
-}
-
 static int cmp_ver(const void *a, const void *b)
 {
 	return strverscmp((const char *)a, (const char *)b);
@@ -557,21 +540,21 @@ static void check_pool_memory(struct ctx *c)
 	char regions[48] = "";
 	if (c->n_regions > 1)
 		snprintf(regions, sizeof(regions), " (%u regions x %s)", c->n_regions,
-			 human(o->pool_bytes, b, 32));
+			 human_bytes(o->pool_bytes, b, 32));
 	if (on_huge)
 		add(c, "memory", "memory.pool", ING_CHECK_PASS, NULL,
-		    "pool %s%s on hugepages (memory.hugepages)", human(bytes, a, 32), regions);
+		    "pool %s%s on hugepages (memory.hugepages)", human_bytes(bytes, a, 32), regions);
 	else if (!have)
 		add(c, "memory", "memory.pool", ING_CHECK_WARN, "check /proc/meminfo",
-		    "pool %s: no MemTotal in %s", human(bytes, a, 32), path);
+		    "pool %s: no MemTotal in %s", human_bytes(bytes, a, 32), path);
 	else if (bytes > have)
 		add(c, "memory", "memory.pool", ING_CHECK_FAIL,
 		    "give --pool fewer or smaller size classes, or free memory",
-		    "pool %s%s > %s %s: ingestd cannot prefault it", human(bytes, a, 32), regions,
-		    human(have, b, 32), avail ? "available (MemAvailable)" : "memory (MemTotal)");
+		    "pool %s%s > %s %s: ingestd cannot prefault it", human_bytes(bytes, a, 32), regions,
+		    human_bytes(have, b, 32), avail ? "available (MemAvailable)" : "memory (MemTotal)");
 	else
 		add(c, "memory", "memory.pool", ING_CHECK_PASS, NULL, "pool %s%s <= %s %s",
-		    human(bytes, a, 32), regions, human(have, b, 32), avail ? "available" : "memory");
+		    human_bytes(bytes, a, 32), regions, human_bytes(have, b, 32), avail ? "available" : "memory");
 }
 
 /* CAP_IPC_LOCK lifts the memlock limit for ibv_reg_mr */
@@ -597,27 +580,40 @@ static void check_memlock(struct ctx *c)
 		lim = getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
 			      ? (int64_t)rl.rlim_cur : ING_DOCTOR_MEMLOCK_UNLIMITED;
 	}
-	/* each rail registers its pool region in its own PD: the kernel pins it once per rail */
+	/* each rail registers its pool region in its own PD: the kernel pins it once per rail;
+	 * with striping on (stripe-min) every rail registers every region: rails x regions */
 	unsigned nr = c->r->n_rails > 1 ? c->r->n_rails : 1;
-	uint64_t need = pool * nr + (16ull << 20); /* + QPs, CQs, small MRs */
-	char per[64] = "";
-	if (nr > 1)
+	unsigned ng = nr > 1 && c->n_regions > 1 && o->plan.stripe_min ? c->n_regions : 1;
+	uint64_t need = pool * nr * ng + (16ull << 20); /* + QPs, CQs, small MRs */
+	char per[64] = "", why[96] = "";
+	if (nr > 1 && ng > 1)
+		snprintf(per, sizeof(per), "%u rails x %u regions x ", nr, ng);
+	else if (nr > 1)
 		snprintf(per, sizeof(per), "%u rails x ", nr);
+	if (nr > 1 && c->n_regions > 1)
+		snprintf(why, sizeof(why), o->plan.stripe_min ? " (stripe-min %s: every rail registers every region)"
+				       : " (stripe-min 0: each rail registers its own region)",
+			 human_bytes(o->plan.stripe_min, b, 32));
 	if (lim == ING_DOCTOR_MEMLOCK_UNLIMITED)
 		add(c, "memory", "memory.memlock", ING_CHECK_PASS, NULL, "memlock unlimited%s",
 		    cap ? ", CAP_IPC_LOCK" : "");
 	else if (cap)
 		add(c, "memory", "memory.memlock", ING_CHECK_PASS, NULL,
-		    "CAP_IPC_LOCK: the memlock limit (%s) does not apply", human((uint64_t)lim, a, 32));
+		    "CAP_IPC_LOCK: the memlock limit (%s) does not apply", human_bytes((uint64_t)lim, a, 32));
 	else if ((uint64_t)lim >= need)
 		add(c, "memory", "memory.memlock", ING_CHECK_PASS, NULL,
-		    "memlock %s >= %spool %s + 16 MiB", human((uint64_t)lim, a, 32), per, human(pool, b, 32));
+		    "memlock %s >= %spool %s + 16 MiB%s", human_bytes((uint64_t)lim, a, 32), per,
+		    human_bytes(pool, b, 32), why);
 	else
 		add(c, "memory", "memory.memlock", c->n_rdma ? ING_CHECK_FAIL : ING_CHECK_WARN,
-		    "ulimit -l unlimited (shell), LimitMEMLOCK=infinity (systemd unit) or "
-		    "'<user> - memlock unlimited' in /etc/security/limits.conf",
-		    "memlock %s < %spool %s + 16 MiB and no CAP_IPC_LOCK: ibv_reg_mr will fail%s",
-		    human((uint64_t)lim, a, 32), per, human(pool, b, 32),
+		    o->plan.stripe_min && ng > 1
+			    ? "ulimit -l unlimited (shell), LimitMEMLOCK=infinity (systemd unit) or "
+			      "'<user> - memlock unlimited' in /etc/security/limits.conf; or stripe-min = 0 "
+			      "(each rail pins its own region only)"
+			    : "ulimit -l unlimited (shell), LimitMEMLOCK=infinity (systemd unit) or "
+			      "'<user> - memlock unlimited' in /etc/security/limits.conf",
+		    "memlock %s < %spool %s + 16 MiB%s and no CAP_IPC_LOCK: ibv_reg_mr will fail%s",
+		    human_bytes((uint64_t)lim, a, 32), per, human_bytes(pool, b, 32), why,
 		    c->n_rdma ? "" : " (once RDMA is used)");
 }
 
@@ -652,7 +648,7 @@ static void check_hugepages(struct ctx *c)
 		if (nr) {
 			size_t off = strlen(per_size);
 			snprintf(per_size + off, sizeof(per_size) - off, "%s%ld x %s (%ld free)",
-				 off ? ", " : "", nr, human(kb << 10, a, 32), fr);
+				 off ? ", " : "", nr, human_bytes(kb << 10, a, 32), fr);
 		}
 	}
 	if (!c->hp_size)
@@ -688,19 +684,19 @@ static void check_hugepages(struct ctx *c)
 		} else if (!c->hp_total) {
 			add(c, "memory", "memory.hugepages", short_st, fix,
 			    "%sno hugepages reserved: the MR pool (%llu x %s) uses 4 KiB pages (slower, more "
-			    "MTT entries)", rg, (unsigned long long)pages, human(h.page_size, a, 32));
+			    "MTT entries)", rg, (unsigned long long)pages, human_bytes(h.page_size, a, 32));
 		} else if (h.free < pages) {
 			add(c, "memory", "memory.hugepages", short_st, fix,
 			    "%s%s reserved; %llu x %s free%s = %s < pool %s: %s", rg, per_size,
-			    (unsigned long long)h.free, human(h.page_size, a, 32), where,
-			    human(h.free * h.page_size, b, 32), human(pool, line, 32),
+			    (unsigned long long)h.free, human_bytes(h.page_size, a, 32), where,
+			    human_bytes(h.free * h.page_size, b, 32), human_bytes(pool, line, 32),
 			    o->hugepages > 0 ? "ingestd --hugepages on will not start" :
 					       "the MR pool uses 4 KiB pages (slower)");
 		} else {
 			add(c, "memory", "memory.hugepages", ING_CHECK_PASS, NULL,
 			    "%s%s reserved; free%s %s >= pool %s (%llu x %s)", rg, per_size, where,
-			    human(h.free * h.page_size, a, 32), human(pool, b, 32),
-			    (unsigned long long)pages, human(h.page_size, line, 32));
+			    human_bytes(h.free * h.page_size, a, 32), human_bytes(pool, b, 32),
+			    (unsigned long long)pages, human_bytes(h.page_size, line, 32));
 		}
 	}
 }
@@ -746,12 +742,12 @@ static void check_alignment(struct ctx *c)
 		add(c, "memory", "memory.alignment", ING_CHECK_FAIL,
 		    "round --pool-bytes (and the slot sizes) up to a multiple of the page size",
 		    "MR length %llu is not a multiple of the %s %spage size (next: %llu)",
-		    (unsigned long long)pool, human(align, a, 32), c->hp_total ? "huge" : "",
+		    (unsigned long long)pool, human_bytes(align, a, 32), c->hp_total ? "huge" : "",
 		    (unsigned long long)((pool / align + 1) * align));
 	else
 		add(c, "memory", "memory.alignment", ING_CHECK_PASS, NULL,
-		    "MR length %s = %llu x %s %spages", human(pool, a, 32),
-		    (unsigned long long)(pool / align), human(align, b, 32), c->hp_total ? "huge" : "");
+		    "MR length %s = %llu x %s %spages", human_bytes(pool, a, 32),
+		    (unsigned long long)(pool / align), human_bytes(align, b, 32), c->hp_total ? "huge" : "");
 }
 
 static void check_hugepages_safe(struct ctx *c)
@@ -868,7 +864,7 @@ static void check_storage(struct ctx *c)
 					: avail < MIN_FREE_WARN ? ING_CHECK_WARN : ING_CHECK_PASS;
 		add(c, "storage", "storage.space", s,
 		    "free space or point --data-dir at a bigger filesystem (frames are up to 64 MiB)",
-		    "%s free of %s", human(avail, a, 32), human(total, b, 32));
+		    "%s free of %s", human_bytes(avail, a, 32), human_bytes(total, b, 32));
 	} else {
 		add(c, "storage", "storage.space", ING_CHECK_WARN, "check the data dir by hand: df -h",
 		    "statvfs(%s): %s", probe_dir, strerror(errno));

@@ -182,6 +182,8 @@ struct ing_plan_opts {
 	int pool_node;
 	const char *worker_cpus; /* cpu list the workers are pinned to, round-robin */
 	const char *sysfs_root;  /* for data_dir -> block device; NULL: "/sys" */
+	uint64_t stripe_min;     /* ingestd --stripe-min (default ING_STRIPE_DEFAULT_MIN, 8 MiB;
+				    0: off): with it on, every rail registers every pool region */
 };
 void ing_plan_opts_init(struct ing_plan_opts *o);
 
@@ -238,6 +240,7 @@ struct ing_plan {
 	unsigned n_dataplane_asked;        /* per rail, as asked (config lines) */
 	unsigned n_workers_asked;          /* per region, as asked */
 	bool allow_smt;
+	uint64_t stripe_min;     /* as asked (ing_plan_opts.stripe_min); 0: striping off */
 	unsigned n_nodes;
 	unsigned n_remote;       /* how many warnings are about cross-node placement */
 	unsigned n_warnings;
@@ -259,6 +262,13 @@ int ing_plan_make(const struct ing_topo *t, const struct ing_plan_opts *o, struc
  * value (control_cpu). 0 or -ENOSPC.
  */
 int ing_plan_eal_lcores(const struct ing_plan *p, char *lcores, size_t len, int *main_lcore);
+/*
+ * How many registrations of a whole pool region (the --pool spec) the node pins: each rail
+ * registers its own region, and with striping on (stripe_min > 0) every other region too,
+ * so that another rail's part of a striped frame can land in it: rails x regions. At
+ * least 1 (the fallback-only node pins nothing, but its pool is the same size).
+ */
+unsigned ing_plan_pinned_regions(const struct ing_plan *p);
 /* The region (index) of NUMA node node, -1 when the plan has none there. */
 int ing_plan_region_of_node(const struct ing_plan *p, int node);
 /* Human-readable and JSON renderings (JSON: one object, no trailing newline). */

@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Write s as a JSON string literal (with the quotes). */
@@ -19,5 +20,7 @@ int set_err(char *err, size_t errlen, int e, const char *fmt, ...)
 int read_line(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Same, parsed as a long; -EINVAL if not a number. */
 int read_long(long *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* b as "1 GiB", "1.5 GiB", "8 MiB", "64 KiB" or "123 bytes" into buf; returns buf. */
+const char *human_bytes(uint64_t b, char *buf, size_t len);
 
 #endif

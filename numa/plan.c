@@ -3,8 +3,10 @@
 #include "numa/numa.h"
 #include "numa/numa_internal.h"
 #include "common/log.h"
+#include "common/stripe.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -21,6 +23,13 @@ void ing_plan_opts_init(struct ing_plan_opts *o)
 	o->n_workers = ING_DEFAULT_PLAN_WORKERS;
 	o->control_cpu = -1;
 	o->pool_node = -1;
+	o->stripe_min = ING_STRIPE_DEFAULT_MIN;
+}
+
+unsigned ing_plan_pinned_regions(const struct ing_plan *p)
+{
+	unsigned rails = p->n_rails ? p->n_rails : 1;
+	return rails * (p->stripe_min && p->n_regions > 1 ? p->n_regions : 1);
 }
 
 static void vwarn(struct ing_plan *p, const char *fmt, va_list ap)
@@ -717,6 +726,7 @@ int ing_plan_make(const struct ing_topo *t, const struct ing_plan_opts *o, struc
 	p->n_dataplane_asked = o->n_dataplane ? o->n_dataplane : ING_DEFAULT_DATAPLANE_LCORES;
 	p->n_workers_asked = o->n_workers;
 	p->allow_smt = o->allow_smt;
+	p->stripe_min = o->stripe_min;
 	if (!ing_topo_n_pus(t))
 		return set_err(err, errlen, ENOSPC, "the topology has no cpu");
 
@@ -906,6 +916,14 @@ void ing_plan_format_text(const struct ing_plan *p, FILE *f)
 			fprintf(f, "  region %-6u : %s, workers %s\n", g, node_s(rg->node, a, sizeof(a)), l);
 		}
 	}
+	if (p->n_rails > 1 && p->stripe_min)
+		fprintf(f, "  striping      : frames of %s or more over every rail (stripe-min): every rail "
+			"registers every pool region, %u x the pool pinned (%u rail%s x %u region%s)\n",
+			human_bytes(p->stripe_min, a, sizeof(a)), ing_plan_pinned_regions(p), p->n_rails,
+			p->n_rails == 1 ? "" : "s", p->n_regions, p->n_regions == 1 ? "" : "s");
+	else if (p->n_rails > 1)
+		fprintf(f, "  striping      : off (stripe-min 0): each rail registers its own pool region, "
+			"%u x the pool pinned\n", ing_plan_pinned_regions(p));
 	fprintf(f, "  poll mode     : %s (%s)\n", p->poll_mode_hint == ING_POLL_BUSY ? "busy" : "adaptive",
 		p->poll_reason);
 	if (ing_plan_eal_lcores(p, eal, sizeof(eal), &main_lcore) == 0)
@@ -1046,7 +1064,8 @@ void ing_plan_format_json(const struct ing_plan *p, FILE *f)
 		}
 		fputs("]}", f);
 	}
-	fprintf(f, "],\"poll_mode_hint\":\"%s\",\"poll_reason\":",
+	fprintf(f, "],\"stripe_min\":%" PRIu64 ",\"pinned_regions\":%u", p->stripe_min, ing_plan_pinned_regions(p));
+	fprintf(f, ",\"poll_mode_hint\":\"%s\",\"poll_reason\":",
 		p->poll_mode_hint == ING_POLL_BUSY ? "busy" : "adaptive");
 	json_str(f, p->poll_reason);
 	if (ing_plan_eal_lcores(p, eal, sizeof(eal), &main_lcore) == 0) {

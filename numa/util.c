@@ -156,3 +156,20 @@ void ing_cpulist_format(const int *cpus, unsigned n, char *buf, size_t len)
 		i = j + 1;
 	}
 }
+
+const char *human_bytes(uint64_t b, char *buf, size_t len)
+{
+	if (b >= (1ull << 30) && !(b & ((1ull << 30) - 1)))
+		snprintf(buf, len, "%llu GiB", (unsigned long long)(b >> 30));
+	else if (b >= (1ull << 30))
+		snprintf(buf, len, "%.1f GiB", (double)b / (double)(1ull << 30));
+	else if (b >= (1ull << 20) && !(b & ((1ull << 20) - 1)))
+		snprintf(buf, len, "%llu MiB", (unsigned long long)(b >> 20));
+	else if (b >= (1ull << 20))
+		snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ull << 20));
+	else if (b >= 1024 && !(b & 1023))
+		snprintf(buf, len, "%llu KiB", (unsigned long long)(b >> 10));
+	else
+		snprintf(buf, len, "%llu bytes", (unsigned long long)b);
+	return buf;
+}

@@ -197,7 +197,8 @@ static size_t stripe_part_encode(uint8_t *b, const struct ing_stripe_part *sp, c
 }
 
 /*
- * Striping (docs/ARCHITECTURE.md "Striping"): a frame of the node's stripeMin or more, with
+ * Striping (docs/ARCHITECTURE.md "Striping"): a frame of at least the producer's own
+ * opts.stripe_min (default 8 MiB) and the node's stripeMin (ing_stripe_decide), with
  * two or more of the node's rails connected by RDMA READ, names one part per rail (its
  * session there and that device's rkey; the address is the same: the pool is one mapping,
  * registered per device). The node reads each part over its rail into the frame's one
@@ -205,6 +206,8 @@ static size_t stripe_part_encode(uint8_t *b, const struct ing_stripe_part *sp, c
  * only; the node grants each part on its rail (rdma_part_grant). Appends the parts to b;
  * returns their bytes (0: sent whole).
  */
+_Static_assert(ING_STRIPE_OFF == UINT64_MAX, "opts.stripe_min's never is ing_stripe_decide's");
+
 static size_t stripe_encode(struct ing_producer *p, const struct pframe *f, uint64_t addr, uint8_t *b)
 {
 	struct stripe_via_p v[ING_STRIPE_MAX_PARTS];
@@ -212,7 +215,7 @@ static size_t stripe_encode(struct ing_producer *p, const struct pframe *f, uint
 	struct ing_stripe st;
 	size_t n = 0;
 
-	if (!p->router || !ing_stripe_wanted(f->len, p->stripe_min, 2))
+	if (!p->router || !ing_stripe_decide(f->len, p->o.stripe_min, p->stripe_min, 2))
 		return 0;
 	unsigned nv = fleet_stripe_vias(p, v, ING_STRIPE_MAX_PARTS);
 	if (nv < 2)

@@ -10,6 +10,7 @@
 #include "common/ident.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/stripe.h"
 #include "common/token.h"
 #include "control/fleet/fleet.h"
 #include "control/node/opts.h"
@@ -47,6 +48,7 @@ void ing_ingestd_opts_init(struct ing_ingestd_opts *o)
 	o->sink = ING_SINK_FILE;
 	o->credits = ING_DEFAULT_CREDITS;
 	o->frame_timeout_ms = ING_DEFAULT_FRAME_TIMEOUT_MS;
+	o->stripe_min = ING_STRIPE_DEFAULT_MIN;
 	o->pool_node = -1;
 	o->control_cpu = -1;
 	o->ready_fd = -1;
@@ -462,7 +464,8 @@ static const struct ing_opt opt_table[] = {
 	SECS("frame-timeout", frame_timeout_ms, 1 * S, DAY, "a frame must be complete this long after its first byte"),
 	ING_OPT_SIZE_(O, "stripe-min", stripe_min, 0, 1ull << 40, "take frames of this size or more striped over every rail\n"
 		      "of a producer (each rail also registers the other rails'\n"
-		      "pool regions: memlock rails x regions x pool); default 0: off"),
+		      "pool regions: memlock rails x regions x pool); default 8M;\n"
+		      "0: off (each rail registers its own region only)"),
 	ING_OPT_GROUP_("Placement and RDMA"),
 	STR("lcores", lcores, "LIST", "EAL lcores: control first, then dataplane; each serves the\n"
 		     "rail on its node (default: the plan, ingest-topo shows it)"),
@@ -1041,6 +1044,7 @@ void ing_ingestd_plan_opts(const struct ing_ingestd_opts *o, struct ing_plan_opt
 	po->control_cpu = o->control_cpu;
 	po->worker_cpus = o->worker_cpus;
 	po->pool_node = o->pool_node;
+	po->stripe_min = o->stripe_min;
 }
 
 int ing_ingestd_plan(const struct ing_ingestd_opts *o, struct ing_plan *plan, char *why,

@@ -31,7 +31,8 @@ struct ing_ingestd_opts {
 	unsigned credits;
 	uint64_t max_frame;        /* 0: the pool's largest slot */
 	uint64_t stripe_min;       /* frames of this size or more may come striped over the
-				    * rails (docs/ARCHITECTURE.md "Striping"); 0: off (default) */
+				    * rails (docs/ARCHITECTURE.md "Striping"); default
+				    * ING_STRIPE_DEFAULT_MIN (8 MiB); 0: off */
 	unsigned frame_timeout_ms;
 	const char *lcores;
 	int pool_node;             /* -1: from the plan */

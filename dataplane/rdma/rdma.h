@@ -216,6 +216,15 @@ int ing_rdma_lcore_submit(struct ing_rdma_lcore *lc, struct ing_frame *f);
 int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint64_t session_id,
 			  unsigned rd_atom, unsigned sq_depth);
 int ing_rdma_lcore_detach(struct ing_rdma_lcore *lc, uint32_t qp_num);
+/*
+ * The rail's link is down (its port not ACTIVE): the frames parked for session_id (0:
+ * every session of the lcore) cannot come back on it, the producer moves them over another
+ * rail; fail them now (ING_E_TRANSFER, retryable) instead of after park_ms, so that the
+ * moved copy is admitted at once (never stored twice: a parked frame was not complete). A
+ * connection of the session still draining (after a detach posted before this) fails them
+ * as it parks. 0 or -ENOBUFS.
+ */
+int ing_rdma_lcore_unpark(struct ing_rdma_lcore *lc, uint64_t session_id);
 /* Ask the loop to return (any thread). */
 void ing_rdma_lcore_stop(struct ing_rdma_lcore *lc);
 
@@ -487,11 +496,21 @@ int ing_rdma_rail_info(const struct ing_rdma *r, unsigned i, struct ing_rdma_rai
 /* What rail i moved since start (its pollers' counters, those of pollers a removal released
  * included) and its live connections. 0 or -ENOENT. Control thread. */
 struct ing_rdma_rail_stats {
-	uint64_t frames_received, bytes_received;   /* READ pull and WRITE push */
+	uint64_t frames_received, bytes_received;   /* READ pull and WRITE push; a striped
+						     * frame counts once, in its home rail's
+						     * frames, and each part's bytes in its rail's */
 	uint64_t frames_failed, completion_errors;  /* error completions, not flushes */
+	uint64_t parts_received;                    /* parts of striped frames its lcores
+						     * brought in (each rail its own) */
 	unsigned conns;                             /* live RDMA connections (QPs) */
 };
 int ing_rdma_rail_stats(const struct ing_rdma *r, unsigned i, struct ing_rdma_rail_stats *s);
+/* Add one of a rail's lcores' counters to its rail's: frames, bytes, failures, error
+ * completions, parts (a part is no frame of its own). Pure. */
+void ing_rdma_rail_stats_add(struct ing_rdma_rail_stats *s, const struct ing_rdma_lcore_stats *ls);
+/* A striped frame is complete (its last part in): count it once, in the frames of its home
+ * rail (the rail of the session that sent its FrameMeta). Control thread. */
+void ing_rdma_striped_frame_in(struct ing_rdma *r, unsigned home_rail);
 
 /* ---------------------------------------------------------------- rails, pure (rdma_rail.c) */
 

@@ -115,6 +115,7 @@ struct rdma_rail {
 	uint64_t down_since_ns;
 	char why[160];
 	struct ing_rdma_lcore_stats gone;   /* counters of its pollers a release destroyed */
+	uint64_t striped_in;                /* striped frames whose home it was, complete */
 	char addr[INET6_ADDRSTRLEN];
 	uint16_t port;
 	char devname[IBV_SYSFS_NAME_MAX];
@@ -330,7 +331,8 @@ static void conn_down(struct ing_rdma *r, struct rconn *c, const char *why)
 		 "qp 0x%x session %s: connection down: %s", c->qp_num,
 		 sess_str(c->session_id, sb, sizeof(sb)), why);
 	c->state = RC_DOWN;
-	if (conn_link_down(r, c))
+	bool link_down = conn_link_down(r, c);
+	if (link_down)
 		c->disc_held = true;   /* no DREQ into a port that is down: rail_link sends it */
 	else if (rdma_disconnect(c->id) && errno != EINVAL)
 		ING_DBG(COMP, "qp 0x%x: rdma_disconnect: %s", c->qp_num, strerror(errno));
@@ -342,6 +344,10 @@ static void conn_down(struct ing_rdma *r, struct rconn *c, const char *why)
 	}
 	if (ing_rdma_lcore_detach(r->lcs[c->lcore].lc, c->qp_num))
 		ING_ERR(COMP, "qp 0x%x: lcore mailbox full; detach lost", c->qp_num);
+	/* lost with its link down: the producer moves its frames over another rail, so the
+	 * lcore parks them for no time (the moved copy is admitted at once, not after park_ms) */
+	else if (link_down && ing_rdma_lcore_unpark(r->lcs[c->lcore].lc, c->session_id))
+		ING_ERR(COMP, "qp 0x%x: lcore mailbox full; unpark lost (its frames wait park_ms)", c->qp_num);
 	if (c->was_up && r->cbs.conn_state)
 		r->cbs.conn_state(r->cbs.arg, c->session_id, false);
 	if (r->st.conns_active)
@@ -487,6 +493,12 @@ static void on_connect_request(struct ing_rdma *r, struct rdma_rail *rl, struct 
 static void rail_release(struct rdma_rail *rl, const char *why);
 static int rail_open(struct rdma_rail *rl, char *why, size_t whylen);
 static int rail_start(struct rdma_rail *rl);
+void ing_rdma_striped_frame_in(struct ing_rdma *r, unsigned home_rail)
+{
+	if (r && home_rail < r->nrails)
+		r->rails[home_rail].striped_in++;
+}
+
 static void add_lcore_stats(struct ing_rdma_stats *s, const struct ing_rdma_lcore_stats *ls);
 
 /* librdmacm lists the devices again and closes its context of any that is gone and unused
@@ -760,6 +772,11 @@ static void rail_link(struct ing_rdma *r, struct rdma_rail *rl, bool active, con
 		ING_ERR(COMP, "rail %u (%s): down: %s, %s; new sessions go to the other rails%s", rl->idx,
 			rl->devname, rl->why, since_str(rl->down_since_ns, since, sizeof(since)),
 			r->nrails > 1 ? "" : " (none: the gRPC fallback)");
+		/* the frames its lcores parked for a reconnect over this rail: none can come; the
+		 * producers move them, so they fail now instead of after park_ms */
+		for (unsigned k = rl->first_lc; k < rl->first_lc + rl->nl; k++)
+			if (r->lcs[k].lc && ing_rdma_lcore_unpark(r->lcs[k].lc, 0))
+				ING_ERR(COMP, "rail %u: lcore %u's mailbox full; unpark lost", rl->idx, k);
 		rail_told(r, rl, false, rl->why, r->nrails > 1 ? "every RDMA rail down" : rl->why, before);
 		return;
 	}
@@ -1289,6 +1306,7 @@ static void rail_release(struct rdma_rail *rl, const char *why)
 			rl->gone.bytes_received += ls.bytes_received;
 			rl->gone.frames_failed += ls.frames_failed;
 			rl->gone.wc_errors += ls.wc_errors;
+			rl->gone.parts_ok += ls.parts_ok;
 		}
 		/* the frames it held and the jobs in its mailbox go back to control, failed */
 		ing_rdma_lcore_destroy_why(el->lc, why);
@@ -1739,19 +1757,14 @@ int ing_rdma_rail_stats(const struct ing_rdma *r, unsigned i, struct ing_rdma_ra
 		return -ENOENT;
 	const struct rdma_rail *rl = &r->rails[i];
 	memset(s, 0, sizeof(*s));
-	s->frames_received = rl->gone.frames_ok;
-	s->bytes_received = rl->gone.bytes_received;
-	s->frames_failed = rl->gone.frames_failed;
-	s->completion_errors = rl->gone.wc_errors;
+	ing_rdma_rail_stats_add(s, &rl->gone);
+	s->frames_received += rl->striped_in;
 	for (unsigned k = rl->first_lc; k < rl->first_lc + rl->nl; k++) {
 		struct ing_rdma_lcore_stats ls;
 		if (!r->lcs[k].lc)
 			continue;
 		ing_rdma_lcore_get_stats(r->lcs[k].lc, &ls);
-		s->frames_received += ls.frames_ok;
-		s->bytes_received += ls.bytes_received;
-		s->frames_failed += ls.frames_failed;
-		s->completion_errors += ls.wc_errors;
+		ing_rdma_rail_stats_add(s, &ls);
 	}
 	for (const struct rconn *c = r->conns; c; c = c->next)
 		s->conns += c->state != RC_DOWN && c->rail == i;

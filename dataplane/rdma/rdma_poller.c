@@ -113,6 +113,7 @@ struct rdma_conn {
 	uint64_t post_off;        /* next byte of fifo[post_idx] */
 	struct ing_frame **fifo;
 	uint64_t deadline_ns;     /* DRAINING: give up on flushes; PARKED: give up on reconnect */
+	bool unpark;              /* its rail's link is down (ING_EV_UNPARK): park for no time */
 	unsigned recvs;           /* push: receive WRs posted on the current QP */
 	unsigned inv_wait;        /* push: frames in PS_INV_WAIT */
 };
@@ -326,6 +327,7 @@ static void conn_free(struct rdma_conn *c)
 	c->qp = NULL;
 	c->qp_num = c->old_qp_num = 0;
 	c->session_id = 0;
+	c->unpark = false;
 	c->outstanding = 0;
 	c->rec_head = c->rec_tail = 0;
 	c->f_head = c->f_tail = 0;
@@ -352,9 +354,9 @@ static void conn_finish_drain(struct ing_rdma_lcore *lc, struct rdma_conn *c)
 	/* Parked even when empty: jobs for the old QP may still be in the job ring, and the
 	 * session's next QP adopts them (and this slot's FIFO order). */
 	c->state = CONN_PARKED;
-	c->deadline_ns = ing_now_ns() + (uint64_t)lc->o.park_ms * 1000000ull;
+	c->deadline_ns = ing_now_ns() + (c->unpark ? 0 : (uint64_t)lc->o.park_ms * 1000000ull);
 	arm_timer(lc, c->deadline_ns);
-	if (fifo_count(c))
+	if (fifo_count(c) && !c->unpark)
 		ING_INFO(COMP, "lcore %u session %llu: %u frame(s) parked for %u ms awaiting reconnect",
 			 lc->o.lcore_id, (unsigned long long)c->session_id, fifo_count(c), lc->o.park_ms);
 }
@@ -735,6 +737,7 @@ static void cmd_attach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 	}
 	c->gen++;
 	c->state = CONN_ACTIVE;
+	c->unpark = false;
 	c->qp = m->qp;
 	c->qp_num = m->qp_num;
 	c->session_id = m->session_id;
@@ -768,6 +771,24 @@ static void cmd_detach(struct ing_rdma_lcore *lc, const struct rdma_cmd *m)
 		return;
 	}
 	conn_enter_draining(lc, c, "detached by control");
+}
+
+/* ING_EV_UNPARK: the parked (and still draining) connections of session_id (0: all). */
+static void cmd_unpark(struct ing_rdma_lcore *lc, uint64_t session_id)
+{
+	uint64_t now = ing_now_ns();
+
+	for (unsigned i = 0; i < lc->nconns; i++) {
+		struct rdma_conn *c = &lc->conns[i];
+		if ((session_id && c->session_id != session_id) ||
+		    (c->state != CONN_PARKED && c->state != CONN_DRAINING))
+			continue;
+		c->unpark = true;
+		if (c->state == CONN_PARKED) {
+			c->deadline_ns = now;
+			arm_timer(lc, now);
+		}
+	}
 }
 
 /* ---------------------------------------------------------------- posting */
@@ -1055,6 +1076,14 @@ static void run_timers(struct ing_rdma_lcore *lc, uint64_t now)
 		if (c->state == CONN_PARKED) {
 			if (now >= c->deadline_ns && !fifo_count(c)) {
 				conn_free(c);
+			} else if (now >= c->deadline_ns && c->unpark) {
+				ING_WARN(COMP, "lcore %u session %llu: failing %u parked frame(s) at once: the "
+					 "rail's link is down (the producer moves them over another rail)",
+					 lc->o.lcore_id, (unsigned long long)c->session_id, fifo_count(c));
+				conn_fail_all(lc, c, ING_E_TRANSFER, true,
+					      "RDMA connection lost with its rail's link down: the frame moves "
+					      "over another rail");
+				conn_free(c);
 			} else if (now >= c->deadline_ns) {
 				char why[ING_FRAME_MSG_MAX];
 				snprintf(why, sizeof(why),
@@ -1135,6 +1164,9 @@ static void on_mail(void *ctx, const struct ing_msg *m)
 	}
 	case ING_EV_DETACH:
 		cmd_detach(lc, &(struct rdma_cmd){ .qp_num = m->val });
+		break;
+	case ING_EV_UNPARK:
+		cmd_unpark(lc, m->u64);
 		break;
 	default:
 		ING_LOG_RL(ING_LOG_ERR, COMP, "lcore %u: unknown message %u ignored", lc->o.lcore_id, m->kind);
@@ -1316,6 +1348,13 @@ int ing_rdma_lcore_attach(struct ing_rdma_lcore *lc, struct ibv_qp *qp, uint64_t
 int ing_rdma_lcore_detach(struct ing_rdma_lcore *lc, uint32_t qp_num)
 {
 	struct ing_msg m = { .kind = ING_EV_DETACH, .val = qp_num };
+
+	return ing_mbox_post(lc->in, &m);
+}
+
+int ing_rdma_lcore_unpark(struct ing_rdma_lcore *lc, uint64_t session_id)
+{
+	struct ing_msg m = { .kind = ING_EV_UNPARK, .u64 = session_id };
 
 	return ing_mbox_post(lc->in, &m);
 }

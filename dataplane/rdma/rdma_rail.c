@@ -2,7 +2,8 @@
 /*
  * rdma_rail.c - the pure part of the rails (docs/ARCHITECTURE.md "Rails"): a port's link
  * rate, which rail a session that names one gets (Negotiate), and the one-line list of the
- * rails its errors carry. No verbs calls: unit.test_rail_state drives them.
+ * rails its errors carry, a rail's counters from its lcores'. No verbs calls:
+ * unit.test_rail_state and unit.test_rails drive them.
  */
 #include "dataplane/rdma/rdma.h"
 
@@ -81,4 +82,13 @@ int ing_rdma_rail_choose(const struct ing_rdma_rail_info *rails, unsigned n, con
 	ing_rdma_rails_describe(rails, n, now_ns, list, sizeof(list));
 	snprintf(msg, msglen, "no rail \"%s\" on this node; its rails: %s", want ? want : "", list);
 	return -ENOENT;
+}
+
+void ing_rdma_rail_stats_add(struct ing_rdma_rail_stats *s, const struct ing_rdma_lcore_stats *ls)
+{
+	s->frames_received += ls->frames_ok;   /* whole frames only: a part is in parts_ok */
+	s->bytes_received += ls->bytes_received;
+	s->frames_failed += ls->frames_failed;
+	s->completion_errors += ls->wc_errors;
+	s->parts_received += ls->parts_ok;
 }

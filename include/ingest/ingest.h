@@ -16,7 +16,7 @@ extern "C" {
 
 /* The header's version; ing_version() is the loaded library's. Same major: compatible. */
 #define ING_VERSION_MAJOR 1
-#define ING_VERSION_MINOR 5
+#define ING_VERSION_MINOR 6
 #define ING_VERSION_PATCH 0
 #define ING_VERSION_NUMBER (ING_VERSION_MAJOR * 10000 + ING_VERSION_MINOR * 100 + ING_VERSION_PATCH)
 

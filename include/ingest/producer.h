@@ -126,8 +126,17 @@ struct ing_producer_opts {
 	   30000; negative: off (1.3: a lost connection fails the frames in flight at once).
 	   Fleet mode: unused (node_cooldown_ms). */
 	int reconnect_timeout_ms;
+	/* 1.6 */
+	/* Striping (RDMA READ, a node with several rails): a frame of at least this many bytes
+	   moves in parts over every rail connected at once (one frame, one CRC, one Ack), when
+	   the node takes striped frames too (its own threshold, NegotiateReply.stripeMin: a
+	   frame must reach both). 0: the default, 8 MiB; ING_STRIPE_OFF: never striped. */
+	uint64_t stripe_min;
 	/* ABI: new fields go last; zero must mean their default. */
 };
+
+/* opts.stripe_min: no frame of this producer is striped (1.6) */
+#define ING_STRIPE_OFF UINT64_MAX
 
 /* The ingest node's stages of a frame, each timed from the end of the one before. */
 enum ing_node_stage {

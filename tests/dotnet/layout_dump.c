@@ -28,6 +28,7 @@ int main(void)
 	F(ing_producer_opts, ack_deadline_ms); F(ing_producer_opts, keepalive_ms);
 	F(ing_producer_opts, node_cooldown_ms); F(ing_producer_opts, membership_refresh_ms);
 	F(ing_producer_opts, reconnect_timeout_ms);
+	F(ing_producer_opts, stripe_min);
 
 	S(ing_frame_desc);
 	F(ing_frame_desc, frame_id); F(ing_frame_desc, wafer_id); F(ing_frame_desc, timestamp);

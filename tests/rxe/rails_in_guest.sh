@@ -28,7 +28,8 @@
 #     gRPC fallback and offers RDMA on that rail once the link is up;
 #  5. SIGTERM: exit 0, every slot back first;
 #  6. striping (prod_striped, a node with --stripe-min 8M): one 64 MiB frame over both
-#     rails at once, each rail's byte counter +32 MiB, one catalog row, byte for byte;
+#     rails at once, each rail's byte counter +32 MiB and parts +1, the frame once in one
+#     rail's frames (Stats and /metrics), one catalog row, byte for byte;
 #  7. striped push (prod_striped_push): the same frame with --transport rdma-write, one
 #     grant per part, each rail +32 MiB, 0 failed, one row, one file, byte for byte.
 # Outside that boot it says NOT RUN (exit 77) on a line of its own: its real part, the second
@@ -578,14 +579,15 @@ rails_link_down_at_start
 
 # ---- striping (issue #26 item 3): one 64 MiB frame over both rails at once, still one
 # frame (one slot, one catalog row, one CRC, one Ack). A node of its own: --stripe-min 8M
-# (off by default), a 64 MiB size class, no hugepages (the regions of the node above are
+# (the default, said here), a 64 MiB size class, no hugepages (the regions of the node above are
 # sized for its small frames).
 prod_striped() {
 	step "one 64 MiB frame striped over both rails (READ pull): each rail carries half, one row, byte for byte"
 	local pid3 port3 r gotb half sum=0 tag=stripe
 	ing_start "$INGESTD" "$T/port3" "$OUT/ingestd-stripe.log" --listen 0.0.0.0:0 --data-dir "$T/data3" \
 		--rdma-dev "$RAILS" --rdma-port 7474 --pool 64M:2 --hugepages off --workers 1 --credits 4 \
-		--rdma on --poll-mode adaptive --log-level info --stripe-min 8M
+		--rdma on --poll-mode adaptive --log-level info --stripe-min 8M \
+		--metrics-listen 127.0.0.1:0 --metrics-port-file "$T/mport3"
 	pid3=$ING_PID port3=${ING_SERVER##*:}
 	timeout 60 "$STATS" "127.0.0.1:$port3" >"$T/stats3.before" || fail "Stats: no answer"
 	timeout 900 "$SEND" --server "${IPS[0]}:$port3" --count 1 --sizes 64M --credits 1 --seed 26 \
@@ -606,6 +608,22 @@ prod_striped() {
 		sum=$((sum + gotb))
 	done
 	[ "$sum" = $((64 << 20)) ] || fail "$tag: the rails carried $sum bytes, not the frame's 64 MiB"
+	# one frame: counted once, in its home rail's frames (the rail its FrameMeta came over);
+	# each rail counted its part in its parts; /metrics says what Stats says
+	local frames=0 dp df m
+	for r in 0 1; do
+		dp=$(($(value "rail.$r.partsReceived" "$T/stats3") - $(value "rail.$r.partsReceived" "$T/stats3.before")))
+		df=$(($(value "rail.$r.framesReceived" "$T/stats3") - $(value "rail.$r.framesReceived" "$T/stats3.before")))
+		echo "$tag: rail $r +$df frames, +$dp parts"
+		[ "$dp" = 1 ] || fail "$tag: rail $r counted $dp parts of the striped frame, not 1"
+		frames=$((frames + df))
+		for m in frames:framesReceived parts:partsReceived; do
+			[ "$(curl -fsS "http://127.0.0.1:$(tr -dc '0-9' <"$T/mport3")/metrics" |
+				awk -v k="ingest_rail_${m%%:*}_total{rail=\"${DEVS[$r]}\",index=\"$r\"}" '$1 == k { print $2 }')" = \
+			  "$(value "rail.$r.${m#*:}" "$T/stats3")" ] || fail "$tag: /metrics ingest_rail_${m%%:*}_total of rail $r is not Stats' ${m#*:}"
+		done
+	done
+	[ "$frames" = 1 ] || fail "$tag: the striped frame counted $frames times in the rails' frames, not once"
 	[ "$(sqlite3 "file:$T/data3/catalog.db?mode=ro" "SELECT count(*) FROM frames WHERE wafer_id = 'MR-$tag'")" = 1 ] ||
 		fail "$tag: not one catalog row for the striped frame"
 	[ "$(find "$T/data3/frames/MR-$tag" -name '*.frame' | wc -l)" = 1 ] || fail "$tag: not one frame file"

@@ -239,12 +239,13 @@ int main(int argc, char **argv)
 		printf("rail.%zu.device %s\nrail.%zu.state %s\nrail.%zu.why %s\nrail.%zu.downSeconds %.3f\n"
 		       "rail.%zu.downSinceUnixMs %lld\nrail.%zu.downs %llu\nrail.%zu.connections %u\n"
 		       "rail.%zu.framesReceived %llu\nrail.%zu.bytesReceived %llu\n"
-		       "rail.%zu.framesFailed %llu\nrail.%zu.completionErrors %llu\nrail.%zu.numaNode %d\n",
+		       "rail.%zu.framesFailed %llu\nrail.%zu.completionErrors %llu\nrail.%zu.numaNode %d\n"
+		       "rail.%zu.partsReceived %llu\n",
 		       i, l->device, i, rail_state(l->state), i, l->why ? l->why : "", i, l->downseconds,
 		       i, (long long)l->downsinceunixms, i, (unsigned long long)l->downs, i, l->connections,
 		       i, (unsigned long long)l->framesreceived, i, (unsigned long long)l->bytesreceived,
 		       i, (unsigned long long)l->framesfailed, i, (unsigned long long)l->completionerrors,
-		       i, l->numanode);
+		       i, l->numanode, i, (unsigned long long)l->partsreceived);
 	}
 	for (size_t i = 0; i < r->n_stagelatency; i++) {   /* stage.<name>.<field> value */
 		const H3000__StageLatency *l = r->stagelatency[i];

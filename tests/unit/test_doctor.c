@@ -319,8 +319,12 @@ static void test_rails_machine(void **state)
 	expect_some(r, "rdma.gid", ING_CHECK_PASS, "RoCE v2 GID index 3 (10.1.0.5 on ens1f0np0) on mlx5_0");
 	expect_some(r, "rdma.gid", ING_CHECK_PASS, "RoCE v2 GID index 3 (10.2.0.5 on ens2f0np0) on mlx5_1");
 	expect_some(r, "rdma.mtu", ING_CHECK_PASS, "ens2f0np0 MTU 9000");
-	/* each rail pins its own region: 2 x 1 GiB + 16 MiB > 1.5 GiB */
-	expect(r, "memory.memlock", ING_CHECK_FAIL, "memlock 1.5 GiB < 2 rails x pool 1 GiB + 16 MiB");
+	/* striping on (ingestd's default stripe-min 8M): every rail pins every region,
+	 * 2 x 2 x 1 GiB + 16 MiB > 1.5 GiB; the line says why, the fix names stripe-min */
+	assert_int_equal(o.plan.stripe_min, 8u << 20);
+	expect(r, "memory.memlock", ING_CHECK_FAIL, "memlock 1.5 GiB < 2 rails x 2 regions x pool 1 GiB + 16 MiB "
+	       "(stripe-min 8 MiB: every rail registers every region)");
+	assert_non_null(strstr(find_check(r, "memory.memlock")->fix, "stripe-min = 0"));
 	/* a region per rail node, its hugepages on that node: 600 free on node 0, 200 on 1 */
 	expect_some(r, "memory.hugepages", ING_CHECK_PASS, "pool region 0: 800 x 2 MiB (800 free) "
 		   "reserved; free on node 0 1.2 GiB >= pool 1 GiB");
@@ -334,10 +338,25 @@ static void test_rails_machine(void **state)
 	expect(r, "cpu.isolation", ING_CHECK_PASS, "dataplane cpus isolated (1,4)");
 	assert_int_equal(fails, 1);   /* the memlock */
 
-	/* enough memlock for both rails */
+	/* enough memlock for both rails, not for striping over them */
+	o.memlock = 4ull << 30;
+	assert_int_equal(ing_doctor_run(&o, r), 1);
+	expect(r, "memory.memlock", ING_CHECK_FAIL, "memlock 4 GiB < 2 rails x 2 regions x pool 1 GiB + 16 MiB");
+	o.memlock = 5ull << 30;
+	assert_int_equal(ing_doctor_run(&o, r), 0);
+	expect(r, "memory.memlock", ING_CHECK_PASS, "memlock 5 GiB >= 2 rails x 2 regions x pool 1 GiB + 16 MiB "
+	       "(stripe-min 8 MiB: every rail registers every region)");
+	/* striping off: each rail pins its own region only */
+	o.plan.stripe_min = 0;
 	o.memlock = 4ull << 30;
 	assert_int_equal(ing_doctor_run(&o, r), 0);
-	expect(r, "memory.memlock", ING_CHECK_PASS, "memlock 4 GiB >= 2 rails x pool 1 GiB + 16 MiB");
+	expect(r, "memory.memlock", ING_CHECK_PASS, "memlock 4 GiB >= 2 rails x pool 1 GiB + 16 MiB "
+	       "(stripe-min 0: each rail registers its own region)");
+	o.memlock = 3ull << 29;
+	assert_int_equal(ing_doctor_run(&o, r), 1);
+	expect(r, "memory.memlock", ING_CHECK_FAIL, "memlock 1.5 GiB < 2 rails x pool 1 GiB + 16 MiB (stripe-min 0");
+	assert_null(strstr(find_check(r, "memory.memlock")->fix, "stripe-min"));
+	o.plan.stripe_min = 8u << 20;
 
 	/* one rail named: only it is checked, nothing said of the others */
 	o.rdma_dev = "mlx5_1";

@@ -588,7 +588,23 @@ static void test_plan_two_nic(void **state)
 	assert_non_null(strstr(txt, "\"rails\":[{\"dev\":\"mlx5_0\""));
 	assert_non_null(strstr(txt, "\"regions\":[{\"node\":0,\"worker_cpus\":[2,3]},{\"node\":1,"
 				    "\"worker_cpus\":[5,6]}]"));
+	/* striping on by default (ingestd's stripe-min 8M): every rail registers every region */
+	assert_int_equal(ing_plan_pinned_regions(&p), 4);
+	assert_non_null(strstr(txt, "striping      : frames of 8 MiB or more over every rail (stripe-min): "
+				    "every rail registers every pool region, 4 x the pool pinned (2 rails x 2 regions)"));
+	assert_non_null(strstr(txt, "\"stripe_min\":8388608,\"pinned_regions\":4"));
 	free(txt);
+	/* striping off: each rail its own region */
+	o.stripe_min = 0;
+	assert_int_equal(ing_plan_make(t, &o, &p, err, sizeof(err)), 0);
+	assert_int_equal(ing_plan_pinned_regions(&p), 2);
+	f = open_memstream(&txt, &len);
+	ing_plan_format_text(&p, f);
+	fclose(f);
+	assert_non_null(strstr(txt, "striping      : off (stripe-min 0): each rail registers its own pool "
+				    "region, 2 x the pool pinned"));
+	free(txt);
+	o.stripe_min = 8u << 20;
 
 	/* two lcores per rail: handed out one per rail in turn */
 	o.n_dataplane = 2;

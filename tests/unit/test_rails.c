@@ -399,6 +399,20 @@ static void parts_counted(const struct ing_rdma_lcore_stats *b0, const struct in
 	assert_int_equal(a1->parts_ok - b1->parts_ok, 1);
 	assert_int_equal(a0->frames_ok, b0->frames_ok);   /* no lcore delivered a frame */
 	assert_int_equal(a1->frames_ok, b1->frames_ok);
+	/* the rails' counters (Stats RailStats, /metrics ingest_rail_*) from their lcores': each
+	 * rail one part and that part's bytes, no frame of its own (the frame counts once, on
+	 * its home rail, when control completes it: ing_rdma_striped_frame_in) */
+	struct ing_rdma_rail_stats rs0 = { 0 }, rs1 = { 0 }, rs0b = { 0 }, rs1b = { 0 };
+	ing_rdma_rail_stats_add(&rs0, b0);
+	ing_rdma_rail_stats_add(&rs1, b1);
+	ing_rdma_rail_stats_add(&rs0b, a0);
+	ing_rdma_rail_stats_add(&rs1b, a1);
+	assert_int_equal(rs0b.parts_received - rs0.parts_received, 1);
+	assert_int_equal(rs1b.parts_received - rs1.parts_received, 1);
+	assert_int_equal(rs0b.frames_received, rs0.frames_received);
+	assert_int_equal(rs1b.frames_received, rs1.frames_received);
+	assert_int_equal((rs0b.bytes_received - rs0.bytes_received) + (rs1b.bytes_received - rs1.bytes_received),
+			 s->part[0].len + s->part[1].len);
 	assert_int_equal(ing_rdma_lcore_frames_held(E->lc[0]) + ing_rdma_lcore_frames_held(E->lc[1]), 0);
 }
 

@@ -4,7 +4,8 @@
  * sleeps; adaptive mode arms the CQ after busy_polls idle passes, re-polls, sleeps, and
  * wakes on the job doorbell or a CQ event (threads: the test plays producer and wire);
  * an error completion fails only its frame, the others are parked and re-read on the
- * session's next QP; parked frames fail (retryable) after park_ms; jobs for unknown QPs
+ * session's next QP; parked frames fail (retryable) after park_ms, or at once when the
+ * rail's link is down (unpark); jobs for unknown QPs
  * are refused; persistence backpressure loses nothing; stop returns promptly.
  */
 #include <setjmp.h>
@@ -381,6 +382,87 @@ static void test_park_timeout_and_unknown_qp(void **state)
 }
 
 /*
+ * The rail's link is down (ING_EV_UNPARK): the parked frames fail at once, retryable, not
+ * after park_ms (60 s here: a frame that fails before the watchdog failed by the unpark),
+ * so the producer's copy moved over another rail is admitted at once. Session-scoped: only
+ * the named session's frames; posted right after the detach (the connection still
+ * draining), they fail as it parks. Another session's parked frame stays parked and is read
+ * on its reconnect; an unpark of every session takes the rest.
+ */
+static void test_unpark_link_down(void **state)
+{
+	uint8_t *src = malloc(3 << 20);
+	struct fake_io *io = fake_io_new();
+	struct ing_rdma_lcore_opts o;
+	(void)state;
+
+	for (unsigned i = 0; i < (3u << 20); i++)
+		src[i] = (uint8_t)(i * 7 + 1);
+	ing_rdma_lcore_opts_init(&o);
+	o.park_ms = 60000;
+	struct ing_rdma_lcore *lc = fake_lcore(io, &o);
+	struct ibv_qp *qa = fake_qp_new(64), *qb = fake_qp_new(64);
+	ing_rdma_lcore_attach(lc, qa, 7, 16, 64);
+	ing_rdma_lcore_attach(lc, qb, 8, 16, 64);
+	struct ing_frame *a = frame_new(1, 1 << 20, src, 0x77, qa->qp_num);
+	struct ing_frame *b = frame_new(2, 1 << 20, src + (1 << 20), 0x77, qb->qp_num);
+	io_push_job(io, a);
+	io_push_job(io, b);
+	ing_rdma_lcore_poll(lc);                     /* posted, nothing completes */
+	ing_rdma_lcore_poll(lc);
+	/* both connections lost; session 7's with its link down: detach, then unpark (the
+	 * order control posts them), before the lcore drained it */
+	fake->qps[fake_qp_idx(qa)].error = true;
+	fake->qps[fake_qp_idx(qb)].error = true;
+	ing_rdma_lcore_detach(lc, qa->qp_num);
+	ing_rdma_lcore_unpark(lc, 7);
+	ing_rdma_lcore_detach(lc, qb->qp_num);
+	uint64_t t0 = ing_now_ns();
+	while (!io_count(io, &io->nfailed) && ing_now_ns() - t0 < 30000 * 1000000ull)
+		ing_rdma_lcore_step(lc);
+	drain(lc, 20);
+	assert_int_equal(notices_of(lc, ING_EV_CONN_RELEASED, NULL), 2);
+	assert_int_equal(io_count(io, &io->nfailed), 1);  /* a, at once; b still parked */
+	assert_ptr_equal(io->failed[0], a);
+	assert_int_equal(a->status, ING_E_TRANSFER);
+	assert_true(a->retryable);
+	assert_non_null(strstr(a->msg, "link down"));
+	assert_int_equal(io->ndelivered, 0);           /* nothing of a stored */
+	assert_int_equal(ing_rdma_lcore_frames_held(lc), 1);
+	/* session 8 reconnects: b is read on its new QP, byte for byte */
+	struct ibv_qp *qb2 = fake_qp_new(64);
+	ing_rdma_lcore_attach(lc, qb2, 8, 16, 64);
+	drain(lc, 200);
+	assert_int_equal(io->ndelivered, 1);
+	assert_ptr_equal(io->delivered[0], b);
+	assert_memory_equal(b->buf, src + (1 << 20), 1 << 20);
+	/* a frame parked already, then the rail's link found down: every session's, at once */
+	struct ing_frame *c = frame_new(3, 1 << 20, src + (2 << 20), 0x77, qb2->qp_num);
+	io_push_job(io, c);
+	ing_rdma_lcore_poll(lc);
+	fake->qps[fake_qp_idx(qb2)].error = true;
+	ing_rdma_lcore_detach(lc, qb2->qp_num);
+	drain(lc, 20);
+	assert_int_equal(io_count(io, &io->nfailed), 1);  /* parked, not failed */
+	assert_int_equal(ing_rdma_lcore_frames_held(lc), 1);
+	ing_rdma_lcore_unpark(lc, 0);
+	t0 = ing_now_ns();
+	while (io_count(io, &io->nfailed) < 2 && ing_now_ns() - t0 < 30000 * 1000000ull)
+		ing_rdma_lcore_step(lc);
+	assert_int_equal(io_count(io, &io->nfailed), 2);
+	assert_ptr_equal(io->failed[1], c);
+	assert_true(c->retryable);
+	assert_non_null(strstr(c->msg, "link down"));
+	assert_int_equal(ing_rdma_lcore_frames_held(lc), 0);
+	frame_free(a);
+	frame_free(b);
+	frame_free(c);
+	ing_rdma_lcore_destroy(lc);
+	fake_io_free(io);
+	free(src);
+}
+
+/*
  * Persistence refuses a frame (cannot happen in the node: a worker's mailbox holds every
  * pool slot): that frame goes back to control failed (retryable) after its RECEIVED, so
  * control answers it; nothing is kept or retried, the others go on in order.
@@ -476,6 +558,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wake_on_job_then_cq_event, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(test_error_fails_only_that_frame, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(test_park_timeout_and_unknown_qp, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(test_unpark_link_down, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(test_backpressure, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(test_post_failure, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_returns_frames, fake_setup, fake_teardown),

@@ -4,7 +4,8 @@
  * (common/stripe.c): parts tile the frame exactly (even and uneven lengths, 1 B .. 64 MiB,
  * 1..8 rails), the 1-rail degenerate case, a frame too short for every rail, the checks of
  * parts a producer sent, completion once every part is in (never twice), and a lost rail
- * whose parts (only those not in yet) are re-moved alone on the surviving rails.
+ * whose parts (only those not in yet) are re-moved alone on the surviving rails; the
+ * producer's decision (its own threshold and the node's).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -15,6 +16,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include <ingest/producer.h>
 
 #include "common/stripe.h"
 
@@ -44,6 +47,33 @@ static void test_wanted(void **state)
 	assert_false(ing_stripe_wanted(8 * MIB - 1, 8 * MIB, 2));  /* below it */
 	assert_false(ing_stripe_wanted(64 * MIB, 8 * MIB, 1));     /* one rail: whole */
 	assert_false(ing_stripe_wanted(64 * MIB, 0, 2));           /* 0: off */
+}
+
+/* The producer's own threshold (opts.stripe_min) and the node's (NegotiateReply.stripeMin):
+ * a frame goes striped only when it reaches both and the node takes striped frames. */
+static void test_decide(void **state)
+{
+	(void)state;
+	/* the producer's default (0: 8 MiB) under a node that stripes from 1 MiB */
+	assert_true(ing_stripe_decide(8 * MIB, 0, 1 * MIB, 2));
+	assert_false(ing_stripe_decide(8 * MIB - 1, 0, 1 * MIB, 2));
+	assert_true(ing_stripe_decide(64 * MIB, 0, 8 * MIB, 2));
+	/* the producer's own lower threshold: the node's still binds */
+	assert_true(ing_stripe_decide(2 * MIB, 2 * MIB, 1 * MIB, 2));
+	assert_false(ing_stripe_decide(2 * MIB, 1 * MIB, 4 * MIB, 2));
+	assert_true(ing_stripe_decide(4 * MIB, 1 * MIB, 4 * MIB, 2));
+	/* the producer's higher threshold binds over the node's */
+	assert_false(ing_stripe_decide(16 * MIB, 32 * MIB, 8 * MIB, 2));
+	assert_true(ing_stripe_decide(32 * MIB, 32 * MIB, 8 * MIB, 2));
+	/* the node takes no striped frame (stripeMin 0): never, whatever the producer says */
+	assert_false(ing_stripe_decide(64 * MIB, 0, 0, 2));
+	assert_false(ing_stripe_decide(64 * MIB, 1, 0, 2));
+	/* the producer's "never" (ingest-send --stripe-min 0), even for the largest frame */
+	assert_int_equal(ING_STRIPE_OFF, UINT64_MAX);
+	assert_false(ing_stripe_decide(64 * MIB, ING_STRIPE_OFF, 1, 2));
+	assert_false(ing_stripe_decide(UINT64_MAX - 1, ING_STRIPE_OFF, 1, 8));
+	/* one rail: whole */
+	assert_false(ing_stripe_decide(64 * MIB, 0, 8 * MIB, 1));
 }
 
 static void test_split_even(void **state)
@@ -266,6 +296,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wanted),
+		cmocka_unit_test(test_decide),
 		cmocka_unit_test(test_split_even),
 		cmocka_unit_test(test_split_uneven),
 		cmocka_unit_test(test_split_one_rail),

@@ -65,6 +65,15 @@ public class NativeTests
     }
 
     [Fact]
+    public void StripeMin_maps_to_opts_stripe_min()
+    {
+        Assert.Equal(0ul, Producer.StripeMin(0));                 // libingest's default, 8 MiB
+        Assert.Equal(16ul << 20, Producer.StripeMin(16L << 20));  // the producer's own threshold
+        Assert.Equal(ulong.MaxValue, Producer.StripeMin(-1));     // ING_STRIPE_OFF: never
+        Assert.Equal(ulong.MaxValue, Producer.StripeMin(long.MinValue));
+    }
+
+    [Fact]
     public void Crc32c_is_the_Castagnoli_checksum()
     {
         Assert.Equal(0xE3069283u, Producer.Crc32c("123456789"u8));

@@ -84,6 +84,8 @@ internal static unsafe partial class Native
         public int membership_refresh_ms;
         // 1.4
         public int reconnect_timeout_ms;
+        // 1.6
+        public ulong stripe_min;
     }
 
     [StructLayout(LayoutKind.Sequential)]

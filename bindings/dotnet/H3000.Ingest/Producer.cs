@@ -114,6 +114,9 @@ public sealed class Producer : IAsyncDisposable, IDisposable
     /// <summary>The loaded libingest's version ("1.4.0").</summary>
     public static unsafe string LibraryVersion => Native.Utf8(Native.ing_version_string());
 
+    /// <summary>ProducerOptions.StripeMin as libingest's opts.stripe_min: 0 its default (8 MiB), negative ING_STRIPE_OFF (never).</summary>
+    internal static ulong StripeMin(long v) => v < 0 ? ulong.MaxValue : (ulong)v;
+
     /// <summary>The device list libingest takes ("mlx5_0,mlx5_1"), or null for every device.</summary>
     private static string? Devices(ProducerOptions options)
     {
@@ -198,6 +201,7 @@ public sealed class Producer : IAsyncDisposable, IDisposable
             o.node_cooldown_ms = Ms(options.NodeCooldown);
             o.membership_refresh_ms = Ms(options.MembershipRefresh);
             o.reconnect_timeout_ms = options.ReconnectTimeout < TimeSpan.Zero ? -1 : Ms(options.ReconnectTimeout);
+            o.stripe_min = StripeMin(options.StripeMin);
 
             byte* err = stackalloc byte[512];
             err[0] = 0;

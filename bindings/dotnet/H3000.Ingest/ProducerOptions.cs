@@ -75,6 +75,13 @@ public sealed record ProducerOptions
     /// </summary>
     public TimeSpan ReconnectTimeout { get; init; }
     /// <summary>
+    /// RDMA READ to a node with several rails: a frame of at least this many bytes moves in
+    /// parts over every rail at once (still one frame, one CRC, one ack), when the node takes
+    /// striped frames of that size too (its own threshold). 0: libingest's default, 8 MiB;
+    /// negative: never striped.
+    /// </summary>
+    public long StripeMin { get; init; }
+    /// <summary>
     /// Where libingest's log lines go (its warnings: a lost connection, a fallback, ...), with
     /// their level, instead of the process's stderr. Null: libingest writes them to stderr.
     /// </summary>

@@ -252,7 +252,7 @@ static void metrics_lcores(struct ing_svc *s, struct ing_mtext *t)
  * reads ingest_rail_up). */
 struct rail_row {
 	char l[128];
-	uint64_t up, downs, conns, frames, bytes, failed, cq_errors, link_mbps;
+	uint64_t up, downs, conns, frames, bytes, failed, cq_errors, link_mbps, parts;
 	double down_s;
 };
 static const struct ing_mtext_col rail_cols[] = {
@@ -260,8 +260,9 @@ static const struct ing_mtext_col rail_cols[] = {
 	{ "ingest_rail_down_seconds", "gauge", "How long the rail has been down (0 when up).", ING_MTEXT_DBL(struct rail_row, down_s) },
 	{ "ingest_rail_downs_total", "counter", "Times the rail went down (link down, device removed, re-open failed) since start.", ING_MTEXT_U64(struct rail_row, downs) },
 	{ "ingest_rail_connections", "gauge", "RDMA connections (QPs) on the rail now.", ING_MTEXT_U64(struct rail_row, conns) },
-	{ "ingest_rail_frames_total", "counter", "Frames the rail's lcores brought in (READ pull and WRITE push).", ING_MTEXT_U64(struct rail_row, frames) },
-	{ "ingest_rail_bytes_total", "counter", "Bytes of those frames.", ING_MTEXT_U64(struct rail_row, bytes) },
+	{ "ingest_rail_frames_total", "counter", "Frames the rail's lcores brought in (READ pull and WRITE push); a striped frame counts once, on its home rail.", ING_MTEXT_U64(struct rail_row, frames) },
+	{ "ingest_rail_bytes_total", "counter", "Bytes of those frames (a striped frame's: each part's on its own rail).", ING_MTEXT_U64(struct rail_row, bytes) },
+	{ "ingest_rail_parts_total", "counter", "Parts of striped frames the rail's lcores brought in.", ING_MTEXT_U64(struct rail_row, parts) },
 	{ "ingest_rail_frames_failed_total", "counter", "Frames the rail's lcores failed.", ING_MTEXT_U64(struct rail_row, failed) },
 	{ "ingest_rail_completion_errors_total", "counter", "Error completions on the rail's CQs (not flushes).", ING_MTEXT_U64(struct rail_row, cq_errors) },
 	{ "ingest_rail_link_mbps", "gauge", "The rail's port speed x width in Mbit/s (0 unknown).", ING_MTEXT_U64(struct rail_row, link_mbps) },
@@ -286,6 +287,7 @@ static void metrics_rails(struct ing_svc *s, struct ing_mtext *t)
 		r->bytes = x->st.bytes_received;
 		r->failed = x->st.frames_failed;
 		r->cq_errors = x->st.completion_errors;
+		r->parts = x->st.parts_received;
 		r->link_mbps = x->info.link_mbps;
 	}
 	ing_mtext_rows(t, rail_cols, sizeof(rail_cols) / sizeof(rail_cols[0]), rows, sizeof(rows[0]), n,

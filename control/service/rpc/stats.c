@@ -74,6 +74,7 @@ static size_t rail_stats(struct ing_svc *s, struct svc_rail *sr, H3000__RailStat
 		p->bytesreceived = sr[i].st.bytes_received;
 		p->framesfailed = sr[i].st.frames_failed;
 		p->completionerrors = sr[i].st.completion_errors;
+		p->partsreceived = sr[i].st.parts_received;
 		rsp[i] = p;
 	}
 	return n;

@@ -63,6 +63,8 @@ struct svc_stripe {
 							* not READ */
 	char fail_msg[ING_FRAME_MSG_MAX];
 	unsigned moved;                                /* parts moved again (log) */
+	unsigned home_rail;                            /* the FrameMeta's session's rail: the
+							* frame counts once in its frames */
 };
 
 int xport_stripe_check(const H3000__FrameMeta *m, unsigned nrails, char *why, size_t whylen)
@@ -208,6 +210,7 @@ int xport_stripe_start(struct svc_frame *e, const H3000__FrameMeta *m, bool push
 		free(sp);   /* xport_stripe_check passed it: cannot be */
 		return -EINVAL;
 	}
+	sp->home_rail = (unsigned)home_rail;
 	/* the home session's rail: the FrameMeta's own addr/rkey cover the whole frame there */
 	sp->via[home_rail] = (struct stripe_via){ .set = true, .session = home->id, .base = m->addr,
 						  .rkey = m->rkey };
@@ -247,13 +250,18 @@ void xport_stripe_part_in(struct svc_frame *e, struct ing_frame *p)
 		return;   /* logged by the caller's checks: cannot be */
 	sp->out[i] = false;
 	sp->nout--;
-	if (ing_stripe_part_in(&sp->st, i) < 0)
+	int last = ing_stripe_part_in(&sp->st, i);
+	if (last < 0)
 		return;
 	if (sp->fail_code) {
 		maybe_fail(e, sp);
 		return;
 	}
-	/* the last part's bytes complete the frame: persistence, CRC over the whole slot */
+	/* each part's bytes add to the frame; the last part's complete it: persistence, CRC
+	 * over the whole slot, and one frame in its home rail's count (each rail counted its
+	 * part in its parts) */
+	if (last)
+		ing_rdma_striped_frame_in(e->env->rdma, sp->home_rail);
 	xport_filled(e, p->length, false);
 }
 
