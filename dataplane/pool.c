@@ -233,24 +233,23 @@ static int class_map(struct ing_pool *p, unsigned r, unsigned c, const struct in
 static struct rte_mempool *class_mempool_lifo(const char *name, unsigned count, int socket,
 					      struct slot_init_arg *arg)
 {
-	struct rte_mempool *mp = rte_mempool_create_empty(name, count, sizeof(struct ing_frame), 0,
-							  0, socket, 0);
-	if (!mp)
-		return NULL;
 	/* "lf_stack": lock-free (a 128-bit compare-and-swap), as the ring it replaced; "stack"
 	 * (a spinlock) only where the CPU has no such CAS (DPDK then refuses lf_stack) */
-	if (rte_mempool_set_ops_byname(mp, "lf_stack", NULL) < 0 || rte_mempool_populate_default(mp) < 0) {
-		rte_mempool_free(mp);
-		mp = rte_mempool_create_empty(name, count, sizeof(struct ing_frame), 0, 0, socket, 0);
+	static const char *const drivers[] = { "lf_stack", "stack" };
+
+	for (unsigned k = 0; k < sizeof(drivers) / sizeof(drivers[0]); k++) {
+		struct rte_mempool *mp = rte_mempool_create_empty(name, count, sizeof(struct ing_frame),
+								  0, 0, socket, 0);
 		if (!mp)
 			return NULL;
-		if (rte_mempool_set_ops_byname(mp, "stack", NULL) < 0 || rte_mempool_populate_default(mp) < 0) {
-			rte_mempool_free(mp);
-			return NULL;
+		if (rte_mempool_set_ops_byname(mp, drivers[k], NULL) == 0 &&
+		    rte_mempool_populate_default(mp) >= 0) {
+			rte_mempool_obj_iter(mp, slot_init, arg);
+			return mp;
 		}
+		rte_mempool_free(mp);
 	}
-	rte_mempool_obj_iter(mp, slot_init, arg);
-	return mp;
+	return NULL;
 }
 
 static int class_mempool(struct ing_pool *p, unsigned r, unsigned c)
