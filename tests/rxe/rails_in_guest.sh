@@ -577,6 +577,18 @@ done
 ing_term_pid
 rails_link_down_at_start
 
+# striped_stored_once DIR TAG: the node of data dir DIR holds TAG's one striped frame once
+# (one catalog row, one frame file) and byte for byte (ingest-verify against the producer's
+# manifest of its source)
+striped_stored_once() {
+	local dir=$1 tag=$2
+	[ "$(sqlite3 "file:$dir/catalog.db?mode=ro" "SELECT count(*) FROM frames WHERE wafer_id = 'MR-$tag'")" = 1 ] ||
+		fail "$tag: not one catalog row for the striped frame"
+	[ "$(find "$dir/frames/MR-$tag" -name '*.frame' | wc -l)" = 1 ] || fail "$tag: not one frame file"
+	timeout 300 "$VERIFY" --data-dir "$dir" --manifest "$T/m-$tag" ||
+		fail "$tag: the stored frame is not byte for byte what was sent"
+}
+
 # ---- striping (issue #26 item 3): one 64 MiB frame over both rails at once, still one
 # frame (one slot, one catalog row, one CRC, one Ack). A node of its own: --stripe-min 8M
 # (the default, said here), a 64 MiB size class, no hugepages (the regions of the node above are
@@ -624,11 +636,7 @@ prod_striped() {
 		done
 	done
 	[ "$frames" = 1 ] || fail "$tag: the striped frame counted $frames times in the rails' frames, not once"
-	[ "$(sqlite3 "file:$T/data3/catalog.db?mode=ro" "SELECT count(*) FROM frames WHERE wafer_id = 'MR-$tag'")" = 1 ] ||
-		fail "$tag: not one catalog row for the striped frame"
-	[ "$(find "$T/data3/frames/MR-$tag" -name '*.frame' | wc -l)" = 1 ] || fail "$tag: not one frame file"
-	timeout 300 "$VERIFY" --data-dir "$T/data3" --manifest "$T/m-$tag" ||
-		fail "$tag: the stored frame is not byte for byte what was sent"
+	striped_stored_once "$T/data3" "$tag"
 	echo "$tag: one 64 MiB frame, 32 MiB over each rail, one catalog row, byte for byte (ingest-verify)"
 	kill -TERM "$pid3"; wait "$pid3" || fail "the striping ingestd exited $? on SIGTERM"
 }
@@ -665,11 +673,7 @@ prod_striped_push() {
 		sum=$((sum + gotb))
 	done
 	[ "$sum" = $((64 << 20)) ] || fail "$tag: the rails carried $sum bytes, not the frame's 64 MiB"
-	[ "$(sqlite3 "file:$T/data4/catalog.db?mode=ro" "SELECT count(*) FROM frames WHERE wafer_id = 'MR-$tag'")" = 1 ] ||
-		fail "$tag: not one catalog row for the striped frame"
-	[ "$(find "$T/data4/frames/MR-$tag" -name '*.frame' | wc -l)" = 1 ] || fail "$tag: not one frame file"
-	timeout 300 "$VERIFY" --data-dir "$T/data4" --manifest "$T/m-$tag" ||
-		fail "$tag: the stored frame is not byte for byte what was sent"
+	striped_stored_once "$T/data4" "$tag"
 	echo "$tag: one 64 MiB frame pushed, 32 MiB written over each rail, one catalog row, byte for byte (ingest-verify)"
 	kill -TERM "$pid4"; wait "$pid4" || fail "the striped push ingestd exited $? on SIGTERM"
 }
